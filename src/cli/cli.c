@@ -1,0 +1,84 @@
+/* cli.c — argument parsing helpers and error reporting shared by subcommands. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+int cli_fail(const as_error *err) {
+    fprintf(stderr, "attnscope: %s\n", err->msg[0] ? err->msg : "unknown error");
+    return err->code ? (int)err->code : 1;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "attnscope %s: %s (see attnscope %s --help)\n", cmd, buf, cmd);
+    return AS_ERR_INPUT;
+}
+
+int cli_parse_int(const char *s, long lo, long hi, int *out) {
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_parse_ids(const char *s, int32_t **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    if (cap > 1000000) return -1;
+    int32_t *ids = as_malloc_array(cap, sizeof *ids);
+    if (!ids) return -1;
+    int k = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ') p++;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            free(ids);
+            return -1;
+        }
+        ids[k++] = (int32_t)v;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ',') {
+            p++;
+            if (!*p) {
+                free(ids);
+                return -1;
+            }
+        } else if (*p) {
+            free(ids);
+            return -1;
+        }
+    }
+    if (k == 0) {
+        free(ids);
+        return -1;
+    }
+    *out = ids;
+    *n = k;
+    return 0;
+}
+
+const char *cli_value(int argc, char **argv, int *i, const char *cmd) {
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "option %s needs a value", argv[*i]);
+        return NULL;
+    }
+    (*i)++;
+    return argv[*i];
+}
+
+int cli_is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }

@@ -1,0 +1,28 @@
+/* cli.h — shared pieces of the attnscope subcommands: argument helpers, one-line
+ * error reporting and exit statuses (0 success, 2 bad input, 1 internal error).
+ * Each subcommand lives in its own cmd_*.c; main.c only dispatches.
+ */
+#ifndef AS_CLI_H
+#define AS_CLI_H
+
+#include "attnscope.h"
+#include "core/core.h"
+
+/* Prints "attnscope: <msg>" on one line and returns err->code as an exit status. */
+int cli_fail(const as_error *err);
+/* Prints "attnscope <cmd>: <msg>" for a usage error and returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) AS_PRINTF(2, 3);
+/* Parses a decimal int in [lo, hi]; 0 on success, -1 otherwise. */
+int cli_parse_int(const char *s, long lo, long hi, int *out);
+/* Parses "1,2,3" into a malloc'd array (caller frees). 0 ok, -1 bad syntax/range. */
+int cli_parse_ids(const char *s, int32_t **out, int *n);
+/* Returns argv[*i + 1] and advances *i, or NULL (after printing a usage error)
+ * when the option has no value. */
+const char *cli_value(int argc, char **argv, int *i, const char *cmd);
+int cli_is_help(const char *a);
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

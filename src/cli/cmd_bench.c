@@ -1,0 +1,135 @@
+/* cmd_bench.c — `attnscope bench`: median wall time of one forward pass with full
+ * capture on seeded random token ids, the achieved GFLOP/s, the sgemm peak measured
+ * in the same run (on the model's largest linear shape) and peak RSS. Measures, never
+ * asserts. */
+#include "cli/cli.h"
+
+#include <cblas.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static const char *BENCH_HELP =
+    "usage: attnscope bench --model DIR --tokens N [--repeat R] [--threads N]\n"
+    "                       [--capture all|attn,...]\n"
+    "\n"
+    "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
+    "with full capture (or --capture) and prints the median and minimum ms, the\n"
+    "forward's GFLOP/s, the sgemm peak GFLOP/s measured in the same run on the model's\n"
+    "feed-forward shape (N x D x F), their ratio, captured MB and peak RSS MB.\n";
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Best GFLOP/s of R sgemm calls C(M,N) = A(M,K) B(K,N). */
+static double sgemm_peak(int M, int N, int K, int R) {
+    float *A = as_calloc((size_t)M * K, sizeof(float));
+    float *B = as_calloc((size_t)K * N, sizeof(float));
+    float *C = as_calloc((size_t)M * N, sizeof(float));
+    double best = 0.0;
+    if (A && B && C) {
+        for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (float)(i % 7) * 0.01f;
+        for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (float)(i % 5) * 0.01f;
+        for (int r = 0; r < R + 1; r++) {
+            double t0 = as_now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+            double dt = as_now() - t0;
+            double g = 2.0 * M * N * K / dt * 1e-9;
+            if (r > 0 && g > best) best = g;
+        }
+    }
+    free(A);
+    free(B);
+    free(C);
+    return best;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *dir = NULL, *capture = "all";
+    int T = 128, R = 5, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v;
+        if (cli_is_help(o)) {
+            fputs(BENCH_HELP, stdout);
+            return 0;
+        }
+        if (!(v = cli_value(argc, argv, &i, "bench"))) return AS_ERR_INPUT;
+        if (!strcmp(o, "--model")) dir = v;
+        else if (!strcmp(o, "--capture")) capture = v;
+        else if (!strcmp(o, "--tokens")) {
+            if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &T)) return cli_usage_error("bench", "bad --tokens '%s'", v);
+        } else if (!strcmp(o, "--repeat")) {
+            if (cli_parse_int(v, 1, 1000, &R)) return cli_usage_error("bench", "bad --repeat '%s'", v);
+        } else if (!strcmp(o, "--threads")) {
+            if (cli_parse_int(v, 1, 1024, &threads)) return cli_usage_error("bench", "bad --threads '%s'", v);
+        } else return cli_usage_error("bench", "unknown option '%s'", o);
+    }
+    if (!dir) return cli_usage_error("bench", "--model DIR is required");
+    unsigned what = 0;
+    if (!strcmp(capture, "all")) what = CAP_ALL;
+    else if (!strcmp(capture, "attn")) what = CAP_ATTN;
+    else if (!strcmp(capture, "none")) what = CAP_LOGITS;
+    else return cli_usage_error("bench", "--capture must be all, attn or none");
+    as_error err = {0};
+    as_model *m = NULL;
+    as_encoding enc = {0};
+    int32_t *ids = NULL;
+    double *ms = NULL;
+    int rc = 0;
+    if (as_model_load(dir, &m, &err)) return cli_fail(&err);
+    const as_config *c = as_model_config(m);
+    if (T > as_model_max_tokens(m)) {
+        rc = cli_usage_error("bench", "--tokens %d is over the model's %d positions", T, as_model_max_tokens(m));
+        goto cleanup;
+    }
+    ids = as_malloc_array((size_t)T, sizeof *ids);
+    ms = as_malloc_array((size_t)R, sizeof *ms);
+    if (!ids || !ms) {
+        as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+        rc = cli_fail(&err);
+        goto cleanup;
+    }
+    uint32_t seed = 12345;
+    for (int i = 0; i < T; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ids[i] = (int32_t)(5 + (seed >> 8) % (uint32_t)(c->vocab_size - 5));
+    }
+    if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err)) {
+        rc = cli_fail(&err);
+        goto cleanup;
+    }
+    as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = threads};
+    size_t cap_bytes = 0;
+    for (int r = -1; r < R; r++) {
+        as_run *run = NULL;
+        double t0 = as_now();
+        if (as_forward(m, &enc, &spec, &run, &err)) {
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+        double dt = (as_now() - t0) * 1e3;
+        cap_bytes = run->bytes;
+        as_run_free(run);
+        if (r >= 0) ms[r] = dt;
+    }
+    qsort(ms, (size_t)R, sizeof *ms, cmp_double);
+    double med = R % 2 ? ms[R / 2] : 0.5 * (ms[R / 2 - 1] + ms[R / 2]);
+    double D = c->d_model, F = c->d_ff, L = c->n_layer, Tt = T;
+    double flop = L * (2.0 * Tt * D * D * 4 + 2.0 * Tt * D * F * 2 + 2.0 * Tt * Tt * D * 2);
+    double gflops = flop / (med * 1e-3) * 1e-9;
+    double peak = sgemm_peak(T, c->d_ff, c->d_model, 5);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("model %s  tokens %d  threads %d  repeat %d\n", dir, T, threads ? threads : as_n_cores(), R);
+    printf("median_ms %.2f  min_ms %.2f  gflop %.2f  gflops %.1f  sgemm_peak_gflops %.1f  "
+           "efficiency %.0f%%  captured_mb %.1f  peak_rss_mb %.1f\n",
+           med, ms[0], flop * 1e-9, gflops, peak, peak > 0 ? 100.0 * gflops / peak : 0.0,
+           (double)cap_bytes / 1048576.0, (double)ru.ru_maxrss / 1024.0);
+cleanup:
+    free(ids);
+    free(ms);
+    as_encoding_free(&enc);
+    as_model_free(m);
+    return rc;
+}

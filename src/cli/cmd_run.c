@@ -1,0 +1,403 @@
+/* cmd_run.c — `attnscope run`: tokenizes a text (or pair) or takes raw ids, runs the
+ * model with the requested capture and either prints a readable summary (tokens and
+ * each layer's strongest attention links) or writes the tokens, offsets and
+ * captured tensors as JSON or npz (array names as Hugging Face outputs).
+ */
+#include "cli/cli.h"
+#include "io/npz.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+static const char *RUN_HELP =
+    "usage: attnscope run --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
+    "                     [--type-ids 0,0,...] [--layer L] [--head H]\n"
+    "                     [--capture all|attn,scores,qkv,hidden,logits]\n"
+    "                     [--format json|npz] [--out FILE] [--threads N]\n"
+    "                     [--max-tokens N] [--no-truncate] [--top K] [--quiet]\n"
+    "\n"
+    "Runs the model folder DIR (config.json + model.safetensors + tokenizer files) on\n"
+    "the text or sentence pair and captures attention internals.\n"
+    "\n"
+    "Without --out and --format, prints the tokens and each layer's strongest links.\n"
+    "--format json writes JSON (to --out FILE or stdout); --format npz (or an --out\n"
+    "ending in .npz) writes a numpy archive with arrays named like Hugging Face's\n"
+    "outputs: input_ids [T], token_type_ids [T], attention_mask [T], offsets [T,2]\n"
+    "(byte spans, -1 for special tokens), attentions [L,H,T,T], attention_scores\n"
+    "[L,H,T,T] (q.k/sqrt(Dh) before softmax; masked entries hold -3.4028235e38),\n"
+    "queries, keys, values [L,H,T,Dh], hidden_states [L+1,T,D] (embedding output\n"
+    "first), logits ([1,C] classifier or [T,V] language-model head, when present),\n"
+    "layers [L] and heads [H] (the absolute indices captured).\n"
+    "\n"
+    "--layer / --head capture one layer / head (the forward stops after the deepest\n"
+    "layer needed unless logits are requested). --capture selects what is kept\n"
+    "(default all). Text longer than the model's positions is truncated with a\n"
+    "warning; --no-truncate makes it an error. Exit status 0 ok, 2 bad input, 1 internal.\n";
+
+typedef struct {
+    const char *model, *text, *text_b, *ids, *type_ids, *format, *out, *capture;
+    int layer, head, threads, max_tokens, truncate, top, quiet;
+} run_args;
+
+static int parse_capture(const char *s, unsigned *what) {
+    *what = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "all")) *what |= CAP_ALL;
+        else if (!strcmp(tok, "attn")) *what |= CAP_ATTN;
+        else if (!strcmp(tok, "scores")) *what |= CAP_SCORES;
+        else if (!strcmp(tok, "qkv")) *what |= CAP_QKV;
+        else if (!strcmp(tok, "hidden")) *what |= CAP_HIDDEN;
+        else if (!strcmp(tok, "logits")) *what |= CAP_LOGITS;
+        else return -1;
+    }
+    return *what ? 0 : -1;
+}
+
+/* ---- JSON output (streamed; tensors as nested arrays, floats as %.9g) ---- */
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, float v) {
+    if (isnan(v)) fputs("null", f);
+    else if (isinf(v)) fputs(v > 0 ? "3.4028235e38" : "-3.4028235e38", f);
+    else fprintf(f, "%.9g", (double)v);
+}
+
+/* Writes data as nested arrays of the given shape. */
+static void json_tensor(FILE *f, const float *data, int ndim, const int64_t *shape) {
+    if (ndim == 1) {
+        fputc('[', f);
+        for (int64_t i = 0; i < shape[0]; i++) {
+            if (i) fputc(',', f);
+            json_num(f, data[i]);
+        }
+        fputc(']', f);
+        return;
+    }
+    size_t inner = 1;
+    for (int d = 1; d < ndim; d++) inner *= (size_t)shape[d];
+    fputc('[', f);
+    for (int64_t i = 0; i < shape[0]; i++) {
+        if (i) fputs(",\n", f);
+        json_tensor(f, data + (size_t)i * inner, ndim - 1, shape + 1);
+    }
+    fputc(']', f);
+}
+
+static void json_ints(FILE *f, const int32_t *v, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", (int)v[i]);
+    fputc(']', f);
+}
+
+static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const as_run *r) {
+    const as_config *c = as_model_config(m);
+    fprintf(f, "{\"version\":\"%s\",\"model\":", AS_VERSION);
+    json_str(f, as_model_dir(m));
+    fprintf(f, ",\"arch\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,\"d_head\":%d,",
+            as_arch_name(c->arch), c->n_layer, c->n_head, c->d_model, c->d_head);
+    fprintf(f, "\"captured\":{\"layer_lo\":%d,\"n_layers\":%d,\"head_lo\":%d,\"n_heads\":%d,\"layers_run\":%d},\n",
+            r->layer_lo, r->n_lay, r->head_lo, r->n_hd, r->n_run);
+    fputs("\"tokens\":[", f);
+    for (int i = 0; i < enc->n; i++) {
+        char *text = as_model_token_text(m, enc->ids[i]);
+        fprintf(f, "%s{\"id\":%d,\"piece\":", i ? ",\n" : "\n", (int)enc->ids[i]);
+        json_str(f, enc->pieces && enc->pieces[i] ? enc->pieces[i] : "");
+        fputs(",\"text\":", f);
+        json_str(f, text ? text : "");
+        fprintf(f, ",\"start\":%d,\"end\":%d,\"type_id\":%d,\"seq\":%d}", enc->start ? (int)enc->start[i] : -1,
+                enc->end ? (int)enc->end[i] : -1, enc->type_ids ? (int)enc->type_ids[i] : 0,
+                enc->seq ? (int)enc->seq[i] : 0);
+        free(text);
+    }
+    fputs("],\n\"input_ids\":", f);
+    json_ints(f, enc->ids, enc->n);
+    fputs(",\n\"token_type_ids\":", f);
+    json_ints(f, enc->type_ids, enc->n);
+    fputs(",\n\"attention_mask\":", f);
+    json_ints(f, enc->mask, enc->n);
+    int64_t T = r->T, LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
+    int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
+    struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
+        {"attentions", r->attn, 4, LH}, {"attention_scores", r->scores, 4, LH},
+        {"queries", r->q, 4, QK},       {"keys", r->k, 4, QK},
+        {"values", r->v, 4, QK},        {"hidden_states", r->hidden, 3, HS},
+        {"logits", r->logits, 2, LG}};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
+        if (!arr[i].d) continue;
+        fprintf(f, ",\n\"%s\":", arr[i].name);
+        json_tensor(f, arr[i].d, arr[i].nd, arr[i].shape);
+    }
+    fputs("}\n", f);
+}
+
+static as_status write_npz(const char *path, const as_encoding *enc, const as_run *r, as_error *err) {
+    npz_writer *w = NULL;
+    as_status s = npz_open(path, &w, err);
+    if (s) return s;
+    int64_t T = r->T, one[1] = {T}, off_shape[2] = {T, 2};
+    int64_t LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
+    int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
+    int64_t nl[1] = {r->n_lay}, nh[1] = {r->n_hd};
+    int32_t *off = as_malloc_array((size_t)T * 2, sizeof(int32_t));
+    int32_t *layers = as_malloc_array((size_t)r->n_lay, sizeof(int32_t));
+    int32_t *heads = as_malloc_array((size_t)r->n_hd, sizeof(int32_t));
+    if (!off || !layers || !heads) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i < T; i++) {
+        off[2 * i] = enc->start ? enc->start[i] : -1;
+        off[2 * i + 1] = enc->end ? enc->end[i] : -1;
+    }
+    for (int i = 0; i < r->n_lay; i++) layers[i] = r->layer_lo + i;
+    for (int i = 0; i < r->n_hd; i++) heads[i] = r->head_lo + i;
+    if ((s = npz_add(w, "input_ids", NPY_I32, enc->ids, 1, one, err))) goto cleanup;
+    if ((s = npz_add(w, "token_type_ids", NPY_I32, enc->type_ids, 1, one, err))) goto cleanup;
+    if ((s = npz_add(w, "attention_mask", NPY_I32, enc->mask, 1, one, err))) goto cleanup;
+    if ((s = npz_add(w, "offsets", NPY_I32, off, 2, off_shape, err))) goto cleanup;
+    if ((s = npz_add(w, "layers", NPY_I32, layers, 1, nl, err))) goto cleanup;
+    if ((s = npz_add(w, "heads", NPY_I32, heads, 1, nh, err))) goto cleanup;
+    struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
+        {"attentions", r->attn, 4, LH}, {"attention_scores", r->scores, 4, LH},
+        {"queries", r->q, 4, QK},       {"keys", r->k, 4, QK},
+        {"values", r->v, 4, QK},        {"hidden_states", r->hidden, 3, HS},
+        {"logits", r->logits, 2, LG}};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
+        if (!arr[i].d) continue;
+        if ((s = npz_add(w, arr[i].name, NPY_F32, arr[i].d, arr[i].nd, arr[i].shape, err))) goto cleanup;
+    }
+    s = npz_close(w, err);
+    w = NULL;
+cleanup:
+    npz_abort(w);
+    free(off);
+    free(layers);
+    free(heads);
+    return s;
+}
+
+/* ---- readable summary ---- */
+
+static void print_token(const as_model *m, const as_encoding *enc, int i) {
+    char *t = as_model_token_text(m, enc->ids[i]);
+    printf("%s", t ? t : "?");
+    free(t);
+}
+
+static void print_summary(const as_model *m, const as_encoding *enc, const as_run *r, int top) {
+    const as_config *c = as_model_config(m);
+    printf("model: %s (%s, %d layers x %d heads, width %d)\n", as_model_dir(m), c->model_type, c->n_layer,
+           c->n_head, c->d_model);
+    printf("tokens (%d):", enc->n);
+    for (int i = 0; i < enc->n; i++) {
+        printf(" %d:", i);
+        print_token(m, enc, i);
+    }
+    printf("\n");
+    if (r->attn) {
+        printf("strongest attention links per layer (query -> key  weight  [head]):\n");
+        int T = r->T;
+        for (int li = 0; li < r->n_lay; li++) {
+            printf("  layer %d:", r->layer_lo + li);
+            /* top-k over heads and (query, key) by weight; pads skipped */
+            int k = top;
+            float best_w[16];
+            int best_h[16], best_i[16], best_j[16], nb = 0;
+            for (int hi = 0; hi < r->n_hd; hi++) {
+                const float *a = r->attn + ((size_t)li * r->n_hd + hi) * (size_t)T * T;
+                for (int i = 0; i < T; i++) {
+                    if (!enc->mask[i]) continue;
+                    for (int j = 0; j < T; j++) {
+                        float w = a[(size_t)i * T + j];
+                        if (nb < k || w > best_w[nb - 1]) {
+                            int p = nb < k ? nb++ : nb - 1;
+                            while (p > 0 && best_w[p - 1] < w) {
+                                best_w[p] = best_w[p - 1];
+                                best_h[p] = best_h[p - 1];
+                                best_i[p] = best_i[p - 1];
+                                best_j[p] = best_j[p - 1];
+                                p--;
+                            }
+                            best_w[p] = w;
+                            best_h[p] = r->head_lo + hi;
+                            best_i[p] = i;
+                            best_j[p] = j;
+                        }
+                    }
+                }
+            }
+            for (int b = 0; b < nb; b++) {
+                printf("%s", b ? ";  " : "  ");
+                print_token(m, enc, best_i[b]);
+                printf(" -> ");
+                print_token(m, enc, best_j[b]);
+                printf("  %.2f [h%d]", (double)best_w[b], best_h[b]);
+            }
+            printf("\n");
+        }
+    }
+    if (r->logits && r->logits_head == HEAD_CLASSIFIER) {
+        printf("classifier logits:");
+        int arg = 0;
+        for (int j = 0; j < r->logits_cols; j++) {
+            const char *name = c->id2label && j < c->num_labels ? c->id2label[j] : NULL;
+            printf(" %s=%.4f", name ? name : "class", (double)r->logits[j]);
+            if (r->logits[j] > r->logits[arg]) arg = j;
+        }
+        printf("  -> %s\n", c->id2label && arg < c->num_labels ? c->id2label[arg] : "(argmax)");
+    }
+}
+
+static int parse_args(int argc, char **argv, run_args *a) {
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = NULL;
+#define VAL()                                                     \
+    do {                                                          \
+        if (!(v = cli_value(argc, argv, &i, "run"))) return 2;    \
+    } while (0)
+        if (cli_is_help(o)) {
+            fputs(RUN_HELP, stdout);
+            return 1;
+        } else if (!strcmp(o, "--model")) { VAL(); a->model = v; }
+        else if (!strcmp(o, "--text")) { VAL(); a->text = v; }
+        else if (!strcmp(o, "--text-b")) { VAL(); a->text_b = v; }
+        else if (!strcmp(o, "--ids")) { VAL(); a->ids = v; }
+        else if (!strcmp(o, "--type-ids")) { VAL(); a->type_ids = v; }
+        else if (!strcmp(o, "--format")) { VAL(); a->format = v; }
+        else if (!strcmp(o, "--out")) { VAL(); a->out = v; }
+        else if (!strcmp(o, "--capture")) { VAL(); a->capture = v; }
+        else if (!strcmp(o, "--layer")) {
+            VAL();
+            if (cli_parse_int(v, 0, AS_MAX_LAYERS - 1, &a->layer)) return cli_usage_error("run", "bad --layer '%s'", v);
+        } else if (!strcmp(o, "--head")) {
+            VAL();
+            if (cli_parse_int(v, 0, AS_MAX_HEADS - 1, &a->head)) return cli_usage_error("run", "bad --head '%s'", v);
+        } else if (!strcmp(o, "--threads")) {
+            VAL();
+            if (cli_parse_int(v, 1, 1024, &a->threads)) return cli_usage_error("run", "bad --threads '%s'", v);
+        } else if (!strcmp(o, "--max-tokens")) {
+            VAL();
+            if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &a->max_tokens))
+                return cli_usage_error("run", "bad --max-tokens '%s'", v);
+        } else if (!strcmp(o, "--top")) {
+            VAL();
+            if (cli_parse_int(v, 1, 16, &a->top)) return cli_usage_error("run", "bad --top '%s' (1..16)", v);
+        } else if (!strcmp(o, "--no-truncate")) a->truncate = 0;
+        else if (!strcmp(o, "--quiet")) a->quiet = 1;
+        else return cli_usage_error("run", "unknown option '%s'", o);
+#undef VAL
+    }
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_args a = {.layer = -1, .head = -1, .truncate = 1, .top = 3};
+    int rc = parse_args(argc, argv, &a);
+    if (rc == 1) return 0; /* --help */
+    if (rc) return rc;
+    if (!a.model) return cli_usage_error("run", "--model DIR is required");
+    if (!a.text == !a.ids) return cli_usage_error("run", "give exactly one of --text or --ids");
+    if (a.text_b && !a.text) return cli_usage_error("run", "--text-b needs --text");
+    if (a.type_ids && !a.ids) return cli_usage_error("run", "--type-ids needs --ids");
+    int fmt_npz = 0, fmt_json = 0;
+    if (a.format) {
+        if (!strcmp(a.format, "npz")) fmt_npz = 1;
+        else if (!strcmp(a.format, "json")) fmt_json = 1;
+        else return cli_usage_error("run", "--format must be json or npz, not '%s'", a.format);
+    } else if (a.out) {
+        size_t n = strlen(a.out);
+        fmt_npz = n >= 4 && !strcmp(a.out + n - 4, ".npz");
+        fmt_json = !fmt_npz;
+    }
+    if (fmt_npz && !a.out) return cli_usage_error("run", "--format npz needs --out FILE");
+    unsigned what = CAP_ALL;
+    if (a.capture && parse_capture(a.capture, &what))
+        return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits)", a.capture);
+    if (!fmt_npz && !fmt_json) what |= CAP_ATTN | CAP_LOGITS; /* the summary needs them */
+    as_set_quiet(a.quiet);
+
+    as_error err = {0};
+    as_model *m = NULL;
+    as_encoding enc = {0};
+    as_run *r = NULL;
+    int32_t *ids = NULL, *tids = NULL;
+    if (as_model_load(a.model, &m, &err)) {
+        rc = cli_fail(&err);
+        goto cleanup;
+    }
+    if (a.text) {
+        as_encode_opts eo = {.max_len = a.max_tokens, .truncate = a.truncate};
+        if (as_encode(m, a.text, a.text_b, &eo, &enc, &err)) {
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+        if (enc.n_warnings) as_warn("%s", enc.warning);
+    } else {
+        int n = 0, nt = 0;
+        if (cli_parse_ids(a.ids, &ids, &n)) {
+            rc = cli_usage_error("run", "bad --ids: expected comma-separated non-negative integers");
+            goto cleanup;
+        }
+        if (a.type_ids && (cli_parse_ids(a.type_ids, &tids, &nt) || nt != n)) {
+            rc = cli_usage_error("run", "bad --type-ids: expected %d comma-separated integers", n);
+            goto cleanup;
+        }
+        if (as_encoding_from_ids(m, ids, tids, n, &enc, &err)) {
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+    }
+    as_capture_spec spec = {.what = what, .layer = a.layer, .head = a.head, .threads = a.threads};
+    if (as_forward(m, &enc, &spec, &r, &err)) {
+        rc = cli_fail(&err);
+        goto cleanup;
+    }
+    if (fmt_npz) {
+        if (write_npz(a.out, &enc, r, &err)) {
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+    } else if (fmt_json) {
+        FILE *f = a.out ? fopen(a.out, "wb") : stdout;
+        if (!f) {
+            as_err_set(&err, AS_ERR_INPUT, "%s: cannot create the output file", a.out);
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+        write_json(f, m, &enc, r);
+        int bad = ferror(f);
+        if (a.out) bad |= fclose(f) != 0;
+        if (bad) {
+            as_err_set(&err, AS_ERR_INTERNAL, "%s: write failed", a.out ? a.out : "stdout");
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+    } else {
+        print_summary(m, &enc, r, a.top);
+    }
+    rc = 0;
+cleanup:
+    free(ids);
+    free(tids);
+    as_run_free(r);
+    as_encoding_free(&enc);
+    as_model_free(m);
+    return rc;
+}

@@ -1,0 +1,209 @@
+/* core.c — error reporting, allocation, logging, file reading and half-precision
+ * conversion shared by every module. No model or format knowledge here. */
+#define _POSIX_C_SOURCE 200809L
+#include "core.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_quiet = 0;
+
+static void one_line(char *s) {
+    for (; *s; s++)
+        if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+as_status as_err_set(as_error *err, as_status code, const char *fmt, ...) {
+    if (!err) return code;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    one_line(err->msg);
+    return code;
+}
+
+as_status as_err_prefix(as_error *err, const char *fmt, ...) {
+    if (!err) return AS_ERR_INTERNAL;
+    char pre[AS_ERR_MSG_MAX], old[AS_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    size_t np = strlen(pre), no = strnlen(old, sizeof old - 1), cap = sizeof err->msg - 1;
+    if (np > cap) np = cap;
+    memcpy(err->msg, pre, np);
+    size_t at = np;
+    for (const char *sep = ": "; *sep && at < cap; sep++) err->msg[at++] = *sep;
+    if (no > cap - at) no = cap - at;
+    memcpy(err->msg + at, old, no);
+    err->msg[at + no] = 0;
+    one_line(err->msg);
+    return err->code;
+}
+
+void as_err_clear(as_error *err) {
+    if (!err) return;
+    err->code = AS_OK;
+    err->msg[0] = 0;
+}
+
+void as_set_quiet(int quiet) { g_quiet = quiet; }
+
+void as_warn(const char *fmt, ...) {
+    if (g_quiet) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    one_line(buf);
+    fprintf(stderr, "attnscope: warning: %s\n", buf);
+}
+
+void *as_malloc(size_t n) { return malloc(n ? n : 1); }
+void *as_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+
+size_t as_mul_size(size_t a, size_t b) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    return a * b;
+}
+
+void *as_malloc_array(size_t n, size_t size) {
+    if (n && size > SIZE_MAX / n) return NULL;
+    return as_malloc(n * size);
+}
+
+char *as_strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+as_status as_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                       as_error *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return as_err_set(err, AS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return as_err_set(err, AS_ERR_INPUT, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        fclose(f);
+        return as_err_set(err, AS_ERR_INPUT, "%s: file is %lld bytes, over the limit of %zu",
+                          path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = as_malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+    }
+    if (n && fread(buf, 1, n, f) != n) {
+        free(buf);
+        fclose(f);
+        return as_err_set(err, AS_ERR_INPUT, "%s: short read", path);
+    }
+    fclose(f);
+    buf[n] = 0;
+    *out = buf;
+    if (out_len) *out_len = n;
+    return AS_OK;
+}
+
+as_status as_path_join(char *buf, size_t cap, const char *dir, const char *name, as_error *err) {
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap)
+        return as_err_set(err, AS_ERR_INPUT, "path too long: %s/%s", dir, name);
+    return AS_OK;
+}
+
+int as_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+float as_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: value = man * 2^-24 */
+            float v = (float)man * 5.9604644775390625e-8f;
+            return (h & 0x8000) ? -v : v;
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+float as_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t as_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    int32_t exp = (int32_t)((x >> 23) & 0xff);
+    uint32_t man = x & 0x7fffff;
+    if (exp == 255) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    int32_t e = exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) { /* subnormal or zero, round to nearest even */
+        if (e < -10) return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = 1u << (shift - 1);
+        uint32_t r = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((uint32_t)e << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++; /* may carry into exponent: fine */
+    return (uint16_t)(sign | r);
+}
+
+uint16_t as_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* NaN */
+    uint32_t lsb = (x >> 16) & 1;
+    x += 0x7fff + lsb;
+    return (uint16_t)(x >> 16);
+}
+
+int as_n_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+double as_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,69 @@
+/* core.h — shared helpers for every module: error reporting, programmer-bug
+ * assertions, checked allocation, logging, half-precision conversion, file reading.
+ * It does not know about models, tokenizers or files' formats.
+ */
+#ifndef AS_CORE_H
+#define AS_CORE_H
+
+#include "attnscope.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Programmer bug: print file:line and abort. Never used for untrusted input. */
+#define ASSERT(x)                                                                         \
+    do {                                                                                  \
+        if (!(x)) {                                                                       \
+            fprintf(stderr, "attnscope: assertion failed: %s at %s:%d\n", #x, __FILE__,   \
+                    __LINE__);                                                            \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
+
+#if defined(__GNUC__)
+#define AS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define AS_PRINTF(a, b)
+#endif
+
+/* Sets err (when non-NULL) to code and a one-line message; returns code.
+ * Newlines in the formatted message are replaced by spaces. */
+as_status as_err_set(as_error *err, as_status code, const char *fmt, ...) AS_PRINTF(3, 4);
+/* Prefixes an already-set err->msg with "prefix: ". Returns err->code. */
+as_status as_err_prefix(as_error *err, const char *fmt, ...) AS_PRINTF(2, 3);
+void as_err_clear(as_error *err);
+
+/* Warnings go to stderr with an "attnscope: warning: " prefix unless silenced. */
+void as_warn(const char *fmt, ...) AS_PRINTF(1, 2);
+void as_set_quiet(int quiet);
+
+/* Checked allocation: NULL on overflow or failure (callers report AS_ERR_INTERNAL). */
+void *as_malloc(size_t n);
+void *as_calloc(size_t n, size_t size);
+void *as_malloc_array(size_t n, size_t size); /* n*size with overflow check */
+char *as_strdup(const char *s);
+/* n*m*... with overflow check: returns 0 on overflow (sizes are never 0 here). */
+size_t as_mul_size(size_t a, size_t b);
+
+/* Reads a whole file (at most max_bytes) into a NUL-terminated buffer owned by the
+ * caller. Errors name the path. */
+as_status as_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                       as_error *err);
+/* Joins dir and name into buf; AS_ERR_INPUT if it does not fit. */
+as_status as_path_join(char *buf, size_t cap, const char *dir, const char *name, as_error *err);
+int as_file_exists(const char *path);
+
+/* Half-precision conversions (IEEE binary16 and bfloat16) to float. */
+float as_f16_to_f32(uint16_t h);
+float as_bf16_to_f32(uint16_t h);
+uint16_t as_f32_to_f16(float f);
+uint16_t as_f32_to_bf16(float f);
+
+/* Number of online CPUs (>= 1). */
+int as_n_cores(void);
+/* Monotonic time in seconds. */
+double as_now(void);
+
+#endif

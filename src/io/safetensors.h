@@ -1,0 +1,59 @@
+/* safetensors.h — read-only, mmap'd access to safetensors files and to sharded
+ * checkpoints (model.safetensors.index.json). Validates everything read from the
+ * file: header length against the file size and ST_MAX_HEADER_BYTES, JSON syntax,
+ * dtype names, shape x dtype size == byte span, offsets in range, non-overlapping.
+ * It does not convert dtypes (see model loading) and never writes.
+ */
+#ifndef AS_SAFETENSORS_H
+#define AS_SAFETENSORS_H
+
+#include "core/core.h"
+
+#define ST_MAX_HEADER_BYTES (100u * 1024u * 1024u)
+#define ST_MAX_DIMS 8
+#define ST_MAX_TENSORS 1000000
+#define ST_MAX_SHARDS 4096
+
+typedef struct {
+    const char *name;          /* owned by the st_file / st_set */
+    as_dtype dtype;            /* DTYPE_OTHER for dtypes we parse but cannot compute with */
+    char dtype_name[8];        /* as written in the header: F32, F16, BF16, I64, ... */
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    size_t n_elems;
+    const void *data;          /* borrowed from the mapping; valid until the file is freed */
+    size_t nbytes;
+} st_tensor;
+
+typedef struct st_file st_file;
+
+/* mmaps path read-only and parses its header. *out is owned by the caller
+ * (st_file_free). Errors: AS_ERR_INPUT naming the path and what is wrong. */
+as_status st_file_open(const char *path, st_file **out, as_error *err);
+void st_file_free(st_file *f);
+int st_file_count(const st_file *f);
+const st_tensor *st_file_tensor(const st_file *f, int i);
+const st_tensor *st_file_find(const st_file *f, const char *name);
+/* The __metadata__ object's value for key, or NULL. Borrowed. */
+const char *st_file_metadata(const st_file *f, const char *key);
+
+/* A model folder's weights: DIR/model.safetensors, or DIR/model.safetensors.index.json
+ * and the shards it names (shard names must be plain file names inside DIR). */
+typedef struct st_set st_set;
+as_status st_set_open_dir(const char *dir, st_set **out, as_error *err);
+void st_set_free(st_set *s);
+/* Finds a tensor by exact name across shards; NULL when absent. Borrowed. */
+const st_tensor *st_set_find(const st_set *s, const char *name);
+int st_set_count(const st_set *s);
+const st_tensor *st_set_tensor(const st_set *s, int i);
+size_t st_dtype_size(as_dtype t); /* 4, 2, 2, 8, 4; 0 for DTYPE_OTHER */
+/* Element size of a safetensors dtype named as in a header (F32, BF16, U8, F8_E4M3, ...);
+ * 0 when name is not a fixed-width safetensors dtype. */
+size_t st_dtype_name_size(const char *name);
+
+/* Writes a safetensors file (used by training and tests). tensors[i].data is read;
+ * names are written in the order given (the header is sorted as HF does not require
+ * any order). Errors: AS_ERR_INTERNAL for I/O failures. */
+as_status st_write(const char *path, const st_tensor *tensors, int n, as_error *err);
+
+#endif

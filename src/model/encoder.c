@@ -1,0 +1,364 @@
+/* encoder.c — the forward pass shared by every architecture: linear maps (OpenBLAS
+ * sgemm), LayerNorm, activations, the transformer layer (post-LN for the BERT
+ * family, pre-LN for GPT-2) and multi-head attention with selective capture, and
+ * the task heads. Architecture-specific weight binding and embeddings live in
+ * bert.c, distilbert.c and gpt2.c.
+ *
+ * Threads: large matrix products use OpenBLAS's threads; the per-head attention
+ * loop runs one head per OpenMP thread with OpenBLAS set to one thread meanwhile.
+ */
+#include "model/model.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+void op_linear(const lin_t *l, const float *x, int T, float *y) {
+    float beta = 0.0f;
+    if (l->b) {
+        for (int t = 0; t < T; t++) memcpy(y + (size_t)t * l->n_out, l->b, (size_t)l->n_out * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, l->n_out,
+                l->n_in, 1.0f, x, l->n_in, l->w, l->ldw, beta, y, l->n_out);
+}
+
+/* LayerNorm over the last dimension (Ba et al. 2016), biased variance as torch. */
+void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
+    int n = ln->n;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        float *r = x + (size_t)t * n;
+        double mean = 0.0, var = 0.0;
+        for (int i = 0; i < n; i++) mean += r[i];
+        mean /= n;
+        for (int i = 0; i < n; i++) {
+            double d = r[i] - mean;
+            var += d * d;
+        }
+        var /= n;
+        float inv = (float)(1.0 / sqrt(var + (double)eps));
+        float fm = (float)mean;
+        for (int i = 0; i < n; i++) r[i] = (r[i] - fm) * inv * ln->g[i] + ln->b[i];
+    }
+}
+
+/* gelu: x * Phi(x) with erf (Hendrycks & Gimpel 2016); gelu_new: the tanh
+ * approximation used by GPT-2 (same paper, eq. for the approximation). */
+void op_act(as_act a, float *x, size_t n) {
+    ptrdiff_t N = (ptrdiff_t)n;
+    switch (a) {
+    case ACT_GELU:
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < N; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        break;
+    case ACT_GELU_NEW:
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < N; i++) {
+            float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+        }
+        break;
+    case ACT_RELU:
+        for (ptrdiff_t i = 0; i < N; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    }
+}
+
+void op_add(float *y, const float *x, size_t n) {
+    ptrdiff_t N = (ptrdiff_t)n;
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t i = 0; i < N; i++) y[i] += x[i];
+}
+
+/* Per-forward scratch, one allocation. */
+typedef struct {
+    float *x;    /* (T, D) residual stream */
+    float *h;    /* (T, D) normalised input (pre-LN) / sub-layer output */
+    float *q, *k, *v, *ctx; /* (T, D) */
+    float *ff;   /* (T, F) */
+    float *s;    /* (nthreads, T, T) scores scratch when not captured */
+    float *p;    /* (nthreads, T, T) probabilities scratch when not captured */
+    float *block;
+} fwd_ws;
+
+static int allowed(const as_encoding *enc, int causal, int i, int j) {
+    return enc->mask[j] && (!causal || j <= i);
+}
+
+/* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one head:
+ * S = Qh Kh^T / sqrt(Dh) with disallowed keys set to AS_MASK_VALUE (Hugging Face
+ * adds finfo.min), P = softmax(S) by row, ctx_h = P Vh. */
+static void attend_head(const as_encoding *enc, int causal, int T, int D, int Dh, int h,
+                        const float *q, const float *k, const float *v, float *S, float *P,
+                        float *ctx) {
+    const float *qh = q + (size_t)h * Dh, *kh = k + (size_t)h * Dh, *vh = v + (size_t)h * Dh;
+    float scale = 1.0f / sqrtf((float)Dh);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, scale, qh, D, kh, D, 0.0f, S, T);
+    for (int i = 0; i < T; i++) {
+        float *si = S + (size_t)i * T, *pi = P + (size_t)i * T;
+        float mx = -FLT_MAX;
+        int any = 0;
+        for (int j = 0; j < T; j++) {
+            if (allowed(enc, causal, i, j)) {
+                if (si[j] > mx) mx = si[j];
+                any = 1;
+            } else {
+                si[j] = AS_MASK_VALUE;
+            }
+        }
+        if (!any) { /* every key masked (all padding): no attention at all */
+            memset(pi, 0, (size_t)T * sizeof(float));
+            continue;
+        }
+        float sum = 0.0f;
+        for (int j = 0; j < T; j++) {
+            float e = allowed(enc, causal, i, j) ? expf(si[j] - mx) : 0.0f;
+            pi[j] = e;
+            sum += e;
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < T; j++) pi[j] *= inv;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, vh, D, 0.0f,
+                ctx + (size_t)h * Dh, D);
+}
+
+static void copy_head(float *dst, const float *src, int T, int D, int Dh, int h) {
+    for (int t = 0; t < T; t++)
+        memcpy(dst + (size_t)t * Dh, src + (size_t)t * D + (size_t)h * Dh, (size_t)Dh * sizeof(float));
+}
+
+static void attention(const as_model *m, const layer_w *lw, int l, const as_encoding *enc,
+                      const float *in, fwd_ws *ws, as_run *r, unsigned what, int nthreads) {
+    int T = enc->n, D = m->cfg.d_model, H = m->cfg.n_head, Dh = m->cfg.d_head;
+    op_linear(&lw->q, in, T, ws->q);
+    op_linear(&lw->k, in, T, ws->k);
+    op_linear(&lw->v, in, T, ws->v);
+    int cap_l = l >= r->layer_lo && l < r->layer_lo + r->n_lay;
+    size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
+    openblas_set_num_threads(1);
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
+    for (int h = 0; h < H; h++) {
+        int tid = omp_get_thread_num();
+        int cap = cap_l && h >= r->head_lo && h < r->head_lo + r->n_hd;
+        size_t slot = cap ? (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo) : 0;
+        float *S = (cap && (what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
+        float *P = (cap && (what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
+        attend_head(enc, m->cfg.causal, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
+        if (cap && (what & CAP_QKV)) {
+            copy_head(r->q + slot * TD, ws->q, T, D, Dh, h);
+            copy_head(r->k + slot * TD, ws->k, T, D, Dh, h);
+            copy_head(r->v + slot * TD, ws->v, T, D, Dh, h);
+        }
+    }
+    openblas_set_num_threads(nthreads);
+}
+
+/* One transformer layer on ws->x (T, D). Post-LN (BERT, Devlin et al. 2019):
+ * x = LN1(x + Attn(x)); x = LN2(x + FF(x)). Pre-LN (GPT-2, Radford et al. 2019):
+ * x = x + Attn(LN1(x)); x = x + FF(LN2(x)). */
+static void layer_forward(const as_model *m, int l, const as_encoding *enc, fwd_ws *ws, as_run *r,
+                          unsigned what, int nthreads) {
+    const layer_w *lw = &m->layers[l];
+    int T = enc->n, D = m->cfg.d_model, F = m->cfg.d_ff;
+    size_t TD = (size_t)T * D;
+    float eps = m->cfg.ln_eps;
+    if (m->pre_ln) {
+        memcpy(ws->h, ws->x, TD * sizeof(float));
+        op_layernorm(&lw->ln1, eps, ws->h, T);
+        attention(m, lw, l, enc, ws->h, ws, r, what, nthreads);
+        op_linear(&lw->o, ws->ctx, T, ws->h);
+        op_add(ws->x, ws->h, TD);
+        memcpy(ws->h, ws->x, TD * sizeof(float));
+        op_layernorm(&lw->ln2, eps, ws->h, T);
+        op_linear(&lw->ff1, ws->h, T, ws->ff);
+        op_act(m->cfg.act, ws->ff, (size_t)T * F);
+        op_linear(&lw->ff2, ws->ff, T, ws->h);
+        op_add(ws->x, ws->h, TD);
+    } else {
+        attention(m, lw, l, enc, ws->x, ws, r, what, nthreads);
+        op_linear(&lw->o, ws->ctx, T, ws->h);
+        op_add(ws->x, ws->h, TD);
+        op_layernorm(&lw->ln1, eps, ws->x, T);
+        op_linear(&lw->ff1, ws->x, T, ws->ff);
+        op_act(m->cfg.act, ws->ff, (size_t)T * F);
+        op_linear(&lw->ff2, ws->ff, T, ws->h);
+        op_add(ws->x, ws->h, TD);
+        op_layernorm(&lw->ln2, eps, ws->x, T);
+    }
+}
+
+static void cls_act(int a, float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        switch (a) {
+        case CLS_ACT_TANH: x[i] = tanhf(x[i]); break;
+        case CLS_ACT_RELU: x[i] = x[i] > 0 ? x[i] : 0; break;
+        case CLS_ACT_GELU: x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); break;
+        default: break;
+        }
+    }
+}
+
+/* Task heads. Classifier: the first token's state (the last non-padding token for
+ * GPT-2's score head) through cls_pre + activation (BERT pooler tanh, RoBERTa
+ * classifier.dense tanh, DistilBERT pre_classifier ReLU) and cls_out -> (1, C).
+ * MLM: dense + activation + LayerNorm, then the (tied) decoder + bias -> (T, V);
+ * GPT-2 LM: x (already through ln_f) times wte^T -> (T, V). work: (T, D). */
+void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,
+                       float *work) {
+    int T = enc->n, D = m->cfg.d_model, V = m->cfg.vocab_size;
+    if (m->heads & HEAD_CLASSIFIER) {
+        int t = 0;
+        if (m->cls_last_token) {
+            for (int i = 0; i < T; i++)
+                if (enc->mask[i] && (m->cfg.pad_token_id < 0 || enc->ids[i] != m->cfg.pad_token_id)) t = i;
+        }
+        const float *h0 = x + (size_t)t * D;
+        if (m->cls_pre.w) {
+            op_linear(&m->cls_pre, h0, 1, work);
+            cls_act(m->cls_pre_act, work, m->cls_pre.n_out);
+            h0 = work;
+        }
+        op_linear(&m->cls_out, h0, 1, logits);
+        return;
+    }
+    const float *in = x;
+    if (m->mlm_dense.w) {
+        op_linear(&m->mlm_dense, x, T, work);
+        op_act(m->mlm_act, work, (size_t)T * D);
+        op_layernorm(&m->mlm_ln, m->cfg.ln_eps, work, T);
+        in = work;
+    }
+    lin_t dec = {.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = V, .ldw = D, .in_out = 0};
+    op_linear(&dec, in, T, logits);
+}
+
+static as_status check_input(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
+                             as_error *err) {
+    const as_config *c = &m->cfg;
+    if (!enc || enc->n <= 0 || !enc->ids || !enc->mask)
+        return as_err_set(err, AS_ERR_INPUT, "empty input: no tokens");
+    int max = c->max_pos - m->pos_offset;
+    if (enc->n > max)
+        return as_err_set(err, AS_ERR_INPUT, "%d tokens, but the model takes at most %d", enc->n, max);
+    for (int i = 0; i < enc->n; i++) {
+        if (enc->ids[i] < 0 || enc->ids[i] >= c->vocab_size)
+            return as_err_set(err, AS_ERR_INPUT, "token id %d at position %d is outside the vocabulary [0, %d)",
+                              (int)enc->ids[i], i, c->vocab_size);
+        int tt = enc->type_ids ? enc->type_ids[i] : 0;
+        if (tt < 0 || tt >= (c->type_vocab > 0 ? c->type_vocab : 1))
+            return as_err_set(err, AS_ERR_INPUT, "token type id %d at position %d is out of range", tt, i);
+    }
+    if (spec->layer < -1 || spec->layer >= c->n_layer)
+        return as_err_set(err, AS_ERR_INPUT, "layer %d is out of range: the model has layers 0..%d",
+                          spec->layer, c->n_layer - 1);
+    if (spec->head < -1 || spec->head >= c->n_head)
+        return as_err_set(err, AS_ERR_INPUT, "head %d is out of range: the model has heads 0..%d",
+                          spec->head, c->n_head - 1);
+    if (spec->threads < 0 || spec->threads > 1024)
+        return as_err_set(err, AS_ERR_INPUT, "threads %d is out of range [0, 1024]", spec->threads);
+    return AS_OK;
+}
+
+static float *alloc_cap(size_t a, size_t b, size_t c, size_t *bytes) {
+    size_t n = as_mul_size(as_mul_size(a, b), c);
+    if (!n) return NULL;
+    *bytes += n * sizeof(float);
+    return as_malloc_array(n, sizeof(float));
+}
+
+as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
+                     as_run **out, as_error *err) {
+    as_status s;
+    *out = NULL;
+    if ((s = check_input(m, enc, spec, err))) return s;
+    const as_config *c = &m->cfg;
+    int T = enc->n, D = c->d_model, L = c->n_layer, H = c->n_head, Dh = c->d_head;
+    unsigned what = spec->what & CAP_ALL;
+    int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
+    int want_logits = (what & CAP_LOGITS) && m->heads;
+    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN);
+    int n_run = L;
+    if (!want_logits && spec->layer >= 0) n_run = spec->layer + 1;
+    if (!want_logits && !per_layer) n_run = 0;
+
+    fwd_ws ws = {0};
+    as_run *r = as_calloc(1, sizeof *r);
+    if (!r) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    r->T = T;
+    r->L = L;
+    r->H = H;
+    r->D = D;
+    r->Dh = Dh;
+    r->n_run = n_run;
+    r->layer_lo = spec->layer >= 0 ? spec->layer : 0;
+    r->n_lay = spec->layer >= 0 ? 1 : L;
+    r->head_lo = spec->head >= 0 ? spec->head : 0;
+    r->n_hd = spec->head >= 0 ? 1 : H;
+    size_t nlh = (size_t)r->n_lay * r->n_hd, TT = (size_t)T * T;
+    int fail = 0;
+    if (what & CAP_ATTN) fail |= !(r->attn = alloc_cap(nlh, TT, 1, &r->bytes));
+    if (what & CAP_SCORES) fail |= !(r->scores = alloc_cap(nlh, TT, 1, &r->bytes));
+    if (what & CAP_QKV) {
+        fail |= !(r->q = alloc_cap(nlh, (size_t)T, (size_t)Dh, &r->bytes));
+        fail |= !(r->k = alloc_cap(nlh, (size_t)T, (size_t)Dh, &r->bytes));
+        fail |= !(r->v = alloc_cap(nlh, (size_t)T, (size_t)Dh, &r->bytes));
+    }
+    if (what & CAP_HIDDEN) fail |= !(r->hidden = alloc_cap((size_t)n_run + 1, (size_t)T, (size_t)D, &r->bytes));
+    if (want_logits) {
+        r->logits_head = (m->heads & HEAD_CLASSIFIER) ? HEAD_CLASSIFIER : (m->heads & HEAD_MLM) ? HEAD_MLM : HEAD_LM;
+        r->logits_rows = r->logits_head == HEAD_CLASSIFIER ? 1 : T;
+        r->logits_cols = r->logits_head == HEAD_CLASSIFIER ? c->num_labels : c->vocab_size;
+        fail |= !(r->logits = alloc_cap((size_t)r->logits_rows, (size_t)r->logits_cols, 1, &r->bytes));
+    }
+    if (fail) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the captured tensors (%zu bytes)", r->bytes);
+        goto cleanup;
+    }
+    {
+        size_t TD = (size_t)T * (size_t)(c->d_embed > D ? c->d_embed : D);
+        size_t n = 6 * TD + (size_t)T * c->d_ff + 2 * (size_t)nthreads * TT;
+        ws.block = as_malloc_array(n, sizeof(float));
+        if (!ws.block) {
+            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
+            goto cleanup;
+        }
+        ws.x = ws.block;
+        ws.h = ws.x + TD;
+        ws.q = ws.h + TD;
+        ws.k = ws.q + TD;
+        ws.v = ws.k + TD;
+        ws.ctx = ws.v + TD;
+        ws.ff = ws.ctx + TD;
+        ws.s = ws.ff + (size_t)T * c->d_ff;
+        ws.p = ws.s + (size_t)nthreads * TT;
+    }
+    int old_omp = omp_get_max_threads();
+    omp_set_num_threads(nthreads);
+    openblas_set_num_threads(nthreads);
+    switch (c->arch) {
+    case ARCH_BERT:
+    case ARCH_ROBERTA: bert_embed(m, enc, ws.x, ws.h); break;
+    case ARCH_DISTILBERT: distilbert_embed(m, enc, ws.x); break;
+    case ARCH_GPT2: gpt2_embed(m, enc, ws.x); break;
+    }
+    size_t TD = (size_t)T * D;
+    if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));
+    for (int l = 0; l < n_run; l++) {
+        layer_forward(m, l, enc, &ws, r, what, nthreads);
+        if (m->pre_ln && l == L - 1) op_layernorm(&m->ln_f, c->ln_eps, ws.x, T);
+        if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws.x, TD * sizeof(float));
+    }
+    if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);
+    omp_set_num_threads(old_omp);
+    *out = r;
+    r = NULL;
+    s = AS_OK;
+cleanup:
+    free(ws.block);
+    as_run_free(r);
+    return s;
+}

@@ -1,0 +1,348 @@
+/* model.c — as_model lifetime (load, free), weight binding helpers shared by the
+ * architecture files, tokenization entry points and as_run views. The forward pass
+ * itself is in encoder.c; per-architecture weights, embeddings and heads in bert.c,
+ * distilbert.c and gpt2.c. */
+#include "model/model.h"
+#include "io/config.h"
+
+#include <string.h>
+
+const char *as_dtype_name(as_dtype t) {
+    switch (t) {
+    case DTYPE_F32: return "F32";
+    case DTYPE_F16: return "F16";
+    case DTYPE_BF16: return "BF16";
+    case DTYPE_I64: return "I64";
+    case DTYPE_I32: return "I32";
+    default: return "other";
+    }
+}
+
+const char *as_arch_name(as_arch a) {
+    switch (a) {
+    case ARCH_BERT: return "bert";
+    case ARCH_ROBERTA: return "roberta";
+    case ARCH_DISTILBERT: return "distilbert";
+    case ARCH_GPT2: return "gpt2";
+    }
+    return "unknown";
+}
+
+static const char *arch_prefix(const as_config *c) {
+    if (!strcmp(c->model_type, "electra")) return "electra.";
+    switch (c->arch) {
+    case ARCH_BERT: return "bert.";
+    case ARCH_ROBERTA: return "roberta.";
+    case ARCH_DISTILBERT: return "distilbert.";
+    case ARCH_GPT2: return "transformer.";
+    }
+    return "";
+}
+
+static const st_tensor *find_any(const as_model *m, const char *name, char *used, size_t cap) {
+    char buf[512];
+    const st_tensor *t = NULL;
+    size_t pl = strlen(m->prefix);
+    /* name is relative to the base model; heads pass names starting with '@' to
+     * mean "exact name, no prefix". */
+    if (name[0] == '@') {
+        name++;
+        t = st_set_find(m->st, name);
+        snprintf(used, cap, "%s", name);
+        return t;
+    }
+    snprintf(buf, sizeof buf, "%s%s", m->prefix, name);
+    t = st_set_find(m->st, buf);
+    if (t) {
+        snprintf(used, cap, "%s", buf);
+        return t;
+    }
+    t = st_set_find(m->st, name);
+    snprintf(used, cap, "%s%s", pl ? m->prefix : "", name);
+    if (t) snprintf(used, cap, "%s", name);
+    return t;
+}
+
+int model_has(const as_model *m, const char *name) {
+    char used[512];
+    return find_any(m, name, used, sizeof used) != NULL;
+}
+
+static as_status keep_owned(as_model *m, float *p, as_error *err) {
+    if (m->n_owned == m->cap_owned) {
+        int nc = m->cap_owned ? m->cap_owned * 2 : 64;
+        float **n = realloc(m->owned, (size_t)nc * sizeof *n);
+        if (!n) {
+            free(p);
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory binding weights");
+        }
+        m->owned = n;
+        m->cap_owned = nc;
+    }
+    m->owned[m->n_owned++] = p;
+    return AS_OK;
+}
+
+as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int required,
+                    const float **out, as_error *err) {
+    char used[512];
+    *out = NULL;
+    const st_tensor *t = find_any(m, name, used, sizeof used);
+    if (!t) {
+        if (!required) return AS_OK;
+        return as_err_set(err, AS_ERR_INPUT, "%s: tensor '%s' missing from the checkpoint",
+                          m->dir, used);
+    }
+    int want_nd = d1 < 0 ? 1 : 2;
+    if (t->ndim != want_nd || t->shape[0] != d0 || (want_nd == 2 && t->shape[1] != d1)) {
+        char got[128] = "", *g = got;
+        for (int i = 0; i < t->ndim && g < got + sizeof got - 24; i++)
+            g += snprintf(g, 24, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (want_nd == 1)
+            return as_err_set(err, AS_ERR_INPUT, "%s: tensor '%s' has shape [%s], expected [%lld]",
+                              m->dir, t->name, got, (long long)d0);
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: tensor '%s' has shape [%s], expected [%lld, %lld]", m->dir, t->name,
+                          got, (long long)d0, (long long)d1);
+    }
+    size_t n = t->n_elems;
+    switch (t->dtype) {
+    case DTYPE_F32:
+        if (((uintptr_t)t->data & 3) == 0) {
+            *out = t->data;
+        } else {
+            float *p = as_malloc_array(n, sizeof(float));
+            if (!p) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for '%s'", t->name);
+            memcpy(p, t->data, n * sizeof(float));
+            if (keep_owned(m, p, err)) return err->code;
+            *out = p;
+        }
+        break;
+    case DTYPE_F16:
+    case DTYPE_BF16: {
+        float *p = as_malloc_array(n, sizeof(float));
+        if (!p) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for '%s'", t->name);
+        const unsigned char *src = t->data;
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
+            p[i] = t->dtype == DTYPE_F16 ? as_f16_to_f32(h) : as_bf16_to_f32(h);
+        }
+        if (keep_owned(m, p, err)) return err->code;
+        *out = p;
+        break;
+    }
+    default:
+        return as_err_set(err, AS_ERR_INPUT, "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16",
+                          m->dir, t->name, t->dtype_name);
+    }
+    if (m->n_params == 0 || t->dtype != DTYPE_F32 || m->dtype == DTYPE_F32) m->dtype = t->dtype;
+    m->n_params += n;
+    return AS_OK;
+}
+
+as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int in_out,
+                        int bias_required, lin_t *out, as_error *err) {
+    char name[512];
+    memset(out, 0, sizeof *out);
+    snprintf(name, sizeof name, "%s.weight", base);
+    as_status s = in_out ? model_get(m, name, n_in, n_out, 1, &out->w, err)
+                         : model_get(m, name, n_out, n_in, 1, &out->w, err);
+    if (s) return s;
+    snprintf(name, sizeof name, "%s.bias", base);
+    if ((s = model_get(m, name, n_out, -1, bias_required, &out->b, err))) return s;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    out->in_out = in_out;
+    out->ldw = in_out ? n_out : n_in;
+    return AS_OK;
+}
+
+as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
+                       const char *bname, ln_t *out, as_error *err) {
+    char name[512];
+    as_status s;
+    snprintf(name, sizeof name, "%s.%s", base, gname);
+    if ((s = model_get(m, name, n, -1, 1, &out->g, err))) return s;
+    snprintf(name, sizeof name, "%s.%s", base, bname);
+    if ((s = model_get(m, name, n, -1, 1, &out->b, err))) return s;
+    out->n = n;
+    return AS_OK;
+}
+
+as_status as_model_load(const char *dir, as_model **out, as_error *err) {
+    as_status s = AS_OK;
+    *out = NULL;
+    as_model *m = as_calloc(1, sizeof *m);
+    if (!m) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    m->dir = as_strdup(dir);
+    if (!m->dir) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    if ((s = as_config_load_dir(dir, &m->cfg, err))) goto cleanup;
+    if ((s = st_set_open_dir(dir, &m->st, err))) goto cleanup;
+    /* Which prefix does this file use? Probe a tensor every layout has. */
+    m->prefix = arch_prefix(&m->cfg);
+    {
+        const char *probe = m->cfg.arch == ARCH_GPT2 ? "wte.weight" : "embeddings.word_embeddings.weight";
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s%s", m->prefix, probe);
+        if (!st_set_find(m->st, buf)) m->prefix = "";
+    }
+    switch (m->cfg.arch) {
+    case ARCH_BERT:
+    case ARCH_ROBERTA: s = bert_bind(m, err); break;
+    case ARCH_DISTILBERT: s = distilbert_bind(m, err); break;
+    case ARCH_GPT2: s = gpt2_bind(m, err); break;
+    }
+    if (s) goto cleanup;
+    {
+        char p1[4096], p2[4096], p3[4096], p4[4096];
+        if ((s = as_path_join(p1, sizeof p1, dir, "tokenizer.json", err))) goto cleanup;
+        if ((s = as_path_join(p2, sizeof p2, dir, "vocab.txt", err))) goto cleanup;
+        if ((s = as_path_join(p3, sizeof p3, dir, "vocab.json", err))) goto cleanup;
+        if ((s = as_path_join(p4, sizeof p4, dir, "merges.txt", err))) goto cleanup;
+        if (as_file_exists(p1) || as_file_exists(p2) || (as_file_exists(p3) && as_file_exists(p4))) {
+            if ((s = tok_load_dir(dir, &m->cfg, &m->tok, err))) goto cleanup;
+            if (tok_n_vocab(m->tok) > m->cfg.vocab_size)
+                as_warn("%s: tokenizer has %d tokens but the model's vocab_size is %d", dir,
+                        tok_n_vocab(m->tok), m->cfg.vocab_size);
+        }
+    }
+    *out = m;
+    return AS_OK;
+cleanup:
+    as_model_free(m);
+    return s;
+}
+
+void as_model_free(as_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    tok_free(m->tok);
+    st_set_free(m->st);
+    as_config_clear(&m->cfg);
+    free(m->dir);
+    free(m);
+}
+
+const as_config *as_model_config(const as_model *m) { return &m->cfg; }
+unsigned as_model_heads(const as_model *m) { return m->heads; }
+as_dtype as_model_dtype(const as_model *m) { return m->dtype; }
+size_t as_model_n_params(const as_model *m) { return m->n_params; }
+const char *as_model_dir(const as_model *m) { return m->dir; }
+int as_model_has_tokenizer(const as_model *m) { return m->tok != NULL; }
+
+char *as_model_token_text(const as_model *m, int32_t id) {
+    if (m->tok) return tok_piece_display(m->tok, id);
+    char buf[32];
+    snprintf(buf, sizeof buf, "[%d]", (int)id);
+    return as_strdup(buf);
+}
+
+/* Longest input the position table allows. */
+int as_model_max_tokens(const as_model *m) {
+    int n = m->cfg.max_pos - m->pos_offset;
+    return n < 0 ? 0 : n;
+}
+
+as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
+                    const as_encode_opts *opts, as_encoding *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!m->tok)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt); use --ids",
+                          m->dir);
+    int max = as_model_max_tokens(m);
+    if (opts && opts->max_len > 0 && opts->max_len < max) max = opts->max_len;
+    return tok_encode(m->tok, text_a, text_b, max, opts ? opts->truncate : 1, out, err);
+}
+
+as_status as_encoding_from_ids(const as_model *m, const int32_t *ids, const int32_t *type_ids,
+                               int n, as_encoding *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    int max = as_model_max_tokens(m);
+    if (n <= 0) return as_err_set(err, AS_ERR_INPUT, "no token ids given");
+    if (n > max)
+        return as_err_set(err, AS_ERR_INPUT, "%d token ids, but the model takes at most %d", n, max);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return as_err_set(err, AS_ERR_INPUT, "token id %d at position %d is outside the vocabulary [0, %d)",
+                              (int)ids[i], i, m->cfg.vocab_size);
+        int tt = type_ids ? type_ids[i] : 0;
+        int ntypes = m->cfg.type_vocab > 0 ? m->cfg.type_vocab : 1;
+        if (tt < 0 || tt >= ntypes)
+            return as_err_set(err, AS_ERR_INPUT, "token type id %d at position %d is outside [0, %d)", tt, i,
+                              ntypes);
+    }
+    size_t un = (size_t)n;
+    out->n = n;
+    out->ids = as_malloc_array(un, sizeof(int32_t));
+    out->type_ids = as_malloc_array(un, sizeof(int32_t));
+    out->mask = as_malloc_array(un, sizeof(int32_t));
+    out->start = as_malloc_array(un, sizeof(int32_t));
+    out->end = as_malloc_array(un, sizeof(int32_t));
+    out->seq = as_malloc_array(un, 1);
+    out->pieces = as_calloc(un, sizeof(char *));
+    if (!out->ids || !out->type_ids || !out->mask || !out->start || !out->end || !out->seq || !out->pieces) {
+        as_encoding_free(out);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        out->ids[i] = ids[i];
+        out->type_ids[i] = type_ids ? type_ids[i] : 0;
+        out->mask[i] = 1;
+        out->start[i] = out->end[i] = -1;
+        out->seq[i] = (int8_t)(type_ids ? (type_ids[i] ? 1 : 0) : 0);
+        const char *p = m->tok ? tok_id_to_piece(m->tok, ids[i]) : NULL;
+        char buf[32];
+        if (!p) {
+            snprintf(buf, sizeof buf, "[%d]", (int)ids[i]);
+            p = buf;
+        }
+        out->pieces[i] = as_strdup(p);
+        if (!out->pieces[i]) {
+            as_encoding_free(out);
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        }
+    }
+    return AS_OK;
+}
+
+static const float *run_view(const as_run *r, const float *base, int l, int h, size_t per) {
+    if (!r || !base) return NULL;
+    if (l < r->layer_lo || l >= r->layer_lo + r->n_lay || h < r->head_lo || h >= r->head_lo + r->n_hd)
+        return NULL;
+    size_t idx = (size_t)(l - r->layer_lo) * (size_t)r->n_hd + (size_t)(h - r->head_lo);
+    return base + idx * per;
+}
+
+const float *as_run_attn(const as_run *r, int l, int h) {
+    return r ? run_view(r, r->attn, l, h, (size_t)r->T * r->T) : NULL;
+}
+const float *as_run_scores(const as_run *r, int l, int h) {
+    return r ? run_view(r, r->scores, l, h, (size_t)r->T * r->T) : NULL;
+}
+const float *as_run_q(const as_run *r, int l, int h) {
+    return r ? run_view(r, r->q, l, h, (size_t)r->T * r->Dh) : NULL;
+}
+const float *as_run_k(const as_run *r, int l, int h) {
+    return r ? run_view(r, r->k, l, h, (size_t)r->T * r->Dh) : NULL;
+}
+const float *as_run_v(const as_run *r, int l, int h) {
+    return r ? run_view(r, r->v, l, h, (size_t)r->T * r->Dh) : NULL;
+}
+
+void as_run_free(as_run *r) {
+    if (!r) return;
+    free(r->attn);
+    free(r->scores);
+    free(r->q);
+    free(r->k);
+    free(r->v);
+    free(r->hidden);
+    free(r->logits);
+    free(r);
+}

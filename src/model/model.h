@@ -1,0 +1,117 @@
+/* model.h — internal definition of as_model and the pieces every architecture file
+ * shares: weight binding (name lookup with or without the task prefix, shape checks,
+ * dtype conversion), linear / layer-norm views, and the transformer layer with
+ * attention capture (encoder.c). One file per architecture family binds its weights
+ * and computes its embeddings and task heads: bert.c (BERT, RoBERTa, ELECTRA),
+ * distilbert.c, gpt2.c.
+ *
+ * Dimension legend: L layers, H heads, T tokens, D model width, Dh head width,
+ * F feed-forward width, V vocabulary, P max positions, C classes, De embedding width.
+ */
+#ifndef AS_MODEL_H
+#define AS_MODEL_H
+
+#include "core/core.h"
+#include "io/safetensors.h"
+#include "tokenize/tokenizer.h"
+
+/* A linear map y = x W^T + b (nn.Linear, w is (n_out, n_in)) or y = x W + b
+ * (GPT-2 Conv1D, w is (n_in, n_out) with row stride ldw, which may be wider than
+ * n_out for views into fused c_attn). Borrowed pointers into model weights. */
+typedef struct {
+    const float *w; /* (n_out, n_in) or (n_in, ldw) */
+    const float *b; /* (n_out) or NULL */
+    int n_in, n_out, ldw;
+    int in_out;     /* 1 = Conv1D layout (n_in, n_out) */
+} lin_t;
+
+typedef struct {
+    const float *g, *b; /* (n) */
+    int n;
+} ln_t;
+
+typedef struct {
+    lin_t q, k, v;  /* (D -> D) each */
+    lin_t o;        /* (D -> D) */
+    ln_t ln1;       /* post-LN: after attention; pre-LN (GPT-2): before attention */
+    lin_t ff1;      /* (D -> F) */
+    lin_t ff2;      /* (F -> D) */
+    ln_t ln2;       /* post-LN: after the feed-forward; pre-LN: before it */
+} layer_w;
+
+enum { CLS_ACT_NONE = 0, CLS_ACT_TANH, CLS_ACT_RELU, CLS_ACT_GELU };
+
+struct as_model {
+    char *dir;
+    as_config cfg;
+    st_set *st;           /* owns the mappings */
+    tok_tokenizer *tok;   /* NULL when the folder has no tokenizer files */
+    const char *prefix;   /* "bert.", "roberta.", ... or "" as found in the file */
+    as_dtype dtype;       /* dtype of the stored float weights */
+    size_t n_params;
+    float **owned;        /* converted (F16/BF16/unaligned) tensors, owned */
+    int n_owned, cap_owned;
+    int pre_ln;           /* 1 for GPT-2 */
+    int pos_offset;       /* RoBERTa: padding_idx + 1 first position; else 0 */
+    /* embeddings */
+    const float *wte;     /* (V, De) */
+    const float *wpe;     /* (P, De) */
+    const float *wtt;     /* (type_vocab, De) or NULL */
+    ln_t ln_emb;          /* (De) BERT family; unused for GPT-2 */
+    lin_t emb_proj;       /* ELECTRA embeddings_project (De -> D); w NULL when absent */
+    layer_w *layers;      /* (L) */
+    ln_t ln_f;            /* GPT-2 final LayerNorm (D) */
+    unsigned heads;       /* bit set of as_task_head */
+    /* sequence classifier */
+    lin_t cls_pre;        /* BERT pooler / RoBERTa+ELECTRA classifier.dense / DistilBERT pre_classifier */
+    lin_t cls_out;        /* (D -> C) */
+    int cls_pre_act;      /* CLS_ACT_*: activation after cls_pre */
+    int cls_last_token;   /* GPT-2 score head: classify the last non-pad token */
+    /* masked-LM / LM head */
+    lin_t mlm_dense;      /* (D -> D); w NULL for GPT-2 */
+    as_act mlm_act;       /* activation after mlm_dense */
+    ln_t mlm_ln;          /* (D) */
+    const float *mlm_decoder; /* (V, D): tied word embeddings or explicit decoder */
+    const float *mlm_bias;    /* (V) or NULL */
+};
+
+/* ---- weight binding (model.c) ---- */
+
+/* Finds tensor `name` (tried as prefix+name, then name, then with the prefix
+ * stripped), checks dtype is float and shape equals (d0[, d1]) (d1 = -1: 1-D), and
+ * returns an f32 pointer (borrowed from the mmap when F32 and aligned, else
+ * converted into memory owned by m). required = 0: *out = NULL when absent.
+ * Errors: AS_ERR_INPUT naming the tensor (missing, wrong dtype, wrong shape). */
+as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int required,
+                    const float **out, as_error *err);
+as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int in_out,
+                        int bias_required, lin_t *out, as_error *err);
+as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
+                       const char *bname, ln_t *out, as_error *err);
+int model_has(const as_model *m, const char *name);
+
+/* Architecture binders: fill the weight views of m (m->cfg is parsed). */
+as_status bert_bind(as_model *m, as_error *err);
+as_status distilbert_bind(as_model *m, as_error *err);
+as_status gpt2_bind(as_model *m, as_error *err);
+
+/* ---- compute (encoder.c) ---- */
+
+/* Additive mask value for disallowed attention, as Hugging Face uses
+ * (torch.finfo(float32).min). */
+#define AS_MASK_VALUE (-3.4028234663852886e+38f)
+
+void op_linear(const lin_t *l, const float *x, int T, float *y);          /* x (T, n_in) -> y (T, n_out) */
+void op_layernorm(const ln_t *ln, float eps, float *x, int T);            /* in place, x (T, n) */
+void op_act(as_act a, float *x, size_t n);                                /* in place */
+void op_add(float *y, const float *x, size_t n);                         /* y += x */
+
+/* Computes embeddings into x (T, D) for the architecture. */
+void bert_embed(const as_model *m, const as_encoding *enc, float *x, float *tmp);
+void distilbert_embed(const as_model *m, const as_encoding *enc, float *x);
+void gpt2_embed(const as_model *m, const as_encoding *enc, float *x);
+/* Task heads: x (T, D) final hidden states -> logits (rows, cols). */
+void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,
+                       float *work);
+
+#endif
