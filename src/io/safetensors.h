@@ -32,7 +32,7 @@ typedef struct st_file st_file;
 as_status st_file_open(const char *path, st_file **out, as_error *err);
 void st_file_free(st_file *f);
 int st_file_count(const st_file *f);
-const st_tensor *st_file_tensor(const st_file *f, int i);
+const st_tensor *st_file_tensor(const st_file *f, int i); /* in name order; NULL out of range */
 const st_tensor *st_file_find(const st_file *f, const char *name);
 /* The __metadata__ object's value for key, or NULL. Borrowed. */
 const char *st_file_metadata(const st_file *f, const char *key);
@@ -45,15 +45,24 @@ void st_set_free(st_set *s);
 /* Finds a tensor by exact name across shards; NULL when absent. Borrowed. */
 const st_tensor *st_set_find(const st_set *s, const char *name);
 int st_set_count(const st_set *s);
-const st_tensor *st_set_tensor(const st_set *s, int i);
+const st_tensor *st_set_tensor(const st_set *s, int i); /* all shards, in name order */
 size_t st_dtype_size(as_dtype t); /* 4, 2, 2, 8, 4; 0 for DTYPE_OTHER */
 /* Element size of a safetensors dtype named as in a header (F32, BF16, U8, F8_E4M3, ...);
  * 0 when name is not a fixed-width safetensors dtype. */
 size_t st_dtype_name_size(const char *name);
 
+/* 1 when t->data is aligned to its element size (st_dtype_name_size of dtype_name).
+ * HF writers pad the header to 8 bytes and order tensors so this holds, but a valid
+ * file need not: callers that read data as float / int32 must check, or memcpy. */
+int st_tensor_aligned(const st_tensor *t);
+
 /* Writes a safetensors file (used by training and tests). tensors[i].data is read;
  * names are written in the order given (the header is sorted as HF does not require
- * any order). Errors: AS_ERR_INTERNAL for I/O failures. */
+ * any order); data is contiguous in that order with no padding (the format allows no
+ * holes), so list tensors by decreasing element size to keep every tensor aligned.
+ * The header is padded with spaces to a multiple of 8 bytes. Errors: AS_ERR_INTERNAL
+ * for I/O failures; AS_ERR_INPUT for a repeated name, an unknown dtype, a negative
+ * shape or missing data. */
 as_status st_write(const char *path, const st_tensor *tensors, int n, as_error *err);
 
 #endif

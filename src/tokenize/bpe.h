@@ -22,6 +22,13 @@ as_status tok_bpe_init(const tok_vocab *v, const char *const *merge_left,
                        int add_prefix_space, tok_bpe **out, as_error *err);
 void tok_bpe_free(tok_bpe *b);
 /* Encodes text (len bytes, valid UTF-8); offsets are byte offsets into text. */
+/* (bpe.c owner:) appends to out (out->n is restored on error). As in HF, a token
+ * covers whole characters: one holding part of a multi-byte character gets that
+ * character's full byte range; the add_prefix_space space takes the first character's.
+ * Re-entrant (b is read-only). Errors: AS_ERR_INPUT for invalid UTF-8, text over
+ * TOK_MAX_TEXT_BYTES, regex match limits, a byte missing from the vocabulary (no unk);
+ * AS_ERR_INTERNAL when out of memory. tok_bpe_init errors: AS_ERR_INPUT for a pattern
+ * PCRE2 rejects or a merge naming a token (or merged token) not in v. */
 as_status tok_bpe_encode(const tok_bpe *b, const char *text, size_t len, tok_ids *out,
                          as_error *err);
 /* Decodes a byte-level piece ("Ġthe") to its UTF-8 bytes (" the"). Owned by caller. */

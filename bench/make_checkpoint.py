@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""make_checkpoint.py — writes a BERT-base-sized checkpoint with random weights
+(config from ../shared/data/bert-base-uncased/config.json; F32 safetensors with
+Hugging Face names) to bench/out/bert-base-random/ for the benchmarks. Not a test
+fixture (440 MB, gitignored). Deterministic."""
+import json, os, shutil, sys
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "ref"))
+from gen_models import st_write  # noqa: E402  (the fixture generator's writer)
+import torch  # noqa: E402
+
+SRC = os.path.join(HERE, "..", "..", "shared", "data", "bert-base-uncased", "config.json")
+OUT = os.path.join(HERE, "out", "bert-base-random")
+
+
+def main():
+    if not os.path.exists(SRC):
+        sys.exit("make_checkpoint: %s not found" % SRC)
+    if os.path.exists(os.path.join(OUT, "model.safetensors")):
+        print("exists:", OUT)
+        return
+    c = json.load(open(SRC))
+    V, D, L = c["vocab_size"], c["hidden_size"], c["num_hidden_layers"]
+    Fd, P, TV = c["intermediate_size"], c["max_position_embeddings"], c["type_vocab_size"]
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g) * 0.02
+    t = {"bert.embeddings.word_embeddings.weight": r(V, D),
+         "bert.embeddings.position_embeddings.weight": r(P, D),
+         "bert.embeddings.token_type_embeddings.weight": r(TV, D),
+         "bert.embeddings.LayerNorm.weight": torch.ones(D), "bert.embeddings.LayerNorm.bias": torch.zeros(D)}
+    for l in range(L):
+        p = "bert.encoder.layer.%d." % l
+        for n, (o, i) in {"attention.self.query": (D, D), "attention.self.key": (D, D),
+                          "attention.self.value": (D, D), "attention.output.dense": (D, D),
+                          "intermediate.dense": (Fd, D), "output.dense": (D, Fd)}.items():
+            t[p + n + ".weight"] = r(o, i)
+            t[p + n + ".bias"] = r(o)
+        for n in ("attention.output.LayerNorm", "output.LayerNorm"):
+            t[p + n + ".weight"] = torch.ones(D)
+            t[p + n + ".bias"] = torch.zeros(D)
+    # a sequence-classification head, so both sides also compute logits
+    t["bert.pooler.dense.weight"], t["bert.pooler.dense.bias"] = r(D, D), r(D)
+    t["classifier.weight"], t["classifier.bias"] = r(2, D), r(2)
+    os.makedirs(OUT, exist_ok=True)
+    st_write(os.path.join(OUT, "model.safetensors"), [(k, v, "F32") for k, v in t.items()])
+    shutil.copy(SRC, os.path.join(OUT, "config.json"))
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# CLI exit statuses and one-line errors of the real binary (bad input -> 2 with a
+# message naming what is wrong; success -> 0). Usage: test_cli_errors.sh BINARY
+set -u
+BIN=$1
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+M=$ROOT/models/demo-bert
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+# expect STATUS PATTERN -- args...: runs BIN args, checks exit status and that stderr
+# is one line containing PATTERN (for non-zero statuses).
+expect() {
+  local want=$1 pat=$2; shift 3
+  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: attnscope $* -> exit $got, want $want: $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
+  fi
+  if [ "$want" != 0 ]; then
+    if ! grep -q -- "$pat" "$TMP/err"; then
+      echo "FAIL: attnscope $* -> stderr lacks '$pat': $(cat "$TMP/err")"; fails=$((fails+1)); return
+    fi
+    if [ "$(grep -vc 'warning' "$TMP/err")" -gt 1 ]; then
+      echo "FAIL: attnscope $* -> error is not one line: $(cat "$TMP/err")"; fails=$((fails+1)); return
+    fi
+  fi
+  echo "ok: attnscope $* -> $got"
+}
+expect 0 "" -- --help
+expect 0 "" -- run --help
+expect 0 "" -- info --help
+expect 0 "" -- bench --help
+expect 2 "unknown command" -- frobnicate
+expect 2 "required" -- run --text hi
+expect 2 "exactly one" -- run --model "$M"
+expect 2 "config.json" -- run --model "$TMP/nowhere" --text hi
+expect 2 "unknown option" -- run --model "$M" --text hi --bogus
+expect 2 "needs a value" -- run --model "$M" --text
+expect 2 "empty" -- run --model "$M" --text "   "
+expect 2 "bad --layer" -- run --model "$M" --text hi --layer x
+expect 2 "layer 7 is out of range" -- run --model "$M" --text hi --layer 7
+expect 2 "head 9 is out of range" -- run --model "$M" --text hi --head 9
+expect 2 "outside the vocabulary" -- run --model "$M" --ids 1,2,999999
+expect 2 "bad --ids" -- run --model "$M" --ids 1,,2
+expect 2 "json or npz" -- run --model "$M" --text hi --format xml
+expect 2 "needs --out" -- run --model "$M" --text hi --format npz
+expect 2 "tokens" -- run --model "$M" --text "$(printf 'word %.0s' $(seq 1 300))" --no-truncate
+expect 0 "" -- run --model "$M" --text "$(printf 'word %.0s' $(seq 1 300))" --quiet
+expect 0 "" -- run --model "$M" --text "the king is dead" --text-b "long live the king"
+expect 0 "" -- run --model "$M" --text $'bad \xff\xfe utf8' --quiet
+expect 0 "" -- info --model "$M"
+expect 0 "" -- run --model "$M" --text "to be or not to be" --format json --out "$TMP/o.json"
+expect 0 "" -- run --model "$M" --text "to be or not to be" --out "$TMP/o.npz" --layer 1 --head 2
+# a corrupt checkpoint: header length past the end of the file
+mkdir -p "$TMP/bad"; cp "$M/config.json" "$M/vocab.txt" "$TMP/bad/"
+printf '\xff\xff\xff\x00\x00\x00\x00\x00{}' > "$TMP/bad/model.safetensors"
+expect 2 "model.safetensors" -- run --model "$TMP/bad" --text hi
+# truncated weights file
+head -c 5000 "$M/model.safetensors" > "$TMP/bad/model.safetensors"
+expect 2 "model.safetensors" -- info --model "$TMP/bad"
+# the JSON written above parses and has the expected shapes
+if command -v python3 >/dev/null; then
+  python3 - "$TMP/o.json" <<'PY' || { echo "FAIL: json output"; fails=$((fails+1)); }
+import json, sys
+d = json.load(open(sys.argv[1]))
+T = len(d["tokens"])
+assert T == len(d["input_ids"]) == 8, T   # [CLS] to be or not to be [SEP]
+a = d["attentions"]
+assert len(a) == 2 and len(a[0]) == 4 and len(a[0][0]) == T and len(a[0][0][0]) == T
+for row in a[1][3]:
+    assert abs(sum(row) - 1) < 1e-5
+assert len(d["hidden_states"]) == 3 and len(d["queries"][0][0][0]) == 16
+print("ok: json output shapes")
+PY
+fi
+[ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all CLI checks passed"

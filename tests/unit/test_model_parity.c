@@ -1,0 +1,632 @@
+/* test_model_parity.c — numerical parity of the forward pass with Hugging Face.
+ *
+ * What it does: for every fixture folder written by tests/ref/gen_models.py
+ * (tests/ref/fixtures/models/<name>/: config.json, model.safetensors,
+ * expected.safetensors) it loads the model through the public API, runs each case
+ * (single sentence, sentence pair, right-padded sequence) with full capture and
+ * compares attention probabilities, pre-softmax scores (where attention is
+ * allowed), per-head q / k / v, hidden states and logits with stated max-abs
+ * tolerances, printing the max diff of every tensor. It also checks selective
+ * capture (one layer / one head, early stop) and input errors reported through the
+ * public API (layer out of range, token id out of range, a tensor missing from or
+ * misshapen in model.safetensors, an unsupported model_type).
+ * What it does not: tokenization (encodings are built from raw ids) or speed.
+ *
+ * Shapes in expected.safetensors, per case prefix "<case>.":
+ *   input_ids, token_type_ids, attention_mask (T) I32
+ *   attentions, attention_scores (L, H, T, T); queries, keys, values (L, H, T, Dh)
+ *   hidden_states (L+1, T, D); logits (1, C) or (T, V)   all F32
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "attnscope.h"
+#include "core/core.h"
+#include "io/safetensors.h"
+
+#ifndef AS_SOURCE_DIR
+#define AS_SOURCE_DIR "."
+#endif
+#define FIXTURE_ROOT AS_SOURCE_DIR "/tests/ref/fixtures/models"
+
+/* Max-abs tolerances. F32 weights: the reference is float32 torch, so only
+ * summation order differs. F16 / BF16 weights: the reference was computed from the
+ * rounded weights, so the same accuracy is expected, but the bounds are looser. */
+typedef struct {
+    double attn, scores, qkv, hidden, logits;
+} tolerances;
+static const tolerances TOL_F32 = {1e-5, 1e-4, 1e-4, 1e-4, 1e-4};
+static const tolerances TOL_LOWP = {1e-4, 1e-3, 1e-3, 1e-3, 1e-3};
+
+typedef struct {
+    const char *name;
+    int lowp; /* 1 = weights stored as F16 / BF16 */
+} fixture;
+
+static const fixture FIXTURES[] = {
+    {"bert", 0},     {"bert_noprefix_mlm", 0}, {"roberta", 0},   {"distilbert", 0},
+    {"gpt2", 0},     {"bert_f16", 1},          {"bert_bf16", 1}, {"gpt2_f16", 1},
+};
+static const char *const CASES[] = {"single", "pair", "padded"};
+#define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static void fixture_dir(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "%s/%s", FIXTURE_ROOT, name);
+}
+
+/* ---- reading expected tensors ------------------------------------------- */
+
+/* Finds "<case>.<what>" in f, checks dtype and rank, returns it (borrowed). */
+static const st_tensor *want_tensor(const st_file *f, const char *fx, const char *case_name,
+                                    const char *what, as_dtype dtype, int ndim) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", case_name, what);
+    const st_tensor *t = st_file_find(f, name);
+    if (!t) fail_msg("%s: expected.safetensors has no tensor %s", fx, name);
+    assert_int_equal(t->dtype, dtype);
+    assert_int_equal(t->ndim, ndim);
+    return t;
+}
+
+/* Copies a tensor's data into a new buffer (the mapping need not be aligned). */
+static void *copy_data(const st_tensor *t) {
+    void *p = malloc(t->nbytes ? t->nbytes : 1);
+    assert_non_null(p);
+    memcpy(p, t->data, t->nbytes);
+    return p;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates as NaN */
+    }
+    return m;
+}
+
+/* Prints "fx/case what max|diff| = x" and counts a failure when x > tol or NaN. */
+static int report(const char *fx, const char *case_name, const char *what, double d, double tol) {
+    int bad = !(d <= tol);
+    if (bad)
+        printf("%s/%s %s max|diff| = %.2e  FAIL (tolerance %.0e)\n", fx, case_name, what, d, tol);
+    else
+        printf("%s/%s %s max|diff| = %.2e\n", fx, case_name, what, d);
+    fflush(stdout);
+    return bad;
+}
+
+/* ---- one fixture, all cases --------------------------------------------- */
+
+static void build_encoding(const as_model *m, const st_file *ex, const char *fx,
+                           const char *case_name, as_encoding *enc, int32_t **mask_out) {
+    const st_tensor *ti = want_tensor(ex, fx, case_name, "input_ids", DTYPE_I32, 1);
+    const st_tensor *tt = want_tensor(ex, fx, case_name, "token_type_ids", DTYPE_I32, 1);
+    const st_tensor *tm = want_tensor(ex, fx, case_name, "attention_mask", DTYPE_I32, 1);
+    int T = (int)ti->shape[0];
+    assert_int_equal(tt->shape[0], T);
+    assert_int_equal(tm->shape[0], T);
+    int32_t *ids = copy_data(ti), *types = copy_data(tt), *mask = copy_data(tm);
+    as_error err = {0};
+    as_status s = as_encoding_from_ids(m, ids, types, T, enc, &err);
+    if (s != AS_OK) fail_msg("%s/%s: as_encoding_from_ids: %s", fx, case_name, err.msg);
+    assert_int_equal(enc->n, T);
+    for (int i = 0; i < T; i++) {
+        assert_int_equal(enc->ids[i], ids[i]);
+        assert_int_equal(enc->type_ids[i], types[i]);
+        enc->mask[i] = mask[i];
+    }
+    free(ids);
+    free(types);
+    *mask_out = mask;
+}
+
+static int compare_case(const as_model *m, const st_file *ex, const char *fx, const char *case_name,
+                        const tolerances *tol, const char *logits_head) {
+    const as_config *cfg = as_model_config(m);
+    const int L = cfg->n_layer, H = cfg->n_head, D = cfg->d_model, Dh = cfg->d_head;
+    as_encoding enc = {0};
+    int32_t *mask = NULL;
+    build_encoding(m, ex, fx, case_name, &enc, &mask);
+    const int T = enc.n;
+    const size_t TT = (size_t)T * T;
+
+    as_capture_spec spec = {CAP_ALL, -1, -1, 0};
+    as_run *run = NULL;
+    as_error err = {0};
+    as_status s = as_forward(m, &enc, &spec, &run, &err);
+    if (s != AS_OK) fail_msg("%s/%s: as_forward: %s", fx, case_name, err.msg);
+    assert_non_null(run);
+    assert_int_equal(run->T, T);
+    assert_int_equal(run->L, L);
+    assert_int_equal(run->H, H);
+    assert_int_equal(run->D, D);
+    assert_int_equal(run->Dh, Dh);
+    assert_int_equal(run->layer_lo, 0);
+    assert_int_equal(run->n_lay, L);
+    assert_int_equal(run->head_lo, 0);
+    assert_int_equal(run->n_hd, H);
+    assert_int_equal(run->n_run, L);
+    assert_non_null(run->attn);
+    assert_non_null(run->scores);
+    assert_non_null(run->q);
+    assert_non_null(run->k);
+    assert_non_null(run->v);
+    assert_non_null(run->hidden);
+    assert_non_null(run->logits);
+
+    int bad = 0;
+    const st_tensor *t;
+    float *e;
+
+    /* attention probabilities: everywhere, padded rows and masked columns included */
+    t = want_tensor(ex, fx, case_name, "attentions", DTYPE_F32, 4);
+    assert_int_equal(t->n_elems, (size_t)L * H * TT);
+    e = copy_data(t);
+    bad += report(fx, case_name, "attentions", max_abs_diff(run->attn, e, t->n_elems), tol->attn);
+    free(e);
+
+    /* scores: only where attention is allowed (masked entries hold finfo.min-sized
+     * values, or -inf where HF adds two of them) */
+    t = want_tensor(ex, fx, case_name, "attention_scores", DTYPE_F32, 4);
+    assert_int_equal(t->n_elems, (size_t)L * H * TT);
+    e = copy_data(t);
+    {
+        double d = 0.0;
+        size_t n_masked = 0;
+        for (int lh = 0; lh < L * H; lh++)
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++) {
+                    size_t idx = (size_t)lh * TT + (size_t)i * T + j;
+                    int allowed = mask[j] != 0 && (!cfg->causal || j <= i);
+                    if (!allowed) {
+                        /* a disallowed entry must stay hugely negative */
+                        if (!(run->scores[idx] < -1e30f)) bad++;
+                        n_masked++;
+                        continue;
+                    }
+                    double x = fabs((double)run->scores[idx] - (double)e[idx]);
+                    if (!(x <= d)) d = x;
+                }
+        bad += report(fx, case_name, "attention_scores(allowed)", d, tol->scores);
+        if (n_masked) printf("    (%zu masked score entries checked to be < -1e30)\n", n_masked);
+    }
+    free(e);
+
+    /* per-head q, k, v */
+    static const char *const qkv_names[3] = {"queries", "keys", "values"};
+    const float *const qkv_run[3] = {run->q, run->k, run->v};
+    for (int i = 0; i < 3; i++) {
+        t = want_tensor(ex, fx, case_name, qkv_names[i], DTYPE_F32, 4);
+        assert_int_equal(t->n_elems, (size_t)L * H * T * Dh);
+        e = copy_data(t);
+        bad += report(fx, case_name, qkv_names[i], max_abs_diff(qkv_run[i], e, t->n_elems), tol->qkv);
+        free(e);
+    }
+
+    /* hidden states: embedding output, then each layer (GPT-2: the last after ln_f) */
+    t = want_tensor(ex, fx, case_name, "hidden_states", DTYPE_F32, 3);
+    assert_int_equal(t->shape[0], L + 1);
+    assert_int_equal(t->n_elems, (size_t)(L + 1) * T * D);
+    e = copy_data(t);
+    bad += report(fx, case_name, "hidden_states", max_abs_diff(run->hidden, e, t->n_elems), tol->hidden);
+    for (int l = 0; l <= L; l++) {
+        size_t per = (size_t)T * D;
+        double d = max_abs_diff(run->hidden + l * per, e + l * per, per);
+        if (!(d <= tol->hidden)) printf("    hidden_states[%d] max|diff| = %.2e\n", l, d);
+    }
+    free(e);
+
+    /* logits: classifier (1, C) or MLM / LM (T, V) */
+    t = want_tensor(ex, fx, case_name, "logits", DTYPE_F32, 2);
+    if (run->logits_rows != t->shape[0] || run->logits_cols != t->shape[1]) {
+        printf("%s/%s logits shape [%d, %d], expected [%lld, %lld] (head %s)  FAIL\n", fx, case_name,
+               run->logits_rows, run->logits_cols, (long long)t->shape[0], (long long)t->shape[1],
+               logits_head);
+        bad++;
+    } else {
+        e = copy_data(t);
+        bad += report(fx, case_name, "logits", max_abs_diff(run->logits, e, t->n_elems), tol->logits);
+        free(e);
+    }
+    as_task_head want_head = !strcmp(logits_head, "classifier") ? HEAD_CLASSIFIER
+                             : !strcmp(logits_head, "mlm")      ? HEAD_MLM
+                                                                : HEAD_LM;
+    if (run->logits_head != want_head) {
+        printf("%s/%s logits_head %d, expected %d (%s)  FAIL\n", fx, case_name, (int)run->logits_head,
+               (int)want_head, logits_head);
+        bad++;
+    }
+
+    /* views agree with the packed arrays */
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            size_t lh = (size_t)l * H + h;
+            assert_ptr_equal(as_run_attn(run, l, h), run->attn + lh * TT);
+            assert_ptr_equal(as_run_scores(run, l, h), run->scores + lh * TT);
+            assert_ptr_equal(as_run_q(run, l, h), run->q + lh * T * Dh);
+            assert_ptr_equal(as_run_k(run, l, h), run->k + lh * T * Dh);
+            assert_ptr_equal(as_run_v(run, l, h), run->v + lh * T * Dh);
+        }
+
+    as_run_free(run);
+    as_encoding_free(&enc);
+    free(mask);
+    return bad;
+}
+
+static void test_fixture(void **state) {
+    const fixture *fx = *state;
+    char dir[1024], path[1200];
+    fixture_dir(dir, sizeof dir, fx->name);
+    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+    as_error err = {0};
+    as_model *m = NULL;
+    if (as_model_load(dir, &m, &err) != AS_OK) fail_msg("%s: as_model_load: %s", fx->name, err.msg);
+    st_file *ex = NULL;
+    if (st_file_open(path, &ex, &err) != AS_OK) fail_msg("%s: %s", fx->name, err.msg);
+
+    const char *head = st_file_metadata(ex, "logits_head");
+    const char *dtype = st_file_metadata(ex, "dtype");
+    assert_non_null(head);
+    assert_non_null(dtype);
+    assert_string_equal(as_dtype_name(as_model_dtype(m)), dtype);
+    unsigned heads = as_model_heads(m);
+    if (!strcmp(head, "classifier")) assert_true(heads & HEAD_CLASSIFIER);
+    if (!strcmp(head, "mlm")) assert_true(heads & HEAD_MLM);
+    if (!strcmp(head, "lm")) assert_true(heads & HEAD_LM);
+    if (!strcmp(fx->name, "bert")) assert_true(heads & HEAD_MLM); /* both heads present */
+
+    int bad = 0;
+    for (int c = 0; c < N_CASES; c++)
+        bad += compare_case(m, ex, fx->name, CASES[c], fx->lowp ? &TOL_LOWP : &TOL_F32, head);
+    st_file_free(ex);
+    as_model_free(m);
+    if (bad) fail_msg("%s: %d comparison(s) out of tolerance (see the max|diff| lines above)", fx->name, bad);
+}
+
+/* ---- selective capture ---------------------------------------------------- */
+
+typedef struct {
+    as_model *m;
+    as_encoding enc;
+    int32_t *mask;
+    st_file *ex;
+} loaded_case;
+
+static void load_case(const char *name, const char *case_name, loaded_case *lc) {
+    char dir[1024], path[1200];
+    as_error err = {0};
+    memset(lc, 0, sizeof *lc);
+    fixture_dir(dir, sizeof dir, name);
+    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+    if (as_model_load(dir, &lc->m, &err) != AS_OK) fail_msg("%s: %s", name, err.msg);
+    if (st_file_open(path, &lc->ex, &err) != AS_OK) fail_msg("%s: %s", name, err.msg);
+    build_encoding(lc->m, lc->ex, name, case_name, &lc->enc, &lc->mask);
+}
+
+static void free_case(loaded_case *lc) {
+    as_encoding_free(&lc->enc);
+    free(lc->mask);
+    st_file_free(lc->ex);
+    as_model_free(lc->m);
+}
+
+static as_run *forward_ok(const loaded_case *lc, unsigned what, int layer, int head) {
+    as_capture_spec spec = {what, layer, head, 0};
+    as_run *run = NULL;
+    as_error err = {0};
+    if (as_forward(lc->m, &lc->enc, &spec, &run, &err) != AS_OK)
+        fail_msg("as_forward(what %u, layer %d, head %d): %s", what, layer, head, err.msg);
+    assert_non_null(run);
+    return run;
+}
+
+static void test_selective_capture(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "gpt2"};
+    for (int fi = 0; fi < 2; fi++) {
+        loaded_case lc;
+        load_case(names[fi], "pair", &lc);
+        const as_config *cfg = as_model_config(lc.m);
+        const int L = cfg->n_layer, H = cfg->n_head, T = lc.enc.n, Dh = cfg->d_head;
+        const size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
+        as_run *full = forward_ok(&lc, CAP_ALL, -1, -1);
+
+        /* one layer, one head, attention only */
+        as_run *one = forward_ok(&lc, CAP_ATTN, 1, 2);
+        assert_int_equal(one->layer_lo, 1);
+        assert_int_equal(one->n_lay, 1);
+        assert_int_equal(one->head_lo, 2);
+        assert_int_equal(one->n_hd, 1);
+        assert_int_equal(one->n_run, 2); /* stops after the deepest layer needed */
+        assert_non_null(one->attn);
+        assert_null(one->scores);
+        assert_null(one->q);
+        assert_null(one->k);
+        assert_null(one->v);
+        assert_null(one->hidden);
+        assert_null(one->logits);
+        double d = max_abs_diff(one->attn, full->attn + ((size_t)1 * H + 2) * TT, TT);
+        printf("%s/pair selective attn[1,2] vs full run max|diff| = %.2e\n", names[fi], d);
+        assert_true(d <= 1e-6);
+        assert_ptr_equal(as_run_attn(one, 1, 2), one->attn);
+        assert_null(as_run_attn(one, 1, 1));
+        assert_null(as_run_attn(one, 0, 2));
+        assert_null(as_run_scores(one, 1, 2));
+        assert_null(as_run_q(one, 1, 2));
+
+        /* layer 0, all heads, attention + qkv: only one layer computed */
+        as_run *l0 = forward_ok(&lc, CAP_ATTN | CAP_QKV, 0, -1);
+        assert_int_equal(l0->layer_lo, 0);
+        assert_int_equal(l0->n_lay, 1);
+        assert_int_equal(l0->head_lo, 0);
+        assert_int_equal(l0->n_hd, H);
+        assert_int_equal(l0->n_run, 1);
+        assert_non_null(l0->attn);
+        assert_non_null(l0->q);
+        assert_non_null(l0->k);
+        assert_non_null(l0->v);
+        assert_null(l0->scores);
+        assert_null(l0->hidden);
+        assert_null(l0->logits);
+        double dq = 0.0;
+        for (int h = 0; h < H; h++) {
+            const float *a = as_run_attn(l0, 0, h), *fa = as_run_attn(full, 0, h);
+            assert_non_null(a);
+            assert_non_null(fa);
+            d = max_abs_diff(a, fa, TT);
+            if (d > dq) dq = d;
+            d = max_abs_diff(as_run_q(l0, 0, h), as_run_q(full, 0, h), TD);
+            if (d > dq) dq = d;
+            d = max_abs_diff(as_run_k(l0, 0, h), as_run_k(full, 0, h), TD);
+            if (d > dq) dq = d;
+            d = max_abs_diff(as_run_v(l0, 0, h), as_run_v(full, 0, h), TD);
+            if (d > dq) dq = d;
+        }
+        printf("%s/pair layer-0 run (attn, q, k, v) vs full run max|diff| = %.2e\n", names[fi], dq);
+        assert_true(dq <= 1e-6);
+        assert_null(as_run_attn(l0, 1, 0));
+        assert_null(as_run_q(l0, L - 1, 0));
+
+        /* the last layer with logits: everything computed */
+        as_run *lg = forward_ok(&lc, CAP_ATTN | CAP_LOGITS, L - 1, 0);
+        assert_int_equal(lg->n_run, L);
+        assert_non_null(lg->logits);
+        assert_int_equal(lg->logits_rows, full->logits_rows);
+        assert_int_equal(lg->logits_cols, full->logits_cols);
+        d = max_abs_diff(lg->logits, full->logits, (size_t)full->logits_rows * full->logits_cols);
+        assert_true(d <= 1e-6);
+
+        as_run_free(lg);
+        as_run_free(l0);
+        as_run_free(one);
+        as_run_free(full);
+        free_case(&lc);
+    }
+}
+
+/* ---- errors through the public API ---------------------------------------- */
+
+static void test_spec_out_of_range(void **state) {
+    (void)state;
+    loaded_case lc;
+    load_case("bert", "single", &lc);
+    const as_config *cfg = as_model_config(lc.m);
+    const int bad_specs[][2] = {{cfg->n_layer, -1}, {-2, -1}, {0, cfg->n_head}, {0, -2}};
+    for (size_t i = 0; i < sizeof bad_specs / sizeof bad_specs[0]; i++) {
+        as_capture_spec spec = {CAP_ALL, bad_specs[i][0], bad_specs[i][1], 0};
+        as_run *run = NULL;
+        as_error err = {0};
+        as_status s = as_forward(lc.m, &lc.enc, &spec, &run, &err);
+        printf("spec layer %d head %d -> %d: %s\n", spec.layer, spec.head, (int)s, err.msg);
+        assert_int_equal(s, AS_ERR_INPUT);
+        assert_null(run);
+        assert_true(strlen(err.msg) > 0);
+        assert_null(strchr(err.msg, '\n'));
+    }
+    free_case(&lc);
+}
+
+static void test_id_out_of_range(void **state) {
+    (void)state;
+    char dir[1024];
+    fixture_dir(dir, sizeof dir, "bert");
+    as_model *m = NULL;
+    as_error err = {0};
+    if (as_model_load(dir, &m, &err) != AS_OK) fail_msg("%s", err.msg);
+    const int V = as_model_config(m)->vocab_size;
+    int32_t ids[4] = {2, 10, V, 3};
+    as_encoding enc = {0};
+    as_status s = as_encoding_from_ids(m, ids, NULL, 4, &enc, &err);
+    printf("id %d (V = %d) -> %d: %s\n", V, V, (int)s, err.msg);
+    assert_int_equal(s, AS_ERR_INPUT);
+    as_encoding_free(&enc);
+    ids[2] = -1;
+    s = as_encoding_from_ids(m, ids, NULL, 4, &enc, &err);
+    assert_int_equal(s, AS_ERR_INPUT);
+    as_encoding_free(&enc);
+    ids[2] = V - 1;
+    s = as_encoding_from_ids(m, ids, NULL, 4, &enc, &err);
+    assert_int_equal(s, AS_OK);
+    as_encoding_free(&enc);
+    as_model_free(m);
+}
+
+/* A copy of a fixture folder in a fresh temporary directory. */
+typedef struct {
+    char dir[256];
+} tmp_model;
+
+static void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    assert_non_null(in);
+    FILE *out = fopen(to, "wb");
+    assert_non_null(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+static void tmp_model_init(tmp_model *tm, const char *fixture_name) {
+    char src[1024], a[1200], b[512];
+    snprintf(tm->dir, sizeof tm->dir, "/tmp/as_parity_XXXXXX");
+    assert_non_null(mkdtemp(tm->dir));
+    fixture_dir(src, sizeof src, fixture_name);
+    snprintf(a, sizeof a, "%s/config.json", src);
+    snprintf(b, sizeof b, "%s/config.json", tm->dir);
+    copy_file(a, b);
+}
+
+static void tmp_model_free(tmp_model *tm) {
+    static const char *const files[] = {"config.json", "model.safetensors"};
+    char p[512];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", tm->dir, files[i]);
+        unlink(p);
+    }
+    rmdir(tm->dir);
+}
+
+/* Writes tm/model.safetensors from the fixture's weights: tensor `drop` left out
+ * (when non-NULL), and tensor `reshape` given shape (d0, d1) (same element count). */
+static void write_weights(const tmp_model *tm, const char *fixture_name, const char *drop,
+                          const char *reshape, int64_t d0, int64_t d1) {
+    char src[1024], path[1200], dst[512];
+    fixture_dir(src, sizeof src, fixture_name);
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", tm->dir);
+    st_file *f = NULL;
+    as_error err = {0};
+    if (st_file_open(path, &f, &err) != AS_OK) fail_msg("%s", err.msg);
+    int n = st_file_count(f), k = 0, found_drop = 0, found_reshape = 0;
+    st_tensor *ts = calloc((size_t)n, sizeof *ts);
+    assert_non_null(ts);
+    for (int i = 0; i < n; i++) {
+        const st_tensor *t = st_file_tensor(f, i);
+        if (drop && !strcmp(t->name, drop)) {
+            found_drop = 1;
+            continue;
+        }
+        ts[k] = *t;
+        if (reshape && !strcmp(t->name, reshape)) {
+            assert_int_equal(t->n_elems, (size_t)(d0 * d1));
+            ts[k].ndim = 2;
+            ts[k].shape[0] = d0;
+            ts[k].shape[1] = d1;
+            found_reshape = 1;
+        }
+        k++;
+    }
+    assert_true(!drop || found_drop);
+    assert_true(!reshape || found_reshape);
+    if (st_write(dst, ts, k, &err) != AS_OK) fail_msg("st_write: %s", err.msg);
+    free(ts);
+    st_file_free(f);
+}
+
+static void expect_load_error(const char *dir, const char *must_name) {
+    as_model *m = NULL;
+    as_error err = {0};
+    as_status s = as_model_load(dir, &m, &err);
+    printf("load %s -> %d: %s\n", dir, (int)s, err.msg);
+    assert_int_equal(s, AS_ERR_INPUT);
+    assert_null(m);
+    assert_null(strchr(err.msg, '\n'));
+    if (must_name && !strstr(err.msg, must_name))
+        fail_msg("error message does not name '%s': %s", must_name, err.msg);
+}
+
+static void test_missing_tensor(void **state) {
+    (void)state;
+    static const struct {
+        const char *fixture, *tensor;
+    } cases[] = {
+        {"bert", "bert.encoder.layer.1.attention.self.key.weight"},
+        {"bert_noprefix_mlm", "encoder.layer.0.output.LayerNorm.bias"},
+        {"distilbert", "distilbert.transformer.layer.1.ffn.lin2.weight"},
+        {"gpt2", "transformer.h.2.attn.c_attn.bias"},
+        {"roberta", "roberta.embeddings.position_embeddings.weight"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tmp_model tm;
+        tmp_model_init(&tm, cases[i].fixture);
+        /* sanity: the untouched copy loads */
+        write_weights(&tm, cases[i].fixture, NULL, NULL, 0, 0);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(tm.dir, &m, &err) != AS_OK) fail_msg("copy of %s: %s", cases[i].fixture, err.msg);
+        as_model_free(m);
+        write_weights(&tm, cases[i].fixture, cases[i].tensor, NULL, 0, 0);
+        expect_load_error(tm.dir, cases[i].tensor);
+        tmp_model_free(&tm);
+    }
+}
+
+static void test_wrong_shape(void **state) {
+    (void)state;
+    static const struct {
+        const char *fixture, *tensor;
+        int64_t d0, d1;
+    } cases[] = {
+        /* same element count, transposed-looking shapes: a size check alone misses them */
+        {"bert", "bert.encoder.layer.0.attention.output.dense.weight", 16, 64},
+        {"bert", "bert.encoder.layer.1.intermediate.dense.weight", 32, 64},
+        {"gpt2", "transformer.h.0.mlp.c_fc.weight", 128, 32},
+        {"distilbert", "distilbert.embeddings.word_embeddings.weight", 32, 112},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tmp_model tm;
+        tmp_model_init(&tm, cases[i].fixture);
+        write_weights(&tm, cases[i].fixture, NULL, cases[i].tensor, cases[i].d0, cases[i].d1);
+        expect_load_error(tm.dir, cases[i].tensor);
+        tmp_model_free(&tm);
+    }
+}
+
+static void test_unsupported_model_type(void **state) {
+    (void)state;
+    tmp_model tm;
+    tmp_model_init(&tm, "bert");
+    write_weights(&tm, "bert", NULL, NULL, 0, 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", tm.dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    assert_non_null(root);
+    assert_int_equal(json_object_set_new(root, "model_type", json_string("t5")), 0);
+    assert_int_equal(json_dump_file(root, path, JSON_INDENT(2)), 0);
+    json_decref(root);
+    expect_load_error(tm.dir, "t5");
+    tmp_model_free(&tm);
+}
+
+int main(void) {
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 6];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
+        struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
+        t.name = FIXTURES[i].name;
+        tests[n++] = t;
+    }
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_selective_capture);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_spec_out_of_range);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_id_out_of_range);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_tensor);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_wrong_shape);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_unsupported_model_type);
+    return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
+}
