@@ -163,11 +163,21 @@ typedef enum {
     CAP_ALL = 31
 } as_capture_what;
 
+/* Embedding ablation: the named component of the input embedding is replaced by the
+ * mean of its table's rows (the same vector for every token), so the pattern a head
+ * keeps without it shows how much that component drives it. */
+typedef enum {
+    ABLATE_TOKEN = 1,    /* word embeddings -> mean word embedding */
+    ABLATE_POSITION = 2, /* position embeddings -> mean position embedding */
+    ABLATE_SEGMENT = 4   /* token-type embeddings -> mean of the type rows (no-op without them) */
+} as_ablate;
+
 typedef struct {
     unsigned what; /* bit set of as_capture_what */
     int layer;     /* -1 = all layers, else only this layer is captured */
     int head;      /* -1 = all heads, else only this head is captured */
     int threads;   /* 0 = number of cores */
+    unsigned ablate; /* bit set of as_ablate; 0 = the normal forward */
 } as_capture_spec;
 
 typedef struct as_run {

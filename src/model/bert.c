@@ -14,8 +14,9 @@
 /* LayerNorm named base.{weight,bias}, or base.{gamma,beta} in TF-converted files. */
 static as_status get_ln(as_model *m, const char *base, int n, ln_t *out, as_error *err) {
     char name[512];
-    snprintf(name, sizeof name, "%s.gamma", base);
-    if (!model_has(m, name) ) return model_get_ln(m, base, n, "weight", "bias", out, err);
+    if (snprintf(name, sizeof name, "%s.gamma", base) >= (int)sizeof name)
+        return as_err_set(err, AS_ERR_INTERNAL, "tensor name too long: %s", base);
+    if (!model_has(m, name)) return model_get_ln(m, base, n, "weight", "bias", out, err);
     return model_get_ln(m, base, n, "gamma", "beta", out, err);
 }
 
@@ -129,7 +130,7 @@ as_status bert_bind(as_model *m, as_error *err) {
  * then LayerNorm (and ELECTRA's projection). RoBERTa positions follow Hugging
  * Face's create_position_ids_from_input_ids: padding_idx + running count of
  * non-pad tokens, pads at padding_idx. x: (T, D); tmp: (T, max(De, D)). */
-void bert_embed(const as_model *m, const as_encoding *enc, float *x, float *tmp) {
+void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x, float *tmp) {
     const as_config *c = &m->cfg;
     int T = enc->n, De = c->d_embed;
     float *e = m->emb_proj.w ? tmp : x;
@@ -141,9 +142,9 @@ void bert_embed(const as_model *m, const as_encoding *enc, float *x, float *tmp)
             if (!is_pad) count++;
             pos = is_pad ? c->pad_token_id : c->pad_token_id + count;
         }
-        const float *w = m->wte + (size_t)enc->ids[t] * De;
-        const float *p = m->wpe + (size_t)pos * De;
-        const float *tt = m->wtt ? m->wtt + (size_t)(enc->type_ids ? enc->type_ids[t] : 0) * De : NULL;
+        const float *w = model_emb_word(m, enc, ablate, t);
+        const float *p = model_emb_pos(m, ablate, pos);
+        const float *tt = model_emb_type(m, enc, ablate, t);
         float *r = e + (size_t)t * De;
         for (int i = 0; i < De; i++) r[i] = (tt ? w[i] + tt[i] : w[i]) + p[i];
     }

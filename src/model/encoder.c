@@ -341,9 +341,9 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     openblas_set_num_threads(nthreads);
     switch (c->arch) {
     case ARCH_BERT:
-    case ARCH_ROBERTA: bert_embed(m, enc, ws.x, ws.h); break;
-    case ARCH_DISTILBERT: distilbert_embed(m, enc, ws.x); break;
-    case ARCH_GPT2: gpt2_embed(m, enc, ws.x); break;
+    case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
+    case ARCH_DISTILBERT: distilbert_embed(m, enc, spec->ablate, ws.x); break;
+    case ARCH_GPT2: gpt2_embed(m, enc, spec->ablate, ws.x); break;
     }
     size_t TD = (size_t)T * D;
     if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));

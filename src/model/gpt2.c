@@ -64,10 +64,10 @@ as_status gpt2_bind(as_model *m, as_error *err) {
 }
 
 /* word + position embeddings (positions 0..T-1). x: (T, D). */
-void gpt2_embed(const as_model *m, const as_encoding *enc, float *x) {
+void gpt2_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x) {
     int T = enc->n, D = m->cfg.d_model;
     for (int t = 0; t < T; t++) {
-        const float *w = m->wte + (size_t)enc->ids[t] * D, *p = m->wpe + (size_t)t * D;
+        const float *w = model_emb_word(m, enc, ablate, t), *p = model_emb_pos(m, ablate, t);
         float *r = x + (size_t)t * D;
         for (int i = 0; i < D; i++) r[i] = w[i] + p[i];
     }

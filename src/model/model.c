@@ -169,6 +169,48 @@ as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
     return AS_OK;
 }
 
+static float *mean_of(const float *tab, int rows, int cols) {
+    float *mu = as_calloc((size_t)cols, sizeof(float));
+    double *acc = as_calloc((size_t)cols, sizeof(double));
+    if (mu && acc) {
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) acc[c] += tab[(size_t)r * cols + c];
+        for (int c = 0; c < cols; c++) mu[c] = (float)(acc[c] / rows);
+    } else {
+        free(mu);
+        mu = NULL;
+    }
+    free(acc);
+    return mu;
+}
+
+/* Mean rows of the embedding tables, for ablation (as_ablate). */
+static as_status mean_rows(as_model *m, as_error *err) {
+    int De = m->cfg.d_embed;
+    m->mean_wte = mean_of(m->wte, m->cfg.vocab_size, De);
+    m->mean_wpe = mean_of(m->wpe, m->cfg.max_pos, De);
+    if (m->wtt) m->mean_wtt = mean_of(m->wtt, m->cfg.type_vocab, De);
+    if (!m->mean_wte || !m->mean_wpe || (m->wtt && !m->mean_wtt))
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    return AS_OK;
+}
+
+const float *model_emb_word(const as_model *m, const as_encoding *enc, unsigned ablate, int t) {
+    if (ablate & ABLATE_TOKEN) return m->mean_wte;
+    return m->wte + (size_t)enc->ids[t] * m->cfg.d_embed;
+}
+
+const float *model_emb_pos(const as_model *m, unsigned ablate, int pos) {
+    if (ablate & ABLATE_POSITION) return m->mean_wpe;
+    return m->wpe + (size_t)pos * m->cfg.d_embed;
+}
+
+const float *model_emb_type(const as_model *m, const as_encoding *enc, unsigned ablate, int t) {
+    if (!m->wtt) return NULL;
+    if (ablate & ABLATE_SEGMENT) return m->mean_wtt;
+    return m->wtt + (size_t)(enc->type_ids ? enc->type_ids[t] : 0) * m->cfg.d_embed;
+}
+
 as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     as_status s = AS_OK;
     *out = NULL;
@@ -196,6 +238,7 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     case ARCH_GPT2: s = gpt2_bind(m, err); break;
     }
     if (s) goto cleanup;
+    if ((s = mean_rows(m, err))) goto cleanup;
     {
         char p1[4096], p2[4096], p3[4096], p4[4096];
         if ((s = as_path_join(p1, sizeof p1, dir, "tokenizer.json", err))) goto cleanup;
@@ -221,6 +264,9 @@ void as_model_free(as_model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
+    free(m->mean_wte);
+    free(m->mean_wpe);
+    free(m->mean_wtt);
     tok_free(m->tok);
     st_set_free(m->st);
     as_config_clear(&m->cfg);

@@ -58,6 +58,9 @@ struct as_model {
     const float *wpe;     /* (P, De) */
     const float *wtt;     /* (type_vocab, De) or NULL */
     ln_t ln_emb;          /* (De) BERT family; unused for GPT-2 */
+    float *mean_wte;      /* (De) mean word embedding, owned (for ABLATE_TOKEN) */
+    float *mean_wpe;      /* (De) mean position embedding, owned */
+    float *mean_wtt;      /* (De) mean token-type embedding, owned; NULL without types */
     lin_t emb_proj;       /* ELECTRA embeddings_project (De -> D); w NULL when absent */
     layer_w *layers;      /* (L) */
     ln_t ln_f;            /* GPT-2 final LayerNorm (D) */
@@ -107,9 +110,13 @@ void op_act(as_act a, float *x, size_t n);                                /* in 
 void op_add(float *y, const float *x, size_t n);                         /* y += x */
 
 /* Computes embeddings into x (T, D) for the architecture. */
-void bert_embed(const as_model *m, const as_encoding *enc, float *x, float *tmp);
-void distilbert_embed(const as_model *m, const as_encoding *enc, float *x);
-void gpt2_embed(const as_model *m, const as_encoding *enc, float *x);
+void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x, float *tmp);
+void distilbert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
+void gpt2_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
+/* Rows of the embedding tables to add for token t, honouring ablation. */
+const float *model_emb_word(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
+const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);
+const float *model_emb_type(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
 /* Task heads: x (T, D) final hidden states -> logits (rows, cols). */
 void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,
                        float *work);
