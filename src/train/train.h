@@ -1,0 +1,252 @@
+/* train.h — training-grade forward and backward pass for the post-LN encoder family
+ * (BERT, RoBERTa, DistilBERT): parameters, gradients and saved activations each in
+ * one contiguous arena (llm.c style: a struct of pointers into one float block, the
+ * same layout for the gradients, so an optimizer runs over flat arrays).
+ *
+ * What it does: embeddings (word + position + segment, LayerNorm), the post-LN layer
+ * (fused QKV projection, masked softmax attention, output projection, residual +
+ * LayerNorm, GELU feed-forward, residual + LayerNorm), inverted dropout from a seeded
+ * counter-based RNG, the sequence classifier (first token -> dense -> tanh/ReLU ->
+ * dense) with mean cross-entropy, and the masked-LM head (dense -> act -> LayerNorm
+ * -> decoder tied to the word embeddings + bias) with mean cross-entropy over the
+ * positions whose label is not -100; the backward pass of all of it; building the
+ * arena from a loaded as_model (weights copied) or from a seeded random initialiser,
+ * and writing it back out as a Hugging Face folder that as_model_load reads.
+ * What it does not: GPT-2 / pre-LN layers, ELECTRA (embedding width != D), untied
+ * MLM decoders, the optimizer, data loading, or checkpoint scheduling (callers).
+ *
+ * Dimension legend: L layers, H heads, T tokens per sequence, B sequences, BT = B*T,
+ * D model width, Dh = D/H, F feed-forward width, V vocabulary, P positions,
+ * TV token types, C classes, M masked-LM rows (labels != -100) in a batch.
+ *
+ * Usage:
+ *   tr_model *tm; tr_from_as_opts fo = TR_FROM_AS_DEFAULTS; fo.with_grads = 1;
+ *   tr_model_from_as(m, &fo, &tm, &err);
+ *   tr_acts *a; tr_acts_init(tm, B, T, 0, &a, &err);
+ *   tr_batch b = {.B = B, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
+ *   tr_zero_grad(tm);
+ *   tr_forward(tm, a, &b, &err);        // a->loss, a->cls_logits, dL/dlogits
+ *   tr_backward(tm, a, &b, 1);          // += into tm->grads; a->d_emb_out, a->d_emb_sum
+ *   ... optimizer over tm->params_mem / tm->grads_mem (tm->n_params floats) ...
+ *   tr_model_save(tm, "out/dir", DTYPE_F16, &err);
+ *   tr_acts_free(a); tr_model_free(tm);
+ */
+#ifndef AS_TRAIN_H
+#define AS_TRAIN_H
+
+#include "core/core.h"
+
+/* Label value that masked-LM cross-entropy ignores (torch CrossEntropyLoss default). */
+#define TR_IGNORE (-100)
+
+/* Activation after the classifier's first dense layer. */
+typedef enum { TR_CLS_TANH = 0, TR_CLS_RELU = 1 } tr_cls_act;
+
+typedef struct {
+    as_arch arch;       /* ARCH_BERT, ARCH_ROBERTA or ARCH_DISTILBERT */
+    int n_layer;        /* L */
+    int n_head;         /* H */
+    int d_model;        /* D */
+    int d_ff;           /* F */
+    int vocab_size;     /* V */
+    int max_pos;        /* P */
+    int type_vocab;     /* TV; 0 = no segment embeddings (DistilBERT) */
+    int num_labels;     /* C; 0 = no classifier head */
+    int mlm;            /* 1 = masked-LM head present */
+    float ln_eps;
+    as_act act;         /* feed-forward activation (gelu = erf form) */
+    as_act mlm_act;     /* activation in the MLM transform (RoBERTa: always gelu) */
+    tr_cls_act cls_act; /* BERT pooler / RoBERTa classifier.dense: tanh; DistilBERT: ReLU */
+    int pad_token_id;   /* -1 none; RoBERTa position ids count non-pad tokens */
+    int pos_offset;     /* RoBERTa: pad_token_id + 1 = first position id; else 0 */
+} tr_config;
+
+/* Parameter tensors, in arena order. Pointers into one block; NULL when the
+ * config has no such tensor (wtt when TV = 0, heads absent). The gradient struct
+ * has the same layout over its own block. */
+typedef struct {
+    float *wte;              /* (V, D) word embeddings; also the MLM decoder (tied) */
+    float *wpe;              /* (P, D) position embeddings */
+    float *wtt;              /* (TV, D) token-type embeddings */
+    float *ln_e_g, *ln_e_b;  /* (D) embedding LayerNorm */
+    float *qkv_w;            /* (L, 3D, D) rows: query, then key, then value (nn.Linear) */
+    float *qkv_b;            /* (L, 3D) */
+    float *o_w;              /* (L, D, D) attention output projection */
+    float *o_b;              /* (L, D) */
+    float *ln1_g, *ln1_b;    /* (L, D) after attention */
+    float *f1_w;             /* (L, F, D) */
+    float *f1_b;             /* (L, F) */
+    float *f2_w;             /* (L, D, F) */
+    float *f2_b;             /* (L, D) */
+    float *ln2_g, *ln2_b;    /* (L, D) after the feed-forward */
+    float *pool_w, *pool_b;  /* (D, D), (D): BERT pooler / RoBERTa classifier.dense / DistilBERT pre_classifier */
+    float *cls_w, *cls_b;    /* (C, D), (C) */
+    float *mlm_w, *mlm_b;    /* (D, D), (D) MLM transform dense */
+    float *mlm_ln_g, *mlm_ln_b; /* (D) */
+    float *mlm_bias;         /* (V) decoder bias */
+} tr_params;
+
+#define TR_N_TENSORS 26
+
+typedef struct {
+    tr_config cfg;
+    tr_params params;       /* views into params_mem */
+    tr_params grads;        /* views into grads_mem; all NULL when built without gradients */
+    float *params_mem;      /* (n_params) owned */
+    float *grads_mem;       /* (n_params) owned, or NULL */
+    size_t n_params;
+    size_t sizes[TR_N_TENSORS]; /* element count of each tensor in arena order (0 = absent) */
+    char **labels;          /* (C) id2label names, owned; NULL = none */
+} tr_model;
+
+/* A named view of one Hugging Face tensor inside the arena (q/k/v are row blocks of
+ * qkv_w). name is owned by the view array; data is borrowed from the model. */
+typedef struct {
+    char name[96];
+    const float *data;
+    int ndim;
+    int64_t shape[2];
+    size_t n;
+} tr_named;
+
+/* ---- building and saving (tr_model.c) ---- */
+
+/* Checks a config (architecture, sizes against the AS_MAX_* limits, D % H == 0,
+ * pad id, positions). AS_ERR_INPUT naming the field. */
+as_status tr_config_check(const tr_config *c, as_error *err);
+
+/* Allocates a model with Hugging Face's initialisation (_init_weights): weights and
+ * embeddings N(0, 0.02) from a seeded RNG, biases 0, LayerNorm gains 1, the padding
+ * row of the word embeddings 0. with_grads: also allocate a zeroed gradient arena.
+ * *out owned by the caller (tr_model_free). */
+as_status tr_model_init(const tr_config *cfg, uint64_t seed, int with_grads, tr_model **out,
+                        as_error *err);
+
+typedef struct {
+    int with_grads;  /* allocate the gradient arena */
+    int num_labels;  /* -1 keep the model's classifier (if any); 0 drop it; C > 0: keep if the
+                        model has C classes, else add a freshly initialised C-class head */
+    int mlm;         /* -1 keep; 0 drop; 1 keep or add a freshly initialised MLM head */
+    uint64_t seed;   /* for freshly initialised heads */
+} tr_from_as_opts;
+#define TR_FROM_AS_DEFAULTS {0, -1, -1, 1234}
+
+/* Copies a loaded model's weights into a new arena (any stored dtype; the as_model
+ * keeps its own). The MLM decoder must be tied to (equal to) the word embeddings.
+ * Errors: AS_ERR_INPUT for GPT-2, ELECTRA with a projection, an untied decoder. */
+as_status tr_model_from_as(const as_model *m, const tr_from_as_opts *o, tr_model **out,
+                           as_error *err);
+void tr_model_free(tr_model *m);
+void tr_zero_grad(tr_model *m);
+
+/* Fills out[0..n) with the Hugging Face names and views of the parameters
+ * (which = 0) or gradients (which = 1; requires grads_mem) in the layout the model's
+ * architecture uses (bert./roberta./distilbert. prefixed base, head names as
+ * BertForSequenceClassification / BertForMaskedLM / Roberta... / DistilBert...).
+ * Returns n (<= cap), or -1 when cap is too small. TR_MAX_NAMED always suffices
+ * for L <= AS_MAX_LAYERS. */
+#define TR_MAX_NAMED (16 * AS_MAX_LAYERS + 32)
+int tr_model_named(const tr_model *m, int which, tr_named *out, int cap);
+
+/* Writes DIR/config.json and DIR/model.safetensors (F32 or F16; tied decoder
+ * omitted, as Hugging Face does) so that as_model_load(DIR) reads the same model.
+ * Creates DIR when missing. Errors: AS_ERR_INPUT for another dtype, AS_ERR_INTERNAL
+ * for I/O failures (naming the path). */
+as_status tr_model_save(const tr_model *m, const char *dir, as_dtype dtype, as_error *err);
+/* Copies the tokenizer files present in src_dir (tokenizer.json, tokenizer_config.json,
+ * special_tokens_map.json, vocab.txt, vocab.json, merges.txt) into dst_dir. */
+as_status tr_copy_tokenizer(const char *src_dir, const char *dst_dir, as_error *err);
+
+/* ---- batches, activations, forward, backward (tr_forward.c) ---- */
+
+typedef struct {
+    int B, T;
+    const int32_t *ids;        /* (B, T) token ids */
+    const int32_t *type_ids;   /* (B, T) segment ids, or NULL = all 0 */
+    const int32_t *mask;       /* (B, T) 1 = real token, 0 = padding; NULL = all real */
+    const int32_t *cls_labels; /* (B) class per sequence, or NULL = no classifier loss */
+    const int32_t *mlm_labels; /* (B, T) target id or TR_IGNORE, or NULL = no MLM head run */
+    const float *word_embeds;  /* (B, T, D) replaces wte[ids] (saliency, integrated gradients);
+                                  NULL = look up. No wte gradient is accumulated when set. */
+} tr_batch;
+
+/* Saved activations and gradient scratch for batches of at most B x T (one float
+ * arena sized from B, T and the config). Dropout probabilities and seed are read by
+ * both tr_forward and tr_backward: set them before tr_forward and leave them until
+ * tr_backward has run (masks are recomputed from (seed, site, index), not stored). */
+typedef struct {
+    int B, T, M_max;           /* capacity */
+    int nthr;                  /* attention scratch slots */
+    size_t n_floats;           /* size of the arena */
+    float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
+    float p_attn;              /* dropout on attention probabilities */
+    uint64_t seed;             /* dropout seed; change it every step */
+    /* saved by tr_forward; row r = b * T + t */
+    int32_t *pos;              /* (BT) position ids */
+    float *emb_sum;            /* (BT, D) word + position + segment (embedding LayerNorm input) */
+    float *emb_mean, *emb_rstd;/* (BT) */
+    float *resid;              /* (L + 1, BT, D) [0] embedding output (after LN + dropout), [l + 1] layer l output */
+    float *qkv;                /* (L, BT, 3D) */
+    float *att;                /* (L, B, H, T, T) softmax probabilities before dropout */
+    float *ctx;                /* (L, BT, D) attention context (heads concatenated) */
+    float *res1;               /* (L, BT, D) LN1 input: x + dropout(ctx Wo^T + bo) */
+    float *mean1, *rstd1;      /* (L, BT) */
+    float *h1;                 /* (L, BT, D) LN1 output */
+    float *fpre;               /* (L, BT, F) ff1 output before the activation */
+    float *fact;               /* (L, BT, F) after the activation */
+    float *res2;               /* (L, BT, D) LN2 input */
+    float *mean2, *rstd2;      /* (L, BT) */
+    float *cls_h0;             /* (B, D) first-token states */
+    float *cls_pool;           /* (B, D) after dense + activation */
+    float *cls_poold;          /* (B, D) after dropout */
+    float *cls_logits;         /* (B, C) */
+    float *d_cls_logits;       /* (B, C) dLoss/dlogits (set by tr_forward; caller may change) */
+    int n_mlm;                 /* M rows in this batch */
+    int32_t *mlm_rows;         /* (M_max) row index b * T + t of each MLM row */
+    int32_t *mlm_tgt;          /* (M_max) target ids */
+    float *mlm_h;              /* (M_max, D) gathered final states */
+    float *mlm_t1, *mlm_t2, *mlm_t3; /* (M_max, D) dense, act, LayerNorm outputs */
+    float *mlm_mean, *mlm_rstd;/* (M_max) */
+    float *mlm_logits;         /* (M_max, V) */
+    float *d_mlm_logits;       /* (M_max, V) dLoss/dlogits */
+    float loss_cls, loss_mlm;  /* mean cross-entropies (0 when absent) */
+    float loss;                /* loss_cls + loss_mlm */
+    /* gradients w.r.t. activations */
+    float *d_out;              /* (BT, D) dLoss/d final states beyond the heads: zeroed by tr_forward,
+                                  the caller may add (e.g. a hidden-state distillation loss) */
+    float *d_emb_out;          /* (BT, D) dLoss/d embedding output (input of layer 0) after tr_backward */
+    float *d_emb_sum;          /* (BT, D) dLoss/d (word + position + segment) = dLoss/d word vectors */
+    /* scratch */
+    float *d_x, *d_y, *d_h, *d_t, *d_h1, *d_ctx; /* (BT, D) each */
+    float *d_ff;               /* (BT, F) */
+    float *d_qkv;              /* (BT, 3D) */
+    float *d_m1, *d_m2;        /* (max(M_max, B), D) */
+    float *scr;                /* (nthr, 2, T, T) attention scratch */
+    float *ones;               /* (max(BT, M_max)) for bias gradients */
+    float *block;              /* the arena */
+    int32_t *iblock;
+} tr_acts;
+
+/* Allocates activations for batches up to B x T; max_mlm = capacity in MLM rows
+ * (0 = B * T). Dropout starts at 0. *out owned by the caller (tr_acts_free). */
+as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **out, as_error *err);
+void tr_acts_free(tr_acts *a);
+size_t tr_acts_bytes(const tr_acts *a);
+
+/* Runs the forward pass on b (b->B <= a->B, b->T == a->T), saving activations.
+ * With labels: a->loss_* and the dLoss/dlogits buffers are filled (total loss =
+ * loss_cls + loss_mlm); without: the dlogit buffers are zero. Zeroes a->d_out.
+ * Errors: AS_ERR_INPUT for ids / type ids / labels out of range, more MLM rows than
+ * capacity, a batch larger than the activations. */
+as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error *err);
+
+/* Back-propagates a->d_cls_logits, a->d_mlm_logits and a->d_out through the saved
+ * activations of the last tr_forward on the same batch. param_grads = 1: adds into
+ * m->grads (call tr_zero_grad first; requires grads_mem); 0: computes only the
+ * gradients w.r.t. activations (a->d_emb_out, a->d_emb_sum), about twice as fast. */
+void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads);
+
+/* The dropout keep decision used for site/index: 1 with probability 1 - p. */
+int tr_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p);
+
+#endif

@@ -1,0 +1,166 @@
+/* test_saliency.c — gradient saliency (src/analysis/saliency.c) against torch
+ * autograd on the tiny BERT fixture (tests/ref/gen_backward.py): vanilla gradient
+ * (L1 of d logit / d word vectors), gradient x input and integrated gradients with
+ * the fixture's step count, the prediction, and the input checks.
+ *
+ * Tolerances: scores max |c - torch| <= 1e-4 * max |torch| (relative to the scale of
+ * the scores); logits and the IG logit difference 1e-5 absolute.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "analysis/saliency.h"
+#include "io/safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef AS_SOURCE_DIR
+#define AS_SOURCE_DIR "."
+#endif
+#define DIR_BERT AS_SOURCE_DIR "/tests/ref/fixtures/backward/bert"
+
+typedef struct {
+    as_model *m;
+    st_file *exp;
+    as_encoding enc;
+} fx;
+
+static const st_tensor *want(const fx *f, const char *name, as_dtype dt) {
+    const st_tensor *t = st_file_find(f->exp, name);
+    if (!t) fail_msg("expected.safetensors: no tensor '%s'", name);
+    assert_int_equal(t->dtype, dt);
+    return t;
+}
+
+static void load(fx *f) {
+    memset(f, 0, sizeof *f);
+    as_error err = {0};
+    if (as_model_load(DIR_BERT, &f->m, &err)) fail_msg("%s", err.msg);
+    if (st_file_open(DIR_BERT "/expected.safetensors", &f->exp, &err)) fail_msg("%s", err.msg);
+    const st_tensor *ids = want(f, "sal.ids", DTYPE_I32), *tt = want(f, "sal.type_ids", DTYPE_I32);
+    if (as_encoding_from_ids(f->m, ids->data, tt->data, (int)ids->n_elems, &f->enc, &err)) fail_msg("%s", err.msg);
+}
+
+static void unload(fx *f) {
+    as_encoding_free(&f->enc);
+    st_file_free(f->exp);
+    as_model_free(f->m);
+}
+
+static void compare(const char *what, const float *c, const float *ref, int n, double tol, int relative) {
+    double md = 0.0, mr = 0.0;
+    for (int i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)c[i] - ref[i]));
+        mr = fmax(mr, fabs(ref[i]));
+    }
+    double r = relative ? md / mr : md;
+    printf("  %-8s max %s diff %.2e (scale %.3g)\n", what, relative ? "rel" : "abs", r, mr);
+    assert_true(r <= tol);
+}
+
+static void run(sal_method method, const char *name) {
+    fx f;
+    load(&f);
+    as_error err = {0};
+    sal_opts o = {.method = method, .target = -1, .steps = 0};
+    if (method == SAL_IG) o.steps = *(const int32_t *)want(&f, "sal.ig_steps", DTYPE_I32)->data;
+    sal_result r;
+    if (sal_compute(f.m, &f.enc, &o, &r, &err)) fail_msg("%s", err.msg);
+    printf("%s:\n", sal_method_name(method));
+    int target = *(const int32_t *)want(&f, "sal.target", DTYPE_I32)->data;
+    assert_int_equal(r.predicted, target);
+    assert_int_equal(r.target, target);
+    assert_int_equal(r.T, f.enc.n);
+    compare("logits", r.logits, want(&f, "sal.logits", DTYPE_F32)->data, r.C, 1e-5, 0);
+    double psum = 0.0;
+    for (int i = 0; i < r.C; i++) psum += r.probs[i];
+    assert_true(fabs(psum - 1.0) < 1e-5);
+    compare(name + 4, r.scores, want(&f, name, DTYPE_F32)->data, r.T, 1e-4, 1);
+    if (method == SAL_GRAD)
+        for (int t = 0; t < r.T; t++) assert_true(r.scores[t] >= 0.0f);
+    if (method == SAL_IG) {
+        float base = *(const float *)want(&f, "sal.logit_base", DTYPE_F32)->data;
+        float delta = r.logits[target] - base;
+        printf("  IG steps %d: sum %.6f, logit difference %.6f (torch %.6f), gap %.2e\n", r.steps, r.ig_sum,
+               r.ig_delta, delta, r.ig_gap);
+        assert_true(fabsf(r.ig_delta - delta) < 1e-5f);
+        assert_true(r.ig_gap < 0.05f * fabsf(r.ig_delta));
+        /* completeness improves with the step count */
+        sal_result r2;
+        o.steps = 128;
+        if (sal_compute(f.m, &f.enc, &o, &r2, &err)) fail_msg("%s", err.msg);
+        printf("  IG steps 128: gap %.2e\n", r2.ig_gap);
+        assert_true(r2.ig_gap < r.ig_gap);
+        sal_result_free(&r2);
+    }
+    sal_result_free(&r);
+    unload(&f);
+}
+
+static void test_grad(void **state) { run(SAL_GRAD, "sal.grad"); }
+static void test_gxi(void **state) { run(SAL_GXI, "sal.gxi"); }
+static void test_ig(void **state) { run(SAL_IG, "sal.ig"); }
+
+/* An explicit target explains that class (other scores, same prediction); bad
+ * targets, step counts, empty input and a model without a classifier are errors. */
+static void test_target_and_errors(void **state) {
+    fx f;
+    load(&f);
+    as_error err = {0};
+    sal_result r0, r1;
+    sal_opts o = {.method = SAL_GXI, .target = 0};
+    if (sal_compute(f.m, &f.enc, &o, &r0, &err)) fail_msg("%s", err.msg);
+    o.target = 1;
+    if (sal_compute(f.m, &f.enc, &o, &r1, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(r0.target, 0);
+    assert_int_equal(r1.target, 1);
+    assert_int_equal(r0.predicted, r1.predicted);
+    int diff = 0;
+    for (int t = 0; t < r0.T; t++) diff |= r0.scores[t] != r1.scores[t];
+    assert_true(diff);
+    sal_result_free(&r0);
+    sal_result_free(&r1);
+    o.target = 3;
+    assert_int_equal(sal_compute(f.m, &f.enc, &o, &r0, &err), AS_ERR_INPUT);
+    printf("error: %s\n", err.msg);
+    o.target = -1;
+    o.method = SAL_IG;
+    o.steps = -2;
+    assert_int_equal(sal_compute(f.m, &f.enc, &o, &r0, &err), AS_ERR_INPUT);
+    printf("error: %s\n", err.msg);
+    o.steps = 0;
+    as_encoding empty = {0};
+    assert_int_equal(sal_compute(f.m, &empty, &o, &r0, &err), AS_ERR_INPUT);
+    /* a model without a classifier */
+    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    fo.num_labels = 0;
+    tr_model *tm = NULL;
+    if (tr_model_from_as(f.m, &fo, &tm, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(sal_compute_tr(tm, &f.enc, &o, &r0, &err), AS_ERR_INPUT);
+    printf("error: %s\n", err.msg);
+    tr_model_free(tm);
+    /* the default step count */
+    if (sal_compute(f.m, &f.enc, &o, &r0, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(r0.steps, SAL_DEFAULT_STEPS);
+    sal_result_free(&r0);
+    sal_method mm;
+    assert_int_equal(sal_method_parse("ig", &mm), 0);
+    assert_int_equal(mm, SAL_IG);
+    assert_int_equal(sal_method_parse("lime", &mm), -1);
+    unload(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_gxi),
+        cmocka_unit_test(test_ig),
+        cmocka_unit_test(test_target_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
