@@ -24,5 +24,15 @@ int cli_is_help(const char *a);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_saliency(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_vocab(int argc, char **argv);
+int cmd_pretrain(int argc, char **argv);
+int cmd_finetune(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif

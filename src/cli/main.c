@@ -13,6 +13,16 @@ static void usage(FILE *f) {
             "  run     tokenize + run a model, print a summary or write captured tensors (json|npz)\n"
             "  info    print a model folder's architecture, sizes, dtype and vocabulary\n"
             "  bench   time one forward pass with full capture (median ms, GFLOP/s, sgemm peak)\n"
+            "  saliency per-token gradient saliency for a classifier (grad | gxi | ig)\n"
+            "  vocab   train a WordPiece vocabulary (vocab.txt) on text files\n"
+            "  pretrain masked-LM pretraining of a BERT encoder from scratch\n"
+            "  finetune fine-tune a classifier (sst2), keeping the best dev epoch\n"
+            "  eval    accuracy of a classifier (sst2), masked-token accuracy (mlm), head patterns\n"
+            "  serve   serve the attention explorer (web UI + JSON/binary API) on loopback\n"
+            "  analyze corpus-scale head scores, patterns and explanations into SQLite\n"
+            "  import  score attention computed elsewhere (npy + json folder) into SQLite\n"
+            "  report  top heads per score, relation and pattern of an analysis database\n"
+            "  export  per-head results of an analysis database as JSON\n"
             "\n"
             "`attnscope <command> --help` describes each. Exit status: 0 success, 2 bad input,\n"
             "1 internal error.\n",
@@ -36,6 +46,16 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "saliency")) return cmd_saliency(argc - 1, argv + 1);
+    if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(c, "analyze")) return cmd_analyze(argc - 1, argv + 1);
+    if (!strcmp(c, "import")) return cmd_import(argc - 1, argv + 1);
+    if (!strcmp(c, "report")) return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(c, "export")) return cmd_export(argc - 1, argv + 1);
+    if (!strcmp(c, "vocab")) return cmd_vocab(argc - 1, argv + 1);
+    if (!strcmp(c, "pretrain")) return cmd_pretrain(argc - 1, argv + 1);
+    if (!strcmp(c, "finetune")) return cmd_finetune(argc - 1, argv + 1);
+    if (!strcmp(c, "eval")) return cmd_eval(argc - 1, argv + 1);
     fprintf(stderr, "attnscope: unknown command '%s' (see attnscope --help)\n", c);
     return AS_ERR_INPUT;
 }

@@ -42,6 +42,11 @@ void tok_free(tok_tokenizer *t);
  * Empty text (after trimming whitespace) is AS_ERR_INPUT. */
 as_status tok_encode(const tok_tokenizer *t, const char *text_a, const char *text_b, int max_len,
                      int truncate, as_encoding *out, as_error *err);
+/* As tok_encode, with explicit byte lengths (the texts may hold NUL bytes, as JSON
+ * strings can); text_b NULL for a single text. */
+as_status tok_encode_n(const tok_tokenizer *t, const char *text_a, size_t len_a,
+                       const char *text_b, size_t len_b, int max_len, int truncate,
+                       as_encoding *out, as_error *err);
 /* Raw encoding of one text without special tokens (used by tok_encode and tests). */
 as_status tok_encode_raw(const tok_tokenizer *t, const char *text, tok_ids *out, as_error *err);
 

@@ -23,4 +23,12 @@ typedef struct {
 as_status tok_wordpiece_encode(const tok_vocab *v, const tok_wordpiece_opts *o, const char *text,
                                size_t len, tok_ids *out, as_error *err);
 
+/* Runs only BertNormalizer + BertPreTokenizer over text and calls fn once per word
+ * with the UTF-8 bytes of its normalized characters (not NUL-terminated; valid only
+ * during the call). fn returns 0 to go on, non-zero to stop (AS_ERR_INTERNAL).
+ * Used by the vocabulary trainer (src/train/vocab_train.c). */
+typedef int (*tok_word_fn)(const char *word, size_t len, void *ctx);
+as_status tok_wordpiece_words(const tok_wordpiece_opts *o, const char *text, size_t len, tok_word_fn fn,
+                              void *ctx, as_error *err);
+
 #endif

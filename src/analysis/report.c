@@ -1,0 +1,271 @@
+/* report.c — text report and JSON export of the analysis store (see report.h). */
+#include "analysis/report.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+static const char *DIR_NAME[2] = {"dependent->parent", "parent->dependent"};
+static const char *DIR_KEY[2] = {"dependent_to_parent", "parent_to_dependent"};
+
+static as_status top_by(store *s, FILE *out, int64_t run, const char *col, int top, as_error *err) {
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT layer, head, %s FROM head_scores WHERE run=? AND %s IS NOT NULL ORDER BY %s DESC, layer, head LIMIT ?",
+             col, col, col);
+    sqlite3_stmt *q;
+    as_status rc = store_prepare(s, sql, &q, err);
+    if (rc) return rc;
+    sqlite3_bind_int64(q, 1, run);
+    sqlite3_bind_int(q, 2, top);
+    fprintf(out, "  top %-11s", col);
+    int any = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        fprintf(out, "  L%dH%d %.3f", sqlite3_column_int(q, 0), sqlite3_column_int(q, 1), sqlite3_column_double(q, 2));
+        any = 1;
+    }
+    fprintf(out, "%s\n", any ? "" : "  (none)");
+    sqlite3_finalize(q);
+    return AS_OK;
+}
+
+as_status an_report(store *s, FILE *out, int top, as_error *err) {
+    sqlite3_stmt *runs = NULL, *q = NULL;
+    as_status rc = store_prepare(s, "SELECT id, model_name, arch, n_layer, n_head, n_total, n_done, status, params FROM runs ORDER BY id", &runs, err);
+    if (rc) return rc;
+    int nruns = 0;
+    while (sqlite3_step(runs) == SQLITE_ROW) {
+        nruns++;
+        int64_t run = sqlite3_column_int64(runs, 0);
+        fprintf(out, "run %lld: %s (%s, %d layers x %d heads), %d/%d sentences, %s, %s\n", (long long)run,
+                sqlite3_column_text(runs, 1), sqlite3_column_text(runs, 2), sqlite3_column_int(runs, 3),
+                sqlite3_column_int(runs, 4), sqlite3_column_int(runs, 6), sqlite3_column_int(runs, 5),
+                sqlite3_column_text(runs, 7), sqlite3_column_text(runs, 8));
+        if (strcmp((const char *)sqlite3_column_text(runs, 7), "done")) {
+            fprintf(out, "  (not finished: run `attnscope analyze` again with the same arguments to resume)\n\n");
+            continue;
+        }
+        static const char *cols[] = {"importance", "semantic", "syntactic", "cls", "sep", "punct", "self", "prev", "next"};
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
+            if ((rc = top_by(s, out, run, cols[i], top, err))) goto cleanup;
+        /* best head per counted relation and direction */
+        if ((rc = store_prepare(s,
+                                "SELECT relation, dir, layer, head, accuracy, baseline, baseline_offset, n FROM rel_accuracy r"
+                                " WHERE run=?1 AND counted=1 AND accuracy = (SELECT max(accuracy) FROM rel_accuracy r2"
+                                " WHERE r2.run=?1 AND r2.relation=r.relation AND r2.dir=r.dir)"
+                                " ORDER BY relation='all' DESC, n DESC, relation, dir, layer, head",
+                                &q, err)))
+            goto cleanup;
+        sqlite3_bind_int64(q, 1, run);
+        fprintf(out, "  relations (best head per relation and direction, where it beats the best fixed offset):\n");
+        char last[128] = "";
+        int lastdir = -1, any = 0;
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            const char *rel = (const char *)sqlite3_column_text(q, 0);
+            int d = sqlite3_column_int(q, 1);
+            if (!strcmp(rel, last) && d == lastdir) continue; /* ties: first head only */
+            snprintf(last, sizeof last, "%s", rel);
+            lastdir = d;
+            any = 1;
+            fprintf(out, "    %-14s %-18s L%dH%d %.3f  (baseline %.3f at offset %+d, n=%d)\n", rel, DIR_NAME[d],
+                    sqlite3_column_int(q, 2), sqlite3_column_int(q, 3), sqlite3_column_double(q, 4),
+                    sqlite3_column_double(q, 5), sqlite3_column_int(q, 6), sqlite3_column_int(q, 7));
+        }
+        if (!any) fprintf(out, "    (no relation with enough instances where a head beats the baseline)\n");
+        sqlite3_finalize(q);
+        q = NULL;
+        if ((rc = store_prepare(s, "SELECT label, layer, head, confidence, depends_on FROM patterns WHERE run=? ORDER BY label, confidence DESC, layer, head", &q, err)))
+            goto cleanup;
+        sqlite3_bind_int64(q, 1, run);
+        fprintf(out, "  patterns:");
+        last[0] = 0;
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            const char *lab = (const char *)sqlite3_column_text(q, 0);
+            if (strcmp(lab, last)) {
+                fprintf(out, "\n    %-18s", lab);
+                snprintf(last, sizeof last, "%s", lab);
+            }
+            const unsigned char *dep = sqlite3_column_text(q, 4);
+            fprintf(out, " L%dH%d(%.2f%s%s)", sqlite3_column_int(q, 1), sqlite3_column_int(q, 2),
+                    sqlite3_column_double(q, 3), dep ? "," : "", dep ? (const char *)dep : "");
+        }
+        fprintf(out, "\n\n");
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if (!nruns) fprintf(out, "no runs in %s\n", s->path);
+cleanup:
+    sqlite3_finalize(q);
+    sqlite3_finalize(runs);
+    return rc;
+}
+
+static json_t *real_or_null(sqlite3_stmt *q, int col) {
+    return sqlite3_column_type(q, col) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(q, col));
+}
+
+/* Builds the JSON object of one finished run. */
+static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *err) {
+    int64_t run = sqlite3_column_int64(rq, 0);
+    int L = sqlite3_column_int(rq, 3), H = sqlite3_column_int(rq, 4), LH = L * H;
+    json_t *m = json_object(), *heads = json_array(), *rels = json_object();
+    json_error_t je;
+    json_object_set_new(m, "run", json_integer(run));
+    json_object_set_new(m, "model", json_string((const char *)sqlite3_column_text(rq, 1)));
+    json_object_set_new(m, "model_digest", json_string((const char *)sqlite3_column_text(rq, 9)));
+    json_object_set_new(m, "arch", json_string((const char *)sqlite3_column_text(rq, 2)));
+    json_object_set_new(m, "n_layer", json_integer(L));
+    json_object_set_new(m, "n_head", json_integer(H));
+    json_object_set_new(m, "n_sentences", json_integer(sqlite3_column_int(rq, 5)));
+    json_t *corpus = json_loads((const char *)sqlite3_column_text(rq, 10), 0, &je);
+    json_object_set_new(m, "corpus", corpus ? corpus : json_null());
+    json_object_set_new(m, "corpus_digest", json_string((const char *)sqlite3_column_text(rq, 11)));
+    json_t *params = json_loads((const char *)sqlite3_column_text(rq, 8), 0, &je);
+    json_object_set_new(m, "params", params ? params : json_null());
+    json_object_set_new(m, "version", json_string((const char *)sqlite3_column_text(rq, 12)));
+    json_object_set_new(m, "heads", heads);
+    json_object_set_new(m, "relations", rels);
+    json_t **hv = as_calloc((size_t)LH, sizeof *hv);
+    sqlite3_stmt *q = NULL;
+    as_status rc = AS_OK;
+    if (!hv) {
+        json_decref(m);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    if ((rc = store_prepare(s,
+                            "SELECT h.layer, h.head, h.importance, h.semantic, h.syntactic, h.syntactic_relation, h.syntactic_dir,"
+                            " h.cls, h.sep, h.punct, h.self, h.prev, h.next, h.entropy, h.entropy_norm,"
+                            " p.label, p.confidence, p.concentration, p.n_links, p.abl_token, p.abl_position, p.abl_segment, p.depends_on"
+                            " FROM head_scores h JOIN patterns p ON p.run=h.run AND p.layer=h.layer AND p.head=h.head"
+                            " WHERE h.run=? ORDER BY h.layer, h.head",
+                            &q, err)))
+        goto cleanup;
+    sqlite3_bind_int64(q, 1, run);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        int l = sqlite3_column_int(q, 0), h = sqlite3_column_int(q, 1);
+        if (l < 0 || l >= L || h < 0 || h >= H) continue;
+        json_t *o = json_object(), *st = json_object(), *pat = json_object(), *abl = json_object();
+        json_object_set_new(o, "layer", json_integer(l));
+        json_object_set_new(o, "head", json_integer(h));
+        json_object_set_new(o, "importance", real_or_null(q, 2));
+        json_object_set_new(o, "semantic", real_or_null(q, 3));
+        json_object_set_new(o, "syntactic", real_or_null(q, 4));
+        json_object_set_new(o, "syntactic_relation", sqlite3_column_type(q, 5) == SQLITE_NULL ? json_null()
+                                                     : json_string((const char *)sqlite3_column_text(q, 5)));
+        json_object_set_new(o, "syntactic_direction", sqlite3_column_type(q, 6) == SQLITE_NULL ? json_null()
+                                                      : json_string(DIR_KEY[sqlite3_column_int(q, 6) & 1]));
+        static const char *sn[] = {"cls", "sep", "punct", "self", "prev", "next", "entropy", "entropy_norm"};
+        for (int k = 0; k < 8; k++) json_object_set_new(st, sn[k], real_or_null(q, 7 + k));
+        json_object_set_new(o, "statistics", st);
+        json_object_set_new(o, "relations", json_object());
+        json_object_set_new(pat, "label", json_string((const char *)sqlite3_column_text(q, 15)));
+        json_object_set_new(pat, "confidence", real_or_null(q, 16));
+        json_object_set_new(pat, "concentration", sqlite3_column_type(q, 17) == SQLITE_NULL ? json_null()
+                                                  : json_integer(sqlite3_column_int(q, 17)));
+        json_object_set_new(pat, "n_links", json_integer(sqlite3_column_int(q, 18)));
+        json_object_set_new(abl, "token", real_or_null(q, 19));
+        json_object_set_new(abl, "position", real_or_null(q, 20));
+        json_object_set_new(abl, "segment", real_or_null(q, 21));
+        json_object_set_new(pat, "ablation", abl);
+        json_object_set_new(pat, "depends_on", sqlite3_column_type(q, 22) == SQLITE_NULL ? json_null()
+                                               : json_string((const char *)sqlite3_column_text(q, 22)));
+        json_object_set_new(o, "pattern", pat);
+        hv[l * H + h] = o;
+        json_array_append_new(heads, o);
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if ((rc = store_prepare(s, "SELECT relation, dir, layer, head, accuracy, counted, n, baseline, baseline_offset FROM rel_accuracy WHERE run=? ORDER BY relation, dir, layer, head", &q, err)))
+        goto cleanup;
+    sqlite3_bind_int64(q, 1, run);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *rel = (const char *)sqlite3_column_text(q, 0);
+        int d = sqlite3_column_int(q, 1) & 1, l = sqlite3_column_int(q, 2), h = sqlite3_column_int(q, 3);
+        if (l < 0 || l >= L || h < 0 || h >= H || !hv[l * H + h]) continue;
+        json_t *hr = json_object_get(hv[l * H + h], "relations"), *e = json_object_get(hr, rel);
+        if (!e) {
+            e = json_object();
+            json_object_set_new(hr, rel, e);
+        }
+        json_t *a = json_object();
+        json_object_set_new(a, "accuracy", json_real(sqlite3_column_double(q, 4)));
+        json_object_set_new(a, "counted", json_boolean(sqlite3_column_int(q, 5)));
+        json_object_set_new(e, DIR_KEY[d], a);
+        json_t *r = json_object_get(rels, rel);
+        if (!r) {
+            r = json_object();
+            json_object_set_new(r, "n", json_integer(sqlite3_column_int64(q, 6)));
+            json_object_set_new(rels, rel, r);
+        }
+        if (!json_object_get(r, DIR_KEY[d])) {
+            json_t *b = json_object();
+            json_object_set_new(b, "baseline_accuracy", json_real(sqlite3_column_double(q, 7)));
+            json_object_set_new(b, "baseline_offset", json_integer(sqlite3_column_int(q, 8)));
+            json_object_set_new(r, DIR_KEY[d], b);
+        }
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    /* head distances: LH x LH matrix of mean JSD per token, index = layer * n_head + head */
+    json_t *jm = json_array();
+    json_t **rows = as_calloc((size_t)LH, sizeof *rows);
+    double *dm = as_calloc(as_mul_size((size_t)LH, (size_t)LH), sizeof *dm);
+    if (!rows || !dm) {
+        free(rows);
+        free(dm);
+        json_decref(jm);
+        rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    if ((rc = store_prepare(s, "SELECT a_layer, a_head, b_layer, b_head, jsd FROM head_pairs WHERE run=?", &q, err))) {
+        free(rows);
+        free(dm);
+        json_decref(jm);
+        goto cleanup;
+    }
+    sqlite3_bind_int64(q, 1, run);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        int a = sqlite3_column_int(q, 0) * H + sqlite3_column_int(q, 1), b = sqlite3_column_int(q, 2) * H + sqlite3_column_int(q, 3);
+        if (a < 0 || a >= LH || b < 0 || b >= LH) continue;
+        dm[(size_t)a * LH + b] = dm[(size_t)b * LH + a] = sqlite3_column_double(q, 4);
+    }
+    for (int a = 0; a < LH; a++) {
+        json_t *row = json_array();
+        for (int b = 0; b < LH; b++) json_array_append_new(row, json_real(dm[(size_t)a * LH + b]));
+        json_array_append_new(jm, row);
+    }
+    free(rows);
+    free(dm);
+    json_object_set_new(m, "head_jsd", jm);
+cleanup:
+    sqlite3_finalize(q);
+    free(hv);
+    if (rc) json_decref(m);
+    else *out = m;
+    return rc;
+}
+
+as_status an_export(store *s, const char *path, as_error *err) {
+    sqlite3_stmt *rq = NULL;
+    as_status rc = store_prepare(s,
+                                 "SELECT id, model_name, arch, n_layer, n_head, n_total, n_done, status, params, model_digest,"
+                                 " corpus, corpus_digest, version FROM runs WHERE status='done' ORDER BY id",
+                                 &rq, err);
+    if (rc) return rc;
+    json_t *root = json_object(), *models = json_array();
+    json_object_set_new(root, "format", json_string("attnscope-heads"));
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "attnscope_version", json_string(AS_VERSION));
+    json_object_set_new(root, "models", models);
+    while (sqlite3_step(rq) == SQLITE_ROW) {
+        json_t *m = NULL;
+        if ((rc = export_run(s, rq, &m, err))) goto cleanup;
+        json_array_append_new(models, m);
+    }
+    if (json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0)
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot write", path);
+cleanup:
+    sqlite3_finalize(rq);
+    json_decref(root);
+    return rc;
+}

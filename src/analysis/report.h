@@ -1,0 +1,17 @@
+/* report.h — reads finished analysis runs back from the SQLite store: the text report
+ * of `attnscope report` and the JSON of `attnscope export` (format: docs/analysis.md).
+ * What it does not: compute scores (analysis/runner.c) or change the database.
+ */
+#ifndef AS_REPORT_H
+#define AS_REPORT_H
+
+#include "analysis/store.h"
+
+/* Prints every run (finished or not) with its top `top` heads per score, the best
+ * head per relation and direction, and the heads of each pattern. */
+as_status an_report(store *s, FILE *out, int top, as_error *err);
+
+/* Writes every finished run's per-head results as JSON to path. */
+as_status an_export(store *s, const char *path, as_error *err);
+
+#endif

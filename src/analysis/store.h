@@ -1,0 +1,39 @@
+/* store.h — the SQLite database of `attnscope analyze` / `import` (schema: docs/analysis.md).
+ *
+ * What it does: opens or creates the database (WAL journal, so a process killed at
+ * any moment leaves only committed transactions), creates the schema, and wraps the
+ * few sqlite3 calls every writer and reader needs with one-line errors naming the
+ * database file.
+ * What it does not: compute anything (analysis/runner.c) or format reports
+ * (analysis/report.c).
+ */
+#ifndef AS_STORE_H
+#define AS_STORE_H
+
+#include "core/core.h"
+
+#include <sqlite3.h>
+
+#define STORE_SCHEMA_VERSION 1
+
+typedef struct {
+    sqlite3 *db;
+    char path[1024];
+} store;
+
+/* Opens (creating when create != 0) path and ensures the schema. Errors: AS_ERR_INPUT
+ * when the file cannot be opened, is not a database or has another schema version. */
+as_status store_open(const char *path, int create, store *out, as_error *err);
+void store_close(store *s);
+/* Runs sql (no results). */
+as_status store_exec(store *s, const char *sql, as_error *err);
+/* Prepares sql into *out. */
+as_status store_prepare(store *s, const char *sql, sqlite3_stmt **out, as_error *err);
+/* Steps a statement that returns no row, then resets it and clears its bindings. */
+as_status store_step_done(store *s, sqlite3_stmt *st, as_error *err);
+/* Error for the database's last failure, prefixed by what. Returns AS_ERR_INTERNAL. */
+as_status store_fail(store *s, const char *what, as_error *err);
+/* Binds a double, or NULL when v is NaN. */
+void store_bind_real(sqlite3_stmt *st, int i, double v);
+
+#endif

@@ -1,0 +1,67 @@
+/* cmd_analyze.c — `attnscope analyze`: corpus-scale head analysis of a model into a
+ * SQLite database (analysis/runner.h). Resumable: run it again with the same arguments.
+ */
+#include "cli/cli.h"
+#include "analysis/runner.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *ANALYZE_HELP =
+    "usage: attnscope analyze --model DIR [--sst2 FILE] [--conllu FILE] --db FILE\n"
+    "                         [--limit N] [--threads N] [--chunk K] [--explain N] [--min-rel N] [--quiet]\n"
+    "\n"
+    "Runs every sentence once (forward + attention capture; gradient saliency on SST-2\n"
+    "sentences when the model has a classifier head) and stores Dodrio's importance,\n"
+    "semantic and syntactic scores, Clark et al.'s statistics, head patterns and their\n"
+    "explanation (concentration, embedding ablation) in the SQLite database FILE.\n"
+    "  --sst2 FILE    GLUE SST-2 TSV (header sentence<TAB>label)\n"
+    "  --conllu FILE  Universal Dependencies CoNLL-U (syntactic score)\n"
+    "  --limit N      at most N sentences of each corpus (default: all)\n"
+    "  --chunk K      sentences per transaction (default 16)\n"
+    "  --explain N    concentration + ablation on the first N sentences (default 64)\n"
+    "  --min-rel N    relations need N instances for the syntactic score (default 100)\n"
+    "A run is identified by the model's and corpora's SHA-256 and these parameters: the\n"
+    "same command resumes an interrupted run and does nothing for a finished one. Several\n"
+    "models can share one database. See docs/analysis.md.\n"
+    "Exit status 0 ok, 2 bad input, 1 internal.\n";
+
+int cmd_analyze(int argc, char **argv) {
+    an_opts o = {.explain = -1};
+    const char *db = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (cli_is_help(a)) {
+            fputs(ANALYZE_HELP, stdout);
+            return 0;
+        }
+#define VAL() do { if (!(v = cli_value(argc, argv, &i, "analyze"))) return AS_ERR_INPUT; } while (0)
+#define INT(lo, hi, dst) do { VAL(); if (cli_parse_int(v, lo, hi, dst)) return cli_usage_error("analyze", "bad %s '%s': expected an integer in [%d, %d]", a, v, lo, hi); } while (0)
+        if (!strcmp(a, "--model")) { VAL(); o.model_dir = v; }
+        else if (!strcmp(a, "--sst2")) { VAL(); o.sst2 = v; }
+        else if (!strcmp(a, "--conllu")) { VAL(); o.conllu = v; }
+        else if (!strcmp(a, "--db")) { VAL(); db = v; }
+        else if (!strcmp(a, "--limit")) INT(1, 100000000, &o.limit);
+        else if (!strcmp(a, "--threads")) INT(1, 1024, &o.threads);
+        else if (!strcmp(a, "--chunk")) INT(1, 100000, &o.chunk);
+        else if (!strcmp(a, "--explain")) INT(0, 100000000, &o.explain);
+        else if (!strcmp(a, "--min-rel")) INT(1, 100000000, &o.min_rel);
+        else if (!strcmp(a, "--quiet")) o.quiet = 1;
+        else return cli_usage_error("analyze", "unknown option '%s'", a);
+#undef INT
+#undef VAL
+    }
+    if (!o.model_dir) return cli_usage_error("analyze", "--model DIR is required");
+    if (!db) return cli_usage_error("analyze", "--db FILE is required");
+    if (!o.sst2 && !o.conllu) return cli_usage_error("analyze", "give --sst2 FILE and/or --conllu FILE");
+    if (o.threads) {
+        omp_set_num_threads(o.threads);
+        openblas_set_num_threads(o.threads);
+    }
+    o.progress = isatty(2) && !o.quiet;
+    as_error err = {0};
+    if (an_analyze(db, &o, &err)) return cli_fail(&err);
+    return 0;
+}

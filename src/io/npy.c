@@ -1,0 +1,160 @@
+/* npy.c — validating float32 .npy reader (see npy.h). The format: NEP 1,
+ * "A Simple File Format for NumPy Arrays", and numpy/lib/format.py (read_array_header).
+ */
+#include "io/npy.h"
+
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "npy.c copies little-endian float32 data as is: big-endian hosts need a byte swap"
+#endif
+
+#define NPYR_MAX_FILE (((size_t)NPYR_MAX_ELEMS) * 4 + NPYR_MAX_HEADER + 16)
+
+void npy_array_free(npy_array *a) {
+    if (!a) return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+typedef struct {
+    const char *p, *e;
+} cur;
+
+static void ws(cur *c) {
+    while (c->p < c->e && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n')) c->p++;
+}
+
+static int eat(cur *c, char ch) {
+    ws(c);
+    if (c->p < c->e && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A quoted Python string literal without escapes into buf. */
+static int str_lit(cur *c, char *buf, size_t cap) {
+    ws(c);
+    if (c->p >= c->e || (*c->p != '\'' && *c->p != '"')) return -1;
+    char q = *c->p++;
+    size_t n = 0;
+    while (c->p < c->e && *c->p != q) {
+        if (*c->p == '\\' || n + 1 >= cap) return -1;
+        buf[n++] = *c->p++;
+    }
+    if (c->p >= c->e) return -1;
+    c->p++;
+    buf[n] = 0;
+    return 0;
+}
+
+static int word(cur *c, const char *w) {
+    ws(c);
+    size_t n = strlen(w);
+    if ((size_t)(c->e - c->p) >= n && !memcmp(c->p, w, n)) {
+        c->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_array *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    if (len < 10 || memcmp(buf, "\x93NUMPY", 6))
+        return as_err_set(err, AS_ERR_INPUT, "%s: not a .npy file (bad magic)", name);
+    int major = buf[6], minor = buf[7];
+    size_t hl, off;
+    if (major == 1 && minor == 0) {
+        hl = (size_t)buf[8] | (size_t)buf[9] << 8;
+        off = 10;
+    } else if ((major == 2 || major == 3) && minor == 0) {
+        if (len < 12) return as_err_set(err, AS_ERR_INPUT, "%s: truncated .npy header", name);
+        hl = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        off = 12;
+    } else {
+        return as_err_set(err, AS_ERR_INPUT, "%s: unsupported .npy version %d.%d", name, major, minor);
+    }
+    if (hl > NPYR_MAX_HEADER)
+        return as_err_set(err, AS_ERR_INPUT, "%s: .npy header of %zu bytes exceeds %d", name, hl, NPYR_MAX_HEADER);
+    if (hl > len - off) return as_err_set(err, AS_ERR_INPUT, "%s: .npy header runs past the end of the file", name);
+    cur c = {(const char *)buf + off, (const char *)buf + off + hl};
+    if (hl == 0 || c.e[-1] != '\n') return as_err_set(err, AS_ERR_INPUT, "%s: .npy header does not end with a newline", name);
+    if (memchr(c.p, 0, hl)) return as_err_set(err, AS_ERR_INPUT, "%s: NUL byte in the .npy header", name);
+    int have_descr = 0, have_fo = 0, have_shape = 0;
+    if (!eat(&c, '{')) return as_err_set(err, AS_ERR_INPUT, "%s: .npy header is not a dict", name);
+    while (!eat(&c, '}')) {
+        char key[32], val[32];
+        if (str_lit(&c, key, sizeof key) || !eat(&c, ':'))
+            return as_err_set(err, AS_ERR_INPUT, "%s: malformed .npy header dict", name);
+        if (!strcmp(key, "descr")) {
+            if (have_descr++) return as_err_set(err, AS_ERR_INPUT, "%s: repeated key 'descr' in .npy header", name);
+            if (str_lit(&c, val, sizeof val)) return as_err_set(err, AS_ERR_INPUT, "%s: malformed 'descr' in .npy header", name);
+            if (strcmp(val, "<f4"))
+                return as_err_set(err, AS_ERR_INPUT, "%s: dtype '%s' is not supported (expected '<f4', float32 little-endian)", name, val);
+        } else if (!strcmp(key, "fortran_order")) {
+            if (have_fo++) return as_err_set(err, AS_ERR_INPUT, "%s: repeated key 'fortran_order' in .npy header", name);
+            if (word(&c, "True")) return as_err_set(err, AS_ERR_INPUT, "%s: Fortran-order arrays are not supported", name);
+            if (!word(&c, "False")) return as_err_set(err, AS_ERR_INPUT, "%s: malformed 'fortran_order' in .npy header", name);
+        } else if (!strcmp(key, "shape")) {
+            if (have_shape++) return as_err_set(err, AS_ERR_INPUT, "%s: repeated key 'shape' in .npy header", name);
+            if (!eat(&c, '(')) return as_err_set(err, AS_ERR_INPUT, "%s: malformed 'shape' in .npy header", name);
+            while (!eat(&c, ')')) {
+                ws(&c);
+                int64_t v = 0;
+                int digits = 0;
+                while (c.p < c.e && *c.p >= '0' && *c.p <= '9') {
+                    v = v * 10 + (*c.p++ - '0');
+                    if (++digits > 12) return as_err_set(err, AS_ERR_INPUT, "%s: dimension too large in .npy shape", name);
+                }
+                if (!digits) return as_err_set(err, AS_ERR_INPUT, "%s: malformed 'shape' in .npy header", name);
+                if (out->ndim == NPYR_MAX_DIMS)
+                    return as_err_set(err, AS_ERR_INPUT, "%s: more than %d dimensions in .npy shape", name, NPYR_MAX_DIMS);
+                out->shape[out->ndim++] = v;
+                if (!eat(&c, ',')) {
+                    if (!eat(&c, ')')) return as_err_set(err, AS_ERR_INPUT, "%s: malformed 'shape' in .npy header", name);
+                    break;
+                }
+            }
+        } else {
+            return as_err_set(err, AS_ERR_INPUT, "%s: unexpected key '%s' in .npy header", name, key);
+        }
+        if (!eat(&c, ',')) {
+            if (!eat(&c, '}')) return as_err_set(err, AS_ERR_INPUT, "%s: malformed .npy header dict", name);
+            break;
+        }
+    }
+    ws(&c);
+    if (c.p != c.e) return as_err_set(err, AS_ERR_INPUT, "%s: trailing bytes after the .npy header dict", name);
+    if (!have_descr || !have_fo || !have_shape)
+        return as_err_set(err, AS_ERR_INPUT, "%s: .npy header lacks '%s'", name,
+                          !have_descr ? "descr" : !have_fo ? "fortran_order" : "shape");
+    int64_t n = 1;
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] > NPYR_MAX_ELEMS || (out->shape[d] && n > NPYR_MAX_ELEMS / out->shape[d]))
+            return as_err_set(err, AS_ERR_INPUT, "%s: .npy array has more than %lld elements", name, (long long)NPYR_MAX_ELEMS);
+        n *= out->shape[d];
+    }
+    size_t data = off + hl;
+    if ((uint64_t)(len - data) != (uint64_t)n * 4u)
+        return as_err_set(err, AS_ERR_INPUT, "%s: .npy data is %zu bytes but the shape needs %lld", name, len - data,
+                          (long long)n * 4);
+    out->n = (size_t)n;
+    out->data = as_malloc_array(out->n ? out->n : 1, sizeof(float));
+    if (!out->data) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    memcpy(out->data, buf + data, out->n * sizeof(float)); /* '<f4' on a little-endian host (#error above) */
+    return AS_OK;
+}
+
+as_status npy_read_f32(const char *path, npy_array *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    char *buf = NULL;
+    size_t len = 0;
+    as_status s = as_read_file(path, NPYR_MAX_FILE, &buf, &len, err);
+    if (s) return s;
+    s = npy_parse_f32(path, (const uint8_t *)buf, len, out, err);
+    if (s) npy_array_free(out);
+    free(buf);
+    return s;
+}

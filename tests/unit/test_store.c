@@ -1,0 +1,240 @@
+/* test_store.c — the analysis store end to end on the NumPy reference fixture
+ * (tests/ref/gen_analysis.py): imports tests/ref/fixtures/analysis/import with
+ * an_import_dir into a fresh SQLite database and compares every per-head aggregate
+ * (importance, semantic, syntactic, Clark statistics, pattern label and confidence),
+ * every per-relation accuracy with its baseline, and every head-pair JSD with the
+ * expected values (max-abs tolerance 1e-5). Also: a second import is a no-op (same row
+ * counts, run still done), export writes the documented JSON, and malformed folders
+ * (bad .npy, bad JSON, wrong shape) fail with AS_ERR_INPUT naming the file; SHA-256
+ * (run digests) on the FIPS 180-4 example vectors.
+ * It does not run a model (tests/cli/test_analyze.sh does, with kill/resume).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/report.h"
+#include "analysis/runner.h"
+#include "analysis/sha256.h"
+#include "io/npz.h"
+
+#define FIX AS_SOURCE_DIR "/tests/ref/fixtures/analysis"
+#define TOL 1e-5
+
+static char g_tmp[64];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/as_test_store_XXXXXX");
+    assert_non_null(mkdtemp(g_tmp));
+    as_set_quiet(1);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static double q1(store *s, const char *sql) {
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(s->db, sql, -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    double v = sqlite3_column_type(q, 0) == SQLITE_NULL ? NAN : sqlite3_column_double(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+static double maxdiff = 0.0;
+static void near(double got, double want, const char *what) {
+    double d = fabs(got - want);
+    if (d > maxdiff) maxdiff = d;
+    if (!(d <= TOL)) {
+        fprintf(stderr, "%s: got %.9f want %.9f\n", what, got, want);
+        fail();
+    }
+}
+
+static void test_import_matches_numpy(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *ex = json_load_file(FIX "/expected.json", 0, &je);
+    assert_non_null(ex);
+    int min_rel = (int)json_integer_value(json_object_get(ex, "min_rel"));
+    char db[128];
+    snprintf(db, sizeof db, "%s/a.db", g_tmp);
+    an_opts o = {.min_rel = min_rel, .quiet = 1, .chunk = 3};
+    as_error err = {0};
+    assert_int_equal(an_import_dir(db, FIX "/import", &o, &err), AS_OK);
+    store s;
+    assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM runs WHERE status='done'"), 1);
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM sentences"), (int)json_integer_value(json_object_get(ex, "n_sentences")));
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM chunks"), 3); /* 8 sentences, K = 3 */
+    size_t i;
+    json_t *h;
+    char sql[512];
+    json_array_foreach(json_object_get(ex, "heads"), i, h) {
+        int l = (int)json_integer_value(json_object_get(h, "layer")), hd = (int)json_integer_value(json_object_get(h, "head"));
+        static const char *cols[] = {"importance", "semantic", "syntactic"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(sql, sizeof sql, "SELECT %s FROM head_scores WHERE layer=%d AND head=%d", cols[k], l, hd);
+            near(q1(&s, sql), json_real_value(json_object_get(h, cols[k])), cols[k]);
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(h, "statistics"), key, v) {
+            snprintf(sql, sizeof sql, "SELECT %s FROM head_scores WHERE layer=%d AND head=%d", key, l, hd);
+            near(q1(&s, sql), json_real_value(v), key);
+        }
+        snprintf(sql, sizeof sql, "SELECT label = '%s' FROM patterns WHERE layer=%d AND head=%d",
+                 json_string_value(json_object_get(h, "label")), l, hd);
+        assert_int_equal((int)q1(&s, sql), 1);
+        snprintf(sql, sizeof sql, "SELECT confidence FROM patterns WHERE layer=%d AND head=%d", l, hd);
+        near(q1(&s, sql), json_real_value(json_object_get(h, "confidence")), "confidence");
+    }
+    int nrel = 0, ncounted = 0;
+    json_array_foreach(json_object_get(ex, "rel_accuracy"), i, h) {
+        snprintf(sql, sizeof sql,
+                 "SELECT accuracy, baseline, n, correct, baseline_offset, counted FROM rel_accuracy WHERE relation='%s' AND dir=%d AND layer=%d AND head=%d",
+                 json_string_value(json_object_get(h, "relation")), (int)json_integer_value(json_object_get(h, "dir")),
+                 (int)json_integer_value(json_object_get(h, "layer")), (int)json_integer_value(json_object_get(h, "head")));
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(s.db, sql, -1, &q, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        near(sqlite3_column_double(q, 0), json_real_value(json_object_get(h, "accuracy")), "accuracy");
+        near(sqlite3_column_double(q, 1), json_real_value(json_object_get(h, "baseline")), "baseline");
+        assert_int_equal(sqlite3_column_int(q, 2), json_integer_value(json_object_get(h, "n")));
+        assert_int_equal(sqlite3_column_int(q, 3), json_integer_value(json_object_get(h, "correct")));
+        assert_int_equal(sqlite3_column_int(q, 4), json_integer_value(json_object_get(h, "baseline_offset")));
+        assert_int_equal(sqlite3_column_int(q, 5), json_integer_value(json_object_get(h, "counted")));
+        ncounted += sqlite3_column_int(q, 5);
+        sqlite3_finalize(q);
+        nrel++;
+    }
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM rel_accuracy"), nrel);
+    assert_true(ncounted > 0);
+    int H = (int)json_integer_value(json_object_get(ex, "H"));
+    json_array_foreach(json_object_get(ex, "pairs"), i, h) {
+        int a = (int)json_integer_value(json_object_get(h, "a")), b = (int)json_integer_value(json_object_get(h, "b"));
+        snprintf(sql, sizeof sql, "SELECT jsd FROM head_pairs WHERE a_layer=%d AND a_head=%d AND b_layer=%d AND b_head=%d",
+                 a / H, a % H, b / H, b % H);
+        near(q1(&s, sql), json_real_value(json_object_get(h, "jsd")), "jsd");
+    }
+    /* the fixture's planted heads: (0,1) previous-word, (1,2) delimiter-focused */
+    assert_int_equal((int)q1(&s, "SELECT label='previous-word' FROM patterns WHERE layer=0 AND head=1"), 1);
+    assert_int_equal((int)q1(&s, "SELECT label='delimiter-focused' FROM patterns WHERE layer=1 AND head=2"), 1);
+    double rows_before = q1(&s, "SELECT (SELECT count(*) FROM sentence_heads) + (SELECT count(*) FROM tokens) + (SELECT count(*) FROM saliency)");
+    store_close(&s);
+    printf("import vs NumPy reference: max abs diff %.3g over every aggregate\n", maxdiff);
+    /* a finished run is a no-op */
+    assert_int_equal(an_import_dir(db, FIX "/import", &o, &err), AS_OK);
+    assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM runs"), 1);
+    near(q1(&s, "SELECT (SELECT count(*) FROM sentence_heads) + (SELECT count(*) FROM tokens) + (SELECT count(*) FROM saliency)"), rows_before, "rows");
+    /* export */
+    char out[128];
+    snprintf(out, sizeof out, "%s/heads.json", g_tmp);
+    assert_int_equal(an_export(&s, out, &err), AS_OK);
+    store_close(&s);
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "format")), "attnscope-heads");
+    json_t *m = json_array_get(json_object_get(j, "models"), 0);
+    assert_int_equal(json_array_size(json_object_get(m, "heads")), 6);
+    json_t *h0 = json_array_get(json_object_get(m, "heads"), 1);
+    assert_int_equal(json_integer_value(json_object_get(h0, "layer")), 0);
+    assert_int_equal(json_integer_value(json_object_get(h0, "head")), 1);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(h0, "pattern"), "label")), "previous-word");
+    assert_non_null(json_object_get(json_object_get(json_object_get(h0, "relations"), "all"), "dependent_to_parent"));
+    assert_int_equal(json_array_size(json_object_get(m, "head_jsd")), 6);
+    json_decref(j);
+    json_decref(ex);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_import_error(const char *dir, const char *pat) {
+    char db[128];
+    snprintf(db, sizeof db, "%s/bad.db", g_tmp);
+    an_opts o = {.quiet = 1};
+    as_error err = {0};
+    assert_int_equal(an_import_dir(db, dir, &o, &err), AS_ERR_INPUT);
+    if (!strstr(err.msg, pat)) {
+        fprintf(stderr, "error '%s' lacks '%s'\n", err.msg, pat);
+        fail();
+    }
+    assert_null(strchr(err.msg, '\n'));
+}
+
+static void test_import_errors(void **state) {
+    (void)state;
+    char dir[128], p[256];
+    snprintf(dir, sizeof dir, "%s/bad", g_tmp);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    expect_import_error(dir, "no NNNN.json");
+    /* wrong shape: 3 tokens in the json, attention for 2 */
+    float a[2 * 2] = {1, 0, 0.5f, 0.5f};
+    int64_t shape[4] = {1, 1, 2, 2};
+    snprintf(p, sizeof p, "%s/0001.attention.npy", dir);
+    as_error err = {0};
+    assert_int_equal(npy_write(p, NPY_F32, a, 4, shape, &err), AS_OK);
+    snprintf(p, sizeof p, "%s/0001.json", dir);
+    write_file(p, "{\"sentence\": \"a b\", \"tokens\": [\"[CLS]\", \"a\", \"[SEP]\"]}");
+    expect_import_error(dir, "0001.attention.npy: attention shape");
+    /* JSON syntax error names file and line */
+    write_file(p, "{\"sentence\": \"a b\",\n \"tokens\": [\"[CLS]\", \"[SEP]\"\n");
+    expect_import_error(dir, "0001.json:3");
+    /* a corrupt npy */
+    write_file(p, "{\"sentence\": \"a\", \"tokens\": [\"[CLS]\", \"[SEP]\"]}");
+    snprintf(p, sizeof p, "%s/0001.attention.npy", dir);
+    write_file(p, "\x93NUMPY\x01\x00\x10\x00{'descr': '<f8'}\n");
+    expect_import_error(dir, "0001.attention.npy");
+}
+
+/* FIPS 180-4 / NIST example vectors: the digests that identify runs */
+static void test_sha256(void **state) {
+    (void)state;
+    sha256_ctx c;
+    char hex[65];
+    sha256_init(&c);
+    sha256_update(&c, "abc", 3);
+    sha256_final_hex(&c, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    sha256_init(&c);
+    sha256_update(&c, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56);
+    sha256_final_hex(&c, hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    sha256_init(&c);
+    char a[1001];
+    memset(a, 'a', sizeof a);
+    for (int i = 0; i < 1000; i++) sha256_update(&c, a, i % 2 ? 999 : 1001); /* uneven pieces */
+    sha256_final_hex(&c, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_import_matches_numpy),
+        cmocka_unit_test(test_import_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
