@@ -45,8 +45,11 @@ int cmd_info(int argc, char **argv) {
     if (!heads) printf(" none");
     if (heads & HEAD_CLASSIFIER) {
         printf(" sequence-classifier (%d classes:", c->num_labels);
-        for (int i = 0; i < c->num_labels && i < 16; i++)
-            printf(" %s", c->id2label && c->id2label[i] ? c->id2label[i] : "?");
+        for (int i = 0; i < c->num_labels && i < 16; i++) {
+            if (c->id2label && c->id2label[i]) printf(" %s", c->id2label[i]);
+            else printf(" LABEL_%d", i);
+        }
+        if (c->num_labels > 16) printf(" ...");
         printf(")");
     }
     if (heads & HEAD_MLM) printf(" masked-lm");

@@ -257,10 +257,12 @@ static void print_summary(const as_model *m, const as_encoding *enc, const as_ru
         int arg = 0;
         for (int j = 0; j < r->logits_cols; j++) {
             const char *name = c->id2label && j < c->num_labels ? c->id2label[j] : NULL;
-            printf(" %s=%.4f", name ? name : "class", (double)r->logits[j]);
+            if (name) printf(" %s=%.4f", name, (double)r->logits[j]);
+            else printf(" LABEL_%d=%.4f", j, (double)r->logits[j]);
             if (r->logits[j] > r->logits[arg]) arg = j;
         }
-        printf("  -> %s\n", c->id2label && arg < c->num_labels ? c->id2label[arg] : "(argmax)");
+        if (c->id2label && arg < c->num_labels) printf("  -> %s\n", c->id2label[arg]);
+        else printf("  -> LABEL_%d\n", arg);
     }
 }
 

@@ -8,6 +8,7 @@
  * loop runs one head per OpenMP thread with OpenBLAS set to one thread meanwhile.
  */
 #include "model/model.h"
+#include "core/fastmath.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -52,13 +53,13 @@ void op_act(as_act a, float *x, size_t n) {
     switch (a) {
     case ACT_GELU:
 #pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        for (ptrdiff_t i = 0; i < N; i++) x[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * 0.70710678118654752f));
         break;
     case ACT_GELU_NEW:
 #pragma omp parallel for schedule(static)
         for (ptrdiff_t i = 0; i < N; i++) {
             float v = x[i];
-            x[i] = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+            x[i] = 0.5f * v * (1.0f + as_fast_tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
         }
         break;
     case ACT_RELU:
@@ -81,46 +82,41 @@ typedef struct {
     float *ff;   /* (T, F) */
     float *s;    /* (nthreads, T, T) scores scratch when not captured */
     float *p;    /* (nthreads, T, T) probabilities scratch when not captured */
+    float *keep; /* (T) 1 for real tokens, 0 for padding (attention mask as float) */
     float *block;
 } fwd_ws;
 
-static int allowed(const as_encoding *enc, int causal, int i, int j) {
-    return enc->mask[j] && (!causal || j <= i);
-}
-
 /* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one head:
  * S = Qh Kh^T / sqrt(Dh) with disallowed keys set to AS_MASK_VALUE (Hugging Face
- * adds finfo.min), P = softmax(S) by row, ctx_h = P Vh. */
-static void attend_head(const as_encoding *enc, int causal, int T, int D, int Dh, int h,
-                        const float *q, const float *k, const float *v, float *S, float *P,
-                        float *ctx) {
+ * adds finfo.min: padding keys, and keys after the query for causal models),
+ * P = softmax(S) by row, ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding. */
+static void attend_head(const float *keep, int causal, int T, int D, int Dh, int h, const float *q,
+                        const float *k, const float *v, float *S, float *P, float *ctx) {
     const float *qh = q + (size_t)h * Dh, *kh = k + (size_t)h * Dh, *vh = v + (size_t)h * Dh;
     float scale = 1.0f / sqrtf((float)Dh);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, scale, qh, D, kh, D, 0.0f, S, T);
     for (int i = 0; i < T; i++) {
         float *si = S + (size_t)i * T, *pi = P + (size_t)i * T;
-        float mx = -FLT_MAX;
-        int any = 0;
-        for (int j = 0; j < T; j++) {
-            if (allowed(enc, causal, i, j)) {
-                if (si[j] > mx) mx = si[j];
-                any = 1;
-            } else {
-                si[j] = AS_MASK_VALUE;
-            }
+        int n = causal ? i + 1 : T; /* keys j < n may be allowed */
+        float mx = AS_MASK_VALUE;
+        for (int j = 0; j < n; j++) {
+            si[j] = keep[j] != 0.0f ? si[j] : AS_MASK_VALUE;
+            mx = si[j] > mx ? si[j] : mx;
         }
-        if (!any) { /* every key masked (all padding): no attention at all */
+        for (int j = n; j < T; j++) si[j] = AS_MASK_VALUE;
+        if (mx == AS_MASK_VALUE) { /* every key masked (all padding): no attention at all */
             memset(pi, 0, (size_t)T * sizeof(float));
             continue;
         }
         float sum = 0.0f;
-        for (int j = 0; j < T; j++) {
-            float e = allowed(enc, causal, i, j) ? expf(si[j] - mx) : 0.0f;
+        for (int j = 0; j < n; j++) {
+            float e = as_fast_expf(si[j] - mx) * keep[j];
             pi[j] = e;
             sum += e;
         }
+        for (int j = n; j < T; j++) pi[j] = 0.0f;
         float inv = 1.0f / sum;
-        for (int j = 0; j < T; j++) pi[j] *= inv;
+        for (int j = 0; j < n; j++) pi[j] *= inv;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, vh, D, 0.0f,
                 ctx + (size_t)h * Dh, D);
@@ -147,7 +143,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, const as_enco
         size_t slot = cap ? (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo) : 0;
         float *S = (cap && (what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
         float *P = (cap && (what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
-        attend_head(enc, m->cfg.causal, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
+        attend_head(ws->keep, m->cfg.causal, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
         if (cap && (what & CAP_QKV)) {
             copy_head(r->q + slot * TD, ws->q, T, D, Dh, h);
             copy_head(r->k + slot * TD, ws->k, T, D, Dh, h);
@@ -320,7 +316,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     }
     {
         size_t TD = (size_t)T * (size_t)(c->d_embed > D ? c->d_embed : D);
-        size_t n = 6 * TD + (size_t)T * c->d_ff + 2 * (size_t)nthreads * TT;
+        size_t n = 6 * TD + (size_t)T * c->d_ff + 2 * (size_t)nthreads * TT + (size_t)T;
         ws.block = as_malloc_array(n, sizeof(float));
         if (!ws.block) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
@@ -335,6 +331,8 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         ws.ff = ws.ctx + TD;
         ws.s = ws.ff + (size_t)T * c->d_ff;
         ws.p = ws.s + (size_t)nthreads * TT;
+        ws.keep = ws.p + (size_t)nthreads * TT;
+        for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
     }
     int old_omp = omp_get_max_threads();
     omp_set_num_threads(nthreads);

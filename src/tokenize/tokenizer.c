@@ -25,7 +25,7 @@
 #include "tokenize/wordpiece.h"
 
 #define TOK_TPL_MAX 32    /* items in a post-processor template */
-#define TOK_ADDED_MAX 100000
+#define TOK_ADDED_MAX 16384 /* added tokens in one tokenizer */
 
 enum { KIND_WORDPIECE = 0, KIND_BPE = 1 };
 
@@ -61,6 +61,7 @@ struct tok_tokenizer {
     int trim_prefix_space; /* their add_prefix_space */
     tok_added *added;      /* (n_added) */
     int n_added;
+    int32_t *added_of; /* (n_ids) index into added + 1, 0 when not added; built last */
     trie_node *trie; /* (n_trie) node 0 is the root */
     int n_trie, cap_trie;
     tpl_item single[TOK_TPL_MAX];
@@ -210,7 +211,12 @@ static as_status text_sanitize(const char *s, size_t n, tok_text *out, as_error 
     out->n = n;
     if (i == n) return AS_OK;
     /* Slow path: every invalid sequence becomes U+FFFD (3 bytes). */
-    size_t cap = n * 3;
+    size_t cap = i;
+    while (i < n) {
+        int k = utf8_check((const unsigned char *)s + i, n - i);
+        cap += k > 0 ? (size_t)k : 3;
+        i += (size_t)(k > 0 ? k : -k);
+    }
     out->own = as_malloc(cap + 1);
     out->os = as_malloc_array(cap + 1, sizeof *out->os);
     out->oe = as_malloc_array(cap + 1, sizeof *out->oe);
@@ -338,7 +344,11 @@ static int trie_new_node(tok_tokenizer *t, unsigned char byte) {
     return t->n_trie++;
 }
 
+/* Builds the id index and the trie once all added tokens are known. */
 static as_status trie_build(tok_tokenizer *t, as_error *err) {
+    t->added_of = as_calloc((size_t)t->n_ids, sizeof *t->added_of);
+    if (!t->added_of) goto oom;
+    for (int k = 0; k < t->n_added; k++) t->added_of[t->added[k].id] = k + 1;
     t->n_trie = 0;
     if (trie_new_node(t, 0) < 0) goto oom;
     for (int k = 0; k < t->n_added; k++) {
@@ -382,6 +392,10 @@ static int trie_match(const tok_tokenizer *t, const char *s, size_t n, size_t i,
 }
 
 static const tok_added *added_by_id(const tok_tokenizer *t, int32_t id) {
+    if (t->added_of) {
+        if (id < 0 || id >= t->n_ids || !t->added_of[id]) return NULL;
+        return &t->added[t->added_of[id] - 1];
+    }
     for (int k = 0; k < t->n_added; k++)
         if (t->added[k].id == id) return &t->added[k];
     return NULL;
@@ -474,6 +488,7 @@ void tok_free(tok_tokenizer *t) {
     for (int k = 0; k < t->n_added; k++) free(t->added[k].content);
     free(t->added);
     free(t->trie);
+    free(t->added_of);
     tok_bpe_free(t->bpe);
     tok_vocab_free(t->vocab);
     free(t);
