@@ -142,7 +142,7 @@ static int compare_case(const as_model *m, const st_file *ex, const char *fx, co
     const int T = enc.n;
     const size_t TT = (size_t)T * T;
 
-    as_capture_spec spec = {CAP_ALL, -1, -1, 0};
+    as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1};
     as_run *run = NULL;
     as_error err = {0};
     as_status s = as_forward(m, &enc, &spec, &run, &err);
@@ -324,7 +324,7 @@ static void free_case(loaded_case *lc) {
 }
 
 static as_run *forward_ok(const loaded_case *lc, unsigned what, int layer, int head) {
-    as_capture_spec spec = {what, layer, head, 0};
+    as_capture_spec spec = {.what = what, .layer = layer, .head = head};
     as_run *run = NULL;
     as_error err = {0};
     if (as_forward(lc->m, &lc->enc, &spec, &run, &err) != AS_OK)
@@ -426,7 +426,7 @@ static void test_spec_out_of_range(void **state) {
     const as_config *cfg = as_model_config(lc.m);
     const int bad_specs[][2] = {{cfg->n_layer, -1}, {-2, -1}, {0, cfg->n_head}, {0, -2}};
     for (size_t i = 0; i < sizeof bad_specs / sizeof bad_specs[0]; i++) {
-        as_capture_spec spec = {CAP_ALL, bad_specs[i][0], bad_specs[i][1], 0};
+        as_capture_spec spec = {.what = CAP_ALL, .layer = bad_specs[i][0], .head = bad_specs[i][1]};
         as_run *run = NULL;
         as_error err = {0};
         as_status s = as_forward(lc.m, &lc.enc, &spec, &run, &err);

@@ -343,8 +343,8 @@ static void test_overlap(void **state) {
 
 static void make_subdir(char *dir, size_t cap, const char *name) {
     snprintf(dir, cap, "%s/%s", g_dir, name);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    char cmd[1024];
+    assert_true(snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir) < (int)sizeof cmd);
     assert_int_equal(system(cmd), 0);
 }
 
