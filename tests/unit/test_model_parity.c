@@ -614,8 +614,106 @@ static void test_unsupported_model_type(void **state) {
     tmp_model_free(&tm);
 }
 
+/* Writes the fixture's weights to tm with the "transformer."/"bert." prefix stripped
+ * (as the original "gpt2" checkpoint stores them), an extra HF buffer tensor that
+ * the engine must ignore, and split over two shards with an index when sharded. */
+static void write_layout(const tmp_model *tm, const char *fixture_name, const char *prefix, int sharded) {
+    char src[1024], path[1200];
+    fixture_dir(src, sizeof src, fixture_name);
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    st_file *f = NULL;
+    as_error err = {0};
+    if (st_file_open(path, &f, &err) != AS_OK) fail_msg("%s", err.msg);
+    int n = st_file_count(f);
+    st_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
+    char **names = calloc((size_t)n + 1, sizeof *names);
+    assert_non_null(ts);
+    assert_non_null(names);
+    size_t pl = strlen(prefix);
+    for (int i = 0; i < n; i++) {
+        ts[i] = *st_file_tensor(f, i);
+        const char *nm = ts[i].name;
+        names[i] = strdup(strncmp(nm, prefix, pl) ? nm : nm + pl);
+        ts[i].name = names[i];
+    }
+    static const float buf[16] = {1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1};
+    st_tensor extra = {.name = "h.0.attn.bias", .dtype = DTYPE_F32, .ndim = 4,
+                       .shape = {1, 1, 4, 4}, .n_elems = 16, .data = buf, .nbytes = sizeof buf};
+    memcpy(extra.dtype_name, "F32", 4);
+    ts[n] = extra;
+    char dst[600];
+    if (!sharded) {
+        snprintf(dst, sizeof dst, "%s/model.safetensors", tm->dir);
+        if (st_write(dst, ts, n + 1, &err) != AS_OK) fail_msg("st_write: %s", err.msg);
+    } else {
+        int half = (n + 1) / 2;
+        snprintf(dst, sizeof dst, "%s/model-00001-of-00002.safetensors", tm->dir);
+        if (st_write(dst, ts, half, &err) != AS_OK) fail_msg("st_write: %s", err.msg);
+        snprintf(dst, sizeof dst, "%s/model-00002-of-00002.safetensors", tm->dir);
+        if (st_write(dst, ts + half, n + 1 - half, &err) != AS_OK) fail_msg("st_write: %s", err.msg);
+        json_t *map = json_object();
+        for (int i = 0; i <= n; i++)
+            json_object_set_new(map, ts[i].name, json_string(i < half ? "model-00001-of-00002.safetensors"
+                                                                      : "model-00002-of-00002.safetensors"));
+        json_t *root = json_pack("{s:{s:i},s:o}", "metadata", "total_size", 0, "weight_map", map);
+        snprintf(dst, sizeof dst, "%s/model.safetensors.index.json", tm->dir);
+        assert_int_equal(json_dump_file(root, dst, 0), 0);
+        json_decref(root);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(ts);
+    st_file_free(f);
+}
+
+/* Real-world layouts: names without the task prefix plus an ignored buffer tensor,
+ * single file and sharded; the run must equal the fixture's own. */
+static void test_hf_layouts(void **state) {
+    (void)state;
+    static const struct {
+        const char *fixture, *prefix;
+    } cases[] = {{"gpt2", "transformer."}, {"bert", "bert."}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int sharded = 0; sharded < 2; sharded++) {
+            loaded_case lc;
+            load_case(cases[i].fixture, "single", &lc);
+            as_run *want = forward_ok(&lc, CAP_ALL, -1, -1);
+            tmp_model tm;
+            tmp_model_init(&tm, cases[i].fixture);
+            write_layout(&tm, cases[i].fixture, cases[i].prefix, sharded);
+            as_model *m = NULL;
+            as_error err = {0};
+            if (as_model_load(tm.dir, &m, &err) != AS_OK)
+                fail_msg("%s (%s): %s", cases[i].fixture, sharded ? "sharded" : "no prefix", err.msg);
+            as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1};
+            as_run *got = NULL;
+            if (as_forward(m, &lc.enc, &spec, &got, &err) != AS_OK) fail_msg("%s", err.msg);
+            size_t na = (size_t)want->n_lay * want->n_hd * want->T * want->T;
+            size_t nh = (size_t)(want->n_run + 1) * want->T * want->D;
+            assert_true(max_abs_diff(want->attn, got->attn, na) == 0.0);
+            assert_true(max_abs_diff(want->hidden, got->hidden, nh) == 0.0);
+            assert_true(max_abs_diff(want->logits, got->logits,
+                                     (size_t)want->logits_rows * want->logits_cols) == 0.0);
+            printf("%s %s: identical run\n", cases[i].fixture, sharded ? "sharded + no prefix" : "no prefix");
+            as_run_free(got);
+            as_run_free(want);
+            as_model_free(m);
+            free_case(&lc);
+            char p[700];
+            static const char *const files[] = {"model-00001-of-00002.safetensors",
+                                                "model-00002-of-00002.safetensors",
+                                                "model.safetensors.index.json"};
+            for (size_t k = 0; k < 3; k++) {
+                snprintf(p, sizeof p, "%s/%s", tm.dir, files[k]);
+                unlink(p);
+            }
+            tmp_model_free(&tm);
+        }
+    }
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 6];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 7];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -628,5 +726,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_tensor);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_wrong_shape);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_unsupported_model_type);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_hf_layouts);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }
