@@ -4,8 +4,10 @@
  * the task heads. Architecture-specific weight binding and embeddings live in
  * bert.c, distilbert.c and gpt2.c.
  *
- * Threads: large matrix products use OpenBLAS's threads; the per-head attention
- * loop runs one head per OpenMP thread with OpenBLAS set to one thread meanwhile.
+ * Threads: OpenMP only. Linear maps split their output columns across threads,
+ * each calling a single-threaded OpenBLAS sgemm on its slice of the weights; the
+ * attention runs one head per thread. OpenBLAS is set to one thread during a
+ * forward (and restored after), so two thread pools never compete for the cores.
  */
 #include "model/model.h"
 #include "core/fastmath.h"
@@ -16,14 +18,37 @@
 #include <omp.h>
 #include <string.h>
 
-void op_linear(const lin_t *l, const float *x, int T, float *y) {
+/* One sgemm for output columns [j0, j1): y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]). */
+static void linear_cols(const lin_t *l, const float *x, int T, float *y, int j0, int j1) {
     float beta = 0.0f;
     if (l->b) {
-        for (int t = 0; t < T; t++) memcpy(y + (size_t)t * l->n_out, l->b, (size_t)l->n_out * sizeof(float));
+        for (int t = 0; t < T; t++)
+            memcpy(y + (size_t)t * l->n_out + j0, l->b + j0, (size_t)(j1 - j0) * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, l->n_out,
-                l->n_in, 1.0f, x, l->n_in, l->w, l->ldw, beta, y, l->n_out);
+    const float *w = l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0,
+                l->n_in, 1.0f, x, l->n_in, w, l->ldw, beta, y + j0, l->n_out);
+}
+
+/* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
+ * running a single-threaded sgemm on its slice of W: every weight is packed once,
+ * and one threading runtime (OpenMP) is active, so OpenBLAS's and OpenMP's
+ * workers never compete for the cores. */
+void op_linear(const lin_t *l, const float *x, int T, float *y) {
+    int nt = omp_get_max_threads();
+    double work = (double)T * l->n_out * l->n_in;
+    if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
+        linear_cols(l, x, T, y, 0, l->n_out);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = omp_get_thread_num(), n = omp_get_num_threads();
+        int chunk = ((l->n_out + n - 1) / n + 15) & ~15;
+        int j0 = tid * chunk, j1 = j0 + chunk < l->n_out ? j0 + chunk : l->n_out;
+        if (j0 < j1) linear_cols(l, x, T, y, j0, j1);
+    }
 }
 
 /* LayerNorm over the last dimension (Ba et al. 2016), biased variance as torch. */
@@ -135,7 +160,6 @@ static void attention(const as_model *m, const layer_w *lw, int l, const as_enco
     op_linear(&lw->v, in, T, ws->v);
     int cap_l = l >= r->layer_lo && l < r->layer_lo + r->n_lay;
     size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
-    openblas_set_num_threads(1);
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
     for (int h = 0; h < H; h++) {
         int tid = omp_get_thread_num();
@@ -150,7 +174,6 @@ static void attention(const as_model *m, const layer_w *lw, int l, const as_enco
             copy_head(r->v + slot * TD, ws->v, T, D, Dh, h);
         }
     }
-    openblas_set_num_threads(nthreads);
 }
 
 /* One transformer layer on ws->x (T, D). Post-LN (BERT, Devlin et al. 2019):
@@ -334,9 +357,9 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         ws.keep = ws.p + (size_t)nthreads * TT;
         for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
     }
-    int old_omp = omp_get_max_threads();
+    int old_omp = omp_get_max_threads(), old_blas = openblas_get_num_threads();
     omp_set_num_threads(nthreads);
-    openblas_set_num_threads(nthreads);
+    openblas_set_num_threads(1); /* parallelism comes from OpenMP (op_linear, heads) */
     switch (c->arch) {
     case ARCH_BERT:
     case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
@@ -352,6 +375,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     }
     if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);
     omp_set_num_threads(old_omp);
+    openblas_set_num_threads(old_blas);
     *out = r;
     r = NULL;
     s = AS_OK;
