@@ -82,3 +82,28 @@ const char *cli_value(int argc, char **argv, int *i, const char *cmd) {
 }
 
 int cli_is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
+
+int cli_make_encoding(const char *cmd, const as_model *m, const char *text, const char *text_b,
+                      const char *ids, const char *type_ids, int max_tokens, int truncate,
+                      as_encoding *enc) {
+    as_error err = {0};
+    int rc = 0;
+    int32_t *iv = NULL, *tv = NULL;
+    if (text) {
+        as_encode_opts eo = {.max_len = max_tokens, .truncate = truncate};
+        if (as_encode(m, text, text_b, &eo, enc, &err)) return cli_fail(&err);
+        if (enc->n_warnings) as_warn("%s", enc->warning);
+        return 0;
+    }
+    int n = 0, nt = 0;
+    if (!ids || cli_parse_ids(ids, &iv, &n)) {
+        rc = cli_usage_error(cmd, "bad --ids: expected comma-separated non-negative integers");
+    } else if (type_ids && (cli_parse_ids(type_ids, &tv, &nt) || nt != n)) {
+        rc = cli_usage_error(cmd, "bad --type-ids: expected %d comma-separated integers", n);
+    } else if (as_encoding_from_ids(m, iv, tv, n, enc, &err)) {
+        rc = cli_fail(&err);
+    }
+    free(iv);
+    free(tv);
+    return rc;
+}

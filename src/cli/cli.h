@@ -21,6 +21,14 @@ int cli_parse_ids(const char *s, int32_t **out, int *n);
 const char *cli_value(int argc, char **argv, int *i, const char *cmd);
 int cli_is_help(const char *a);
 
+/* Builds the model input from --text/--text-b (tokenized, truncated to max_tokens
+ * (0 = the model's limit) when truncate != 0, warnings printed) or from --ids /
+ * --type-ids (comma-separated). *enc is the caller's (as_encoding_free). Returns an
+ * exit status: 0, or 2/1 after printing a one-line error. */
+int cli_make_encoding(const char *cmd, const as_model *m, const char *text, const char *text_b,
+                      const char *ids, const char *type_ids, int max_tokens, int truncate,
+                      as_encoding *enc);
+
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -34,5 +42,6 @@ int cmd_vocab(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_distill(int argc, char **argv);
 
 #endif

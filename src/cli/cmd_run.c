@@ -339,33 +339,13 @@ int cmd_run(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0};
     as_run *r = NULL;
-    int32_t *ids = NULL, *tids = NULL;
     if (as_model_load(a.model, &m, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }
-    if (a.text) {
-        as_encode_opts eo = {.max_len = a.max_tokens, .truncate = a.truncate};
-        if (as_encode(m, a.text, a.text_b, &eo, &enc, &err)) {
-            rc = cli_fail(&err);
-            goto cleanup;
-        }
-        if (enc.n_warnings) as_warn("%s", enc.warning);
-    } else {
-        int n = 0, nt = 0;
-        if (cli_parse_ids(a.ids, &ids, &n)) {
-            rc = cli_usage_error("run", "bad --ids: expected comma-separated non-negative integers");
-            goto cleanup;
-        }
-        if (a.type_ids && (cli_parse_ids(a.type_ids, &tids, &nt) || nt != n)) {
-            rc = cli_usage_error("run", "bad --type-ids: expected %d comma-separated integers", n);
-            goto cleanup;
-        }
-        if (as_encoding_from_ids(m, ids, tids, n, &enc, &err)) {
-            rc = cli_fail(&err);
-            goto cleanup;
-        }
-    }
+    if ((rc = cli_make_encoding("run", m, a.text, a.text_b, a.ids, a.type_ids, a.max_tokens, a.truncate,
+                                &enc)))
+        goto cleanup;
     as_capture_spec spec = {.what = what, .layer = a.layer, .head = a.head, .threads = a.threads};
     if (as_forward(m, &enc, &spec, &r, &err)) {
         rc = cli_fail(&err);
@@ -396,8 +376,6 @@ int cmd_run(int argc, char **argv) {
     }
     rc = 0;
 cleanup:
-    free(ids);
-    free(tids);
     as_run_free(r);
     as_encoding_free(&enc);
     as_model_free(m);

@@ -196,7 +196,6 @@ int cmd_saliency(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0};
     sal_result r = {0};
-    int32_t *ids = NULL, *tids = NULL;
     if (a.threads) {
         omp_set_num_threads(a.threads);
         openblas_set_num_threads(a.threads);
@@ -205,28 +204,8 @@ int cmd_saliency(int argc, char **argv) {
         rc = cli_fail(&err);
         goto cleanup;
     }
-    if (a.text) {
-        as_encode_opts eo = {.max_len = 0, .truncate = 1};
-        if (as_encode(m, a.text, a.text_b, &eo, &enc, &err)) {
-            rc = cli_fail(&err);
-            goto cleanup;
-        }
-        if (enc.n_warnings) as_warn("%s", enc.warning);
-    } else {
-        int n = 0, nt = 0;
-        if (cli_parse_ids(a.ids, &ids, &n)) {
-            rc = cli_usage_error("saliency", "bad --ids: expected comma-separated non-negative integers");
-            goto cleanup;
-        }
-        if (a.type_ids && (cli_parse_ids(a.type_ids, &tids, &nt) || nt != n)) {
-            rc = cli_usage_error("saliency", "bad --type-ids: expected %d comma-separated integers", n);
-            goto cleanup;
-        }
-        if (as_encoding_from_ids(m, ids, tids, n, &enc, &err)) {
-            rc = cli_fail(&err);
-            goto cleanup;
-        }
-    }
+    if ((rc = cli_make_encoding("saliency", m, a.text, a.text_b, a.ids, a.type_ids, 0, 1, &enc)))
+        goto cleanup;
     sal_opts so = {.method = a.method, .steps = a.steps};
     if (parse_target(m, a.target, &so.target)) {
         rc = cli_usage_error("saliency", "bad --target '%s': expected a class index or label name", a.target);
@@ -242,7 +221,5 @@ cleanup:
     sal_result_free(&r);
     as_encoding_free(&enc);
     as_model_free(m);
-    free(ids);
-    free(tids);
     return rc;
 }

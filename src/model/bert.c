@@ -20,33 +20,19 @@ static as_status get_ln(as_model *m, const char *base, int n, ln_t *out, as_erro
     return model_get_ln(m, base, n, "gamma", "beta", out, err);
 }
 
-/* Number of classes from a classifier weight's first dimension, checked against the
- * config when it states one. */
-static as_status classes_from(as_model *m, const char *name, as_error *err) {
-    const st_tensor *t = st_set_find(m->st, name);
-    if (!t || t->ndim != 2 || t->shape[0] <= 0 || t->shape[0] > AS_MAX_LABELS)
-        return as_err_set(err, AS_ERR_INPUT, "%s: tensor '%s' is not a [classes, width] matrix", m->dir, name);
-    int C = (int)t->shape[0];
-    if (m->cfg.num_labels > 0 && m->cfg.num_labels != C)
-        return as_err_set(err, AS_ERR_INPUT, "%s: config.json has %d labels but '%s' has %d rows", m->dir,
-                          m->cfg.num_labels, name, C);
-    m->cfg.num_labels = C;
-    return AS_OK;
-}
-
 static as_status bind_heads(as_model *m, as_error *err) {
     as_status s;
     const as_config *c = &m->cfg;
     int D = c->d_model, V = c->vocab_size;
     int electra = !strcmp(c->model_type, "electra");
     if (st_set_find(m->st, "classifier.out_proj.weight")) {
-        if ((s = classes_from(m, "classifier.out_proj.weight", err))) return s;
+        if ((s = model_classes_from(m, "classifier.out_proj.weight", err))) return s;
         if ((s = model_get_lin(m, "@classifier.dense", D, D, 0, 1, &m->cls_pre, err))) return s;
         if ((s = model_get_lin(m, "@classifier.out_proj", D, m->cfg.num_labels, 0, 1, &m->cls_out, err))) return s;
         m->cls_pre_act = electra ? CLS_ACT_GELU : CLS_ACT_TANH;
         m->heads |= HEAD_CLASSIFIER;
     } else if (st_set_find(m->st, "classifier.weight")) {
-        if ((s = classes_from(m, "classifier.weight", err))) return s;
+        if ((s = model_classes_from(m, "classifier.weight", err))) return s;
         if ((s = model_get_lin(m, "pooler.dense", D, D, 0, 1, &m->cls_pre, err))) return s;
         if ((s = model_get_lin(m, "@classifier", D, m->cfg.num_labels, 0, 1, &m->cls_out, err))) return s;
         m->cls_pre_act = CLS_ACT_TANH;

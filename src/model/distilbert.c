@@ -33,15 +33,8 @@ as_status distilbert_bind(as_model *m, as_error *err) {
         snprintf(name, sizeof name, "transformer.layer.%d.output_layer_norm", l);
         if ((s = model_get_ln(m, name, D, "weight", "bias", &w->ln2, err))) return s;
     }
-    const st_tensor *ct = st_set_find(m->st, "classifier.weight");
-    if (ct) {
-        if (ct->ndim != 2 || ct->shape[0] <= 0 || ct->shape[0] > AS_MAX_LABELS)
-            return as_err_set(err, AS_ERR_INPUT, "%s: tensor 'classifier.weight' is not a [classes, %d] matrix",
-                              m->dir, D);
-        if (m->cfg.num_labels > 0 && m->cfg.num_labels != ct->shape[0])
-            return as_err_set(err, AS_ERR_INPUT, "%s: config.json has %d labels but 'classifier.weight' has %lld rows",
-                              m->dir, m->cfg.num_labels, (long long)ct->shape[0]);
-        m->cfg.num_labels = (int)ct->shape[0];
+    if (st_set_find(m->st, "classifier.weight")) {
+        if ((s = model_classes_from(m, "classifier.weight", err))) return s;
         if ((s = model_get_lin(m, "@pre_classifier", D, D, 0, 1, &m->cls_pre, err))) return s;
         if ((s = model_get_lin(m, "@classifier", D, m->cfg.num_labels, 0, 1, &m->cls_out, err))) return s;
         m->cls_pre_act = CLS_ACT_RELU;

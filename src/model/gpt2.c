@@ -44,14 +44,8 @@ as_status gpt2_bind(as_model *m, as_error *err) {
         if ((s = model_get_ln(m, name, D, "weight", "bias", &w->ln2, err))) return s;
     }
     if ((s = model_get_ln(m, "ln_f", D, "weight", "bias", &m->ln_f, err))) return s;
-    const st_tensor *sc = st_set_find(m->st, "score.weight");
-    if (sc) {
-        if (sc->ndim != 2 || sc->shape[0] <= 0 || sc->shape[0] > AS_MAX_LABELS)
-            return as_err_set(err, AS_ERR_INPUT, "%s: tensor 'score.weight' is not a [classes, %d] matrix", m->dir, D);
-        if (m->cfg.num_labels > 0 && m->cfg.num_labels != sc->shape[0])
-            return as_err_set(err, AS_ERR_INPUT, "%s: config.json has %d labels but 'score.weight' has %lld rows",
-                              m->dir, m->cfg.num_labels, (long long)sc->shape[0]);
-        m->cfg.num_labels = (int)sc->shape[0];
+    if (st_set_find(m->st, "score.weight")) {
+        if ((s = model_classes_from(m, "score.weight", err))) return s;
         if ((s = model_get_lin(m, "@score", D, m->cfg.num_labels, 0, 0, &m->cls_out, err))) return s;
         m->cls_last_token = 1;
         m->heads |= HEAD_CLASSIFIER;

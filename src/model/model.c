@@ -157,6 +157,18 @@ as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int 
     return AS_OK;
 }
 
+as_status model_classes_from(as_model *m, const char *name, as_error *err) {
+    const st_tensor *t = st_set_find(m->st, name);
+    if (!t || t->ndim != 2 || t->shape[0] <= 0 || t->shape[0] > AS_MAX_LABELS)
+        return as_err_set(err, AS_ERR_INPUT, "%s: tensor '%s' is not a [classes, width] matrix", m->dir, name);
+    int C = (int)t->shape[0];
+    if (m->cfg.num_labels > 0 && m->cfg.num_labels != C)
+        return as_err_set(err, AS_ERR_INPUT, "%s: config.json has %d labels but '%s' has %d rows", m->dir,
+                          m->cfg.num_labels, name, C);
+    m->cfg.num_labels = C;
+    return AS_OK;
+}
+
 as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
                        const char *bname, ln_t *out, as_error *err) {
     char name[512];

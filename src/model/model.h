@@ -92,6 +92,9 @@ as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int 
 as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
                        const char *bname, ln_t *out, as_error *err);
 int model_has(const as_model *m, const char *name);
+/* Sets m->cfg.num_labels from the rows of classifier weight `name` (exact name),
+ * checked against the config when it states a count. Errors: AS_ERR_INPUT. */
+as_status model_classes_from(as_model *m, const char *name, as_error *err);
 
 /* Architecture binders: fill the weight views of m (m->cfg is parsed). */
 as_status bert_bind(as_model *m, as_error *err);

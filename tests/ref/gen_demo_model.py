@@ -11,8 +11,12 @@ Stored in F16 (exercises the half-precision loader). Deterministic.
 
 Run: /usr/bin/python3 tests/ref/gen_demo_model.py   (needs python3-torch, numpy)
 """
-import collections, json, os, re, struct, sys, unicodedata
+import collections, json, os, re, sys, unicodedata
 import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_models import st_write  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "models", "demo-bert")
@@ -39,23 +43,6 @@ def build_vocab(text):
             vocab.append(w)
             seen.add(w)
     return vocab
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, arr in tensors.items():
-        b = arr.tobytes()
-        header[name] = {"dtype": {"float16": "F16", "float32": "F32"}[str(arr.dtype)],
-                        "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
 
 
 def main():
@@ -86,7 +73,8 @@ def main():
             t[p + n + ".weight"] = np.ones(D, np.float16)
             t[p + n + ".bias"] = np.zeros(D, np.float16)
     os.makedirs(OUT, exist_ok=True)
-    write_safetensors(os.path.join(OUT, "model.safetensors"), t)
+    st_write(os.path.join(OUT, "model.safetensors"),
+             [(k, torch.from_numpy(v.astype(np.float32)), "F16") for k, v in t.items()])
     cfg = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_act": "gelu",
            "hidden_size": D, "intermediate_size": F, "num_attention_heads": H,
            "num_hidden_layers": L, "max_position_embeddings": P, "type_vocab_size": 2,
