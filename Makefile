@@ -5,6 +5,10 @@
 
 APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev \
                 libjansson-dev libcmocka-dev libpcre2-dev
+# analysis store (src/analysis, attnscope analyze) + its CLI test (sqlite3)
+APT_PACKAGES += libsqlite3-dev sqlite3
+# server (src/server) + browser tests (tests/browser)
+APT_PACKAGES += libmicrohttpd-dev chromium
 BUILD := build
 BUILD_ASAN := build-asan
 JOBS ?= $(shell nproc)
@@ -12,7 +16,7 @@ DEMO_MODEL ?= models/demo-bert
 DEMO_TEXT ?= The quick brown fox jumps over the lazy dog.
 DEMO_TEXT_B ?= It was not amused.
 
-.PHONY: all deps node-deps build build-asan test test-fast demo clean bench fixtures
+.PHONY: all deps node-deps web-deps serve build build-asan test test-fast demo clean bench fixtures
 
 all: build
 
@@ -39,11 +43,20 @@ node-deps: deps
 	  cd tests/ref && npm ci --no-audit --no-fund --loglevel=error && touch node_modules; \
 	fi
 
-build: deps
+# ---- server: the web front end's npm packages (pinned web/package-lock.json) ----
+# CMake builds and embeds web/ into the binary (see CMakeLists.txt, "server").
+web-deps: deps
+	@if [ ! -d web/node_modules ] || [ web/package-lock.json -nt web/node_modules ]; then \
+	  echo "installing npm packages (web)"; \
+	  cd web && npm ci --no-audit --no-fund --loglevel=error && touch node_modules; \
+	fi
+# ---- end server ----
+
+build: deps web-deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-build-asan: deps
+build-asan: deps web-deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAS_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
@@ -60,12 +73,25 @@ test-fast: build
 demo: build
 	./$(BUILD)/attnscope run --model $(DEMO_MODEL) --text "$(DEMO_TEXT)" --text-b "$(DEMO_TEXT_B)"
 
+# ---- server: the explorer on the demo model (http://127.0.0.1:8080/ unless PORT=) ----
+PORT ?= 8080
+serve: build
+	./$(BUILD)/attnscope serve --model $(DEMO_MODEL) --port $(PORT)
+# ---- end server ----
+
 # Regenerate the numerical fixtures (needs Debian's python3-torch; not run in CI).
 fixtures:
 	/usr/bin/python3 tests/ref/gen_models.py
 
 bench: build
 	bash bench/run.sh
+
+# ---- training: `make models` reproduces the shipped models in models/ from scratch
+# (vocab -> pretrain -> finetune -> distill; about 1-1.5 hours on 2 cores; not run in CI).
+.PHONY: models
+models: build
+	sh models/make_models.sh $(BUILD)/attnscope $(BUILD)/models-work
+# ---- end training ----
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,70 @@
+/* cmd_serve.c — `attnscope serve`: parses the options and hands them to the server
+ * module (src/server). It does not serve anything itself.
+ */
+#include "cli/cli.h"
+#include "server/server.h"
+
+#include <string.h>
+
+static const char *SERVE_HELP =
+    "usage: attnscope serve --model DIR [--model DIR2 ...] [--host 127.0.0.1] [--port 8080]\n"
+    "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
+    "\n"
+    "Serves the attention explorer (head view, model view, neuron view) and its JSON +\n"
+    "binary API (docs/server.md) for the model folders given. The web front end is\n"
+    "embedded in the binary; nothing is fetched from the network.\n"
+    "\n"
+    "--host defaults to 127.0.0.1 (loopback); any other address prints a warning, as\n"
+    "the server has no authentication. --port 0 picks a free port. The bound URL is\n"
+    "printed as `attnscope serve: listening on http://HOST:PORT/`.\n"
+    "--threads: threads per forward pass (default: all cores). --max-runs: runs computed\n"
+    "at once before requests get 503 (default 2). --cache-runs / --cache-mb: the run\n"
+    "cache's bounds (default 16 runs, 2048 MiB). SIGINT or SIGTERM stops it (exit 0).\n";
+
+int cmd_serve(int argc, char **argv) {
+    const char *dirs[SRV_MAX_MODELS];
+    srv_options o = {.model_dirs = dirs, .host = "127.0.0.1", .port = SRV_DEFAULT_PORT};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int n;
+        if (cli_is_help(a)) {
+            fputs(SERVE_HELP, stdout);
+            return 0;
+        } else if (!strcmp(a, "--model")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (o.n_models == SRV_MAX_MODELS)
+                return cli_usage_error("serve", "at most %d --model folders", SRV_MAX_MODELS);
+            dirs[o.n_models++] = v;
+        } else if (!strcmp(a, "--host")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (!*v) return cli_usage_error("serve", "--host needs an address");
+            o.host = v;
+        } else if (!strcmp(a, "--port")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 0, 65535, &o.port)) return cli_usage_error("serve", "--port: expected 0..65535");
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 0, 1024, &o.threads)) return cli_usage_error("serve", "--threads: expected 0..1024");
+        } else if (!strcmp(a, "--max-runs")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 1, 64, &o.max_active_runs)) return cli_usage_error("serve", "--max-runs: expected 1..64");
+        } else if (!strcmp(a, "--cache-runs")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 1, 4096, &o.max_cached_runs))
+                return cli_usage_error("serve", "--cache-runs: expected 1..4096");
+        } else if (!strcmp(a, "--cache-mb")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 1, 1 << 20, &n)) return cli_usage_error("serve", "--cache-mb: expected 1..1048576");
+            o.max_cache_bytes = (size_t)n << 20;
+        } else if (!strcmp(a, "--test-delay-ms")) { /* testing only: makes runs slow to exercise limits */
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 0, 60000, &o.test_delay_ms)) return cli_usage_error("serve", "--test-delay-ms: 0..60000");
+        } else {
+            return cli_usage_error("serve", "unknown option '%s'", a);
+        }
+    }
+    if (!o.n_models) return cli_usage_error("serve", "--model DIR is required");
+    as_error err = {0};
+    if (srv_serve(&o, &err) != AS_OK) return cli_fail(&err);
+    return 0;
+}

@@ -1,0 +1,572 @@
+/* api.c — the /api/v1 routes: list models, run a text (or pair) with the run cache,
+ * fetch attention for layer/head ranges and q/k/scores for one head as binary
+ * tensors, and masked-token predictions. Every failure is a one-line JSON error
+ * with a 4xx/5xx status; no request input can abort the process.
+ * It does not speak HTTP (server.c does) and serves no files.
+ */
+#include "server/api.h"
+#include "server/tensor.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+#define JSON_MIME "application/json"
+#define TENSOR_MIME "application/octet-stream"
+
+/* ---- responses ------------------------------------------------------------- */
+
+void api_error(srv_response *rs, int status, const char *fmt, ...) {
+    char msg[AS_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    free(rs->body);
+    memset(rs, 0, sizeof *rs);
+    rs->status = status;
+    rs->mime = JSON_MIME;
+    json_t *o = json_object();
+    /* json_string rejects invalid UTF-8 (a message may quote input); fall back. */
+    json_t *str = json_string(msg);
+    json_object_set_new(o, "error", str ? str : json_string("invalid request (message not UTF-8)"));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (s) {
+        rs->body = (unsigned char *)s;
+        rs->len = strlen(s);
+    }
+}
+
+/* Steals o. */
+static void reply_json(srv_response *rs, int status, json_t *o) {
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) {
+        api_error(rs, 500, "out of memory");
+        return;
+    }
+    free(rs->body);
+    memset(rs, 0, sizeof *rs);
+    rs->status = status;
+    rs->mime = JSON_MIME;
+    rs->body = (unsigned char *)s;
+    rs->len = strlen(s);
+}
+
+/* A JSON string for bytes that may not be valid UTF-8: invalid sequences become U+FFFD. */
+static json_t *json_utf8(const char *s) {
+    if (!s) return json_null();
+    json_t *j = json_string(s);
+    if (j) return j;
+    size_t n = strlen(s);
+    char *buf = malloc(3 * n + 1);
+    if (!buf) return json_null();
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        int len = p[i] < 0x80 ? 1 : (p[i] & 0xE0) == 0xC0 ? 2 : (p[i] & 0xF0) == 0xE0 ? 3 : (p[i] & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = len > 0 && i + (size_t)len <= n;
+        for (int k = 1; ok && k < len; k++) ok = (p[i + k] & 0xC0) == 0x80;
+        if (ok) {
+            char tmp[5] = {0};
+            memcpy(tmp, p + i, (size_t)len);
+            json_t *t = json_string(tmp); /* rejects overlong forms and surrogates */
+            ok = t != NULL;
+            json_decref(t);
+        }
+        if (ok) {
+            memcpy(buf + o, p + i, (size_t)len);
+            o += (size_t)len;
+            i += (size_t)len;
+        } else {
+            memcpy(buf + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    buf[o] = 0;
+    j = json_string(buf);
+    free(buf);
+    return j ? j : json_null();
+}
+
+/* ---- models ---------------------------------------------------------------- */
+
+static json_t *model_json(const srv_model *sm) {
+    const as_config *c = as_model_config(sm->m);
+    unsigned heads = as_model_heads(sm->m);
+    json_t *hp = json_array();
+    if (heads & HEAD_CLASSIFIER) json_array_append_new(hp, json_string("classifier"));
+    if (heads & HEAD_MLM) json_array_append_new(hp, json_string("mlm"));
+    if (heads & HEAD_LM) json_array_append_new(hp, json_string("lm"));
+    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I}",
+                     "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
+                     "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
+                     c->d_head, "vocab_size", c->vocab_size, "max_tokens", as_model_max_tokens(sm->m),
+                     "type_vocab", c->type_vocab, "causal", c->causal != 0, "tokenizer",
+                     as_model_has_tokenizer(sm->m) != 0, "heads_present", hp, "dtype",
+                     as_dtype_name(as_model_dtype(sm->m)), "n_params", (json_int_t)as_model_n_params(sm->m));
+}
+
+static void route_models(srv_state *s, srv_response *rs) {
+    json_t *arr = json_array();
+    for (int i = 0; i < s->n_models; i++) json_array_append_new(arr, model_json(&s->models[i]));
+    json_t *lim = json_pack("{s:i, s:i, s:i, s:I, s:i}", "max_body_bytes", (int)SRV_MAX_BODY_BYTES,
+                            "max_active_runs", s->max_active, "max_cached_runs", s->cache.max_entries,
+                            "max_cache_bytes", (json_int_t)s->cache.max_bytes, "max_topk", SRV_MAX_TOPK);
+    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "version", AS_VERSION, "models", arr, "limits", lim));
+}
+
+/* ---- request bodies --------------------------------------------------------- */
+
+typedef struct {
+    json_t *root;
+    int model;
+    const char *text, *text_b; /* borrowed from root */
+} run_req;
+
+/* Parses {model, text, text_b?} into q. Returns 0, or sets a 400 and returns -1. */
+static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_response *rs) {
+    memset(q, 0, sizeof *q);
+    if (!rq->body || !rq->body_len) {
+        api_error(rs, 400, "request body: expected a JSON object");
+        return -1;
+    }
+    json_error_t je;
+    q->root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!q->root) {
+        api_error(rs, 400, "request body: invalid JSON at byte %d: %s", je.position, je.text);
+        return -1;
+    }
+    if (!json_is_object(q->root)) {
+        api_error(rs, 400, "request body: expected a JSON object");
+        return -1;
+    }
+    json_t *jm = json_object_get(q->root, "model"), *jt = json_object_get(q->root, "text"),
+           *jb = json_object_get(q->root, "text_b");
+    if (!jm) {
+        api_error(rs, 400, "field 'model': missing");
+        return -1;
+    }
+    if (!json_is_string(jm)) {
+        api_error(rs, 400, "field 'model': expected a string");
+        return -1;
+    }
+    q->model = -1;
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].name, json_string_value(jm))) q->model = i;
+    if (q->model < 0) {
+        json_t *n = json_utf8(json_string_value(jm));
+        api_error(rs, 400, "field 'model': unknown model '%.100s' (GET /api/v1/models lists them)",
+                  json_string_value(n) ? json_string_value(n) : "");
+        json_decref(n);
+        return -1;
+    }
+    if (!jt || !json_is_string(jt)) {
+        api_error(rs, 400, "field 'text': %s", jt ? "expected a string" : "missing");
+        return -1;
+    }
+    q->text = json_string_value(jt);
+    if (jb && !json_is_null(jb)) {
+        if (!json_is_string(jb)) {
+            api_error(rs, 400, "field 'text_b': expected a string or null");
+            return -1;
+        }
+        q->text_b = json_string_value(jb);
+        if (!*q->text_b) q->text_b = NULL; /* "" means no second sentence */
+    }
+    if (!as_model_has_tokenizer(s->models[q->model].m)) {
+        api_error(rs, 400, "model '%s' has no tokenizer files; it cannot take text", s->models[q->model].name);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- admission: at most max_active runs at once --------------------------- */
+
+static int admit(srv_state *s, srv_response *rs) {
+    pthread_mutex_lock(&s->admit_mu);
+    int ok = s->active < s->max_active;
+    if (ok) s->active++;
+    pthread_mutex_unlock(&s->admit_mu);
+    if (!ok) {
+        api_error(rs, 503, "too many concurrent runs (limit %d); retry shortly", s->max_active);
+        rs->retry_after = 1;
+    }
+    return ok;
+}
+
+static void leave(srv_state *s) {
+    pthread_mutex_lock(&s->admit_mu);
+    s->active--;
+    pthread_mutex_unlock(&s->admit_mu);
+}
+
+/* Runs the model under the forward lock (the caller is admitted). */
+static as_status forward(srv_state *s, const as_model *m, const as_encoding *enc, unsigned what,
+                         as_run **out, as_error *err) {
+    as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = s->threads};
+    pthread_mutex_lock(&s->fwd_mu);
+    if (s->test_delay_ms > 0) {
+        struct timespec ts = {s->test_delay_ms / 1000, (long)(s->test_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    as_status st = as_forward(m, enc, &spec, out, err);
+    pthread_mutex_unlock(&s->fwd_mu);
+    return st;
+}
+
+/* Encodes without truncation: longer than the model's positions is a 400. */
+static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_response *rs) {
+    as_error err = {0};
+    as_encode_opts eo = {.max_len = 0, .truncate = 0};
+    as_status st = as_encode(sm->m, q->text, q->text_b, &eo, enc, &err);
+    if (st == AS_OK) return 0;
+    api_error(rs, st == AS_ERR_INPUT ? 400 : 500, "text: %s", err.msg);
+    return -1;
+}
+
+/* ---- tokens ---------------------------------------------------------------- */
+
+static json_t *tokens_json(const as_model *m, const as_encoding *enc) {
+    json_t *arr = json_array();
+    int seg = 0;
+    for (int i = 0; i < enc->n; i++) {
+        int seq = enc->seq ? enc->seq[i] : 0;
+        if (seq >= 0) seg = seq; /* specials belong to the sentence before them */
+        char *txt = as_model_token_text(m, enc->ids[i]);
+        json_t *t = json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:i, s:i, s:b}", "i", i, "id", (int)enc->ids[i],
+                              "piece", json_utf8(enc->pieces && enc->pieces[i] ? enc->pieces[i] : ""), "text",
+                              json_utf8(txt ? txt : ""), "start", enc->start ? (int)enc->start[i] : -1, "end",
+                              enc->end ? (int)enc->end[i] : -1, "type_id", enc->type_ids ? (int)enc->type_ids[i] : 0,
+                              "segment", seg, "special", seq < 0);
+        free(txt);
+        json_array_append_new(arr, t);
+    }
+    return arr;
+}
+
+static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
+    const srv_model *sm = &s->models[e->model];
+    const as_config *c = as_model_config(sm->m);
+    const as_run *r = e->run;
+    json_t *sizes = json_pack("{s:i, s:i, s:i, s:i, s:i}", "tokens", r->T, "layers", r->L, "heads", r->H,
+                              "d_model", r->D, "d_head", r->Dh);
+    return json_pack("{s:s, s:s, s:b, s:o, s:o, s:b, s:o, s:o, s:o}", "id", e->id, "model", sm->name, "cached",
+                     cached, "text", json_utf8(e->text), "text_b", json_utf8(e->text_b), "causal", c->causal != 0,
+                     "sizes", sizes, "tokens", tokens_json(sm->m, &e->enc), "warning",
+                     e->enc.n_warnings ? json_utf8(e->enc.warning) : json_null());
+}
+
+static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
+    run_req q;
+    as_encoding enc = {0};
+    srv_entry *e = NULL;
+    if (parse_run_body(s, rq, &q, rs)) goto cleanup;
+    e = srv_cache_find(&s->cache, q.model, q.text, q.text_b);
+    if (e) {
+        reply_json(rs, 200, run_json(s, e, 1));
+        goto cleanup;
+    }
+    const srv_model *sm = &s->models[q.model];
+    if (encode(sm, &q, &enc, rs)) goto cleanup;
+    if (!admit(s, rs)) goto cleanup;
+    as_error err = {0};
+    as_run *run = NULL;
+    as_status st = forward(s, sm->m, &enc, CAP_ATTN | CAP_SCORES | CAP_QKV, &run, &err);
+    leave(s);
+    if (st) {
+        api_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
+        goto cleanup;
+    }
+    srv_entry *ne = calloc(1, sizeof *ne);
+    char *t = as_strdup(q.text), *tb = q.text_b ? as_strdup(q.text_b) : NULL;
+    if (!ne || !t || (q.text_b && !tb)) {
+        free(ne);
+        free(t);
+        free(tb);
+        as_run_free(run);
+        api_error(rs, 500, "out of memory");
+        goto cleanup;
+    }
+    ne->model = q.model;
+    ne->text = t;
+    ne->text_b = tb;
+    ne->enc = enc;
+    memset(&enc, 0, sizeof enc);
+    ne->run = run;
+    e = srv_cache_put(&s->cache, ne);
+    reply_json(rs, 200, run_json(s, e, 0));
+cleanup:
+    srv_cache_release(&s->cache, e);
+    as_encoding_free(&enc);
+    json_decref(q.root);
+}
+
+/* ---- tensors for a cached run ------------------------------------------------ */
+
+/* Parses "a-b" or "a" into [lo, hi] within [0, n). NULL s = the whole range. */
+static int parse_range(const char *s, int n, int *lo, int *hi) {
+    if (!s) {
+        *lo = 0;
+        *hi = n - 1;
+        return 0;
+    }
+    char *end;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    long a = strtol(s, &end, 10), b = a;
+    if (errno) return -1;
+    if (*end == '-') {
+        const char *p = end + 1;
+        if (*p < '0' || *p > '9') return -1;
+        b = strtol(p, &end, 10);
+        if (errno) return -1;
+    }
+    if (*end || a < 0 || b < a || b >= n) return -1;
+    *lo = (int)a;
+    *hi = (int)b;
+    return 0;
+}
+
+static const char *q_get(const srv_request *rq, const char *key) {
+    return rq->query ? rq->query(rq->query_ctx, key) : NULL;
+}
+
+static void reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta) {
+    as_error err = {0};
+    unsigned char *buf;
+    size_t len;
+    as_status st = srv_tb_write(t, n, meta, &buf, &len, &err);
+    json_decref(meta);
+    if (st) {
+        api_error(rs, 500, "%s", err.msg);
+        return;
+    }
+    free(rs->body);
+    memset(rs, 0, sizeof *rs);
+    rs->status = 200;
+    rs->mime = TENSOR_MIME;
+    rs->body = buf;
+    rs->len = len;
+}
+
+static void route_attention(srv_state *s, const srv_entry *e, const srv_request *rq, srv_response *rs) {
+    const as_run *r = e->run;
+    int l0, l1, h0, h1;
+    if (parse_range(q_get(rq, "layers"), r->L, &l0, &l1)) {
+        api_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
+        return;
+    }
+    if (parse_range(q_get(rq, "heads"), r->H, &h0, &h1)) {
+        api_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
+        return;
+    }
+    int dt = srv_tb_dtype_parse(q_get(rq, "dtype"));
+    if (dt < 0) {
+        api_error(rs, 400, "query 'dtype': expected f16, u8 or f32");
+        return;
+    }
+    int nl = l1 - l0 + 1, nh = h1 - h0 + 1;
+    const float **parts = malloc(sizeof *parts * (size_t)nl * (size_t)nh);
+    if (!parts) {
+        api_error(rs, 500, "out of memory");
+        return;
+    }
+    for (int l = 0; l < nl; l++)
+        for (int h = 0; h < nh; h++) parts[l * nh + h] = as_run_attn(r, l0 + l, h0 + h);
+    srv_tb_tensor t = {.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4,
+                       .shape = {nl, nh, r->T, r->T}, .parts = parts, .n_parts = nl * nh,
+                       .part_len = (size_t)r->T * (size_t)r->T};
+    json_t *meta = json_pack("{s:s, s:[i,i], s:[i,i], s:i}", "run", e->id, "layers", l0, l1, "heads", h0, h1,
+                             "tokens", r->T);
+    reply_tensors(rs, &t, 1, meta);
+    free(parts);
+}
+
+static int parse_index(const char *s, int n, int *out) {
+    int lo, hi;
+    if (!s || parse_range(s, n, &lo, &hi) || lo != hi) return -1;
+    *out = lo;
+    return 0;
+}
+
+static void route_qk(srv_state *s, const srv_entry *e, const srv_request *rq, srv_response *rs) {
+    const as_run *r = e->run;
+    int l, h;
+    if (parse_index(q_get(rq, "layer"), r->L, &l)) {
+        api_error(rs, 400, "query 'layer': expected an integer in [0, %d)", r->L);
+        return;
+    }
+    if (parse_index(q_get(rq, "head"), r->H, &h)) {
+        api_error(rs, 400, "query 'head': expected an integer in [0, %d)", r->H);
+        return;
+    }
+    const float *q = as_run_q(r, l, h), *k = as_run_k(r, l, h), *sc = as_run_scores(r, l, h),
+                *at = as_run_attn(r, l, h);
+    if (!q || !k || !sc || !at) {
+        api_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
+        return;
+    }
+    size_t T = (size_t)r->T, Dh = (size_t)r->Dh;
+    srv_tb_tensor t[4] = {
+        {.name = "q", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->Dh}, .parts = &q, .n_parts = 1, .part_len = T * Dh},
+        {.name = "k", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->Dh}, .parts = &k, .n_parts = 1, .part_len = T * Dh},
+        {.name = "scores", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->T}, .parts = &sc, .n_parts = 1, .part_len = T * T},
+        {.name = "attention", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->T}, .parts = &at, .n_parts = 1, .part_len = T * T},
+    };
+    json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f}", "run", e->id, "layer", l, "head", h, "tokens", r->T,
+                             "d_head", r->Dh, "scale", 1.0 / sqrt((double)r->Dh));
+    reply_tensors(rs, t, 4, meta);
+}
+
+/* ---- masked-token predictions --------------------------------------------------- */
+
+static int is_mask_piece(const char *p) { return p && (!strcmp(p, "[MASK]") || !strcmp(p, "<mask>")); }
+
+static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
+    run_req q;
+    as_encoding enc = {0};
+    as_run *run = NULL;
+    json_t *preds = NULL;
+    if (parse_run_body(s, rq, &q, rs)) goto cleanup;
+    const srv_model *sm = &s->models[q.model];
+    int k = 5;
+    json_t *jk = json_object_get(q.root, "k");
+    if (jk) {
+        if (!json_is_integer(jk) || json_integer_value(jk) < 1 || json_integer_value(jk) > SRV_MAX_TOPK) {
+            api_error(rs, 400, "field 'k': expected an integer in [1, %d]", SRV_MAX_TOPK);
+            goto cleanup;
+        }
+        k = (int)json_integer_value(jk);
+    }
+    if (!(as_model_heads(sm->m) & HEAD_MLM)) {
+        api_error(rs, 400, "model '%s' has no masked-language-model head", sm->name);
+        goto cleanup;
+    }
+    if (encode(sm, &q, &enc, rs)) goto cleanup;
+    int n_mask = 0;
+    for (int i = 0; i < enc.n; i++) n_mask += is_mask_piece(enc.pieces ? enc.pieces[i] : NULL);
+    if (!n_mask) {
+        api_error(rs, 400, "text: no mask token ([MASK] or <mask>) found");
+        goto cleanup;
+    }
+    if (!admit(s, rs)) goto cleanup;
+    as_error err = {0};
+    as_status st = forward(s, sm->m, &enc, CAP_LOGITS, &run, &err);
+    leave(s);
+    if (st) {
+        api_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
+        goto cleanup;
+    }
+    if (!run->logits || run->logits_head != HEAD_MLM || run->logits_rows != enc.n) {
+        api_error(rs, 400, "model '%s': its logits come from another task head, not the masked-LM head",
+                  sm->name);
+        goto cleanup;
+    }
+    int V = run->logits_cols;
+    if (k > V) k = V;
+    preds = json_array();
+    for (int i = 0; i < enc.n; i++) {
+        if (!is_mask_piece(enc.pieces[i])) continue;
+        const float *row = run->logits + (size_t)i * (size_t)V;
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+        double z = 0;
+        for (int v = 0; v < V; v++) z += exp((double)(row[v] - mx));
+        int best[SRV_MAX_TOPK];
+        int nb = 0;
+        for (int v = 0; v < V; v++) { /* insertion into a k-sorted list */
+            if (nb == k && row[v] <= row[best[k - 1]]) continue;
+            int j = nb < k ? nb++ : k - 1;
+            while (j > 0 && row[best[j - 1]] < row[v]) {
+                best[j] = best[j - 1];
+                j--;
+            }
+            best[j] = v;
+        }
+        json_t *top = json_array();
+        for (int j = 0; j < nb; j++) {
+            char *txt = as_model_token_text(sm->m, best[j]);
+            json_array_append_new(top, json_pack("{s:i, s:o, s:f, s:f}", "id", best[j], "text",
+                                                 json_utf8(txt ? txt : ""), "prob",
+                                                 exp((double)(row[best[j]] - mx)) / z, "logit",
+                                                 (double)row[best[j]]));
+            free(txt);
+        }
+        json_array_append_new(preds, json_pack("{s:i, s:o}", "position", i, "top", top));
+    }
+    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "model", sm->name, "tokens", tokens_json(sm->m, &enc),
+                                  "predictions", preds));
+    preds = NULL;
+cleanup:
+    json_decref(preds);
+    as_run_free(run);
+    as_encoding_free(&enc);
+    json_decref(q.root);
+}
+
+/* ---- router -------------------------------------------------------------------- */
+
+static int method_is(const srv_request *rq, const char *m) { return !strcmp(rq->method, m); }
+static int is_get(const srv_request *rq) { return method_is(rq, "GET") || method_is(rq, "HEAD"); }
+
+static void wrong_method(srv_response *rs, const char *allow) {
+    api_error(rs, 405, "method not allowed (allowed: %s)", allow);
+    rs->allow = allow;
+}
+
+/* /api/v1/runs/{id}[/attention|/qk]; rest is the part after "runs/". */
+static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
+    const char *slash = strchr(rest, '/');
+    size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
+    const char *sub = slash ? slash + 1 : "";
+    if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk")) {
+        api_error(rs, 404, "no such route");
+        return;
+    }
+    if (!is_get(rq)) {
+        wrong_method(rs, "GET, HEAD");
+        return;
+    }
+    char id[SRV_RUN_ID_LEN + 1];
+    if (idn != SRV_RUN_ID_LEN || strspn(rest, "0123456789abcdef") < idn) {
+        api_error(rs, 404, "run not found (ids are %d hex digits)", SRV_RUN_ID_LEN);
+        return;
+    }
+    memcpy(id, rest, idn);
+    id[idn] = 0;
+    srv_entry *e = srv_cache_get(&s->cache, id);
+    if (!e) {
+        api_error(rs, 404, "run %s not found (evicted or never made); POST /api/v1/run again", id);
+        return;
+    }
+    if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
+    else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
+    else route_qk(s, e, rq, rs);
+    srv_cache_release(&s->cache, e);
+}
+
+void api_handle(srv_state *s, const srv_request *rq, srv_response *rs) {
+    const char *p = rq->path, *pre = "/api/v1/runs/";
+    if (!strcmp(p, "/api/v1/models")) {
+        if (is_get(rq)) route_models(s, rs);
+        else wrong_method(rs, "GET, HEAD");
+    } else if (!strcmp(p, "/api/v1/run")) {
+        if (method_is(rq, "POST")) route_run(s, rq, rs);
+        else wrong_method(rs, "POST");
+    } else if (!strcmp(p, "/api/v1/mlm")) {
+        if (method_is(rq, "POST")) route_mlm(s, rq, rs);
+        else wrong_method(rs, "POST");
+    } else if (!strncmp(p, pre, strlen(pre))) {
+        route_runs(s, rq, p + strlen(pre), rs);
+    } else {
+        api_error(rs, 404, "no such route");
+    }
+}

@@ -1,0 +1,53 @@
+/* cache.h — the server's run cache: finished runs (encoding + captured tensors)
+ * keyed by (model, text, text_b), bounded by SRV_MAX_CACHED_RUNS entries and
+ * SRV_MAX_CACHE_BYTES captured bytes, least recently used evicted first. Entries
+ * are reference counted so a request can keep reading one that another request
+ * evicts. Thread-safe (one mutex). It does not run models or speak HTTP.
+ */
+#ifndef AS_SRV_CACHE_H
+#define AS_SRV_CACHE_H
+
+#include "core/core.h"
+
+#include <pthread.h>
+
+#define SRV_MAX_CACHED_RUNS 16
+#define SRV_MAX_CACHE_BYTES ((size_t)2 << 30) /* 2 GiB of captured tensors */
+#define SRV_RUN_ID_LEN 16                     /* hex digits */
+
+typedef struct srv_entry {
+    char id[SRV_RUN_ID_LEN + 1]; /* hex, unique for the server's lifetime */
+    int model;                   /* index into the server's models */
+    char *text, *text_b;         /* owned; text_b may be NULL */
+    as_encoding enc;             /* owned */
+    as_run *run;                 /* owned: CAP_ATTN | CAP_SCORES | CAP_QKV, all layers and heads */
+    int refs;                    /* cache's own reference + readers */
+    int in_cache;
+    struct srv_entry *prev, *next; /* LRU list, most recent first */
+} srv_entry;
+
+typedef struct {
+    pthread_mutex_t mu;
+    srv_entry *head, *tail;
+    int n;
+    size_t bytes;
+    size_t max_bytes;
+    int max_entries;
+    uint64_t next_id;
+} srv_cache;
+
+void srv_cache_init(srv_cache *c, int max_entries, size_t max_bytes);
+/* Frees every entry (no request may still hold one). */
+void srv_cache_free(srv_cache *c);
+/* Finds by key or id; returns a referenced entry (release with srv_cache_release) or NULL. */
+srv_entry *srv_cache_find(srv_cache *c, int model, const char *text, const char *text_b);
+srv_entry *srv_cache_get(srv_cache *c, const char *id);
+/* Takes ownership of e (its text, enc and run), assigns an id and inserts it, evicting
+ * least recently used entries beyond the bounds. When an entry with the same key was
+ * inserted meanwhile, e is freed and that one returned. Returns a referenced entry. */
+srv_entry *srv_cache_put(srv_cache *c, srv_entry *e);
+void srv_cache_release(srv_cache *c, srv_entry *e);
+/* Frees an entry that was never put (refs == 0). */
+void srv_entry_free(srv_entry *e);
+
+#endif

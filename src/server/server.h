@@ -1,0 +1,38 @@
+/* server.h — `attnscope serve`: an HTTP server (libmicrohttpd) that serves the
+ * embedded web explorer and the versioned JSON + binary-tensor API under /api/v1
+ * (see docs/server.md). It does not parse command lines (src/cli/cmd_serve.c does)
+ * and never reads files other than the model folders it is given.
+ */
+#ifndef AS_SRV_SERVER_H
+#define AS_SRV_SERVER_H
+
+#include "core/core.h"
+
+/* ---- named limits (docs/server.md lists them) ---- */
+#define SRV_MAX_MODELS 16
+#define SRV_MAX_BODY_BYTES (64u * 1024u)  /* request body */
+#define SRV_MAX_ACTIVE_RUNS 2             /* runs admitted at once; more get 503 */
+#define SRV_MAX_CONNECTIONS 64            /* open connections */
+#define SRV_CONNECTION_TIMEOUT_S 60       /* idle connection timeout */
+#define SRV_MAX_TOPK 50                   /* /mlm "k" */
+#define SRV_DEFAULT_PORT 8080
+
+typedef struct {
+    const char *const *model_dirs; /* (n_models) borrowed */
+    int n_models;
+    const char *host;      /* "127.0.0.1" by default */
+    int port;              /* 0 = any free port (the bound port is printed) */
+    int threads;           /* threads per forward; 0 = cores */
+    int max_active_runs;   /* 0 = SRV_MAX_ACTIVE_RUNS */
+    int max_cached_runs;   /* 0 = SRV_MAX_CACHED_RUNS */
+    size_t max_cache_bytes;/* 0 = SRV_MAX_CACHE_BYTES */
+    int test_delay_ms;     /* testing only: sleep inside each admitted run */
+} srv_options;
+
+/* Loads the models, listens, prints "attnscope serve: listening on http://HOST:PORT/"
+ * on stdout and serves until SIGINT or SIGTERM, then shuts down cleanly.
+ * Returns AS_OK after a signal; AS_ERR_INPUT for a bad model folder or host,
+ * AS_ERR_INTERNAL when it cannot listen. */
+as_status srv_serve(const srv_options *o, as_error *err);
+
+#endif

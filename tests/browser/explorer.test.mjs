@@ -1,0 +1,370 @@
+// explorer.test.mjs — browser tests of the attnscope explorer: Playwright-core
+// drives Debian's Chromium against the real `attnscope serve` (ATTNSCOPE_BIN) on an
+// ephemeral loopback port. Checks what is drawn (canvas pixels), that toggling a
+// head, switching layer and hovering change it, that the neuron view's numbers are
+// the engine's (API and `attnscope run --format json`), URL state, SVG/PNG export,
+// and a 512-token input. Screenshots go to tests/browser/artifacts/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+const BIN = process.env.ATTNSCOPE_BIN;
+const ART = join(HERE, 'artifacts');
+const DEMO = join(ROOT, 'models', 'demo-bert');
+const TEXT_A = 'the quick brown fox jumps over the lazy dog';
+const TEXT_B = 'it was not amused';
+
+let server, base, browser, ctx, page, tmp;
+
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(BIN, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve({ p, url: m[1] });
+      }
+    });
+    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
+  });
+}
+
+before(async () => {
+  assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
+  mkdirSync(ART, { recursive: true });
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-browser-'));
+  execFileSync(process.execPath, [join(HERE, 'make_long_model.mjs'), join(tmp, 'long-bert')]);
+  const s = await startServer(['--model', DEMO, '--model', join(tmp, 'long-bert')]);
+  server = s.p;
+  base = s.url;
+  browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync',
+    ],
+    viewport: { width: 1400, height: 1000 },
+    deviceScaleFactor: 1,
+    acceptDownloads: true,
+  });
+  ctx = browser;
+  page = ctx.pages()[0] ?? (await ctx.newPage());
+  page.on('pageerror', (e) => console.log('pageerror:', e.message));
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) {
+    const done = new Promise((r) => server.on('exit', (code) => r(code)));
+    server.kill('SIGTERM');
+    assert.equal(await done, 0, 'server exits 0 on SIGTERM');
+  }
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+// ---- helpers ----------------------------------------------------------------
+
+/** Pixel statistics of a canvas region (CSS px; deviceScaleFactor is 1). */
+async function pixels(testid, x, y, w, h) {
+  return page.evaluate(
+    ({ testid, x, y, w, h }) => {
+      const c = document.querySelector(`[data-testid="${testid}"]`);
+      const d = c.getContext('2d').getImageData(x, y, w, h).data;
+      let ink = 0, bluish = 0, reddish = 0, hash = 0;
+      for (let i = 0; i < d.length; i += 4) {
+        const [r, g, b] = [d[i], d[i + 1], d[i + 2]];
+        hash = (hash * 31 + r + 7 * g + 13 * b) >>> 0;
+        if (r + g + b > 735) continue;
+        ink++;
+        if (b > r + 20) bluish++;
+        if (r > b + 20) reddish++;
+      }
+      return { ink, bluish, reddish, hash, n: d.length / 4 };
+    },
+    { testid, x, y, w, h },
+  );
+}
+
+/** Polls a region's pixel statistics until pred holds (or 10 s pass); returns the last. */
+async function waitPixels(testid, region, pred) {
+  let p;
+  for (let i = 0; i < 100; i++) {
+    p = await pixels(testid, ...region);
+    if (pred(p)) break;
+    await page.waitForTimeout(100);
+  }
+  return p;
+}
+
+async function shot(name) {
+  await page.screenshot({ path: join(ART, `${name}.png`), fullPage: true });
+}
+
+async function waitHint(text) {
+  await page.waitForFunction((t) => document.body.innerText.includes(t), text, { timeout: 30_000 });
+}
+
+async function runText(model, a, b) {
+  await page.selectOption('[data-testid=model]', model);
+  await page.fill('[data-testid=text]', a);
+  await page.fill('[data-testid=text-b]', b);
+  await page.click('[data-testid=run]');
+}
+
+async function download(testid) {
+  const [d] = await Promise.all([page.waitForEvent('download'), page.click(`[data-testid=${testid}]`)]);
+  return { name: d.suggestedFilename(), bytes: readFileSync(await d.path()) };
+}
+
+function checkExports(svg, png, minWidth) {
+  const s = svg.bytes.toString('utf8');
+  assert.ok(s.startsWith('<?xml'), 'SVG starts with an XML declaration');
+  assert.match(s, /<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+  assert.ok(s.trimEnd().endsWith('</svg>'));
+  assert.deepEqual([...png.bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature');
+  assert.equal(png.bytes.subarray(12, 16).toString('latin1'), 'IHDR');
+  const w = png.bytes.readUInt32BE(16);
+  assert.ok(w >= minWidth, `PNG width ${w} >= ${minWidth} (publication resolution)`);
+}
+
+async function api(path, body) {
+  const r = await fetch(`${base}${path}`, body ? { method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } } : {});
+  return r;
+}
+
+function decodeTensors(buf) {
+  const b = Buffer.from(buf);
+  assert.equal(b.subarray(0, 4).toString('latin1'), 'ASTB');
+  const n = b.readUInt32LE(4);
+  const hdr = JSON.parse(b.subarray(8, 8 + n).toString('utf8'));
+  const out = {};
+  for (const t of hdr.tensors) {
+    assert.equal(t.dtype, 'f32');
+    const count = t.shape.reduce((x, y) => x * y, 1);
+    const a = new Float32Array(count);
+    for (let i = 0; i < count; i++) a[i] = b.readFloatLE(8 + n + t.offset + 4 * i);
+    out[t.name] = { shape: t.shape, data: a };
+  }
+  return { meta: hdr.meta, t: out };
+}
+
+// Head view geometry for 4 heads (web/src/lib/headview.ts headLayout).
+const LEFT_X = 4 * 14 + 8 + 120 + 8;
+const LINE_X1 = LEFT_X + 6;
+const LINE_X2 = LINE_X1 + 260;
+
+// ---- tests ------------------------------------------------------------------
+
+test('head view renders lines and tokens', async () => {
+  await page.goto(`${base}/`);
+  await page.waitForSelector('[data-testid=model] option', { state: 'attached' });
+  await runText('demo-bert', TEXT_A, TEXT_B);
+  await page.waitForSelector('[data-testid=head-canvas]');
+  await waitHint('drawn in');
+  const lines = await pixels('head-canvas', LINE_X1 + 10, 30, LINE_X2 - LINE_X1 - 20, 400);
+  const labels = await pixels('head-canvas', LEFT_X - 100, 30, 100, 400);
+  const empty = await pixels('head-canvas', LINE_X2 + 6 + 120 + 4, 30, 4 * 14, 400); // where per-head bars go: empty before hovering
+  assert.ok(lines.ink > 2000, `lines drawn (${lines.ink} px)`);
+  assert.ok(labels.ink > 200, `query labels drawn (${labels.ink} px)`);
+  assert.equal(empty.ink, 0, 'nothing right of the key labels before hovering');
+  const status = await page.textContent('[data-testid=status]');
+  assert.match(status, /\d+ tokens/);
+  await shot('head-view');
+});
+
+test('toggling heads, layers and hovering change what is drawn', async () => {
+  const region = [LINE_X1 + 10, 30, LINE_X2 - LINE_X1 - 20, 400];
+  const all = await pixels('head-canvas', ...region);
+  await page.dblclick('[data-testid=head-1]'); // only head 1 (orange)
+  await page.waitForFunction(() => document.querySelector('[data-testid=head-0]').getAttribute('aria-pressed') === 'false');
+  const only1 = await pixels('head-canvas', ...region);
+  assert.ok(only1.ink < all.ink, 'fewer lines with one head');
+  assert.ok(only1.reddish > 5 * Math.max(1, only1.bluish), `head 1 is orange (${only1.reddish} vs ${only1.bluish})`);
+  await page.click('[data-testid=head-0]'); // add head 0 (blue)
+  await page.waitForFunction(() => document.querySelector('[data-testid=head-0]').getAttribute('aria-pressed') === 'true');
+  const with0 = await pixels('head-canvas', ...region);
+  assert.ok(with0.bluish > only1.bluish + 200, `head 0 adds blue lines (${only1.bluish} -> ${with0.bluish})`);
+  assert.match(page.url(), /heads=0%2C1|heads=0,1/);
+  await shot('head-view-heads-0-1');
+
+  await page.selectOption('[data-testid=layer]', '1');
+  await waitHint('drawn in');
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('layer') === '1');
+  const layer1 = await waitPixels('head-canvas', region, (p) => p.hash !== with0.hash && p.ink > 1000);
+  assert.notEqual(layer1.hash, with0.hash, 'layer 1 draws differently from layer 0');
+
+  // hover the query token 2 ("quick"): only its links, plus per-head bars on the right
+  const rowH = 20, top = 28;
+  await page.hover('[data-testid=head-canvas]', { position: { x: LEFT_X - 20, y: top + 2 * rowH + rowH / 2 } });
+  const hovered = await waitPixels('head-canvas', region, (p) => p.ink < layer1.ink / 2);
+  assert.ok(hovered.ink < layer1.ink / 2, `hover keeps only one token's links (${layer1.ink} -> ${hovered.ink})`);
+  const bars = await pixels('head-canvas', LINE_X2 + 6 + 120 + 4, 30, 2 * 14, 400);
+  assert.ok(bars.ink > 20, 'per-head weight bars next to the keys');
+  await shot('head-view-hover');
+  await page.mouse.move(5, 5);
+});
+
+test('URL state reloads the same view', async () => {
+  await page.click('[data-testid=tab-neuron]');
+  await page.selectOption('[data-testid=n-head]', '2');
+  await page.selectOption('[data-testid=n-token]', '3');
+  await page.waitForSelector('[data-testid=neuron-table]');
+  const url = page.url();
+  const q = new URL(url).searchParams;
+  assert.equal(q.get('view'), 'neuron');
+  assert.equal(q.get('layer'), '1');
+  assert.equal(q.get('head'), '2');
+  assert.equal(q.get('token'), '3');
+  assert.equal(q.get('text'), TEXT_A);
+  assert.equal(q.get('text_b'), TEXT_B);
+  await page.goto('about:blank');
+  await page.goto(url);
+  await page.waitForSelector('[data-testid=neuron-table]');
+  assert.equal(await page.inputValue('[data-testid=text]'), TEXT_A);
+  assert.equal(await page.inputValue('[data-testid=n-layer]'), '1');
+  assert.equal(await page.inputValue('[data-testid=n-head]'), '2');
+  assert.equal(await page.inputValue('[data-testid=n-token]'), '3');
+});
+
+test("neuron view shows the engine's scores and softmax", async () => {
+  const rows = await page.$$eval('[data-testid=neuron-table] tbody tr', (trs) =>
+    trs.map((tr) => {
+      const td = tr.querySelectorAll('td');
+      return { key: +td[0].textContent, score: td[2].textContent.trim(), softmax: td[3].textContent.trim(),
+               rawScore: +td[2].dataset.score, rawSoftmax: +td[3].dataset.softmax };
+    }),
+  );
+  assert.ok(rows.length > 10);
+  assert.ok((await page.textContent('body')).includes('q·k/√d'), 'the UI states the 1/√d scaling');
+  // the API's values for the same run
+  const run = await (await api('/api/v1/run', { model: 'demo-bert', text: TEXT_A, text_b: TEXT_B })).json();
+  assert.equal(run.cached, true, 'the run is served from the cache');
+  const { meta, t } = decodeTensors(await (await api(`/api/v1/runs/${run.id}/qk?layer=1&head=2`)).arrayBuffer());
+  const T = meta.tokens;
+  assert.equal(rows.length, T);
+  // and the CLI's
+  const cli = JSON.parse(execFileSync(BIN, ['run', '--model', DEMO, '--text', TEXT_A, '--text-b', TEXT_B, '--layer', '1', '--head', '2',
+    '--capture', 'attn,scores', '--format', 'json', '--threads', '2', '--quiet'], { maxBuffer: 1 << 26 }).toString());
+  let sum = 0;
+  for (const r of rows) {
+    const s = t.scores.data[3 * T + r.key];
+    const a = t.attention.data[3 * T + r.key];
+    assert.equal(r.rawScore, s, `score of key ${r.key} is the API's`);
+    assert.equal(r.rawSoftmax, a, `softmax of key ${r.key} is the API's`);
+    assert.equal(r.score, s.toFixed(4));
+    assert.equal(r.softmax, a.toFixed(4));
+    assert.ok(Math.abs(cli.attention_scores[0][0][3][r.key] - s) < 1e-5, 'score matches attnscope run');
+    assert.ok(Math.abs(cli.attentions[0][0][3][r.key] - a) < 1e-6, 'softmax matches attnscope run');
+    sum += a;
+  }
+  assert.ok(Math.abs(sum - 1) < 1e-4, 'softmax sums to 1');
+  const before_ = await pixels('neuron-canvas', 100, 120, 500, 300);
+  assert.ok(before_.ink > 1000, 'vectors drawn');
+  assert.ok(before_.bluish > 100 && before_.reddish > 100, 'positive blue and negative orange cells');
+  await page.check('[data-testid=n-sort]');
+  const sorted = await waitPixels('neuron-canvas', [100, 120, 500, 300], (p) => p.hash !== before_.hash);
+  assert.notEqual(sorted.hash, before_.hash, 'sorting dimensions reorders the columns');
+  await shot('neuron-view');
+  const svg = await download('export-svg');
+  const png = await download('export-png');
+  assert.match(svg.name, /^attnscope-neuron-L1H2\.svg$/);
+  checkExports(svg, png, 1500);
+});
+
+test('model view: thumbnails, open one large, heat-map mode, export', async () => {
+  await page.click('[data-testid=tab-model]');
+  await page.waitForSelector('[data-testid=grid-canvas]');
+  await waitHint('loaded and drawn');
+  // 2 layers x 4 heads; cell size from ModelView: clamp(floor(1100/4)-6, 48, 110) = 110, gap 6, left 56, top 22
+  const cell = 110, gap = 6, left = 56, top = 22;
+  for (let l = 0; l < 2; l++)
+    for (let h = 0; h < 4; h++) {
+      const p = await pixels('grid-canvas', left + h * (cell + gap) + 4, top + l * (cell + gap) + 4, cell - 8, cell - 8);
+      assert.ok(p.ink > 50, `thumbnail L${l} H${h} drawn (${p.ink} px)`);
+    }
+  await page.click('[data-testid=grid-canvas]', { position: { x: left + 2 * (cell + gap) + 50, y: top + 1 * (cell + gap) + 50 } });
+  await page.waitForSelector('[data-testid=matrix-canvas]');
+  assert.match(await page.textContent('h3'), /Layer 1, head 2/);
+  const lines = await pixels('grid-canvas', left, top, 4 * (cell + gap), 2 * (cell + gap));
+  await page.selectOption('[data-testid=grid-mode]', 'matrix');
+  const heat = await waitPixels('grid-canvas', [left, top, 4 * (cell + gap), 2 * (cell + gap)], (p) => p.hash !== lines.hash && p.bluish > 1000);
+  assert.notEqual(heat.hash, lines.hash, 'heat-map mode draws differently');
+  assert.ok(heat.bluish > 1000, 'heat maps are blue');
+  const big = await pixels('matrix-canvas', 110, 110, 200, 200);
+  assert.ok(big.ink > 1000, 'large heat map drawn');
+  await shot('model-view');
+  const svg = await download('export-svg');
+  const png = await download('export-png');
+  checkExports(svg, png, 3 * 400);
+  assert.match(svg.bytes.toString('utf8'), /<image /, 'heat maps embedded as images in the SVG');
+});
+
+test('head view export', async () => {
+  await page.click('[data-testid=tab-head]');
+  await waitHint('drawn in');
+  const svg = await download('export-svg');
+  const png = await download('export-png');
+  checkExports(svg, png, 3 * 500);
+  const s = svg.bytes.toString('utf8');
+  assert.ok(s.includes('>quick</text>'), 'token labels in the SVG');
+  assert.ok(/<path d="M/.test(s), 'links in the SVG');
+});
+
+test('a 512-token input renders and stays interactive', async () => {
+  const words = 'the king is dead long live the king and all his men'.split(' ');
+  const a = [], b = [];
+  for (let i = 0; i < 300; i++) a.push(words[i % words.length]);
+  for (let i = 0; i < 209; i++) b.push(words[(i + 3) % words.length]);
+  const t0 = Date.now();
+  await runText('long-bert', a.join(' '), b.join(' '));
+  await page.waitForFunction(() => /512 tokens/.test(document.querySelector('[data-testid=status]').textContent), null, { timeout: 60_000 });
+  await page.waitForFunction(() => /512 tokens · drawn in/.test(document.body.innerText), null, { timeout: 60_000 });
+  const firstRender = Date.now() - t0;
+  const lines = await pixels('head-canvas', 4 * 14 + 8 + 128 + 16, 30, 240, 600);
+  assert.ok(lines.ink > 2000, `512-token head view drawn (${lines.ink} px)`);
+  // hover response: time from a mouse move to the redrawn frame
+  const hoverMs = await page.evaluate(async () => {
+    const c = document.querySelector('[data-testid=head-canvas]');
+    const r = c.getBoundingClientRect();
+    const t = performance.now();
+    c.dispatchEvent(new MouseEvent('mousemove', { clientX: r.left + 150, clientY: r.top + 28 + 10 * 14 + 7, bubbles: true }));
+    await new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
+    return performance.now() - t;
+  });
+  const drawMs = +(/drawn in ([\d.]+) ms/.exec(await page.textContent('body'))[1]);
+  console.log(`512 tokens: first render ${firstRender} ms (run + fetch + draw), head view draw ${drawMs} ms, hover -> frame ${hoverMs.toFixed(1)} ms`);
+  assert.ok(drawMs < 500, `head view draw ${drawMs} ms`);
+  assert.ok(hoverMs < 500, `hover response ${hoverMs} ms`);
+  // scrolling the virtualised columns redraws other rows
+  const before_ = await pixels('head-canvas', 0, 0, 400, 600);
+  await page.$eval('[data-testid=head-scroll]', (e) => (e.scrollTop = 3000));
+  const after_ = await waitPixels('head-canvas', [0, 0, 400, 600], (p) => p.hash !== before_.hash);
+  assert.notEqual(after_.hash, before_.hash, 'scrolling redraws');
+  await shot('head-view-512');
+  await page.click('[data-testid=tab-model]');
+  await waitHint('loaded and drawn');
+  await shot('model-view-512');
+  await page.click('[data-testid=tab-neuron]');
+  await page.waitForSelector('[data-testid=neuron-table]');
+  const n = await page.$$eval('[data-testid=neuron-table] tbody tr', (trs) => trs.length);
+  assert.equal(n, 64, 'neuron view lists the 64 most attended keys at 512 tokens');
+  await shot('neuron-view-512');
+});
+
+test('API errors are shown, not thrown', async () => {
+  await page.goto(`${base}/?model=demo-bert&text=${encodeURIComponent('word '.repeat(200))}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=status]')?.textContent.includes('maximum'), null, { timeout: 30_000 });
+  await shot('error');
+});

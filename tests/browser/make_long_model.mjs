@@ -1,0 +1,79 @@
+// make_long_model.mjs — writes a small random BERT with 512 positions (2 layers,
+// 4 heads, width 32) and demo-bert's WordPiece vocabulary into a folder, so the
+// browser test can render a 512-token input. Deterministic (seeded).
+// Usage: node make_long_model.mjs OUT_DIR
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const out = process.argv[2];
+if (!out) throw new Error('usage: node make_long_model.mjs OUT_DIR');
+const L = 2, H = 4, D = 32, F = 64, P = 512, V = 2000;
+
+let seed = 12345;
+const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+const normal = () => Math.sqrt(-2 * Math.log(rand() + 1e-12)) * Math.cos(2 * Math.PI * rand());
+
+const tensors = [];
+const add = (name, shape, fill) => {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = fill(i);
+  tensors.push({ name, shape, a });
+};
+const rnd = (s) => () => normal() * s;
+const one = () => 1;
+const zero = () => 0;
+
+add('bert.embeddings.word_embeddings.weight', [V, D], rnd(0.5));
+add('bert.embeddings.position_embeddings.weight', [P, D], rnd(0.5));
+add('bert.embeddings.token_type_embeddings.weight', [2, D], rnd(0.5));
+add('bert.embeddings.LayerNorm.weight', [D], one);
+add('bert.embeddings.LayerNorm.bias', [D], zero);
+for (let l = 0; l < L; l++) {
+  const p = `bert.encoder.layer.${l}.`;
+  for (const m of ['query', 'key', 'value']) {
+    add(`${p}attention.self.${m}.weight`, [D, D], rnd(m === 'value' ? 0.2 : 0.6));
+    add(`${p}attention.self.${m}.bias`, [D], rnd(0.1));
+  }
+  add(`${p}attention.output.dense.weight`, [D, D], rnd(0.2));
+  add(`${p}attention.output.dense.bias`, [D], zero);
+  add(`${p}attention.output.LayerNorm.weight`, [D], one);
+  add(`${p}attention.output.LayerNorm.bias`, [D], zero);
+  add(`${p}intermediate.dense.weight`, [F, D], rnd(0.2));
+  add(`${p}intermediate.dense.bias`, [F], zero);
+  add(`${p}output.dense.weight`, [D, F], rnd(0.2));
+  add(`${p}output.dense.bias`, [D], zero);
+  add(`${p}output.LayerNorm.weight`, [D], one);
+  add(`${p}output.LayerNorm.bias`, [D], zero);
+}
+
+const header = {};
+let off = 0;
+for (const t of tensors) {
+  header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [off, off + t.a.byteLength] };
+  off += t.a.byteLength;
+}
+let h = JSON.stringify(header);
+while ((8 + h.length) % 8) h += ' ';
+const buf = Buffer.alloc(8 + h.length + off);
+buf.writeBigUInt64LE(BigInt(h.length), 0);
+buf.write(h, 8, 'latin1');
+let pos = 8 + h.length;
+for (const t of tensors) {
+  Buffer.from(t.a.buffer).copy(buf, pos);
+  pos += t.a.byteLength;
+}
+mkdirSync(out, { recursive: true });
+writeFileSync(join(out, 'model.safetensors'), buf);
+writeFileSync(
+  join(out, 'config.json'),
+  JSON.stringify({
+    architectures: ['BertModel'], model_type: 'bert', hidden_act: 'gelu', hidden_size: D,
+    intermediate_size: F, num_attention_heads: H, num_hidden_layers: L, max_position_embeddings: P,
+    type_vocab_size: 2, vocab_size: V, layer_norm_eps: 1e-12, pad_token_id: 0,
+  }, null, 2),
+);
+writeFileSync(join(out, 'tokenizer_config.json'), JSON.stringify({ do_lower_case: true, model_max_length: P }));
+copyFileSync(join(ROOT, 'models', 'demo-bert', 'vocab.txt'), join(out, 'vocab.txt'));

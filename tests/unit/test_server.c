@@ -1,0 +1,890 @@
+/* test_server.c — HTTP tests of `attnscope serve`: starts the real binary
+ * (AS_BINARY) on 127.0.0.1 with an ephemeral port (--port 0, the bound port read
+ * from its stdout), calls every route over plain sockets and checks status codes,
+ * JSON fields, the binary tensor container against `attnscope run --format json`
+ * of the same text, every named limit, hostile input (bad JSON, invalid UTF-8,
+ * deep nesting, huge bodies, path traversal, bad ranges) and a clean exit 0 on
+ * SIGTERM/SIGINT (under ASan this also catches leaks at shutdown).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef AS_SOURCE_DIR
+#define AS_SOURCE_DIR "."
+#endif
+#ifndef AS_BINARY
+#define AS_BINARY "build/attnscope"
+#endif
+
+#define DEMO AS_SOURCE_DIR "/models/demo-bert"
+#define MLM_FIXTURE AS_SOURCE_DIR "/tests/ref/fixtures/models/bert_noprefix_mlm"
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- a server process -------------------------------------------------------- */
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char err_path[256]; /* its stderr */
+} server;
+
+/* Starts AS_BINARY serve with extra args (NULL-terminated); returns 0 and fills s. */
+static int server_start(server *s, const char *const *args) {
+    memset(s, 0, sizeof *s);
+    static int seq = 0;
+    snprintf(s->err_path, sizeof s->err_path, "/tmp/attnscope_test_server_%d_%d.err", (int)getpid(), seq++);
+    int out[2];
+    if (pipe(out)) return -1;
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = AS_BINARY;
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--threads";
+    argv[n++] = "2";
+    for (int i = 0; args && args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(out[1], 1);
+        FILE *e = fopen(s->err_path, "w");
+        if (e) dup2(fileno(e), 2);
+        close(out[0]);
+        close(out[1]);
+        execv(AS_BINARY, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    s->pid = pid;
+    char buf[4096];
+    size_t len = 0;
+    double t0 = (double)time(NULL);
+    while (len < sizeof buf - 1 && time(NULL) - t0 < 60) {
+        struct pollfd p = {.fd = out[0], .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0) continue;
+        ssize_t r = read(out[0], buf + len, sizeof buf - 1 - len);
+        if (r <= 0) break;
+        len += (size_t)r;
+        buf[len] = 0;
+        const char *u = strstr(buf, "listening on http://"); /* ...http://HOST:PORT/ */
+        const char *nl = u ? strchr(u, '\n') : NULL;
+        if (nl) {
+            const char *c = nl;
+            while (c > u && *c != ':') c--;
+            s->port = atoi(c + 1);
+            break;
+        }
+    }
+    /* Keep draining stdout in the background is unnecessary: the server prints
+     * only at start and stop, which fits the pipe buffer. */
+    close(out[0]);
+    return s->port > 0 ? 0 : -1;
+}
+
+/* Sends sig and returns the exit status (or -1 when killed by a signal). */
+static int server_stop(server *s, int sig) {
+    if (!s->pid) return -1;
+    kill(s->pid, sig);
+    int st = 0;
+    for (int i = 0; i < 600; i++) { /* up to 60 s (ASan builds stop slowly) */
+        pid_t r = waitpid(s->pid, &st, WNOHANG);
+        if (r == s->pid) break;
+        sleep_ms(100);
+        if (i == 599) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+        }
+    }
+    s->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strdup(buf);
+}
+
+/* ---- a minimal HTTP/1.1 client ----------------------------------------------- */
+
+typedef struct {
+    int status;
+    char head[8192];   /* status line + headers */
+    unsigned char *body;
+    size_t len;
+} resp;
+
+static void resp_free(resp *r) {
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static int connect_port(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0) return; /* the server may close early (413) */
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads the whole response (the request said Connection: close). */
+static void read_resp(int fd, resp *r) {
+    memset(r, 0, sizeof *r);
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    for (;;) {
+        if (len == cap) buf = realloc(buf, cap *= 2);
+        ssize_t n = recv(fd, buf + len, cap - len, 0);
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    unsigned char *sep = NULL;
+    for (size_t i = 0; i + 3 < len; i++)
+        if (!memcmp(buf + i, "\r\n\r\n", 4)) {
+            sep = buf + i;
+            break;
+        }
+    if (!sep) {
+        free(buf);
+        return;
+    }
+    size_t hl = (size_t)(sep - buf);
+    if (hl >= sizeof r->head) hl = sizeof r->head - 1;
+    memcpy(r->head, buf, hl);
+    r->head[hl] = 0;
+    sscanf(r->head, "HTTP/1.%*d %d", &r->status);
+    r->len = len - (size_t)(sep + 4 - buf);
+    r->body = malloc(r->len + 1);
+    memcpy(r->body, sep + 4, r->len);
+    r->body[r->len] = 0;
+    free(buf);
+}
+
+/* One request; extra: additional header lines ("Name: value\r\n"...) or NULL. */
+static void http(int port, const char *method, const char *path, const char *extra, const void *body,
+                 size_t blen, resp *r) {
+    int fd = connect_port(port);
+    assert_true(fd >= 0);
+    char head[4096];
+    int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s", method,
+                     path, port, extra ? extra : "");
+    if (body) n += snprintf(head + n, sizeof head - (size_t)n, "Content-Type: application/json\r\nContent-Length: %zu\r\n", blen);
+    n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
+    send_all(fd, head, (size_t)n);
+    if (body) send_all(fd, body, blen);
+    read_resp(fd, r);
+    close(fd);
+}
+
+static void get(int port, const char *path, resp *r) { http(port, "GET", path, NULL, NULL, 0, r); }
+static void post(int port, const char *path, const char *json, resp *r) {
+    http(port, "POST", path, NULL, json, strlen(json), r);
+}
+
+static json_t *body_json(const resp *r) {
+    json_error_t e;
+    json_t *j = json_loadb((const char *)r->body, r->len, 0, &e);
+    if (!j) fprintf(stderr, "not JSON (%d): %.200s\n", r->status, r->body ? (const char *)r->body : "");
+    assert_non_null(j);
+    return j;
+}
+
+/* Asserts status and, for errors, a one-line JSON {"error": "..."} body. */
+static void expect_error(const resp *r, int status) {
+    if (r->status != status) fprintf(stderr, "expected %d, got %d: %.300s\n", status, r->status, r->body ? (char *)r->body : "");
+    assert_int_equal(r->status, status);
+    json_t *j = body_json(r);
+    assert_true(json_is_string(json_object_get(j, "error")));
+    assert_true(strlen(json_string_value(json_object_get(j, "error"))) > 0);
+    assert_null(memchr(r->body, '\n', r->len));
+    json_decref(j);
+}
+
+static int header_has(const resp *r, const char *needle) { return strstr(r->head, needle) != NULL; }
+
+/* ---- binary tensors ------------------------------------------------------------- */
+
+typedef struct {
+    json_t *hdr;
+    const unsigned char *data; /* after the header */
+} tb;
+
+static void tb_parse(const resp *r, tb *t) {
+    assert_true(r->len >= 8);
+    assert_memory_equal(r->body, "ASTB", 4);
+    uint32_t n = (uint32_t)r->body[4] | (uint32_t)r->body[5] << 8 | (uint32_t)r->body[6] << 16 | (uint32_t)r->body[7] << 24;
+    assert_true(8 + (size_t)n <= r->len);
+    assert_int_equal((8 + n) % 8, 0);
+    json_error_t e;
+    t->hdr = json_loadb((const char *)r->body + 8, n, 0, &e);
+    assert_non_null(t->hdr);
+    t->data = r->body + 8 + n;
+    json_t *ts = json_object_get(t->hdr, "tensors");
+    size_t i;
+    json_t *x;
+    json_array_foreach(ts, i, x) {
+        size_t off = (size_t)json_integer_value(json_object_get(x, "offset"));
+        size_t nb = (size_t)json_integer_value(json_object_get(x, "nbytes"));
+        assert_int_equal(off % 8, 0);
+        assert_true(8 + n + off + nb <= r->len);
+    }
+}
+
+static json_t *tb_tensor(const tb *t, const char *name) {
+    json_t *ts = json_object_get(t->hdr, "tensors"), *x;
+    size_t i;
+    json_array_foreach(ts, i, x) if (!strcmp(json_string_value(json_object_get(x, "name")), name)) return x;
+    fail_msg("tensor %s missing", name);
+    return NULL;
+}
+
+static float f16(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf(1.0f + (float)m / 1024.0f, e - 15);
+    return s ? -v : v;
+}
+
+/* Element k of tensor x as float. */
+static float tb_at(const tb *t, json_t *x, size_t k) {
+    const unsigned char *p = t->data + json_integer_value(json_object_get(x, "offset"));
+    const char *dt = json_string_value(json_object_get(x, "dtype"));
+    if (!strcmp(dt, "f32")) {
+        float v;
+        memcpy(&v, p + 4 * k, 4);
+        return v;
+    }
+    if (!strcmp(dt, "f16")) return f16((uint16_t)(p[2 * k] | p[2 * k + 1] << 8));
+    return (float)(json_number_value(json_object_get(x, "zero")) + json_number_value(json_object_get(x, "scale")) * p[k]);
+}
+
+/* ---- fixtures ------------------------------------------------------------------- */
+
+static server S;            /* demo-bert (+ an MLM model with a vocabulary, when the fixture exists) */
+static char mlm_dir[256];   /* temp model folder: fixture weights + a generated vocab.txt */
+static int have_mlm;
+
+static int make_mlm_model(void) {
+    struct stat st;
+    if (stat(MLM_FIXTURE "/model.safetensors", &st)) return -1;
+    snprintf(mlm_dir, sizeof mlm_dir, "/tmp/attnscope_mlm_%d/mlm-bert", (int)getpid());
+    char parent[256];
+    snprintf(parent, sizeof parent, "/tmp/attnscope_mlm_%d", (int)getpid());
+    mkdir(parent, 0700);
+    mkdir(mlm_dir, 0700);
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", mlm_dir);
+    symlink(MLM_FIXTURE "/config.json", p);
+    snprintf(p, sizeof p, "%s/model.safetensors", mlm_dir);
+    symlink(MLM_FIXTURE "/model.safetensors", p);
+    snprintf(p, sizeof p, "%s/vocab.txt", mlm_dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return -1;
+    /* 112 entries = the fixture's vocab_size: specials at the fixture's ids. */
+    const char *words[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "ran", "a", "."};
+    int n = 0;
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++, n++) fprintf(f, "%s\n", words[i]);
+    for (char c = 'a'; c <= 'z'; c++, n++) fprintf(f, "%c%c\n", c, c);
+    for (char c = 'a'; c <= 'z'; c++, n++) fprintf(f, "##%c\n", c);
+    while (n < 112) fprintf(f, "w%d\n", n++);
+    fclose(f);
+    return 0;
+}
+
+static void cleanup_mlm(void) {
+    char p[512];
+    const char *names[] = {"config.json", "model.safetensors", "vocab.txt"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", mlm_dir, names[i]);
+        unlink(p);
+    }
+    rmdir(mlm_dir);
+    snprintf(p, sizeof p, "/tmp/attnscope_mlm_%d", (int)getpid());
+    rmdir(p);
+}
+
+static int setup(void **state) {
+    have_mlm = make_mlm_model() == 0;
+    const char *args[] = {"--model", DEMO, "--model", mlm_dir, NULL};
+    if (!have_mlm) args[2] = NULL;
+    if (server_start(&S, args)) {
+        fprintf(stderr, "could not start %s serve: %s\n", AS_BINARY, slurp(S.err_path));
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    int rc = server_stop(&S, SIGTERM);
+    char *err = slurp(S.err_path);
+    if (rc != 0) fprintf(stderr, "server exit status %d; stderr:\n%s\n", rc, err);
+    free(err);
+    unlink(S.err_path);
+    if (have_mlm) cleanup_mlm();
+    return rc == 0 ? 0 : -1;
+}
+
+/* POST /run and return the id (static buffer). */
+static const char *run_id(const char *json, json_t **out) {
+    static char id[64];
+    resp r;
+    post(S.port, "/api/v1/run", json, &r);
+    if (r.status != 200) fprintf(stderr, "run: %d %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    json_t *j = body_json(&r);
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(j, "id")));
+    if (out) *out = j;
+    else json_decref(j);
+    resp_free(&r);
+    return id;
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+static void test_models(void **state) {
+    resp r;
+    get(S.port, "/api/v1/models", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(header_has(&r, "application/json"));
+    json_t *j = body_json(&r), *m = json_array_get(json_object_get(j, "models"), 0);
+    assert_string_equal(json_string_value(json_object_get(m, "name")), "demo-bert");
+    assert_string_equal(json_string_value(json_object_get(m, "arch")), "bert");
+    assert_int_equal(json_integer_value(json_object_get(m, "layers")), 2);
+    assert_int_equal(json_integer_value(json_object_get(m, "heads")), 4);
+    assert_int_equal(json_integer_value(json_object_get(m, "d_model")), 64);
+    assert_int_equal(json_integer_value(json_object_get(m, "max_tokens")), 128);
+    assert_true(json_is_array(json_object_get(m, "heads_present")));
+    json_t *lim = json_object_get(j, "limits");
+    assert_int_equal(json_integer_value(json_object_get(lim, "max_body_bytes")), 65536);
+    assert_int_equal(json_integer_value(json_object_get(lim, "max_active_runs")), 2);
+    if (have_mlm) {
+        json_t *m2 = json_array_get(json_object_get(j, "models"), 1);
+        assert_string_equal(json_string_value(json_object_get(m2, "name")), "mlm-bert");
+        assert_string_equal(json_string_value(json_array_get(json_object_get(m2, "heads_present"), 0)), "mlm");
+    }
+    json_decref(j);
+    resp_free(&r);
+}
+
+static void test_run_and_cache(void **state) {
+    json_t *j;
+    const char *body = "{\"model\":\"demo-bert\",\"text\":\"the king is dead\",\"text_b\":\"long live the king\"}";
+    char id[64];
+    snprintf(id, sizeof id, "%s", run_id(body, &j));
+    assert_int_equal(strlen(id), 16);
+    assert_false(json_is_true(json_object_get(j, "cached")));
+    json_t *sizes = json_object_get(j, "sizes"), *toks = json_object_get(j, "tokens");
+    int T = (int)json_integer_value(json_object_get(sizes, "tokens"));
+    assert_int_equal((int)json_array_size(toks), T);
+    assert_int_equal(json_integer_value(json_object_get(sizes, "layers")), 2);
+    assert_int_equal(json_integer_value(json_object_get(sizes, "heads")), 4);
+    assert_int_equal(json_integer_value(json_object_get(sizes, "d_head")), 16);
+    json_t *t0 = json_array_get(toks, 0), *t1 = json_array_get(toks, 1), *tl = json_array_get(toks, (size_t)T - 1);
+    assert_string_equal(json_string_value(json_object_get(t0, "piece")), "[CLS]");
+    assert_true(json_is_true(json_object_get(t0, "special")));
+    assert_int_equal(json_integer_value(json_object_get(t0, "start")), -1);
+    assert_string_equal(json_string_value(json_object_get(t1, "piece")), "the");
+    assert_int_equal(json_integer_value(json_object_get(t1, "start")), 0);
+    assert_int_equal(json_integer_value(json_object_get(t1, "end")), 3);
+    assert_int_equal(json_integer_value(json_object_get(t1, "segment")), 0);
+    assert_int_equal(json_integer_value(json_object_get(tl, "segment")), 1);
+    assert_int_equal(json_integer_value(json_object_get(tl, "type_id")), 1);
+    json_decref(j);
+    /* same key -> same run, from the cache */
+    run_id(body, &j);
+    assert_true(json_is_true(json_object_get(j, "cached")));
+    assert_string_equal(json_string_value(json_object_get(j, "id")), id);
+    json_decref(j);
+    /* text_b "" or null is the single-sentence key */
+    char a[64], b[64];
+    snprintf(a, sizeof a, "%s", run_id("{\"model\":\"demo-bert\",\"text\":\"hello\",\"text_b\":null}", NULL));
+    snprintf(b, sizeof b, "%s", run_id("{\"model\":\"demo-bert\",\"text\":\"hello\",\"text_b\":\"\"}", NULL));
+    assert_string_equal(a, b);
+    /* GET /runs/{id} returns the run */
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/runs/%s", id);
+    resp r;
+    get(S.port, path, &r);
+    assert_int_equal(r.status, 200);
+    j = body_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "text_b")), "long live the king");
+    json_decref(j);
+    resp_free(&r);
+}
+
+/* Runs the CLI on the same text and returns its JSON (attn + qkv + scores, one layer/head). */
+static json_t *cli_json(const char *text, const char *text_b, int layer, int head) {
+    char out[256], cmd[2048];
+    snprintf(out, sizeof out, "/tmp/attnscope_test_server_cli_%d.json", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --model '%s' --text '%s' --text-b '%s' --layer %d --head %d --capture attn,scores,qkv "
+             "--format json --out '%s' --threads 2 --quiet",
+             AS_BINARY, DEMO, text, text_b, layer, head, out);
+    assert_int_equal(system(cmd), 0);
+    json_error_t e;
+    json_t *j = json_load_file(out, 0, &e);
+    unlink(out);
+    assert_non_null(j);
+    return j;
+}
+
+static float nested(json_t *a, int i, int j) { /* a[0][0][i][j] */
+    return (float)json_number_value(json_array_get(json_array_get(json_array_get(json_array_get(a, 0), 0), (size_t)i), (size_t)j));
+}
+
+static void test_attention_matches_cli(void **state) {
+    const char *ta = "the quick brown fox jumps", *tb_ = "it was not amused";
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"demo-bert\",\"text\":\"%s\",\"text_b\":\"%s\"}", ta, tb_);
+    json_t *run;
+    char id[64];
+    snprintf(id, sizeof id, "%s", run_id(body, &run));
+    int T = (int)json_integer_value(json_object_get(json_object_get(run, "sizes"), "tokens"));
+    json_t *cli = cli_json(ta, tb_, 1, 2);
+    json_t *ref = json_object_get(cli, "attentions"), *ids = json_object_get(cli, "input_ids");
+    assert_int_equal((int)json_array_size(ids), T);
+    for (int i = 0; i < T; i++)
+        assert_int_equal(json_integer_value(json_array_get(ids, (size_t)i)),
+                         json_integer_value(json_object_get(json_array_get(json_object_get(run, "tokens"), (size_t)i), "id")));
+    const char *dtypes[] = {"f32", "f16", "u8"};
+    for (int d = 0; d < 3; d++) {
+        char path[256];
+        snprintf(path, sizeof path, "/api/v1/runs/%s/attention?layers=1&heads=1-3&dtype=%s", id, dtypes[d]);
+        resp r;
+        get(S.port, path, &r);
+        assert_int_equal(r.status, 200);
+        assert_true(header_has(&r, "application/octet-stream"));
+        tb t;
+        tb_parse(&r, &t);
+        json_t *meta = json_object_get(t.hdr, "meta");
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(meta, "layers"), 0)), 1);
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(meta, "heads"), 1)), 3);
+        json_t *x = tb_tensor(&t, "attention");
+        assert_string_equal(json_string_value(json_object_get(x, "dtype")), dtypes[d]);
+        json_t *shape = json_object_get(x, "shape");
+        assert_int_equal(json_integer_value(json_array_get(shape, 0)), 1);
+        assert_int_equal(json_integer_value(json_array_get(shape, 1)), 3);
+        assert_int_equal(json_integer_value(json_array_get(shape, 2)), T);
+        assert_int_equal(json_integer_value(json_array_get(shape, 3)), T);
+        /* head 2 is the second captured head (heads 1-3) */
+        double tol = d == 0 ? 1e-6 : d == 1 ? 1e-3 : json_number_value(json_object_get(x, "scale")) * 0.51 + 1e-6;
+        double maxd = 0;
+        for (int i = 0; i < T; i++) {
+            double rowsum = 0;
+            for (int k = 0; k < T; k++) {
+                float v = tb_at(&t, x, (size_t)T * T + (size_t)i * T + (size_t)k);
+                rowsum += v;
+                double diff = fabs(v - nested(ref, i, k));
+                maxd = diff > maxd ? diff : maxd;
+            }
+            if (d == 0) assert_true(fabs(rowsum - 1.0) < 1e-4);
+        }
+        printf("attention %s vs CLI: max |diff| %.3g (tol %.3g)\n", dtypes[d], maxd, tol);
+        assert_true(maxd <= tol);
+        json_decref(t.hdr);
+        resp_free(&r);
+    }
+    /* q / k / scores for the neuron view */
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/runs/%s/qk?layer=1&head=2", id);
+    resp r;
+    get(S.port, path, &r);
+    assert_int_equal(r.status, 200);
+    tb t;
+    tb_parse(&r, &t);
+    json_t *q = tb_tensor(&t, "q"), *k = tb_tensor(&t, "k"), *sc = tb_tensor(&t, "scores"), *at = tb_tensor(&t, "attention");
+    json_t *meta = json_object_get(t.hdr, "meta");
+    int Dh = (int)json_integer_value(json_object_get(meta, "d_head"));
+    assert_int_equal(Dh, 16);
+    assert_true(fabs(json_number_value(json_object_get(meta, "scale")) - 0.25) < 1e-9);
+    json_t *rq = json_object_get(cli, "queries"), *rk = json_object_get(cli, "keys"), *rs = json_object_get(cli, "attention_scores");
+    double maxd = 0;
+    for (int i = 0; i < T; i++) {
+        for (int x = 0; x < Dh; x++) {
+            maxd = fmax(maxd, fabs(tb_at(&t, q, (size_t)i * Dh + x) - nested(rq, i, x)));
+            maxd = fmax(maxd, fabs(tb_at(&t, k, (size_t)i * Dh + x) - nested(rk, i, x)));
+        }
+        for (int j = 0; j < T; j++) {
+            double dot = 0;
+            for (int x = 0; x < Dh; x++) dot += (double)tb_at(&t, q, (size_t)i * Dh + x) * tb_at(&t, k, (size_t)j * Dh + x);
+            assert_true(fabs(dot * 0.25 - tb_at(&t, sc, (size_t)i * T + j)) < 1e-4);
+            maxd = fmax(maxd, fabs(tb_at(&t, sc, (size_t)i * T + j) - nested(rs, i, j)));
+            maxd = fmax(maxd, fabs(tb_at(&t, at, (size_t)i * T + j) - nested(ref, i, j)));
+        }
+    }
+    printf("qk vs CLI: max |diff| %.3g\n", maxd);
+    assert_true(maxd < 1e-5);
+    json_decref(t.hdr);
+    resp_free(&r);
+    json_decref(cli);
+    json_decref(run);
+}
+
+static void test_bad_requests(void **state) {
+    struct {
+        const char *body;
+        int status;
+    } cases[] = {
+        {"", 400},
+        {"{", 400},
+        {"[1,2,3]", 400},
+        {"\"text\"", 400},
+        {"{}", 400},
+        {"{\"text\":\"hi\"}", 400},
+        {"{\"model\":3,\"text\":\"hi\"}", 400},
+        {"{\"model\":\"nope\",\"text\":\"hi\"}", 400},
+        {"{\"model\":\"demo-bert\"}", 400},
+        {"{\"model\":\"demo-bert\",\"text\":42}", 400},
+        {"{\"model\":\"demo-bert\",\"text\":\"hi\",\"text_b\":[1]}", 400},
+        {"{\"model\":\"demo-bert\",\"text\":\"\"}", 400},
+        {"{\"model\":\"demo-bert\",\"text\":\"   \"}", 400},
+        {"{\"model\":\"demo-bert\",\"text\":\"\\udc00\"}", 400},        /* lone surrogate */
+        {"{\"model\":\"demo-bert\",\"text\":\"a\\u0000b\"}", 400},      /* NUL in a string */
+        {"{\"model\":\"demo-bert\",\"model\":\"demo-bert\",\"text\":\"a\"}", 400}, /* duplicate key */
+        {"{\"model\":\"demo-bert\",\"text\":\"\xff\xfe bad utf8\"}", 400},
+        {"{\"model\":\"\xc3\x28\",\"text\":\"x\"}", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        resp r;
+        post(S.port, "/api/v1/run", cases[i].body, &r);
+        expect_error(&r, cases[i].status);
+        resp_free(&r);
+    }
+    /* deep nesting */
+    size_t n = 20000;
+    char *deep = malloc(2 * n + 1);
+    memset(deep, '[', n);
+    memset(deep + n, ']', n);
+    deep[2 * n] = 0;
+    resp r;
+    post(S.port, "/api/v1/run", deep, &r);
+    expect_error(&r, 400);
+    resp_free(&r);
+    free(deep);
+    /* too many tokens for the model's positions (128) */
+    char *longt = malloc(64 * 1024);
+    int k = sprintf(longt, "{\"model\":\"demo-bert\",\"text\":\"");
+    for (int i = 0; i < 300; i++) k += sprintf(longt + k, "the ");
+    sprintf(longt + k, "\"}");
+    post(S.port, "/api/v1/run", longt, &r);
+    expect_error(&r, 400);
+    printf("too long: %s\n", r.body);
+    resp_free(&r);
+    free(longt);
+}
+
+static void test_body_limits(void **state) {
+    size_t n = 100 * 1024;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    big[n] = 0;
+    resp r;
+    post(S.port, "/api/v1/run", big, &r); /* Content-Length over the limit */
+    expect_error(&r, 413);
+    resp_free(&r);
+    /* chunked body without a length, over the limit */
+    int fd = connect_port(S.port);
+    char head[256];
+    int hl = snprintf(head, sizeof head, "POST /api/v1/run HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                                         "Transfer-Encoding: chunked\r\n\r\n");
+    send_all(fd, head, (size_t)hl);
+    for (int c = 0; c < 10; c++) {
+        char ch[32];
+        int cl = snprintf(ch, sizeof ch, "%zx\r\n", (size_t)10000);
+        send_all(fd, ch, (size_t)cl);
+        send_all(fd, big, 10000);
+        send_all(fd, "\r\n", 2);
+    }
+    send_all(fd, "0\r\n\r\n", 5);
+    read_resp(fd, &r);
+    close(fd);
+    expect_error(&r, 413);
+    resp_free(&r);
+    /* a body of exactly the limit is accepted */
+    char *at = malloc(65536 + 1);
+    memset(at, ' ', 65536);
+    memcpy(at, "{\"model\":\"demo-bert\",\"text\":\"hi\"", 32);
+    at[65535] = '}';
+    at[65536] = 0;
+    post(S.port, "/api/v1/run", at, &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    free(at);
+    free(big);
+}
+
+static void test_ranges(void **state) {
+    char id[64], path[256];
+    snprintf(id, sizeof id, "%s", run_id("{\"model\":\"demo-bert\",\"text\":\"a b c\"}", NULL));
+    const char *bad[] = {"attention?layers=-1",   "attention?layers=2",     "attention?layers=1-0",
+                         "attention?layers=abc",  "attention?layers=0-",    "attention?layers=99999999999999999999",
+                         "attention?heads=0-4",   "attention?heads=%2d1",   "attention?dtype=f64",
+                         "attention?layers=0x1",  "attention?layers=+1",    "attention?layers=0-1-2",
+                         "qk",                    "qk?layer=0",             "qk?layer=0&head=4",
+                         "qk?layer=0-1&head=0",   "qk?layer=-5&head=0",     "qk?layer=0&head=99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(path, sizeof path, "/api/v1/runs/%s/%s", id, bad[i]);
+        resp r;
+        get(S.port, path, &r);
+        expect_error(&r, 400);
+        resp_free(&r);
+    }
+    resp r;
+    snprintf(path, sizeof path, "/api/v1/runs/%s/attention", id); /* defaults: everything, f16 */
+    get(S.port, path, &r);
+    assert_int_equal(r.status, 200);
+    tb t;
+    tb_parse(&r, &t);
+    json_t *x = tb_tensor(&t, "attention");
+    assert_string_equal(json_string_value(json_object_get(x, "dtype")), "f16");
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(x, "shape"), 0)), 2);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(x, "shape"), 1)), 4);
+    json_decref(t.hdr);
+    resp_free(&r);
+    const char *missing[] = {"/api/v1/runs/0000000000000000/attention", "/api/v1/runs/xyz/attention",
+                             "/api/v1/runs/../../etc/passwd", "/api/v1/runs/", "/api/v1/runs/0123456789abcdefg/qk"};
+    for (size_t i = 0; i < sizeof missing / sizeof *missing; i++) {
+        get(S.port, missing[i], &r);
+        expect_error(&r, 404);
+        resp_free(&r);
+    }
+}
+
+static void test_routes_and_methods(void **state) {
+    resp r;
+    const char *notfound[] = {"/api/v1/nope", "/api/v2/models", "/api", "/api/", "/nope.html", "/../etc/passwd",
+                              "/%2e%2e/%2e%2e/etc/passwd", "/..%2f..%2fetc%2fpasswd", "//etc/passwd",
+                              "/assets/../index.html", "/index.html/", "/etc/passwd", "/%00", "/index.html%00.js",
+                              "/assets/", "/assets"};
+    for (size_t i = 0; i < sizeof notfound / sizeof *notfound; i++) {
+        get(S.port, notfound[i], &r);
+        if (r.status != 404) fprintf(stderr, "%s -> %d\n", notfound[i], r.status);
+        assert_int_equal(r.status, 404);
+        assert_false(strstr((const char *)r.body, "root:") != NULL);
+        resp_free(&r);
+    }
+    /* absolute-form and asterisk request targets never reach a file */
+    http(S.port, "GET", "http://127.0.0.1/etc/passwd", NULL, NULL, 0, &r);
+    assert_true(r.status == 404 || r.status == 400);
+    resp_free(&r);
+    http(S.port, "POST", "/api/v1/models", NULL, "{}", 2, &r);
+    expect_error(&r, 405);
+    assert_true(header_has(&r, "Allow: GET, HEAD"));
+    resp_free(&r);
+    http(S.port, "GET", "/api/v1/run", NULL, NULL, 0, &r);
+    expect_error(&r, 405);
+    assert_true(header_has(&r, "Allow: POST"));
+    resp_free(&r);
+    http(S.port, "DELETE", "/api/v1/mlm", NULL, NULL, 0, &r);
+    expect_error(&r, 405);
+    resp_free(&r);
+    http(S.port, "PUT", "/index.html", NULL, "x", 1, &r);
+    expect_error(&r, 405);
+    resp_free(&r);
+    /* the front end */
+    get(S.port, "/", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(header_has(&r, "Content-Type: text/html"));
+    assert_true(header_has(&r, "Content-Security-Policy"));
+    assert_non_null(strstr((const char *)r.body, "<html") ? strstr((const char *)r.body, "<html") : strstr((const char *)r.body, "<!doctype"));
+    /* every script/stylesheet the page names is served with its MIME type */
+    const char *p = (const char *)r.body;
+    int n_assets = 0;
+    while ((p = strstr(p, "/assets/"))) {
+        const char *e = strchr(p, '"');
+        if (!e) break;
+        char path[256];
+        snprintf(path, sizeof path, "%.*s", (int)(e - p), p);
+        resp a;
+        get(S.port, path, &a);
+        assert_int_equal(a.status, 200);
+        if (strstr(path, ".js")) assert_true(header_has(&a, "Content-Type: text/javascript"));
+        if (strstr(path, ".css")) assert_true(header_has(&a, "Content-Type: text/css"));
+        assert_true(header_has(&a, "immutable"));
+        resp_free(&a);
+        n_assets++;
+        p = e;
+    }
+    printf("front end: %d embedded assets referenced by index.html\n", n_assets);
+    resp_free(&r);
+    http(S.port, "HEAD", "/index.html", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    /* DNS-rebinding guard: a foreign Host header is refused on a loopback server */
+    int fd = connect_port(S.port);
+    const char *req = "GET /api/v1/models HTTP/1.1\r\nHost: evil.example:80\r\nConnection: close\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    read_resp(fd, &r);
+    close(fd);
+    expect_error(&r, 403);
+    resp_free(&r);
+    /* garbage on the wire does not take the server down */
+    fd = connect_port(S.port);
+    unsigned char junk[4096];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(i * 7919u + 13u);
+    send_all(fd, junk, sizeof junk);
+    shutdown(fd, SHUT_WR);
+    read_resp(fd, &r);
+    close(fd);
+    resp_free(&r);
+    get(S.port, "/api/v1/models", &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+}
+
+static void test_mlm(void **state) {
+    resp r;
+    post(S.port, "/api/v1/mlm", "{\"model\":\"demo-bert\",\"text\":\"the [MASK] sat\"}", &r);
+    expect_error(&r, 400); /* demo-bert has no MLM head */
+    assert_non_null(strstr((const char *)r.body, "masked"));
+    resp_free(&r);
+    if (!have_mlm) {
+        printf("skipping MLM predictions: %s is missing\n", MLM_FIXTURE);
+        return;
+    }
+    post(S.port, "/api/v1/mlm", "{\"model\":\"mlm-bert\",\"text\":\"the cat sat\"}", &r);
+    expect_error(&r, 400); /* no mask token */
+    resp_free(&r);
+    post(S.port, "/api/v1/mlm", "{\"model\":\"mlm-bert\",\"text\":\"the [MASK] sat\",\"k\":0}", &r);
+    expect_error(&r, 400);
+    resp_free(&r);
+    post(S.port, "/api/v1/mlm", "{\"model\":\"mlm-bert\",\"text\":\"the [MASK] sat\",\"k\":3}", &r);
+    if (r.status != 200) fprintf(stderr, "mlm: %d %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    json_t *j = body_json(&r), *p = json_array_get(json_object_get(j, "predictions"), 0);
+    assert_int_equal(json_integer_value(json_object_get(p, "position")), 2);
+    json_t *top = json_object_get(p, "top");
+    assert_int_equal(json_array_size(top), 3);
+    double p0 = json_number_value(json_object_get(json_array_get(top, 0), "prob"));
+    double p1 = json_number_value(json_object_get(json_array_get(top, 1), "prob"));
+    assert_true(p0 >= p1 && p0 > 0 && p0 <= 1);
+    json_decref(j);
+    resp_free(&r);
+}
+
+/* A second server: one run at a time, slow runs, two cached runs. */
+static void test_limits(void **state) {
+    server s2;
+    const char *args[] = {"--model", DEMO, "--max-runs", "1", "--cache-runs", "2", "--test-delay-ms", "1500", NULL};
+    assert_int_equal(server_start(&s2, args), 0);
+    /* two runs at once: the second gets 503 with Retry-After */
+    int a = connect_port(s2.port);
+    char req[512];
+    const char *b1 = "{\"model\":\"demo-bert\",\"text\":\"one\"}";
+    int n = snprintf(req, sizeof req, "POST /api/v1/run HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(b1), b1);
+    send_all(a, req, (size_t)n);
+    sleep_ms(400);
+    resp r;
+    post(s2.port, "/api/v1/run", "{\"model\":\"demo-bert\",\"text\":\"two\"}", &r);
+    expect_error(&r, 503);
+    assert_true(header_has(&r, "Retry-After: 1"));
+    resp_free(&r);
+    read_resp(a, &r);
+    close(a);
+    assert_int_equal(r.status, 200);
+    json_t *j = body_json(&r);
+    char first[64];
+    snprintf(first, sizeof first, "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    resp_free(&r);
+    /* LRU bound of 2: after two more runs the first is evicted */
+    post(s2.port, "/api/v1/run", "{\"model\":\"demo-bert\",\"text\":\"two\"}", &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    post(s2.port, "/api/v1/run", "{\"model\":\"demo-bert\",\"text\":\"three\"}", &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/runs/%s/attention", first);
+    get(s2.port, path, &r);
+    expect_error(&r, 404);
+    resp_free(&r);
+    assert_int_equal(server_stop(&s2, SIGINT), 0); /* SIGINT: clean exit too */
+    unlink(s2.err_path);
+}
+
+static void test_cli_errors(void **state) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' serve >/dev/null 2>&1", AS_BINARY);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2); /* --model required */
+    snprintf(cmd, sizeof cmd, "'%s' serve --model /nonexistent --port 0 >/dev/null 2>&1", AS_BINARY);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 70000 >/dev/null 2>&1", AS_BINARY, DEMO);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --host no.such.host.invalid --port 0 >/dev/null 2>&1", AS_BINARY, DEMO);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "'%s' serve --help | grep -q -- --host", AS_BINARY);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+    /* a non-loopback --host prints a warning (and SIGTERM still exits 0) */
+    server w;
+    const char *args[] = {"--model", DEMO, "--host", "0.0.0.0", NULL};
+    assert_int_equal(server_start(&w, args), 0);
+    char *e = slurp(w.err_path);
+    assert_non_null(strstr(e, "warning"));
+    assert_non_null(strstr(e, "not a loopback"));
+    free(e);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+    /* a port in use is an error, not a hang */
+    snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port %d >/dev/null 2>&1", AS_BINARY, DEMO, S.port);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+}
+
+int main(void) {
+    if (access(AS_BINARY, X_OK)) {
+        fprintf(stderr, "test_server: %s is not built\n", AS_BINARY);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_models),          cmocka_unit_test(test_run_and_cache),
+        cmocka_unit_test(test_attention_matches_cli), cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_body_limits),     cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_routes_and_methods), cmocka_unit_test(test_mlm),
+        cmocka_unit_test(test_limits),          cmocka_unit_test(test_cli_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

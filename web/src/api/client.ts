@@ -1,0 +1,133 @@
+// client.ts — typed calls to the attnscope server's /api/v1 routes, with a small
+// per-run cache of fetched tensors so switching views does not refetch.
+import { decodeTensors } from './tensor';
+import type {
+  AttentionMeta,
+  ErrorResponse,
+  MlmRequest,
+  MlmResponse,
+  ModelsResponse,
+  QkMeta,
+  RunRequest,
+  RunResponse,
+  Tensor,
+} from './types';
+
+const BASE = '/api/v1';
+
+export class ApiError extends Error {
+  constructor(
+    public status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function check(r: Response): Promise<Response> {
+  if (r.ok) return r;
+  let msg = `${r.status} ${r.statusText}`;
+  try {
+    const body = (await r.json()) as ErrorResponse;
+    if (body && typeof body.error === 'string') msg = body.error;
+  } catch {
+    /* not JSON: keep the status line */
+  }
+  throw new ApiError(r.status, msg);
+}
+
+export async function getModels(): Promise<ModelsResponse> {
+  return (await (await check(await fetch(`${BASE}/models`))).json()) as ModelsResponse;
+}
+
+export async function postRun(req: RunRequest): Promise<RunResponse> {
+  const r = await fetch(`${BASE}/run`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(req),
+  });
+  return (await (await check(r)).json()) as RunResponse;
+}
+
+export async function postMlm(req: MlmRequest): Promise<MlmResponse> {
+  const r = await fetch(`${BASE}/mlm`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(req),
+  });
+  return (await (await check(r)).json()) as MlmResponse;
+}
+
+/** Attention of one layer, all heads: data is (H, T, T), rows = queries. */
+export interface LayerAttention {
+  layer: number;
+  heads: number;
+  T: number;
+  data: Float32Array;
+}
+
+export interface HeadQk {
+  meta: QkMeta;
+  q: Tensor; // (T, Dh)
+  k: Tensor; // (T, Dh)
+  scores: Tensor; // (T, T)
+  attention: Tensor; // (T, T)
+}
+
+/** Fetches and caches a run's tensors; re-posts the run when the server evicted it. */
+export class RunData {
+  private layers = new Map<number, Promise<LayerAttention>>();
+  private qks = new Map<string, Promise<HeadQk>>();
+  bytesFetched = 0;
+
+  constructor(
+    public run: RunResponse,
+    private dtype: 'u8' | 'f16' | 'f32' = 'f16',
+  ) {}
+
+  private async fetchBinary(path: string): Promise<ArrayBuffer> {
+    let r = await fetch(`${BASE}/runs/${this.run.id}/${path}`);
+    if (r.status === 404) {
+      this.run = await postRun({ model: this.run.model, text: this.run.text, text_b: this.run.text_b });
+      r = await fetch(`${BASE}/runs/${this.run.id}/${path}`);
+    }
+    const buf = await (await check(r)).arrayBuffer();
+    this.bytesFetched += buf.byteLength;
+    return buf;
+  }
+
+  layer(l: number): Promise<LayerAttention> {
+    let p = this.layers.get(l);
+    if (!p) {
+      const H = this.run.sizes.heads;
+      p = this.fetchBinary(`attention?layers=${l}&heads=0-${H - 1}&dtype=${this.dtype}`).then((buf) => {
+        const d = decodeTensors<AttentionMeta>(buf);
+        const t = d.tensors.get('attention');
+        if (!t) throw new Error('attention response without an attention tensor');
+        return { layer: l, heads: t.shape[1], T: t.shape[2], data: t.data };
+      });
+      p.catch(() => this.layers.delete(l));
+      this.layers.set(l, p);
+    }
+    return p;
+  }
+
+  qk(l: number, h: number): Promise<HeadQk> {
+    const key = `${l}/${h}`;
+    let p = this.qks.get(key);
+    if (!p) {
+      p = this.fetchBinary(`qk?layer=${l}&head=${h}`).then((buf) => {
+        const d = decodeTensors<QkMeta>(buf);
+        const get = (n: string): Tensor => {
+          const t = d.tensors.get(n);
+          if (!t) throw new Error(`qk response without ${n}`);
+          return t;
+        };
+        return { meta: d.header.meta, q: get('q'), k: get('k'), scores: get('scores'), attention: get('attention') };
+      });
+      p.catch(() => this.qks.delete(key));
+      this.qks.set(key, p);
+    }
+    return p;
+  }
+}

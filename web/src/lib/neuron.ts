@@ -1,0 +1,174 @@
+// neuron.ts — the neuron view's numbers and drawing: for a query token i of one
+// head, each key j's vector k_j, the element-wise product q_i × k_j, the score
+// q_i · k_j / √d (Vaswani et al. 2017, eq. 1; the engine's captured value, with the
+// mask added) and the softmax over keys (the engine's captured attention). Dimensions
+// can be ordered by their contribution q_i[d]·k_j[d] to a chosen key's score.
+import type { Token } from '../api/types';
+import { diverging, type DivergingScale } from './colors';
+import { label } from './headview';
+import type { Painter } from './painter';
+
+export const MASKED = -1e30; // scores below this are masked positions
+
+export interface NeuronInput {
+  T: number;
+  Dh: number;
+  q: Float32Array; // (T, Dh)
+  k: Float32Array; // (T, Dh)
+  scores: Float32Array; // (T, T) engine's q.k/sqrt(Dh) + mask
+  attention: Float32Array; // (T, T) engine's softmax
+  scale: number; // 1/sqrt(Dh)
+}
+
+export interface NeuronRows {
+  query: number;
+  keys: number[]; // key rows shown, in display order
+  order: number[]; // dimension order (length Dh)
+  top: Set<number>; // dimensions highlighted for the focus key
+  focusKey: number;
+  nTop: number;
+  qk: Float32Array; // (T) q.k * scale recomputed here (check against scores)
+}
+
+/** Dimensions sorted by contribution q[d]·k_j[d] to key j's score, largest first. */
+export function contributionOrder(d: NeuronInput, i: number, j: number): number[] {
+  const order = Array.from({ length: d.Dh }, (_, x) => x);
+  const c = (x: number): number => d.q[i * d.Dh + x] * d.k[j * d.Dh + x];
+  return order.sort((a, b) => c(b) - c(a));
+}
+
+/** The fewest dimensions whose positive contributions reach half of the positive total. */
+export function topDims(d: NeuronInput, i: number, j: number): Set<number> {
+  const order = contributionOrder(d, i, j);
+  let pos = 0;
+  for (const x of order) pos += Math.max(0, d.q[i * d.Dh + x] * d.k[j * d.Dh + x]);
+  const out = new Set<number>();
+  let acc = 0;
+  for (const x of order) {
+    const v = d.q[i * d.Dh + x] * d.k[j * d.Dh + x];
+    if (v <= 0 || acc >= pos / 2) break;
+    acc += v;
+    out.add(x);
+  }
+  return out;
+}
+
+export function neuronRows(d: NeuronInput, query: number, focusKey: number, sortDims: boolean, maxKeys: number): NeuronRows {
+  const { T, Dh } = d;
+  const qk = new Float32Array(T);
+  for (let j = 0; j < T; j++) {
+    let s = 0;
+    for (let x = 0; x < Dh; x++) s += d.q[query * Dh + x] * d.k[j * Dh + x];
+    qk[j] = s * d.scale;
+  }
+  let keys = Array.from({ length: T }, (_, j) => j);
+  if (maxKeys > 0 && T > maxKeys) {
+    keys = keys
+      .sort((a, b) => d.attention[query * T + b] - d.attention[query * T + a])
+      .slice(0, maxKeys)
+      .sort((a, b) => a - b);
+  }
+  const fk = focusKey >= 0 && focusKey < T ? focusKey : keys.reduce((a, b) => (d.attention[query * T + b] > d.attention[query * T + a] ? b : a), keys[0]);
+  const order = sortDims ? contributionOrder(d, query, fk) : Array.from({ length: Dh }, (_, x) => x);
+  const top = topDims(d, query, fk);
+  return { query, keys, order, top, focusKey: fk, nTop: top.size, qk };
+}
+
+export interface NeuronLayout {
+  rowH: number;
+  cw: number;
+  labelW: number;
+  kX: number;
+  pX: number;
+  sX: number;
+  aX: number;
+  top: number;
+  width: number;
+  height: number;
+}
+
+export function neuronLayout(Dh: number, nKeys: number): NeuronLayout {
+  const rowH = 18;
+  const cw = Math.max(3, Math.min(14, Math.floor(360 / Dh)));
+  const labelW = 110;
+  const kX = labelW + 10;
+  const pX = kX + Dh * cw + 24;
+  const sX = pX + Dh * cw + 24;
+  const aX = sX + 110;
+  const top = 112;
+  return { rowH, cw, labelW, kX, pX, sX, aX, top, width: aX + 120, height: top + (nKeys + 1) * rowH + 10 };
+}
+
+export interface NeuronDrawOptions {
+  d: NeuronInput;
+  rows: NeuronRows;
+  tokens: Token[];
+  layer: number;
+  head: number;
+}
+
+export function fmt(v: number): string {
+  if (v <= MASKED) return 'masked';
+  return v.toFixed(4);
+}
+
+function legend(p: Painter, x: number, y: number, s: DivergingScale, title: string): void {
+  p.text(x, y - 10, title, { size: 11, color: '#444' });
+  const w = 160;
+  for (let k = 0; k < w; k++) p.rect(x + k, y, 1.2, 10, s.color(((k / (w - 1)) * 2 - 1) * s.max));
+  p.text(x, y + 20, `−${s.max.toPrecision(3)}`, { size: 10, color: '#444' });
+  p.text(x + w / 2, y + 20, '0', { size: 10, color: '#444', align: 'center' });
+  p.text(x + w, y + 20, `+${s.max.toPrecision(3)}`, { size: 10, color: '#444', align: 'right' });
+}
+
+export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
+  const { d, rows } = o;
+  const { Dh, T } = d;
+  const L = neuronLayout(Dh, rows.keys.length);
+  const i = rows.query;
+  let vmax = 0;
+  let pmax = 0;
+  for (let x = 0; x < Dh; x++) vmax = Math.max(vmax, Math.abs(d.q[i * Dh + x]));
+  for (const j of rows.keys)
+    for (let x = 0; x < Dh; x++) {
+      vmax = Math.max(vmax, Math.abs(d.k[j * Dh + x]));
+      pmax = Math.max(pmax, Math.abs(d.q[i * Dh + x] * d.k[j * Dh + x]));
+    }
+  const vs = diverging(vmax);
+  const ps = diverging(pmax);
+  p.text(4, 12, `layer ${o.layer} · head ${o.head} · query “${label(o.tokens[i])}” (token ${i}) · d = ${Dh}`, { size: 13, weight: 'bold' });
+  p.text(4, 30, `score = q·k / √d = q·k / ${Math.sqrt(Dh).toFixed(3)} (plus the mask); softmax over keys. Positive blue, negative orange.`, { size: 11, color: '#444' });
+  legend(p, L.kX, 58, vs, 'q and k values');
+  legend(p, L.pX, 58, ps, 'q × k (element-wise)');
+  // header row: q vector above the k column, its dims in display order
+  const hy = L.top;
+  p.text(L.kX - 6, hy + L.rowH / 2, `q: ${label(o.tokens[i])}`, { align: 'right', size: 12, weight: 'bold' });
+  rows.order.forEach((x, c) => p.rect(L.kX + c * L.cw, hy + 2, L.cw - 1, L.rowH - 4, vs.color(d.q[i * Dh + x])));
+  p.text(L.pX, hy - 10, `${rows.nTop} of ${Dh} dims carry half of the positive q·k for “${label(o.tokens[rows.focusKey])}”`, { size: 10, color: '#444' });
+  p.text(L.sX, hy + L.rowH / 2, 'q·k/√d', { size: 11, weight: 'bold' });
+  p.text(L.aX, hy + L.rowH / 2, 'softmax', { size: 11, weight: 'bold' });
+  rows.keys.forEach((j, r) => {
+    const y = L.top + (r + 1) * L.rowH;
+    const focus = j === rows.focusKey;
+    if (focus) p.rect(0, y, L.width, L.rowH, '#fde68a', 0.5);
+    p.text(L.kX - 6, y + L.rowH / 2, label(o.tokens[j]), { align: 'right', size: 12, weight: focus ? 'bold' : 'normal' });
+    rows.order.forEach((x, c) => {
+      const kv = d.k[j * Dh + x];
+      p.rect(L.kX + c * L.cw, y + 2, L.cw - 1, L.rowH - 4, vs.color(kv));
+      p.rect(L.pX + c * L.cw, y + 2, L.cw - 1, L.rowH - 4, ps.color(d.q[i * Dh + x] * kv));
+      if (focus && rows.top.has(x)) p.strokeRect(L.pX + c * L.cw, y + 1, L.cw - 1, L.rowH - 2, '#111', 1);
+    });
+    const s = d.scores[i * T + j];
+    const a = d.attention[i * T + j];
+    p.text(L.sX, y + L.rowH / 2, fmt(s), { size: 11, font: 'ui-monospace, monospace', color: s < 0 ? '#b35806' : '#1f4e79' });
+    p.rect(L.aX, y + 3, Math.max(0, a) * 60, L.rowH - 6, '#1f77b4', 0.7);
+    p.text(L.aX + 64, y + L.rowH / 2, a.toFixed(4), { size: 11, font: 'ui-monospace, monospace' });
+  });
+}
+
+/** Key row under canvas y, or -1. */
+export function hitNeuronRow(rows: NeuronRows, Dh: number, y: number): number {
+  const L = neuronLayout(Dh, rows.keys.length);
+  const r = Math.floor((y - L.top) / L.rowH) - 1;
+  return r >= 0 && r < rows.keys.length ? rows.keys[r] : -1;
+}
