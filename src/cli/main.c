@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "  pretrain masked-LM pretraining of a BERT encoder from scratch\n"
             "  finetune fine-tune a classifier (sst2), keeping the best dev epoch\n"
             "  eval    accuracy of a classifier (sst2), masked-token accuracy (mlm), head patterns\n"
+            "  distill distil a masked-LM teacher into a student with half the layers\n"
             "  serve   serve the attention explorer (web UI + JSON/binary API) on loopback\n"
             "  analyze corpus-scale head scores, patterns and explanations into SQLite\n"
             "  import  score attention computed elsewhere (npy + json folder) into SQLite\n"
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "pretrain")) return cmd_pretrain(argc - 1, argv + 1);
     if (!strcmp(c, "finetune")) return cmd_finetune(argc - 1, argv + 1);
     if (!strcmp(c, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(c, "distill")) return cmd_distill(argc - 1, argv + 1);
     fprintf(stderr, "attnscope: unknown command '%s' (see attnscope --help)\n", c);
     return AS_ERR_INPUT;
 }

@@ -1,0 +1,147 @@
+/* cmd_eval.c — `attnscope eval`: accuracy of a classifier on a labelled TSV
+ * (--task sst2), masked-token accuracy of an MLM model on held-out text (--task mlm),
+ * and the positional attention patterns of every head (--task patterns: mean
+ * attention to the next token, the previous token, and [CLS]/[SEP], averaged over the
+ * real query tokens of sentence pairs from the text; Clark et al. 2019, sec. 3). */
+#include "cli/train_args.h"
+
+static const char *EVAL_HELP =
+    "usage: attnscope eval --model DIR --task sst2 --data FILE.tsv [--threads N]\n"
+    "       attnscope eval --model DIR --task mlm --data FILE[,FILE...] [--batches 50] [--batch 32]\n"
+    "                      [--max-len 64] [--seed 7]\n"
+    "       attnscope eval --model DIR --task patterns --data FILE[,FILE...] [--pairs 200]\n"
+    "\n"
+    "sst2: last line 'accuracy: 0.xxxx'. mlm: masked-token accuracy on pairs built and\n"
+    "masked as in pretraining (fixed --seed), last line 'mlm_accuracy: 0.xxxx'.\n"
+    "patterns: per head, the mean attention to the next token, the previous token and\n"
+    "[CLS]+[SEP], over consecutive sentence pairs of the text; then the strongest head\n"
+    "for each.\n";
+
+static int eval_patterns(const char *model, const ta_list *files, int pairs, int threads) {
+    as_error err = {0};
+    as_model *m = NULL;
+    trd_text txt = {0};
+    int drop = 0, rc = 0;
+    double *acc = NULL;
+    if (as_model_load(model, &m, &err) || trd_read_corpus(files->v, files->n, NULL, 0, &txt, &drop, &err)) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    const as_config *c = as_model_config(m);
+    int L = c->n_layer, H = c->n_head;
+    acc = as_calloc((size_t)L * H * 3, sizeof(double));
+    if (!acc) {
+        as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+        rc = cli_fail(&err);
+        goto done;
+    }
+    double nq = 0;
+    int used = 0;
+    as_set_quiet(1);
+    for (int i = 0; i + 1 < txt.n && used < pairs; i += 2) {
+        if (txt.doc[i] != txt.doc[i + 1]) continue;
+        as_encoding e = {0};
+        as_encode_opts eo = {0, 1};
+        as_run *r = NULL;
+        as_capture_spec sp = {CAP_ATTN, -1, -1, threads, 0};
+        if (as_encode(m, txt.text[i], txt.text[i + 1], &eo, &e, &err) || as_forward(m, &e, &sp, &r, &err)) {
+            as_encoding_free(&e);
+            rc = cli_fail(&err);
+            goto done;
+        }
+        int T = e.n;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++) {
+                const float *A = as_run_attn(r, l, h);
+                double *o = acc + ((size_t)l * H + h) * 3;
+                for (int q = 0; q < T; q++) {
+                    if (q + 1 < T) o[0] += A[(size_t)q * T + q + 1];
+                    if (q > 0) o[1] += A[(size_t)q * T + q - 1];
+                    for (int k = 0; k < T; k++)
+                        if (e.seq[k] < 0) o[2] += A[(size_t)q * T + k];
+                }
+            }
+        nq += T;
+        used++;
+        as_run_free(r);
+        as_encoding_free(&e);
+    }
+    as_set_quiet(0);
+    printf("%d sentence pairs, %.0f query tokens\nlayer head   next   prev  cls+sep\n", used, nq);
+    int best[3] = {0, 0, 0};
+    for (int k = 0; k < L * H; k++) {
+        printf("%5d %4d  %.3f  %.3f  %.3f\n", k / H, k % H, acc[k * 3] / nq, acc[k * 3 + 1] / nq,
+               acc[k * 3 + 2] / nq);
+        for (int j = 0; j < 3; j++)
+            if (acc[k * 3 + j] > acc[best[j] * 3 + j]) best[j] = k;
+    }
+    static const char *names[3] = {"next token", "previous token", "[CLS]/[SEP]"};
+    for (int j = 0; j < 3; j++)
+        printf("strongest %s head: layer %d head %d (%.3f)\n", names[j], best[j] / H, best[j] % H,
+               acc[best[j] * 3 + j] / nq);
+done:
+    free(acc);
+    trd_text_free(&txt);
+    as_model_free(m);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *model = NULL, *task = NULL;
+    ta_list data = {0};
+    int rc = 0, threads = 0, batches = 50, batch = 32, max_len = 64, seed = 7, pairs = 200;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (cli_is_help(a)) {
+            fputs(EVAL_HELP, stdout);
+            goto done;
+        }
+        if (!(v = cli_value(argc, argv, &i, "eval"))) {
+            rc = AS_ERR_INPUT;
+            break;
+        }
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--task")) task = v;
+        else if (!strcmp(a, "--data")) {
+            if (ta_list_add(&data, v)) rc = cli_usage_error("eval", "too many --data files");
+        } else if (!strcmp(a, "--threads")) {
+            if (cli_parse_int(v, 1, 1024, &threads)) rc = cli_usage_error("eval", "bad --threads '%s'", v);
+        } else if (!strcmp(a, "--batches")) {
+            if (cli_parse_int(v, 1, 1000000, &batches)) rc = cli_usage_error("eval", "bad --batches '%s'", v);
+        } else if (!strcmp(a, "--batch")) {
+            if (cli_parse_int(v, 1, 4096, &batch)) rc = cli_usage_error("eval", "bad --batch '%s'", v);
+        } else if (!strcmp(a, "--max-len")) {
+            if (cli_parse_int(v, 16, 4000, &max_len)) rc = cli_usage_error("eval", "bad --max-len '%s'", v);
+        } else if (!strcmp(a, "--seed")) {
+            if (cli_parse_int(v, 0, 2147483647, &seed)) rc = cli_usage_error("eval", "bad --seed '%s'", v);
+        } else if (!strcmp(a, "--pairs")) {
+            if (cli_parse_int(v, 1, 1000000, &pairs)) rc = cli_usage_error("eval", "bad --pairs '%s'", v);
+        } else rc = cli_usage_error("eval", "unknown option '%s'", a);
+    }
+    if (rc) goto done;
+    if (!model || !task || !data.n) {
+        rc = cli_usage_error("eval", "--model, --task and --data are required");
+        goto done;
+    }
+    as_error err = {0};
+    if (!strcmp(task, "sst2")) {
+        float acc = 0.0f;
+        int n = 0;
+        if (data.n != 1) rc = cli_usage_error("eval", "--task sst2 takes one --data file");
+        else if (trf_eval_cls(model, data.v[0], threads, 0, &acc, &n, &err)) rc = cli_fail(&err);
+        else printf("sentences: %d\naccuracy: %.4f\n", n, (double)acc);
+    } else if (!strcmp(task, "mlm")) {
+        float acc = 0.0f, loss = 0.0f;
+        tr_set_threads(threads);
+        if (trf_eval_mlm(model, data.v, data.n, batches, batch, max_len, (uint64_t)seed, &acc, &loss, &err))
+            rc = cli_fail(&err);
+        else printf("mlm_loss: %.4f\nmlm_accuracy: %.4f\n", (double)loss, (double)acc);
+    } else if (!strcmp(task, "patterns")) {
+        rc = eval_patterns(model, &data, pairs, threads);
+    } else {
+        rc = cli_usage_error("eval", "unknown --task '%s' (sst2, mlm or patterns)", task);
+    }
+done:
+    ta_list_free(&data);
+    return rc;
+}

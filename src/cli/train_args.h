@@ -1,0 +1,59 @@
+/* train_args.h — argument helpers shared by the training subcommands (vocab,
+ * pretrain, finetune, eval, distill): file lists given as repeated options and/or
+ * comma-separated, floats, dtypes. Header-only (static); the lists borrow argv.
+ */
+#ifndef AS_TRAIN_ARGS_H
+#define AS_TRAIN_ARGS_H
+
+#include "cli/cli.h"
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    const char *v[TRD_MAX_FILES];
+    int n;
+    char *owned[TRD_MAX_FILES]; /* split copies */
+    int n_owned;
+} ta_list;
+
+/* Appends the comma-separated paths in s; -1 when there are too many. */
+static inline int ta_list_add(ta_list *l, const char *s) {
+    char *c = as_strdup(s);
+    if (!c || l->n_owned == TRD_MAX_FILES) {
+        free(c);
+        return -1;
+    }
+    l->owned[l->n_owned++] = c;
+    for (char *p = strtok(c, ","); p; p = strtok(NULL, ",")) {
+        if (l->n == TRD_MAX_FILES) return -1;
+        if (*p) l->v[l->n++] = p;
+    }
+    return 0;
+}
+
+static inline void ta_list_free(ta_list *l) {
+    for (int i = 0; i < l->n_owned; i++) free(l->owned[i]);
+    l->n = l->n_owned = 0;
+}
+
+/* Parses a finite float in [lo, hi]; 0 ok, -1 otherwise. */
+static inline int ta_float(const char *s, double lo, double hi, float *out) {
+    char *e;
+    errno = 0;
+    double d = strtod(s, &e);
+    if (errno || e == s || *e || !isfinite(d) || d < lo || d > hi) return -1;
+    *out = (float)d;
+    return 0;
+}
+
+static inline int ta_dtype(const char *s, as_dtype *out) {
+    if (!strcmp(s, "f16")) *out = DTYPE_F16;
+    else if (!strcmp(s, "f32")) *out = DTYPE_F32;
+    else return -1;
+    return 0;
+}
+
+#endif

@@ -1,0 +1,215 @@
+/* distill.c — DistilBERT-style knowledge distillation (Sanh et al. 2019,
+ * "DistilBERT, a distilled version of BERT", sec. 2 and 3): a student with half the
+ * teacher's layers, initialised from every other teacher layer (0, 2, 4, ...) plus the
+ * teacher's embeddings and MLM head, trained on the masked-LM batches of pretraining
+ * with
+ *   L = alpha_kl * T^2 * KL(softmax(z_t / T) || softmax(z_s / T))   (masked rows, mean;
+ *         Hinton et al. 2015, sec. 2: the T^2 keeps gradient scales comparable)
+ *     + alpha_mlm * CE(z_s, target)                                  (masked rows, mean)
+ *     + alpha_cos * mean_r (1 - cos(h_s[r], h_t[r]))                 (final hidden states
+ *         of the real tokens, DistilBERT's cosine embedding loss)
+ * dL/dz_s of the KL term = alpha_kl * T * (softmax(z_s / T) - softmax(z_t / T)) / M;
+ * dL/dh_s of the cosine term = -alpha_cos / N * (h_t / (|h_s||h_t|) - cos * h_s / |h_s|^2).
+ * What it does not: distil a classifier directly (fine-tune the student afterwards),
+ * students of another width.
+ */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <string.h>
+
+void trk_opts_default(trk_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->steps = 1000;
+    o->batch = 32;
+    o->max_len = 64;
+    o->log_every = 20;
+    o->lr = 5e-4f;
+    o->wd = 0.01f;
+    o->dropout = 0.0f;
+    o->clip = 1.0f;
+    o->temperature = 2.0f;
+    o->alpha_kl = 5.0f;
+    o->alpha_mlm = 2.0f;
+    o->alpha_cos = 1.0f;
+    o->seed = 99;
+    o->dtype = DTYPE_F16;
+}
+
+/* Student arena from the teacher: all non-layer tensors copied, layer l <- teacher 2l. */
+static void init_student(tr_model *s, const tr_model *t) {
+    size_t so = 0, to = 0;
+    int Ls = s->cfg.n_layer, Lt = t->cfg.n_layer;
+    for (int k = 0; k < TR_N_TENSORS; k++) {
+        int per_layer = k >= 5 && k <= 16;
+        if (!per_layer) {
+            ASSERT(s->sizes[k] == t->sizes[k]);
+            memcpy(s->params_mem + so, t->params_mem + to, s->sizes[k] * sizeof(float));
+        } else {
+            size_t one = s->sizes[k] / (size_t)Ls;
+            ASSERT(one * (size_t)Lt == t->sizes[k]);
+            for (int l = 0; l < Ls; l++)
+                memcpy(s->params_mem + so + (size_t)l * one, t->params_mem + to + (size_t)(2 * l) * one,
+                       one * sizeof(float));
+        }
+        so += s->sizes[k];
+        to += t->sizes[k];
+    }
+}
+
+double trk_kl_grad(const float *zs_all, const float *zt_all, float *d_all, int M, int V, float T, float alpha) {
+    double kl = 0.0;
+    for (int i = 0; i < M; i++) {
+        const float *zs = zs_all + (size_t)i * V, *zt = zt_all + (size_t)i * V;
+        float *d = d_all + (size_t)i * V;
+        float ms = zs[0], mt = zt[0];
+        for (int v = 1; v < V; v++) {
+            ms = zs[v] > ms ? zs[v] : ms;
+            mt = zt[v] > mt ? zt[v] : mt;
+        }
+        double ss = 0.0, st = 0.0;
+        for (int v = 0; v < V; v++) {
+            ss += exp((double)(zs[v] - ms) / T);
+            st += exp((double)(zt[v] - mt) / T);
+        }
+        double lss = log(ss), lst = log(st);
+        for (int v = 0; v < V; v++) {
+            double lps = (zs[v] - ms) / T - lss, lpt = (zt[v] - mt) / T - lst;
+            double pt = exp(lpt), ps = exp(lps);
+            kl += pt * (lpt - lps);
+            d[v] += (float)(alpha * T * (ps - pt) / M);
+        }
+    }
+    return M ? kl / M : 0.0;
+}
+
+double trk_cos_grad(const float *hs, const float *ht, const int32_t *mask, float *d_out, int N, int D, float alpha) {
+    int n = 0;
+    for (int r = 0; r < N; r++) n += mask[r] != 0;
+    if (!n) return 0.0;
+    double tot = 0.0;
+    for (int r = 0; r < N; r++) {
+        if (!mask[r]) continue;
+        const float *s = hs + (size_t)r * D, *t = ht + (size_t)r * D;
+        double st = 0, ss = 0, tt = 0;
+        for (int i = 0; i < D; i++) {
+            st += (double)s[i] * t[i];
+            ss += (double)s[i] * s[i];
+            tt += (double)t[i] * t[i];
+        }
+        double ns = sqrt(ss) + 1e-12, nt = sqrt(tt) + 1e-12, c = st / (ns * nt);
+        tot += 1.0 - c;
+        float *d = d_out + (size_t)r * D;
+        for (int i = 0; i < D; i++) d[i] += (float)(-alpha / n * (t[i] / (ns * nt) - c * s[i] / (ns * ns)));
+    }
+    return tot / n;
+}
+
+as_status trk_distill(const trk_opts *o, as_error *err) {
+    as_status rc = AS_OK;
+    tr_model *tm = NULL, *sm = NULL;
+    tr_acts *ta = NULL, *sa = NULL;
+    tro_adamw opt = {0};
+    trd_tok *tk = NULL;
+    trd_text txt = {0};
+    trd_corpus cor = {0};
+    trd_mlm_batch mb = {0};
+    char vp[4096];
+    if (o->steps < 1 || o->batch < 1 || o->max_len < 16 || !(o->lr > 0.0f) || !(o->temperature > 0.0f) ||
+        !(o->dropout >= 0.0f && o->dropout < 1.0f))
+        return as_err_set(err, AS_ERR_INPUT, "bad distillation options: need steps >= 1, batch >= 1, max-len >= 16, "
+                                             "lr > 0, temperature > 0, dropout in [0, 1)");
+    tr_set_threads(o->threads);
+    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    fo.num_labels = 0;
+    if ((rc = trc_model_load(o->teacher, &fo, &tm, err))) return rc;
+    if (!tm->cfg.mlm || tm->cfg.arch != ARCH_BERT || tm->cfg.n_layer < 2) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: the teacher must be a BERT masked-LM model with >= 2 layers", o->teacher);
+        goto cleanup;
+    }
+    tr_config sc = tm->cfg;
+    sc.n_layer = tm->cfg.n_layer / 2;
+    if ((rc = tr_model_init(&sc, o->seed, 1, &sm, err))) goto cleanup;
+    init_student(sm, tm);
+    if ((rc = as_path_join(vp, sizeof vp, o->teacher, "vocab.txt", err))) goto cleanup;
+    if ((rc = trd_tok_load(vp, &tk, err))) goto cleanup;
+    int V = tm->cfg.vocab_size, D = tm->cfg.d_model, drop = 0;
+    if (trd_tok_vocab(tk) != V) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: %d tokens, the teacher has %d", vp, trd_tok_vocab(tk), V);
+        goto cleanup;
+    }
+    if ((rc = trd_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &drop, err))) goto cleanup;
+    if ((rc = trd_tokenize(tk, &txt, &cor, err))) goto cleanup;
+    trd_text_free(&txt);
+    int T = o->max_len < tm->cfg.max_pos ? o->max_len : tm->cfg.max_pos;
+    int max_mlm = o->batch * ((int)(0.15 * (T - 3) + 0.5) + 1);
+    if ((rc = tr_acts_init(tm, o->batch, T, max_mlm, &ta, err))) goto cleanup;
+    if ((rc = tr_acts_init(sm, o->batch, T, max_mlm, &sa, err))) goto cleanup;
+    if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
+    if ((rc = tro_adamw_init(&opt, sm->n_params, err))) goto cleanup;
+    opt.lr = o->lr;
+    opt.beta1 = 0.9f;
+    opt.beta2 = 0.999f;
+    opt.eps = 1e-6f;
+    opt.wd = o->wd;
+    opt.clip = o->clip;
+    opt.total = o->steps;
+    opt.warmup = o->steps / 20;
+    fprintf(stderr, "distill: teacher %d layers -> student %d layers (%zu parameters), %d sentences\n",
+            tm->cfg.n_layer, sc.n_layer, sm->n_params, cor.n_sent);
+    double start = as_now(), s_kl = 0, s_ce = 0, s_cos = 0, ok = 0, np = 0;
+    int cnt = 0;
+    size_t BTcap = (size_t)o->batch * T;
+    while (opt.step < o->steps) {
+        trr_rng rng = trr_seeded(o->seed, (uint64_t)opt.step);
+        trd_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
+        tr_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+                      .mlm_labels = mb.labels};
+        if ((rc = tr_forward(tm, ta, &b, err))) goto cleanup;
+        sa->p_hidden = sa->p_attn = o->dropout;
+        trr_rng dr = trr_seeded(o->seed ^ 0xD15711ull, (uint64_t)opt.step);
+        sa->seed = trr_next(&dr);
+        tr_zero_grad(sm);
+        if ((rc = tr_forward(sm, sa, &b, err))) goto cleanup;
+        int M = sa->n_mlm;
+        for (size_t i = 0; i < (size_t)M * V; i++) sa->d_mlm_logits[i] *= o->alpha_mlm;
+        double kl = trk_kl_grad(sa->mlm_logits, ta->mlm_logits, sa->d_mlm_logits, M, V, o->temperature, o->alpha_kl);
+        const float *hs = sa->resid + (size_t)sc.n_layer * BTcap * D;
+        const float *ht = ta->resid + (size_t)tm->cfg.n_layer * BTcap * D;
+        double cs = trk_cos_grad(hs, ht, mb.mask, sa->d_out, mb.b * mb.t, D, o->alpha_cos);
+        tr_backward(sm, sa, &b, 1);
+        float gn = tro_adamw_step(&opt, sm);
+        if (!isfinite(sa->loss) || !isfinite(gn) || !isfinite(kl)) {
+            rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)opt.step);
+            goto cleanup;
+        }
+        s_kl += kl;
+        s_ce += sa->loss_mlm;
+        s_cos += cs;
+        ok += tr_mlm_correct(sa, V);
+        np += M;
+        cnt++;
+        if (opt.step % o->log_every == 0 || opt.step == o->steps) {
+            double el = as_now() - start;
+            fprintf(stderr, "step %lld/%d  kl %.4f  mlm %.4f  1-cos %.4f  mlm_acc %.3f  eta %.0fs\n",
+                    (long long)opt.step, o->steps, s_kl / cnt, s_ce / cnt, s_cos / cnt, np ? ok / np : 0.0,
+                    el / (double)opt.step * (double)(o->steps - opt.step));
+            s_kl = s_ce = s_cos = ok = np = 0;
+            cnt = 0;
+        }
+    }
+    if ((rc = tr_model_save(sm, o->out, o->dtype, err))) goto cleanup;
+    if ((rc = tr_copy_tokenizer(o->teacher, o->out, err))) goto cleanup;
+    fprintf(stderr, "distill: done in %.0fs; student in %s\n", as_now() - start, o->out);
+cleanup:
+    tro_adamw_free(&opt);
+    trd_mlm_batch_free(&mb);
+    trd_corpus_free(&cor);
+    trd_text_free(&txt);
+    trd_tok_free(tk);
+    tr_acts_free(ta);
+    tr_acts_free(sa);
+    tr_model_free(tm);
+    tr_model_free(sm);
+    return rc;
+}

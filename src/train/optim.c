@@ -1,0 +1,71 @@
+/* optim.c — AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay
+ * Regularization", Algorithm 2) over the flat parameter arena of a tr_model, with
+ * global-norm gradient clipping (Pascanu et al. 2013, sec. 3.2) and the BERT learning
+ * rate schedule: linear warmup, then linear decay to 0 (Devlin et al. 2019, A.2).
+ * Bias correction as torch.optim.AdamW. Weight decay applies to weight matrices and
+ * embeddings, not to biases and LayerNorm parameters (Hugging Face's run_mlm /
+ * BERT's optimization.py exclude_from_weight_decay).
+ * What it does not: other optimizers, gradient accumulation, mixed precision.
+ */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Arena order of tr_params (tr_model.c): 1 = decayed weight / embedding. */
+static const int decayed[TR_N_TENSORS] = {1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0,
+                                          1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0};
+
+as_status tro_adamw_init(tro_adamw *o, size_t n, as_error *err) {
+    o->m = as_calloc(n, sizeof(float));
+    o->v = as_calloc(n, sizeof(float));
+    o->n = n;
+    o->step = 0;
+    if (!o->m || !o->v) {
+        tro_adamw_free(o);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for optimizer state");
+    }
+    return AS_OK;
+}
+
+void tro_adamw_free(tro_adamw *o) {
+    if (!o) return;
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+float tro_adamw_lr(const tro_adamw *o, int64_t step) {
+    if (o->warmup > 0 && step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
+    if (o->total <= o->warmup) return o->lr;
+    double f = (double)(o->total - step) / (double)(o->total - o->warmup);
+    return f > 0 ? (float)(o->lr * f) : 0.0f;
+}
+
+float tro_adamw_step(tro_adamw *o, tr_model *m) {
+    ASSERT(m->grads_mem && o->n == m->n_params);
+    double ss = 0.0;
+    for (size_t i = 0; i < o->n; i++) ss += (double)m->grads_mem[i] * m->grads_mem[i];
+    float norm = (float)sqrt(ss);
+    float gscale = (o->clip > 0.0f && norm > o->clip) ? o->clip / (norm + 1e-6f) : 1.0f;
+    float lr = tro_adamw_lr(o, o->step);
+    o->step++;
+    float b1 = o->beta1, b2 = o->beta2;
+    float bc1 = 1.0f - powf(b1, (float)o->step), bc2 = 1.0f - powf(b2, (float)o->step);
+    float step_size = lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
+    size_t off = 0;
+    for (int k = 0; k < TR_N_TENSORS; k++) {
+        size_t n = m->sizes[k];
+        float decay = decayed[k] ? 1.0f - lr * o->wd : 1.0f;
+        float *p = m->params_mem + off, *g = m->grads_mem + off, *mm = o->m + off, *vv = o->v + off;
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] * gscale;
+            mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
+            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
+            p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) * rbc2 + o->eps);
+        }
+        off += n;
+    }
+    ASSERT(off == o->n);
+    return norm;
+}

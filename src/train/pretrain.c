@@ -1,0 +1,235 @@
+/* pretrain.c — the masked-LM pretraining loop (BERT, Devlin et al. 2019, sec. 3.1,
+ * without the next-sentence loss, as RoBERTa found it unnecessary; the pairs still
+ * teach position and segment embeddings): batches from data.c, forward/backward from
+ * tr_forward.c, AdamW from optim.c, checkpoints from checkpoint.c; a progress line on
+ * stderr and a TSV log of the curve. Step s draws its batch, masks and dropout from
+ * (seed, s) only, so a resumed run equals an uninterrupted one.
+ * What it does not: distributed training, gradient accumulation.
+ */
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void trp_opts_default(trp_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->layers = 4;
+    o->width = 256;
+    o->heads = 4;
+    o->ff = 1024;
+    o->max_len = 128;
+    o->steps = 1000;
+    o->batch = 32;
+    o->warmup = -1;
+    o->save_every = 500;
+    o->log_every = 10;
+    o->threads = 0;
+    o->lr = 5e-4f;
+    o->wd = 0.01f;
+    o->dropout = 0.1f;
+    o->clip = 1.0f;
+    o->seed = 1234;
+    o->dtype = DTYPE_F16;
+}
+
+void tr_set_threads(int threads) {
+    if (threads <= 0) threads = as_n_cores();
+    openblas_set_num_threads(threads);
+    omp_set_num_threads(threads);
+}
+
+/* Fraction of the MLM rows whose argmax is the target. */
+float tr_mlm_correct(const tr_acts *a, int V) {
+    int ok = 0;
+    for (int i = 0; i < a->n_mlm; i++) {
+        const float *l = a->mlm_logits + (size_t)i * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (l[v] > l[best]) best = v;
+        ok += best == a->mlm_tgt[i];
+    }
+    return (float)ok;
+}
+
+static as_status make_dir(const char *d, as_error *err) {
+    if (mkdir(d, 0755) && errno != EEXIST) return as_err_set(err, AS_ERR_INPUT, "%s: cannot create: %s", d, strerror(errno));
+    return AS_OK;
+}
+
+static as_status save_checkpoint(const trp_opts *o, const char *ck, const tr_model *m, const tro_adamw *opt,
+                                 as_error *err) {
+    as_status rc;
+    if ((rc = tr_model_save(m, ck, DTYPE_F32, err))) return rc;
+    if ((rc = trv_write_tokenizer(o->vocab, ck, o->max_len, err))) return rc;
+    return trc_state_save(ck, opt, o->seed, err);
+}
+
+static void fmt_eta(double s, char *b, size_t n) {
+    if (s < 0 || s > 1e7) s = 0;
+    int h = (int)(s / 3600), m = (int)(fmod(s, 3600) / 60), sec = (int)fmod(s, 60);
+    if (h) snprintf(b, n, "%dh%02dm", h, m);
+    else snprintf(b, n, "%dm%02ds", m, sec);
+}
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+    trr_rng r = trr_seeded(a, b);
+    return trr_next(&r);
+}
+
+as_status trp_pretrain(const trp_opts *o, as_error *err) {
+    as_status rc = AS_OK;
+    trd_tok *tk = NULL;
+    trd_text txt = {0};
+    trd_corpus cor = {0};
+    tr_model *m = NULL;
+    tr_acts *a = NULL;
+    tro_adamw opt = {0};
+    trd_mlm_batch mb = {0};
+    FILE *log = NULL;
+    char ck[4096], logp[4096];
+    if (o->steps < 1 || o->batch < 1 || o->max_len < 16 || !(o->lr > 0.0f) || o->save_every < 1 ||
+        !(o->dropout >= 0.0f && o->dropout < 1.0f) || o->log_every < 1)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "bad training options: need steps >= 1, batch >= 1, max-len >= 16, lr > 0, "
+                          "dropout in [0, 1), save-every >= 1");
+    if (o->max_len > 4000) return as_err_set(err, AS_ERR_INPUT, "max-len %d is above 4000", o->max_len);
+    tr_set_threads(o->threads);
+    if ((rc = make_dir(o->out, err))) return rc;
+    if ((rc = as_path_join(ck, sizeof ck, o->out, "checkpoint", err))) return rc;
+    if (o->resume) {
+        char sp[4200];
+        snprintf(sp, sizeof sp, "%s/trainer_state.bin", ck);
+        if (!as_file_exists(sp))
+            return as_err_set(err, AS_ERR_INPUT, "--resume: no checkpoint to resume from (%s is missing)", sp);
+    }
+    if ((rc = trd_tok_load(o->vocab, &tk, err))) goto cleanup;
+    int V = trd_tok_vocab(tk);
+    tr_config cfg = {ARCH_BERT, o->layers, o->heads, o->width, o->ff, V, o->max_len, 2, 0, 1, 1e-12f,
+                     ACT_GELU,  ACT_GELU,  TR_CLS_TANH, TRV_PAD, 0};
+    if ((rc = tr_config_check(&cfg, err))) goto cleanup;
+    int dropped = 0;
+    double t0 = as_now();
+    if ((rc = trd_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &dropped, err))) goto cleanup;
+    if ((rc = trd_tokenize(tk, &txt, &cor, err))) goto cleanup;
+    if (!o->quiet)
+        fprintf(stderr, "pretrain: %d sentences, %zu tokens (%d held-out sentences dropped) in %.1fs\n", cor.n_sent,
+            cor.n_tok, dropped, as_now() - t0);
+    trd_text_free(&txt);
+    if (o->resume) {
+        tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+        fo.with_grads = 1;
+        fo.num_labels = 0;
+        fo.mlm = 1;
+        if ((rc = trc_model_load(ck, &fo, &m, err))) {
+            as_err_prefix(err, "--resume");
+            goto cleanup;
+        }
+        if (m->cfg.vocab_size != V) {
+            rc = as_err_set(err, AS_ERR_INPUT, "--resume: %s has %d tokens, the vocabulary %d", ck, m->cfg.vocab_size, V);
+            goto cleanup;
+        }
+    } else if ((rc = tr_model_init(&cfg, o->seed, 1, &m, err))) {
+        goto cleanup;
+    }
+    int T = o->seq_len > 0 ? o->seq_len : o->max_len;
+    if (T > m->cfg.max_pos) T = m->cfg.max_pos;
+    int max_mlm = o->batch * ((int)(0.15 * (T - 3) + 0.5) + 1);
+    if ((rc = tr_acts_init(m, o->batch, T, max_mlm, &a, err))) goto cleanup;
+    if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
+    if ((rc = tro_adamw_init(&opt, m->n_params, err))) goto cleanup;
+    opt.lr = o->lr;
+    opt.beta1 = 0.9f;
+    opt.beta2 = 0.999f;
+    opt.eps = 1e-6f;
+    opt.wd = o->wd;
+    opt.clip = o->clip;
+    opt.total = o->steps;
+    opt.warmup = o->warmup >= 0 ? o->warmup : o->steps / 20;
+    if (o->resume) {
+        uint64_t seed = 0;
+        if ((rc = trc_state_load(ck, &opt, &seed, err))) goto cleanup;
+        if (seed != o->seed) {
+            rc = as_err_set(err, AS_ERR_INPUT, "--resume: the checkpoint was trained with --seed %llu, not %llu",
+                            (unsigned long long)seed, (unsigned long long)o->seed);
+            goto cleanup;
+        }
+        if (!o->quiet) fprintf(stderr, "pretrain: resuming %s at step %lld\n", ck, (long long)opt.step);
+    }
+    if (o->log_path) snprintf(logp, sizeof logp, "%s", o->log_path);
+    else if ((rc = as_path_join(logp, sizeof logp, o->out, "train_log.tsv", err))) goto cleanup;
+    log = fopen(logp, o->resume ? "a" : "w");
+    if (!log) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot write: %s", logp, strerror(errno));
+        goto cleanup;
+    }
+    if (!o->resume) fprintf(log, "step\tloss\tmlm_acc\tlr\tgrad_norm\ttokens_per_s\telapsed_s\n");
+    if (!o->quiet)
+        fprintf(stderr, "pretrain: L=%d D=%d H=%d F=%d V=%d T=%d, %zu parameters, batch %d, %d steps\n", m->cfg.n_layer,
+            m->cfg.d_model, m->cfg.n_head, m->cfg.d_ff, V, T, m->n_params, o->batch, o->steps);
+    double start = as_now(), tick = start, loss_acc = 0.0;
+    double ntok_tick = 0, ncorrect = 0, npred = 0;
+    int nacc = 0;
+    int64_t first = opt.step;
+    while (opt.step < o->steps) {
+        int64_t step = opt.step;
+        trr_rng rng = trr_seeded(o->seed, (uint64_t)step);
+        trd_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
+        tr_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+                      .mlm_labels = mb.labels};
+        a->p_hidden = a->p_attn = o->dropout;
+        a->seed = mix(o->seed ^ 0xD0D0D0D0ull, (uint64_t)step);
+        tr_zero_grad(m);
+        if ((rc = tr_forward(m, a, &b, err))) goto cleanup;
+        tr_backward(m, a, &b, 1);
+        float lr = tro_adamw_lr(&opt, step);
+        float gn = tro_adamw_step(&opt, m);
+        if (!isfinite(a->loss) || !isfinite(gn)) {
+            rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)step);
+            goto cleanup;
+        }
+        loss_acc += a->loss;
+        nacc++;
+        ncorrect += tr_mlm_correct(a, V);
+        npred += a->n_mlm;
+        for (size_t i = 0; i < (size_t)mb.b * mb.t; i++) ntok_tick += mb.mask[i];
+        if (opt.step % o->log_every == 0 || opt.step == o->steps) {
+            double now = as_now(), tps = ntok_tick / (now - tick + 1e-9);
+            double per_step = (now - start) / (double)(opt.step - first);
+            char eta[32];
+            fmt_eta(per_step * (double)(o->steps - opt.step), eta, sizeof eta);
+            float acc = npred > 0 ? (float)(ncorrect / npred) : 0.0f;
+            if (!o->quiet)
+                fprintf(stderr, "step %lld/%d  loss %.4f  mlm_acc %.3f  lr %.2e  |g| %.2f  %.0f tok/s  eta %s\n",
+                    (long long)opt.step, o->steps, loss_acc / nacc, (double)acc, (double)lr, (double)gn, tps, eta);
+            fprintf(log, "%lld\t%.5f\t%.4f\t%.3e\t%.4f\t%.0f\t%.1f\n", (long long)opt.step, loss_acc / nacc,
+                    (double)acc, (double)lr, (double)gn, tps, now - start);
+            fflush(log);
+            loss_acc = 0.0;
+            nacc = 0;
+            ncorrect = npred = 0;
+            ntok_tick = 0;
+            tick = now;
+        }
+        if (opt.step % o->save_every == 0 && opt.step < o->steps)
+            if ((rc = save_checkpoint(o, ck, m, &opt, err))) goto cleanup;
+        if (o->stop_after > 0 && opt.step == o->stop_after) goto cleanup;
+    }
+    if ((rc = save_checkpoint(o, ck, m, &opt, err))) goto cleanup;
+    if ((rc = tr_model_save(m, o->out, o->dtype, err))) goto cleanup;
+    if ((rc = trv_write_tokenizer(o->vocab, o->out, m->cfg.max_pos, err))) goto cleanup;
+    if (!o->quiet) fprintf(stderr, "pretrain: done in %.1fs; model in %s\n", as_now() - start, o->out);
+cleanup:
+    if (log) fclose(log);
+    tro_adamw_free(&opt);
+    trd_mlm_batch_free(&mb);
+    tr_acts_free(a);
+    tr_model_free(m);
+    trd_corpus_free(&cor);
+    trd_text_free(&txt);
+    trd_tok_free(tk);
+    return rc;
+}

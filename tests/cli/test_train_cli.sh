@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# CLI of the training subcommands (vocab, pretrain, finetune, eval, distill): bad
+# arguments, bad configurations and unreadable corpora exit 2 with a one-line error
+# naming the problem; a tiny vocab -> pretrain -> finetune -> eval chain runs (seconds).
+# Usage: test_train_cli.sh BINARY
+set -u
+BIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+expect() {
+  local want=$1 pat=$2; shift 3
+  OMP_NUM_THREADS=1 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: attnscope $* -> exit $got, want $want: $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
+  fi
+  if [ "$want" != 0 ]; then
+    if ! grep -q -- "$pat" "$TMP/err"; then
+      echo "FAIL: attnscope $* -> stderr lacks '$pat': $(cat "$TMP/err")"; fails=$((fails+1)); return
+    fi
+    if [ "$(wc -l < "$TMP/err")" -gt 1 ]; then
+      echo "FAIL: attnscope $* -> error is not one line: $(cat "$TMP/err")"; fails=$((fails+1)); return
+    fi
+  fi
+  echo "ok: attnscope $* -> $got"
+}
+# a small corpus and labelled TSVs
+for i in $(seq 1 60); do
+  echo "the film was good and the actors were great number $i ."
+  echo "a bad movie with a dull story , it was not good ."
+  [ $((i % 10)) = 0 ] && echo
+done > "$TMP/c.txt"
+{ echo -e "sentence\tlabel"; for i in $(seq 1 40); do echo -e "a good and great film\t1"; echo -e "a bad and dull movie\t0"; done; } > "$TMP/t.tsv"
+printf 'index\tsentence\n0\ta dull story\n' > "$TMP/test.tsv"
+printf 'text\tlabel\na dull story\t0\n' > "$TMP/bad.tsv"
+
+expect 0 "" -- vocab --help
+expect 0 "" -- pretrain --help
+expect 0 "" -- finetune --help
+expect 0 "" -- eval --help
+expect 0 "" -- distill --help
+expect 2 "required" -- vocab --corpus "$TMP/c.txt"
+expect 2 "bad --size" -- vocab --corpus "$TMP/c.txt" --size 10 --out "$TMP/v.txt"
+expect 2 "nowhere.txt" -- vocab --corpus "$TMP/nowhere.txt" --size 100 --out "$TMP/v.txt"
+expect 2 "header" -- vocab --corpus "$TMP/c.txt" --exclude "$TMP/bad.tsv" --size 100 --out "$TMP/v.txt"
+expect 0 "" -- vocab --corpus "$TMP/c.txt" --exclude "$TMP/test.tsv" --size 100 --out "$TMP/v.txt"
+P="--corpus $TMP/c.txt --vocab $TMP/v.txt --out $TMP/m --layers 2 --width 16 --heads 2 --ff 32 --max-len 32 --batch 4 --threads 1"
+expect 2 "not divisible" -- pretrain $P --heads 3 --steps 2
+expect 2 "bad --lr" -- pretrain $P --lr -1
+expect 2 "unknown option" -- pretrain $P --bogus 1
+expect 2 "nowhere.txt" -- pretrain $P --corpus "$TMP/nowhere.txt" --steps 2
+expect 2 "--resume" -- pretrain $P --steps 2 --resume
+expect 0 "" -- pretrain $P --steps 6 --save-every 3 --dtype f32
+expect 0 "" -- eval --model "$TMP/m" --task mlm --data "$TMP/c.txt" --batches 2 --batch 4 --max-len 32
+grep -q "^mlm_accuracy: 0\.[0-9]\{4\}$" "$TMP/out" || { echo "FAIL: mlm eval output"; fails=$((fails+1)); }
+expect 0 "" -- eval --model "$TMP/m" --task patterns --data "$TMP/c.txt" --pairs 5
+grep -q "^strongest next token head: layer [0-9]* head [0-9]* (0\.[0-9]*)$" "$TMP/out" || { echo "FAIL: patterns output"; fails=$((fails+1)); }
+expect 2 "no sequence-classification head" -- eval --model "$TMP/m" --task sst2 --data "$TMP/t.tsv"
+expect 2 "unknown --task" -- eval --model "$TMP/m" --task qnli --data "$TMP/t.tsv"
+expect 2 "unknown task" -- finetune --task qnli --model "$TMP/m" --train "$TMP/t.tsv" --dev "$TMP/t.tsv" --out "$TMP/f"
+expect 0 "" -- finetune --task sst2 --model "$TMP/m" --train "$TMP/t.tsv" --dev "$TMP/t.tsv" --out "$TMP/f" --epochs 1 --batch 8 --threads 1
+expect 0 "" -- eval --model "$TMP/f" --task sst2 --data "$TMP/t.tsv"
+tail -n 1 "$TMP/out" | grep -q "^accuracy: [01]\.[0-9]\{4\}$" || { echo "FAIL: eval's last line: $(tail -n 1 "$TMP/out")"; fails=$((fails+1)); }
+grep -q '"POSITIVE"' "$TMP/f/config.json" || { echo "FAIL: id2label"; fails=$((fails+1)); }
+expect 2 "header" -- eval --model "$TMP/f" --task sst2 --data "$TMP/test.tsv"
+expect 0 "" -- distill --teacher "$TMP/m" --corpus "$TMP/c.txt" --out "$TMP/s" --steps 2 --batch 4 --max-len 32 --threads 1
+expect 2 "at least\|>= 2 layers\|masked-LM" -- distill --teacher "$TMP/f" --corpus "$TMP/c.txt" --out "$TMP/s2" --steps 2
+echo "$fails failure(s)"
+[ "$fails" = 0 ]
