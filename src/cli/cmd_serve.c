@@ -9,6 +9,7 @@
 static const char *SERVE_HELP =
     "usage: attnscope serve --model DIR [--model DIR2 ...] [--host 127.0.0.1] [--port 8080]\n"
     "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
+    "                       [--db FILE.sqlite]\n"
     "\n"
     "Serves the attention explorer (head view, model view, neuron view) and its JSON +\n"
     "binary API (docs/server.md) for the model folders given. The web front end is\n"
@@ -19,7 +20,9 @@ static const char *SERVE_HELP =
     "printed as `attnscope serve: listening on http://HOST:PORT/`.\n"
     "--threads: threads per forward pass (default: all cores). --max-runs: runs computed\n"
     "at once before requests get 503 (default 2). --cache-runs / --cache-mb: the run\n"
-    "cache's bounds (default 16 runs, 2048 MiB). SIGINT or SIGTERM stops it (exit 0).\n";
+    "cache's bounds (default 16 runs, 2048 MiB). SIGINT or SIGTERM stops it (exit 0).\n"
+    "--db: an `attnscope analyze`/`import` database, opened read-only, for the head\n"
+    "overview, dependency, graph, pattern and comparison views (docs/views.md).\n";
 
 int cmd_serve(int argc, char **argv) {
     const char *dirs[SRV_MAX_MODELS];
@@ -56,6 +59,10 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 1, 1 << 20, &n)) return cli_usage_error("serve", "--cache-mb: expected 1..1048576");
             o.max_cache_bytes = (size_t)n << 20;
+        } else if (!strcmp(a, "--db")) { /* issue 6: analysis database (server/db_api.c) */
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (!*v) return cli_usage_error("serve", "--db needs a file");
+            o.db_path = v;
         } else if (!strcmp(a, "--test-delay-ms")) { /* testing only: makes runs slow to exercise limits */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 0, 60000, &o.test_delay_ms)) return cli_usage_error("serve", "--test-delay-ms: 0..60000");

@@ -5,6 +5,7 @@
  * It does not speak HTTP (server.c does) and serves no files.
  */
 #include "server/api.h"
+#include "server/db_api.h"
 #include "server/tensor.h"
 
 #include <errno.h>
@@ -566,7 +567,24 @@ void api_handle(srv_state *s, const srv_request *rq, srv_response *rs) {
         else wrong_method(rs, "POST");
     } else if (!strncmp(p, pre, strlen(pre))) {
         route_runs(s, rq, p + strlen(pre), rs);
+    } else if (!strcmp(p, "/api/v1/db") || !strncmp(p, "/api/v1/db/", 11)) { /* issue 6: server/db_api.c */
+        db_api_handle(s, rq, p + 10, rs);
     } else {
         api_error(rs, 404, "no such route");
     }
 }
+
+/* ---- shared with server/db_api.c (issue 6); see api.h ---------------------------- */
+
+void api_reply_json(srv_response *rs, int status, json_t *o) { reply_json(rs, status, o); }
+void api_reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta) { reply_tensors(rs, t, n, meta); }
+json_t *api_json_utf8(const char *s) { return json_utf8(s); }
+const char *api_query(const srv_request *rq, const char *key) { return q_get(rq, key); }
+int api_parse_range(const char *s, int n, int *lo, int *hi) { return parse_range(s, n, lo, hi); }
+int api_admit(srv_state *s, srv_response *rs) { return admit(s, rs); }
+void api_leave(srv_state *s) { leave(s); }
+as_status api_forward(srv_state *s, const as_model *m, const as_encoding *enc, unsigned what, as_run **out,
+                      as_error *err) {
+    return forward(s, m, enc, what, out, err);
+}
+json_t *api_run_json(const srv_state *s, const srv_entry *e, int cached) { return run_json(s, e, cached); }

@@ -7,6 +7,9 @@
 
 #include "server/cache.h"
 #include "server/server.h"
+#include "server/tensor.h" /* issue 6: api_reply_tensors */
+
+struct srv_db; /* issue 6: server/db_api.h */
 
 typedef struct {
     as_model *m;    /* owned */
@@ -22,6 +25,7 @@ typedef struct {
     pthread_mutex_t fwd_mu; /* one forward at a time (OpenBLAS thread settings are global) */
     int threads;
     int test_delay_ms;
+    struct srv_db *db; /* issue 6: the --db analysis database (server/db_api.h), or NULL */
 } srv_state;
 
 typedef struct {
@@ -46,5 +50,25 @@ typedef struct {
 void api_handle(srv_state *s, const srv_request *rq, srv_response *rs);
 /* Sets rs to a one-line JSON error {"error": msg}. */
 void api_error(srv_response *rs, int status, const char *fmt, ...) AS_PRINTF(3, 4);
+
+/* ---- shared with server/db_api.c (issue 6: the analysis database routes) ---- */
+/* Sets rs to status + compact JSON of o (steals o). */
+void api_reply_json(srv_response *rs, int status, json_t *o);
+/* Sets rs to the binary tensor container of t (meta stolen). */
+void api_reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta);
+/* A JSON string for bytes that may not be valid UTF-8 (U+FFFD replaces bad sequences). */
+json_t *api_json_utf8(const char *s);
+/* The query parameter key, or NULL. */
+const char *api_query(const srv_request *rq, const char *key);
+/* Parses "a-b" or "a" into [lo, hi] within [0, n) (NULL = all); -1 when malformed. */
+int api_parse_range(const char *s, int n, int *lo, int *hi);
+/* Admission (at most max_active runs; sets a 503 and returns 0 when full) and release. */
+int api_admit(srv_state *s, srv_response *rs);
+void api_leave(srv_state *s);
+/* Runs the model under the forward lock; the caller is admitted. *out owned by the caller. */
+as_status api_forward(srv_state *s, const as_model *m, const as_encoding *enc, unsigned what, as_run **out,
+                      as_error *err);
+/* JSON of a cached run, as POST /api/v1/run returns it. */
+json_t *api_run_json(const srv_state *s, const srv_entry *e, int cached);
 
 #endif

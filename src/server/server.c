@@ -6,6 +6,7 @@
  */
 #include "server/api.h"
 #include "server/assets.h"
+#include "server/db_api.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -256,6 +257,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         s.n_models++;
         model_name(&s, i, o->model_dirs[i]);
     }
+    if (o->db_path && (st = srv_db_open(o->db_path, &s.db, err))) goto cleanup; /* issue 6 */
     srv_cache_init(&s.cache, o->max_cached_runs > 0 ? o->max_cached_runs : SRV_MAX_CACHED_RUNS,
                    o->max_cache_bytes > 0 ? o->max_cache_bytes : SRV_MAX_CACHE_BYTES);
     cache_ready = 1;
@@ -318,6 +320,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         printf("attnscope serve: model %s (%s, %d layers x %d heads, up to %d tokens)\n", s.models[i].name,
                as_arch_name(c->arch), c->n_layer, c->n_head, as_model_max_tokens(s.models[i].m));
     }
+    if (s.db) printf("attnscope serve: analysis database %s (GET /api/v1/db/runs)\n", srv_db_name(s.db)); /* issue 6 */
     fflush(stdout);
     unsigned char sig = 0;
     while (read(g_sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
@@ -343,5 +346,6 @@ cleanup:
     }
     for (int i = 0; i < s.n_models; i++) as_model_free(s.models[i].m);
     free(s.models);
+    srv_db_free(s.db); /* issue 6 */
     return st;
 }

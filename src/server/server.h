@@ -27,6 +27,7 @@ typedef struct {
     int max_cached_runs;   /* 0 = SRV_MAX_CACHED_RUNS */
     size_t max_cache_bytes;/* 0 = SRV_MAX_CACHE_BYTES */
     int test_delay_ms;     /* testing only: sleep inside each admitted run */
+    const char *db_path;   /* issue 6: analysis database served under /api/v1/db (read-only), or NULL */
 } srv_options;
 
 /* Loads the models, listens, prints "attnscope serve: listening on http://HOST:PORT/"

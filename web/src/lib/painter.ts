@@ -28,6 +28,12 @@ export interface Painter {
   text(x: number, y: number, s: string, style?: TextStyle): void;
   /** Draws a matrix as an image scaled into the box, one pixel per cell before scaling. */
   matrix(x: number, y: number, w: number, h: number, m: MatrixImage): void;
+  // issue 6 (Dodrio views): optional so painter wrappers need not forward them; both
+  // built-in painters implement them (lib/shapes.ts checks).
+  /** A filled circle, with an optional outline. */
+  circle?(x: number, y: number, r: number, fill: string, alpha?: number, stroke?: string): void;
+  /** An open polyline through pts (x0, y0, x1, y1, ...). */
+  polyline?(pts: ArrayLike<number>, color: string, alpha: number, width: number): void;
 }
 
 const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
@@ -99,6 +105,32 @@ export class CanvasPainter implements Painter {
     c.textBaseline = 'middle';
     c.fillText(s, x, y);
   }
+  circle(x: number, y: number, r: number, fill: string, alpha = 1, stroke?: string): void {
+    const c = this.ctx;
+    c.globalAlpha = alpha;
+    c.fillStyle = fill;
+    c.beginPath();
+    c.arc(x, y, r, 0, 2 * Math.PI);
+    c.fill();
+    c.globalAlpha = 1;
+    if (stroke) {
+      c.strokeStyle = stroke;
+      c.lineWidth = 1;
+      c.stroke();
+    }
+  }
+  polyline(pts: ArrayLike<number>, color: string, alpha: number, width: number): void {
+    if (pts.length < 4) return;
+    const c = this.ctx;
+    c.globalAlpha = alpha;
+    c.strokeStyle = color;
+    c.lineWidth = width;
+    c.beginPath();
+    c.moveTo(pts[0], pts[1]);
+    for (let i = 2; i + 1 < pts.length; i += 2) c.lineTo(pts[i], pts[i + 1]);
+    c.stroke();
+    c.globalAlpha = 1;
+  }
   matrix(x: number, y: number, w: number, h: number, m: MatrixImage): void {
     const src = matrixCanvas(m);
     this.ctx.imageSmoothingEnabled = false;
@@ -147,6 +179,19 @@ export class SvgPainter implements Painter {
     const anchor = st.align === 'right' ? 'end' : st.align === 'center' ? 'middle' : 'start';
     this.parts.push(
       `<text x="${n2(x)}" y="${n2(y)}" font-size="${st.size ?? 12}" font-weight="${st.weight ?? 'normal'}" fill="${st.color ?? '#222'}" text-anchor="${anchor}" dominant-baseline="middle">${esc(s)}</text>`,
+    );
+  }
+  circle(x: number, y: number, r: number, fill: string, alpha = 1, stroke?: string): void {
+    this.parts.push(
+      `<circle cx="${n2(x)}" cy="${n2(y)}" r="${n2(r)}" fill="${fill}"${alpha < 1 ? ` fill-opacity="${n2(alpha)}"` : ''}${stroke ? ` stroke="${stroke}"` : ''}/>`,
+    );
+  }
+  polyline(pts: ArrayLike<number>, color: string, alpha: number, width: number): void {
+    if (pts.length < 4) return;
+    const xy: string[] = [];
+    for (let i = 0; i + 1 < pts.length; i += 2) xy.push(`${n2(pts[i])},${n2(pts[i + 1])}`);
+    this.parts.push(
+      `<polyline points="${xy.join(' ')}" fill="none" stroke="${color}" stroke-opacity="${n2(alpha)}" stroke-width="${n2(width)}"/>`,
     );
   }
   matrix(x: number, y: number, w: number, h: number, m: MatrixImage): void {

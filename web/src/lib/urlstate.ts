@@ -2,7 +2,13 @@
 // (?model=..&text=..&text_b=..&view=head&layer=0&head=0&token=3&heads=0,2) so a
 // view reloads as it was.
 
-export type ViewName = 'head' | 'model' | 'neuron';
+export type ViewName = 'head' | 'model' | 'neuron' | AnalysisView;
+/** issue 6: the views of the analysis database (views/AnalysisViews.svelte). */
+export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
+export const ANALYSIS_VIEWS: readonly AnalysisView[] = ['overview', 'instances', 'dependency', 'graph', 'pattern', 'compare'];
+export function isAnalysisView(v: string): v is AnalysisView {
+  return (ANALYSIS_VIEWS as readonly string[]).includes(v);
+}
 
 export interface UrlState {
   model: string;
@@ -14,6 +20,9 @@ export interface UrlState {
   token: number; // -1 = none
   heads: number[] | null; // heads shown in the head view; null = all
   mode: 'lines' | 'matrix';
+  dbrun: number; // issue 6: analysis run id (0 = the first)
+  sent: number; // issue 6: analysed sentence index (-1 = none)
+  cmp: number; // issue 6: second run of the comparison (0 = the second)
 }
 
 export const DEFAULT_STATE: UrlState = {
@@ -26,6 +35,9 @@ export const DEFAULT_STATE: UrlState = {
   token: -1,
   heads: null,
   mode: 'lines',
+  dbrun: 0,
+  sent: -1,
+  cmp: 0,
 };
 
 function int(v: string | null, dflt: number): number {
@@ -41,7 +53,7 @@ export function readUrlState(search: string): UrlState {
     model: p.get('model') ?? '',
     text: p.get('text') ?? '',
     text_b: p.get('text_b') ?? '',
-    view: view === 'model' || view === 'neuron' ? view : 'head',
+    view: view === 'model' || view === 'neuron' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
     token: Math.max(-1, int(p.get('token'), -1)),
@@ -53,6 +65,9 @@ export function readUrlState(search: string): UrlState {
             .filter((s) => /^\d+$/.test(s))
             .map(Number),
     mode: p.get('mode') === 'matrix' ? 'matrix' : 'lines',
+    dbrun: Math.max(0, int(p.get('dbrun'), 0)),
+    sent: Math.max(-1, int(p.get('sent'), -1)),
+    cmp: Math.max(0, int(p.get('cmp'), 0)),
   };
 }
 
@@ -67,5 +82,8 @@ export function writeUrlState(s: UrlState): string {
   if (s.token >= 0) p.set('token', String(s.token));
   if (s.heads) p.set('heads', s.heads.join(','));
   if (s.mode !== 'lines') p.set('mode', s.mode);
+  if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
+  if (s.sent >= 0) p.set('sent', String(s.sent));
+  if (s.cmp > 0) p.set('cmp', String(s.cmp));
   return `?${p.toString()}`;
 }

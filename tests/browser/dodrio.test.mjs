@@ -1,0 +1,365 @@
+// dodrio.test.mjs — browser tests of the Dodrio views (issue 6): Playwright-core drives
+// Debian's Chromium against the real `attnscope serve --db` (ATTNSCOPE_BIN) on an
+// ephemeral loopback port. The database is real: tests/ref/make_analysis_db.sh analyses
+// two tiny SST-2 classifiers (runs 1, 2) with `attnscope analyze`, then the real BERT-base
+// attention of ../shared/data/bert-base-sst2-attention (or, when absent, a synthetic
+// 12 x 12 folder) is added with `attnscope import` (run 3).
+// Checks: each view renders (canvas pixels); the overview tooltip shows the API's numbers;
+// clicking a head updates the selection of the dependency, graph, pattern and neuron
+// views; selecting a sentence runs it in the explorer; the dependency view's correct /
+// wrong marks summed over the treebank sentences equal the database's relation counts
+// (sqlite3 CLI); graph layouts and threshold; the comparison shows both models; SVG/PNG
+// export of every new view. Measures the overview of 144 heads and the graph of a
+// 64-token sentence (printed and written to tests/browser/artifacts/dodrio-bench.json;
+// the target is < 1 s, reported, not asserted, as bench/RESULTS.md asks).
+// Screenshots go to tests/browser/artifacts/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+const BIN = process.env.ATTNSCOPE_BIN;
+const ART = join(HERE, 'artifacts');
+const SHARED = join(ROOT, '..', 'shared', 'data', 'bert-base-sst2-attention');
+
+let server, base, browser, page, tmp, db, bigSource;
+const bench = {};
+
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(BIN, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve({ p, url: m[1] });
+      }
+    });
+    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
+  });
+}
+
+const sql = (q) => execFileSync('sqlite3', [db, q], { encoding: 'utf8' }).trim();
+
+before(async () => {
+  assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
+  mkdirSync(ART, { recursive: true });
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-dodrio-'));
+  execFileSync('bash', [join(ROOT, 'tests', 'ref', 'make_analysis_db.sh'), BIN, tmp], { stdio: 'inherit' });
+  db = join(tmp, 'analysis.sqlite');
+  let dir = SHARED;
+  bigSource = 'BERT-base (../shared/data/bert-base-sst2-attention)';
+  if (!existsSync(SHARED)) {
+    dir = join(tmp, 'synthetic');
+    execFileSync(process.execPath, [join(HERE, 'make_synthetic_import.mjs'), dir]);
+    bigSource = 'synthetic 12x12 import';
+  }
+  execFileSync(BIN, ['import', '--dir', dir, '--db', db, '--min-rel', '20', '--quiet']);
+  const s = await startServer(['--model', join(tmp, 'bert-sst'), '--model', join(tmp, 'distil-sst'), '--db', db]);
+  server = s.p;
+  base = s.url;
+  browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync',
+    ],
+    viewport: { width: 1400, height: 1000 },
+    deviceScaleFactor: 1,
+    acceptDownloads: true,
+  });
+  page = browser.pages()[0] ?? (await browser.newPage());
+  page.on('pageerror', (e) => console.log('pageerror:', e.message));
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) {
+    const done = new Promise((r) => server.on('exit', (code) => r(code)));
+    server.kill('SIGTERM');
+    assert.equal(await done, 0, 'server exits 0 on SIGTERM');
+  }
+  if (Object.keys(bench).length) writeFileSync(join(ART, 'dodrio-bench.json'), JSON.stringify(bench, null, 2) + '\n');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+// ---- helpers ----------------------------------------------------------------
+
+async function pixels(testid, region) {
+  return page.evaluate(
+    ({ testid, region }) => {
+      const c = document.querySelector(`[data-testid="${testid}"]`);
+      if (!c) return { ink: 0, green: 0, red: 0, bluish: 0, reddish: 0, hash: 0 };
+      const [x, y, w, h] = region ?? [0, 0, c.width, c.height];
+      const d = c.getContext('2d').getImageData(x, y, w, h).data;
+      let ink = 0, green = 0, red = 0, bluish = 0, reddish = 0, hash = 0;
+      for (let i = 0; i < d.length; i += 4) {
+        const [r, g, b] = [d[i], d[i + 1], d[i + 2]];
+        hash = (hash * 31 + r + 7 * g + 13 * b) >>> 0;
+        if (r + g + b > 735) continue;
+        ink++;
+        if (g > r + 40 && g > b + 20) green++;
+        if (r > g + 80 && r > b + 80) red++;
+        if (b > r + 20) bluish++;
+        if (r > b + 20) reddish++;
+      }
+      return { ink, green, red, bluish, reddish, hash };
+    },
+    { testid, region },
+  );
+}
+
+async function waitPixels(testid, pred, region) {
+  let p;
+  for (let i = 0; i < 150; i++) {
+    p = await pixels(testid, region);
+    if (pred(p)) break;
+    await page.waitForTimeout(100);
+  }
+  return p;
+}
+
+const shot = (name) => page.screenshot({ path: join(ART, `${name}.png`), fullPage: true });
+const text = (testid) => page.locator(`[data-testid=${testid}]`).first().innerText();
+const waitText = (t) => page.waitForFunction((s) => document.body.innerText.includes(s), t, { timeout: 30_000 });
+
+async function open(query) {
+  await page.goto(`${base}/?${query}`);
+  await page.waitForSelector('[data-testid=analysis-nav]', { timeout: 30_000 });
+}
+
+async function download(testid) {
+  const [d] = await Promise.all([page.waitForEvent('download'), page.click(`[data-testid=${testid}]`)]);
+  return { name: d.suggestedFilename(), bytes: readFileSync(await d.path()) };
+}
+
+async function checkExport(name, svgMust) {
+  const svg = await download('export-svg');
+  assert.equal(svg.name, `${name}.svg`);
+  const s = svg.bytes.toString('utf8');
+  assert.ok(s.startsWith('<?xml') && s.includes('<svg') && s.trimEnd().endsWith('</svg>'), `${name}.svg is SVG`);
+  for (const m of svgMust) assert.ok(s.includes(m), `${name}.svg contains ${m}`);
+  const png = await download('export-png');
+  assert.equal(png.name, `${name}.png`);
+  assert.deepEqual([...png.bytes.subarray(0, 8)], [137, 80, 78, 71, 13, 10, 26, 10], `${name}.png is PNG`);
+  assert.ok(png.bytes.length > 2000);
+}
+
+/** Centre of glyph (layer, head) in the overview (sort by index; cell 64 px for <= 14 heads). */
+const glyph = (l, h, cell = 64) => ({ x: 44 + h * cell + cell / 2, y: 26 + l * cell + cell / 2 });
+
+// ---- tests ------------------------------------------------------------------
+
+test('head overview renders, tooltip shows the API numbers, sort and filter change it', async () => {
+  await open('view=overview&dbrun=1');
+  const p = await waitPixels('overview-canvas', (q) => q.ink > 3000);
+  assert.ok(p.ink > 3000, `overview has ink (${p.ink})`);
+  assert.ok(p.reddish + p.bluish > 500, 'glyphs are coloured');
+  const api = await page.evaluate(async () => (await fetch('/api/v1/db/runs/1/heads')).json());
+  const g = glyph(1, 2);
+  await page.mouse.move(...Object.values(await canvasPoint('overview-canvas', g)));
+  await page.waitForSelector('[data-testid=ov-tip]');
+  const tip = await text('ov-tip');
+  const i = 1 * 4 + 2;
+  assert.ok(tip.includes('L1H2'), tip);
+  assert.ok(tip.includes(`importance ${api.columns.importance[i].toFixed(3)}`), tip);
+  assert.ok(tip.includes(`semantic ${api.columns.semantic[i].toFixed(3)}`), tip);
+  assert.ok(tip.includes(api.columns.pattern[i]), tip);
+  await shot('dodrio-overview');
+  const before = p.hash;
+  await page.selectOption('[data-testid=ov-sort]', 'semantic');
+  const sorted = await waitPixels('overview-canvas', (q) => q.hash !== before);
+  assert.notEqual(sorted.hash, before, 'sorting redraws');
+  await page.selectOption('[data-testid=ov-sort]', 'index');
+  await page.fill('[data-testid=ov-min]', '0.9');
+  const dim = await waitPixels('overview-canvas', (q) => q.reddish + q.bluish < p.reddish + p.bluish);
+  assert.ok(dim.reddish + dim.bluish < p.reddish + p.bluish, 'filtered heads are dimmed');
+  await checkExport('attnscope-overview', ['<circle']);
+});
+
+/** A canvas-relative point as page coordinates. */
+async function canvasPoint(testid, { x, y }) {
+  const b = await page.locator(`[data-testid=${testid}]`).boundingBox();
+  return { x: b.x + x, y: b.y + y };
+}
+
+test('instance selector: search, filters, selecting a sentence runs it in the explorer', async () => {
+  await open('view=instances&dbrun=1');
+  await waitText('15 sentences');
+  await page.fill('[data-testid=inst-search]', 'film');
+  await waitText('6 sentences');
+  await page.selectOption('[data-testid=inst-corpus]', 'conllu');
+  await waitText('2 sentences');
+  await page.click('[data-testid=inst-row][data-idx="9"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=analysis-selection]').innerText.includes('sentence 9'));
+  await page.waitForFunction(() => document.querySelector('[data-testid=status]').innerText.includes('7 tokens'), null, { timeout: 30_000 });
+  assert.ok(page.url().includes('sent=9'));
+  assert.ok(page.url().includes('text=The+film+was+good.'));
+  await page.fill('[data-testid=inst-search]', '');
+  await page.selectOption('[data-testid=inst-corpus]', 'sst2');
+  await waitText('9 sentences');
+  const conf = await page.locator('[data-testid=inst-row] td:nth-child(6)').first().innerText({ timeout: 10_000 });
+  await page.waitForFunction(() => /\d\.\d\d/.test(document.querySelector('[data-testid=inst-row] td:nth-child(6)').innerText), null, { timeout: 30_000 });
+  assert.ok(conf !== undefined);
+  await shot('dodrio-instances');
+});
+
+test('clicking a head in the overview updates the dependency, graph, pattern and neuron views', async () => {
+  await open('view=instances&dbrun=1');
+  await page.click('[data-testid=inst-row][data-idx="9"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=status]').innerText.includes('7 tokens'), null, { timeout: 30_000 });
+  await page.click('[data-testid=tab-overview]');
+  const plain = await waitPixels('overview-canvas', (q) => q.ink > 3000);
+  // zoomed in with a sentence selected: each glyph holds a mini drawing of its attention
+  await page.fill('[data-testid=ov-zoom]', '96');
+  const zoomed = await waitPixels('overview-canvas', (q) => q.hash !== plain.hash && q.ink > plain.ink);
+  assert.ok(zoomed.ink > plain.ink, 'zoomed glyphs with mini attention drawings');
+  await shot('dodrio-overview-zoom');
+  await page.fill('[data-testid=ov-zoom]', '0');
+  await waitPixels('overview-canvas', (q) => q.hash === plain.hash);
+  const pt = await canvasPoint('overview-canvas', glyph(1, 3));
+  await page.mouse.click(pt.x, pt.y);
+  await page.waitForFunction(() => document.querySelector('[data-testid=analysis-selection]').innerText.startsWith('L1H3'));
+  assert.ok(page.url().includes('layer=1') && page.url().includes('head=3'));
+  await page.click('[data-testid=tab-dependency]');
+  await waitText('Layer 1, head 3');
+  await page.click('[data-testid=tab-graph]');
+  await waitText('Layer 1, head 3');
+  await page.click('[data-testid=tab-pattern]');
+  const api = await page.evaluate(async () => (await fetch('/api/v1/db/runs/1/heads')).json());
+  await page.waitForFunction(() => document.querySelector('[data-testid=pattern-label]')?.innerText.startsWith('L1H3'));
+  assert.ok((await text('pattern-label')).includes(api.columns.pattern[7]));
+  await page.click('[data-testid=pattern-neuron]');
+  await page.waitForSelector('[data-testid=n-layer]');
+  assert.equal(await page.inputValue('[data-testid=n-layer]'), '1');
+  assert.equal(await page.inputValue('[data-testid=n-head]'), '3');
+  await page.click('[data-testid=tab-head]');
+  await page.waitForSelector('[data-testid=layer]');
+  assert.equal(await page.inputValue('[data-testid=layer]'), '1');
+});
+
+test('dependency view: correct / wrong marks agree with the database', async () => {
+  const L = 0, H = 2;
+  const counts = {};
+  for (let sent = 9; sent < 15; sent++) {
+    await open(`view=dependency&dbrun=1&sent=${sent}&layer=${L}&head=${H}`);
+    await page.waitForSelector('[data-testid=dep-mark]', { timeout: 30_000 });
+    const marks = await page.$$eval('[data-testid=dep-mark]', (rows) =>
+      rows.map((r) => ({ rel: r.dataset.rel, scored: r.dataset.scored, c: r.dataset.correct, pc: r.dataset.pcorrect })),
+    );
+    assert.equal(marks.length, 5);
+    for (const m of marks) {
+      if (m.scored !== 'true') continue;
+      counts[m.rel] ??= [0, 0];
+      counts[m.rel][0] += m.c === 'true';
+      counts[m.rel][1] += m.pc === 'true';
+    }
+    if (sent === 9) {
+      const p = await waitPixels('dep-canvas', (q) => q.green + q.red > 20);
+      assert.ok(p.green + p.red > 20, 'correct / wrong arcs are drawn in green / red');
+      const summary = await text('dep-summary');
+      const nOk = marks.filter((m) => m.c === 'true').length;
+      assert.ok(summary.includes(`${nOk} correct`), summary);
+      await shot('dodrio-dependency');
+      await checkExport('attnscope-dependency', ['<polyline', 'det']);
+    }
+  }
+  for (const rel of ['det', 'nsubj', 'cop'])
+    for (const dir of [0, 1]) {
+      const want = Number(sql(`SELECT correct FROM rel_accuracy WHERE run=1 AND relation='${rel}' AND dir=${dir} AND layer=${L} AND head=${H}`));
+      assert.equal(counts[rel][dir], want, `${rel} dir ${dir}: marks ${counts[rel][dir]} vs database ${want}`);
+    }
+  assert.ok((await page.locator('[data-testid=rel-table]').innerText()).includes('nsubj'));
+  await waitPixels('rel-chart', (q) => q.ink > 300);
+});
+
+test('attention graph of a 64-token sentence: layouts, threshold, timing', async () => {
+  const t0 = Date.now();
+  await open('view=graph&dbrun=1&sent=8&layer=0&head=1');
+  await page.waitForFunction(() => /fetched and drawn in \d+/.test(document.querySelector('[data-testid=graph-ms]')?.innerText ?? ''), null, { timeout: 30_000 });
+  const wall = Date.now() - t0;
+  const msText = await text('graph-ms');
+  assert.ok((await page.locator('body').innerText()).includes('64 tokens'));
+  const drawMs = Number(/layout \+ draw ([\d.]+) ms/.exec(msText)[1]);
+  const totalMs = Number(/fetched and drawn in (\d+) ms/.exec(msText)[1]);
+  const force = await pixels('graph-canvas');
+  assert.ok(force.ink > 2000, 'graph drawn');
+  const edges = Number(/(\d+) edges/.exec(await text('graph-edges'))[1]);
+  assert.ok(edges > 0);
+  await shot('dodrio-graph-force');
+  bench.graph_64_tokens = { layout_draw_ms: drawMs, fetch_layout_draw_ms: totalMs, page_load_wall_ms: wall };
+  console.log(`graph, 64-token sentence: layout + draw ${drawMs.toFixed(1)} ms; fetch + layout + draw ${totalMs} ms (page load to drawn ${wall} ms)`);
+  if (totalMs >= 1000) console.log(`note: over the 1 s target (${totalMs} ms); timings are reported, not asserted (bench/RESULTS.md)`);
+  await page.selectOption('[data-testid=graph-layout]', 'radial');
+  const radial = await waitPixels('graph-canvas', (q) => q.hash !== force.hash);
+  assert.notEqual(radial.hash, force.hash);
+  await shot('dodrio-graph-radial');
+  await page.selectOption('[data-testid=graph-layout]', 'grid');
+  const grid = await waitPixels('graph-canvas', (q) => q.hash !== radial.hash);
+  assert.notEqual(grid.hash, radial.hash);
+  await page.fill('[data-testid=graph-threshold]', '0.9');
+  await page.waitForFunction((n) => Number(/(\d+) edges/.exec(document.querySelector('[data-testid=graph-edges]').innerText)[1]) < n, edges);
+  await page.selectOption('[data-testid=graph-layout]', 'force');
+  await page.fill('[data-testid=graph-threshold]', '0.05');
+  await checkExport('attnscope-graph', ['<circle', '<path']);
+});
+
+test('pattern explanation renders', async () => {
+  await open('view=pattern&dbrun=1&layer=0&head=0');
+  await page.waitForSelector('[data-testid=pattern-label]');
+  const p = await waitPixels('pattern-canvas', (q) => q.ink > 2000);
+  assert.ok(p.ink > 2000);
+  assert.ok((await text('pattern-depends')).includes('embedding'));
+  await shot('dodrio-pattern');
+  await checkExport('attnscope-pattern', ['Concentration', 'Ablation']);
+});
+
+test('model comparison shows both models', async () => {
+  await open('view=compare&dbrun=1&cmp=2');
+  const a = await waitPixels('cmp-canvas-a', (q) => q.ink > 2000);
+  const b = await waitPixels('cmp-canvas-b', (q) => q.ink > 2000);
+  assert.ok(a.ink > 2000 && b.ink > 2000, 'both overviews drawn');
+  assert.notEqual(a.hash, b.hash, 'the two models differ');
+  assert.ok((await page.locator('body').innerText()).includes('A: bert-sst'.slice(3)));
+  assert.ok((await page.locator('[data-testid=cmp-match]').count()) > 0, 'heads matched by pattern');
+  const rows = await page.$$eval('[data-testid=cmp-count]', (r) => r.map((x) => x.innerText.split('\t').map((s) => s.trim())));
+  assert.equal(rows.reduce((s, r) => s + Number(r[1]), 0), 8);
+  assert.equal(rows.reduce((s, r) => s + Number(r[2]), 0), 8);
+  assert.ok((await pixels('cmp-hist')).ink > 1000, 'score distributions drawn');
+  await shot('dodrio-compare');
+  await checkExport('attnscope-compare', ['A: bert-sst', 'B: distil-sst', '<circle']);
+});
+
+test('overview of 144 heads renders (timed)', async () => {
+  const runs = await page.evaluate(async () => (await fetch('/api/v1/db/runs')).json());
+  const big = runs.runs.find((r) => r.layers === 12 && r.heads === 12);
+  assert.ok(big, 'the 12 x 12 import is in the database');
+  await open('view=overview&dbrun=1');
+  await waitPixels('overview-canvas', (q) => q.ink > 3000);
+  const t0 = await page.evaluate(() => performance.now());
+  await page.selectOption('[data-testid=db-run]', String(big.id));
+  await page.waitForFunction(() => document.body.innerText.includes('12 layers × 12 heads'), null, { timeout: 30_000 });
+  const p = await waitPixels('overview-canvas', (q) => q.ink > 30000);
+  const t1 = await page.evaluate(() => performance.now());
+  const drawMs = Number(/drawn in ([\d.]+) ms/.exec(await text('overview-ms'))[1]);
+  assert.ok(p.ink > 30000, `144 glyphs drawn (${p.ink} px of ink)`);
+  bench.overview_144_heads = { source: bigSource, draw_ms: drawMs, select_to_drawn_ms: Math.round(t1 - t0) };
+  console.log(`overview, 144 heads (${bigSource}): draw ${drawMs.toFixed(1)} ms; run selected to drawn ${Math.round(t1 - t0)} ms`);
+  if (t1 - t0 >= 1000) console.log(`note: over the 1 s target (${Math.round(t1 - t0)} ms); timings are reported, not asserted`);
+  await shot('dodrio-overview-144');
+  // an imported run has no model: the dependency view says so instead of failing
+  await page.click('[data-testid=tab-dependency]');
+  await open(`view=dependency&dbrun=${big.id}&sent=0&layer=7&head=10`);
+  await waitText('No served model for this run');
+  await shot('dodrio-dependency-import');
+});

@@ -1,0 +1,808 @@
+/* test_server_db.c — HTTP tests of the /api/v1/db routes of `attnscope serve --db`
+ * (issue 6, src/server/db_api.c). Builds a real analysis database with the real binary
+ * (tests/ref/make_analysis_db.sh: two tiny SST-2 classifiers analysed on SST-2 + CoNLL-U
+ * sentences), starts AS_BINARY serve on 127.0.0.1 with an ephemeral port and checks every
+ * route against the database read directly with SQLite: runs, per-head scores and
+ * patterns, the binary head-pair JSD matrix, best heads per relation and accuracy by
+ * layer, pagination / search / filters of the sentence list (and that SQL in a parameter
+ * is only text), a sentence's tokens, words and saliency, the recomputed attention (rows
+ * sum to 1, equal to the run cache's and to POST /run's), and that a head's correct /
+ * wrong arcs summed over the corpus equal the stored relation counts for every head,
+ * relation and direction. Errors: 4xx one-line JSON for bad ids, ranges, parameters,
+ * methods, a run without a served model (409), a server without --db, bad --db files.
+ * The database file is unchanged afterwards (opened read-only). SIGTERM exits 0.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef AS_SOURCE_DIR
+#define AS_SOURCE_DIR "."
+#endif
+#ifndef AS_BINARY
+#define AS_BINARY "build/attnscope"
+#endif
+
+/* ---- helpers copied from test_server.c (a process, an HTTP client, tensors) ---- */
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- a server process -------------------------------------------------------- */
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char err_path[256]; /* its stderr */
+} server;
+
+/* Starts AS_BINARY serve with extra args (NULL-terminated); returns 0 and fills s. */
+static int server_start(server *s, const char *const *args) {
+    memset(s, 0, sizeof *s);
+    static int seq = 0;
+    snprintf(s->err_path, sizeof s->err_path, "/tmp/attnscope_test_server_%d_%d.err", (int)getpid(), seq++);
+    int out[2];
+    if (pipe(out)) return -1;
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = AS_BINARY;
+    argv[n++] = "serve";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--threads";
+    argv[n++] = "2";
+    for (int i = 0; args && args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(out[1], 1);
+        FILE *e = fopen(s->err_path, "w");
+        if (e) dup2(fileno(e), 2);
+        close(out[0]);
+        close(out[1]);
+        execv(AS_BINARY, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    s->pid = pid;
+    char buf[4096];
+    size_t len = 0;
+    double t0 = (double)time(NULL);
+    while (len < sizeof buf - 1 && time(NULL) - t0 < 60) {
+        struct pollfd p = {.fd = out[0], .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0) continue;
+        ssize_t r = read(out[0], buf + len, sizeof buf - 1 - len);
+        if (r <= 0) break;
+        len += (size_t)r;
+        buf[len] = 0;
+        const char *u = strstr(buf, "listening on http://"); /* ...http://HOST:PORT/ */
+        const char *nl = u ? strchr(u, '\n') : NULL;
+        if (nl) {
+            const char *c = nl;
+            while (c > u && *c != ':') c--;
+            s->port = atoi(c + 1);
+            break;
+        }
+    }
+    /* Keep draining stdout in the background is unnecessary: the server prints
+     * only at start and stop, which fits the pipe buffer. */
+    close(out[0]);
+    return s->port > 0 ? 0 : -1;
+}
+
+/* Sends sig and returns the exit status (or -1 when killed by a signal). */
+static int server_stop(server *s, int sig) {
+    if (!s->pid) return -1;
+    kill(s->pid, sig);
+    int st = 0;
+    for (int i = 0; i < 600; i++) { /* up to 60 s (ASan builds stop slowly) */
+        pid_t r = waitpid(s->pid, &st, WNOHANG);
+        if (r == s->pid) break;
+        sleep_ms(100);
+        if (i == 599) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+        }
+    }
+    s->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strdup(buf);
+}
+
+/* ---- a minimal HTTP/1.1 client ----------------------------------------------- */
+
+typedef struct {
+    int status;
+    char head[8192];   /* status line + headers */
+    unsigned char *body;
+    size_t len;
+} resp;
+
+static void resp_free(resp *r) {
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static int connect_port(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0) return; /* the server may close early (413) */
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads the whole response (the request said Connection: close). */
+static void read_resp(int fd, resp *r) {
+    memset(r, 0, sizeof *r);
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    for (;;) {
+        if (len == cap) buf = realloc(buf, cap *= 2);
+        ssize_t n = recv(fd, buf + len, cap - len, 0);
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    unsigned char *sep = NULL;
+    for (size_t i = 0; i + 3 < len; i++)
+        if (!memcmp(buf + i, "\r\n\r\n", 4)) {
+            sep = buf + i;
+            break;
+        }
+    if (!sep) {
+        free(buf);
+        return;
+    }
+    size_t hl = (size_t)(sep - buf);
+    if (hl >= sizeof r->head) hl = sizeof r->head - 1;
+    memcpy(r->head, buf, hl);
+    r->head[hl] = 0;
+    sscanf(r->head, "HTTP/1.%*d %d", &r->status);
+    r->len = len - (size_t)(sep + 4 - buf);
+    r->body = malloc(r->len + 1);
+    memcpy(r->body, sep + 4, r->len);
+    r->body[r->len] = 0;
+    free(buf);
+}
+
+/* One request; extra: additional header lines ("Name: value\r\n"...) or NULL. */
+static void http(int port, const char *method, const char *path, const char *extra, const void *body,
+                 size_t blen, resp *r) {
+    int fd = connect_port(port);
+    assert_true(fd >= 0);
+    char head[4096];
+    int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s", method,
+                     path, port, extra ? extra : "");
+    if (body) n += snprintf(head + n, sizeof head - (size_t)n, "Content-Type: application/json\r\nContent-Length: %zu\r\n", blen);
+    n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
+    send_all(fd, head, (size_t)n);
+    if (body) send_all(fd, body, blen);
+    read_resp(fd, r);
+    close(fd);
+}
+
+static void get(int port, const char *path, resp *r) { http(port, "GET", path, NULL, NULL, 0, r); }
+static void post(int port, const char *path, const char *json, resp *r) {
+    http(port, "POST", path, NULL, json, strlen(json), r);
+}
+
+static json_t *body_json(const resp *r) {
+    json_error_t e;
+    json_t *j = json_loadb((const char *)r->body, r->len, 0, &e);
+    if (!j) fprintf(stderr, "not JSON (%d): %.200s\n", r->status, r->body ? (const char *)r->body : "");
+    assert_non_null(j);
+    return j;
+}
+
+/* Asserts status and, for errors, a one-line JSON {"error": "..."} body. */
+static void expect_error(const resp *r, int status) {
+    if (r->status != status) fprintf(stderr, "expected %d, got %d: %.300s\n", status, r->status, r->body ? (char *)r->body : "");
+    assert_int_equal(r->status, status);
+    json_t *j = body_json(r);
+    assert_true(json_is_string(json_object_get(j, "error")));
+    assert_true(strlen(json_string_value(json_object_get(j, "error"))) > 0);
+    assert_null(memchr(r->body, '\n', r->len));
+    json_decref(j);
+}
+
+static int header_has(const resp *r, const char *needle) { return strstr(r->head, needle) != NULL; }
+
+/* ---- binary tensors ------------------------------------------------------------- */
+
+typedef struct {
+    json_t *hdr;
+    const unsigned char *data; /* after the header */
+} tb;
+
+static void tb_parse(const resp *r, tb *t) {
+    assert_true(r->len >= 8);
+    assert_memory_equal(r->body, "ASTB", 4);
+    uint32_t n = (uint32_t)r->body[4] | (uint32_t)r->body[5] << 8 | (uint32_t)r->body[6] << 16 | (uint32_t)r->body[7] << 24;
+    assert_true(8 + (size_t)n <= r->len);
+    assert_int_equal((8 + n) % 8, 0);
+    json_error_t e;
+    t->hdr = json_loadb((const char *)r->body + 8, n, 0, &e);
+    assert_non_null(t->hdr);
+    t->data = r->body + 8 + n;
+    json_t *ts = json_object_get(t->hdr, "tensors");
+    size_t i;
+    json_t *x;
+    json_array_foreach(ts, i, x) {
+        size_t off = (size_t)json_integer_value(json_object_get(x, "offset"));
+        size_t nb = (size_t)json_integer_value(json_object_get(x, "nbytes"));
+        assert_int_equal(off % 8, 0);
+        assert_true(8 + n + off + nb <= r->len);
+    }
+}
+
+static json_t *tb_tensor(const tb *t, const char *name) {
+    json_t *ts = json_object_get(t->hdr, "tensors"), *x;
+    size_t i;
+    json_array_foreach(ts, i, x) if (!strcmp(json_string_value(json_object_get(x, "name")), name)) return x;
+    fail_msg("tensor %s missing", name);
+    return NULL;
+}
+
+static float f16(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf(1.0f + (float)m / 1024.0f, e - 15);
+    return s ? -v : v;
+}
+
+/* Element k of tensor x as float. */
+static float tb_at(const tb *t, json_t *x, size_t k) {
+    const unsigned char *p = t->data + json_integer_value(json_object_get(x, "offset"));
+    const char *dt = json_string_value(json_object_get(x, "dtype"));
+    if (!strcmp(dt, "f32")) {
+        float v;
+        memcpy(&v, p + 4 * k, 4);
+        return v;
+    }
+    if (!strcmp(dt, "f16")) return f16((uint16_t)(p[2 * k] | p[2 * k + 1] << 8));
+    return (float)(json_number_value(json_object_get(x, "zero")) + json_number_value(json_object_get(x, "scale")) * p[k]);
+}
+
+
+/* ---- fixtures --------------------------------------------------------------------- */
+
+static server S;       /* --model bert-sst --model distil-sst --db analysis.sqlite */
+static char dir[256];  /* temp folder with the models, the corpus and the database */
+static char dbp[300];
+static sqlite3 *DB;    /* the same database, read directly */
+static char db_sum[128];
+
+static void file_sum(const char *path, char *out, size_t cap) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "md5sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    out[0] = 0;
+    if (p) {
+        if (!fgets(out, (int)cap, p)) out[0] = 0;
+        pclose(p);
+    }
+}
+
+static int setup(void **state) {
+    snprintf(dir, sizeof dir, "/tmp/attnscope_dbtest_%d", (int)getpid());
+    snprintf(dbp, sizeof dbp, "%s/analysis.sqlite", dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bash '%s/tests/ref/make_analysis_db.sh' '%s' '%s'", AS_SOURCE_DIR, AS_BINARY, dir);
+    if (system(cmd)) {
+        fprintf(stderr, "could not build the analysis database: %s\n", cmd);
+        return -1;
+    }
+    if (sqlite3_open_v2(dbp, &DB, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return -1;
+    file_sum(dbp, db_sum, sizeof db_sum);
+    char m1[300], m2[300];
+    snprintf(m1, sizeof m1, "%s/bert-sst", dir);
+    snprintf(m2, sizeof m2, "%s/distil-sst", dir);
+    const char *args[] = {"--model", m1, "--model", m2, "--db", dbp, NULL};
+    if (server_start(&S, args)) {
+        fprintf(stderr, "could not start %s serve: %s\n", AS_BINARY, slurp(S.err_path));
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    int rc = server_stop(&S, SIGTERM);
+    char *err = slurp(S.err_path);
+    if (rc != 0) fprintf(stderr, "server exit status %d; stderr:\n%s\n", rc, err);
+    free(err);
+    unlink(S.err_path);
+    sqlite3_close(DB);
+    char sum[128];
+    file_sum(dbp, sum, sizeof sum);
+    int same = !strcmp(sum, db_sum);
+    if (!same) fprintf(stderr, "the database changed while served read-only\n");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    return rc == 0 && same ? 0 : -1;
+}
+
+/* GET path (printf-style), expecting 200 JSON. */
+static json_t *get_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *get_json(const char *fmt, ...) {
+    char path[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    resp r;
+    get(S.port, path, &r);
+    if (r.status != 200) fprintf(stderr, "GET %s: %d %.300s\n", path, r.status, r.body ? (char *)r.body : "");
+    assert_int_equal(r.status, 200);
+    assert_true(header_has(&r, "application/json"));
+    json_t *j = body_json(&r);
+    resp_free(&r);
+    return j;
+}
+
+static double sql_double(const char *sql, int64_t a, int64_t b, int64_t c) {
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(DB, sql, -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_int64(st, 1, a);
+    sqlite3_bind_int64(st, 2, b);
+    sqlite3_bind_int64(st, 3, c);
+    double v = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_double(st, 0) : NAN;
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+static void test_runs(void **state) {
+    json_t *j = get_json("/api/v1/db/runs");
+    assert_string_equal(json_string_value(json_object_get(j, "db")), "analysis.sqlite");
+    json_t *runs = json_object_get(j, "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    const char *names[] = {"bert-sst", "distil-sst"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = json_array_get(runs, i);
+        assert_int_equal(json_integer_value(json_object_get(r, "id")), (json_int_t)i + 1);
+        assert_string_equal(json_string_value(json_object_get(r, "name")), names[i]);
+        assert_string_equal(json_string_value(json_object_get(r, "model")), names[i]); /* served: attention available */
+        assert_string_equal(json_string_value(json_object_get(r, "status")), "done");
+        assert_int_equal(json_integer_value(json_object_get(r, "layers")), 2);
+        assert_int_equal(json_integer_value(json_object_get(r, "heads")), 4);
+        assert_int_equal(json_integer_value(json_object_get(r, "n_sentences")), 15);
+        assert_true(json_is_true(json_object_get(r, "has_syntactic")));
+        assert_true(json_is_true(json_object_get(r, "has_semantic")));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(r, "params"), "source")), "analyze");
+    }
+    json_decref(j);
+    j = get_json("/api/v1/db/runs/2");
+    assert_string_equal(json_string_value(json_object_get(j, "arch")), "distilbert");
+    json_decref(j);
+}
+
+static void test_heads(void **state) {
+    for (int run = 1; run <= 2; run++) {
+        json_t *j = get_json("/api/v1/db/runs/%d/heads", run);
+        json_t *c = json_object_get(j, "columns");
+        assert_int_equal(json_integer_value(json_object_get(j, "n_scored")), 8);
+        const char *num[] = {"importance", "semantic", "syntactic", "cls", "sep", "entropy_norm", "confidence", "abl_token", "abl_position"};
+        for (size_t k = 0; k < sizeof num / sizeof num[0]; k++) {
+            json_t *a = json_object_get(c, num[k]);
+            assert_int_equal(json_array_size(a), 8);
+            char sql[256];
+            snprintf(sql, sizeof sql,
+                     "SELECT %s FROM head_scores h JOIN patterns p USING(run, layer, head) WHERE run=?1 AND layer=?2 AND head=?3",
+                     !strcmp(num[k], "confidence") || !strncmp(num[k], "abl_", 4) ? num[k] : num[k]);
+            for (int lh = 0; lh < 8; lh++) {
+                double want = sql_double(sql, run, lh / 4, lh % 4);
+                double got = json_number_value(json_array_get(a, (size_t)lh));
+                assert_false(isnan(want));
+                assert_float_equal(got, want, 1e-12);
+            }
+        }
+        json_t *pat = json_object_get(c, "pattern"), *dep = json_object_get(c, "depends_on");
+        for (int lh = 0; lh < 8; lh++) {
+            sqlite3_stmt *st;
+            sqlite3_prepare_v2(DB, "SELECT label, depends_on FROM patterns WHERE run=?1 AND layer=?2 AND head=?3", -1, &st, NULL);
+            sqlite3_bind_int(st, 1, run);
+            sqlite3_bind_int(st, 2, lh / 4);
+            sqlite3_bind_int(st, 3, lh % 4);
+            assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+            assert_string_equal(json_string_value(json_array_get(pat, (size_t)lh)), (const char *)sqlite3_column_text(st, 0));
+            assert_string_equal(json_string_value(json_array_get(dep, (size_t)lh)), (const char *)sqlite3_column_text(st, 1));
+            sqlite3_finalize(st);
+        }
+        json_decref(j);
+    }
+}
+
+static void test_pairs_binary(void **state) {
+    resp r;
+    get(S.port, "/api/v1/db/runs/1/pairs", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(header_has(&r, "application/octet-stream"));
+    tb t;
+    tb_parse(&r, &t);
+    json_t *x = tb_tensor(&t, "jsd");
+    json_t *shape = json_object_get(x, "shape");
+    assert_int_equal(json_integer_value(json_array_get(shape, 0)), 8);
+    assert_int_equal(json_integer_value(json_array_get(shape, 1)), 8);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(t.hdr, "meta"), "pairs")), 28);
+    for (int a = 0; a < 8; a++) {
+        assert_float_equal(tb_at(&t, x, (size_t)(a * 8 + a)), 0.0, 0.0);
+        for (int b = a + 1; b < 8; b++) {
+            double want = sql_double("SELECT jsd FROM head_pairs WHERE run=1 AND a_layer*4+a_head=?1 AND b_layer*4+b_head=?2 AND ?3=0", a, b, 0);
+            assert_float_equal(tb_at(&t, x, (size_t)(a * 8 + b)), want, 1e-6);
+            assert_float_equal(tb_at(&t, x, (size_t)(b * 8 + a)), want, 1e-6);
+            assert_true(want > 0);
+        }
+    }
+    json_decref(t.hdr);
+    resp_free(&r);
+}
+
+static void test_relations(void **state) {
+    json_t *j = get_json("/api/v1/db/runs/1/relations?top=2");
+    json_t *rels = json_object_get(j, "relations");
+    assert_int_equal(json_array_size(rels), 4); /* all, cop, det, nsubj */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(rels, 0), "relation")), "all");
+    size_t i;
+    json_t *rel;
+    json_array_foreach(rels, i, rel) {
+        const char *name = json_string_value(json_object_get(rel, "relation"));
+        json_t *dirs = json_object_get(rel, "dirs");
+        assert_int_equal(json_array_size(dirs), 2);
+        for (int d = 0; d < 2; d++) {
+            json_t *o = json_array_get(dirs, (size_t)d);
+            assert_int_equal(json_integer_value(json_object_get(o, "dir")), d);
+            json_t *best = json_object_get(o, "best");
+            assert_int_equal(json_array_size(best), 2);
+            sqlite3_stmt *st;
+            sqlite3_prepare_v2(DB, "SELECT max(accuracy), min(baseline), max(baseline) FROM rel_accuracy WHERE run=1 AND relation=?1 AND dir=?2", -1, &st, NULL);
+            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+            sqlite3_bind_int(st, 2, d);
+            assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+            assert_float_equal(json_number_value(json_object_get(json_array_get(best, 0), "accuracy")), sqlite3_column_double(st, 0), 1e-12);
+            assert_float_equal(json_number_value(json_object_get(o, "baseline")), sqlite3_column_double(st, 1), 1e-12);
+            assert_float_equal(sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), 0);
+            sqlite3_finalize(st);
+            assert_true(json_number_value(json_object_get(json_array_get(best, 0), "accuracy")) >=
+                        json_number_value(json_object_get(json_array_get(best, 1), "accuracy")));
+            json_t *bl = json_object_get(o, "by_layer");
+            assert_int_equal(json_array_size(bl), 2);
+            for (int l = 0; l < 2; l++) {
+                sqlite3_prepare_v2(DB, "SELECT max(accuracy) FROM rel_accuracy WHERE run=1 AND relation=?1 AND dir=?2 AND layer=?3", -1, &st, NULL);
+                sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 2, d);
+                sqlite3_bind_int(st, 3, l);
+                assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+                assert_float_equal(json_number_value(json_array_get(bl, (size_t)l)), sqlite3_column_double(st, 0), 1e-12);
+                sqlite3_finalize(st);
+            }
+        }
+    }
+    json_decref(j);
+}
+
+static void test_sentences_list(void **state) {
+    /* pages of 4 cover the 15 sentences once, in order */
+    int seen = 0;
+    for (int off = 0; off < 16; off += 4) {
+        json_t *j = get_json("/api/v1/db/runs/1/sentences?offset=%d&limit=4", off);
+        assert_int_equal(json_integer_value(json_object_get(j, "total")), 15);
+        json_t *a = json_object_get(j, "sentences");
+        for (size_t i = 0; i < json_array_size(a); i++)
+            assert_int_equal(json_integer_value(json_object_get(json_array_get(a, i), "idx")), seen++);
+        json_decref(j);
+    }
+    assert_int_equal(seen, 15);
+    /* case-insensitive search, corpus and relation filters */
+    json_t *j = get_json("/api/v1/db/runs/1/sentences?q=FiLm");
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 6); /* 4 SST-2 + 2 CoNLL-U */
+    assert_int_equal(json_integer_value(json_object_get(j, "total")),
+                     (json_int_t)sql_double("SELECT count(*) FROM sentences WHERE run=?1 AND text LIKE '%film%' AND ?2=?3", 1, 0, 0));
+    json_decref(j);
+    j = get_json("/api/v1/db/runs/1/sentences?q=film&corpus=conllu&relation=det");
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 2);
+    json_t *s0 = json_array_get(json_object_get(j, "sentences"), 0);
+    assert_string_equal(json_string_value(json_object_get(s0, "text")), "The film was good.");
+    assert_int_equal(json_integer_value(json_object_get(s0, "n_words")), 5);
+    assert_int_equal(json_array_size(json_object_get(s0, "relations")), 5);
+    assert_true(json_is_null(json_object_get(s0, "label")));
+    json_decref(j);
+    j = get_json("/api/v1/db/runs/1/sentences?correct=1");
+    assert_int_equal(json_integer_value(json_object_get(j, "total")),
+                     (json_int_t)sql_double("SELECT count(*) FROM sentences WHERE run=?1 AND predicted=label AND ?2=?3", 1, 0, 0));
+    json_decref(j);
+    /* SQL in a parameter is only text */
+    j = get_json("/api/v1/db/runs/1/sentences?q=%%27%%20OR%%201%%3D1%%20--&relation=x%%27%%3B%%20DROP%%20TABLE%%20words%%3B--");
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 0);
+    json_decref(j);
+    j = get_json("/api/v1/db/runs/1/sentences?q=%%25");
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 0); /* '%%' is not a wildcard */
+    json_decref(j);
+    /* confidence = softmax probability of the stored prediction, recomputed */
+    j = get_json("/api/v1/db/runs/1/sentences?limit=3&confidence=1");
+    json_t *a = json_object_get(j, "sentences");
+    for (size_t i = 0; i < 3; i++) {
+        json_t *s = json_array_get(a, i);
+        double c = json_number_value(json_object_get(s, "confidence"));
+        assert_true(c > 0 && c <= 1);
+        json_t *p = get_json("/api/v1/db/runs/1/sentences/%d/parents?layer=0&head=0", (int)i);
+        json_t *probs = json_object_get(p, "probs");
+        int pred = (int)json_integer_value(json_object_get(s, "predicted"));
+        assert_float_equal(json_number_value(json_array_get(probs, (size_t)pred)), c, 1e-9);
+        for (size_t k = 0; k < json_array_size(probs); k++) /* stored prediction = argmax */
+            assert_true(json_number_value(json_array_get(probs, k)) <= c + 1e-12);
+        json_decref(p);
+    }
+    json_decref(j);
+}
+
+static void test_sentence(void **state) {
+    json_t *j = get_json("/api/v1/db/runs/1/sentences/0");
+    assert_string_equal(json_string_value(json_object_get(j, "text")), "it is a good film .");
+    json_t *toks = json_object_get(j, "tokens");
+    assert_int_equal(json_array_size(toks), 8);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(toks, 0), "kind")), "cls");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(toks, 4), "text")), "good");
+    json_t *sal = json_object_get(j, "saliency");
+    assert_int_equal(json_array_size(sal), 1); /* analyze stores the predicted class */
+    json_t *s0 = json_array_get(sal, 0);
+    int cls = (int)json_integer_value(json_object_get(s0, "class"));
+    assert_int_equal(cls, json_integer_value(json_object_get(j, "predicted")));
+    for (int t = 0; t < 8; t++)
+        assert_float_equal(json_number_value(json_array_get(json_object_get(s0, "values"), (size_t)t)),
+                           sql_double("SELECT value FROM saliency WHERE run=1 AND sent=0 AND class=?1 AND pos=?2 AND ?3=0", cls, t, 0), 1e-12);
+    json_decref(j);
+    j = get_json("/api/v1/db/runs/1/sentences/9");
+    json_t *w = json_object_get(j, "words");
+    assert_int_equal(json_array_size(w), 5);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(w, 0), "deprel")), "det");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(w, 0), "head")), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(w, 3), "head")), -1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(j, "tokens"), 2), "word")), 1);
+    assert_int_equal(json_array_size(json_object_get(j, "saliency")), 0);
+    json_decref(j);
+}
+
+/* Correct/wrong arcs of every head, summed over the CoNLL-U sentences, equal the stored
+ * relation counts (rel_accuracy.correct) for every relation and both directions. */
+static void test_parents_match_counts(void **state) {
+    for (int run = 1; run <= 2; run++)
+        for (int lh = 0; lh < 8; lh++) {
+            int counts[3][2] = {{0}}; /* cop, det, nsubj x dir */
+            const char *rels[3] = {"cop", "det", "nsubj"};
+            for (int sent = 9; sent < 15; sent++) {
+                json_t *j = get_json("/api/v1/db/runs/%d/sentences/%d/parents?layer=%d&head=%d", run, sent, lh / 4, lh % 4);
+                assert_int_equal(json_array_size(json_object_get(j, "pred")), 5);
+                json_t *arcs = json_object_get(j, "arcs"), *a;
+                size_t i;
+                json_array_foreach(arcs, i, a) {
+                    if (!json_is_true(json_object_get(a, "scored"))) continue;
+                    const char *rel = json_string_value(json_object_get(a, "relation"));
+                    for (int k = 0; k < 3; k++)
+                        if (!strcmp(rel, rels[k])) {
+                            counts[k][0] += json_is_true(json_object_get(a, "dep_correct"));
+                            counts[k][1] += json_is_true(json_object_get(a, "parent_correct"));
+                        }
+                    int dep = (int)json_integer_value(json_object_get(a, "dep")), par = (int)json_integer_value(json_object_get(a, "parent"));
+                    int pd = (int)json_integer_value(json_array_get(json_object_get(j, "pred"), (size_t)dep));
+                    assert_int_equal(json_is_true(json_object_get(a, "dep_correct")), pd == par);
+                }
+                json_decref(j);
+            }
+            for (int k = 0; k < 3; k++)
+                for (int d = 0; d < 2; d++) {
+                    char sql[200];
+                    snprintf(sql, sizeof sql, "SELECT correct FROM rel_accuracy WHERE run=?1 AND relation='%s' AND dir=%d AND layer*4+head=?2 AND ?3=0", rels[k], d);
+                    assert_int_equal(counts[k][d], (int)sql_double(sql, run, lh, 0));
+                }
+        }
+}
+
+static void test_attention(void **state) {
+    /* recomputed attention of sentence 9, all layers and heads, f32 */
+    resp r;
+    get(S.port, "/api/v1/db/runs/1/sentences/9/attention?dtype=f32", &r);
+    assert_int_equal(r.status, 200);
+    tb t;
+    tb_parse(&r, &t);
+    json_t *x = tb_tensor(&t, "attention"), *meta = json_object_get(t.hdr, "meta");
+    assert_int_equal(json_integer_value(json_object_get(meta, "tokens")), 7);
+    for (int lh = 0; lh < 8; lh++)
+        for (int i = 0; i < 7; i++) {
+            double s = 0;
+            for (int k = 0; k < 7; k++) s += tb_at(&t, x, (size_t)(lh * 49 + i * 7 + k));
+            assert_float_equal(s, 1.0, 1e-5);
+        }
+    /* the run landed in the run cache: the same tensor from /api/v1/runs/{id}/attention and POST /run */
+    const char *id = json_string_value(json_object_get(meta, "run_id"));
+    assert_non_null(id);
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/runs/%s/attention?dtype=f32", id);
+    resp r2;
+    get(S.port, path, &r2);
+    assert_int_equal(r2.status, 200);
+    assert_int_equal(r2.len, r.len - (r.len - r2.len)); /* sizes may differ only by the header */
+    tb t2;
+    tb_parse(&r2, &t2);
+    json_t *x2 = tb_tensor(&t2, "attention");
+    for (size_t k = 0; k < 8 * 49; k++) assert_float_equal(tb_at(&t, x, k), tb_at(&t2, x2, k), 0);
+    resp r3;
+    post(S.port, "/api/v1/run", "{\"model\":\"bert-sst\",\"text\":\"The film was good.\"}", &r3);
+    json_t *pj = body_json(&r3);
+    assert_true(json_is_true(json_object_get(pj, "cached")));
+    assert_string_equal(json_string_value(json_object_get(pj, "id")), id);
+    json_decref(pj);
+    resp_free(&r3);
+    json_decref(t2.hdr);
+    resp_free(&r2);
+    json_decref(t.hdr);
+    resp_free(&r);
+    /* one layer/head range, f16; the truncated 64-token sentence is recomputed too (not cached) */
+    get(S.port, "/api/v1/db/runs/1/sentences/8/attention?layers=1&heads=2-3", &r);
+    assert_int_equal(r.status, 200);
+    tb_parse(&r, &t);
+    x = tb_tensor(&t, "attention");
+    json_t *shape = json_object_get(x, "shape");
+    assert_int_equal(json_integer_value(json_array_get(shape, 1)), 2);
+    assert_int_equal(json_integer_value(json_array_get(shape, 2)), 64);
+    assert_string_equal(json_string_value(json_object_get(x, "dtype")), "f16");
+    assert_true(json_is_null(json_object_get(json_object_get(t.hdr, "meta"), "run_id")));
+    json_decref(t.hdr);
+    resp_free(&r);
+}
+
+static void test_errors(void **state) {
+    struct {
+        const char *path;
+        int status;
+    } cases[] = {
+        {"/api/v1/db/runs/99", 404},
+        {"/api/v1/db/runs/abc", 404},
+        {"/api/v1/db/runs/1x", 404},
+        {"/api/v1/db/runs/99999999999999999999999", 404},
+        {"/api/v1/db/runs/1/nothing", 404},
+        {"/api/v1/db/nothing", 404},
+        {"/api/v1/db/runs/1/sentences/99", 404},
+        {"/api/v1/db/runs/1/sentences/-1", 404},
+        {"/api/v1/db/runs/1/sentences/1/other", 404},
+        {"/api/v1/db/runs/1/sentences?limit=0", 400},
+        {"/api/v1/db/runs/1/sentences?limit=201", 400},
+        {"/api/v1/db/runs/1/sentences?limit=100&confidence=1", 400},
+        {"/api/v1/db/runs/1/sentences?offset=-1", 400},
+        {"/api/v1/db/runs/1/sentences?offset=1e3", 400},
+        {"/api/v1/db/runs/1/sentences?confidence=2", 400},
+        {"/api/v1/db/runs/1/sentences?correct=yes", 400},
+        {"/api/v1/db/runs/1/sentences?q=%ff%fe", 400},
+        {"/api/v1/db/runs/1/relations?top=0", 400},
+        {"/api/v1/db/runs/1/relations?top=11", 400},
+        {"/api/v1/db/runs/1/sentences/9/parents", 400},
+        {"/api/v1/db/runs/1/sentences/9/parents?layer=2&head=0", 400},
+        {"/api/v1/db/runs/1/sentences/9/parents?layer=0&head=0-1", 400},
+        {"/api/v1/db/runs/1/sentences/9/parents?layer=0&head=-1", 400},
+        {"/api/v1/db/runs/1/sentences/9/attention?layers=1-0", 400},
+        {"/api/v1/db/runs/1/sentences/9/attention?dtype=f64", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        resp r;
+        get(S.port, cases[i].path, &r);
+        if (r.status != cases[i].status) fprintf(stderr, "%s\n", cases[i].path);
+        expect_error(&r, cases[i].status);
+        resp_free(&r);
+    }
+    char longq[600] = "/api/v1/db/runs/1/sentences?q=";
+    memset(longq + strlen(longq), 'a', 300);
+    resp r;
+    get(S.port, longq, &r);
+    expect_error(&r, 400);
+    resp_free(&r);
+    post(S.port, "/api/v1/db/runs", "{}", &r);
+    expect_error(&r, 405);
+    assert_true(header_has(&r, "Allow: GET, HEAD"));
+    resp_free(&r);
+    /* the database still answers after all that */
+    json_t *j = get_json("/api/v1/db/runs/1/sentences?limit=1");
+    assert_int_equal(json_integer_value(json_object_get(j, "total")), 15);
+    json_decref(j);
+}
+
+/* A run whose model is not served: scores work, attention is a 409; no --db: 404;
+ * bad --db files: exit 2 with one line. */
+static void test_other_servers(void **state) {
+    server w;
+    char m1[300];
+    snprintf(m1, sizeof m1, "%s/bert-sst", dir);
+    const char *args[] = {"--model", m1, "--db", dbp, NULL};
+    assert_int_equal(server_start(&w, args), 0);
+    resp r;
+    get(w.port, "/api/v1/db/runs/2/heads", &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    get(w.port, "/api/v1/db/runs/2/sentences/9/parents?layer=0&head=0", &r);
+    expect_error(&r, 409);
+    resp_free(&r);
+    get(w.port, "/api/v1/db/runs/2/sentences/9", &r);
+    json_t *j = body_json(&r);
+    assert_true(json_is_null(json_object_get(j, "model")));
+    json_decref(j);
+    resp_free(&r);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+
+    const char *args2[] = {"--model", m1, NULL};
+    assert_int_equal(server_start(&w, args2), 0);
+    get(w.port, "/api/v1/db/runs", &r);
+    expect_error(&r, 404);
+    resp_free(&r);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+
+    char cmd[4096], junk[320];
+    snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 --db '%s/none.sqlite' 2>&1 | wc -l | grep -qx 1; "
+             "'%s' serve --model '%s' --port 0 --db '%s/none.sqlite' >/dev/null 2>&1",
+             AS_BINARY, m1, dir, AS_BINARY, m1, dir);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(junk, sizeof junk, "%s/sst.tsv", dir);
+    snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 --db '%s' >/dev/null 2>&1", AS_BINARY, m1, junk);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --db >/dev/null 2>&1", AS_BINARY, m1);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+}
+
+int main(void) {
+    if (access(AS_BINARY, X_OK)) {
+        fprintf(stderr, "test_server_db: %s is not built\n", AS_BINARY);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runs),          cmocka_unit_test(test_heads),
+        cmocka_unit_test(test_pairs_binary),  cmocka_unit_test(test_relations),
+        cmocka_unit_test(test_sentences_list), cmocka_unit_test(test_sentence),
+        cmocka_unit_test(test_parents_match_counts), cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_other_servers),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,103 @@
+// dbclient.ts — typed calls to the /api/v1/db routes (the analysis database), with
+// small caches so switching views does not refetch. No drawing here.
+import { ApiError } from './client';
+import type {
+  DbRunsResponse,
+  HeadsResponse,
+  ParentsResponse,
+  RelationsResponse,
+  SentenceAttentionMeta,
+  SentenceDetail,
+  SentenceQuery,
+  SentencesResponse,
+} from './dbtypes';
+import { decodeTensors } from './tensor';
+import type { ErrorResponse } from './types';
+
+const BASE = '/api/v1/db';
+
+async function fetchOk(url: string): Promise<Response> {
+  const r = await fetch(url);
+  if (r.ok) return r;
+  let msg = `${r.status} ${r.statusText}`;
+  try {
+    const body = (await r.json()) as ErrorResponse;
+    if (body && typeof body.error === 'string') msg = body.error;
+  } catch {
+    /* not JSON */
+  }
+  throw new ApiError(r.status, msg);
+}
+
+async function json<T>(url: string): Promise<T> {
+  return (await (await fetchOk(url)).json()) as T;
+}
+
+const memo = new Map<string, Promise<unknown>>();
+function cached<T>(key: string, f: () => Promise<T>): Promise<T> {
+  let p = memo.get(key) as Promise<T> | undefined;
+  if (!p) {
+    p = f();
+    p.catch(() => memo.delete(key));
+    memo.set(key, p);
+  }
+  return p;
+}
+
+/** null when the server has no --db. */
+export async function getDbRuns(): Promise<DbRunsResponse | null> {
+  const r = await fetch(`${BASE}/runs`);
+  if (r.status === 404) return null;
+  if (!r.ok) await fetchOk(`${BASE}/runs`);
+  return (await r.json()) as DbRunsResponse;
+}
+
+export function getHeads(run: number): Promise<HeadsResponse> {
+  return cached(`heads/${run}`, () => json<HeadsResponse>(`${BASE}/runs/${run}/heads`));
+}
+
+export function getRelations(run: number, top = 3): Promise<RelationsResponse> {
+  return cached(`rel/${run}/${top}`, () => json<RelationsResponse>(`${BASE}/runs/${run}/relations?top=${top}`));
+}
+
+export function getSentences(run: number, q: SentenceQuery): Promise<SentencesResponse> {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') p.set(k, String(v));
+  return json<SentencesResponse>(`${BASE}/runs/${run}/sentences?${p.toString()}`);
+}
+
+export function getSentence(run: number, idx: number): Promise<SentenceDetail> {
+  return cached(`sent/${run}/${idx}`, () => json<SentenceDetail>(`${BASE}/runs/${run}/sentences/${idx}`));
+}
+
+export function getParents(run: number, idx: number, layer: number, head: number): Promise<ParentsResponse> {
+  return cached(`par/${run}/${idx}/${layer}/${head}`, () =>
+    json<ParentsResponse>(`${BASE}/runs/${run}/sentences/${idx}/parents?layer=${layer}&head=${head}`),
+  );
+}
+
+/** Attention of a stored sentence, every layer and head: data (L, H, T, T), rows = queries. */
+export interface SentenceAttention {
+  L: number;
+  H: number;
+  T: number;
+  data: Float32Array;
+  meta: SentenceAttentionMeta;
+}
+
+export function getSentenceAttention(run: number, idx: number): Promise<SentenceAttention> {
+  return cached(`att/${run}/${idx}`, async () => {
+    const buf = await (await fetchOk(`${BASE}/runs/${run}/sentences/${idx}/attention?dtype=f16`)).arrayBuffer();
+    const d = decodeTensors<SentenceAttentionMeta>(buf);
+    const t = d.tensors.get('attention');
+    if (!t) throw new Error('sentence attention response without an attention tensor');
+    return { L: t.shape[0], H: t.shape[1], T: t.shape[2], data: t.data, meta: d.header.meta };
+  });
+}
+
+/** The (T, T) slice of one head. */
+export function headSlice(a: SentenceAttention, layer: number, head: number): Float32Array {
+  const TT = a.T * a.T;
+  const o = (layer * a.H + head) * TT;
+  return a.data.subarray(o, o + TT);
+}

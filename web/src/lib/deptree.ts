@@ -1,0 +1,91 @@
+// deptree.ts — the dependency view: a sentence's words on a line, the gold arcs
+// (CoNLL-U or imported parse) above it with their relation, and one head's predicted
+// parents below it (Clark et al. 2019 sec. 4.1: each word's most-attended other word),
+// green where the prediction is the gold parent and red where it is not; arcs the
+// syntactic score does not count (root, punct) are grey. Drawing goes through a Painter.
+import type { Painter } from './painter';
+import { quadPoints, shapes } from './shapes';
+
+export const CORRECT = '#2a9d3c';
+export const WRONG = '#d62728';
+const GOLD = '#555';
+const UNSCORED = '#bbb';
+
+export interface DepOptions {
+  words: string[];
+  /** gold parent of each word: -1 root, -2 none */
+  parents: number[];
+  rels: (string | null)[];
+  /** the head's predicted word for each word (-1 none), or null while loading */
+  pred: number[] | null;
+  /** per word: true / false when the arc is scored, null when not */
+  correct: (boolean | null)[] | null;
+  title?: string;
+}
+
+export interface DepLayout {
+  x: number[]; // centre of each word
+  width: number;
+  height: number;
+  baseY: number;
+}
+
+export function depLayout(o: Pick<DepOptions, 'words' | 'parents' | 'pred'>): DepLayout {
+  const x: number[] = [];
+  let cur = 20;
+  for (const w of o.words) {
+    const wd = Math.max(34, w.length * 7.5 + 14);
+    x.push(cur + wd / 2);
+    cur += wd;
+  }
+  let span = 1;
+  o.parents.forEach((p, d) => {
+    if (p >= 0) span = Math.max(span, Math.abs(p - d));
+  });
+  (o.pred ?? []).forEach((p, d) => {
+    if (p >= 0) span = Math.max(span, Math.abs(p - d));
+  });
+  const up = Math.min(220, 30 + span * 22);
+  return { x, width: cur + 20, height: 24 + up * 2 + 60, baseY: 24 + up + 14 };
+}
+
+function arc(p: Painter, x1: number, x2: number, y: number, dirY: number, color: string, width: number, h: number): void {
+  const cx = (x1 + x2) / 2;
+  const pts = quadPoints(x1, y, cx, y + dirY * h * 2, x2, y, 24);
+  shapes(p).polyline(pts, color, 0.9, width);
+  // arrowhead at the parent end (x2)
+  const ax = pts[pts.length - 4];
+  const ay = pts[pts.length - 3];
+  const ang = Math.atan2(y - ay, x2 - ax);
+  const a1 = ang + Math.PI * 0.85;
+  const a2 = ang - Math.PI * 0.85;
+  const seg = new Float32Array([x2, y, x2 + 7 * Math.cos(a1), y + 7 * Math.sin(a1), x2, y, x2 + 7 * Math.cos(a2), y + 7 * Math.sin(a2)]);
+  p.lines(seg, 2, color, 0.9, width);
+}
+
+export function drawDep(p: Painter, o: DepOptions): void {
+  const G = depLayout(o);
+  if (o.title) p.text(10, 10, o.title, { size: 12, weight: 'bold' });
+  const y = G.baseY;
+  const h = (d: number, q: number): number => Math.min(G.baseY - 40, 14 + Math.abs(q - d) * 20);
+  o.parents.forEach((par, d) => {
+    if (par < 0) {
+      if (par === -1) {
+        p.line(G.x[d], y - 12, G.x[d], 28, GOLD, 0.8, 1);
+        p.text(G.x[d], 22, 'root', { align: 'center', size: 10, color: GOLD });
+      }
+      return;
+    }
+    arc(p, G.x[d], G.x[par], y - 12, -1, GOLD, 1.2, h(d, par));
+    p.text((G.x[d] + G.x[par]) / 2, y - 12 - h(d, par) - 6, o.rels[d] ?? '', { align: 'center', size: 10, color: '#333' });
+  });
+  o.words.forEach((w, i) => p.text(G.x[i], y, w, { align: 'center', size: 13, weight: 'bold' }));
+  if (!o.pred) return;
+  o.pred.forEach((q, d) => {
+    if (q < 0) return;
+    const c = o.correct ? o.correct[d] : null;
+    const color = c === null ? UNSCORED : c ? CORRECT : WRONG;
+    arc(p, G.x[d], G.x[q], y + 12, 1, color, c === null ? 1 : 2, h(d, q));
+    if (c !== null) p.text(G.x[d], y + 24, c ? '✓' : '✗', { align: 'center', size: 12, color, weight: 'bold' });
+  });
+}

@@ -1,0 +1,176 @@
+// glyphs.ts — the head overview (Dodrio, Wang et al. 2021, sec. 3.2 "attention head
+// overview"): every layer x head as one glyph. Hue from syntactic - semantic (semantic
+// red, syntactic blue), lightness from the larger of the two, radius from importance;
+// heads can be sorted within each layer and filtered (dimmed). When the glyphs are
+// large, a mini drawing of the head's attention on the selected sentence (each query's
+// strongest key) is drawn inside. Drawing goes through a Painter; D3 only for scales.
+import { scaleSqrt } from 'd3-scale';
+import type { HeadColumns, PatternLabel } from '../api/dbtypes';
+import type { Painter } from './painter';
+import { shapes } from './shapes';
+
+export type SortKey = 'index' | 'importance' | 'semantic' | 'syntactic' | 'pattern';
+
+/** The glyph colour of a head: hue from d = syntactic - semantic in [-1, 1], going from
+ * red (semantic) through purple to blue (syntactic); lightness from max(semantic, syntactic). */
+export function glyphColor(semantic: number, syntactic: number): string {
+  return hueLight(syntactic - semantic, Math.max(semantic, syntactic));
+}
+
+/** d = syntactic - semantic in [-1, 1]; strength in [0, 1] (darker = stronger). */
+function hueLight(d: number, strength: number): string {
+  const t = (Math.max(-1, Math.min(1, d)) + 1) / 2; // 0 = semantic, 1 = syntactic
+  const hue = (360 - 145 * t) % 360; // 360 (red) -> 287 (purple) -> 215 (blue)
+  const light = 90 - 55 * Math.max(0, Math.min(1, strength));
+  return `hsl(${hue.toFixed(1)}, 75%, ${light.toFixed(1)}%)`;
+}
+
+export interface HeadRecord {
+  layer: number;
+  head: number;
+  importance: number;
+  semantic: number; // 0 when unknown
+  syntactic: number;
+  pattern: PatternLabel | null;
+}
+
+export function headRecords(c: HeadColumns, L: number, H: number): HeadRecord[] {
+  const out: HeadRecord[] = [];
+  for (let l = 0; l < L; l++)
+    for (let h = 0; h < H; h++) {
+      const i = l * H + h;
+      out.push({
+        layer: l,
+        head: h,
+        importance: c.importance[i] ?? 0,
+        semantic: c.semantic[i] ?? 0,
+        syntactic: c.syntactic[i] ?? 0,
+        pattern: c.pattern[i],
+      });
+    }
+  return out;
+}
+
+export interface OverviewFilter {
+  pattern: PatternLabel | 'all';
+  /** heads whose sort score is below this are dimmed (0 = none) */
+  minScore: number;
+  score: 'importance' | 'semantic' | 'syntactic';
+}
+
+export interface OverviewOptions {
+  heads: HeadRecord[];
+  L: number;
+  H: number;
+  cell: number;
+  sort: SortKey;
+  filter: OverviewFilter;
+  selected: { layer: number; head: number } | null;
+  /** (T, T) attention of a head on the selected sentence, or null (drawn when cell >= 48) */
+  mini: ((layer: number, head: number) => Float32Array | null) | null;
+  T: number;
+  title?: string;
+}
+
+export interface OverviewLayout {
+  left: number;
+  top: number;
+  cell: number;
+  width: number;
+  height: number;
+}
+
+export function overviewLayout(o: { L: number; H: number; cell: number; title?: string }): OverviewLayout {
+  const left = 44;
+  const top = o.title ? 40 : 26;
+  return { left, top, cell: o.cell, width: left + o.H * o.cell + 10, height: top + o.L * o.cell + 10 };
+}
+
+const PATTERN_ORDER: Record<string, number> = {
+  'delimiter-focused': 0, broad: 1, 'next-word': 2, 'previous-word': 3, self: 4, other: 5,
+};
+
+/** Heads of each layer in display order (columns). */
+export function arrange(o: Pick<OverviewOptions, 'heads' | 'L' | 'H' | 'sort'>): HeadRecord[][] {
+  const rows: HeadRecord[][] = [];
+  for (let l = 0; l < o.L; l++) {
+    const row = o.heads.filter((r) => r.layer === l);
+    if (o.sort === 'pattern')
+      row.sort((a, b) => (PATTERN_ORDER[a.pattern ?? 'other'] ?? 9) - (PATTERN_ORDER[b.pattern ?? 'other'] ?? 9) || a.head - b.head);
+    else if (o.sort !== 'index') {
+      const k = o.sort;
+      row.sort((a, b) => b[k] - a[k] || a.head - b.head);
+    }
+    rows.push(row);
+  }
+  return rows;
+}
+
+export function passes(r: HeadRecord, f: OverviewFilter): boolean {
+  if (f.pattern !== 'all' && r.pattern !== f.pattern) return false;
+  return r[f.score] >= f.minScore;
+}
+
+function miniLinks(p: Painter, a: Float32Array, T: number, x: number, y: number, s: number): void {
+  const seg = new Float32Array(4 * T);
+  let n = 0;
+  for (let i = 0; i < T; i++) {
+    let best = 0;
+    for (let j = 1; j < T; j++) if (a[i * T + j] > a[i * T + best]) best = j;
+    seg[4 * n] = x + s * 0.2;
+    seg[4 * n + 1] = y + s * (0.15 + (0.7 * (i + 0.5)) / T);
+    seg[4 * n + 2] = x + s * 0.8;
+    seg[4 * n + 3] = y + s * (0.15 + (0.7 * (best + 0.5)) / T);
+    n++;
+  }
+  p.lines(seg, n, '#222', 0.55, 1);
+}
+
+export function drawOverview(p: Painter, o: OverviewOptions): void {
+  const G = overviewLayout(o);
+  const sp = shapes(p);
+  const imps = o.heads.map((r) => r.importance);
+  const lo = Math.min(...imps, 1);
+  const hi = Math.max(...imps, 0);
+  const radius = scaleSqrt()
+    .domain([lo, hi > lo ? hi : lo + 1e-9])
+    .range([o.cell * 0.14, o.cell * 0.46])
+    .clamp(true);
+  if (o.title) p.text(G.left, 9, o.title, { size: 12, weight: 'bold' });
+  const rows = arrange(o);
+  rows.forEach((row, l) => {
+    const y = G.top + l * o.cell;
+    p.text(G.left - 8, y + o.cell / 2, `L${l}`, { align: 'right', size: 11, color: '#555' });
+    row.forEach((r, c) => {
+      const x = G.left + c * o.cell;
+      const ok = passes(r, o.filter);
+      const sel = o.selected && o.selected.layer === r.layer && o.selected.head === r.head;
+      sp.circle(x + o.cell / 2, y + o.cell / 2, radius(r.importance), ok ? glyphColor(r.semantic, r.syntactic) : '#ccc', ok ? 1 : 0.35, ok ? '#666' : undefined);
+      const a = o.mini && o.cell >= 48 ? o.mini(r.layer, r.head) : null;
+      if (a && ok) miniLinks(p, a, o.T, x, y, o.cell);
+      if (o.sort !== 'index' || o.cell >= 40)
+        p.text(x + o.cell / 2, y + o.cell - 5, `${r.head}`, { align: 'center', size: 9, color: ok ? '#333' : '#aaa' });
+      if (sel) p.strokeRect(x + 1, y + 1, o.cell - 2, o.cell - 2, '#111', 2);
+    });
+  });
+  if (o.sort === 'index') for (let h = 0; h < o.H; h++) p.text(G.left + (h + 0.5) * o.cell, G.top - 8, `H${h}`, { align: 'center', size: 10, color: '#555' });
+}
+
+export function hitOverview(o: OverviewOptions, x: number, y: number): HeadRecord | null {
+  const G = overviewLayout(o);
+  const c = Math.floor((x - G.left) / o.cell);
+  const l = Math.floor((y - G.top) / o.cell);
+  if (c < 0 || l < 0 || c >= o.H || l >= o.L) return null;
+  return arrange(o)[l][c] ?? null;
+}
+
+/** The colour legend: semantic (red) .. syntactic (blue) x strength. */
+export function drawLegend(p: Painter, x: number, y: number): void {
+  const steps = 9;
+  for (let i = 0; i < steps; i++)
+    for (let k = 0; k < 3; k++) {
+      p.rect(x + i * 14, y + k * 12, 14, 12, hueLight(-1 + (2 * i) / (steps - 1), 0.35 + 0.3 * k));
+    }
+  p.text(x, y + 44, 'semantic', { size: 10, color: '#b22' });
+  p.text(x + steps * 14, y + 44, 'syntactic', { size: 10, color: '#225', align: 'right' });
+}
