@@ -12,9 +12,16 @@ APT_PACKAGES += libmicrohttpd-dev chromium
 BUILD := build
 BUILD_ASAN := build-asan
 JOBS ?= $(shell nproc)
-DEMO_MODEL ?= models/demo-bert
-DEMO_TEXT ?= The quick brown fox jumps over the lazy dog.
-DEMO_TEXT_B ?= It was not amused.
+# The default model: the C-trained SST-2 classifier when shipped, else the random demo model.
+DEMO_MODEL ?= $(firstword $(wildcard models/attnscope-sst2) models/demo-bert)
+# Served beside it for comparison when present (the distilled student).
+DEMO_MODEL2 ?= $(wildcard models/attnscope-sst2-student)
+DEMO_TEXT ?= the movie was not as good as i had hoped .
+DEMO_TEXT_B ?= but the actors were wonderful .
+DATA ?= ../shared/data
+DEMO_DB ?= $(BUILD)/analysis/demo.sqlite
+DEMO_LIMIT ?= 300
+PORT ?= 8080
 
 .PHONY: all deps node-deps web-deps serve build build-asan test test-fast demo clean bench fixtures
 
@@ -70,11 +77,22 @@ test: node-deps build build-asan
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure
 
+# `make demo`: build, print a run summary, compute (once; cached in $(DEMO_DB), resumable,
+# with a progress bar) the head analysis of the default model(s) on SST-2 dev and UD EWT dev
+# when ../shared is present, then serve the explorer on it and print the URL (Ctrl-C stops).
 demo: build
 	./$(BUILD)/attnscope run --model $(DEMO_MODEL) --text "$(DEMO_TEXT)" --text-b "$(DEMO_TEXT_B)"
+	@mkdir -p $(dir $(DEMO_DB))
+	@if [ -f $(DATA)/sst2/dev.tsv ] && [ -f $(DATA)/ud/en_ewt-ud-dev.conllu ]; then \
+	  for m in $(DEMO_MODEL) $(DEMO_MODEL2); do \
+	    ./$(BUILD)/attnscope analyze --model $$m --sst2 $(DATA)/sst2/dev.tsv \
+	      --conllu $(DATA)/ud/en_ewt-ud-dev.conllu --limit $(DEMO_LIMIT) --min-rel 20 --db $(DEMO_DB) || exit $$?; \
+	  done; \
+	  db="--db $(DEMO_DB)"; \
+	else echo "demo: $(DATA) not found; serving without an analysis database"; db=""; fi; \
+	./$(BUILD)/attnscope serve $(foreach m,$(DEMO_MODEL) $(DEMO_MODEL2),--model $(m)) $$db --port $(PORT)
 
 # ---- server: the explorer on the demo model (http://127.0.0.1:8080/ unless PORT=) ----
-PORT ?= 8080
 serve: build
 	./$(BUILD)/attnscope serve --model $(DEMO_MODEL) --port $(PORT)
 # ---- end server ----
