@@ -160,11 +160,14 @@ QK_STD = 0.3  # query/key projections: scores of a few units -> clearly non-unif
 
 def bert_params(init, c, pre, classifier, mlm, pooler, roberta_head=False, C=0):
     D, Fd, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    De = c.get("embedding_size", D)  # ELECTRA: embeddings of width De, projected to D
     P = {}
-    P[pre + "embeddings.word_embeddings.weight"] = init.normal((V, D), 1.0)
-    P[pre + "embeddings.position_embeddings.weight"] = init.normal((c["max_position_embeddings"], D), 0.5)
-    P[pre + "embeddings.token_type_embeddings.weight"] = init.normal((c["type_vocab_size"], D), 0.5)
-    init.ln(P, pre + "embeddings.LayerNorm", D)
+    P[pre + "embeddings.word_embeddings.weight"] = init.normal((V, De), 1.0)
+    P[pre + "embeddings.position_embeddings.weight"] = init.normal((c["max_position_embeddings"], De), 0.5)
+    P[pre + "embeddings.token_type_embeddings.weight"] = init.normal((c["type_vocab_size"], De), 0.5)
+    init.ln(P, pre + "embeddings.LayerNorm", De)
+    if De != D:
+        init.linear(P, pre + "embeddings_project", D, De)
     for l in range(c["num_hidden_layers"]):
         b = f"{pre}encoder.layer.{l}."
         init.linear(P, b + "attention.self.query", D, D, QK_STD)
@@ -254,7 +257,7 @@ def collect(rec):
     return out
 
 
-def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier"):
+def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier", electra=False):
     """BertModel / RobertaModel + a head, eager attention, eval mode."""
     H, L, eps = c["num_attention_heads"], c["num_hidden_layers"], c["layer_norm_eps"]
     D = c["hidden_size"]
@@ -270,7 +273,9 @@ def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier"):
     emb = F.embedding(ids_b, g("embeddings.word_embeddings.weight"))
     emb = emb + F.embedding(tt_b, g("embeddings.token_type_embeddings.weight"))
     emb = emb + F.embedding(pos, g("embeddings.position_embeddings.weight"))
-    h = F.layer_norm(emb, (D,), g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"), eps)
+    h = F.layer_norm(emb, (emb.shape[-1],), g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"), eps)
+    if pre + "embeddings_project.weight" in P:  # ElectraModel.embeddings_project
+        h = F.linear(h, g("embeddings_project.weight"), g("embeddings_project.bias"))
     am = ext_mask(mask)
     rec = {k: [] for k in ("attentions", "attention_scores", "queries", "keys", "values")}
     hs, layer_in = [h], []
@@ -296,9 +301,12 @@ def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier"):
     out = collect(rec)
     out["hidden_states"] = torch.stack(hs)[:, 0]
     out["_layer_in"] = layer_in
-    if head == "classifier" and not roberta:  # BertPooler + BertForSequenceClassification
+    if head == "classifier" and not roberta and not electra:  # BertPooler + BertForSequenceClassification
         pooled = torch.tanh(F.linear(h[:, 0], g("pooler.dense.weight"), g("pooler.dense.bias")))
         out["logits"] = F.linear(pooled, P["classifier.weight"], P["classifier.bias"])  # (1, C)
+    elif head == "classifier" and electra:  # ElectraClassificationHead: dense, gelu, out_proj
+        x = gelu_erf(F.linear(h[:, 0], P["classifier.dense.weight"], P["classifier.dense.bias"]))
+        out["logits"] = F.linear(x, P["classifier.out_proj.weight"], P["classifier.out_proj.bias"])
     elif head == "classifier":  # RobertaClassificationHead on <s>
         x = torch.tanh(F.linear(h[:, 0], P["classifier.dense.weight"], P["classifier.dense.bias"]))
         out["logits"] = F.linear(x, P["classifier.out_proj.weight"], P["classifier.out_proj.bias"])
@@ -629,6 +637,24 @@ def make_bert(name, seed, dtype="F32", prefixed=True):
                 logits_head=head)
 
 
+def make_electra(name, seed):
+    """ELECTRA discriminator layout (model_type electra, prefix electra.): embedding width
+    16 projected to hidden width 32 by embeddings_project; ElectraClassificationHead."""
+    init = Init(seed)
+    V, D, H, L, Fd, C = 112, 32, 4, 2, 64, 2
+    c = bert_config(V, D, H, L, Fd, C, model_type="electra", arch="ElectraForSequenceClassification")
+    c["embedding_size"] = 16
+    pre = "electra."
+    P = bert_params(init, c, pre, classifier=True, mlm=False, pooler=False, roberta_head=True, C=C)
+    g = torch.Generator().manual_seed(seed + 1)
+    cases = []
+    for case, ids, tt, mask in inputs_wordpiece(g, V):
+        ref = bert_forward(P, c, pre, ids, tt, mask, head="classifier", electra=True)
+        cases.append((case, ids, tt, mask, ref))
+    return dict(name=name, arch="bert", config=c, params=P, pre=pre, dtype="F32", cases=cases,
+                logits_head="classifier")
+
+
 def make_roberta(name, seed):
     init = Init(seed)
     V, D, H, L, Fd, C, maxlen = 120, 32, 4, 2, 64, 2, 64
@@ -771,6 +797,7 @@ def main():
         make_bert("bert_f16", 1001, dtype="F16"),
         make_bert("bert_bf16", 1001, dtype="BF16"),
         make_gpt2("gpt2_f16", 1005, dtype="F16"),
+        make_electra("electra", 1006),
     ]
     if os.path.isdir(OUT_DIR):
         for entry in os.listdir(OUT_DIR):
