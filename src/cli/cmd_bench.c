@@ -118,6 +118,8 @@ int cmd_bench(int argc, char **argv) {
     double D = c->d_model, F = c->d_ff, L = c->n_layer, Tt = T;
     double flop = L * (2.0 * Tt * D * D * 4 + 2.0 * Tt * D * F * 2 + 2.0 * Tt * Tt * D * 2);
     double gflops = flop / (med * 1e-3) * 1e-9;
+    /* the same thread count as the forward; OpenBLAS's own threads do the sgemm here */
+    openblas_set_num_threads(threads ? threads : as_n_cores());
     double peak = sgemm_peak(T, c->d_ff, c->d_model, 5);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

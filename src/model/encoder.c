@@ -4,19 +4,23 @@
  * the task heads. Architecture-specific weight binding and embeddings live in
  * bert.c, distilbert.c and gpt2.c.
  *
- * Threads: OpenMP only. Linear maps split their output columns across threads,
- * each calling a single-threaded OpenBLAS sgemm on its slice of the weights; the
- * attention runs one head per thread. OpenBLAS is set to one thread during a
- * forward (and restored after), so two thread pools never compete for the cores.
+ * Threads: one pool (core/pool.h, passive waiting). Linear maps split their output
+ * columns into blocks, each a single-threaded OpenBLAS sgemm on its slice of the
+ * weights; the attention runs one head per task; LayerNorm, activations and adds
+ * split their rows/elements. OpenBLAS is set to one thread during a forward (and
+ * restored after), so no second thread pool competes for the cores.
  */
 #include "model/model.h"
 #include "core/fastmath.h"
+#include "core/pool.h"
 
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
+
+/* Threads of the forward running on this thread (set by as_forward). */
+static _Thread_local int t_threads = 1;
 
 /* One sgemm for output columns [j0, j1): y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]). */
 static void linear_cols(const lin_t *l, const float *x, int T, float *y, int j0, int j1) {
@@ -31,32 +35,75 @@ static void linear_cols(const lin_t *l, const float *x, int T, float *y, int j0,
                 l->n_in, 1.0f, x, l->n_in, w, l->ldw, beta, y + j0, l->n_out);
 }
 
+typedef struct {
+    const lin_t *l;
+    const float *x;
+    float *y;
+    int T, chunk;
+} linear_job;
+
+static void linear_task(void *ctx, int b, int tid) {
+    const linear_job *j = ctx;
+    int j0 = b * j->chunk, j1 = j0 + j->chunk < j->l->n_out ? j0 + j->chunk : j->l->n_out;
+    linear_cols(j->l, j->x, j->T, j->y, j0, j1);
+}
+
 /* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
- * running a single-threaded sgemm on its slice of W: every weight is packed once,
- * and one threading runtime (OpenMP) is active, so OpenBLAS's and OpenMP's
- * workers never compete for the cores. */
+ * running a single-threaded sgemm on its slice of W, so every weight is packed once. */
 void op_linear(const lin_t *l, const float *x, int T, float *y) {
-    int nt = omp_get_max_threads();
+    int nt = t_threads;
     double work = (double)T * l->n_out * l->n_in;
     if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
         linear_cols(l, x, T, y, 0, l->n_out);
         return;
     }
-#pragma omp parallel num_threads(nt)
-    {
-        int tid = omp_get_thread_num(), n = omp_get_num_threads();
-        int chunk = ((l->n_out + n - 1) / n + 15) & ~15;
-        int j0 = tid * chunk, j1 = j0 + chunk < l->n_out ? j0 + chunk : l->n_out;
-        if (j0 < j1) linear_cols(l, x, T, y, j0, j1);
-    }
+    /* 2 column blocks per thread, handed out dynamically: a thread that the OS
+     * preempts delays only its block. Blocks are multiples of 16 columns. */
+    int nb = 2 * nt;
+    int chunk = ((l->n_out + nb - 1) / nb + 15) & ~15;
+    linear_job j = {l, x, y, T, chunk};
+    as_parallel_for((l->n_out + chunk - 1) / chunk, nt, linear_task, &j);
 }
 
+/* Splits n items into about 4 blocks per thread of at least `min` items and runs
+ * fn(ctx, lo, hi) on each. */
+typedef void (*range_fn)(void *ctx, size_t lo, size_t hi);
+typedef struct {
+    range_fn fn;
+    void *ctx;
+    size_t n, block;
+} range_job;
+
+static void range_task(void *ctx, int b, int tid) {
+    const range_job *r = ctx;
+    size_t lo = (size_t)b * r->block, hi = lo + r->block < r->n ? lo + r->block : r->n;
+    r->fn(r->ctx, lo, hi);
+}
+
+static void parallel_range(size_t n, size_t min, range_fn fn, void *ctx) {
+    int nt = t_threads;
+    if (nt <= 1 || n <= min) {
+        fn(ctx, 0, n);
+        return;
+    }
+    size_t block = (n + 4 * (size_t)nt - 1) / (4 * (size_t)nt);
+    if (block < min) block = min;
+    range_job r = {fn, ctx, n, block};
+    as_parallel_for((int)((n + block - 1) / block), nt, range_task, &r);
+}
+
+typedef struct {
+    const ln_t *ln;
+    float eps;
+    float *x;
+} ln_job;
+
 /* LayerNorm over the last dimension (Ba et al. 2016), biased variance as torch. */
-void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
-    int n = ln->n;
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < T; t++) {
-        float *r = x + (size_t)t * n;
+static void layernorm_rows(void *ctx, size_t lo, size_t hi) {
+    const ln_job *j = ctx;
+    int n = j->ln->n;
+    for (size_t t = lo; t < hi; t++) {
+        float *r = j->x + t * (size_t)n;
         double mean = 0.0, var = 0.0;
         for (int i = 0; i < n; i++) mean += r[i];
         mean /= n;
@@ -65,38 +112,57 @@ void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
             var += d * d;
         }
         var /= n;
-        float inv = (float)(1.0 / sqrt(var + (double)eps));
+        float inv = (float)(1.0 / sqrt(var + (double)j->eps));
         float fm = (float)mean;
-        for (int i = 0; i < n; i++) r[i] = (r[i] - fm) * inv * ln->g[i] + ln->b[i];
+        for (int i = 0; i < n; i++) r[i] = (r[i] - fm) * inv * j->ln->g[i] + j->ln->b[i];
     }
 }
 
+void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
+    ln_job j = {ln, eps, x};
+    parallel_range((size_t)T, 8, layernorm_rows, &j);
+}
+
+typedef struct {
+    as_act a;
+    float *x;
+    const float *src;
+} elem_job;
+
 /* gelu: x * Phi(x) with erf (Hendrycks & Gimpel 2016); gelu_new: the tanh
  * approximation used by GPT-2 (same paper, eq. for the approximation). */
-void op_act(as_act a, float *x, size_t n) {
-    ptrdiff_t N = (ptrdiff_t)n;
-    switch (a) {
+static void act_range(void *ctx, size_t lo, size_t hi) {
+    const elem_job *j = ctx;
+    float *x = j->x;
+    switch (j->a) {
     case ACT_GELU:
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) x[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * 0.70710678118654752f));
+        for (size_t i = lo; i < hi; i++) x[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * 0.70710678118654752f));
         break;
     case ACT_GELU_NEW:
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) {
+        for (size_t i = lo; i < hi; i++) {
             float v = x[i];
             x[i] = 0.5f * v * (1.0f + as_fast_tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
         }
         break;
     case ACT_RELU:
-        for (ptrdiff_t i = 0; i < N; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (size_t i = lo; i < hi; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     }
 }
 
+void op_act(as_act a, float *x, size_t n) {
+    elem_job j = {a, x, NULL};
+    parallel_range(n, 16384, act_range, &j);
+}
+
+static void add_range(void *ctx, size_t lo, size_t hi) {
+    const elem_job *j = ctx;
+    for (size_t i = lo; i < hi; i++) j->x[i] += j->src[i];
+}
+
 void op_add(float *y, const float *x, size_t n) {
-    ptrdiff_t N = (ptrdiff_t)n;
-#pragma omp parallel for schedule(static)
-    for (ptrdiff_t i = 0; i < N; i++) y[i] += x[i];
+    elem_job j = {ACT_RELU, y, x};
+    parallel_range(n, 16384, add_range, &j);
 }
 
 /* Per-forward scratch, one allocation. */
@@ -152,28 +218,41 @@ static void copy_head(float *dst, const float *src, int T, int D, int Dh, int h)
         memcpy(dst + (size_t)t * Dh, src + (size_t)t * D + (size_t)h * Dh, (size_t)Dh * sizeof(float));
 }
 
+typedef struct {
+    const as_encoding *enc;
+    fwd_ws *ws;
+    as_run *r;
+    unsigned what;
+    int l, T, D, Dh, causal;
+} attn_job;
+
+/* Head h of layer j->l, on thread tid (its scratch slot). */
+static void attn_task(void *ctx, int h, int tid) {
+    const attn_job *j = ctx;
+    as_run *r = j->r;
+    fwd_ws *ws = j->ws;
+    int T = j->T, D = j->D, Dh = j->Dh, l = j->l;
+    size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
+    int cap = l >= r->layer_lo && l < r->layer_lo + r->n_lay && h >= r->head_lo && h < r->head_lo + r->n_hd;
+    size_t slot = cap ? (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo) : 0;
+    float *S = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
+    float *P = (cap && (j->what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
+    attend_head(ws->keep, j->causal, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
+    if (cap && (j->what & CAP_QKV)) {
+        copy_head(r->q + slot * TD, ws->q, T, D, Dh, h);
+        copy_head(r->k + slot * TD, ws->k, T, D, Dh, h);
+        copy_head(r->v + slot * TD, ws->v, T, D, Dh, h);
+    }
+}
+
 static void attention(const as_model *m, const layer_w *lw, int l, const as_encoding *enc,
                       const float *in, fwd_ws *ws, as_run *r, unsigned what, int nthreads) {
     int T = enc->n, D = m->cfg.d_model, H = m->cfg.n_head, Dh = m->cfg.d_head;
     op_linear(&lw->q, in, T, ws->q);
     op_linear(&lw->k, in, T, ws->k);
     op_linear(&lw->v, in, T, ws->v);
-    int cap_l = l >= r->layer_lo && l < r->layer_lo + r->n_lay;
-    size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
-#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
-    for (int h = 0; h < H; h++) {
-        int tid = omp_get_thread_num();
-        int cap = cap_l && h >= r->head_lo && h < r->head_lo + r->n_hd;
-        size_t slot = cap ? (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo) : 0;
-        float *S = (cap && (what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
-        float *P = (cap && (what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
-        attend_head(ws->keep, m->cfg.causal, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
-        if (cap && (what & CAP_QKV)) {
-            copy_head(r->q + slot * TD, ws->q, T, D, Dh, h);
-            copy_head(r->k + slot * TD, ws->k, T, D, Dh, h);
-            copy_head(r->v + slot * TD, ws->v, T, D, Dh, h);
-        }
-    }
+    attn_job j = {enc, ws, r, what, l, T, D, Dh, m->cfg.causal};
+    as_parallel_for(H, nthreads, attn_task, &j);
 }
 
 /* One transformer layer on ws->x (T, D). Post-LN (BERT, Devlin et al. 2019):
@@ -357,9 +436,9 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         ws.keep = ws.p + (size_t)nthreads * TT;
         for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
     }
-    int old_omp = omp_get_max_threads(), old_blas = openblas_get_num_threads();
-    omp_set_num_threads(nthreads);
-    openblas_set_num_threads(1); /* parallelism comes from OpenMP (op_linear, heads) */
+    int old_threads = t_threads, old_blas = openblas_get_num_threads();
+    t_threads = nthreads;
+    openblas_set_num_threads(1); /* parallelism comes from the pool (op_linear, heads) */
     switch (c->arch) {
     case ARCH_BERT:
     case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
@@ -374,7 +453,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws.x, TD * sizeof(float));
     }
     if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);
-    omp_set_num_threads(old_omp);
+    t_threads = old_threads;
     openblas_set_num_threads(old_blas);
     *out = r;
     r = NULL;
