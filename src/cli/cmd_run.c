@@ -23,7 +23,8 @@ static const char *RUN_HELP =
     "Without --out and --format, prints the tokens and each layer's strongest links.\n"
     "--format json writes JSON (to --out FILE or stdout); --format npz (or an --out\n"
     "ending in .npz) writes a numpy archive with arrays named like Hugging Face's\n"
-    "outputs: input_ids [T], token_type_ids [T], attention_mask [T], offsets [T,2]\n"
+    "outputs: input_ids [T], token_type_ids [T], attention_mask [T], tokens [T] and\n"
+    "token_text [T] (vocabulary pieces and readable text, unicode), offsets [T,2]\n"
     "(byte spans, -1 for special tokens), attentions [L,H,T,T], attention_scores\n"
     "[L,H,T,T] (q.k/sqrt(Dh) before softmax; masked entries hold -3.4028235e38),\n"
     "queries, keys, values [L,H,T,Dh], hidden_states [L+1,T,D] (embedding output\n"
@@ -146,10 +147,12 @@ static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const
     fputs("}\n", f);
 }
 
-static as_status write_npz(const char *path, const as_encoding *enc, const as_run *r, as_error *err) {
+static as_status write_npz(const char *path, const as_model *m, const as_encoding *enc, const as_run *r,
+                           as_error *err) {
     npz_writer *w = NULL;
     as_status s = npz_open(path, &w, err);
     if (s) return s;
+    char **text = as_calloc((size_t)r->T, sizeof(char *));
     int64_t T = r->T, one[1] = {T}, off_shape[2] = {T, 2};
     int64_t LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
     int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
@@ -157,10 +160,13 @@ static as_status write_npz(const char *path, const as_encoding *enc, const as_ru
     int32_t *off = as_malloc_array((size_t)T * 2, sizeof(int32_t));
     int32_t *layers = as_malloc_array((size_t)r->n_lay, sizeof(int32_t));
     int32_t *heads = as_malloc_array((size_t)r->n_hd, sizeof(int32_t));
-    if (!off || !layers || !heads) {
+    if (!off || !layers || !heads || !text) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
+    for (int i = 0; i < T; i++) text[i] = as_model_token_text(m, enc->ids[i]);
+    if ((s = npz_add_strings(w, "tokens", (const char *const *)enc->pieces, enc->n, err))) goto cleanup;
+    if ((s = npz_add_strings(w, "token_text", (const char *const *)text, enc->n, err))) goto cleanup;
     for (int i = 0; i < T; i++) {
         off[2 * i] = enc->start ? enc->start[i] : -1;
         off[2 * i + 1] = enc->end ? enc->end[i] : -1;
@@ -186,6 +192,9 @@ static as_status write_npz(const char *path, const as_encoding *enc, const as_ru
     w = NULL;
 cleanup:
     npz_abort(w);
+    if (text)
+        for (int i = 0; i < T; i++) free(text[i]);
+    free(text);
     free(off);
     free(layers);
     free(heads);
@@ -352,7 +361,7 @@ int cmd_run(int argc, char **argv) {
         goto cleanup;
     }
     if (fmt_npz) {
-        if (write_npz(a.out, &enc, r, &err)) {
+        if (write_npz(a.out, m, &enc, r, &err)) {
             rc = cli_fail(&err);
             goto cleanup;
         }

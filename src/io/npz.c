@@ -100,14 +100,13 @@ static const char *npy_descr(npy_type t) {
 
 /* Validates type/shape and computes the data size in *nbytes. what names the
  * file or array for messages. */
-static as_status npy_check(const char *what, npy_type type, const void *data, int ndim,
-                           const int64_t *shape, size_t *nbytes, as_error *err) {
-    if (!npy_descr(type))
-        return as_err_set(err, AS_ERR_INPUT, "%s: unknown npy type %d", what, (int)type);
+static as_status npy_check(const char *what, const char *descr, size_t elem, const void *data,
+                           int ndim, const int64_t *shape, size_t *nbytes, as_error *err) {
+    if (!descr) return as_err_set(err, AS_ERR_INPUT, "%s: unknown npy type", what);
     if (ndim < 0 || ndim > NPY_MAX_DIMS || (ndim > 0 && !shape))
         return as_err_set(err, AS_ERR_INPUT, "%s: ndim %d out of range [0, %d]", what, ndim,
                           NPY_MAX_DIMS);
-    size_t n = npy_elem_size(type);
+    size_t n = elem;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || (uint64_t)shape[i] > SIZE_MAX ||
             (shape[i] != 0 && n > SIZE_MAX / (size_t)shape[i]))
@@ -122,7 +121,7 @@ static as_status npy_check(const char *what, npy_type type, const void *data, in
 
 /* Writes magic + version + header length + padded dict into buf (cap >= 2048);
  * returns the total length, a multiple of 64. */
-static size_t npy_header(npy_type type, int ndim, const int64_t *shape, char *buf, size_t cap) {
+static size_t npy_header(const char *descr, int ndim, const int64_t *shape, char *buf, size_t cap) {
     char dict[1536];
     char dims[1200];
     size_t d = 0;
@@ -134,7 +133,7 @@ static size_t npy_header(npy_type type, int ndim, const int64_t *shape, char *bu
     dims[d++] = ')';
     dims[d] = 0;
     int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                      npy_descr(type), dims);
+                      descr, dims);
     ASSERT(dl > 0 && (size_t)dl < sizeof dict);
     size_t pad = (64 - (10 + (size_t)dl + 1) % 64) % 64;
     size_t hlen = (size_t)dl + pad + 1;
@@ -152,11 +151,11 @@ as_status npy_write(const char *path, npy_type type, const void *data, int ndim,
                     const int64_t *shape, as_error *err) {
     char hdr[2048];
     size_t nbytes;
-    as_status rc = npy_check(path, type, data, ndim, shape, &nbytes, err);
+    as_status rc = npy_check(path, npy_descr(type), npy_elem_size(type), data, ndim, shape, &nbytes, err);
     if (rc != AS_OK) return rc;
     if (!host_is_little_endian())
         return as_err_set(err, AS_ERR_INTERNAL, "%s: big-endian hosts are not supported", path);
-    size_t hl = npy_header(type, ndim, shape, hdr, sizeof hdr);
+    size_t hl = npy_header(npy_descr(type), ndim, shape, hdr, sizeof hdr);
     FILE *f = fopen(path, "wb");
     if (!f) return as_err_set(err, AS_ERR_INPUT, "%s: cannot create: %s", path, strerror(errno));
     int ok = fwrite(hdr, 1, hl, f) == hl && (nbytes == 0 || fwrite(data, 1, nbytes, f) == nbytes);
@@ -224,8 +223,9 @@ void npz_force_zip64(npz_writer *w, int on) {
     if (w) w->force_zip64 = on;
 }
 
-as_status npz_add(npz_writer *w, const char *name, npy_type type, const void *data, int ndim,
-                  const int64_t *shape, as_error *err) {
+/* npz_add with an explicit numpy descr ("<f4", "<U12") and element size. */
+static as_status npz_add_raw(npz_writer *w, const char *name, const char *descr, size_t elem,
+                             const void *data, int ndim, const int64_t *shape, as_error *err) {
     ASSERT(w && name);
     if (w->failed)
         return as_err_set(err, AS_ERR_INTERNAL, "%s: an earlier write failed", w->path);
@@ -244,11 +244,11 @@ as_status npz_add(npz_writer *w, const char *name, npy_type type, const void *da
     size_t nbytes;
     char what[NPZ_MAX_NAME + 8];
     snprintf(what, sizeof what, "array '%s'", name);
-    as_status rc = npy_check(what, type, data, ndim, shape, &nbytes, err);
+    as_status rc = npy_check(what, descr, elem, data, ndim, shape, &nbytes, err);
     if (rc != AS_OK) return rc;
 
     char hdr[2048];
-    size_t hl = npy_header(type, ndim, shape, hdr, sizeof hdr);
+    size_t hl = npy_header(descr, ndim, shape, hdr, sizeof hdr);
     if (nbytes > UINT64_MAX - hl)
         return as_err_set(err, AS_ERR_INPUT, "%s: array '%s' too large", w->path, name);
     e->size = (uint64_t)hl + nbytes;
@@ -280,6 +280,72 @@ as_status npz_add(npz_writer *w, const char *name, npy_type type, const void *da
         return as_err_set(err, AS_ERR_INTERNAL, "%s: write failed: %s", w->path, strerror(errno));
     w->n++;
     return AS_OK;
+}
+
+as_status npz_add(npz_writer *w, const char *name, npy_type type, const void *data, int ndim,
+                  const int64_t *shape, as_error *err) {
+    return npz_add_raw(w, name, npy_descr(type), npy_elem_size(type), data, ndim, shape, err);
+}
+
+/* Decodes one UTF-8 sequence at s (n bytes left) into *cp; returns its length
+ * (invalid bytes decode as U+FFFD, length 1). */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    int len = (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    uint32_t v = len == 2 ? s[0] & 0x1fu : len == 3 ? s[0] & 0x0fu : s[0] & 0x07u;
+    if (len == 0 || (size_t)len > n) {
+        *cp = 0xfffd;
+        return 1;
+    }
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) {
+            *cp = 0xfffd;
+            return 1;
+        }
+        v = (v << 6) | (s[i] & 0x3fu);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) v = 0xfffd;
+    *cp = v;
+    return (size_t)len;
+}
+
+as_status npz_add_strings(npz_writer *w, const char *name, const char *const *strs, int n,
+                          as_error *err) {
+    ASSERT(w && name && n >= 0);
+    size_t width = 1; /* numpy's '<U0' is awkward; at least one code point */
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = (const unsigned char *)(strs[i] ? strs[i] : "");
+        size_t len = strlen((const char *)p), k = 0;
+        for (size_t at = 0; at < len; k++) {
+            uint32_t cp;
+            at += utf8_decode(p + at, len - at, &cp);
+        }
+        if (k > width) width = k;
+    }
+    if (width > NPZ_MAX_STRING)
+        return as_err_set(err, AS_ERR_INPUT, "%s: a string of array '%s' is over %d characters", w->path,
+                          name, NPZ_MAX_STRING);
+    uint32_t *buf = as_calloc((size_t)(n ? n : 1) * width, sizeof(uint32_t));
+    if (!buf) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = (const unsigned char *)(strs[i] ? strs[i] : "");
+        size_t len = strlen((const char *)p), k = 0;
+        for (size_t at = 0; at < len; k++) {
+            uint32_t cp;
+            at += utf8_decode(p + at, len - at, &cp);
+            buf[(size_t)i * width + k] = cp; /* little-endian host checked at npz_open */
+        }
+    }
+    char descr[24];
+    snprintf(descr, sizeof descr, "<U%zu", width);
+    int64_t shape[1] = {n};
+    as_status rc = npz_add_raw(w, name, descr, 4 * width, buf, 1, shape, err);
+    free(buf);
+    return rc;
 }
 
 void npz_abort(npz_writer *w) {

@@ -74,5 +74,21 @@ assert len(d["hidden_states"]) == 3 and len(d["queries"][0][0][0]) == 16
 print("ok: json output shapes")
 PY
 fi
+# the npz written above: Hugging Face-style names, tokens as unicode, one layer/head
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 - "$TMP/o.npz" <<'PY' || { echo "FAIL: npz output"; fails=$((fails+1)); }
+import sys
+import numpy as np
+d = np.load(sys.argv[1])
+assert d["tokens"].tolist() == ["[CLS]", "to", "be", "or", "not", "to", "be", "[SEP]"], d["tokens"]
+assert d["attentions"].shape == (1, 1, 8, 8) and d["layers"].tolist() == [1] and d["heads"].tolist() == [2]
+assert np.allclose(d["attentions"].sum(-1), 1, atol=1e-5)
+assert d["hidden_states"].shape == (3, 8, 64) and d["queries"].shape == (1, 1, 8, 16)
+assert d["offsets"].tolist()[:3] == [[-1, -1], [0, 2], [3, 5]]
+print("ok: npz output")
+PY
+else
+  echo "skip: npz check needs /usr/bin/python3 with numpy"
+fi
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all CLI checks passed"

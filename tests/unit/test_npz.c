@@ -297,6 +297,34 @@ static void test_npy_write(void **state) {
     assert_int_equal(npy_write(path, NPY_F32, g_f32, 1, neg, &err), AS_ERR_INPUT);
 }
 
+/* Unicode string arrays: '<U{max code points}', UTF-32LE, invalid UTF-8 -> U+FFFD. */
+static void test_npz_strings(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/str.npz", g_dir);
+    as_error err = {0};
+    npz_writer *w = NULL;
+    assert_int_equal(npz_open(path, &w, &err), AS_OK);
+    const char *strs[4] = {"[CLS]", "caf\xc3\xa9", NULL, "a\xff" "b"};
+    assert_int_equal(npz_add_strings(w, "tokens", strs, 4, &err), AS_OK);
+    assert_int_equal(npz_close(w, &err), AS_OK);
+    /* 4 strings of width 5 (the longest, "[CLS]"): 4 * 5 * 4 bytes of UTF-32 */
+    static const uint32_t want[20] = {'[', 'C', 'L', 'S', ']', 'c', 'a', 'f', 0xe9, 0, 0, 0, 0, 0, 0,
+                                      'a', 0xfffd, 'b', 0, 0};
+    expect_entry ex[1] = {
+        {"tokens.npy", "{'descr': '<U5', 'fortran_order': False, 'shape': (4,), }", want, sizeof want}};
+    check_zip(path, ex, 1, 0);
+    if (have_numpy()) {
+        char code[600];
+        snprintf(code, sizeof code,
+                 "import numpy as np\n"
+                 "t = np.load(\"%s\")[\"tokens\"]\n"
+                 "assert t.tolist() == [\"[CLS]\", \"caf\\u00e9\", \"\", \"a\\ufffdb\"], t.tolist()\n",
+                 path);
+        run_python(code);
+    }
+}
+
 static void test_npz_name_errors(void **state) {
     (void)state;
     char path[128], longname[202];
@@ -362,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_npz_zip64),
         cmocka_unit_test(test_npy_write),
         cmocka_unit_test(test_npz_name_errors),
+        cmocka_unit_test(test_npz_strings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
