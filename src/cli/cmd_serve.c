@@ -9,7 +9,7 @@
 static const char *SERVE_HELP =
     "usage: attnscope serve --model DIR [--model DIR2 ...] [--host 127.0.0.1] [--port 8080]\n"
     "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
-    "                       [--db FILE.sqlite]\n"
+    "                       [--db FILE.sqlite [--import-dir [RUN=]DIR ...]]\n"
     "\n"
     "Serves the attention explorer (head view, model view, neuron view) and its JSON +\n"
     "binary API (docs/server.md) for the model folders given. The web front end is\n"
@@ -22,11 +22,15 @@ static const char *SERVE_HELP =
     "at once before requests get 503 (default 2). --cache-runs / --cache-mb: the run\n"
     "cache's bounds (default 16 runs, 2048 MiB). SIGINT or SIGTERM stops it (exit 0).\n"
     "--db: an `attnscope analyze`/`import` database, opened read-only, for the head\n"
-    "overview, dependency, graph, pattern and comparison views (docs/views.md).\n";
+    "overview, dependency, graph, pattern and comparison views (docs/views.md).\n"
+    "--import-dir: the folder an imported run came from (`attnscope import --dir DIR`);\n"
+    "its NNNN.attention.npy files give that run's per-sentence attention (dependency view,\n"
+    "graph). It serves the imported run whose corpus digest matches the folder, or run\n"
+    "RUN with RUN=DIR. Repeatable (at most 16); needs --db.\n";
 
 int cmd_serve(int argc, char **argv) {
-    const char *dirs[SRV_MAX_MODELS];
-    srv_options o = {.model_dirs = dirs, .host = "127.0.0.1", .port = SRV_DEFAULT_PORT};
+    const char *dirs[SRV_MAX_MODELS], *imports[SRV_MAX_IMPORT_DIRS];
+    srv_options o = {.model_dirs = dirs, .import_dirs = imports, .host = "127.0.0.1", .port = SRV_DEFAULT_PORT};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int n;
@@ -63,6 +67,12 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (!*v) return cli_usage_error("serve", "--db needs a file");
             o.db_path = v;
+        } else if (!strcmp(a, "--import-dir")) { /* issue 6: attention of imported runs (server/imports.c) */
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (!*v) return cli_usage_error("serve", "--import-dir needs a folder");
+            if (o.n_import_dirs == SRV_MAX_IMPORT_DIRS)
+                return cli_usage_error("serve", "at most %d --import-dir folders", SRV_MAX_IMPORT_DIRS);
+            imports[o.n_import_dirs++] = v;
         } else if (!strcmp(a, "--test-delay-ms")) { /* testing only: makes runs slow to exercise limits */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 0, 60000, &o.test_delay_ms)) return cli_usage_error("serve", "--test-delay-ms: 0..60000");
@@ -71,6 +81,7 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     if (!o.n_models) return cli_usage_error("serve", "--model DIR is required");
+    if (o.n_import_dirs && !o.db_path) return cli_usage_error("serve", "--import-dir needs --db FILE.sqlite");
     as_error err = {0};
     if (srv_serve(&o, &err) != AS_OK) return cli_fail(&err);
     return 0;

@@ -26,6 +26,7 @@ typedef struct {
     int threads;
     int test_delay_ms;
     struct srv_db *db; /* issue 6: the --db analysis database (server/db_api.h), or NULL */
+    srv_imports imports; /* issue 6: --import-dir folders (server/imports.h) */
 } srv_state;
 
 typedef struct {

@@ -6,6 +6,8 @@
  * database, so per-sentence attention is recomputed with the served model whose folder
  * name matches the run's model (and whose tokens match the stored ones); the run then
  * lands in the server's run cache, so the head and neuron views reuse it.
+ * Imported runs (`attnscope import`) have no model: their attention is read from the
+ * import folder given with --import-dir (server/imports.h) when one matches the run.
  * It does not write the database, and does not compute any score itself except the
  * word-level argmax of one head on one sentence (analysis/heads.c, as the analysis did).
  */
@@ -145,6 +147,7 @@ typedef struct {
     int n_total;
     char model_name[1024];
     int served; /* index of the served model that can recompute its attention, -1 none */
+    int import; /* index of the --import-dir folder holding its attention (imported runs), -1 none */
 } run_info;
 
 /* Base name of a run's model ("models/x/" -> "x", "import:DIR" -> base of DIR). */
@@ -178,7 +181,13 @@ static const char *RUN_COLS = "SELECT id, model_name, arch, n_layer, n_head, d_h
                               "n_done, status, created, finished, "
                               "(SELECT count(*) FROM sentences WHERE run = runs.id), "
                               "(SELECT count(*) FROM rel_totals WHERE run = runs.id), "
-                              "(SELECT max(n_semantic) FROM head_scores WHERE run = runs.id) FROM runs";
+                              "(SELECT max(n_semantic) FROM head_scores WHERE run = runs.id), corpus_digest FROM runs";
+
+/* The --import-dir folder serving an imported run (explicit RUN=DIR, else the corpus digest); -1 none. */
+static int import_dir_of(const srv_state *s, int64_t id, const char *model_name, const char *corpus_digest) {
+    if (strncmp(model_name, "import:", 7)) return -1;
+    return srv_imports_find(&s->imports, id, corpus_digest);
+}
 
 static json_t *parse_json_col(sqlite3_stmt *st, int i) {
     const char *t = (const char *)sqlite3_column_text(st, i);
@@ -192,6 +201,7 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
     model_base(mn ? mn : "", base, sizeof base);
     int L = sqlite3_column_int(st, 3), H = sqlite3_column_int(st, 4);
     int sm = served_model(s, mn ? mn : "", L, H);
+    int im = import_dir_of(s, sqlite3_column_int64(st, 0), mn ? mn : "", (const char *)sqlite3_column_text(st, 17));
     json_t *params = parse_json_col(st, 7);
     json_t *src = json_is_object(params) ? json_object_get(params, "source") : NULL;
     json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:i, s:i, s:i, s:o, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:i, s:b, s:b, s:o, s:o}",
@@ -204,6 +214,9 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
                           "has_semantic", sqlite3_column_int(st, 16) > 0, "source",
                           json_is_string(src) ? json_copy(src) : json_null(), "model",
                           sm >= 0 ? json_string(s->models[sm].name) : json_null());
+    /* where per-sentence attention comes from: recomputed by a served model, read from an import folder, or nowhere */
+    json_object_set_new(o, "attention", sm >= 0 ? json_string("model") : im >= 0 ? json_string("import") : json_null());
+    json_object_set_new(o, "import_dir", im >= 0 ? api_json_utf8(s->imports.dirs[im].dir) : json_null());
     return o;
 }
 
@@ -246,6 +259,7 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
     const char *mn = (const char *)sqlite3_column_text(st, 1);
     snprintf(ri->model_name, sizeof ri->model_name, "%s", mn ? mn : "");
     ri->served = served_model(r->s, ri->model_name, ri->L, ri->H);
+    ri->import = import_dir_of(r->s, id, ri->model_name, (const char *)sqlite3_column_text(st, 17));
     if (ri->L < 1 || ri->L > AS_MAX_LAYERS || ri->H < 1 || ri->H > AS_MAX_HEADS) {
         api_error(r->rs, 500, "database %s: run %lld has %d layers x %d heads", r->d->name, (long long)id, ri->L, ri->H);
         return -1;
@@ -398,33 +412,64 @@ static void route_relations(req *r, const run_info *ri) {
 
 /* ---- recomputing a sentence's attention with the served model ---------------------------- */
 
-/* A forward of one stored sentence: a cache entry (e), or an uncached run (run/enc,
- * for sentences the analysis truncated, which POST /run would refuse). */
+/* A stored sentence's attention: a forward (a cache entry e, or an uncached run/enc
+ * for sentences the analysis truncated, which POST /run would refuse), or, for an
+ * imported run, the array read from its import folder (imp). */
 typedef struct {
     srv_entry *e;
     as_run *run;
     as_encoding enc;
-    const as_run *r;           /* e->run or run */
-    const as_encoding *encp;   /* &e->enc or &enc */
+    const as_run *r;           /* e->run or run; NULL for imported attention */
+    const as_encoding *encp;   /* &e->enc or &enc; NULL for imported attention */
+    npy_array imp;             /* imported attention (L, H, T, T), rows = queries */
+    int T, H;                  /* tokens, heads */
 } sent_fwd;
 
 static void sent_fwd_free(srv_state *s, sent_fwd *f) {
     srv_cache_release(&s->cache, f->e);
     as_run_free(f->run);
     as_encoding_free(&f->enc);
+    npy_array_free(&f->imp);
     memset(f, 0, sizeof *f);
+}
+
+/* Attention of layer l, head h: (T, T), rows = queries. Borrowed from f. */
+static const float *fwd_attn(const sent_fwd *f, int l, int h) {
+    if (f->imp.data) return f->imp.data + ((size_t)l * (size_t)f->H + (size_t)h) * (size_t)f->T * (size_t)f->T;
+    return as_run_attn(f->r, l, h);
+}
+
+/* The "model" / "source" fields of a response on a stored sentence. */
+static void fwd_source_json(const srv_state *s, const run_info *ri, const sent_fwd *f, json_t *o) {
+    json_object_set_new(o, "model", ri->served >= 0 && !f->imp.data ? json_string(s->models[ri->served].name) : json_null());
+    json_object_set_new(o, "source", json_string(f->imp.data ? "import" : "model"));
+    json_object_set_new(o, "run_id", f->e ? json_string(f->e->id) : json_null());
 }
 
 /* Encodes text as the analysis did (model's specials, truncation at the model's
  * maximum), then reuses or computes the run (CAP_ATTN | CAP_SCORES | CAP_QKV, as
  * POST /run does, plus CAP_LOGITS for the prediction's confidence). Checks the tokens
- * against the stored ones when tok (n_tok texts) is given. Returns 0, or sets rs. */
-static int sent_forward(req *r, const run_info *ri, const char *text, char **tok, int n_tok, sent_fwd *f) {
+ * against the stored ones when tok (n_tok texts) is given. An imported run's attention
+ * is read instead from its --import-dir folder (file named by the stored source, n_tok
+ * tokens). Returns 0, or sets rs. */
+static int sent_forward(req *r, const run_info *ri, const char *text, const char *source, char **tok, int n_tok,
+                        sent_fwd *f) {
     srv_state *s = r->s;
     memset(f, 0, sizeof *f);
+    f->H = ri->H;
+    if (ri->served < 0 && ri->import >= 0) {
+        as_error err = {0};
+        if (srv_imports_read(&s->imports.dirs[ri->import], source, ri->L, ri->H, n_tok, &f->imp, &err)) {
+            api_error(r->rs, 409, "run %lld: %s", (long long)ri->id, err.msg);
+            return -1;
+        }
+        f->T = n_tok;
+        return 0;
+    }
     if (ri->served < 0) {
         api_error(r->rs, 409, "run %lld (%s): no served model to recompute its attention; start the server with "
-                              "--model for that folder (imported runs have none)", (long long)ri->id, ri->model_name);
+                              "--model for that folder, or --import-dir for the folder of an imported run",
+                  (long long)ri->id, ri->model_name);
         return -1;
     }
     const srv_model *sm = &s->models[ri->served];
@@ -454,6 +499,7 @@ static int sent_forward(req *r, const run_info *ri, const char *text, char **tok
         as_encoding_free(&f->enc);
         f->r = f->e->run;
         f->encp = &f->e->enc;
+        f->T = f->r->T;
         return 0;
     }
     srv_cache_release(&s->cache, f->e);
@@ -492,6 +538,7 @@ static int sent_forward(req *r, const run_info *ri, const char *text, char **tok
         f->r = f->run;
         f->encp = &f->enc;
     }
+    f->T = f->r->T;
     return 0;
 }
 
@@ -632,6 +679,7 @@ static void route_sentences(req *r, const run_info *ri) {
 typedef struct {
     int idx, T, W, truncated, predicted; /* predicted -1 when NULL */
     char *text;
+    char *source; /* stored source (import: the NNNN.json file name), or NULL */
     char **tok;   /* (T) readable token texts */
     int *word;    /* (T) word index, -1 none */
     int *parent;  /* (W) parent word, -1 root, -2 none (NULL head) */
@@ -647,6 +695,7 @@ static void sent_data_free(sent_data *d) {
     free(d->parent);
     free(d->rel);
     free(d->text);
+    free(d->source);
     json_decref(d->row);
     json_decref(d->tokens);
     json_decref(d->words);
@@ -675,6 +724,8 @@ static int load_sentence(req *r, const run_info *ri, int64_t idx, sent_data *d) 
     d->predicted = sqlite3_column_type(st, 5) == SQLITE_INTEGER ? sqlite3_column_int(st, 5) : -1;
     const char *text = (const char *)sqlite3_column_text(st, 3);
     d->text = as_strdup(text ? text : "");
+    const char *src = (const char *)sqlite3_column_text(st, 2);
+    d->source = src ? as_strdup(src) : NULL;
     if (d->T < 0 || d->T > AS_MAX_POSITIONS || d->W < 0 || d->W > AS_MAX_POSITIONS) {
         api_error(r->rs, 500, "database %s: sentence %lld has %d tokens, %d words", r->d->name, (long long)idx, d->T, d->W);
         return -1;
@@ -773,6 +824,7 @@ static void route_sentence(req *r, const run_info *ri, int64_t idx) {
     json_object_set(o, "words", d.words);
     json_object_set_new(o, "saliency", sal);
     json_object_set_new(o, "model", ri->served >= 0 ? json_string(r->s->models[ri->served].name) : json_null());
+    json_object_set_new(o, "attention", ri->served >= 0 ? json_string("model") : ri->import >= 0 ? json_string("import") : json_null());
     sent_data_free(&d);
     api_reply_json(r->rs, 200, o);
 }
@@ -798,9 +850,9 @@ static void route_parents(req *r, const run_info *ri, int64_t idx) {
     int *pred = NULL;
     uint8_t *has = NULL;
     if (load_sentence(r, ri, idx, &d)) goto cleanup;
-    if (sent_forward(r, ri, d.text, d.tok, d.T, &f)) goto cleanup;
+    if (sent_forward(r, ri, d.text, d.source, d.tok, d.T, &f)) goto cleanup;
     const int T = d.T, W = d.W;
-    const float *A = as_run_attn(f.r, l0, h0);
+    const float *A = fwd_attn(&f, l0, h0);
     if (!A) {
         api_error(r->rs, 500, "layer %d head %d was not captured", l0, h0);
         goto cleanup;
@@ -830,10 +882,10 @@ static void route_parents(req *r, const run_info *ri, int64_t idx) {
                                               scored ? json_boolean(pred[w] == p) : json_null(), "parent_correct",
                                               scored ? json_boolean(pred[p] == w) : json_null()));
     }
-    api_reply_json(r->rs, 200,
-                   json_pack("{s:I, s:i, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "run", (json_int_t)ri->id, "sent", d.idx,
-                             "layer", l0, "head", h0, "model", r->s->models[ri->served].name, "run_id",
-                             f.e ? json_string(f.e->id) : json_null(), "probs", probs_json(f.r), "pred", jp, "arcs", arcs));
+    json_t *o = json_pack("{s:I, s:i, s:i, s:i, s:o, s:o, s:o}", "run", (json_int_t)ri->id, "sent", d.idx, "layer", l0,
+                          "head", h0, "probs", probs_json(f.r), "pred", jp, "arcs", arcs);
+    fwd_source_json(r->s, ri, &f, o);
+    api_reply_json(r->rs, 200, o);
 cleanup:
     free(Wm);
     free(pred);
@@ -863,25 +915,54 @@ static void route_sent_attention(req *r, const run_info *ri, int64_t idx) {
     sent_data d;
     sent_fwd f = {0};
     const float **parts = NULL;
-    if (load_sentence(r, ri, idx, &d) || sent_forward(r, ri, d.text, d.tok, d.T, &f)) goto cleanup;
-    int nl = l1 - l0 + 1, nh = h1 - h0 + 1, T = f.r->T;
+    if (load_sentence(r, ri, idx, &d) || sent_forward(r, ri, d.text, d.source, d.tok, d.T, &f)) goto cleanup;
+    int nl = l1 - l0 + 1, nh = h1 - h0 + 1, T = f.T;
     parts = malloc(sizeof *parts * (size_t)nl * (size_t)nh);
     if (!parts) {
         api_error(r->rs, 500, "out of memory");
         goto cleanup;
     }
     for (int l = 0; l < nl; l++)
-        for (int h = 0; h < nh; h++) parts[l * nh + h] = as_run_attn(f.r, l0 + l, h0 + h);
+        for (int h = 0; h < nh; h++) parts[l * nh + h] = fwd_attn(&f, l0 + l, h0 + h);
     srv_tb_tensor t = {.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4, .shape = {nl, nh, T, T},
                        .parts = parts, .n_parts = nl * nh, .part_len = (size_t)T * (size_t)T};
-    api_reply_tensors(r->rs, &t, 1,
-                      json_pack("{s:I, s:i, s:[i,i], s:[i,i], s:i, s:s, s:o}", "run", (json_int_t)ri->id, "sent", d.idx,
-                                "layers", l0, l1, "heads", h0, h1, "tokens", T, "model", r->s->models[ri->served].name,
-                                "run_id", f.e ? json_string(f.e->id) : json_null()));
+    json_t *meta = json_pack("{s:I, s:i, s:[i,i], s:[i,i], s:i}", "run", (json_int_t)ri->id, "sent", d.idx, "layers", l0,
+                             l1, "heads", h0, h1, "tokens", T);
+    fwd_source_json(r->s, ri, &f, meta);
+    api_reply_tensors(r->rs, &t, 1, meta);
 cleanup:
     free(parts);
     sent_fwd_free(r->s, &f);
     sent_data_free(&d);
+}
+
+/* ---- --import-dir folders at startup ----------------------------------------------------- */
+
+void db_api_print_imports(srv_state *s, FILE *out) {
+    if (!s->db || !s->imports.n) return;
+    sqlite3_stmt *st = NULL;
+    int *served = calloc((size_t)s->imports.n, sizeof *served);
+    if (!served || sqlite3_prepare_v2(s->db->db, "SELECT id, model_name, corpus_digest FROM runs ORDER BY id", -1, &st,
+                                      NULL) != SQLITE_OK) {
+        fprintf(stderr, "attnscope: warning: cannot list the runs of %s to match --import-dir\n", s->db->name);
+        goto cleanup;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        const char *mn = (const char *)sqlite3_column_text(st, 1);
+        int i = import_dir_of(s, id, mn ? mn : "", (const char *)sqlite3_column_text(st, 2));
+        if (i < 0) continue;
+        served[i]++;
+        fprintf(out, "attnscope serve: import folder %s serves the attention of run %lld\n", s->imports.dirs[i].dir,
+                (long long)id);
+    }
+    for (int i = 0; i < s->imports.n; i++)
+        if (!served[i])
+            fprintf(stderr, "attnscope: warning: --import-dir %s matches no imported run of %s (corpus digest %.12s…)\n",
+                    s->imports.dirs[i].dir, s->db->name, s->imports.dirs[i].digest);
+cleanup:
+    sqlite3_finalize(st);
+    free(served);
 }
 
 /* ---- router ---------------------------------------------------------------------------- */

@@ -31,6 +31,10 @@ void srv_db_free(srv_db *d);
 /* Base name of the database file (for the UI). */
 const char *srv_db_name(const srv_db *d);
 
+/* Prints one line per --import-dir folder: the imported run it serves, or a warning on
+ * stderr when it serves none (issue 6, server/imports.h). */
+void db_api_print_imports(srv_state *s, FILE *out);
+
 /* Handles one request whose path starts with "/api/v1/db"; rest is the part after it
  * ("" or "/runs/..."). Fills rs (body owned by rs). s->db may be NULL (404). */
 void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs);

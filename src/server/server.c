@@ -258,6 +258,11 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         model_name(&s, i, o->model_dirs[i]);
     }
     if (o->db_path && (st = srv_db_open(o->db_path, &s.db, err))) goto cleanup; /* issue 6 */
+    if (o->n_import_dirs && !s.db) {
+        st = as_err_set(err, AS_ERR_INPUT, "serve: --import-dir needs --db");
+        goto cleanup;
+    }
+    if ((st = srv_imports_init(o->import_dirs, o->n_import_dirs, &s.imports, err))) goto cleanup;
     srv_cache_init(&s.cache, o->max_cached_runs > 0 ? o->max_cached_runs : SRV_MAX_CACHED_RUNS,
                    o->max_cache_bytes > 0 ? o->max_cache_bytes : SRV_MAX_CACHE_BYTES);
     cache_ready = 1;
@@ -321,6 +326,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
                as_arch_name(c->arch), c->n_layer, c->n_head, as_model_max_tokens(s.models[i].m));
     }
     if (s.db) printf("attnscope serve: analysis database %s (GET /api/v1/db/runs)\n", srv_db_name(s.db)); /* issue 6 */
+    if (s.db) db_api_print_imports(&s, stdout);
     fflush(stdout);
     unsigned char sig = 0;
     while (read(g_sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
@@ -347,5 +353,6 @@ cleanup:
     for (int i = 0; i < s.n_models; i++) as_model_free(s.models[i].m);
     free(s.models);
     srv_db_free(s.db); /* issue 6 */
+    srv_imports_free(&s.imports);
     return st;
 }

@@ -3,7 +3,9 @@
 // ephemeral loopback port. Checks what is drawn (canvas pixels), that toggling a
 // head, switching layer and hovering change it, that the neuron view's numbers are
 // the engine's (API and `attnscope run --format json`), URL state, SVG/PNG export,
-// and a 512-token input. Screenshots go to tests/browser/artifacts/.
+// and a 512-token input; a causal GPT-2 (make_gpt2_model.mjs, built at test time): no
+// link to a later token, masked future keys, a pair without [SEP]. Screenshots go to
+// tests/browser/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -45,7 +47,8 @@ before(async () => {
   mkdirSync(ART, { recursive: true });
   tmp = mkdtempSync(join(tmpdir(), 'attnscope-browser-'));
   execFileSync(process.execPath, [join(HERE, 'make_long_model.mjs'), join(tmp, 'long-bert')]);
-  const s = await startServer(['--model', DEMO, '--model', join(tmp, 'long-bert')]);
+  execFileSync(process.execPath, [join(HERE, 'make_gpt2_model.mjs'), join(tmp, 'gpt2-tiny')]);
+  const s = await startServer(['--model', DEMO, '--model', join(tmp, 'long-bert'), '--model', join(tmp, 'gpt2-tiny')]);
   server = s.p;
   base = s.url;
   browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
@@ -361,6 +364,85 @@ test('a 512-token input renders and stays interactive', async () => {
   const n = await page.$$eval('[data-testid=neuron-table] tbody tr', (trs) => trs.length);
   assert.equal(n, 64, 'neuron view lists the 64 most attended keys at 512 tokens');
   await shot('neuron-view-512');
+});
+
+test('causal GPT-2: no link to a later token, future keys masked, a pair without [SEP]', async () => {
+  const A = 'The cat sat on the mat.';
+  const B = ' It was tired.';
+  await page.goto(`${base}/`);
+  await page.waitForSelector('[data-testid=model] option', { state: 'attached' });
+  await page.selectOption('[data-testid=model]', 'gpt2-tiny');
+  assert.equal(await page.isEnabled('[data-testid=text-b]'), true, 'sentence B can be given for GPT-2');
+  assert.match(await page.textContent('[data-testid=input-hint]'), /no separator token/);
+  await runText('gpt2-tiny', A, B);
+  await waitHint('drawn in');
+  const run = await (await api('/api/v1/run', { model: 'gpt2-tiny', text: A, text_b: B })).json();
+  assert.equal(run.cached, true);
+  assert.equal(run.causal, true);
+  const T = run.sizes.tokens;
+  assert.ok(run.tokens.every((t) => !t.special && !/\[SEP\]|<\|endoftext\|>/.test(t.piece)), 'no [SEP] or other special token');
+  const nA = run.tokens.filter((t) => t.segment === 0).length;
+  assert.ok(nA > 0 && nA < T && run.tokens.slice(nA).every((t) => t.segment === 1), 'B follows A');
+  const note = await page.textContent('[data-testid=causal-note]');
+  assert.match(note, /no links to later tokens/);
+  assert.match(note, /A→B links cannot/);
+  // the head view's computed links: every one goes to the same or an earlier token
+  const links = await page.evaluate(() =>
+    window.__attnscope.headLinks.map((h) => ({ head: h.head, i: Array.from(h.i), j: Array.from(h.j) })),
+  );
+  assert.equal(links.length, 4);
+  let n = 0;
+  for (const h of links)
+    h.i.forEach((q, k) => {
+      assert.ok(h.j[k] <= q, `head ${h.head}: link ${q} -> ${h.j[k]} goes to a later token`);
+      n++;
+    });
+  assert.ok(n >= (4 * T * (T + 1)) / 4, `most allowed links drawn (${n})`);
+  // pixels: hovering the last key keeps only links into it, which only the last query has
+  const rowH = 20, top = 28, rightX = LINE_X2 + 6;
+  const lastY = top + (T - 1) * rowH;
+  await page.hover('[data-testid=head-canvas]', { position: { x: rightX + 20, y: lastY + rowH / 2 } });
+  const above = await waitPixels('head-canvas', [LINE_X1 + 4, top, LINE_X2 - LINE_X1 - 8, lastY - top - 4], (p) => p.ink === 0);
+  const row = await pixels('head-canvas', LINE_X1 + 4, lastY, LINE_X2 - LINE_X1 - 8, rowH);
+  assert.equal(above.ink, 0, 'no link into the last token from an earlier query');
+  assert.ok(row.ink > 50, `the last query's own link is drawn (${row.ink} px)`);
+  // hovering the first key: every query attends to it, so lines fan out over all rows
+  await page.hover('[data-testid=head-canvas]', { position: { x: rightX + 20, y: top + rowH / 2 } });
+  const fan = await waitPixels('head-canvas', [LINE_X1 + 4, top + rowH * 2, LINE_X2 - LINE_X1 - 8, lastY - top], (p) => p.ink > 500);
+  assert.ok(fan.ink > 500, `links from later queries into the first token (${fan.ink} px)`);
+  await page.mouse.move(5, 5);
+  await shot('gpt2-head-view');
+  // pair filter: A→B is disabled (empty for a causal model); B→A links exist
+  assert.equal(await page.isDisabled('[data-testid=filter] option[value=ab]'), true);
+  await page.selectOption('[data-testid=filter]', 'ba');
+  await page.waitForFunction((nA) => window.__attnscope.headLinks.every((h) => Array.from(h.i).every((q, k) => q >= nA && h.j[k] < nA)), nA);
+  const ba = await page.evaluate(() => window.__attnscope.headLinks.reduce((s, h) => s + h.n, 0));
+  assert.ok(ba > 0, `B→A links (${ba})`);
+  // neuron view: the softmax column is 0 and the score "masked" for every future key
+  await page.click('[data-testid=tab-neuron]');
+  await page.selectOption('[data-testid=n-token]', '2');
+  await page.waitForSelector('[data-testid=neuron-table]');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=neuron-table] tbody tr').length > 0);
+  const rows = await page.$$eval('[data-testid=neuron-table] tbody tr', (trs) =>
+    trs.map((tr) => {
+      const td = tr.querySelectorAll('td');
+      return { key: +td[0].textContent, score: td[2].textContent.trim(), softmax: td[3].textContent.trim(), raw: +td[3].dataset.softmax };
+    }),
+  );
+  assert.equal(rows.length, T);
+  let sum = 0;
+  for (const r of rows) {
+    if (r.key > 2) {
+      assert.equal(r.softmax, '0.0000', `future key ${r.key}: softmax 0`);
+      assert.equal(r.raw, 0);
+      assert.equal(r.score, 'masked', `future key ${r.key}: score masked`);
+    } else {
+      assert.notEqual(r.score, 'masked');
+      sum += r.raw;
+    }
+  }
+  assert.ok(Math.abs(sum - 1) < 1e-5, `softmax over keys 0..2 sums to 1 (${sum})`);
+  await shot('gpt2-neuron-view');
 });
 
 test('API errors are shown, not thrown', async () => {

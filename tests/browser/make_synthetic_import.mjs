@@ -1,7 +1,10 @@
 // make_synthetic_import.mjs — writes a tiny `attnscope import --dir` folder with 12 x 12
-// heads (the BERT-base shape), for the overview benchmark when ../shared/data is absent:
-// 4 sentences of random row-normalised attention (float32 .npy) + token JSON with
-// two-class saliency. Deterministic (seeded).
+// heads (the BERT-base shape), for the overview benchmark when ../shared/data is absent
+// and for the --import-dir tests (test_server_db.c, dodrio.test.mjs): 4 sentences of
+// random row-normalised attention (float32 .npy) + token JSON with two-class saliency
+// and a word-level parse (every word's parent is the next word, det / nsubj alternating,
+// the second-to-last word is the root, the final "." is punct), so the dependency view
+// has arcs to mark. Deterministic (seeded).
 // Usage: node make_synthetic_import.mjs OUT_DIR
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,5 +38,13 @@ sentences.forEach((s, n) => {
   const name = String(n).padStart(4, '0');
   writeFileSync(join(out, `${name}.attention.npy`), Buffer.concat([pre, Buffer.from(hdr, 'latin1'), Buffer.from(a.buffer)]));
   const saliency = tokens.map((t) => ({ token: t, negative: rand(), positive: rand() }));
-  writeFileSync(join(out, `${name}.json`), JSON.stringify({ id: n, sentence: s, label: n % 2, predicted_label: n % 2, tokens, saliency }));
+  const words = s.split(' ');
+  const W = words.length;
+  const list = words.map((_, w) =>
+    w === W - 2 ? { child: w, parent: null, relation: 'root' }
+      : w === W - 1 ? { child: w, parent: W - 2, relation: 'punct' }
+        : { child: w, parent: w + 1, relation: w % 2 ? 'nsubj' : 'det' },
+  );
+  const dependencies = { words, list };
+  writeFileSync(join(out, `${name}.json`), JSON.stringify({ id: n, sentence: s, label: n % 2, predicted_label: n % 2, tokens, saliency, dependencies }));
 });

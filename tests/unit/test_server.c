@@ -874,6 +874,135 @@ static void test_cli_errors(void **state) {
     assert_int_equal(WEXITSTATUS(system(cmd)), 1);
 }
 
+/* ---- issue 3: a causal (GPT-2) model ------------------------------------------------
+ * A small random GPT-2 (make_gpt2_model.mjs: HF names, Conv1D [in, out], the committed
+ * byte-level BPE of tests/ref/fixtures/bpe_gpt2, vocab 2000) built at test time. */
+static void test_causal_gpt2(void **state) {
+    char dir[256], cmd[1024];
+    snprintf(dir, sizeof dir, "/tmp/attnscope_gpt2_%d/gpt2-tiny", (int)getpid());
+    snprintf(cmd, sizeof cmd, "node '%s/tests/browser/make_gpt2_model.mjs' '%s' 2>&1", AS_SOURCE_DIR, dir);
+    if (system(cmd) != 0) {
+        printf("test_causal_gpt2: skipped: node could not write the GPT-2 model (is Node.js installed?)\n");
+        skip();
+    }
+    /* the engine loads it */
+    char out[300];
+    snprintf(out, sizeof out, "%s.info", dir);
+    snprintf(cmd, sizeof cmd, "'%s' info --model '%s' > '%s' 2>&1", AS_BINARY, dir, out);
+    assert_int_equal(system(cmd), 0);
+    char *info = slurp(out);
+    unlink(out);
+    assert_non_null(strstr(info, "gpt2 (model_type gpt2), causal"));
+    assert_non_null(strstr(info, "vocabulary:   2000"));
+    assert_non_null(strstr(info, "tokenizer:    yes"));
+    free(info);
+
+    server g;
+    const char *args[] = {"--model", dir, NULL};
+    assert_int_equal(server_start(&g, args), 0);
+    resp r;
+    get(g.port, "/api/v1/models", &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = body_json(&r), *m = json_array_get(json_object_get(j, "models"), 0);
+    assert_string_equal(json_string_value(json_object_get(m, "arch")), "gpt2");
+    assert_true(json_is_true(json_object_get(m, "causal")));
+    assert_int_equal(json_integer_value(json_object_get(m, "vocab_size")), 2000);
+    assert_int_equal(json_integer_value(json_object_get(m, "max_tokens")), 128);
+    json_decref(j);
+    resp_free(&r);
+
+    /* leading spaces and multi-byte characters (2- and 3-byte UTF-8) in A, a pair B:
+     * byte offsets into each token's own sentence; bytes of a split character get the
+     * character's span; GPT-2 adds no specials (no [SEP]) and B is segment 1 */
+    const char *A = "  H\xc3\xa9llo w\xc3\xb6rld, \xe6\x97\xa5\xe6\x9c\xac caf\xc3\xa9", *B = " and more";
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\":\"gpt2-tiny\",\"text\":\"%s\",\"text_b\":\"%s\"}", A, B);
+    post(g.port, "/api/v1/run", body, &r);
+    assert_int_equal(r.status, 200);
+    j = body_json(&r);
+    resp_free(&r);
+    assert_true(json_is_true(json_object_get(j, "causal")));
+    json_t *toks = json_object_get(j, "tokens");
+    const int T = (int)json_array_size(toks);
+    static const struct { const char *text; int start, end, seg; } want[] = {
+        {" ", 0, 1, 0}, {" H", 1, 3, 0}, {"\xef\xbf\xbd", 3, 5, 0}, {"\xef\xbf\xbd", 3, 5, 0}, {"ll", 5, 7, 0},
+        {"o", 7, 8, 0}, {" w", 8, 10, 0}, {"\xef\xbf\xbd", 10, 12, 0}, {"\xef\xbf\xbd", 10, 12, 0}, {"r", 12, 13, 0},
+        {"ld", 13, 15, 0}, {",", 15, 16, 0}, {" ", 16, 17, 0}, {"\xef\xbf\xbd", 17, 20, 0},
+        {"\xef\xbf\xbd", 17, 20, 0}, {"\xef\xbf\xbd", 17, 20, 0}, {"\xef\xbf\xbd", 20, 23, 0},
+        {"\xef\xbf\xbd", 20, 23, 0}, {"\xef\xbf\xbd", 20, 23, 0}, {" c", 23, 25, 0}, {"a", 25, 26, 0},
+        {"f", 26, 27, 0}, {"\xef\xbf\xbd", 27, 29, 0}, {"\xef\xbf\xbd", 27, 29, 0}, {" and", 0, 4, 1},
+        {" more", 4, 9, 1}};
+    const int NW = (int)(sizeof want / sizeof want[0]);
+    if (T != NW) fprintf(stderr, "gpt2 tokens: %d, expected %d\n", T, NW);
+    assert_int_equal(T, NW);
+    for (int i = 0; i < T; i++) {
+        json_t *t = json_array_get(toks, (size_t)i);
+        int s0 = (int)json_integer_value(json_object_get(t, "start")), s1 = (int)json_integer_value(json_object_get(t, "end"));
+        if (s0 != want[i].start || s1 != want[i].end) fprintf(stderr, "token %d: [%d, %d), expected [%d, %d)\n", i, s0, s1, want[i].start, want[i].end);
+        assert_int_equal(s0, want[i].start);
+        assert_int_equal(s1, want[i].end);
+        assert_string_equal(json_string_value(json_object_get(t, "text")), want[i].text);
+        assert_int_equal(json_integer_value(json_object_get(t, "segment")), want[i].seg);
+        assert_false(json_is_true(json_object_get(t, "special")));
+        assert_true(json_integer_value(json_object_get(t, "id")) < 1999); /* never <|endoftext|> or [SEP] */
+    }
+    char id[64], path[256];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+
+    /* attention: exactly zero above the diagonal (every dtype), rows sum to 1 */
+    const char *dtypes[] = {"f32", "f16", "u8"};
+    for (int d = 0; d < 3; d++) {
+        snprintf(path, sizeof path, "/api/v1/runs/%s/attention?dtype=%s", id, dtypes[d]);
+        get(g.port, path, &r);
+        assert_int_equal(r.status, 200);
+        tb t;
+        tb_parse(&r, &t);
+        json_t *x = tb_tensor(&t, "attention");
+        double above = 0, sumerr = 0;
+        for (int lh = 0; lh < 2 * 4; lh++)
+            for (int i = 0; i < T; i++) {
+                double s = 0;
+                for (int k = 0; k < T; k++) {
+                    float v = tb_at(&t, x, ((size_t)lh * T + (size_t)i) * T + (size_t)k);
+                    s += v;
+                    if (k > i) above = fmax(above, fabs(v));
+                }
+                sumerr = fmax(sumerr, fabs(s - 1.0));
+            }
+        printf("gpt2 attention %s: max |above diagonal| %g, max |row sum - 1| %.3g\n", dtypes[d], above, sumerr);
+        assert_true(above == 0.0);
+        assert_true(sumerr < (d == 0 ? 1e-5 : d == 1 ? 2e-3 : 0.03));
+        json_decref(t.hdr);
+        resp_free(&r);
+    }
+    /* qk: future keys are masked in the scores and 0 in the softmax; allowed scores = q.k/sqrt(8) */
+    snprintf(path, sizeof path, "/api/v1/runs/%s/qk?layer=1&head=3", id);
+    get(g.port, path, &r);
+    assert_int_equal(r.status, 200);
+    tb t;
+    tb_parse(&r, &t);
+    json_t *q = tb_tensor(&t, "q"), *k = tb_tensor(&t, "k"), *sc = tb_tensor(&t, "scores"), *at = tb_tensor(&t, "attention");
+    for (int i = 0; i < T; i++)
+        for (int jj = 0; jj < T; jj++) {
+            float s = tb_at(&t, sc, (size_t)i * T + jj), a = tb_at(&t, at, (size_t)i * T + jj);
+            if (jj > i) {
+                assert_true(s < -1e30f);
+                assert_true(a == 0.0f);
+            } else {
+                double dot = 0;
+                for (int x = 0; x < 8; x++) dot += (double)tb_at(&t, q, (size_t)i * 8 + x) * tb_at(&t, k, (size_t)jj * 8 + x);
+                assert_true(fabs(dot / sqrt(8.0) - s) < 1e-4);
+            }
+        }
+    json_decref(t.hdr);
+    resp_free(&r);
+    assert_int_equal(server_stop(&g, SIGTERM), 0);
+    unlink(g.err_path);
+    snprintf(cmd, sizeof cmd, "rm -rf '/tmp/attnscope_gpt2_%d'", (int)getpid());
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     if (access(AS_BINARY, X_OK)) {
         fprintf(stderr, "test_server: %s is not built\n", AS_BINARY);
@@ -885,6 +1014,7 @@ int main(void) {
         cmocka_unit_test(test_body_limits),     cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_routes_and_methods), cmocka_unit_test(test_mlm),
         cmocka_unit_test(test_limits),          cmocka_unit_test(test_cli_errors),
+        cmocka_unit_test(test_causal_gpt2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,6 +11,11 @@
  * relation and direction. Errors: 4xx one-line JSON for bad ids, ranges, parameters,
  * methods, a run without a served model (409), a server without --db, bad --db files.
  * The database file is unchanged afterwards (opened read-only). SIGTERM exits 0.
+ * --import-dir (test_import_dir): an imported run's attention is served from its folder's
+ * .npy files (equal to them exactly) and its correct / wrong arcs summed over the
+ * sentences equal the stored relation counts, for a synthetic folder and, when
+ * ../shared exists, the real BERT-base folder; explicit RUN=DIR mapping, a folder that
+ * matches no run, a damaged .npy (409 naming it) and bad options (exit 2).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -792,6 +797,219 @@ static void test_other_servers(void **state) {
     assert_int_equal(WEXITSTATUS(system(cmd)), 2);
 }
 
+/* ---- issue 6: --import-dir ------------------------------------------------------------ */
+
+static json_t *get_json_at(int port, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static json_t *get_json_at(int port, const char *fmt, ...) {
+    char path[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    resp r;
+    get(port, path, &r);
+    if (r.status != 200) fprintf(stderr, "GET %s: %d %.300s\n", path, r.status, r.body ? (char *)r.body : "");
+    assert_int_equal(r.status, 200);
+    json_t *j = body_json(&r);
+    resp_free(&r);
+    return j;
+}
+
+/* A float32 C-order .npy (version 1 header) read whole; returns the data, *n elements. */
+static float *read_npy(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char pre[10];
+    assert_int_equal(fread(pre, 1, 10, f), 10);
+    assert_memory_equal(pre, "\x93NUMPY\x01", 7);
+    size_t hl = (size_t)pre[8] | (size_t)pre[9] << 8;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    *n = ((size_t)sz - 10 - hl) / 4;
+    float *a = malloc(*n * sizeof *a);
+    fseek(f, (long)(10 + hl), SEEK_SET);
+    assert_int_equal(fread(a, 4, *n, f), *n);
+    fclose(f);
+    return a;
+}
+
+/* Checks imported run `run` served by the server on port against folder idir and the
+ * database file dbfile: each sentence's attention equals its .npy exactly; for each
+ * head in heads (layer * H + head), the correct / wrong marks of /parents summed over
+ * every sentence equal rel_accuracy.correct for every relation and direction. */
+static void check_import(int port, const char *dbfile, int run, const char *idir, const int *heads, int n_heads) {
+    json_t *rj = get_json_at(port, "/api/v1/db/runs/%d", run);
+    assert_string_equal(json_string_value(json_object_get(rj, "attention")), "import");
+    assert_string_equal(json_string_value(json_object_get(rj, "import_dir")), idir);
+    assert_true(json_is_null(json_object_get(rj, "model")));
+    const int L = (int)json_integer_value(json_object_get(rj, "layers")), H = (int)json_integer_value(json_object_get(rj, "heads"));
+    const int NS = (int)json_integer_value(json_object_get(rj, "n_sentences"));
+    json_decref(rj);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(dbfile, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    /* attention == the folder's .npy, byte for byte as float32 */
+    for (int sent = 0; sent < NS; sent++) {
+        json_t *sj = get_json_at(port, "/api/v1/db/runs/%d/sentences/%d", run, sent);
+        assert_string_equal(json_string_value(json_object_get(sj, "attention")), "import");
+        const char *src = json_string_value(json_object_get(sj, "source"));
+        int T = (int)json_integer_value(json_object_get(sj, "n_tokens"));
+        char path[1200], url[200];
+        snprintf(path, sizeof path, "%s/%.*s.attention.npy", idir, (int)strlen(src) - 5, src);
+        json_decref(sj);
+        size_t n;
+        float *ref = read_npy(path, &n);
+        assert_int_equal(n, (size_t)L * H * T * T);
+        snprintf(url, sizeof url, "/api/v1/db/runs/%d/sentences/%d/attention?dtype=f32", run, sent);
+        resp r;
+        get(port, url, &r);
+        assert_int_equal(r.status, 200);
+        tb t;
+        tb_parse(&r, &t);
+        json_t *x = tb_tensor(&t, "attention"), *meta = json_object_get(t.hdr, "meta");
+        assert_string_equal(json_string_value(json_object_get(meta, "source")), "import");
+        assert_true(json_is_null(json_object_get(meta, "run_id")));
+        for (size_t k = 0; k < n; k++) assert_true(tb_at(&t, x, k) == ref[k]);
+        json_decref(t.hdr);
+        resp_free(&r);
+        free(ref);
+    }
+    /* marks summed over the sentences == rel_accuracy, every relation and direction */
+    for (int hi = 0; hi < n_heads; hi++) {
+        const int l = heads[hi] / H, h = heads[hi] % H;
+        char rels[64][48];
+        int cnt[64][2] = {{0}}, nr = 0, total = 0;
+        for (int sent = 0; sent < NS; sent++) {
+            json_t *j = get_json_at(port, "/api/v1/db/runs/%d/sentences/%d/parents?layer=%d&head=%d", run, sent, l, h);
+            assert_string_equal(json_string_value(json_object_get(j, "source")), "import");
+            json_t *arcs = json_object_get(j, "arcs"), *a;
+            size_t i;
+            json_array_foreach(arcs, i, a) {
+                if (!json_is_true(json_object_get(a, "scored"))) continue;
+                const char *rel = json_string_value(json_object_get(a, "relation"));
+                for (int pass = 0; pass < 2; pass++) { /* the relation, then "all" */
+                    const char *name = pass ? "all" : rel;
+                    int k = 0;
+                    while (k < nr && strcmp(rels[k], name)) k++;
+                    if (k == nr) {
+                        assert_true(nr < 64);
+                        snprintf(rels[nr++], sizeof rels[0], "%s", name);
+                    }
+                    cnt[k][0] += json_is_true(json_object_get(a, "dep_correct"));
+                    cnt[k][1] += json_is_true(json_object_get(a, "parent_correct"));
+                }
+                total++;
+            }
+            json_decref(j);
+        }
+        assert_true(total > 0);
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(db, "SELECT relation, dir, correct FROM rel_accuracy WHERE run=?1 AND layer=?2 AND head=?3",
+                                            -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_int(st, 1, run);
+        sqlite3_bind_int(st, 2, l);
+        sqlite3_bind_int(st, 3, h);
+        int rows = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *rel = (const char *)sqlite3_column_text(st, 0);
+            int dir = sqlite3_column_int(st, 1), want = sqlite3_column_int(st, 2), k = 0;
+            while (k < nr && strcmp(rels[k], rel)) k++;
+            int got = k < nr ? cnt[k][dir] : 0;
+            if (got != want) fprintf(stderr, "run %d L%dH%d %s dir %d: marks %d, database %d\n", run, l, h, rel, dir, got, want);
+            assert_int_equal(got, want);
+            rows++;
+        }
+        sqlite3_finalize(st);
+        assert_true(rows >= 2);
+    }
+    sqlite3_close(db);
+}
+
+static void test_import_dir(void **state) {
+    char imp[400], imp2[400], idb[400], cmd[4096], m1[300];
+    snprintf(imp, sizeof imp, "%s/imp", dir);
+    snprintf(imp2, sizeof imp2, "%s/imp2", dir);
+    snprintf(idb, sizeof idb, "%s/import.sqlite", dir);
+    snprintf(m1, sizeof m1, "%s/bert-sst", dir);
+    snprintf(cmd, sizeof cmd, "node '%s/tests/browser/make_synthetic_import.mjs' '%s' && '%s' import --dir '%s' --db '%s' --min-rel 1 --quiet",
+             AS_SOURCE_DIR, imp, AS_BINARY, imp, idb);
+    if (system(cmd)) {
+        printf("test_import_dir: skipped: could not write the synthetic import folder (is Node.js installed?)\n");
+        skip();
+    }
+    server w;
+    const char *args[] = {"--model", m1, "--db", idb, "--import-dir", imp, NULL};
+    assert_int_equal(server_start(&w, args), 0);
+    int all[144];
+    for (int i = 0; i < 144; i++) all[i] = i;
+    check_import(w.port, idb, 1, imp, all, 144);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+
+    /* a changed copy: its digest matches no run (warning, 409), unless mapped by RUN=DIR;
+     * a damaged .npy is a 409 that names it */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && echo ' ' >> '%s/0002.json' && truncate -s 1000 '%s/0001.attention.npy'", imp, imp2, imp2, imp2);
+    assert_int_equal(system(cmd), 0);
+    const char *args2[] = {"--model", m1, "--db", idb, "--import-dir", imp2, NULL};
+    assert_int_equal(server_start(&w, args2), 0);
+    json_t *j = get_json_at(w.port, "/api/v1/db/runs/1");
+    assert_true(json_is_null(json_object_get(j, "attention")));
+    json_decref(j);
+    resp r;
+    get(w.port, "/api/v1/db/runs/1/sentences/0/parents?layer=0&head=0", &r);
+    expect_error(&r, 409);
+    resp_free(&r);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    char *e = slurp(w.err_path);
+    assert_non_null(strstr(e, "matches no imported run"));
+    free(e);
+    unlink(w.err_path);
+    char mapped[420];
+    snprintf(mapped, sizeof mapped, "1=%s", imp2);
+    const char *args3[] = {"--model", m1, "--db", idb, "--import-dir", mapped, NULL};
+    assert_int_equal(server_start(&w, args3), 0);
+    j = get_json_at(w.port, "/api/v1/db/runs/1");
+    assert_string_equal(json_string_value(json_object_get(j, "attention")), "import");
+    json_decref(j);
+    get(w.port, "/api/v1/db/runs/1/sentences/0/attention", &r);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    get(w.port, "/api/v1/db/runs/1/sentences/1/attention", &r);
+    expect_error(&r, 409);
+    assert_non_null(strstr((char *)r.body, "0001.attention.npy"));
+    resp_free(&r);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+
+    /* bad options: exit 2 */
+    const char *bad[][2] = {{imp, "none"}, {"/nonexistent/folder", idb}, {"0=/tmp", idb}};
+    for (int i = 0; i < 3; i++) {
+        if (!strcmp(bad[i][1], "none"))
+            snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 --import-dir '%s' >/dev/null 2>&1", AS_BINARY, m1, bad[i][0]);
+        else
+            snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 --db '%s' --import-dir '%s' >/dev/null 2>&1", AS_BINARY, m1, bad[i][1], bad[i][0]);
+        assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    }
+
+    /* the real BERT-base folder (12 x 12 heads), when ../shared exists */
+    const char *real = AS_SOURCE_DIR "/../shared/data/bert-base-sst2-attention";
+    struct stat sb;
+    if (stat(real, &sb)) {
+        printf("test_import_dir: ../shared/data/bert-base-sst2-attention is absent: real-data part skipped\n");
+        return;
+    }
+    char rdb[400];
+    snprintf(rdb, sizeof rdb, "%s/real.sqlite", dir);
+    snprintf(cmd, sizeof cmd, "'%s' import --dir '%s' --db '%s' --quiet", AS_BINARY, real, rdb);
+    assert_int_equal(system(cmd), 0);
+    const char *args4[] = {"--model", m1, "--db", rdb, "--import-dir", real, NULL};
+    assert_int_equal(server_start(&w, args4), 0);
+    const int some[] = {0, 7 * 12 + 10, 3 * 12 + 5, 143};
+    check_import(w.port, rdb, 1, real, some, 4);
+    printf("test_import_dir: real BERT-base folder served: attention equal to the .npy files, marks equal to rel_accuracy\n");
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+}
+
 int main(void) {
     if (access(AS_BINARY, X_OK)) {
         fprintf(stderr, "test_server_db: %s is not built\n", AS_BINARY);
@@ -803,6 +1021,7 @@ int main(void) {
         cmocka_unit_test(test_sentences_list), cmocka_unit_test(test_sentence),
         cmocka_unit_test(test_parents_match_counts), cmocka_unit_test(test_attention),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_other_servers),
+        cmocka_unit_test(test_import_dir),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

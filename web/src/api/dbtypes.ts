@@ -26,7 +26,14 @@ export interface DbRun {
   source: 'analyze' | 'import' | null;
   /** the served model that can recompute attention for this run, or null */
   model: string | null;
+  /** where per-sentence attention comes from: recomputed by the served model, read from
+   *  the run's --import-dir folder (imported runs), or nowhere (null) */
+  attention: AttentionSource | null;
+  /** the --import-dir folder serving an imported run's attention, or null */
+  import_dir: string | null;
 }
+
+export type AttentionSource = 'model' | 'import';
 
 export interface DbRunsResponse {
   db: string;
@@ -163,6 +170,7 @@ export interface SentenceDetail extends Omit<SentenceRow, 'confidence' | 'relati
   /** per class: (T) saliency of each token */
   saliency: { class: number; values: number[] }[];
   model: string | null;
+  attention: AttentionSource | null;
 }
 
 export interface Arc {
@@ -181,7 +189,9 @@ export interface ParentsResponse {
   sent: number;
   layer: number;
   head: number;
-  model: string;
+  /** the served model that recomputed the attention; null when read from an import folder */
+  model: string | null;
+  source: AttentionSource;
   run_id: string | null;
   probs: number[] | null;
   /** predicted word of each word (-1 none) */
@@ -196,6 +206,7 @@ export interface SentenceAttentionMeta {
   layers: [number, number];
   heads: [number, number];
   tokens: number;
-  model: string;
+  model: string | null;
+  source: AttentionSource;
   run_id: string | null;
 }

@@ -53,6 +53,37 @@ export function topDims(d: NeuronInput, i: number, j: number): Set<number> {
   return out;
 }
 
+/** The dimensions of q_i·k_j taken by decreasing |q_d k_d| until their signed sum first
+ *  reaches 90% of q·k: the set whose size is the analysis's concentration count
+ *  (docs/analysis.md "Why: concentration"; analysis/heads.c hd_concentration). When
+ *  q·k <= 0 (the count is undefined there), the fewest dims holding half the positive part. */
+export function concentrationDims(d: NeuronInput, i: number, j: number): number[] {
+  const c = (x: number): number => d.q[i * d.Dh + x] * d.k[j * d.Dh + x];
+  let tot = 0;
+  for (let x = 0; x < d.Dh; x++) tot += c(x);
+  if (!(tot > 0)) return [...topDims(d, i, j)];
+  const order = Array.from({ length: d.Dh }, (_, x) => x).sort((a, b) => Math.abs(c(b)) - Math.abs(c(a)));
+  const out: number[] = [];
+  let part = 0;
+  for (const x of order) {
+    part += c(x);
+    out.push(x);
+    if (part >= 0.9 * tot) break;
+  }
+  return out;
+}
+
+/** The head's dominant link on this input: the (query, key) pair of the largest attention weight. */
+export function dominantLink(d: NeuronInput): { query: number; key: number; weight: number } {
+  let best = { query: 0, key: 0, weight: -1 };
+  for (let i = 0; i < d.T; i++)
+    for (let j = 0; j < d.T; j++) {
+      const w = d.attention[i * d.T + j];
+      if (w > best.weight) best = { query: i, key: j, weight: w };
+    }
+  return best;
+}
+
 export function neuronRows(d: NeuronInput, query: number, focusKey: number, sortDims: boolean, maxKeys: number): NeuronRows {
   const { T, Dh } = d;
   const qk = new Float32Array(T);
@@ -105,7 +136,11 @@ export interface NeuronDrawOptions {
   tokens: Token[];
   layer: number;
   head: number;
+  /** dimensions to mark (e.g. a head's dominant dims from the pattern view), or null */
+  marked?: ReadonlySet<number> | null;
 }
+
+export const MARK_COLOR = '#9333ea'; // marked dimensions: purple, distinct from the blue/orange scale
 
 export function fmt(v: number): string {
   if (v <= MASKED) return 'masked';
@@ -147,6 +182,16 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
   p.text(L.pX, hy - 10, `${rows.nTop} of ${Dh} dims carry half of the positive q·k for “${label(o.tokens[rows.focusKey])}”`, { size: 10, color: '#444' });
   p.text(L.sX, hy + L.rowH / 2, 'q·k/√d', { size: 11, weight: 'bold' });
   p.text(L.aX, hy + L.rowH / 2, 'softmax', { size: 11, weight: 'bold' });
+  if (o.marked?.size) {
+    // marked dims: a bar above q's column and below q × k's, and an outline around the q cell
+    p.text(L.kX, hy - 22, `marked dims: ${[...o.marked].sort((a, b) => a - b).join(', ')}`, { size: 10, color: MARK_COLOR });
+    rows.order.forEach((x, c) => {
+      if (!o.marked?.has(x)) return;
+      p.rect(L.kX + c * L.cw, hy - 8, L.cw - 1, 6, MARK_COLOR);
+      p.rect(L.pX + c * L.cw, L.top + (rows.keys.length + 1) * L.rowH + 2, L.cw - 1, 6, MARK_COLOR);
+      p.strokeRect(L.kX + c * L.cw, hy + 1, L.cw - 1, L.rowH - 2, MARK_COLOR, 2);
+    });
+  }
   rows.keys.forEach((j, r) => {
     const y = L.top + (r + 1) * L.rowH;
     const focus = j === rows.focusKey;

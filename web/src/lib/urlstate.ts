@@ -1,5 +1,5 @@
 // urlstate.ts — the explorer's shareable state, kept in the page URL's query string
-// (?model=..&text=..&text_b=..&view=head&layer=0&head=0&token=3&heads=0,2) so a
+// (?model=..&text=..&text_b=..&view=head&layer=0&head=0&token=3&heads=0,2&dims=3,17) so a
 // view reloads as it was.
 
 export type ViewName = 'head' | 'model' | 'neuron' | AnalysisView;
@@ -19,6 +19,7 @@ export interface UrlState {
   head: number;
   token: number; // -1 = none
   heads: number[] | null; // heads shown in the head view; null = all
+  dims: number[] | null; // issue 6: head dimensions the neuron view marks (from the pattern view); null = none
   mode: 'lines' | 'matrix';
   dbrun: number; // issue 6: analysis run id (0 = the first)
   sent: number; // issue 6: analysed sentence index (-1 = none)
@@ -34,11 +35,21 @@ export const DEFAULT_STATE: UrlState = {
   head: 0,
   token: -1,
   heads: null,
+  dims: null,
   mode: 'lines',
   dbrun: 0,
   sent: -1,
   cmp: 0,
 };
+
+/** "3,17,42" -> [3, 17, 42] (non-numbers dropped); null stays null. */
+function intList(v: string | null): number[] | null {
+  if (v === null) return null;
+  return v
+    .split(',')
+    .filter((s) => /^\d+$/.test(s))
+    .map(Number);
+}
 
 function int(v: string | null, dflt: number): number {
   if (v === null || !/^-?\d+$/.test(v)) return dflt;
@@ -57,13 +68,8 @@ export function readUrlState(search: string): UrlState {
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
     token: Math.max(-1, int(p.get('token'), -1)),
-    heads:
-      heads === null
-        ? null
-        : heads
-            .split(',')
-            .filter((s) => /^\d+$/.test(s))
-            .map(Number),
+    heads: intList(heads),
+    dims: intList(p.get('dims')),
     mode: p.get('mode') === 'matrix' ? 'matrix' : 'lines',
     dbrun: Math.max(0, int(p.get('dbrun'), 0)),
     sent: Math.max(-1, int(p.get('sent'), -1)),
@@ -81,6 +87,7 @@ export function writeUrlState(s: UrlState): string {
   p.set('head', String(s.head));
   if (s.token >= 0) p.set('token', String(s.token));
   if (s.heads) p.set('heads', s.heads.join(','));
+  if (s.dims?.length) p.set('dims', s.dims.join(','));
   if (s.mode !== 'lines') p.set('mode', s.mode);
   if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
   if (s.sent >= 0) p.set('sent', String(s.sent));
