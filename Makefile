@@ -7,6 +7,8 @@ APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev
                 libjansson-dev libcmocka-dev libpcre2-dev
 # analysis store (src/analysis, attnscope analyze) + its CLI test (sqlite3)
 APT_PACKAGES += libsqlite3-dev sqlite3
+# .npz import (zlib inflate) and MPI scale-out of analyze (tests/cli/test_mpi.sh)
+APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
 # server (src/server) + browser tests (tests/browser)
 APT_PACKAGES += libmicrohttpd-dev chromium
 BUILD := build

@@ -8,6 +8,7 @@
 #include "analysis/sha256.h"
 #include "io/conllu.h"
 #include "io/npy.h"
+#include "io/npz_read.h"
 #include "io/tsv.h"
 
 #include <ctype.h>
@@ -15,6 +16,27 @@
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
+
+#ifdef AS_MPI
+#include <mpi.h>
+#endif
+
+/* A growable byte buffer holding one sentence record (see "per-sentence records"). */
+typedef struct {
+    uint8_t *b;
+    size_t n, cap;
+    int oom;
+} rec_buf;
+
+static void rb_reset(rec_buf *r) {
+    r->n = 0;
+    r->oom = 0;
+}
+
+static void rb_free(rec_buf *r) {
+    free(r->b);
+    memset(r, 0, sizeof *r);
+}
 
 /* ---- context ----------------------------------------------------------------------- */
 
@@ -41,6 +63,8 @@ typedef struct {
     int capW;
     int *pred;            /* (W) scratch */
     uint8_t *has_piece;   /* (W) scratch */
+    int rank, size;       /* MPI rank and number of ranks; 0 and 1 without MPI */
+    rec_buf rb;           /* the current sentence's record */
 } an_ctx;
 
 static void ctx_free(an_ctx *c) {
@@ -58,6 +82,7 @@ static void ctx_free(an_ctx *c) {
     free(c->Wm);
     free(c->pred);
     free(c->has_piece);
+    rb_free(&c->rb);
 }
 
 static as_status ctx_init(an_ctx *c, store *st, int64_t run, int L, int H, int Dh, as_error *err) {
@@ -70,7 +95,9 @@ static as_status ctx_init(an_ctx *c, store *st, int64_t run, int L, int H, int D
     c->npairs = (size_t)c->LH * (size_t)(c->LH - 1) / 2;
     c->nacc = 1 + c->npairs + (size_t)c->LH * (size_t)(Dh + 1);
     c->acc = as_calloc(c->nacc, sizeof *c->acc);
+    c->size = 1;
     if (!c->acc) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (!st) return AS_OK; /* an MPI worker: builds records, writes nothing */
     as_status s;
     if ((s = store_prepare(st, "INSERT INTO sentences VALUES(?,?,?,?,?,?,?,?,?,?,?)", &c->ins_sent, err)) ||
         (s = store_prepare(st, "INSERT INTO tokens VALUES(?,?,?,?,?,?,?,?)", &c->ins_tok, err)) ||
@@ -137,62 +164,136 @@ static as_status ensure_words(an_ctx *c, int W, as_error *err) {
     return AS_OK;
 }
 
-static as_status process_sentence(an_ctx *c, int idx, const an_sent *s, as_error *err) {
-    store *st = c->st;
-    const int T = s->T, LH = c->LH;
+/* ---- per-sentence records ----------------------------------------------------------------
+ * A sentence is scored into a self-contained record (rec_build: rows for sentences,
+ * tokens, words, saliency and sentence_heads, the sentence's share of the chunk
+ * accumulators and its syntactic counts), which rec_apply then writes and adds to the
+ * chunk. A single process does both in turn; under MPI each rank builds the records of
+ * its sentences and rank 0 applies all of them in sentence order, so the two produce the
+ * same database bit for bit (same values, same summation order). */
+
+#define REC_MAGIC 0x31525341 /* "ASR1" */
+#define REC_NHEAD 13         /* per-head values: importance, semantic, 8 statistics, 3 ablations */
+
+
+static int rb_reserve(rec_buf *r, size_t need) {
+    if (r->oom) return 0;
+    if (need <= r->cap) return 1;
+    size_t nc = r->cap ? r->cap : 4096;
+    while (nc < need) nc *= 2;
+    uint8_t *nb = realloc(r->b, nc);
+    if (!nb) {
+        r->oom = 1;
+        return 0;
+    }
+    r->b = nb;
+    r->cap = nc;
+    return 1;
+}
+
+static void rb_put(rec_buf *r, const void *p, size_t n) {
+    if (!rb_reserve(r, r->n + n)) return;
+    if (n) memcpy(r->b + r->n, p, n);
+    r->n += n;
+}
+
+/* Arrays of 8-byte values start at multiples of 8 (the buffer itself is malloc'd). */
+static void rb_align8(rec_buf *r) {
+    static const uint8_t zero[8] = {0};
+    rb_put(r, zero, (8 - r->n % 8) % 8);
+}
+
+static void rb_i32(rec_buf *r, int32_t v) { rb_put(r, &v, sizeof v); }
+
+static void rb_str(rec_buf *r, const char *s) {
+    int32_t l = s ? (int32_t)strlen(s) : -1;
+    rb_i32(r, l);
+    if (s) rb_put(r, s, (size_t)l + 1);
+}
+
+typedef struct {
+    const uint8_t *p, *e, *base;
+    int bad;
+} rec_rd;
+
+static const void *rr_take(rec_rd *r, size_t n) {
+    if (r->bad || (size_t)(r->e - r->p) < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const void *q = r->p;
+    r->p += n;
+    return q;
+}
+
+static int32_t rr_i32(rec_rd *r) {
+    int32_t v = 0;
+    const void *q = rr_take(r, sizeof v);
+    if (q) memcpy(&v, q, sizeof v);
+    return v;
+}
+
+static const char *rr_str(rec_rd *r) {
+    int32_t l = rr_i32(r);
+    if (l < 0) return NULL;
+    const char *s = rr_take(r, (size_t)l + 1);
+    if (s && s[l] != 0) r->bad = 1;
+    return r->bad ? "" : s;
+}
+
+static const void *rr_arr8(rec_rd *r, size_t n) {
+    rr_take(r, (size_t)((8 - (size_t)(r->p - r->base) % 8) % 8));
+    return rr_take(r, n * 8);
+}
+
+#ifdef AS_MPI
+/* An error record (an MPI rank's failure, reported by rank 0). */
+static void rec_error(rec_buf *r, int idx, as_status code, const char *msg) {
+    rb_reset(r);
+    rb_i32(r, REC_MAGIC);
+    rb_i32(r, (int32_t)code);
+    rb_i32(r, idx);
+    rb_str(r, msg);
+}
+#endif
+
+/* Scores sentence idx into the record r (reset first). Uses c's scratch, not its store. */
+static as_status rec_build(an_ctx *c, int idx, const an_sent *s, rec_buf *r, as_error *err) {
+    const int T = s->T, LH = c->LH, W = s->W;
     const size_t TT = (size_t)T * T;
-    as_status rc;
-    /* sentence, tokens, words, saliency rows */
-    sqlite3_stmt *q = c->ins_sent;
-    sqlite3_bind_int64(q, 1, c->run);
-    sqlite3_bind_int(q, 2, idx);
-    sqlite3_bind_text(q, 3, s->corpus, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 4, s->source, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 5, s->text, -1, SQLITE_STATIC);
-    if (s->label >= 0) sqlite3_bind_int(q, 6, s->label);
-    if (s->predicted >= 0) sqlite3_bind_int(q, 7, s->predicted);
-    sqlite3_bind_int(q, 8, T);
-    sqlite3_bind_int(q, 9, s->W);
-    sqlite3_bind_int(q, 10, s->truncated);
-    sqlite3_bind_int(q, 11, s->abl[0] || s->q ? 1 : 0);
-    if ((rc = store_step_done(st, q, err))) return rc;
+    rb_reset(r);
+    rb_i32(r, REC_MAGIC);
+    rb_i32(r, 0);
+    rb_i32(r, idx);
+    int32_t hdr[] = {T, W, s->label, s->predicted, s->truncated, s->abl[0] || s->q ? 1 : 0,
+                     s->sal_all ? s->n_sal_cls : 0, s->sal_first_class, s->q && s->k && c->Dh > 0};
+    for (size_t i = 0; i < sizeof hdr / sizeof *hdr; i++) rb_i32(r, hdr[i]);
+    rb_str(r, s->corpus);
+    rb_str(r, s->source);
+    rb_str(r, s->text);
     for (int t = 0; t < T; t++) {
-        q = c->ins_tok;
-        sqlite3_bind_int64(q, 1, c->run);
-        sqlite3_bind_int(q, 2, idx);
-        sqlite3_bind_int(q, 3, t);
-        sqlite3_bind_text(q, 4, s->tok_text[t] ? s->tok_text[t] : "", -1, SQLITE_STATIC);
-        if (s->start && s->start[t] >= 0) {
-            sqlite3_bind_int(q, 5, s->start[t]);
-            sqlite3_bind_int(q, 6, s->end[t]);
-        }
-        sqlite3_bind_text(q, 7, kind_name(s->kind[t]), -1, SQLITE_STATIC);
-        if (s->W && s->word[t] >= 0) sqlite3_bind_int(q, 8, s->word[t]);
-        if ((rc = store_step_done(st, q, err))) return rc;
+        rb_str(r, s->tok_text[t] ? s->tok_text[t] : "");
+        int has = s->start && s->start[t] >= 0;
+        rb_i32(r, has ? s->start[t] : -1);
+        rb_i32(r, has ? s->end[t] : -1);
+        rb_i32(r, s->kind[t]);
+        rb_i32(r, W && s->word[t] >= 0 ? s->word[t] : -1);
     }
-    for (int w = 0; w < s->W; w++) {
-        q = c->ins_word;
-        sqlite3_bind_int64(q, 1, c->run);
-        sqlite3_bind_int(q, 2, idx);
-        sqlite3_bind_int(q, 3, w);
-        sqlite3_bind_text(q, 4, s->word_form[w], -1, SQLITE_STATIC);
-        if (s->parent[w] >= -1) {
-            sqlite3_bind_int(q, 5, s->parent[w]);
-            sqlite3_bind_text(q, 6, s->rel[w], -1, SQLITE_STATIC);
-        }
-        if ((rc = store_step_done(st, q, err))) return rc;
+    for (int w = 0; w < W; w++) {
+        rb_str(r, s->word_form[w]);
+        rb_i32(r, s->parent[w]);
+        rb_str(r, s->parent[w] >= -1 ? s->rel[w] : NULL);
     }
-    for (int k = 0; s->sal_all && k < s->n_sal_cls; k++)
-        for (int t = 0; t < T; t++) {
-            q = c->ins_sal;
-            sqlite3_bind_int64(q, 1, c->run);
-            sqlite3_bind_int(q, 2, idx);
-            sqlite3_bind_int(q, 3, s->sal_first_class + k);
-            sqlite3_bind_int(q, 4, t);
-            sqlite3_bind_double(q, 5, s->sal_all[(size_t)k * T + t]);
-            if ((rc = store_step_done(st, q, err))) return rc;
+    if (s->sal_all) {
+        size_t n = (size_t)s->n_sal_cls * T;
+        rb_align8(r);
+        for (size_t i = 0; i < n; i++) {
+            double v = s->sal_all[i];
+            rb_put(r, &v, sizeof v);
         }
+    }
     /* per head: importance, semantic, Clark statistics, ablation change */
+    rb_align8(r);
     for (int lh = 0; lh < LH; lh++) {
         const float *A = s->attn + (size_t)lh * TT;
         hd_stats hs;
@@ -212,31 +313,56 @@ static as_status process_sentence(an_ctx *c, int idx, const an_sent *s, as_error
             }
             abl[a] = n ? sum / n : 0.0;
         }
-        q = c->ins_sh;
-        sqlite3_bind_int64(q, 1, c->run);
-        sqlite3_bind_int(q, 2, idx);
-        sqlite3_bind_int(q, 3, lh / c->H);
-        sqlite3_bind_int(q, 4, lh % c->H);
-        sqlite3_bind_double(q, 5, hd_importance(A, T, s->kind));
-        store_bind_real(q, 6, s->sal ? hd_semantic(A, T, s->kind, s->sal) : NAN);
-        double v[] = {hs.cls, hs.sep, hs.punct, hs.self, hs.prev, hs.next, hs.entropy, hs.entropy_norm,
-                      abl[0], abl[1], abl[2]};
-        for (int k = 0; k < 11; k++) store_bind_real(q, 7 + k, v[k]);
-        if ((rc = store_step_done(st, q, err))) return rc;
+        double v[REC_NHEAD] = {hd_importance(A, T, s->kind), s->sal ? hd_semantic(A, T, s->kind, s->sal) : NAN,
+                               hs.cls, hs.sep, hs.punct, hs.self, hs.prev, hs.next, hs.entropy, hs.entropy_norm,
+                               abl[0], abl[1], abl[2]};
+        rb_put(r, v, sizeof v);
     }
-    /* head-pair Jensen-Shannon divergence per query row (Clark et al. 2019 sec. 6) */
-    double *js = c->acc + 1;
-    for (int i = 0; i < T; i++) {
-        if (s->kind[i] == HK_PAD) continue;
-        c->acc[0] += 1.0;
-        size_t p = 0;
-        for (int a = 0; a < LH; a++)
-            for (int b = a + 1; b < LH; b++, p++)
-                js[p] += hd_jsd(s->attn + (size_t)a * TT + (size_t)i * T, s->attn + (size_t)b * TT + (size_t)i * T, T);
+    /* head-pair Jensen-Shannon divergence summed over query rows (Clark et al. 2019 sec. 6) */
+    size_t npre = 1 + c->npairs, nhist = (size_t)LH * (size_t)(c->Dh + 1);
+    if (!rb_reserve(r, r->n + 8 * (npre + nhist))) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    double *js = (double *)(void *)(r->b + r->n);
+    memset(js, 0, 8 * npre);
+    r->n += 8 * npre;
+    for (int i = 0; i < T; i++) js[0] += s->kind[i] != HK_PAD;
+    /* Same arithmetic as hd_jsd (so the same bits), with each row's own entropy computed
+     * once instead of once per pair; heads a run in parallel, each pair's sum in row order. */
+    double *hrow = as_malloc_array(as_mul_size((size_t)LH, (size_t)T), sizeof *hrow);
+    if (!hrow) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int lh = 0; lh < LH; lh++)
+        for (int i = 0; i < T; i++) {
+            const float *x = s->attn + (size_t)lh * TT + (size_t)i * T;
+            double h = 0.0;
+            for (int j = 0; j < T; j++) {
+                double v = x[j] > 0.0f ? x[j] : 0.0;
+                if (v > 0.0) h -= v * log2(v);
+            }
+            hrow[(size_t)lh * T + i] = h;
+        }
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int a = 0; a < LH; a++) {
+        size_t p0 = (size_t)a * (size_t)(2 * LH - a - 1) / 2; /* pairs (a', b) with a' < a come first */
+        for (int i = 0; i < T; i++) {
+            if (s->kind[i] == HK_PAD) continue;
+            const float *x = s->attn + (size_t)a * TT + (size_t)i * T;
+            for (int b = a + 1; b < LH; b++) {
+                const float *y = s->attn + (size_t)b * TT + (size_t)i * T;
+                double hm = 0.0;
+                for (int j = 0; j < T; j++) {
+                    double u = x[j] > 0.0f ? x[j] : 0.0, v = y[j] > 0.0f ? y[j] : 0.0, m = 0.5 * (u + v);
+                    if (m > 0.0) hm -= m * log2(m);
+                }
+                double d = hm - 0.5 * (hrow[(size_t)a * T + i] + hrow[(size_t)b * T + i]);
+                js[1 + p0 + (size_t)(b - a - 1)] += d < 0.0 ? 0.0 : d;
+            }
+        }
     }
+    free(hrow);
     /* concentration of each row's dominant link (argmax key) */
-    if (s->q && s->k && c->Dh > 0) {
-        double *hist = c->acc + 1 + c->npairs;
+    if (hdr[8]) {
+        double *hist = (double *)(void *)(r->b + r->n);
+        memset(hist, 0, 8 * nhist);
+        r->n += 8 * nhist;
         for (int lh = 0; lh < LH; lh++) {
             const float *A = s->attn + (size_t)lh * TT;
             const float *Q = s->q + (size_t)lh * T * c->Dh, *K = s->k + (size_t)lh * T * c->Dh;
@@ -250,42 +376,182 @@ static as_status process_sentence(an_ctx *c, int idx, const an_sent *s, as_error
             }
         }
     }
-    /* syntactic counts (Clark et al. 2019 sec. 4.2, both directions) and baselines */
-    if (s->W > 0) {
-        const int W = s->W;
+    /* syntactic counts (Clark et al. 2019 sec. 4.2, both directions) and baselines, per
+     * relation in order of first appearance */
+    as_status rc = AS_OK;
+    int nr = 0, *rid = NULL;
+    const char **rn = NULL;
+    int64_t *cnt = NULL; /* (nr, 1 + 2 * HD_N_OFFSETS + 2 * LH): total, baselines, correct */
+    const size_t per = 1 + 2 * HD_N_OFFSETS + 2 * (size_t)LH;
+    if (W > 0) {
         if ((rc = ensure_words(c, W, err))) return rc;
         memset(c->has_piece, 0, (size_t)W);
         for (int t = 0; t < T; t++)
             if (s->word[t] >= 0) c->has_piece[s->word[t]] = 1;
-        int *rid = as_malloc_array((size_t)W, sizeof *rid);
-        if (!rid) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        rid = as_malloc_array((size_t)W, sizeof *rid);
+        rn = as_malloc_array((size_t)W, sizeof *rn);
+        if (!rid || !rn) {
+            rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+            goto cleanup;
+        }
         for (int d = 0; d < W; d++) {
             int p = s->parent[d];
             rid[d] = -1;
             if (p < 0 || !c->has_piece[d] || !c->has_piece[p] || rel_excluded(s->rel[d])) continue;
-            if ((rid[d] = rel_id(c, s->rel[d])) < 0) {
-                free(rid);
-                return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-            }
-            int r = rid[d];
-            c->rel_total[r]++;
+            for (int k = 0; k < nr && rid[d] < 0; k++)
+                if (!strcmp(rn[k], s->rel[d])) rid[d] = k;
+            if (rid[d] < 0) rn[rid[d] = nr++] = s->rel[d];
+        }
+        if (nr && !(cnt = as_calloc(as_mul_size((size_t)nr, per), sizeof *cnt))) {
+            rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+            goto cleanup;
+        }
+        for (int d = 0; d < W; d++) {
+            int k = rid[d], p = s->parent[d];
+            if (k < 0) continue;
+            int64_t *e = cnt + (size_t)k * per;
+            e[0]++;
             for (int o = 0; o < HD_N_OFFSETS; o++) {
-                c->rel_base[((size_t)r * 2 + 0) * HD_N_OFFSETS + o] += d + HD_OFFSETS[o] == p;
-                c->rel_base[((size_t)r * 2 + 1) * HD_N_OFFSETS + o] += p + HD_OFFSETS[o] == d;
+                e[1 + o] += d + HD_OFFSETS[o] == p;
+                e[1 + HD_N_OFFSETS + o] += p + HD_OFFSETS[o] == d;
             }
         }
-        for (int lh = 0; lh < LH; lh++) {
+        for (int lh = 0; nr && lh < LH; lh++) {
             hd_word_attention(s->attn + (size_t)lh * TT, T, s->word, W, c->Wm);
             for (int w = 0; w < W; w++) c->pred[w] = c->has_piece[w] ? hd_word_argmax(c->Wm, W, w, c->has_piece) : -1;
             for (int d = 0; d < W; d++) {
-                int r = rid[d], p = s->parent[d];
-                if (r < 0) continue;
-                c->rel_correct[((size_t)r * 2 + 0) * LH + lh] += c->pred[d] == p;
-                c->rel_correct[((size_t)r * 2 + 1) * LH + lh] += c->pred[p] == d;
+                int k = rid[d], p = s->parent[d];
+                if (k < 0) continue;
+                int64_t *e = cnt + (size_t)k * per + 1 + 2 * HD_N_OFFSETS;
+                e[lh] += c->pred[d] == p;
+                e[LH + lh] += c->pred[p] == d;
             }
         }
-        free(rid);
     }
+    rb_i32(r, nr);
+    for (int k = 0; k < nr; k++) {
+        rb_str(r, rn[k]);
+        rb_align8(r);
+        rb_put(r, cnt + (size_t)k * per, per * sizeof *cnt);
+    }
+    if (r->oom) rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+cleanup:
+    free(rid);
+    free(rn);
+    free(cnt);
+    return rc;
+}
+
+/* Writes the record's rows and adds its accumulators to the open chunk. */
+static as_status rec_apply(an_ctx *c, const rec_buf *rbuf, as_error *err) {
+    store *st = c->st;
+    const int LH = c->LH;
+    as_status rc;
+    rec_rd r = {rbuf->b, rbuf->b + rbuf->n, rbuf->b, 0};
+    if (rr_i32(&r) != REC_MAGIC) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record");
+    int status = rr_i32(&r), idx = rr_i32(&r);
+    if (status) {
+        const char *msg = rr_str(&r);
+        return as_err_set(err, status == AS_ERR_INPUT ? AS_ERR_INPUT : AS_ERR_INTERNAL, "%s",
+                          msg && *msg ? msg : "a rank failed");
+    }
+    int T = rr_i32(&r), W = rr_i32(&r), label = rr_i32(&r), predicted = rr_i32(&r), truncated = rr_i32(&r);
+    int explained = rr_i32(&r), ncls = rr_i32(&r), first_cls = rr_i32(&r), has_hist = rr_i32(&r);
+    const char *corpus = rr_str(&r), *source = rr_str(&r), *text = rr_str(&r);
+    if (r.bad || T < 0 || W < 0 || ncls < 0) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record %d", idx);
+    sqlite3_stmt *q = c->ins_sent;
+    sqlite3_bind_int64(q, 1, c->run);
+    sqlite3_bind_int(q, 2, idx);
+    sqlite3_bind_text(q, 3, corpus, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, source, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 5, text, -1, SQLITE_STATIC);
+    if (label >= 0) sqlite3_bind_int(q, 6, label);
+    if (predicted >= 0) sqlite3_bind_int(q, 7, predicted);
+    sqlite3_bind_int(q, 8, T);
+    sqlite3_bind_int(q, 9, W);
+    sqlite3_bind_int(q, 10, truncated);
+    sqlite3_bind_int(q, 11, explained);
+    if ((rc = store_step_done(st, q, err))) return rc;
+    for (int t = 0; t < T; t++) {
+        const char *tx = rr_str(&r);
+        int start = rr_i32(&r), end = rr_i32(&r), kind = rr_i32(&r), word = rr_i32(&r);
+        q = c->ins_tok;
+        sqlite3_bind_int64(q, 1, c->run);
+        sqlite3_bind_int(q, 2, idx);
+        sqlite3_bind_int(q, 3, t);
+        sqlite3_bind_text(q, 4, tx, -1, SQLITE_STATIC);
+        if (start >= 0) {
+            sqlite3_bind_int(q, 5, start);
+            sqlite3_bind_int(q, 6, end);
+        }
+        sqlite3_bind_text(q, 7, kind_name(kind), -1, SQLITE_STATIC);
+        if (word >= 0) sqlite3_bind_int(q, 8, word);
+        if ((rc = store_step_done(st, q, err))) return rc;
+    }
+    for (int w = 0; w < W; w++) {
+        const char *form = rr_str(&r);
+        int parent = rr_i32(&r);
+        const char *rel = rr_str(&r);
+        q = c->ins_word;
+        sqlite3_bind_int64(q, 1, c->run);
+        sqlite3_bind_int(q, 2, idx);
+        sqlite3_bind_int(q, 3, w);
+        sqlite3_bind_text(q, 4, form, -1, SQLITE_STATIC);
+        if (rel) {
+            sqlite3_bind_int(q, 5, parent);
+            sqlite3_bind_text(q, 6, rel, -1, SQLITE_STATIC);
+        }
+        if ((rc = store_step_done(st, q, err))) return rc;
+    }
+    if (ncls) {
+        const double *sal = rr_arr8(&r, (size_t)ncls * T);
+        for (int k = 0; sal && k < ncls; k++)
+            for (int t = 0; t < T; t++) {
+                q = c->ins_sal;
+                sqlite3_bind_int64(q, 1, c->run);
+                sqlite3_bind_int(q, 2, idx);
+                sqlite3_bind_int(q, 3, first_cls + k);
+                sqlite3_bind_int(q, 4, t);
+                sqlite3_bind_double(q, 5, sal[(size_t)k * T + t]);
+                if ((rc = store_step_done(st, q, err))) return rc;
+            }
+    }
+    const double *hv = rr_arr8(&r, (size_t)LH * REC_NHEAD);
+    for (int lh = 0; hv && lh < LH; lh++) {
+        const double *v = hv + (size_t)lh * REC_NHEAD;
+        q = c->ins_sh;
+        sqlite3_bind_int64(q, 1, c->run);
+        sqlite3_bind_int(q, 2, idx);
+        sqlite3_bind_int(q, 3, lh / c->H);
+        sqlite3_bind_int(q, 4, lh % c->H);
+        sqlite3_bind_double(q, 5, v[0]);
+        for (int k = 1; k < REC_NHEAD; k++) store_bind_real(q, 5 + k, v[k]);
+        if ((rc = store_step_done(st, q, err))) return rc;
+    }
+    const size_t npre = 1 + c->npairs, nhist = (size_t)LH * (size_t)(c->Dh + 1);
+    const double *js = rr_arr8(&r, npre);
+    for (size_t i = 0; js && i < npre; i++) c->acc[i] += js[i];
+    if (has_hist) {
+        const double *hist = rr_arr8(&r, nhist);
+        for (size_t i = 0; hist && i < nhist; i++) c->acc[npre + i] += hist[i];
+    }
+    int nr = rr_i32(&r);
+    const size_t per = 1 + 2 * HD_N_OFFSETS + 2 * (size_t)LH;
+    for (int k = 0; k < nr && !r.bad; k++) {
+        const char *name = rr_str(&r);
+        const int64_t *e = rr_arr8(&r, per);
+        if (!e) break;
+        int g = rel_id(c, name);
+        if (g < 0) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        c->rel_total[g] += e[0];
+        for (int d = 0; d < 2; d++) {
+            for (int o = 0; o < HD_N_OFFSETS; o++)
+                c->rel_base[((size_t)g * 2 + d) * HD_N_OFFSETS + o] += e[1 + d * HD_N_OFFSETS + o];
+            for (int lh = 0; lh < LH; lh++)
+                c->rel_correct[((size_t)g * 2 + d) * LH + lh] += e[1 + 2 * HD_N_OFFSETS + (size_t)d * LH + lh];
+        }
+    }
+    if (r.bad || r.p != r.e) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record %d", idx);
     return AS_OK;
 }
 
@@ -429,7 +695,58 @@ static void progress(an_ctx *c, int done) {
 typedef as_status (*produce_fn)(void *user, int idx, int explain, an_sent *s, as_error *err);
 typedef void (*release_fn)(void *user);
 
-/* The resumable loop: from n_done to n_total, K sentences per transaction. */
+#define REC_TAG 7 /* MPI tag of sentence records */
+
+/* Sentence idx on this rank: produced, scored into c->rb, released. Failures become an
+ * error record when mpi_error != 0 (so rank 0 can report them). */
+static as_status build_one(an_ctx *c, int idx, produce_fn produce, release_fn release, void *user, as_error *err) {
+    an_sent s;
+    memset(&s, 0, sizeof s);
+    as_status rc = produce(user, idx, idx < c->explain, &s, err);
+    if (!rc) rc = rec_build(c, idx, &s, &c->rb, err);
+    release(user);
+    return rc;
+}
+
+#ifdef AS_MPI
+/* Rank 0: receives the record of sentence idx from rank `from` into c->rb. Each rank
+ * sends its sentences in increasing order and MPI keeps the order of messages between
+ * two ranks, so the next message from `from` is sentence idx. */
+static as_status recv_one(an_ctx *c, int from, int idx, as_error *err) {
+    MPI_Status ms;
+    int n = 0;
+    if (MPI_Probe(from, REC_TAG, MPI_COMM_WORLD, &ms) != MPI_SUCCESS || MPI_Get_count(&ms, MPI_BYTE, &n) != MPI_SUCCESS)
+        return as_err_set(err, AS_ERR_INTERNAL, "MPI: cannot receive sentence %d from rank %d", idx, from);
+    rb_reset(&c->rb);
+    if (!rb_reserve(&c->rb, (size_t)n)) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (MPI_Recv(c->rb.b, n, MPI_BYTE, from, REC_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return as_err_set(err, AS_ERR_INTERNAL, "MPI: cannot receive sentence %d from rank %d", idx, from);
+    c->rb.n = (size_t)n;
+    int32_t got[3] = {0, 0, -1};
+    if (n >= 12) memcpy(got, c->rb.b, 12);
+    if (got[0] != REC_MAGIC || (got[1] == 0 && got[2] != idx))
+        return as_err_set(err, AS_ERR_INTERNAL, "MPI: rank %d sent sentence %d, expected %d", from, got[2], idx);
+    return AS_OK;
+}
+
+/* Ranks > 0: build and send the records of sentences n_done..n_total-1 that are theirs
+ * (idx % size == rank), in order. A failure is sent as an error record and ends the loop. */
+static as_status drive_worker(an_ctx *c, int n_done, produce_fn produce, release_fn release, void *user, as_error *err) {
+    for (int idx = n_done; idx < c->n_total; idx++) {
+        if (idx % c->size != c->rank) continue;
+        as_status rc = build_one(c, idx, produce, release, user, err);
+        if (rc) rec_error(&c->rb, idx, rc, err->msg);
+        if (c->rb.oom || MPI_Send(c->rb.b, (int)c->rb.n, MPI_BYTE, 0, REC_TAG, MPI_COMM_WORLD) != MPI_SUCCESS)
+            return as_err_set(err, AS_ERR_INTERNAL, "MPI: rank %d cannot send sentence %d", c->rank, idx);
+        if (rc) return rc;
+    }
+    return AS_OK;
+}
+#endif
+
+/* The resumable loop: from n_done to n_total, K sentences per transaction. Under MPI
+ * (c->size > 1) this runs on rank 0, which scores its own sentences (idx % size == 0),
+ * receives the others' records, and writes every record in sentence order. */
 static as_status drive(an_ctx *c, int n_done, produce_fn produce, release_fn release, void *user, as_error *err) {
     as_status rc = AS_OK;
     c->n_start = n_done;
@@ -442,11 +759,12 @@ static as_status drive(an_ctx *c, int n_done, produce_fn produce, release_fn rel
             c->chunk_first = idx;
             c->chunk_n = 0;
         }
-        an_sent s;
-        memset(&s, 0, sizeof s);
-        rc = produce(user, idx, idx < c->explain, &s, err);
-        if (!rc) rc = process_sentence(c, idx, &s, err);
-        release(user);
+        int owner = c->size > 1 ? idx % c->size : 0;
+        if (owner == 0) rc = build_one(c, idx, produce, release, user, err);
+#ifdef AS_MPI
+        else rc = recv_one(c, owner, idx, err);
+#endif
+        if (!rc) rc = rec_apply(c, &c->rb, err);
         if (rc) break;
         c->chunk_n++;
         if ((idx + 1) % c->chunk == 0 || idx + 1 == c->n_total) {
@@ -996,18 +1314,30 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
     store st = {0};
     an_ctx c;
     memset(&c, 0, sizeof c);
+    int rank = 0, size = 1, n_done = 0, done = 0;
+#ifdef AS_MPI
+    int mpi_on = 0, mpi_off = 0;
+    MPI_Initialized(&mpi_on);
+    if (mpi_on) MPI_Finalized(&mpi_off);
+    if (mpi_on && !mpi_off) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+#endif
     if (!o->sst2 && !o->conllu) return as_err_set(err, AS_ERR_INPUT, "give --sst2 FILE and/or --conllu FILE");
+    /* Under MPI every rank reads the corpora and loads the model; rank 0 alone owns the
+     * database. Setup errors are agreed on before anyone goes further. */
     u.sst_path = o->sst2;
     u.cu_path = o->conllu;
     u.threads = o->threads;
-    if (o->sst2 && (rc = tsv_read_sst2(o->sst2, o->limit, &u.tsv, err))) goto cleanup;
-    if (o->conllu && (rc = cu_read(o->conllu, o->limit, &u.cu, err))) goto cleanup;
-    if ((rc = as_model_load(o->model_dir, &u.m, err))) goto cleanup;
+    if (o->sst2 && (rc = tsv_read_sst2(o->sst2, o->limit, &u.tsv, err))) goto agree;
+    if (o->conllu && (rc = cu_read(o->conllu, o->limit, &u.cu, err))) goto agree;
+    if ((rc = as_model_load(o->model_dir, &u.m, err))) goto agree;
     const as_config *cfg = as_model_config(u.m);
     if (!as_model_has_tokenizer(u.m)) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: no tokenizer files (vocab.txt / tokenizer.json): analyze tokenizes text",
                         o->model_dir);
-        goto cleanup;
+        goto agree;
     }
     u.L = cfg->n_layer;
     u.H = cfg->n_head;
@@ -1022,18 +1352,42 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
             u.tm = NULL;
         }
     }
+    if (u.tsv.n + u.cu.n == 0) rc = as_err_set(err, AS_ERR_INPUT, "the corpora hold no sentences");
+agree:
+#ifdef AS_MPI
+    if (size > 1) {
+        /* every rank's setup status; rank 0 reports its own error, a worker only an error
+         * rank 0 did not have (an empty message tells the caller not to print) */
+        int *all = as_calloc((size_t)size, sizeof *all), mine = (int)rc, bad = -1;
+        if (!all) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+        for (int r = 0; r < size && bad < 0; r++)
+            if (all[r]) bad = r;
+        int r0 = all[0];
+        free(all);
+        if (bad >= 0) {
+            if (rank == 0 && !rc) rc = as_err_set(err, AS_ERR_INTERNAL, "MPI rank %d could not start (see its message)", bad);
+            else if (rank > 0 && (r0 || !rc)) {
+                err->msg[0] = 0;
+                if (!rc) rc = AS_ERR_INTERNAL;
+            }
+        }
+    }
+#endif
+    if (rc) goto cleanup;
+    if (rank > 0) goto sync;
     /* identity of the run */
     char mdig[65], cdig[65], corpus[2600], params[256], p1[1200], p2[1200];
-    if ((rc = digest_dir(o->model_dir, digest_file_wanted, mdig, err))) goto cleanup;
+    if ((rc = digest_dir(o->model_dir, digest_file_wanted, mdig, err))) goto sync;
     sha256_ctx hc;
     sha256_init(&hc);
     if (o->sst2) {
         sha256_update(&hc, "sst2", 5);
-        if ((rc = sha256_file(&hc, o->sst2, err))) goto cleanup;
+        if ((rc = sha256_file(&hc, o->sst2, err))) goto sync;
     }
     if (o->conllu) {
         sha256_update(&hc, "conllu", 7);
-        if ((rc = sha256_file(&hc, o->conllu, err))) goto cleanup;
+        if ((rc = sha256_file(&hc, o->conllu, err))) goto sync;
     }
     sha256_final_hex(&hc, cdig);
     json_escape_path(p1, sizeof p1, o->sst2);
@@ -1045,23 +1399,45 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
     snprintf(params, sizeof params,
              "{\"chunk\":%d,\"explain\":%d,\"limit\":%d,\"min_rel\":%d,\"saliency\":\"grad\",\"source\":\"analyze\"}", chunk,
              explain, o->limit, min_rel);
-    run_key k = {.model_name = o->model_dir, .model_digest = mdig, .arch = as_arch_name(cfg->arch), .corpus = corpus,
+    run_key k = {.model_name = o->model_dir, .model_digest = mdig, .arch = as_arch_name(as_model_config(u.m)->arch), .corpus = corpus,
                  .corpus_digest = cdig, .params = params, .L = u.L, .H = u.H, .Dh = u.Dh,
                  .n_total = u.tsv.n + u.cu.n};
-    if (k.n_total == 0) {
-        rc = as_err_set(err, AS_ERR_INPUT, "the corpora hold no sentences");
+    if ((rc = store_open(db_path, 1, &st, err))) goto sync;
+    int64_t run;
+    if ((rc = run_begin(&st, &k, &run, &n_done, &done, err))) goto sync;
+    rc = ctx_init(&c, &st, run, u.L, u.H, u.Dh, err);
+sync:
+#ifdef AS_MPI
+    if (size > 1) {
+        /* rank 0 tells where the run stands (or that it failed) */
+        int info[3] = {(int)rc, n_done, done};
+        MPI_Bcast(info, 3, MPI_INT, 0, MPI_COMM_WORLD);
+        if (rank > 0) {
+            if (info[0]) {
+                err->msg[0] = 0;
+                rc = (as_status)info[0];
+                goto cleanup;
+            }
+            n_done = info[1];
+            done = info[2];
+            if ((rc = ctx_init(&c, NULL, 0, u.L, u.H, u.Dh, err))) goto cleanup;
+        }
+    }
+#endif
+    if (rc) goto cleanup;
+    c.rank = rank;
+    c.size = size;
+    c.chunk = o->chunk > 0 ? o->chunk : AN_DEFAULT_CHUNK;
+    c.explain = o->explain >= 0 ? o->explain : AN_DEFAULT_EXPLAIN;
+    c.n_total = u.tsv.n + u.cu.n;
+#ifdef AS_MPI
+    if (rank > 0) { /* score this rank's sentences and send them to rank 0 */
+        if (!done) rc = drive_worker(&c, n_done, az_produce, az_release, &u, err);
         goto cleanup;
     }
-    if ((rc = store_open(db_path, 1, &st, err))) goto cleanup;
-    int64_t run;
-    int n_done, done;
-    if ((rc = run_begin(&st, &k, &run, &n_done, &done, err))) goto cleanup;
-    if ((rc = ctx_init(&c, &st, run, u.L, u.H, u.Dh, err))) goto cleanup;
-    c.chunk = chunk;
-    c.explain = explain;
-    c.min_rel = min_rel;
+#endif
+    c.min_rel = o->min_rel > 0 ? o->min_rel : AN_DEFAULT_MIN_REL;
     c.progress = o->progress;
-    c.n_total = k.n_total;
     rc = finish_run(&c, &st, n_done, done, az_produce, az_release, &u, o, "analyze", err);
 cleanup:
     az_release(&u);
@@ -1087,12 +1463,14 @@ static int import_npy_wanted(const struct dirent *d) {
 }
 
 typedef struct {
-    const char *dir;
-    char **names; /* (n) json file names */
+    const char *dir;               /* an_import_dir: the folder */
+    char **names;                  /* (n) json file names (an_import_dir) */
+    const an_import_files_opts *f; /* an_import_files: the file lists */
     int n;
     int L, H;
     /* owned by the current sentence */
-    json_t *j;
+    json_t *j, *jsal, *jdep;
+    cu_corpus cu;
     npy_array a;
     char **tok_text;
     uint8_t *kind;
@@ -1121,6 +1499,12 @@ static void im_release(void *u_) {
     npy_array_free(&u->a);
     json_decref(u->j);
     u->j = NULL;
+    json_decref(u->jsal);
+    u->jsal = NULL;
+    json_decref(u->jdep);
+    u->jdep = NULL;
+    cu_corpus_free(&u->cu);
+    memset(&u->cu, 0, sizeof u->cu);
 }
 
 /* Aligns WordPiece tokens to parse words by consuming the words' characters (ASCII
@@ -1134,6 +1518,9 @@ static int align_pieces(char *const *tok, const uint8_t *kind, int T, char *cons
         if (kind[t] == HK_CLS || kind[t] == HK_SEP || kind[t] == HK_PAD) continue;
         const char *p = tok[t];
         if (p[0] == '#' && p[1] == '#' && p[2]) p += 2;
+        /* byte-level BPE marks a leading space with U+0120 'Ġ', SentencePiece with U+2581 */
+        if (!strncmp(p, "\xc4\xa0", 2) && p[2]) p += 2;
+        else if (!strncmp(p, "\xe2\x96\x81", 3) && p[3]) p += 3;
         while (w < W && words[w][c] == 0) w++, c = 0;
         if (w >= W) return -1;
         word[t] = w;
@@ -1153,6 +1540,169 @@ static int align_pieces(char *const *tok, const uint8_t *kind, int T, char *cons
 }
 
 #define IM_FAIL(...) do { rc = as_err_set(err, AS_ERR_INPUT, __VA_ARGS__); goto fail; } while (0)
+
+/* Checks the attention just read into u->a against (L, H, T, T), finite and >= 0. */
+static as_status im_check_attention(im_user *u, const char *npath, int T, as_error *err) {
+    if (u->a.ndim != 4 || u->a.shape[0] != u->L || u->a.shape[1] != u->H || u->a.shape[2] != T || u->a.shape[3] != T)
+        return as_err_set(err, AS_ERR_INPUT, "%s: attention shape must be [%d, %d, %d, %d] (layers, heads, tokens, tokens)",
+                          npath, u->L, u->H, T, T);
+    for (size_t i = 0; i < u->a.n; i++)
+        if (!isfinite(u->a.data[i]) || u->a.data[i] < 0.0f)
+            return as_err_set(err, AS_ERR_INPUT, "%s: attention entry %zu is negative or not finite", npath, i);
+    return AS_OK;
+}
+
+/* Token texts and kinds from the JSON array toks (T strings). special: optional (T)
+ * array of 0/1 (Hugging Face special_tokens_mask): the first special token is [CLS],
+ * the others [SEP]; without it the spelling decides ([CLS]/<s>, [SEP]/</s>, [PAD]/<pad>). */
+static as_status im_tokens(im_user *u, const char *jpath, json_t *toks, json_t *special, as_error *err) {
+    const int T = (int)json_array_size(toks);
+    u->tok_text = as_calloc((size_t)T, sizeof *u->tok_text);
+    u->kind = as_malloc((size_t)T);
+    if (!u->tok_text || !u->kind) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (special && (!json_is_array(special) || (int)json_array_size(special) != T))
+        return as_err_set(err, AS_ERR_INPUT, "%s: 'special_tokens_mask' must be an array of %d integers 0/1", jpath, T);
+    int seen_special = 0;
+    for (int t = 0; t < T; t++) {
+        const char *p = json_string_value(json_array_get(toks, (size_t)t));
+        if (!p) return as_err_set(err, AS_ERR_INPUT, "%s: tokens[%d] is not a string", jpath, t);
+        u->tok_text[t] = (char *)p;
+        int pad = !strcmp(p, "[PAD]") || !strcmp(p, "<pad>");
+        if (special) {
+            json_t *m = json_array_get(special, (size_t)t);
+            if (!json_is_integer(m) || json_integer_value(m) < 0 || json_integer_value(m) > 1)
+                return as_err_set(err, AS_ERR_INPUT, "%s: special_tokens_mask[%d] is not 0 or 1", jpath, t);
+            if (json_integer_value(m)) {
+                u->kind[t] = pad ? HK_PAD : seen_special++ ? HK_SEP : HK_CLS;
+                continue;
+            }
+            u->kind[t] = hd_is_punct(p) ? HK_PUNCT : HK_WORD;
+            continue;
+        }
+        int first = !strcmp(p, "[CLS]") || !strcmp(p, "<s>");
+        int special_tok = first || !strcmp(p, "[SEP]") || !strcmp(p, "</s>");
+        u->kind[t] = special_tok ? (first ? HK_CLS : HK_SEP) : hd_is_punct(p) ? HK_PUNCT : HK_WORD;
+        if (pad) u->kind[t] = HK_PAD;
+    }
+    return AS_OK;
+}
+
+/* Saliency in one of three layouts (docs/analysis.md "Import format"): Dodrio's T
+ * objects {"token": ..., "<class>": value, ...}; C arrays of T numbers (class c = row c);
+ * or T numbers (the predicted class's saliency). Sets s->sal* from u->sal_all. */
+static as_status im_saliency(im_user *u, const char *jpath, json_t *sal, int T, an_sent *s, as_error *err) {
+    as_status rc = AS_OK;
+    json_t *first = json_array_get(sal, 0);
+    if (!json_is_array(sal) || json_array_size(sal) == 0) IM_FAIL("%s: 'saliency' must be a non-empty array", jpath);
+    int C = 0, layout; /* 0 objects, 1 rows, 2 one vector */
+    if (json_is_object(first)) {
+        layout = 0;
+        const char *key;
+        json_t *v;
+        json_object_foreach(first, key, v) C += strcmp(key, "token") != 0;
+        if ((int)json_array_size(sal) != T) IM_FAIL("%s: 'saliency' must be an array of %d objects", jpath, T);
+        if (C < 1 || C > AS_MAX_LABELS) IM_FAIL("%s: saliency[0] has no class values", jpath);
+    } else if (json_is_array(first)) {
+        layout = 1;
+        C = (int)json_array_size(sal);
+        if (C > AS_MAX_LABELS) IM_FAIL("%s: saliency has %d classes, over %d", jpath, C, AS_MAX_LABELS);
+    } else {
+        layout = 2;
+        C = 1;
+        if ((int)json_array_size(sal) != T) IM_FAIL("%s: 'saliency' must hold %d numbers (one per token)", jpath, T);
+    }
+    if (!(u->sal_all = as_malloc_array(as_mul_size((size_t)C, (size_t)T), sizeof *u->sal_all)))
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int t = 0; layout == 0 && t < T; t++) {
+        json_t *o = json_array_get(sal, (size_t)t), *v;
+        const char *key;
+        if (!json_is_object(o)) IM_FAIL("%s: saliency[%d] is not an object", jpath, t);
+        int k = 0;
+        json_object_foreach(o, key, v) {
+            if (!strcmp(key, "token")) continue;
+            if (k >= C || !json_is_number(v)) IM_FAIL("%s: saliency[%d].%s is not a number or classes differ", jpath, t, key);
+            u->sal_all[(size_t)k * T + t] = (float)json_number_value(v);
+            k++;
+        }
+        if (k != C) IM_FAIL("%s: saliency[%d] has %d classes, saliency[0] has %d", jpath, t, k, C);
+    }
+    for (int k = 0; layout > 0 && k < C; k++) {
+        json_t *row = layout == 1 ? json_array_get(sal, (size_t)k) : sal;
+        if (!json_is_array(row) || (int)json_array_size(row) != T)
+            IM_FAIL("%s: saliency[%d] must hold %d numbers (one per token)", jpath, k, T);
+        for (int t = 0; t < T; t++) {
+            json_t *v = json_array_get(row, (size_t)t);
+            if (!json_is_number(v) || !isfinite(json_number_value(v)))
+                IM_FAIL("%s: saliency value %d of class %d is not a finite number", jpath, t, k);
+            u->sal_all[(size_t)k * T + t] = (float)json_number_value(v);
+        }
+    }
+    s->sal_all = u->sal_all;
+    s->n_sal_cls = C;
+    if (layout == 2) {
+        s->sal_first_class = s->predicted >= 0 ? s->predicted : 0;
+        s->sal = u->sal_all;
+        return AS_OK;
+    }
+    s->sal_first_class = 0;
+    if (s->predicted >= C) IM_FAIL("%s: predicted_label %d but saliency has %d classes", jpath, s->predicted, C);
+    if (s->predicted >= 0) s->sal = u->sal_all + (size_t)s->predicted * T;
+    return AS_OK;
+fail:
+    return rc;
+}
+
+/* Allocates the word arrays for W words (parent -2 = no arc, relation ""). */
+static as_status im_words_alloc(im_user *u, int T, int W, as_error *err) {
+    u->word = as_malloc_array((size_t)T, sizeof *u->word);
+    u->parent = as_malloc_array((size_t)(W ? W : 1), sizeof *u->parent);
+    u->rel = as_calloc((size_t)(W ? W : 1), sizeof *u->rel);
+    u->form = as_calloc((size_t)(W ? W : 1), sizeof *u->form);
+    if (!u->word || !u->parent || !u->rel || !u->form) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int w = 0; w < W; w++) {
+        u->parent[w] = -2;
+        u->rel[w] = (char *)"";
+    }
+    return AS_OK;
+}
+
+/* Dodrio's word-level parse {"words": [...], "list": [{"child", "parent" (null = root),
+ * "relation"}]} (0-based) into u->form / parent / rel; *W_out = number of words. */
+static as_status im_deps_json(im_user *u, const char *jpath, json_t *deps, int T, int *W_out, as_error *err) {
+    as_status rc;
+    json_t *lst = json_object_get(deps, "list"), *words = json_object_get(deps, "words");
+    if (!json_is_array(lst) || !json_is_array(words)) IM_FAIL("%s: 'dependencies' needs arrays 'list' and 'words'", jpath);
+    int W = (int)json_array_size(words);
+    if (W > T) IM_FAIL("%s: %d parse words but only %d tokens", jpath, W, T);
+    if ((rc = im_words_alloc(u, T, W, err))) return rc;
+    for (int w = 0; w < W; w++)
+        if (!(u->form[w] = (char *)json_string_value(json_array_get(words, (size_t)w))))
+            IM_FAIL("%s: dependencies.words[%d] is not a string", jpath, w);
+    for (size_t i = 0; i < json_array_size(lst); i++) {
+        json_t *e = json_array_get(lst, i), *ch = json_object_get(e, "child"), *pa = json_object_get(e, "parent");
+        const char *rl = json_string_value(json_object_get(e, "relation"));
+        if (!json_is_integer(ch) || json_integer_value(ch) < 0 || json_integer_value(ch) >= W || !rl ||
+            !(json_is_null(pa) || (json_is_integer(pa) && json_integer_value(pa) >= 0 && json_integer_value(pa) < W)))
+            IM_FAIL("%s: dependencies.list[%zu] needs child and parent in [0, %d) (parent may be null) and a relation",
+                    jpath, i, W);
+        int c = (int)json_integer_value(ch);
+        u->parent[c] = json_is_null(pa) ? -1 : (int)json_integer_value(pa);
+        u->rel[c] = (char *)rl;
+    }
+    *W_out = W;
+    return AS_OK;
+fail:
+    return rc;
+}
+
+/* Hands the parse to s once the tokens are aligned to its W words. */
+static void im_set_words(im_user *u, an_sent *s, int W) {
+    s->W = W;
+    s->word = u->word;
+    s->parent = u->parent;
+    s->rel = u->rel;
+    s->word_form = u->form;
+}
 
 static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error *err) {
     im_user *u = u_;
@@ -1178,89 +1728,19 @@ static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error
     if (!json_is_array(toks) || json_array_size(toks) == 0) IM_FAIL("%s: field 'tokens' missing or not a non-empty array", jpath);
     const int T = (int)json_array_size(toks);
     if (T > AS_MAX_POSITIONS) IM_FAIL("%s: %d tokens exceed %d", jpath, T, AS_MAX_POSITIONS);
-    if (u->a.ndim != 4 || u->a.shape[0] != u->L || u->a.shape[1] != u->H || u->a.shape[2] != T || u->a.shape[3] != T)
-        IM_FAIL("%s: attention shape must be [%d, %d, %d, %d] (layers, heads, tokens, tokens)", npath, u->L, u->H, T, T);
-    for (size_t i = 0; i < u->a.n; i++)
-        if (!isfinite(u->a.data[i]) || u->a.data[i] < 0.0f) IM_FAIL("%s: attention entry %zu is negative or not finite", npath, i);
-    u->tok_text = as_calloc((size_t)T, sizeof *u->tok_text);
-    u->kind = as_malloc((size_t)T);
-    if (!u->tok_text || !u->kind) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    for (int t = 0; t < T; t++) {
-        const char *p = json_string_value(json_array_get(toks, (size_t)t));
-        if (!p) IM_FAIL("%s: tokens[%d] is not a string", jpath, t);
-        u->tok_text[t] = (char *)p;
-        int special = !strcmp(p, "[CLS]") || !strcmp(p, "[SEP]") || !strcmp(p, "<s>") || !strcmp(p, "</s>");
-        int first = !strcmp(p, "[CLS]") || !strcmp(p, "<s>");
-        u->kind[t] = special ? (first ? HK_CLS : HK_SEP) : hd_is_punct(p) ? HK_PUNCT : HK_WORD;
-        if (!strcmp(p, "[PAD]") || !strcmp(p, "<pad>")) u->kind[t] = HK_PAD;
-    }
+    if ((rc = im_check_attention(u, npath, T, err))) return rc;
+    if ((rc = im_tokens(u, jpath, toks, NULL, err))) return rc;
     s->label = json_is_integer(lab) ? (int)json_integer_value(lab) : -1;
     s->predicted = json_is_integer(pred) ? (int)json_integer_value(pred) : -1;
-    if (sal) {
-        /* per-class saliency: saliency[t] = {"token": ..., "<class>": value, ...} in class order */
-        if (!json_is_array(sal) || (int)json_array_size(sal) != T) IM_FAIL("%s: 'saliency' must be an array of %d objects", jpath, T);
-        int C = 0;
-        const char *key;
-        json_t *v;
-        json_object_foreach(json_array_get(sal, 0), key, v) C += strcmp(key, "token") != 0;
-        if (C < 1 || C > AS_MAX_LABELS) IM_FAIL("%s: saliency[0] has no class values", jpath);
-        if (!(u->sal_all = as_malloc_array(as_mul_size((size_t)C, (size_t)T), sizeof *u->sal_all)))
-            return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        for (int t = 0; t < T; t++) {
-            json_t *o = json_array_get(sal, (size_t)t);
-            if (!json_is_object(o)) IM_FAIL("%s: saliency[%d] is not an object", jpath, t);
-            int k = 0;
-            json_object_foreach(o, key, v) {
-                if (!strcmp(key, "token")) continue;
-                if (k >= C || !json_is_number(v)) IM_FAIL("%s: saliency[%d].%s is not a number or classes differ", jpath, t, key);
-                u->sal_all[(size_t)k * T + t] = (float)json_number_value(v);
-                k++;
-            }
-            if (k != C) IM_FAIL("%s: saliency[%d] has %d classes, saliency[0] has %d", jpath, t, k, C);
-        }
-        s->sal_all = u->sal_all;
-        s->n_sal_cls = C;
-        s->sal_first_class = 0;
-        if (s->predicted >= C) IM_FAIL("%s: predicted_label %d but saliency has %d classes", jpath, s->predicted, C);
-        if (s->predicted >= 0) s->sal = u->sal_all + (size_t)s->predicted * T;
-    }
+    if (sal && (rc = im_saliency(u, jpath, sal, T, s, err))) return rc;
     json_t *deps = json_object_get(j, "dependencies");
     if (deps) {
-        json_t *lst = json_object_get(deps, "list"), *words = json_object_get(deps, "words");
-        if (!json_is_array(lst) || !json_is_array(words)) IM_FAIL("%s: 'dependencies' needs arrays 'list' and 'words'", jpath);
-        int W = (int)json_array_size(words);
-        if (W > T) IM_FAIL("%s: %d parse words but only %d tokens", jpath, W, T);
-        u->word = as_malloc_array((size_t)T, sizeof *u->word);
-        u->parent = as_malloc_array((size_t)(W ? W : 1), sizeof *u->parent);
-        u->rel = as_calloc((size_t)(W ? W : 1), sizeof *u->rel);
-        u->form = as_calloc((size_t)(W ? W : 1), sizeof *u->form);
-        if (!u->word || !u->parent || !u->rel || !u->form) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        for (int w = 0; w < W; w++) {
-            if (!(u->form[w] = (char *)json_string_value(json_array_get(words, (size_t)w))))
-                IM_FAIL("%s: dependencies.words[%d] is not a string", jpath, w);
-            u->parent[w] = -2;
-            u->rel[w] = (char *)"";
-        }
-        for (size_t i = 0; i < json_array_size(lst); i++) {
-            json_t *e = json_array_get(lst, i), *ch = json_object_get(e, "child"), *pa = json_object_get(e, "parent");
-            const char *rl = json_string_value(json_object_get(e, "relation"));
-            if (!json_is_integer(ch) || json_integer_value(ch) < 0 || json_integer_value(ch) >= W || !rl ||
-                !(json_is_null(pa) || (json_is_integer(pa) && json_integer_value(pa) >= 0 && json_integer_value(pa) < W)))
-                IM_FAIL("%s: dependencies.list[%zu] needs child and parent in [0, %d) (parent may be null) and a relation",
-                        jpath, i, W);
-            int c = (int)json_integer_value(ch);
-            u->parent[c] = json_is_null(pa) ? -1 : (int)json_integer_value(pa);
-            u->rel[c] = (char *)rl;
-        }
-        if (align_pieces(u->tok_text, u->kind, T, u->form, W, u->word) == 0) {
-            s->W = W;
-            s->word = u->word;
-            s->parent = u->parent;
-            s->rel = u->rel;
-            s->word_form = u->form;
-        } else {
+        int W = 0;
+        if ((rc = im_deps_json(u, jpath, deps, T, &W, err))) return rc;
+        if (align_pieces(u->tok_text, u->kind, T, u->form, W, u->word) == 0)
+            im_set_words(u, s, W);
+        else
             as_warn("%s: tokens do not spell the parse's words; no syntactic counts for this sentence", jpath);
-        }
     }
     s->corpus = "import";
     s->source = u->src;
@@ -1270,6 +1750,117 @@ static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error
     s->kind = u->kind;
     s->attn = u->a.data;
     (void)explain;
+    return AS_OK;
+fail:
+    return rc;
+}
+
+/* Loads a JSON file into *out; syntax errors as "file:line: invalid JSON: ...". */
+static as_status im_load_json(const char *path, json_t **out, as_error *err) {
+    json_error_t je;
+    *out = json_load_file(path, 0, &je);
+    if (!*out) return as_err_set(err, AS_ERR_INPUT, "%s:%d: invalid JSON: %s", path, je.line, je.text);
+    return AS_OK;
+}
+
+/* One sentence of `import --attention A --tokens T [--saliency S] [--dependencies D]`. */
+static as_status if_produce(void *u_, int idx, int explain, an_sent *s, as_error *err) {
+    im_user *u = u_;
+    const an_import_files_opts *f = u->f;
+    const char *tpath = f->tokens[idx], *apath = f->attention[idx];
+    as_status rc;
+    (void)explain;
+    snprintf(u->src, sizeof u->src, "%s", tpath);
+    if ((rc = im_load_json(tpath, &u->j, err))) return rc;
+    if ((rc = npyz_read_f32(apath, NULL, &u->a, err))) return rc;
+    json_t *j = u->j;
+    if (!json_is_object(j)) IM_FAIL("%s: expected a JSON object", tpath);
+    json_t *toks = json_object_get(j, "tokens"), *text = json_object_get(j, "text");
+    if (!text) text = json_object_get(j, "sentence");
+    json_t *lab = json_object_get(j, "label"), *pred = json_object_get(j, "prediction");
+    if (!pred) pred = json_object_get(j, "predicted_label");
+    if (!json_is_array(toks) || json_array_size(toks) == 0) IM_FAIL("%s: field 'tokens' missing or not a non-empty array", tpath);
+    const int T = (int)json_array_size(toks);
+    if (T > AS_MAX_POSITIONS) IM_FAIL("%s: %d tokens exceed %d", tpath, T, AS_MAX_POSITIONS);
+    if (text && !json_is_string(text)) IM_FAIL("%s: field 'text' is not a string", tpath);
+    if (lab && !json_is_null(lab) && !(json_is_integer(lab) && json_integer_value(lab) >= 0 && json_integer_value(lab) < AS_MAX_LABELS))
+        IM_FAIL("%s: field 'label' is not an integer in [0, %d)", tpath, AS_MAX_LABELS);
+    if (pred && !json_is_null(pred) && !(json_is_integer(pred) && json_integer_value(pred) >= 0 && json_integer_value(pred) < AS_MAX_LABELS))
+        IM_FAIL("%s: field 'prediction' is not an integer in [0, %d)", tpath, AS_MAX_LABELS);
+    if ((rc = im_check_attention(u, apath, T, err))) return rc;
+    if ((rc = im_tokens(u, tpath, toks, json_object_get(j, "special_tokens_mask"), err))) return rc;
+    s->label = json_is_integer(lab) ? (int)json_integer_value(lab) : -1;
+    s->predicted = json_is_integer(pred) ? (int)json_integer_value(pred) : -1;
+    if (f->saliency) {
+        const char *spath = f->saliency[idx];
+        if ((rc = im_load_json(spath, &u->jsal, err))) return rc;
+        json_t *sal = json_is_object(u->jsal) ? json_object_get(u->jsal, "saliency") : u->jsal;
+        if (!sal) IM_FAIL("%s: expected an array or an object with a 'saliency' array", spath);
+        if ((rc = im_saliency(u, spath, sal, T, s, err))) return rc;
+    }
+    json_t *words = json_object_get(j, "words"), *wids = json_object_get(j, "word_ids");
+    if (words && !json_is_array(words)) IM_FAIL("%s: field 'words' is not an array of strings", tpath);
+    if (wids && (!json_is_array(wids) || (int)json_array_size(wids) != T))
+        IM_FAIL("%s: field 'word_ids' must be an array of %d entries (null or a word index)", tpath, T);
+    int W = -1;
+    if (f->dependencies) {
+        const char *dpath = f->dependencies[idx];
+        size_t dl = strlen(dpath);
+        if (dl > 7 && !strcmp(dpath + dl - 7, ".conllu")) {
+            if ((rc = cu_read(dpath, 0, &u->cu, err))) return rc;
+            if (u->cu.n != 1) IM_FAIL("%s: expected exactly one sentence, found %d", dpath, u->cu.n);
+            const cu_sentence *cs = &u->cu.s[0];
+            W = cs->n_words;
+            if ((rc = im_words_alloc(u, T, W, err))) return rc;
+            for (int w = 0; w < W; w++) {
+                u->form[w] = cs->words[w].form;
+                u->parent[w] = cs->words[w].head;
+                u->rel[w] = cs->words[w].deprel;
+            }
+            if (!text) text = json_string(cs->text), json_object_set_new(j, "text", text);
+        } else {
+            if ((rc = im_load_json(dpath, &u->jdep, err))) return rc;
+            json_t *deps = json_object_get(u->jdep, "dependencies");
+            if ((rc = im_deps_json(u, dpath, deps ? deps : u->jdep, T, &W, err))) return rc;
+        }
+        if (words && (int)json_array_size(words) != W)
+            IM_FAIL("%s: %d 'words' but the parse %s has %d", tpath, (int)json_array_size(words), dpath, W);
+    } else if (words) {
+        /* words without a parse: the alignment is stored, no syntactic counts */
+        W = (int)json_array_size(words);
+        if (W > T) IM_FAIL("%s: %d words but only %d tokens", tpath, W, T);
+        if ((rc = im_words_alloc(u, T, W, err))) return rc;
+        for (int w = 0; w < W; w++)
+            if (!(u->form[w] = (char *)json_string_value(json_array_get(words, (size_t)w))))
+                IM_FAIL("%s: words[%d] is not a string", tpath, w);
+    }
+    if (W >= 0) {
+        if (wids) {
+            for (int t = 0; t < T; t++) {
+                json_t *v = json_array_get(wids, (size_t)t);
+                if (json_is_null(v)) {
+                    u->word[t] = -1;
+                    continue;
+                }
+                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= W)
+                    IM_FAIL("%s: word_ids[%d] is not null or a word index in [0, %d)", tpath, t, W);
+                u->word[t] = (int)json_integer_value(v);
+            }
+            im_set_words(u, s, W);
+        } else if (align_pieces(u->tok_text, u->kind, T, u->form, W, u->word) == 0) {
+            im_set_words(u, s, W);
+        } else {
+            as_warn("%s: tokens do not spell the parse's words (give 'word_ids'); no syntactic counts for this sentence",
+                    tpath);
+        }
+    }
+    s->corpus = "import";
+    s->source = u->src;
+    s->text = text ? json_string_value(text) : "";
+    s->T = T;
+    s->tok_text = u->tok_text;
+    s->kind = u->kind;
+    s->attn = u->a.data;
     return AS_OK;
 fail:
     return rc;
@@ -1349,5 +1940,82 @@ cleanup:
     store_close(&st);
     for (int i = 0; i < u.n; i++) free(u.names[i]);
     free(u.names);
+    return rc;
+}
+
+/* sha256 over (index, NUL, bytes) of n files; the lists may be NULL (skipped). */
+static as_status digest_files(sha256_ctx *c, const char *tag, const char *const *paths, int n, as_error *err) {
+    if (!paths) return AS_OK;
+    sha256_update(c, tag, strlen(tag) + 1);
+    for (int i = 0; i < n; i++) {
+        char num[32];
+        snprintf(num, sizeof num, "%d", i);
+        sha256_update(c, num, strlen(num) + 1);
+        as_status rc = sha256_file(c, paths[i], err);
+        if (rc) return rc;
+    }
+    return AS_OK;
+}
+
+as_status an_import_files(const char *db_path, const an_import_files_opts *f, const an_opts *o, as_error *err) {
+    as_status rc = AS_OK;
+    im_user u;
+    memset(&u, 0, sizeof u);
+    u.f = f;
+    u.n = o->limit > 0 && o->limit < f->n ? o->limit : f->n;
+    store st = {0};
+    an_ctx c;
+    memset(&c, 0, sizeof c);
+    if (u.n <= 0) return as_err_set(err, AS_ERR_INPUT, "give --attention FILE and --tokens FILE");
+    {
+        /* sizes from the first attention file */
+        npy_array a;
+        if ((rc = npyz_read_f32(f->attention[0], NULL, &a, err))) return rc;
+        int ok = a.ndim == 4 && a.shape[0] >= 1 && a.shape[0] <= AS_MAX_LAYERS && a.shape[1] >= 1 &&
+                 a.shape[1] <= AS_MAX_HEADS && a.shape[2] == a.shape[3] && a.shape[2] >= 1;
+        u.L = (int)a.shape[0];
+        u.H = (int)a.shape[1];
+        npy_array_free(&a);
+        if (!ok)
+            return as_err_set(err, AS_ERR_INPUT, "%s: attention must be float32 with shape [layers, heads, tokens, tokens]",
+                              f->attention[0]);
+    }
+    char mdig[65], cdig[65], corpus[2600], params[256], name[1200], p1[1100];
+    sha256_ctx hc;
+    sha256_init(&hc);
+    if ((rc = digest_files(&hc, "attention", f->attention, u.n, err))) return rc;
+    sha256_final_hex(&hc, mdig);
+    sha256_init(&hc);
+    if ((rc = digest_files(&hc, "tokens", f->tokens, u.n, err)) ||
+        (rc = digest_files(&hc, "saliency", f->saliency, u.n, err)) ||
+        (rc = digest_files(&hc, "dependencies", f->dependencies, u.n, err)))
+        return rc;
+    sha256_final_hex(&hc, cdig);
+    json_escape_path(p1, sizeof p1, f->tokens[0]);
+    snprintf(corpus, sizeof corpus, "{\"import_files\":%d,\"first_tokens\":\"%s\",\"saliency\":%s,\"dependencies\":%s}",
+             u.n, p1, f->saliency ? "true" : "false", f->dependencies ? "true" : "false");
+    if (f->model_name) snprintf(name, sizeof name, "%s", f->model_name);
+    else snprintf(name, sizeof name, "import:%s", f->attention[0]);
+    int chunk = o->chunk > 0 ? o->chunk : AN_DEFAULT_CHUNK;
+    int min_rel = o->min_rel > 0 ? o->min_rel : AN_DEFAULT_MIN_REL;
+    snprintf(params, sizeof params, "{\"chunk\":%d,\"limit\":%d,\"min_rel\":%d,\"source\":\"import-files\"}", chunk,
+             o->limit, min_rel);
+    run_key k = {.model_name = name, .model_digest = mdig, .arch = "imported", .corpus = corpus, .corpus_digest = cdig,
+                 .params = params, .L = u.L, .H = u.H, .Dh = 0, .n_total = u.n};
+    if ((rc = store_open(db_path, 1, &st, err))) goto cleanup;
+    int64_t run;
+    int n_done, done;
+    if ((rc = run_begin(&st, &k, &run, &n_done, &done, err))) goto cleanup;
+    if ((rc = ctx_init(&c, &st, run, u.L, u.H, 0, err))) goto cleanup;
+    c.chunk = chunk;
+    c.explain = 0;
+    c.min_rel = min_rel;
+    c.progress = o->progress;
+    c.n_total = k.n_total;
+    rc = finish_run(&c, &st, n_done, done, if_produce, im_release, &u, o, "import", err);
+cleanup:
+    im_release(&u);
+    ctx_free(&c);
+    store_close(&st);
     return rc;
 }

@@ -14,7 +14,7 @@
  * `an_import_dir` does the same for precomputed attention (NNNN.attention.npy +
  * NNNN.json, the layout of Dodrio's data). `an_finalize` turns the stored rows into
  * head_scores, rel_accuracy, head_pairs and patterns (one transaction).
- * What it does not: MPI, batching several sentences into one forward, sentence pairs.
+ * What it does not: batching several sentences into one forward, sentence pairs.
  */
 #ifndef AS_RUNNER_H
 #define AS_RUNNER_H
@@ -48,6 +48,23 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err);
  * docs/analysis.md) and scores them like an analyzed model. o: limit, chunk, min_rel,
  * progress, quiet are used. */
 as_status an_import_dir(const char *db_path, const char *dir, const an_opts *o, as_error *err);
+
+/* The files of `import --attention A --tokens T [--saliency S] [--dependencies D]`,
+ * one sentence per index; saliency and dependencies are NULL or hold n paths too. */
+typedef struct {
+    int n;
+    const char *const *attention;    /* (n) .npy or .npz, float32 [L, H, T, T] (npz: array 'attentions' or the only one) */
+    const char *const *tokens;       /* (n) tokens JSON (docs/analysis.md) */
+    const char *const *saliency;     /* (n) saliency JSON, or NULL */
+    const char *const *dependencies; /* (n) .conllu (one sentence) or Dodrio-style JSON parse, or NULL */
+    const char *model_name;          /* runs.model_name; NULL = "import:" + attention[0] */
+} an_import_files_opts;
+
+/* Imports sentences given as separate files (attention from any framework) and scores
+ * them like an_import_dir. The run is identified by the files' SHA-256 and the
+ * parameters, so it resumes and re-running is a no-op. o: limit, chunk, min_rel,
+ * progress, quiet are used. Errors: AS_ERR_INPUT naming the file. Borrows f. */
+as_status an_import_files(const char *db_path, const an_import_files_opts *f, const an_opts *o, as_error *err);
 
 /* Computes the aggregate tables of run `run` from its stored rows and marks it done. */
 as_status an_finalize(store *s, int64_t run, as_error *err);

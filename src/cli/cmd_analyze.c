@@ -1,5 +1,7 @@
 /* cmd_analyze.c — `attnscope analyze`: corpus-scale head analysis of a model into a
  * SQLite database (analysis/runner.h). Resumable: run it again with the same arguments.
+ * Built with MPI (AS_MPI) and started by mpirun, it initializes MPI and the runner
+ * splits the sentences across the ranks; rank 0 writes the database.
  */
 #include "cli/cli.h"
 #include "analysis/runner.h"
@@ -7,7 +9,12 @@
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#ifdef AS_MPI
+#include <mpi.h>
+#endif
 
 static const char *ANALYZE_HELP =
     "usage: attnscope analyze --model DIR [--sst2 FILE] [--conllu FILE] --db FILE\n"
@@ -25,7 +32,9 @@ static const char *ANALYZE_HELP =
     "  --min-rel N    relations need N instances for the syntactic score (default 100)\n"
     "A run is identified by the model's and corpora's SHA-256 and these parameters: the\n"
     "same command resumes an interrupted run and does nothing for a finished one. Several\n"
-    "models can share one database. See docs/analysis.md.\n"
+    "models can share one database. With MPI: `mpirun -n N attnscope analyze ...` scores\n"
+    "sentence i on rank i % N and rank 0 writes the same database as one process would.\n"
+    "See docs/analysis.md.\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_analyze(int argc, char **argv) {
@@ -35,6 +44,11 @@ int cmd_analyze(int argc, char **argv) {
         const char *a = argv[i], *v = NULL;
         if (cli_is_help(a)) {
             fputs(ANALYZE_HELP, stdout);
+#ifdef AS_MPI
+            fputs("This build: MPI enabled.\n", stdout);
+#else
+            fputs("This build: without MPI (single process).\n", stdout);
+#endif
             return 0;
         }
 #define VAL() do { if (!(v = cli_value(argc, argv, &i, "analyze"))) return AS_ERR_INPUT; } while (0)
@@ -56,12 +70,44 @@ int cmd_analyze(int argc, char **argv) {
     if (!o.model_dir) return cli_usage_error("analyze", "--model DIR is required");
     if (!db) return cli_usage_error("analyze", "--db FILE is required");
     if (!o.sst2 && !o.conllu) return cli_usage_error("analyze", "give --sst2 FILE and/or --conllu FILE");
+#ifdef AS_MPI
+    int rank = 0, size = 1;
+    /* only when started by mpirun (OpenMPI / PMI environment): a plain run stays MPI-free */
+    int mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+    if (mpi) {
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        if (!o.threads && size > 1) {
+            /* share this machine's cores among the ranks on it */
+            MPI_Comm node;
+            int local = 1;
+            if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+                MPI_Comm_size(node, &local);
+                MPI_Comm_free(&node);
+            }
+            o.threads = as_n_cores() / local > 1 ? as_n_cores() / local : 1;
+        }
+        if (rank > 0) o.quiet = 1;
+    }
+#endif
     if (o.threads) {
         omp_set_num_threads(o.threads);
         openblas_set_num_threads(o.threads);
     }
     o.progress = isatty(2) && !o.quiet;
     as_error err = {0};
-    if (an_analyze(db, &o, &err)) return cli_fail(&err);
-    return 0;
+    int rc = an_analyze(db, &o, &err);
+    if (rc && err.msg[0]) rc = cli_fail(&err);
+#ifdef AS_MPI
+    if (mpi) {
+        /* rank 0 failing mid-run leaves the other ranks waiting to send: stop them all */
+        if (rc && rank == 0 && size > 1) {
+            fflush(NULL);
+            MPI_Abort(MPI_COMM_WORLD, rc);
+        }
+        MPI_Finalize();
+    }
+#endif
+    return rc;
 }

@@ -1,0 +1,42 @@
+/* npz_read.h — reads float32 arrays out of .npz archives (ZIP files of NAME.npy entries,
+ * as numpy.savez writes them STORED and numpy.savez_compressed writes them DEFLATED).
+ *
+ * What it does: validates the archive before trusting any offset in it (PKWARE
+ * APPNOTE.TXT 6.3.x): the end-of-central-directory record (found at the end of the
+ * file, comment length matching exactly), its ZIP64 locator and record when a field is
+ * saturated, single-disk archives only, the central directory inside the file and
+ * before the end record, at most NPZR_MAX_ENTRIES entries, every central header's
+ * signature, name length (1..NPZR_MAX_NAME, no NUL, no duplicates), extra fields
+ * (well-formed blocks; the ZIP64 block supplies saturated sizes / offset), no
+ * encryption, method 0 (stored) or 8 (deflate, via zlib); the chosen entry's local
+ * header (signature, same name and method, sizes equal to the central ones unless a
+ * data descriptor is used), its data inside the file and before the central
+ * directory, the uncompressed size against NPZR_MAX_ENTRY_BYTES, the inflated length
+ * and stream end, and the CRC-32. The .npy inside is then checked by io/npy.h.
+ * Every error is AS_ERR_INPUT with one line naming the file (and the entry).
+ * What it does not: write archives (io/npz.h does), multi-disk archives, encryption,
+ * compression methods other than stored / deflate, dtypes other than '<f4'.
+ */
+#ifndef AS_NPZ_READ_H
+#define AS_NPZ_READ_H
+
+#include "io/npy.h"
+
+#define NPZR_MAX_ENTRIES 4096
+#define NPZR_MAX_NAME 1024
+#define NPZR_MAX_ENTRY_BYTES (((size_t)NPYR_MAX_ELEMS) * 4 + NPYR_MAX_HEADER + 16)
+#define NPZR_MAX_FILE (NPZR_MAX_ENTRY_BYTES + ((size_t)1 << 26))
+
+/* Parses the in-memory archive buf (len bytes; fname is used in messages) and reads the
+ * float32 array `name` (the entry "name.npy") into *out (npy_array_free; left zeroed on
+ * error). name == NULL picks the array named "attentions", else the only array of the
+ * archive. The data is copied; buf is not kept. Errors: AS_ERR_INPUT naming fname. */
+as_status npz_parse_f32(const char *fname, const uint8_t *buf, size_t len, const char *name, npy_array *out,
+                        as_error *err);
+/* Reads the file path (at most NPZR_MAX_FILE bytes) and calls npz_parse_f32. */
+as_status npz_read_f32(const char *path, const char *name, npy_array *out, as_error *err);
+/* Reads path as .npz when it starts with a ZIP local header ("PK\3\4"), else as .npy
+ * (io/npy.h); name is as for npz_parse_f32 and ignored for .npy files. */
+as_status npyz_read_f32(const char *path, const char *name, npy_array *out, as_error *err);
+
+#endif
