@@ -94,4 +94,9 @@ typedef struct {
     char *const *rel;          /* (W) relation names */
 } an_sent;
 
+/* The corpus digest `attnscope import --dir` stores for folder dir: SHA-256 over
+ * (name, NUL, bytes) of its *.json files in name order. hex: 64 hex digits + NUL.
+ * Errors: AS_ERR_INPUT when the folder or a file cannot be read. */
+as_status runner_import_digest(const char *dir, char hex[65], as_error *err);
+
 #endif

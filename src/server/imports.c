@@ -4,40 +4,17 @@
  * cache the arrays (a BERT-base sentence is ~2 MB and read in a few ms), or write.
  */
 #include "server/imports.h"
+#include "analysis/runner.h"
 
-#include "analysis/sha256.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static int json_wanted(const struct dirent *d) {
-    size_t l = strlen(d->d_name);
-    return d->d_name[0] != '.' && l > 5 && !strcmp(d->d_name + l - 5, ".json");
-}
-
-/* The corpus digest `attnscope import` stores: SHA-256 over (name + NUL + bytes) of
- * every *.json file of dir in alphasort order (analysis/runner.c, digest_dir). */
+/* The corpus digest `attnscope import` stored for dir, with --import-dir in messages. */
 static as_status json_digest(const char *dir, char hex[65], as_error *err) {
-    struct dirent **list = NULL;
-    int n = scandir(dir, &list, json_wanted, alphasort);
-    if (n < 0) return as_err_set(err, AS_ERR_INPUT, "--import-dir %s: cannot list the folder: %s", dir, strerror(errno));
-    sha256_ctx c;
-    sha256_init(&c);
-    as_status rc = n ? AS_OK : as_err_set(err, AS_ERR_INPUT, "--import-dir %s: no NNNN.json files", dir);
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        if (!rc) rc = as_path_join(path, sizeof path, dir, list[i]->d_name, err);
-        if (!rc) {
-            sha256_update(&c, list[i]->d_name, strlen(list[i]->d_name) + 1);
-            rc = sha256_file(&c, path, err);
-        }
-        free(list[i]);
-    }
-    free(list);
-    if (!rc) sha256_final_hex(&c, hex);
+    as_status rc = runner_import_digest(dir, hex, err);
+    if (rc) as_err_prefix(err, "--import-dir");
     return rc;
 }
 
