@@ -284,6 +284,7 @@ as_status trv_train(const char *const *files, int n_files, const trv_opts *o, co
     int n_alpha = 0;
     FILE *f = NULL;
     char *buf = NULL;
+    str_map cmap = {0};
     *n_out = 0;
     if (o->size < TRV_MIN_SIZE || o->size > AS_MAX_VOCAB)
         return as_err_set(err, AS_ERR_INPUT, "vocabulary size %d is outside [%d, %d]", o->size, TRV_MIN_SIZE,
@@ -298,7 +299,6 @@ as_status trv_train(const char *const *files, int n_files, const trv_opts *o, co
         goto cleanup;
     }
     /* alphabet: code points weighted by word count */
-    str_map cmap = {0};
     {
         size_t acap = 0;
         for (size_t s = 0; s < wc.words.cap; s++) {
@@ -470,6 +470,7 @@ cleanup:
     free(P.piece);
     smap_free(&P.ids);
     smap_free(&wc.words);
+    smap_free(&cmap);
     free(wc.counts);
     free(alpha);
     free(acount);

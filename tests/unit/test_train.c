@@ -173,7 +173,7 @@ static void tiny_opts(trp_opts *o, const char **files, const char *out, char *vp
 }
 
 static st_file *open_weights(const char *dir) {
-    char p[600];
+    char p[700];
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     st_file *f = NULL;
     as_error err = {0};
