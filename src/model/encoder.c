@@ -19,6 +19,14 @@
 #include <math.h>
 #include <string.h>
 
+/* The elementwise loops (softmax, GELU, LayerNorm) get an AVX2+FMA clone chosen at
+ * load time on CPUs that have it (GCC function multi-versioning); SSE2 otherwise. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define AS_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define AS_SIMD_CLONES
+#endif
+
 /* Threads of the forward running on this thread (set by as_forward). */
 static _Thread_local int t_threads = 1;
 
@@ -99,6 +107,7 @@ typedef struct {
 } ln_job;
 
 /* LayerNorm over the last dimension (Ba et al. 2016), biased variance as torch. */
+AS_SIMD_CLONES
 static void layernorm_rows(void *ctx, size_t lo, size_t hi) {
     const ln_job *j = ctx;
     int n = j->ln->n;
@@ -131,6 +140,7 @@ typedef struct {
 
 /* gelu: x * Phi(x) with erf (Hendrycks & Gimpel 2016); gelu_new: the tanh
  * approximation used by GPT-2 (same paper, eq. for the approximation). */
+AS_SIMD_CLONES
 static void act_range(void *ctx, size_t lo, size_t hi) {
     const elem_job *j = ctx;
     float *x = j->x;
@@ -181,6 +191,7 @@ typedef struct {
  * S = Qh Kh^T / sqrt(Dh) with disallowed keys set to AS_MASK_VALUE (Hugging Face
  * adds finfo.min: padding keys, and keys after the query for causal models),
  * P = softmax(S) by row, ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding. */
+AS_SIMD_CLONES
 static void attend_head(const float *keep, int causal, int T, int D, int Dh, int h, const float *q,
                         const float *k, const float *v, float *S, float *P, float *ctx) {
     const float *qh = q + (size_t)h * Dh, *kh = k + (size_t)h * Dh, *vh = v + (size_t)h * Dh;
