@@ -174,7 +174,7 @@ static void tiny_opts(trp_opts *o, const char **files, const char *out, char *vp
 
 static st_file *open_weights(const char *dir) {
     char p[700];
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    assert_true(snprintf(p, sizeof p, "%s/model.safetensors", dir) < (int)sizeof p);
     st_file *f = NULL;
     as_error err = {0};
     if (st_file_open(p, &f, &err)) fail_msg("%s", err.msg);
