@@ -9,7 +9,9 @@ import { fileURLToPath } from 'node:url';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const out = process.argv[2];
 if (!out) throw new Error('usage: node make_long_model.mjs OUT_DIR');
-const L = 2, H = 4, D = 32, F = 64, P = 512, V = 2000;
+// ATTNSCOPE_LONG_LHD="12,12,96" overrides layers, heads, width (for timing BERT-base-sized grids).
+const [L, H, D] = (process.env.ATTNSCOPE_LONG_LHD || "2,4,32").split(",").map(Number);
+const F = 2 * D, P = 512, V = 2000;
 
 let seed = 12345;
 const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
