@@ -27,16 +27,8 @@ int cmd_distill(int argc, char **argv) {
             rc = AS_ERR_INPUT;
             break;
         }
-#define INT(name, field, lo, hi)                                                                          \
-    else if (!strcmp(a, name)) {                                                                          \
-        if (cli_parse_int(v, lo, hi, &o.field))                                                           \
-            rc = cli_usage_error("distill", "bad %s '%s': expected an integer in [%d, %d]", name, v, lo, hi); \
-    }
-#define FLT(name, field, lo, hi)                                                                         \
-    else if (!strcmp(a, name)) {                                                                         \
-        if (ta_float(v, lo, hi, &o.field))                                                               \
-            rc = cli_usage_error("distill", "bad %s '%s': expected a number in [%g, %g]", name, v, lo, hi); \
-    }
+#define INT(name, field, lo, hi) TA_INT("distill", name, field, lo, hi)
+#define FLT(name, field, lo, hi) TA_FLT("distill", name, field, lo, hi)
         if (!strcmp(a, "--teacher")) o.teacher = v;
         else if (!strcmp(a, "--out")) o.out = v;
         else if (!strcmp(a, "--corpus")) {

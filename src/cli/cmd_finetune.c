@@ -23,16 +23,8 @@ int cmd_finetune(int argc, char **argv) {
             return 0;
         }
         if (!(v = cli_value(argc, argv, &i, "finetune"))) return AS_ERR_INPUT;
-#define INT(name, field, lo, hi)                                                                           \
-    else if (!strcmp(a, name)) {                                                                           \
-        if (cli_parse_int(v, lo, hi, &o.field))                                                            \
-            rc = cli_usage_error("finetune", "bad %s '%s': expected an integer in [%d, %d]", name, v, lo, hi); \
-    }
-#define FLT(name, field, lo, hi)                                                                          \
-    else if (!strcmp(a, name)) {                                                                          \
-        if (ta_float(v, lo, hi, &o.field))                                                                \
-            rc = cli_usage_error("finetune", "bad %s '%s': expected a number in [%g, %g]", name, v, lo, hi); \
-    }
+#define INT(name, field, lo, hi) TA_INT("finetune", name, field, lo, hi)
+#define FLT(name, field, lo, hi) TA_FLT("finetune", name, field, lo, hi)
         if (!strcmp(a, "--task")) o.task = v;
         else if (!strcmp(a, "--model")) o.model = v;
         else if (!strcmp(a, "--train")) o.train = v;

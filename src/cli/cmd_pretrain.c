@@ -36,16 +36,8 @@ int cmd_pretrain(int argc, char **argv) {
             rc = AS_ERR_INPUT;
             break;
         }
-#define INT(name, field, lo, hi)                                                                  \
-    else if (!strcmp(a, name)) {                                                                  \
-        if (cli_parse_int(v, lo, hi, &o.field))                                                   \
-            rc = cli_usage_error("pretrain", "bad %s '%s': expected an integer in [%d, %d]", name, v, lo, hi); \
-    }
-#define FLT(name, field, lo, hi)                                                                 \
-    else if (!strcmp(a, name)) {                                                                 \
-        if (ta_float(v, lo, hi, &o.field))                                                       \
-            rc = cli_usage_error("pretrain", "bad %s '%s': expected a number in [%g, %g]", name, v, lo, hi); \
-    }
+#define INT(name, field, lo, hi) TA_INT("pretrain", name, field, lo, hi)
+#define FLT(name, field, lo, hi) TA_FLT("pretrain", name, field, lo, hi)
         if (!strcmp(a, "--corpus")) {
             if (ta_list_add(&corpus, v)) rc = cli_usage_error("pretrain", "too many --corpus files");
         } else if (!strcmp(a, "--exclude")) {

@@ -56,4 +56,18 @@ static inline int ta_dtype(const char *s, as_dtype *out) {
     return 0;
 }
 
+/* Option-parsing steps for the training commands' `if / else if` chains over the
+ * current option `a` and its value `v`: parse into `o.field`, or set `rc` to a
+ * usage error naming the command. Used as `TA_INT("pretrain", "--steps", steps, 1, 100)`. */
+#define TA_INT(cmd, name, field, lo, hi)                                                         \
+    else if (!strcmp(a, name)) {                                                                 \
+        if (cli_parse_int(v, lo, hi, &o.field))                                                  \
+            rc = cli_usage_error(cmd, "bad %s '%s': expected an integer in [%d, %d]", name, v, lo, hi); \
+    }
+#define TA_FLT(cmd, name, field, lo, hi)                                                         \
+    else if (!strcmp(a, name)) {                                                                 \
+        if (ta_float(v, lo, hi, &o.field))                                                       \
+            rc = cli_usage_error(cmd, "bad %s '%s': expected a number in [%g, %g]", name, v, lo, hi); \
+    }
+
 #endif
