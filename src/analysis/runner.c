@@ -1870,14 +1870,61 @@ fail:
     return rc;
 }
 
+/* Layers and heads of an import from its first attention file (npy or npz). */
+static as_status im_sizes(const char *path, im_user *u, as_error *err) {
+    npy_array a;
+    as_status rc = npyz_read_f32(path, NULL, &a, err);
+    if (rc) return rc;
+    int ok = a.ndim == 4 && a.shape[0] >= 1 && a.shape[0] <= AS_MAX_LAYERS && a.shape[1] >= 1 &&
+             a.shape[1] <= AS_MAX_HEADS && a.shape[2] == a.shape[3] && a.shape[2] >= 1;
+    u->L = (int)a.shape[0];
+    u->H = (int)a.shape[1];
+    npy_array_free(&a);
+    if (!ok)
+        return as_err_set(err, AS_ERR_INPUT, "%s: attention must be float32 with shape [layers, heads, tokens, tokens]",
+                          path);
+    return AS_OK;
+}
+
+/* Opens the store, begins (or resumes) the import run identified by name, digests
+ * and corpus description, and scores every sentence that pf produces. source goes
+ * into the run's parameters ("import" or "import-files"). */
+static as_status im_store_run(const char *db_path, const an_opts *o, const char *source, const char *name,
+                              const char *mdig, const char *corpus, const char *cdig, im_user *u, produce_fn pf,
+                              as_error *err) {
+    char params[256];
+    store st = {0};
+    an_ctx c;
+    memset(&c, 0, sizeof c);
+    int chunk = o->chunk > 0 ? o->chunk : AN_DEFAULT_CHUNK;
+    int min_rel = o->min_rel > 0 ? o->min_rel : AN_DEFAULT_MIN_REL;
+    snprintf(params, sizeof params, "{\"chunk\":%d,\"limit\":%d,\"min_rel\":%d,\"source\":\"%s\"}", chunk,
+             o->limit, min_rel, source);
+    run_key k = {.model_name = name, .model_digest = mdig, .arch = "imported", .corpus = corpus, .corpus_digest = cdig,
+                 .params = params, .L = u->L, .H = u->H, .Dh = 0, .n_total = u->n};
+    int64_t run;
+    int n_done, done;
+    as_status rc;
+    if ((rc = store_open(db_path, 1, &st, err))) goto cleanup;
+    if ((rc = run_begin(&st, &k, &run, &n_done, &done, err))) goto cleanup;
+    if ((rc = ctx_init(&c, &st, run, u->L, u->H, 0, err))) goto cleanup;
+    c.chunk = chunk;
+    c.explain = 0;
+    c.min_rel = min_rel;
+    c.progress = o->progress;
+    c.n_total = k.n_total;
+    rc = finish_run(&c, &st, n_done, done, pf, im_release, u, o, "import", err);
+cleanup:
+    ctx_free(&c);
+    store_close(&st);
+    return rc;
+}
+
 as_status an_import_dir(const char *db_path, const char *dir, const an_opts *o, as_error *err) {
     as_status rc = AS_OK;
     im_user u;
     memset(&u, 0, sizeof u);
     u.dir = dir;
-    store st = {0};
-    an_ctx c;
-    memset(&c, 0, sizeof c);
     struct dirent **list = NULL;
     int n = scandir(dir, &list, import_json_wanted, alphasort);
     if (n < 0) return as_err_set(err, AS_ERR_INPUT, "%s: cannot list the folder", dir);
@@ -1902,46 +1949,17 @@ as_status an_import_dir(const char *db_path, const char *dir, const an_opts *o, 
         /* sizes from the first attention file */
         char npath[4096], nn[1100];
         snprintf(nn, sizeof nn, "%.*s.attention.npy", (int)(strlen(u.names[0]) - 5), u.names[0]);
-        if ((rc = as_path_join(npath, sizeof npath, dir, nn, err))) goto cleanup;
-        npy_array a;
-        if ((rc = npy_read_f32(npath, &a, err))) goto cleanup;
-        int ok = a.ndim == 4 && a.shape[0] >= 1 && a.shape[0] <= AS_MAX_LAYERS && a.shape[1] >= 1 &&
-                 a.shape[1] <= AS_MAX_HEADS && a.shape[2] == a.shape[3];
-        u.L = (int)a.shape[0];
-        u.H = (int)a.shape[1];
-        npy_array_free(&a);
-        if (!ok) {
-            rc = as_err_set(err, AS_ERR_INPUT, "%s: attention must have shape [layers, heads, tokens, tokens]", npath);
-            goto cleanup;
-        }
+        if ((rc = as_path_join(npath, sizeof npath, dir, nn, err)) || (rc = im_sizes(npath, &u, err))) goto cleanup;
     }
-    char mdig[65], cdig[65], corpus[1200], params[256], name[1200], pd[1100];
+    char mdig[65], cdig[65], corpus[1200], name[1200], pd[1100];
     if ((rc = digest_dir(dir, import_npy_wanted, mdig, err)) || (rc = digest_dir(dir, import_json_wanted, cdig, err)))
         goto cleanup;
     json_escape_path(pd, sizeof pd, dir);
     snprintf(corpus, sizeof corpus, "{\"import\":\"%s\"}", pd);
     snprintf(name, sizeof name, "import:%s", dir);
-    int chunk = o->chunk > 0 ? o->chunk : AN_DEFAULT_CHUNK;
-    int min_rel = o->min_rel > 0 ? o->min_rel : AN_DEFAULT_MIN_REL;
-    snprintf(params, sizeof params, "{\"chunk\":%d,\"limit\":%d,\"min_rel\":%d,\"source\":\"import\"}", chunk, o->limit,
-             min_rel);
-    run_key k = {.model_name = name, .model_digest = mdig, .arch = "imported", .corpus = corpus, .corpus_digest = cdig,
-                 .params = params, .L = u.L, .H = u.H, .Dh = 0, .n_total = u.n};
-    if ((rc = store_open(db_path, 1, &st, err))) goto cleanup;
-    int64_t run;
-    int n_done, done;
-    if ((rc = run_begin(&st, &k, &run, &n_done, &done, err))) goto cleanup;
-    if ((rc = ctx_init(&c, &st, run, u.L, u.H, 0, err))) goto cleanup;
-    c.chunk = chunk;
-    c.explain = 0;
-    c.min_rel = min_rel;
-    c.progress = o->progress;
-    c.n_total = k.n_total;
-    rc = finish_run(&c, &st, n_done, done, im_produce, im_release, &u, o, "import", err);
+    rc = im_store_run(db_path, o, "import", name, mdig, corpus, cdig, &u, im_produce, err);
 cleanup:
     im_release(&u);
-    ctx_free(&c);
-    store_close(&st);
     for (int i = 0; i < u.n; i++) free(u.names[i]);
     free(u.names);
     return rc;
@@ -1967,24 +1985,9 @@ as_status an_import_files(const char *db_path, const an_import_files_opts *f, co
     memset(&u, 0, sizeof u);
     u.f = f;
     u.n = o->limit > 0 && o->limit < f->n ? o->limit : f->n;
-    store st = {0};
-    an_ctx c;
-    memset(&c, 0, sizeof c);
     if (u.n <= 0) return as_err_set(err, AS_ERR_INPUT, "give --attention FILE and --tokens FILE");
-    {
-        /* sizes from the first attention file */
-        npy_array a;
-        if ((rc = npyz_read_f32(f->attention[0], NULL, &a, err))) return rc;
-        int ok = a.ndim == 4 && a.shape[0] >= 1 && a.shape[0] <= AS_MAX_LAYERS && a.shape[1] >= 1 &&
-                 a.shape[1] <= AS_MAX_HEADS && a.shape[2] == a.shape[3] && a.shape[2] >= 1;
-        u.L = (int)a.shape[0];
-        u.H = (int)a.shape[1];
-        npy_array_free(&a);
-        if (!ok)
-            return as_err_set(err, AS_ERR_INPUT, "%s: attention must be float32 with shape [layers, heads, tokens, tokens]",
-                              f->attention[0]);
-    }
-    char mdig[65], cdig[65], corpus[2600], params[256], name[1200], p1[1100];
+    if ((rc = im_sizes(f->attention[0], &u, err))) return rc;
+    char mdig[65], cdig[65], corpus[2600], name[1200], p1[1100];
     sha256_ctx hc;
     sha256_init(&hc);
     if ((rc = digest_files(&hc, "attention", f->attention, u.n, err))) return rc;
@@ -2000,26 +2003,7 @@ as_status an_import_files(const char *db_path, const an_import_files_opts *f, co
              u.n, p1, f->saliency ? "true" : "false", f->dependencies ? "true" : "false");
     if (f->model_name) snprintf(name, sizeof name, "%s", f->model_name);
     else snprintf(name, sizeof name, "import:%s", f->attention[0]);
-    int chunk = o->chunk > 0 ? o->chunk : AN_DEFAULT_CHUNK;
-    int min_rel = o->min_rel > 0 ? o->min_rel : AN_DEFAULT_MIN_REL;
-    snprintf(params, sizeof params, "{\"chunk\":%d,\"limit\":%d,\"min_rel\":%d,\"source\":\"import-files\"}", chunk,
-             o->limit, min_rel);
-    run_key k = {.model_name = name, .model_digest = mdig, .arch = "imported", .corpus = corpus, .corpus_digest = cdig,
-                 .params = params, .L = u.L, .H = u.H, .Dh = 0, .n_total = u.n};
-    if ((rc = store_open(db_path, 1, &st, err))) goto cleanup;
-    int64_t run;
-    int n_done, done;
-    if ((rc = run_begin(&st, &k, &run, &n_done, &done, err))) goto cleanup;
-    if ((rc = ctx_init(&c, &st, run, u.L, u.H, 0, err))) goto cleanup;
-    c.chunk = chunk;
-    c.explain = 0;
-    c.min_rel = min_rel;
-    c.progress = o->progress;
-    c.n_total = k.n_total;
-    rc = finish_run(&c, &st, n_done, done, if_produce, im_release, &u, o, "import", err);
-cleanup:
+    rc = im_store_run(db_path, o, "import-files", name, mdig, corpus, cdig, &u, if_produce, err);
     im_release(&u);
-    ctx_free(&c);
-    store_close(&st);
     return rc;
 }
