@@ -9,6 +9,7 @@
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tensorList, writeSafetensors } from './tensors.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TOK = join(ROOT, 'tests', 'ref', 'fixtures', 'bpe_gpt2');
@@ -16,20 +17,7 @@ const out = process.argv[2];
 if (!out) throw new Error('usage: node make_gpt2_model.mjs OUT_DIR');
 const L = 2, H = 4, D = 32, F = 4 * D, P = 128, V = 2000, EOT = 1999;
 
-let seed = 2024;
-const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-const normal = () => Math.sqrt(-2 * Math.log(rand() + 1e-12)) * Math.cos(2 * Math.PI * rand());
-
-const tensors = [];
-const add = (name, shape, fill) => {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) a[i] = fill(i);
-  tensors.push({ name, shape, a });
-};
-const rnd = (s) => () => normal() * s;
-const one = () => 1;
-const zero = () => 0;
+const { tensors, add, rnd, one, zero } = tensorList(2024);
 
 add('transformer.wte.weight', [V, D], rnd(0.5));
 add('transformer.wpe.weight', [P, D], rnd(0.3));
@@ -51,24 +39,8 @@ for (let l = 0; l < L; l++) {
 add('transformer.ln_f.weight', [D], one);
 add('transformer.ln_f.bias', [D], zero);
 
-const header = {};
-let off = 0;
-for (const t of tensors) {
-  header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [off, off + t.a.byteLength] };
-  off += t.a.byteLength;
-}
-let h = JSON.stringify(header);
-while ((8 + h.length) % 8) h += ' ';
-const buf = Buffer.alloc(8 + h.length + off);
-buf.writeBigUInt64LE(BigInt(h.length), 0);
-buf.write(h, 8, 'latin1');
-let pos = 8 + h.length;
-for (const t of tensors) {
-  Buffer.from(t.a.buffer).copy(buf, pos);
-  pos += t.a.byteLength;
-}
 mkdirSync(out, { recursive: true });
-writeFileSync(join(out, 'model.safetensors'), buf);
+writeSafetensors(join(out, 'model.safetensors'), tensors);
 writeFileSync(
   join(out, 'config.json'),
   JSON.stringify({

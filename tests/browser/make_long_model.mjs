@@ -5,6 +5,7 @@
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tensorList, writeSafetensors } from './tensors.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const out = process.argv[2];
@@ -13,20 +14,7 @@ if (!out) throw new Error('usage: node make_long_model.mjs OUT_DIR');
 const [L, H, D] = (process.env.ATTNSCOPE_LONG_LHD || "2,4,32").split(",").map(Number);
 const F = 2 * D, P = 512, V = 2000;
 
-let seed = 12345;
-const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-const normal = () => Math.sqrt(-2 * Math.log(rand() + 1e-12)) * Math.cos(2 * Math.PI * rand());
-
-const tensors = [];
-const add = (name, shape, fill) => {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) a[i] = fill(i);
-  tensors.push({ name, shape, a });
-};
-const rnd = (s) => () => normal() * s;
-const one = () => 1;
-const zero = () => 0;
+const { tensors, add, rnd, one, zero } = tensorList(12345);
 
 add('bert.embeddings.word_embeddings.weight', [V, D], rnd(0.5));
 add('bert.embeddings.position_embeddings.weight', [P, D], rnd(0.5));
@@ -51,24 +39,8 @@ for (let l = 0; l < L; l++) {
   add(`${p}output.LayerNorm.bias`, [D], zero);
 }
 
-const header = {};
-let off = 0;
-for (const t of tensors) {
-  header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [off, off + t.a.byteLength] };
-  off += t.a.byteLength;
-}
-let h = JSON.stringify(header);
-while ((8 + h.length) % 8) h += ' ';
-const buf = Buffer.alloc(8 + h.length + off);
-buf.writeBigUInt64LE(BigInt(h.length), 0);
-buf.write(h, 8, 'latin1');
-let pos = 8 + h.length;
-for (const t of tensors) {
-  Buffer.from(t.a.buffer).copy(buf, pos);
-  pos += t.a.byteLength;
-}
 mkdirSync(out, { recursive: true });
-writeFileSync(join(out, 'model.safetensors'), buf);
+writeSafetensors(join(out, 'model.safetensors'), tensors);
 writeFileSync(
   join(out, 'config.json'),
   JSON.stringify({
