@@ -1,11 +1,13 @@
 /* api.c — the /api/v1 routes: list models, run a text (or pair) with the run cache,
- * fetch attention for layer/head ranges and q/k/scores for one head as binary
- * tensors, and masked-token predictions. Every failure is a one-line JSON error
+ * fetch attention for layer/head ranges (whole, or max-pooled thumbnails with
+ * server/pool.h) and q/k/scores for one head as binary tensors, and masked-token
+ * predictions. Every failure is a one-line JSON error
  * with a 4xx/5xx status; no request input can abort the process.
  * It does not speak HTTP (server.c does) and serves no files.
  */
 #include "server/api.h"
 #include "server/db_api.h"
+#include "server/pool.h"
 #include "server/tensor.h"
 
 #include <errno.h>
@@ -358,9 +360,39 @@ static void reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_
     rs->len = len;
 }
 
+/* Parses a decimal integer in [lo, hi] (digits only, no sign or spaces); -1 otherwise. */
+static int parse_int_in(const char *s, int lo, int hi, int *out) {
+    if (!s || !*s || strlen(s) > 9 || strspn(s, "0123456789") != strlen(s)) return -1;
+    long v = strtol(s, NULL, 10);
+    if (v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* The (nl, nh, P, P) max-pooled thumbnails of heads [h0, h0+nh) of layers [l0, l0+nl)
+ * (server/pool.h), malloc'd (the caller frees), or NULL when out of memory. */
+static float *pool_heads(const as_run *r, int l0, int nl, int h0, int nh, int P) {
+    size_t per = (size_t)P * (size_t)P, n = as_mul_size(as_mul_size((size_t)nl, (size_t)nh), per);
+    float *out = n ? as_malloc_array(n, sizeof(float)) : NULL, *scratch = as_malloc_array((size_t)r->T, sizeof(float));
+    if (!out || !scratch) {
+        free(out);
+        free(scratch);
+        return NULL;
+    }
+    for (int l = 0; l < nl; l++)
+        for (int h = 0; h < nh; h++)
+            srv_pool_max(as_run_attn(r, l0 + l, h0 + h), r->T, P, out + ((size_t)l * (size_t)nh + (size_t)h) * per,
+                         scratch);
+    free(scratch);
+    return out;
+}
+
+/* attention?layers=a-b&heads=c-d&dtype=f16|u8|f32[&pool=N]: the attention of a
+ * layer/head range, whole (T, T) per head or, with pool, max-pooled to (P, P),
+ * P = min(N, T), SRV_POOL_MIN <= N <= SRV_POOL_MAX. Reads the cached run only. */
 static void route_attention(srv_state *s, const srv_entry *e, const srv_request *rq, srv_response *rs) {
     const as_run *r = e->run;
-    int l0, l1, h0, h1;
+    int l0, l1, h0, h1, pool = 0;
     if (parse_range(q_get(rq, "layers"), r->L, &l0, &l1)) {
         api_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
         return;
@@ -374,20 +406,40 @@ static void route_attention(srv_state *s, const srv_entry *e, const srv_request 
         api_error(rs, 400, "query 'dtype': expected f16, u8 or f32");
         return;
     }
-    int nl = l1 - l0 + 1, nh = h1 - h0 + 1;
-    const float **parts = malloc(sizeof *parts * (size_t)nl * (size_t)nh);
-    if (!parts) {
-        api_error(rs, 500, "out of memory");
+    const char *qp = q_get(rq, "pool");
+    if (qp && parse_int_in(qp, SRV_POOL_MIN, SRV_POOL_MAX, &pool)) {
+        api_error(rs, 400, "query 'pool': expected an integer in [%d, %d]", SRV_POOL_MIN, SRV_POOL_MAX);
         return;
     }
+    int nl = l1 - l0 + 1, nh = h1 - h0 + 1;
+    for (int l = l0; l <= l1; l++)
+        for (int h = h0; h <= h1; h++)
+            if (!as_run_attn(r, l, h)) {
+                api_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
+                return;
+            }
+    int side = pool ? srv_pool_size(r->T, pool) : r->T;
+    size_t per = (size_t)side * (size_t)side;
+    const float **parts = malloc(sizeof *parts * (size_t)nl * (size_t)nh);
+    float *pooled = pool ? pool_heads(r, l0, nl, h0, nh, side) : NULL;
+    if (!parts || (pool && !pooled)) {
+        api_error(rs, 500, "out of memory");
+        goto cleanup;
+    }
     for (int l = 0; l < nl; l++)
-        for (int h = 0; h < nh; h++) parts[l * nh + h] = as_run_attn(r, l0 + l, h0 + h);
+        for (int h = 0; h < nh; h++)
+            parts[l * nh + h] = pool ? pooled + (size_t)(l * nh + h) * per : as_run_attn(r, l0 + l, h0 + h);
     srv_tb_tensor t = {.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4,
-                       .shape = {nl, nh, r->T, r->T}, .parts = parts, .n_parts = nl * nh,
-                       .part_len = (size_t)r->T * (size_t)r->T};
+                       .shape = {nl, nh, side, side}, .parts = parts, .n_parts = nl * nh, .part_len = per};
     json_t *meta = json_pack("{s:s, s:[i,i], s:[i,i], s:i}", "run", e->id, "layers", l0, l1, "heads", h0, h1,
                              "tokens", r->T);
+    if (meta && pool) {
+        json_object_set_new(meta, "pool", json_integer(side));
+        json_object_set_new(meta, "pool_op", json_string("max"));
+    }
     reply_tensors(rs, &t, 1, meta);
+cleanup:
+    free(pooled);
     free(parts);
 }
 

@@ -16,6 +16,8 @@
 #define SRV_MAX_CONNECTIONS 64            /* open connections */
 #define SRV_CONNECTION_TIMEOUT_S 60       /* idle connection timeout */
 #define SRV_MAX_TOPK 50                   /* /mlm "k" */
+#define SRV_POOL_MIN 8                    /* /runs/{id}/attention "pool": thumbnails of at most N x N */
+#define SRV_POOL_MAX 128
 #define SRV_DEFAULT_PORT 8080
 
 typedef struct {

@@ -3,7 +3,8 @@
 // ephemeral loopback port. Checks what is drawn (canvas pixels), that toggling a
 // head, switching layer and hovering change it, that the neuron view's numbers are
 // the engine's (API and `attnscope run --format json`), URL state, SVG/PNG export,
-// and a 512-token input; a causal GPT-2 (make_gpt2_model.mjs, built at test time): no
+// and a 512-token input (the model view's grid from one request of pooled thumbnails,
+// the opened head's full matrix); a causal GPT-2 (make_gpt2_model.mjs, built at test time): no
 // link to a later token, masked future keys, a pair without [SEP]. Screenshots go to
 // tests/browser/artifacts/.
 import { test, before, after } from 'node:test';
@@ -163,6 +164,37 @@ function decodeTensors(buf) {
   return { meta: hdr.meta, t: out };
 }
 
+/** Records the URLs of the attention requests the page makes from now on. */
+function watchAttention() {
+  const urls = [];
+  const on = (r) => {
+    if (r.url().includes('/attention')) urls.push(new URL(r.url()));
+  };
+  page.on('request', on);
+  return { urls, stop: () => page.off('request', on) };
+}
+
+/** The model view's opened head (window.__attnscope.modelView, lib/testhook.ts) against the
+ *  API's full f32 matrix of that head: same size T x T, values within f16 rounding. */
+async function checkOpenedHead(model, a, b, layer, head) {
+  await page.waitForFunction(([l, h]) => {
+    const m = window.__attnscope?.modelView?.matrix;
+    return m && m.layer === l && m.head === h;
+  }, [layer, head], { timeout: 30_000 });
+  const m = await page.evaluate(() => {
+    const x = window.__attnscope.modelView.matrix;
+    return { size: x.size, values: Array.from(x.values) };
+  });
+  const run = await (await api('/api/v1/run', { model, text: a, text_b: b })).json();
+  const { t } = decodeTensors(await (await api(`/api/v1/runs/${run.id}/attention?layers=${layer}&heads=${head}&dtype=f32`)).arrayBuffer());
+  const T = run.sizes.tokens;
+  assert.equal(m.size, T, 'the opened head is the full T x T matrix');
+  assert.equal(m.values.length, T * T);
+  let maxd = 0;
+  for (let i = 0; i < T * T; i++) maxd = Math.max(maxd, Math.abs(m.values[i] - t.attention.data[i]));
+  assert.ok(maxd < 1e-3, `opened head equals the API's matrix (max |diff| ${maxd})`);
+}
+
 // Head view geometry for 4 heads (web/src/lib/headview.ts headLayout).
 const LEFT_X = 4 * 14 + 8 + 120 + 8;
 const LINE_X1 = LEFT_X + 6;
@@ -287,9 +319,17 @@ test("neuron view shows the engine's scores and softmax", async () => {
 });
 
 test('model view: thumbnails, open one large, heat-map mode, export', async () => {
+  const seen = watchAttention();
   await page.click('[data-testid=tab-model]');
   await page.waitForSelector('[data-testid=grid-canvas]');
   await waitHint('loaded and drawn');
+  // the whole grid is one request of pooled thumbnails (T < 64 here: P = T)
+  assert.equal(seen.urls.length, 1, `one attention request for the grid (${seen.urls.join(' ')})`);
+  assert.equal(seen.urls[0].searchParams.get('pool'), '64');
+  assert.equal(seen.urls[0].searchParams.get('layers'), null, 'every layer');
+  const hook = await page.evaluate(() => window.__attnscope.modelView);
+  assert.equal(await page.getAttribute('[data-testid=grid-info]', 'data-pool'), String(hook.pool));
+  assert.equal(hook.pool, Math.min(64, hook.tokens));
   // 2 layers x 4 heads; cell size from ModelView: clamp(floor(1100/4)-6, 48, 110) = 110, gap 6, left 56, top 22
   const cell = 110, gap = 6, left = 56, top = 22;
   for (let l = 0; l < 2; l++)
@@ -300,6 +340,10 @@ test('model view: thumbnails, open one large, heat-map mode, export', async () =
   await page.click('[data-testid=grid-canvas]', { position: { x: left + 2 * (cell + gap) + 50, y: top + 1 * (cell + gap) + 50 } });
   await page.waitForSelector('[data-testid=matrix-canvas]');
   assert.match(await page.textContent('h3'), /Layer 1, head 2/);
+  await checkOpenedHead('demo-bert', TEXT_A, TEXT_B, 1, 2);
+  seen.stop();
+  assert.ok(seen.urls.slice(1).every((u) => u.searchParams.get('pool') === null && u.searchParams.get('heads') === '2'),
+    `opening a head fetches that head alone, if anything (${seen.urls.join(' ')})`);
   const lines = await pixels('grid-canvas', left, top, 4 * (cell + gap), 2 * (cell + gap));
   await page.selectOption('[data-testid=grid-mode]', 'matrix');
   const heat = await waitPixels('grid-canvas', [left, top, 4 * (cell + gap), 2 * (cell + gap)], (p) => p.hash !== lines.hash && p.bluish > 1000);
@@ -356,8 +400,36 @@ test('a 512-token input renders and stays interactive', async () => {
   const after_ = await waitPixels('head-canvas', [0, 0, 400, 600], (p) => p.hash !== before_.hash);
   assert.notEqual(after_.hash, before_.hash, 'scrolling redraws');
   await shot('head-view-512');
+  // model view: one request of 64 x 64 max-pooled thumbnails for every layer and head
+  const run = await (await api('/api/v1/run', { model: 'long-bert', text: a.join(' '), text_b: b.join(' ') })).json();
+  const { layers: L, heads: H } = run.sizes;
+  const seen = watchAttention();
+  const tm = Date.now();
   await page.click('[data-testid=tab-model]');
   await waitHint('loaded and drawn');
+  const gridMs = +(/loaded and drawn in ([\d.]+) ms/.exec(await page.textContent('[data-testid=grid-info]'))[1]);
+  console.log(`512 tokens: model view ${L} x ${H} thumbnails loaded and drawn in ${gridMs} ms (${Date.now() - tm} ms from the click)`);
+  assert.equal(seen.urls.length, 1, `one attention request for ${L} x ${H} thumbnails`);
+  assert.equal(seen.urls[0].searchParams.get('pool'), '64');
+  assert.equal(await page.getAttribute('[data-testid=grid-info]', 'data-pool'), '64');
+  assert.match(await page.textContent('[data-testid=grid-info]'), /max-pooled to 64 × 64/);
+  assert.ok(gridMs < 3000, `model view loaded and drawn in ${gridMs} ms`);
+  const cell = Math.max(48, Math.min(110, Math.floor(1100 / H) - 6)), gap = 6, left = 56, top = 22;
+  const grid = await pixels('grid-canvas', left, top, Math.min(H, 4) * (cell + gap), Math.min(L, 2) * (cell + gap));
+  assert.ok(grid.ink > 500, `thumbnails drawn (${grid.ink} px)`);
+  // open a head of a layer the head view did not fetch: its full 512 x 512 matrix comes alone
+  const hvLayer = +(new URL(page.url()).searchParams.get('layer') ?? 0);
+  const ol = (hvLayer + 1) % L, oh = H - 1;
+  await page.click('[data-testid=grid-canvas]', { position: { x: left + oh * (cell + gap) + cell / 2, y: top + ol * (cell + gap) + cell / 2 } });
+  await page.waitForSelector('[data-testid=matrix-canvas]');
+  await checkOpenedHead('long-bert', a.join(' '), b.join(' '), ol, oh);
+  seen.stop();
+  assert.equal(seen.urls.length, 2, `the opened head is one more request (${seen.urls.join(' ')})`);
+  assert.equal(seen.urls[1].searchParams.get('pool'), null);
+  assert.equal(seen.urls[1].searchParams.get('layers'), String(ol));
+  assert.equal(seen.urls[1].searchParams.get('heads'), String(oh));
+  const bigInk = await waitPixels('matrix-canvas', [110, 110, 400, 400], (p) => p.ink > 1000);
+  assert.ok(bigInk.ink > 1000, 'large heat map drawn');
   await shot('model-view-512');
   await page.click('[data-testid=tab-neuron]');
   await page.waitForSelector('[data-testid=neuron-table]');

@@ -264,5 +264,6 @@ static float tb_at(const tb *t, json_t *x, size_t k) {
     }
     if (!strcmp(dt, "f16")) return f16((uint16_t)(p[2 * k] | p[2 * k + 1] << 8));
     return (float)(json_number_value(json_object_get(x, "zero")) + json_number_value(json_object_get(x, "scale")) * p[k]);
+}
 
 #endif

@@ -2,7 +2,7 @@
  * (AS_BINARY) on 127.0.0.1 with an ephemeral port (--port 0, the bound port read
  * from its stdout), calls every route over plain sockets and checks status codes,
  * JSON fields, the binary tensor container against `attnscope run --format json`
- * of the same text, every named limit, hostile input (bad JSON, invalid UTF-8,
+ * of the same text, pooled thumbnails (?pool=N) against the full matrices, every named limit, hostile input (bad JSON, invalid UTF-8,
  * deep nesting, huge bodies, path traversal, bad ranges) and a clean exit 0 on
  * SIGTERM/SIGINT (under ASan this also catches leaks at shutdown).
  */
@@ -40,7 +40,6 @@
 #define MLM_FIXTURE AS_SOURCE_DIR "/tests/ref/fixtures/models/bert_noprefix_mlm"
 
 #include "server_harness.h"
-}
 
 /* ---- fixtures ------------------------------------------------------------------- */
 
@@ -436,6 +435,119 @@ static void test_ranges(void **state) {
     }
 }
 
+/* ---- pooled thumbnails: attention?pool=N ------------------------------------------- */
+
+/* Fetches path (under /api/v1/runs/id/) and parses the tensor response; asserts 200. */
+static void get_tensors(const char *id, const char *q, resp *r, tb *t) {
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/runs/%s/%s", id, q);
+    get(S.port, path, r);
+    if (r->status != 200) fprintf(stderr, "%s: %d %s\n", path, r->status, r->body ? (char *)r->body : "");
+    assert_int_equal(r->status, 200);
+    tb_parse(r, t);
+}
+
+static int64_t dim(json_t *x, size_t d) { return json_integer_value(json_array_get(json_object_get(x, "shape"), d)); }
+
+/* The max over block (bi, bj) of P x P blocks of head k of the full (., T, T) tensor x,
+ * with the blocks docs/server.md documents: block i = [floor(i*T/P), floor((i+1)*T/P)). */
+static float block_max(const tb *t, json_t *x, size_t k, int T, int P, int bi, int bj) {
+    float m = -INFINITY;
+    for (int i = bi * T / P; i < (bi + 1) * T / P; i++)
+        for (int j = bj * T / P; j < (bj + 1) * T / P; j++)
+            m = fmaxf(m, tb_at(t, x, k * (size_t)T * T + (size_t)i * T + (size_t)j));
+    return m;
+}
+
+/* Checks the pooled response q of layers [l0, l0+nl) x heads [h0, h0+nh) against the
+ * full f32 attention fx: the shape, the meta, and every value within dtype's rounding. */
+static void check_pooled(const char *id, const char *q, const tb *full, json_t *fx, int H, int T, int N, int l0,
+                           int nl, int h0, int nh, const char *dtype) {
+    resp r;
+    tb t;
+    get_tensors(id, q, &r, &t);
+    int P = N < T ? N : T;
+    json_t *meta = json_object_get(t.hdr, "meta"), *x = tb_tensor(&t, "attention");
+    assert_int_equal(json_integer_value(json_object_get(meta, "pool")), P);
+    assert_string_equal(json_string_value(json_object_get(meta, "pool_op")), "max");
+    assert_int_equal(json_integer_value(json_object_get(meta, "tokens")), T);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(meta, "layers"), 0)), l0);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(meta, "heads"), 1)), h0 + nh - 1);
+    assert_string_equal(json_string_value(json_object_get(x, "dtype")), dtype);
+    assert_int_equal(dim(x, 0), nl);
+    assert_int_equal(dim(x, 1), nh);
+    assert_int_equal(dim(x, 2), P);
+    assert_int_equal(dim(x, 3), P);
+    size_t esz = !strcmp(dtype, "f32") ? 4 : !strcmp(dtype, "f16") ? 2 : 1;
+    assert_int_equal(json_integer_value(json_object_get(x, "nbytes")), (json_int_t)((size_t)nl * nh * P * P * esz));
+    double scale = !strcmp(dtype, "u8") ? json_number_value(json_object_get(x, "scale")) : 0;
+    if (scale) assert_true(scale <= 1.0 / 255.0 + 1e-7); /* attention lies in [0, 1] */
+    double tol = !strcmp(dtype, "f32") ? 0 : !strcmp(dtype, "f16") ? 5e-4 : scale / 2 + 1e-6;
+    double maxd = 0;
+    for (int l = 0; l < nl; l++)
+        for (int h = 0; h < nh; h++)
+            for (int bi = 0; bi < P; bi++)
+                for (int bj = 0; bj < P; bj++) {
+                    float want = block_max(full, fx, (size_t)(l0 + l) * H + (size_t)(h0 + h), T, P, bi, bj);
+                    float got = tb_at(&t, x, (((size_t)l * nh + h) * P + bi) * P + bj);
+                    maxd = fmax(maxd, fabs((double)got - want));
+                }
+    printf("pool=%d %s (T=%d, P=%d): max |diff| vs block max %.3g (tol %.3g)\n", N, dtype, T, P, maxd, tol);
+    assert_true(maxd <= tol);
+    json_decref(t.hdr);
+    resp_free(&r);
+}
+
+static void test_pool(void **state) {
+    json_t *run;
+    char id[64], q[160];
+    snprintf(id, sizeof id, "%s",
+             run_id("{\"model\":\"demo-bert\",\"text\":\"the quick brown fox jumps over the lazy dog near the river bank\","
+                    "\"text_b\":\"it was not amused by the noise at all\"}", &run));
+    json_t *sizes = json_object_get(run, "sizes");
+    int T = (int)json_integer_value(json_object_get(sizes, "tokens")), L = (int)json_integer_value(json_object_get(sizes, "layers")),
+        H = (int)json_integer_value(json_object_get(sizes, "heads"));
+    json_decref(run);
+    /* blocks of uneven size: T is not a multiple of 8 or 16 */
+    if (T % 8 == 0 || T <= 16) fail_msg("pick a text whose token count (%d) is > 16 and not a multiple of 8", T);
+    resp fr;
+    tb full;
+    get_tensors(id, "attention?dtype=f32", &fr, &full);
+    json_t *fx = tb_tensor(&full, "attention");
+    /* every layer and head in one request: f32 exactly the block max, f16 and u8 within their rounding */
+    const char *dtypes[] = {"f32", "f16", "u8"};
+    for (int d = 0; d < 3; d++) {
+        snprintf(q, sizeof q, "attention?pool=8&dtype=%s", dtypes[d]);
+        check_pooled(id, q, &full, fx, H, T, 8, 0, L, 0, H, dtypes[d]);
+    }
+    /* a layer/head subset; the default dtype stays f16 */
+    check_pooled(id, "attention?layers=1&heads=2-3&pool=16&dtype=f32", &full, fx, H, T, 16, 1, 1, 2, 2, "f32");
+    check_pooled(id, "attention?heads=1&pool=16", &full, fx, H, T, 16, 0, L, 1, 1, "f16");
+    /* N >= T: P = T, the matrix itself */
+    check_pooled(id, "attention?pool=128&dtype=f32", &full, fx, H, T, 128, 0, L, 0, H, "f32");
+    snprintf(q, sizeof q, "attention?pool=%d&dtype=u8", T);
+    check_pooled(id, q, &full, fx, H, T, T, 0, L, 0, H, "u8");
+    json_decref(full.hdr);
+    resp_free(&fr);
+    /* bad values: one-line 400s; the server keeps serving */
+    const char *bad[] = {"pool=",      "pool=7",        "pool=129",   "pool=0",      "pool=-8",
+                         "pool=abc",   "pool=64x",      "pool=%2064", "pool=6%204",  "pool=1e2",
+                         "pool=+64",   "pool=64.0",     "pool=0x40",  "pool=%00",    "pool=99999999999999999999",
+                         "pool=8&layers=9", "pool=8&dtype=f64", "pool=4294967360"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "/api/v1/runs/%s/attention?%s", id, bad[i]);
+        resp r;
+        get(S.port, path, &r);
+        expect_error(&r, 400);
+        resp_free(&r);
+    }
+    resp r;
+    get(S.port, "/api/v1/runs/0000000000000000/attention?pool=64", &r); /* pooling never runs a model */
+    expect_error(&r, 404);
+    resp_free(&r);
+}
+
 static void test_routes_and_methods(void **state) {
     resp r;
     const char *notfound[] = {"/api/v1/nope", "/api/v2/models", "/api", "/api/", "/nope.html", "/../etc/passwd",
@@ -754,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_models),          cmocka_unit_test(test_run_and_cache),
         cmocka_unit_test(test_attention_matches_cli), cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_body_limits),     cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_pool),
         cmocka_unit_test(test_routes_and_methods), cmocka_unit_test(test_mlm),
         cmocka_unit_test(test_limits),          cmocka_unit_test(test_cli_errors),
         cmocka_unit_test(test_causal_gpt2),

@@ -66,6 +66,15 @@ export interface LayerAttention {
   data: Float32Array;
 }
 
+/** Every layer and head max-pooled (GET .../attention?pool=N): data is (L, H, P, P). */
+export interface PooledAttention {
+  pool: number; // P = min(N, T)
+  layers: number;
+  heads: number;
+  T: number;
+  data: Float32Array;
+}
+
 export interface HeadQk {
   meta: QkMeta;
   q: Tensor; // (T, Dh)
@@ -78,6 +87,8 @@ export interface HeadQk {
 export class RunData {
   private layers = new Map<number, Promise<LayerAttention>>();
   private qks = new Map<string, Promise<HeadQk>>();
+  private pools = new Map<number, Promise<PooledAttention>>();
+  private heads = new Map<string, Promise<Float32Array>>();
   bytesFetched = 0;
 
   constructor(
@@ -108,6 +119,46 @@ export class RunData {
       });
       p.catch(() => this.layers.delete(l));
       this.layers.set(l, p);
+    }
+    return p;
+  }
+
+  /** All layers and heads max-pooled to at most n × n: one request for the model view's
+   *  thumbnails (12 × 12 heads at n = 64: 1.2 MB). f16, not u8: u8 steps of 1/255 tie the
+   *  near-uniform rows of diffuse heads (weights ~1/T), and lines mode's argmax would then
+   *  point at the first block instead of the strongest key. */
+  pooled(n: number): Promise<PooledAttention> {
+    let p = this.pools.get(n);
+    if (!p) {
+      p = this.fetchBinary(`attention?pool=${n}&dtype=f16`).then((buf) => {
+        const d = decodeTensors<AttentionMeta>(buf);
+        const t = d.tensors.get('attention');
+        if (!t || d.header.meta.pool === undefined) throw new Error('pooled attention response without pool');
+        return { pool: t.shape[2], layers: t.shape[0], heads: t.shape[1], T: d.header.meta.tokens, data: t.data };
+      });
+      p.catch(() => this.pools.delete(n));
+      this.pools.set(n, p);
+    }
+    return p;
+  }
+
+  /** The full (T, T) attention of one head: taken from the layer when that layer was
+   *  already fetched (head view), else fetched alone. */
+  head(l: number, h: number): Promise<Float32Array> {
+    const key = `${l}/${h}`;
+    let p = this.heads.get(key);
+    if (!p) {
+      const layer = this.layers.get(l);
+      const T = this.run.sizes.tokens;
+      p = layer
+        ? layer.then((a) => a.data.subarray(h * T * T, (h + 1) * T * T))
+        : this.fetchBinary(`attention?layers=${l}&heads=${h}&dtype=${this.dtype}`).then((buf) => {
+            const t = decodeTensors<AttentionMeta>(buf).tensors.get('attention');
+            if (!t) throw new Error('attention response without an attention tensor');
+            return t.data;
+          });
+      p.catch(() => this.heads.delete(key));
+      this.heads.set(key, p);
     }
     return p;
   }

@@ -124,6 +124,10 @@ export interface AttentionMeta {
   layers: [number, number]; // inclusive
   heads: [number, number]; // inclusive
   tokens: number;
+  /** with ?pool=N: the side P = min(N, T) of each max-pooled head; block i covers
+   *  tokens [floor(i*T/P), floor((i+1)*T/P)) */
+  pool?: number;
+  pool_op?: 'max';
 }
 
 export interface QkMeta {
