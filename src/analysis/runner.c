@@ -21,6 +21,69 @@
 #include <mpi.h>
 #endif
 
+/* Vectorisable log2 for normal positive floats: x = 2^e m with m in [sqrt(1/2), sqrt(2)),
+ * ln m by the Cephes logf polynomial (Moshier 1992; relative error ~1e-7). */
+static inline float jsd_log2f(float x) {
+    int32_t u;
+    memcpy(&u, &x, 4);
+    float e = (float)(((u >> 23) & 0xff) - 126); /* x = 2^e * m, m in [0.5, 1) */
+    u = (u & (int32_t)0x807fffff) | 0x3f000000;
+    float m;
+    memcpy(&m, &u, 4);
+    float lo = m < 0.70710678f ? 1.0f : 0.0f; /* m < sqrt(1/2): use 2m, e - 1 */
+    e -= lo;
+    float f = m * (1.0f + lo) - 1.0f;
+    float z = f * f;
+    float y = 7.0376836292e-2f;
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y = y * f * z - 0.5f * z;
+    return (f + y) * 1.44269504088896341f + e;
+}
+
+static inline float jsd_mix_term(float a, float b) {
+    float m = 0.5f * (a + b);
+    float keep = m > 1e-30f ? 1.0f : 0.0f; /* arithmetic selects keep the loop vectorisable */
+    float safe = m > 1e-30f ? m : 1.0f;
+    return keep * m * jsd_log2f(safe);
+}
+
+/* Entropy in bits of the mixture m = (x + y) / 2 of two attention rows: -sum m log2 m
+ * over entries m > 1e-30 (smaller ones, including denormals and non-positive values,
+ * contribute less than 1e-27 each and are skipped). Float terms summed in 8 lanes, so
+ * it differs from hd_jsd's double sum by ~1e-6 at most (T = 500); Clark et al.'s head
+ * distances are reported to 3 digits. */
+#define JSD_MIX_BODY                                                                  \
+    float acc[8] = {0};                                                               \
+    int j = 0;                                                                        \
+    for (; j + 8 <= T; j += 8)                                                        \
+        for (int l = 0; l < 8; l++) acc[l] -= jsd_mix_term(x[j + l], y[j + l]);       \
+    double h = 0.0;                                                                   \
+    for (int l = 0; l < 8; l++) h += acc[l];                                          \
+    for (; j < T; j++) h -= jsd_mix_term(x[j], y[j]);                                 \
+    return h;
+
+static double jsd_mix_entropy_base(const float *x, const float *y, int T) { JSD_MIX_BODY }
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+/* An AVX2 + FMA build of the same loop, chosen at run time (GCC's target_clones did not
+ * vectorise it at 256 bits). */
+__attribute__((target("avx2,fma"))) static double jsd_mix_entropy_avx2(const float *x, const float *y, int T) {
+    JSD_MIX_BODY
+}
+static double jsd_mix_entropy(const float *x, const float *y, int T) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? jsd_mix_entropy_avx2(x, y, T) : jsd_mix_entropy_base(x, y, T);
+}
+#else
+static double jsd_mix_entropy(const float *x, const float *y, int T) { return jsd_mix_entropy_base(x, y, T); }
+#endif
+
 /* A growable byte buffer holding one sentence record (see "per-sentence records"). */
 typedef struct {
     uint8_t *b;
@@ -325,8 +388,9 @@ static as_status rec_build(an_ctx *c, int idx, const an_sent *s, rec_buf *r, as_
     memset(js, 0, 8 * npre);
     r->n += 8 * npre;
     for (int i = 0; i < T; i++) js[0] += s->kind[i] != HK_PAD;
-    /* Same arithmetic as hd_jsd (so the same bits), with each row's own entropy computed
-     * once instead of once per pair; heads a run in parallel, each pair's sum in row order. */
+    /* Each row's own entropy once (double, as hd_jsd), then per pair only the entropy of
+     * the mixture, in float with a vectorised log2 (jsd_mix_entropy); heads a run in
+     * parallel, each pair's sum in row order. */
     double *hrow = as_malloc_array(as_mul_size((size_t)LH, (size_t)T), sizeof *hrow);
     if (!hrow) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     for (int lh = 0; lh < LH; lh++)
@@ -347,11 +411,7 @@ static as_status rec_build(an_ctx *c, int idx, const an_sent *s, rec_buf *r, as_
             const float *x = s->attn + (size_t)a * TT + (size_t)i * T;
             for (int b = a + 1; b < LH; b++) {
                 const float *y = s->attn + (size_t)b * TT + (size_t)i * T;
-                double hm = 0.0;
-                for (int j = 0; j < T; j++) {
-                    double u = x[j] > 0.0f ? x[j] : 0.0, v = y[j] > 0.0f ? y[j] : 0.0, m = 0.5 * (u + v);
-                    if (m > 0.0) hm -= m * log2(m);
-                }
+                double hm = jsd_mix_entropy(x, y, T);
                 double d = hm - 0.5 * (hrow[(size_t)a * T + i] + hrow[(size_t)b * T + i]);
                 js[1 + p0 + (size_t)(b - a - 1)] += d < 0.0 ? 0.0 : d;
             }

@@ -8,6 +8,7 @@ static const char *PRE_HELP =
     "         [--max-len 128] [--seq-len N] [--steps 1000] [--batch 32] [--lr 5e-4] [--warmup N]\n"
     "         [--wd 0.01] [--dropout 0.1] [--clip 1.0] [--seed 1234] [--threads N]\n"
     "         [--save-every 500] [--log-every 10] [--dtype f16|f32] [--resume]\n"
+    "         [--init-range 0.02] [--pos-init normal|sinusoidal]\n"
     "\n"
     "Masked-language modelling (15% of tokens: 80% [MASK], 10% random, 10% kept) on\n"
     "sentence pairs [CLS] A [SEP] B [SEP], B following A half of the time, with segment\n"
@@ -15,7 +16,10 @@ static const char *PRE_HELP =
     "Checkpoints (F32 + optimizer state) in DIR/checkpoint every --save-every steps;\n"
     "--resume continues from there with identical results. Final model: DIR (--dtype,\n"
     "default f16), loss curve: DIR/train_log.tsv. --seq-len trains on shorter sequences\n"
-    "than the --max-len positions the model has (positions beyond stay untrained).\n";
+    "than the --max-len positions the model has (positions beyond stay untrained).\n"
+    "--init-range: std of the normal initialisation of weights and embeddings (BERT:\n"
+    "0.02); --pos-init sinusoidal starts the (trainable) position embeddings from\n"
+    "Vaswani et al.'s sinusoids at that scale.\n";
 
 int cmd_pretrain(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
@@ -44,7 +48,11 @@ int cmd_pretrain(int argc, char **argv) {
             if (ta_list_add(&excl, v)) rc = cli_usage_error("pretrain", "too many --exclude files");
         } else if (!strcmp(a, "--vocab")) o.vocab = v;
         else if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--dtype")) {
+        else if (!strcmp(a, "--pos-init")) {
+            if (!strcmp(v, "normal")) o.pos_sinusoidal = 0;
+            else if (!strcmp(v, "sinusoidal")) o.pos_sinusoidal = 1;
+            else rc = cli_usage_error("pretrain", "bad --pos-init '%s': expected normal or sinusoidal", v);
+        } else if (!strcmp(a, "--dtype")) {
             if (ta_dtype(v, &o.dtype)) rc = cli_usage_error("pretrain", "bad --dtype '%s': expected f16 or f32", v);
         }
         INT("--layers", layers, 1, AS_MAX_LAYERS)
@@ -68,6 +76,7 @@ int cmd_pretrain(int argc, char **argv) {
         FLT("--wd", wd, 0.0, 1.0)
         FLT("--dropout", dropout, 0.0, 0.95)
         FLT("--clip", clip, 0.0, 1e6)
+        FLT("--init-range", init_range, 1e-4, 1.0)
         else rc = cli_usage_error("pretrain", "unknown option '%s'", a);
 #undef INT
 #undef FLT

@@ -109,7 +109,8 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
     if ((rc = trd_tok_load(o->vocab, &tk, err))) goto cleanup;
     int V = trd_tok_vocab(tk);
     tr_config cfg = {ARCH_BERT, o->layers, o->heads, o->width, o->ff, V, o->max_len, 2, 0, 1, 1e-12f,
-                     ACT_GELU,  ACT_GELU,  TR_CLS_TANH, TRV_PAD, 0};
+                     ACT_GELU,  ACT_GELU,  TR_CLS_TANH, TRV_PAD, 0, 0.0f};
+    cfg.init_range = o->init_range;
     if ((rc = tr_config_check(&cfg, err))) goto cleanup;
     int dropped = 0;
     double t0 = as_now();
@@ -132,8 +133,9 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
             rc = as_err_set(err, AS_ERR_INPUT, "--resume: %s has %d tokens, the vocabulary %d", ck, m->cfg.vocab_size, V);
             goto cleanup;
         }
-    } else if ((rc = tr_model_init(&cfg, o->seed, 1, &m, err))) {
-        goto cleanup;
+    } else {
+        if ((rc = tr_model_init(&cfg, o->seed, 1, &m, err))) goto cleanup;
+        if (o->pos_sinusoidal) tr_model_init_sinusoidal_positions(m);
     }
     int T = o->seq_len > 0 ? o->seq_len : o->max_len;
     if (T > m->cfg.max_pos) T = m->cfg.max_pos;

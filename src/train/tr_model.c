@@ -111,6 +111,8 @@ static as_status alloc_model(const tr_config *cfg, int with_grads, tr_model **ou
     return AS_OK;
 }
 
+double tr_init_std(const tr_config *c) { return c->init_range > 0 ? c->init_range : 0.02; }
+
 /* splitmix64 stream + Box-Muller normals, for initialisation. */
 typedef struct {
     uint64_t s;
@@ -125,7 +127,7 @@ static uint64_t rng_next(init_rng *r) {
 
 static double rng_uniform(init_rng *r) { return ((double)(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-static void init_tensor(float *x, size_t n, int kind, init_rng *r) {
+static void init_tensor(float *x, size_t n, int kind, double std, init_rng *r) {
     if (kind == INIT_ZERO) {
         memset(x, 0, n * sizeof(float));
         return;
@@ -137,8 +139,8 @@ static void init_tensor(float *x, size_t n, int kind, init_rng *r) {
     for (size_t i = 0; i < n; i += 2) { /* Box & Muller 1958 */
         double u1 = rng_uniform(r), u2 = rng_uniform(r);
         double rad = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
-        x[i] = (float)(0.02 * rad * cos(th));
-        if (i + 1 < n) x[i + 1] = (float)(0.02 * rad * sin(th));
+        x[i] = (float)(std * rad * cos(th));
+        if (i + 1 < n) x[i + 1] = (float)(std * rad * sin(th));
     }
 }
 
@@ -148,9 +150,9 @@ static void init_range(tr_model *m, uint64_t seed, int lo, int hi) {
     init_rng r = {seed * 0x2545f4914f6cdd1dULL + 0x1234567ULL};
     float **f[TR_N_TENSORS];
     fields(&m->params, f);
-    for (int i = lo; i < hi; i++)
-        if (m->sizes[i]) init_tensor(*f[i], m->sizes[i], init_kind[i], &r);
     const tr_config *c = &m->cfg;
+    for (int i = lo; i < hi; i++)
+        if (m->sizes[i]) init_tensor(*f[i], m->sizes[i], init_kind[i], tr_init_std(c), &r);
     size_t D = (size_t)c->d_model;
     if (lo == 0 && c->pad_token_id >= 0) {
         memset(m->params.wte + (size_t)c->pad_token_id * D, 0, D * sizeof(float));
@@ -165,6 +167,19 @@ as_status tr_model_init(const tr_config *cfg, uint64_t seed, int with_grads, tr_
     if (s) return s;
     init_range(*out, seed, 0, TR_N_TENSORS);
     return AS_OK;
+}
+
+void tr_model_init_sinusoidal_positions(tr_model *m) {
+    int P = m->cfg.max_pos, D = m->cfg.d_model;
+    double scale = tr_init_std(&m->cfg) * sqrt(2.0); /* a sinusoid's RMS is 1/sqrt(2) */
+    for (int p = 0; p < P; p++) {
+        int pos = p - m->cfg.pos_offset; /* RoBERTa: rows before the offset are unused */
+        float *row = m->params.wpe + (size_t)p * (size_t)D;
+        for (int i = 0; i < D; i++) {
+            double freq = pow(10000.0, -(double)(i - i % 2) / (double)D);
+            row[i] = pos < 0 ? 0.0f : (float)(scale * (i % 2 ? cos(pos * freq) : sin(pos * freq)));
+        }
+    }
 }
 
 void tr_model_free(tr_model *m) {
@@ -443,7 +458,7 @@ static json_t *config_json(const tr_model *m, as_dtype dtype) {
         json_object_set_new(j, "attention_probs_dropout_prob", json_real(0.1));
         json_object_set_new(j, "type_vocab_size", json_integer(c->type_vocab));
         json_object_set_new(j, "layer_norm_eps", json_real(c->ln_eps));
-        json_object_set_new(j, "initializer_range", json_real(0.02));
+        json_object_set_new(j, "initializer_range", json_real(tr_init_std(c)));
         json_object_set_new(j, "position_embedding_type", json_string("absolute"));
     }
     json_object_set_new(j, "max_position_embeddings", json_integer(c->max_pos));

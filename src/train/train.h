@@ -59,6 +59,8 @@ typedef struct {
     tr_cls_act cls_act; /* BERT pooler / RoBERTa classifier.dense: tanh; DistilBERT: ReLU */
     int pad_token_id;   /* -1 none; RoBERTa position ids count non-pad tokens */
     int pos_offset;     /* RoBERTa: pad_token_id + 1 = first position id; else 0 */
+    float init_range;   /* std of the normal initialisation (config.json initializer_range);
+                           0 = Hugging Face's default 0.02 */
 } tr_config;
 
 /* Parameter tensors, in arena order. Pointers into one block; NULL when the
@@ -116,11 +118,19 @@ typedef struct {
 as_status tr_config_check(const tr_config *c, as_error *err);
 
 /* Allocates a model with Hugging Face's initialisation (_init_weights): weights and
- * embeddings N(0, 0.02) from a seeded RNG, biases 0, LayerNorm gains 1, the padding
+ * embeddings N(0, cfg->init_range or 0.02) from a seeded RNG, biases 0, LayerNorm gains 1, the padding
  * row of the word embeddings 0. with_grads: also allocate a zeroed gradient arena.
  * *out owned by the caller (tr_model_free). */
 as_status tr_model_init(const tr_config *cfg, uint64_t seed, int with_grads, tr_model **out,
                         as_error *err);
+/* Overwrites the position embeddings with the sinusoids of Vaswani et al. 2017
+ * (sec. 3.5: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...)), scaled to the
+ * root-mean-square of the normal initialisation (init_range). They stay trainable: this is
+ * only a starting point in which a fixed offset is a linear map of the embedding,
+ * so that heads attending to the previous / next token are easy to learn. */
+void tr_model_init_sinusoidal_positions(tr_model *m);
+/* The initialisation std of c: c->init_range, or 0.02 when unset. */
+double tr_init_std(const tr_config *c);
 
 typedef struct {
     int with_grads;  /* allocate the gradient arena */

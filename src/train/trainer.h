@@ -174,6 +174,9 @@ typedef struct {
     int stop_after;         /* > 0: stop after this step as if interrupted, once its checkpoint is
                                written (tests of --resume); 0 = run to the end */
     int quiet;              /* no progress lines */
+    float init_range;       /* std of the normal initialisation (0 = 0.02) */
+    int pos_sinusoidal;     /* start the position embeddings from sinusoids
+                               (tr_model_init_sinusoidal_positions) instead of N(0, 0.02) */
 } trp_opts;
 void trp_opts_default(trp_opts *o);
 /* Pretrains a BERT MLM model. Checkpoints (F32 weights + trainer_state.bin + tokenizer

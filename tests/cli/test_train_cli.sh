@@ -51,6 +51,26 @@ expect 2 "bad --lr" -- pretrain $P --lr -1
 expect 2 "unknown option" -- pretrain $P --bogus 1
 expect 2 "nowhere.txt" -- pretrain $P --corpus "$TMP/nowhere.txt" --steps 2
 expect 2 "--resume" -- pretrain $P --steps 2 --resume
+expect 2 "bad --pos-init" -- pretrain $P --steps 2 --pos-init learned
+expect 2 "bad --init-range" -- pretrain $P --steps 2 --init-range 0
+# sinusoidal start at --init-range 0.05: after 1 step at lr 1e-8 the position table is
+# still 0.05 * sqrt(2) * sin/cos(p / 10000^(2i/D)), and config.json records the range
+expect 0 "" -- pretrain $P --steps 1 --lr 1e-8 --dtype f32 --out "$TMP/sin" --pos-init sinusoidal --init-range 0.05
+/usr/bin/python3 - "$TMP/sin" <<'PY' || { echo "FAIL: sinusoidal position embeddings"; fails=$((fails+1)); }
+import json, math, struct, sys
+d = sys.argv[1]
+cfg = json.load(open(d + "/config.json"))
+assert abs(cfg["initializer_range"] - 0.05) < 1e-9, cfg["initializer_range"]
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+name = [k for k in hdr if k.endswith("position_embeddings.weight")][0]
+t = hdr[name]; P, D = t["shape"]; a, b = t["data_offsets"]
+w = struct.unpack("<%df" % (P * D), raw[8 + n + a:8 + n + b])
+err = max(abs(w[p * D + i] - 0.05 * math.sqrt(2) * (math.cos if i % 2 else math.sin)(p / 10000 ** ((i - i % 2) / D)))
+          for p in range(P) for i in range(D))
+assert err < 1e-5, err
+PY
 expect 0 "" -- pretrain $P --steps 6 --save-every 3 --dtype f32
 expect 0 "" -- eval --model "$TMP/m" --task mlm --data "$TMP/c.txt" --batches 2 --batch 4 --max-len 32
 grep -q "^mlm_accuracy: 0\.[0-9]\{4\}$" "$TMP/out" || { echo "FAIL: mlm eval output"; fails=$((fails+1)); }
