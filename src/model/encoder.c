@@ -12,6 +12,7 @@
  */
 #include "model/model.h"
 #include "core/fastmath.h"
+#include "core/gemm_small.h"
 #include "core/pool.h"
 
 #include <cblas.h>
@@ -30,7 +31,13 @@
 /* Threads of the forward running on this thread (set by as_forward). */
 static _Thread_local int t_threads = 1;
 
-/* One sgemm for output columns [j0, j1): y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]). */
+/* Up to this many rows (tokens), [out, in] weights multiply without packing
+ * (core/gemm_small.c); longer inputs amortise sgemm's packing of W. */
+#ifndef AS_GEMM_SMALL_MAX_ROWS
+#define AS_GEMM_SMALL_MAX_ROWS 32
+#endif
+
+/* One product for output columns [j0, j1): y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]). */
 static void linear_cols(const lin_t *l, const float *x, int T, float *y, int j0, int j1) {
     float beta = 0.0f;
     if (l->b) {
@@ -39,6 +46,11 @@ static void linear_cols(const lin_t *l, const float *x, int T, float *y, int j0,
         beta = 1.0f;
     }
     const float *w = l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw;
+    if (!l->in_out && T <= AS_GEMM_SMALL_MAX_ROWS && as_gemm_small_ok()) {
+        as_gemm_small_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, (size_t)l->ldw, y + j0, (size_t)l->n_out,
+                          l->b != NULL);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0,
                 l->n_in, 1.0f, x, l->n_in, w, l->ldw, beta, y + j0, l->n_out);
 }
