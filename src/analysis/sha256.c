@@ -1,8 +1,18 @@
-/* sha256.c — SHA-256 as specified in FIPS 180-4, sections 4.1.2, 4.2.2, 5.1.1, 6.2. */
+/* sha256.c — SHA-256 as specified in FIPS 180-4, sections 4.1.2, 4.2.2, 5.1.1, 6.2.
+ * On x86-64 CPUs with the SHA extensions (Intel SHA-NI, AMD Zen) the compression runs
+ * on them (sha256rnds2 / sha256msg1 / sha256msg2, as in Intel's "New Instructions
+ * Supporting the Secure Hash Algorithm on Intel Architecture Processors", 2013), about
+ * 5x the portable loop; the portable loop is used otherwise. Both are tested on the
+ * FIPS 180-2 vectors (tests/unit/test_sha256.c). */
 #include "analysis/sha256.h"
 
 #include <errno.h>
 #include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define SHA_X86 1
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -16,7 +26,7 @@ static const uint32_t K[64] = {
 
 #define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
-static void block(sha256_ctx *c, const uint8_t *p) {
+static void block_portable(sha256_ctx *c, const uint8_t *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
@@ -40,6 +50,56 @@ static void block(sha256_ctx *c, const uint8_t *p) {
     }
     c->h[0] += a; c->h[1] += b; c->h[2] += cc; c->h[3] += d;
     c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+}
+
+#ifdef SHA_X86
+/* One 64-byte block with the SHA extensions. The state is kept as the two vectors
+ * the instructions use, ABEF and CDGH; W_g (words 4g..4g+3 of the message schedule) for
+ * g >= 4 is msg2(msg1(W_g-4, W_g-3) + W[4g-7..4g-4], W_g-1). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void block_shani(sha256_ctx *c, const uint8_t *p) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i t = _mm_loadu_si128((const __m128i *)(const void *)&c->h[0]);  /* DCBA */
+    __m128i s1 = _mm_loadu_si128((const __m128i *)(const void *)&c->h[4]); /* HGFE */
+    t = _mm_shuffle_epi32(t, 0xB1);                                        /* CDAB */
+    s1 = _mm_shuffle_epi32(s1, 0x1B);                                      /* EFGH */
+    __m128i s0 = _mm_alignr_epi8(t, s1, 8);                                /* ABEF */
+    s1 = _mm_blend_epi16(s1, t, 0xF0);                                     /* CDGH */
+    __m128i abef = s0, cdgh = s1, w[4];
+    for (int g = 0; g < 16; g++) {
+        __m128i wg;
+        if (g < 4) {
+            wg = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * g)), bswap);
+        } else {
+            __m128i a = _mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]);    /* W_g-4 + s0(W_g-3) */
+            a = _mm_add_epi32(a, _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4));
+            wg = _mm_sha256msg2_epu32(a, w[(g + 3) & 3]);
+        }
+        w[g & 3] = wg;
+        __m128i m = _mm_add_epi32(wg, _mm_loadu_si128((const __m128i *)(const void *)&K[4 * g]));
+        s1 = _mm_sha256rnds2_epu32(s1, s0, m);
+        s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(m, 0x0E));
+    }
+    s0 = _mm_add_epi32(s0, abef);
+    s1 = _mm_add_epi32(s1, cdgh);
+    t = _mm_shuffle_epi32(s0, 0x1B);   /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);  /* DCHG */
+    s0 = _mm_blend_epi16(t, s1, 0xF0); /* DCBA */
+    s1 = _mm_alignr_epi8(s1, t, 8);    /* HGFE */
+    _mm_storeu_si128((__m128i *)(void *)&c->h[0], s0);
+    _mm_storeu_si128((__m128i *)(void *)&c->h[4], s1);
+}
+#endif
+
+int sha256_force_portable = 0;
+
+static void block(sha256_ctx *c, const uint8_t *p) {
+#ifdef SHA_X86
+    if (!sha256_force_portable && __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1")) {
+        block_shani(c, p);
+        return;
+    }
+#endif
+    block_portable(c, p);
 }
 
 void sha256_init(sha256_ctx *c) {

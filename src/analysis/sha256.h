@@ -18,6 +18,8 @@ void sha256_init(sha256_ctx *c);
 void sha256_update(sha256_ctx *c, const void *data, size_t n);
 /* Writes the 64-character lowercase hex digest and a NUL into hex (65 bytes). */
 void sha256_final_hex(sha256_ctx *c, char hex[65]);
+/* Tests only: nonzero makes every later block use the portable loop, not SHA-NI. */
+extern int sha256_force_portable;
 /* Hashes the whole file at path into c. Errors: AS_ERR_INPUT naming the path. */
 as_status sha256_file(sha256_ctx *c, const char *path, as_error *err);
 
