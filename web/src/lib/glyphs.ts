@@ -83,7 +83,9 @@ export interface OverviewLayout {
 export function overviewLayout(o: { L: number; H: number; cell: number; title?: string }): OverviewLayout {
   const left = 44;
   const top = o.title ? 40 : 26;
-  return { left, top, cell: o.cell, width: left + o.H * o.cell + 10, height: top + o.L * o.cell + 10 };
+  /* wide enough for the title too (bold 12 px sans: < 7.5 px per character) */
+  const titleW = o.title ? left + Math.ceil(o.title.length * 7.5) : 0;
+  return { left, top, cell: o.cell, width: Math.max(left + o.H * o.cell + 10, titleW + 10), height: top + o.L * o.cell + 10 };
 }
 
 const PATTERN_ORDER: Record<string, number> = {
