@@ -2,8 +2,9 @@
  * (glibc's expf/erff are scalar calls). Accuracy: exp ~2 ulp on [-87.3, 88.7] and
  * exactly 0 below -87.3; erf max abs error 1.5e-7 (Abramowitz & Stegun 7.1.26, the
  * same approximation PyTorch's vectorized CPU erf uses); tanh via exp, abs error
- * < 1e-6. Used by the inference forward's softmax and GELU; not for training
- * reference code that must match libm bit for bit.
+ * < 1e-6. Used by the inference forward's softmax and GELU and by the training
+ * kernels (src/train/tr_ops.c: GELU and its derivative, softmax, cross-entropy); not
+ * for reference code that must match libm bit for bit.
  */
 #ifndef AS_FASTMATH_H
 #define AS_FASTMATH_H
@@ -48,6 +49,22 @@ static inline float as_fast_erff(float x) {
     y = y * t - 0.284496736f;
     y = y * t + 0.254829592f;
     y = 1.0f - y * t * as_fast_expf(-a * a);
+    return s * y;
+}
+
+/* erf(x) as as_fast_erff (the same formula and operations), given e = as_fast_expf(-x * x)
+ * already computed by the caller: the GELU derivative Phi(x) + x phi(x) at x = sqrt(2) u
+ * needs exp(-u^2) for both terms (src/train/tr_ops.c). */
+static inline float as_fast_erff_e(float x, float e) {
+    float s = x < 0.0f ? -1.0f : 1.0f;
+    float a = x * s;
+    float t = 1.0f / (1.0f + 0.3275911f * a);
+    float y = 1.061405429f;
+    y = y * t - 1.453152027f;
+    y = y * t + 1.421413741f;
+    y = y * t - 0.284496736f;
+    y = y * t + 0.254829592f;
+    y = 1.0f - y * t * e;
     return s * y;
 }
 

@@ -42,10 +42,37 @@ float tro_adamw_lr(const tro_adamw *o, int64_t step) {
     return f > 0 ? (float)(o->lr * f) : 0.0f;
 }
 
+/* The parameter arena is cut into ADAM_CHUNKS fixed chunks, run on OpenMP threads;
+ * the squared gradient norm sums each chunk in double, then the chunks in order, so
+ * the result does not depend on the thread count. */
+#define ADAM_CHUNKS 256
+
+/* One AdamW update of n elements (Algorithm 2 with torch's bias correction). */
+static void adamw_span(float *restrict p, const float *restrict g, float *restrict mm, float *restrict vv, size_t n,
+                       float gscale, float b1, float b2, float decay, float step_size, float rbc2, float eps) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gscale;
+        mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
+        vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
+        p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) * rbc2 + eps);
+    }
+}
+
 float tro_adamw_step(tro_adamw *o, tr_model *m) {
     ASSERT(m->grads_mem && o->n == m->n_params);
+    size_t n = o->n, chunk = (n + ADAM_CHUNKS - 1) / ADAM_CHUNKS;
+    const float *gm = m->grads_mem;
+    double part[ADAM_CHUNKS];
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int k = 0; k < ADAM_CHUNKS; k++) {
+        size_t i0 = (size_t)k * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = i0; i < i1; i++) s += (double)gm[i] * gm[i];
+        part[k] = s;
+    }
     double ss = 0.0;
-    for (size_t i = 0; i < o->n; i++) ss += (double)m->grads_mem[i] * m->grads_mem[i];
+    for (int k = 0; k < ADAM_CHUNKS; k++) ss += part[k];
     float norm = (float)sqrt(ss);
     float gscale = (o->clip > 0.0f && norm > o->clip) ? o->clip / (norm + 1e-6f) : 1.0f;
     float lr = tro_adamw_lr(o, o->step);
@@ -53,19 +80,20 @@ float tro_adamw_step(tro_adamw *o, tr_model *m) {
     float b1 = o->beta1, b2 = o->beta2;
     float bc1 = 1.0f - powf(b1, (float)o->step), bc2 = 1.0f - powf(b2, (float)o->step);
     float step_size = lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
-    size_t off = 0;
-    for (int k = 0; k < TR_N_TENSORS; k++) {
-        size_t n = m->sizes[k];
-        float decay = decayed[k] ? 1.0f - lr * o->wd : 1.0f;
-        float *p = m->params_mem + off, *g = m->grads_mem + off, *mm = o->m + off, *vv = o->v + off;
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i] * gscale;
-            mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
-            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
-            p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) * rbc2 + o->eps);
+    size_t off[TR_N_TENSORS + 1];
+    off[0] = 0;
+    for (int k = 0; k < TR_N_TENSORS; k++) off[k + 1] = off[k] + m->sizes[k];
+    ASSERT(off[TR_N_TENSORS] == n);
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int c = 0; c < ADAM_CHUNKS; c++) {
+        size_t i0 = (size_t)c * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
+        for (int k = 0; k < TR_N_TENSORS; k++) {
+            size_t s0 = off[k] > i0 ? off[k] : i0, s1 = off[k + 1] < i1 ? off[k + 1] : i1;
+            if (s0 >= s1) continue;
+            float decay = decayed[k] ? 1.0f - lr * o->wd : 1.0f;
+            adamw_span(m->params_mem + s0, m->grads_mem + s0, o->m + s0, o->v + s0, s1 - s0, gscale, b1, b2, decay,
+                       step_size, rbc2, o->eps);
         }
-        off += n;
     }
-    ASSERT(off == o->n);
     return norm;
 }

@@ -15,13 +15,28 @@
  * Dropout sites follow BertModel; RoBERTa's extra dropout before classifier.dense and
  * DistilBERT's missing dropout after out_lin are not modelled (equal at p = 0).
  *
- * Threads: large products use OpenBLAS's threads; the per-(sequence, head)
- * attention loop runs one task per OpenMP thread with OpenBLAS set to one thread.
+ * Threads. The batch is cut into blocks of whole sequences (about BLOCK_ROWS rows;
+ * sequences never interact), and each pass is a few OpenMP regions of tasks handed
+ * out dynamically (a busy machine does not stall a static half):
+ *   forward: pack the weights; then one task per block runs the embeddings, every
+ *     layer and the MLM head (and its cross-entropy) on the block's rows;
+ *   backward: pack the weights; then per layer l, from the top, one region with a
+ *     task per block (the layer's input gradients, the MLM head's before the top
+ *     layer, the embeddings' after layer 0) and the weight gradients of layer l + 1
+ *     (one sgemm task per weight, summed over all rows; the decoder's with the top
+ *     layer), which read the per-row gradients of layer l + 1 from the other of two
+ *     scratch sets; last, layer 0's weight gradients and the embeddings'.
+ * Bias and LayerNorm gradients are summed per block while its rows are in cache,
+ * then over the blocks in block order. OpenBLAS runs single-threaded inside a pass,
+ * so one pool of threads works and sleeps when idle. No result depends on the
+ * thread count: blocks are fixed by the shapes and every sum has a fixed order.
+ * Products: with the layer weights, the decoder and inside attention, tro_gemm on
+ * right-hand sides packed once per pass (per sequence in attention); the weight
+ * gradients (long sums over rows) and the small heads, OpenBLAS sgemm.
  */
 #include "train/tr_ops.h"
 
 #include <cblas.h>
-#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -31,7 +46,86 @@ enum { SITE_EMB = 0, SITE_POOL = 1 };
 static uint32_t site_of(int l, int k) { return (uint32_t)(l + 1) * 4u + (uint32_t)k; }
 enum { K_ATT = 0, K_ATTOUT = 1, K_FFOUT = 2 };
 
+/* Rows per encoder block (whole sequences, at least one), and the most multiply-adds
+ * per weight-gradient task (one sgemm call packs its operands once: a weight of this
+ * model is one task). */
+#define BLOCK_ROWS 256
+#define GRAD_TASK_MACS ((size_t)1 << 28)
+
 /* ---- activations ---- */
+
+/* floats of attention scratch per thread: P after dropout, dP (T, T), and four sets
+ * of the H heads' packed right-hand sides, each (T, Dh) or (Dh, T) */
+static size_t scr_floats(int T, int D, int H) {
+    int Dh = D / H;
+    size_t a = tro_packed_size(T, Dh), b = tro_packed_size(Dh, T);
+    return 2 * (size_t)T * T + 4 * (size_t)H * (a > b ? a : b);
+}
+
+/* The packed weights of a pass (tro_pack_b layout), in arena order. Forward (fwd 1):
+ * the right-hand sides W^T (Ni, No) of y = x W^T of each layer, then wte^T (D, V);
+ * backward: those of dx = dy W, W (No, Ni), then wte (V, D). Packed copies keep the
+ * rows of a panel contiguous: read in place, rows of W 512 B to 2 KiB apart would
+ * fall into a few L1 sets. */
+typedef struct {
+    float *qkv, *o, *f1, *f2;
+} layer_pk;
+
+static size_t layer_pk_size(const tr_config *c, int fwd) {
+    int D = c->d_model, F = c->d_ff;
+    return fwd ? tro_packed_size(D, 3 * D) + tro_packed_size(D, D) + tro_packed_size(D, F) + tro_packed_size(F, D)
+               : tro_packed_size(3 * D, D) + tro_packed_size(D, D) + tro_packed_size(F, D) + tro_packed_size(D, F);
+}
+
+static layer_pk layer_pack_of(const tr_acts *a, const tr_config *c, int l, int fwd) {
+    int D = c->d_model, F = c->d_ff;
+    layer_pk r;
+    r.qkv = a->wpack + (size_t)l * layer_pk_size(c, fwd);
+    r.o = r.qkv + (fwd ? tro_packed_size(D, 3 * D) : tro_packed_size(3 * D, D));
+    r.f1 = r.o + tro_packed_size(D, D);
+    r.f2 = r.f1 + (fwd ? tro_packed_size(D, F) : tro_packed_size(F, D));
+    return r;
+}
+
+static float *wte_pack_of(const tr_acts *a, const tr_config *c, int fwd) {
+    return a->wpack + (size_t)c->n_layer * layer_pk_size(c, fwd);
+}
+
+static size_t wpack_floats(const tr_config *c) {
+    size_t f = (size_t)c->n_layer * layer_pk_size(c, 1), b = (size_t)c->n_layer * layer_pk_size(c, 0);
+    if (c->mlm) {
+        f += tro_packed_size(c->d_model, c->vocab_size);
+        b += tro_packed_size(c->vocab_size, c->d_model);
+    }
+    return f > b ? f : b;
+}
+
+/* sequences per encoder block */
+static int block_seqs(int T) { return T >= BLOCK_ROWS ? 1 : BLOCK_ROWS / T; }
+
+/* Per-block partial sums of the bias and LayerNorm gradients, summed over the blocks
+ * in block order by a reduce task. Layer l's (in the set l % 2, pl_size floats a
+ * block): the biases of ff2, ff1, the attention output and qkv, then LN2's and LN1's
+ * gain and bias. */
+enum { PL_B2, PL_B1, PL_BO, PL_BQKV, PL_G2, PL_BL2, PL_G1, PL_BL1, PL_N };
+static size_t pl_off(const tr_config *c, int k) {
+    size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
+    static const int nd[PL_N] = {0, 1, 1, 2, 5, 6, 7, 8}; /* D-sized pieces before piece k (F after PL_B1) */
+    return (size_t)nd[k] * D + (k > PL_B1 ? F : 0);
+}
+static size_t pl_size(const tr_config *c) { return 9 * (size_t)c->d_model + (size_t)c->d_ff; }
+/* then the MLM head's dense bias, LayerNorm gain and bias (3 D a block) and the
+ * embedding LayerNorm's gain and bias (2 D a block) */
+static float *part_layer(const tr_acts *a, const tr_config *c, int l, int blk) {
+    return a->part + ((size_t)(l & 1) * a->nblk + blk) * pl_size(c);
+}
+static float *part_mlm(const tr_acts *a, const tr_config *c, int blk) {
+    return a->part + (2 * (size_t)a->nblk * pl_size(c)) + (size_t)blk * 3 * c->d_model;
+}
+static float *part_emb(const tr_acts *a, const tr_config *c, int blk) {
+    return a->part + (2 * (size_t)a->nblk * pl_size(c)) + (size_t)a->nblk * 3 * c->d_model +
+           (size_t)blk * 2 * c->d_model;
+}
 
 as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **out, as_error *err) {
     *out = NULL;
@@ -47,7 +141,7 @@ as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **o
     int nthr = omp_get_max_threads();
     if (nthr < 1) nthr = 1;
     size_t MB = M > (size_t)B ? M : (size_t)B;
-    size_t ON = BT > M ? BT : M;
+    int sb = block_seqs(T), nblk = (B + sb - 1) / sb;
     /* element counts, in the order carved below */
     size_t n[] = {
         BT * D, BT, BT, (L + 1) * BT * D,                 /* emb_sum, emb_mean, emb_rstd, resid */
@@ -56,8 +150,10 @@ as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **o
         (size_t)B * D, (size_t)B * D, (size_t)B * D, (size_t)B * C, (size_t)B * C, /* cls */
         M * D, M * D, M * D, M * D, M, M, M * V, M * V,     /* mlm */
         BT * D, BT * D, BT * D,                             /* d_out, d_emb_out, d_emb_sum */
-        BT * D, BT * D, BT * D, BT * D, BT * D, BT * D,     /* d_x d_y d_h d_t d_h1 d_ctx */
-        BT * F, BT * 3 * D, MB * D, MB * D, (size_t)nthr * 2 * TT, ON};
+        BT * D, BT * D, 2 * BT * D, 2 * BT * D, BT * D, BT * D, /* d_x d_y d_h d_t d_h1 d_ctx */
+        2 * BT * D, 2 * BT * D,                             /* d_r1 d_ao */
+        2 * BT * F, 2 * BT * 3 * D, MB * D, MB * D, MB * D, (size_t)nthr * scr_floats(T, c->d_model, c->n_head),
+        wpack_floats(c), (size_t)nblk * (2 * pl_size(c) + 5 * D)};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         if (n[i] > ((size_t)1 << 40) || total + n[i] < total)
@@ -67,8 +163,9 @@ as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **o
     tr_acts *a = as_calloc(1, sizeof *a);
     if (!a) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     a->block = as_calloc(total, sizeof(float));
-    a->iblock = as_malloc_array(BT + 2 * (M ? M : 1), sizeof(int32_t));
-    if (!a->block || !a->iblock) {
+    a->iblock = as_malloc_array(BT + 2 * (M ? M : 1) + (size_t)nblk + 1, sizeof(int32_t));
+    a->row_loss = as_calloc(MB, sizeof(double));
+    if (!a->block || !a->iblock || !a->row_loss) {
         tr_acts_free(a);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory for activations (%zu MB)",
                           total * sizeof(float) >> 20);
@@ -77,24 +174,25 @@ as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **o
     a->T = T;
     a->M_max = (int)M;
     a->nthr = nthr;
+    a->nblk = nblk;
     a->n_floats = total;
     float **dst[] = {&a->emb_sum, &a->emb_mean, &a->emb_rstd, &a->resid, &a->qkv, &a->att, &a->ctx,
                      &a->res1, &a->mean1, &a->rstd1, &a->h1, &a->fpre, &a->fact, &a->res2, &a->mean2,
                      &a->rstd2, &a->cls_h0, &a->cls_pool, &a->cls_poold, &a->cls_logits, &a->d_cls_logits,
                      &a->mlm_h, &a->mlm_t1, &a->mlm_t2, &a->mlm_t3, &a->mlm_mean, &a->mlm_rstd,
                      &a->mlm_logits, &a->d_mlm_logits, &a->d_out, &a->d_emb_out, &a->d_emb_sum, &a->d_x,
-                     &a->d_y, &a->d_h, &a->d_t, &a->d_h1, &a->d_ctx, &a->d_ff, &a->d_qkv, &a->d_m1,
-                     &a->d_m2, &a->scr, &a->ones};
+                     &a->d_y, &a->d_h, &a->d_t, &a->d_h1, &a->d_ctx, &a->d_r1, &a->d_ao, &a->d_ff, &a->d_qkv,
+                     &a->d_m1, &a->d_m2, &a->d_m3, &a->scr, &a->wpack, &a->part};
     ASSERT(sizeof dst / sizeof dst[0] == sizeof n / sizeof n[0]);
     float *p = a->block;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         *dst[i] = n[i] ? p : NULL;
         p += n[i];
     }
-    for (size_t i = 0; i < ON; i++) a->ones[i] = 1.0f;
     a->pos = a->iblock;
     a->mlm_rows = a->pos + BT;
     a->mlm_tgt = a->mlm_rows + (M ? M : 1);
+    a->blk_mlm = a->mlm_tgt + (M ? M : 1);
     *out = a;
     return AS_OK;
 }
@@ -103,6 +201,7 @@ void tr_acts_free(tr_acts *a) {
     if (!a) return;
     free(a->block);
     free(a->iblock);
+    free(a->row_loss);
     free(a);
 }
 
@@ -167,7 +266,32 @@ static void positions(const tr_config *c, const tr_batch *b, int32_t *pos) {
     }
 }
 
-/* ---- attention for one (sequence, head) ---- */
+/* ---- threads and blocks ---- */
+
+/* OpenMP threads for a pass: at most the scratch slots allocated */
+static int pass_threads(const tr_acts *a) {
+    int n = omp_get_max_threads();
+    return n < 1 ? 1 : n < a->nthr ? n : a->nthr;
+}
+
+static float *thread_scr(const tr_acts *a, const tr_config *c) {
+    return a->scr + (size_t)omp_get_thread_num() * scr_floats(a->T, c->d_model, c->n_head);
+}
+
+/* OpenBLAS runs single-threaded inside a pass (the blocks are the parallelism). */
+typedef struct {
+    int blas_threads;
+} pass_state;
+
+static pass_state pass_begin(void) {
+    pass_state s = {openblas_get_num_threads()};
+    openblas_set_num_threads(1);
+    return s;
+}
+
+static void pass_end(pass_state s) { openblas_set_num_threads(s.blas_threads); }
+
+/* ---- attention of one sequence ---- */
 
 typedef struct {
     int T, D, Dh, H;
@@ -176,75 +300,78 @@ typedef struct {
     uint32_t site;
 } att_dims;
 
-static int key_ok(const tr_batch *b, int bb, int j) { return !b->mask || b->mask[(size_t)bb * b->T + j]; }
-
-/* P (T, T) = softmax_rows(scale * Q K^T + mask) saved; ctx (T, Dh) = dropout(P) V.
- * qkv: the sequence's (T, 3D) block; ctx: its (T, D) block; scr (T, T). */
-static void att_fwd(const att_dims *d, const tr_batch *b, int bb, int h, const float *qkv, float *P,
-                    float *ctx, float *scr) {
-    int T = d->T, D3 = 3 * d->D;
-    const float *q = qkv + (size_t)h * d->Dh, *k = q + d->D, *v = q + 2 * d->D;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d->Dh, d->scale, q, D3, k, D3, 0.0f, P, T);
-    for (int i = 0; i < T; i++) {
-        float *pi = P + (size_t)i * T;
-        float mx = -FLT_MAX;
-        int any = 0;
-        for (int j = 0; j < T; j++)
-            if (key_ok(b, bb, j)) {
-                mx = pi[j] > mx ? pi[j] : mx;
-                any = 1;
-            }
-        float sum = 0.0f;
-        for (int j = 0; j < T; j++) {
-            float e = (any && key_ok(b, bb, j)) ? expf(pi[j] - mx) : 0.0f;
-            pi[j] = e;
-            sum += e;
-        }
-        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        for (int j = 0; j < T; j++) pi[j] *= inv;
-    }
-    const float *Pd = P;
-    if (d->p > 0.0f) {
-        size_t base = ((size_t)bb * d->H + h) * (size_t)T * T;
-        float s = 1.0f / (1.0f - d->p);
-        uint64_t key = tro_drop_key(d->seed, d->site);
-        for (size_t i = 0; i < (size_t)T * T; i++) scr[i] = tro_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
-        Pd = scr;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d->Dh, T, 1.0f, Pd, T, v, D3, 0.0f,
-                ctx + (size_t)h * d->Dh, d->D);
+/* Packed right-hand sides of every head of a sequence: hp(s, h) is head h of one
+ * packed (T, Dh) slice set (or (Dh, T) transposed), in the scratch after P and dP. */
+static size_t head_pack_size(const att_dims *d) {
+    size_t a = tro_packed_size(d->T, d->Dh), b = tro_packed_size(d->Dh, d->T);
+    return a > b ? a : b;
+}
+static float *hp(const att_dims *d, float *scr, int set, int h) {
+    return scr + 2 * (size_t)d->T * d->T + ((size_t)set * d->H + h) * head_pack_size(d);
 }
 
-/* Backward of att_fwd: dctx (T, D) block in; the head's slices of dqkv (T, 3D)
- * overwritten. dV = dropout(P)^T dctx; dP = dropout'(dctx V^T); softmax backward
- * dS = P * (dP - rowsum(dP * P)); dQ = scale dS K, dK = scale dS^T Q. scr (2, T, T). */
-static void att_bwd(const att_dims *d, int bb, int h, const float *qkv, const float *P, const float *dctx,
-                    float *dqkv, float *scr) {
+/* For every head h of sequence bb: P_h (T, T) = softmax_rows(scale * Q_h K_h^T + mask)
+ * saved; ctx_h (T, Dh) = dropout(P_h) V_h. qkv: the sequence's (T, 3D) block; att:
+ * its (H, T, T) probabilities; ctx: its (T, D) block; scr: scr_floats. */
+static void att_fwd(const att_dims *d, const tr_batch *b, int bb, const float *qkv, float *att, float *ctx,
+                    float *scr) {
     int T = d->T, D3 = 3 * d->D, Dh = d->Dh;
     size_t TT = (size_t)T * T;
-    const float *q = qkv + (size_t)h * Dh, *k = q + d->D, *v = q + 2 * d->D;
-    float *dq = dqkv + (size_t)h * Dh, *dk = dq + d->D, *dv = dq + 2 * d->D;
-    const float *dc = dctx + (size_t)h * Dh;
+    tro_pack_heads(hp(d, scr, 0, 0), qkv + d->D, D3, T, d->H, Dh, 1); /* K_h^T */
+    tro_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 0); /* V_h */
+    for (int h = 0; h < d->H; h++) {
+        float *P = att + (size_t)h * TT;
+        tro_gemm(P, T, qkv + (size_t)h * Dh, D3, 1, hp(d, scr, 0, h), T, T, Dh, d->scale, NULL, 0, NULL);
+        tro_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
+        const float *Pd = P;
+        if (d->p > 0.0f) {
+            size_t base = ((size_t)bb * d->H + h) * TT;
+            float s = 1.0f / (1.0f - d->p);
+            uint64_t key = tro_drop_key(d->seed, d->site);
+            for (size_t i = 0; i < TT; i++) scr[i] = tro_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+            Pd = scr;
+        }
+        tro_gemm(ctx + (size_t)h * Dh, d->D, Pd, T, 1, hp(d, scr, 1, h), T, Dh, T, 1.0f, NULL, 0, NULL);
+    }
+}
+
+/* Backward of att_fwd for sequence bb: dctx (T, D) block in; dqkv (T, 3D) block
+ * overwritten. Per head: dV = dropout(P)^T dctx; dP = dropout'(dctx V^T); softmax
+ * backward dS = P * (dP - rowsum(dP * P)); dQ = scale dS K, dK = scale dS^T Q. */
+static void att_bwd(const att_dims *d, int bb, const float *qkv, const float *att, const float *dctx, float *dqkv,
+                    float *scr) {
+    int T = d->T, D3 = 3 * d->D, Dh = d->Dh;
+    size_t TT = (size_t)T * T;
     float *Pd = scr, *dP = scr + TT;
-    size_t base = ((size_t)bb * d->H + h) * TT;
     int drop = d->p > 0.0f;
     float s = drop ? 1.0f / (1.0f - d->p) : 1.0f;
     uint64_t key = tro_drop_key(d->seed, d->site);
-    if (drop)
-        for (size_t i = 0; i < TT; i++) Pd[i] = tro_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, 1.0f, drop ? Pd : P, T, dc, d->D, 0.0f, dv, D3);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, 1.0f, dc, d->D, v, D3, 0.0f, dP, T);
-    if (drop)
-        for (size_t i = 0; i < TT; i++) dP[i] = Pd[i] != 0.0f || tro_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
-    for (int i = 0; i < T; i++) {
-        const float *pi = P + (size_t)i * T;
-        float *gi = dP + (size_t)i * T;
-        float dot = 0.0f;
-        for (int j = 0; j < T; j++) dot += gi[j] * pi[j];
-        for (int j = 0; j < T; j++) gi[j] = pi[j] * (gi[j] - dot);
+    tro_pack_heads(hp(d, scr, 0, 0), dctx, d->D, T, d->H, Dh, 0);          /* dctx_h */
+    tro_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 1);  /* V_h^T */
+    tro_pack_heads(hp(d, scr, 2, 0), qkv + d->D, D3, T, d->H, Dh, 0);      /* K_h */
+    tro_pack_heads(hp(d, scr, 3, 0), qkv, D3, T, d->H, Dh, 0);             /* Q_h */
+    for (int h = 0; h < d->H; h++) {
+        const float *P = att + (size_t)h * TT;
+        float *dq = dqkv + (size_t)h * Dh, *dk = dq + d->D, *dv = dq + 2 * d->D;
+        size_t base = ((size_t)bb * d->H + h) * TT;
+        if (drop)
+            for (size_t i = 0; i < TT; i++) Pd[i] = tro_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+        tro_gemm(dv, D3, drop ? Pd : P, 1, T, hp(d, scr, 0, h), T, Dh, T, 1.0f, NULL, 0, NULL);
+        tro_gemm(dP, T, dctx + (size_t)h * Dh, d->D, 1, hp(d, scr, 1, h), T, T, Dh, 1.0f, NULL, 0, NULL);
+        if (drop)
+            for (size_t i = 0; i < TT; i++)
+                dP[i] = Pd[i] != 0.0f || tro_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
+        for (int i = 0; i < T; i++) {
+            const float *pi = P + (size_t)i * T;
+            float *gi = dP + (size_t)i * T;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int j = 0; j < T; j++) dot += gi[j] * pi[j];
+            for (int j = 0; j < T; j++) gi[j] = pi[j] * (gi[j] - dot);
+        }
+        tro_gemm(dq, D3, dP, T, 1, hp(d, scr, 2, h), T, Dh, T, d->scale, NULL, 0, NULL);
+        tro_gemm(dk, D3, dP, 1, T, hp(d, scr, 3, h), T, Dh, T, d->scale, NULL, 0, NULL);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, d->scale, dP, T, k, D3, 0.0f, dq, D3);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, d->scale, dP, T, q, D3, 0.0f, dk, D3);
 }
 
 /* ---- layer slices ---- */
@@ -283,36 +410,165 @@ static att_dims att_dims_of(const tr_config *c, const tr_acts *a, int T, int l) 
     return d;
 }
 
-static void layer_fwd(const tr_model *m, tr_acts *a, const tr_batch *b, int l) {
+/* ---- packing the weights of a pass ---- */
+
+typedef struct {
+    float *dst;
+    const float *src;
+    ptrdiff_t sk, sn;
+    int K, N, p0, p1;
+} pack_job;
+
+typedef struct {
+    pack_job *j;
+    int n, cap;
+} pack_jobs;
+
+#define PACK_TASK_PANELS 32
+
+static int panels(int N) { return (N + TRO_NR - 1) / TRO_NR; }
+
+/* queues B (K, N), element (k, j) at src[k * sk + j * sn], in tasks of panels */
+static void pj_add(pack_jobs *q, float *dst, const float *src, ptrdiff_t sk, ptrdiff_t sn, int K, int N) {
+    for (int p = 0; p < panels(N); p += PACK_TASK_PANELS) {
+        ASSERT(q->n < q->cap);
+        pack_job j = {dst, src, sk, sn, K, N, p, p + PACK_TASK_PANELS < panels(N) ? p + PACK_TASK_PANELS : panels(N)};
+        q->j[q->n++] = j;
+    }
+}
+
+/* Packs the right-hand sides of the products with the weights into a->wpack:
+ * forward (fwd 1): W^T of y = x W^T, and wte^T; backward: W of dx = dy W, and wte
+ * (the decoder only when with_wte). */
+static void pack_weights(const tr_model *m, tr_acts *a, int fwd, int with_wte, int nt) {
     const tr_config *c = &m->cfg;
-    int B = b->B, T = b->T, N = B * T, D = c->d_model, F = c->d_ff, H = c->n_head;
-    size_t ND = (size_t)N * D;
+    int D = c->d_model, F = c->d_ff, V = c->vocab_size;
+    pack_jobs q = {NULL, 0, 4 * c->n_layer * (panels(F > 3 * D ? F : 3 * D) / PACK_TASK_PANELS + 1) +
+                                panels(V) / PACK_TASK_PANELS + 1};
+    q.j = as_malloc_array((size_t)q.cap, sizeof *q.j);
+    ASSERT(q.j);
+    for (int l = 0; l < c->n_layer; l++) {
+        layer_p w = layer_slice(&m->params, c, l);
+        layer_pk k = layer_pack_of(a, c, l, fwd);
+        /* W (No, Ni): forward B(k, j) = W[j][k] (K = Ni, N = No); backward B = W (K = No, N = Ni) */
+        if (fwd) {
+            pj_add(&q, k.qkv, w.qkv_w, 1, D, D, 3 * D);
+            pj_add(&q, k.o, w.o_w, 1, D, D, D);
+            pj_add(&q, k.f1, w.f1_w, 1, D, D, F);
+            pj_add(&q, k.f2, w.f2_w, 1, F, F, D);
+        } else {
+            pj_add(&q, k.qkv, w.qkv_w, D, 1, 3 * D, D);
+            pj_add(&q, k.o, w.o_w, D, 1, D, D);
+            pj_add(&q, k.f1, w.f1_w, D, 1, F, D);
+            pj_add(&q, k.f2, w.f2_w, F, 1, D, F);
+        }
+    }
+    if (c->mlm && with_wte) {
+        if (fwd) pj_add(&q, wte_pack_of(a, c, 1), m->params.wte, 1, D, D, V);
+        else pj_add(&q, wte_pack_of(a, c, 0), m->params.wte, D, 1, V, D);
+    }
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int i = 0; i < q.n; i++) {
+        const pack_job *j = &q.j[i];
+        tro_pack_b(j->dst, j->src, j->sk, j->sn, j->K, j->N, j->p0, j->p1);
+    }
+    free(q.j);
+}
+
+/* y (N, No) = x (N, Ni) W^T + b (+ res (N, No) when non-NULL) with wp the packed W^T */
+static void lin_fwd(float *y, const float *x, const float *wp, const float *b, const float *res, int N, int Ni,
+                    int No) {
+    tro_gemm(y, No, x, Ni, 1, wp, N, No, Ni, 1.0f, res, No, b);
+}
+
+/* dx (N, Ni) = dy (N, No) W (+ res (N, Ni) when non-NULL) with wp the packed W */
+static void lin_dx(float *dx, const float *res, const float *dy, const float *wp, int N, int Ni, int No) {
+    tro_gemm(dx, Ni, dy, No, 1, wp, N, Ni, No, 1.0f, res, Ni, NULL);
+}
+
+/* ---- forward ---- */
+
+/* Embedding output of rows [r0, r0 + nr). */
+static void embed_rows(const tr_model *m, tr_acts *a, const tr_batch *b, int r0, int nr) {
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->params;
+    int D = c->d_model;
+    for (int r = r0; r < r0 + nr; r++) {
+        const float *w = b->word_embeds ? b->word_embeds + (size_t)r * D : p->wte + (size_t)b->ids[r] * D;
+        const float *pe = p->wpe + (size_t)a->pos[r] * D;
+        const float *te = p->wtt ? p->wtt + (size_t)(b->type_ids ? b->type_ids[r] : 0) * D : NULL;
+        float *e = a->emb_sum + (size_t)r * D;
+        for (int i = 0; i < D; i++) e[i] = (te ? w[i] + te[i] : w[i]) + pe[i];
+    }
+    size_t o = (size_t)r0 * D;
+    tro_layernorm_fwd(a->resid + o, a->emb_mean + r0, a->emb_rstd + r0, a->emb_sum + o, p->ln_e_g, p->ln_e_b, nr,
+                      D, c->ln_eps);
+    tro_dropout(a->resid + o, o, (size_t)nr * D, a->p_hidden, a->seed, SITE_EMB);
+}
+
+/* Layer l on sequences [b0, b0 + nb). */
+static void layer_fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, int l, int b0, int nb, float *scr) {
+    const tr_config *c = &m->cfg;
+    int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
+    size_t o = (size_t)r0 * D, nd = (size_t)nr * D, TT = (size_t)T * T;
     layer_p w = layer_slice(&m->params, c, l);
     layer_a s = layer_acts(a, c, l);
-    tro_linear_fwd(s.qkv, s.x, w.qkv_w, w.qkv_b, N, D, 3 * D);
+    layer_pk k = layer_pack_of(a, c, l, 1);
+    lin_fwd(s.qkv + o * 3, s.x + o, k.qkv, w.qkv_b, NULL, nr, D, 3 * D);
     att_dims d = att_dims_of(c, a, T, l);
-    size_t TT = (size_t)T * T;
-    int nblas = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-#pragma omp parallel for num_threads(a->nthr) schedule(dynamic, 1)
-    for (int task = 0; task < B * H; task++) {
-        int bb = task / H, h = task % H, tid = omp_get_thread_num();
-        att_fwd(&d, b, bb, h, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)task * TT,
-                s.ctx + (size_t)bb * T * D, a->scr + (size_t)tid * 2 * TT);
-    }
-    openblas_set_num_threads(nblas);
+    for (int bb = b0; bb < b0 + nb; bb++)
+        att_fwd(&d, b, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, s.ctx + (size_t)bb * T * D,
+                scr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
-    tro_linear_fwd(s.res1, s.ctx, w.o_w, w.o_b, N, D, D);
-    tro_dropout(s.res1, ND, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
-    for (size_t i = 0; i < ND; i++) s.res1[i] += s.x[i];
-    tro_layernorm_fwd(s.h1, s.mean1, s.rstd1, s.res1, w.ln1_g, w.ln1_b, N, D, c->ln_eps);
+    if (a->p_hidden > 0.0f) {
+        lin_fwd(s.res1 + o, s.ctx + o, k.o, w.o_b, NULL, nr, D, D);
+        tro_dropout(s.res1 + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
+        for (size_t i = o; i < o + nd; i++) s.res1[i] += s.x[i];
+    } else {
+        lin_fwd(s.res1 + o, s.ctx + o, k.o, w.o_b, s.x + o, nr, D, D);
+    }
+    tro_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
     /* res2 = h1 + dropout(act(h1 W1^T + b1) W2^T + b2); y = LN2(res2) */
-    tro_linear_fwd(s.fpre, s.h1, w.f1_w, w.f1_b, N, D, F);
-    tro_act_fwd(c->act, s.fact, s.fpre, (size_t)N * F);
-    tro_linear_fwd(s.res2, s.fact, w.f2_w, w.f2_b, N, F, D);
-    tro_dropout(s.res2, ND, a->p_hidden, a->seed, site_of(l, K_FFOUT));
-    for (size_t i = 0; i < ND; i++) s.res2[i] += s.h1[i];
-    tro_layernorm_fwd(s.y, s.mean2, s.rstd2, s.res2, w.ln2_g, w.ln2_b, N, D, c->ln_eps);
+    size_t of = (size_t)r0 * F;
+    lin_fwd(s.fpre + of, s.h1 + o, k.f1, w.f1_b, NULL, nr, D, F);
+    tro_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
+    if (a->p_hidden > 0.0f) {
+        lin_fwd(s.res2 + o, s.fact + of, k.f2, w.f2_b, NULL, nr, F, D);
+        tro_dropout(s.res2 + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
+        for (size_t i = o; i < o + nd; i++) s.res2[i] += s.h1[i];
+    } else {
+        lin_fwd(s.res2 + o, s.fact + of, k.f2, w.f2_b, s.h1 + o, nr, F, D);
+    }
+    tro_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
+}
+
+/* The masked-LM head on MLM rows [i0, i0 + ni) (gathered from the final states out):
+ * logits, dLoss/dlogits (scale 1 / n_mlm) and the rows' cross-entropies. */
+static void mlm_fwd_rows(const tr_model *m, tr_acts *a, const float *out, int i0, int ni) {
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->params;
+    int D = c->d_model, V = c->vocab_size;
+    size_t o = (size_t)i0 * D, ov = (size_t)i0 * V;
+    for (int i = i0; i < i0 + ni; i++)
+        memcpy(a->mlm_h + (size_t)i * D, out + (size_t)a->mlm_rows[i] * D, (size_t)D * sizeof(float));
+    tro_linear_fwd(a->mlm_t1 + o, a->mlm_h + o, p->mlm_w, p->mlm_b, ni, D, D);
+    tro_act_fwd(c->mlm_act, a->mlm_t2 + o, a->mlm_t1 + o, (size_t)ni * D);
+    tro_layernorm_fwd(a->mlm_t3 + o, a->mlm_mean + i0, a->mlm_rstd + i0, a->mlm_t2 + o, p->mlm_ln_g, p->mlm_ln_b,
+                      ni, D, c->ln_eps);
+    tro_gemm(a->mlm_logits + ov, V, a->mlm_t3 + o, D, 1, wte_pack_of(a, c, 1), ni, V, D, 1.0f, NULL, 0, p->mlm_bias);
+    tro_xent(a->d_mlm_logits + ov, a->row_loss + i0, a->mlm_logits + ov, a->mlm_tgt + i0, ni, V, 1.0f / a->n_mlm);
+}
+
+/* One block of sequences through the embeddings, every layer and the MLM head. */
+static void fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, int blk, int sb, float *scr) {
+    const tr_config *c = &m->cfg;
+    int T = b->T, D = c->d_model, b0 = blk * sb, nb = b->B - b0 < sb ? b->B - b0 : sb;
+    size_t BTcap = (size_t)a->B * a->T;
+    embed_rows(m, a, b, b0 * T, nb * T);
+    for (int l = 0; l < c->n_layer; l++) layer_fwd_block(m, a, b, l, b0, nb, scr);
+    memset(a->d_out + (size_t)b0 * T * D, 0, (size_t)nb * T * D * sizeof(float));
+    int m0 = a->blk_mlm[blk], m1 = a->blk_mlm[blk + 1];
+    if (c->mlm && m1 > m0) mlm_fwd_rows(m, a, a->resid + (size_t)c->n_layer * BTcap * D, m0, m1 - m0);
 }
 
 static float cls_act_fwd(tr_cls_act k, float x) { return k == TR_CLS_TANH ? tanhf(x) : (x > 0.0f ? x : 0.0f); }
@@ -321,14 +577,20 @@ static float cls_act_grad(tr_cls_act k, float y) {
     return k == TR_CLS_TANH ? 1.0f - y * y : (y > 0.0f ? 1.0f : 0.0f);
 }
 
+static double sum_rows(const double *v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s;
+}
+
 as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error *err) {
     as_status s;
     if ((s = check_batch(m, a, b, err))) return s;
     const tr_config *c = &m->cfg;
     const tr_params *p = &m->params;
-    int B = b->B, T = b->T, N = B * T, D = c->d_model, L = c->n_layer, C = c->num_labels, V = c->vocab_size;
-    size_t ND = (size_t)N * D, BTcap = (size_t)a->B * a->T;
-    /* MLM rows */
+    int B = b->B, T = b->T, N = B * T, D = c->d_model, L = c->n_layer, C = c->num_labels;
+    size_t BTcap = (size_t)a->B * a->T;
+    /* MLM rows, in row order, and the first of each block */
     a->n_mlm = 0;
     if (b->mlm_labels) {
         for (int r = 0; r < N; r++)
@@ -340,21 +602,20 @@ as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error 
                 a->mlm_tgt[a->n_mlm++] = b->mlm_labels[r];
             }
     }
-    positions(c, b, a->pos);
-    /* embeddings */
-    for (int r = 0; r < N; r++) {
-        const float *w = b->word_embeds ? b->word_embeds + (size_t)r * D : p->wte + (size_t)b->ids[r] * D;
-        const float *pe = p->wpe + (size_t)a->pos[r] * D;
-        const float *te = p->wtt ? p->wtt + (size_t)(b->type_ids ? b->type_ids[r] : 0) * D : NULL;
-        float *e = a->emb_sum + (size_t)r * D;
-        for (int i = 0; i < D; i++) e[i] = (te ? w[i] + te[i] : w[i]) + pe[i];
+    int sb = block_seqs(T), nblk = (B + sb - 1) / sb;
+    for (int blk = 0, i = 0; blk <= nblk; blk++) {
+        while (i < a->n_mlm && a->mlm_rows[i] < blk * sb * T) i++;
+        a->blk_mlm[blk] = i;
     }
-    tro_layernorm_fwd(a->resid, a->emb_mean, a->emb_rstd, a->emb_sum, p->ln_e_g, p->ln_e_b, N, D, c->ln_eps);
-    tro_dropout(a->resid, ND, a->p_hidden, a->seed, SITE_EMB);
-    for (int l = 0; l < L; l++) layer_fwd(m, a, b, l);
+    positions(c, b, a->pos);
+    pass_state ps = pass_begin();
+    int nt = pass_threads(a);
+    pack_weights(m, a, 1, c->mlm && a->n_mlm > 0, nt);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int blk = 0; blk < nblk; blk++) fwd_block(m, a, b, blk, sb, thread_scr(a, c));
     const float *out = a->resid + (size_t)L * BTcap * D;
-    memset(a->d_out, 0, ND * sizeof(float));
     a->loss_cls = a->loss_mlm = a->loss = 0.0f;
+    if (c->mlm && a->n_mlm > 0) a->loss_mlm = (float)(sum_rows(a->row_loss, a->n_mlm) / a->n_mlm);
     /* classifier on the first token of each sequence */
     if (C > 0) {
         for (int bb = 0; bb < B; bb++)
@@ -362,75 +623,283 @@ as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error 
         tro_linear_fwd(a->cls_pool, a->cls_h0, p->pool_w, p->pool_b, B, D, D);
         for (size_t i = 0; i < (size_t)B * D; i++) a->cls_pool[i] = cls_act_fwd(c->cls_act, a->cls_pool[i]);
         memcpy(a->cls_poold, a->cls_pool, (size_t)B * D * sizeof(float));
-        tro_dropout(a->cls_poold, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
+        tro_dropout(a->cls_poold, 0, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
         tro_linear_fwd(a->cls_logits, a->cls_poold, p->cls_w, p->cls_b, B, D, C);
         memset(a->d_cls_logits, 0, (size_t)B * C * sizeof(float));
-        if (b->cls_labels)
-            a->loss_cls = (float)(tro_xent(a->d_cls_logits, a->cls_logits, b->cls_labels, B, C, 1.0f / B) / B);
-    }
-    /* masked-LM head on the labelled rows */
-    int M = a->n_mlm;
-    if (c->mlm && M > 0) {
-        for (int i = 0; i < M; i++)
-            memcpy(a->mlm_h + (size_t)i * D, out + (size_t)a->mlm_rows[i] * D, (size_t)D * sizeof(float));
-        tro_linear_fwd(a->mlm_t1, a->mlm_h, p->mlm_w, p->mlm_b, M, D, D);
-        tro_act_fwd(c->mlm_act, a->mlm_t2, a->mlm_t1, (size_t)M * D);
-        tro_layernorm_fwd(a->mlm_t3, a->mlm_mean, a->mlm_rstd, a->mlm_t2, p->mlm_ln_g, p->mlm_ln_b, M, D, c->ln_eps);
-        tro_linear_fwd(a->mlm_logits, a->mlm_t3, p->wte, p->mlm_bias, M, D, V);
-        a->loss_mlm = (float)(tro_xent(a->d_mlm_logits, a->mlm_logits, a->mlm_tgt, M, V, 1.0f / M) / M);
+        if (b->cls_labels) {
+            tro_xent(a->d_cls_logits, a->row_loss, a->cls_logits, b->cls_labels, B, C, 1.0f / B);
+            a->loss_cls = (float)(sum_rows(a->row_loss, B) / B);
+        }
     }
     a->loss = a->loss_cls + a->loss_mlm;
+    pass_end(ps);
     return AS_OK;
 }
 
 /* ---- backward ---- */
 
-/* dy: dLoss/d layer output (BT, D); dx: dLoss/d layer input, overwritten. */
-static void layer_bwd(tr_model *m, tr_acts *a, const tr_batch *b, int l, const float *dy, float *dx, int pg) {
-    const tr_config *c = &m->cfg;
-    int B = b->B, T = b->T, N = B * T, D = c->d_model, F = c->d_ff, H = c->n_head;
-    size_t ND = (size_t)N * D;
-    layer_p w = layer_slice(&m->params, c, l);
-    layer_p g = {0};
-    if (pg) g = layer_slice(&m->grads, c, l);
-    layer_a s = layer_acts(a, c, l);
-    /* y = LN2(res2) */
-    tro_layernorm_bwd(a->d_h, g.ln2_g, g.ln2_b, dy, s.res2, s.mean2, s.rstd2, w.ln2_g, N, D);
-    /* res2 = h1 + dropout(ff2(act(ff1(h1)))) */
-    const float *dff2 = a->d_h;
-    if (a->p_hidden > 0.0f) {
-        memcpy(a->d_t, a->d_h, ND * sizeof(float));
-        tro_dropout(a->d_t, ND, a->p_hidden, a->seed, site_of(l, K_FFOUT));
-        dff2 = a->d_t;
-    }
-    tro_linear_bwd(a->d_ff, 0, g.f2_w, g.f2_b, dff2, s.fact, w.f2_w, a->ones, N, F, D);
-    tro_act_bwd(c->act, a->d_ff, s.fpre, (size_t)N * F);
-    memcpy(a->d_h1, a->d_h, ND * sizeof(float));
-    tro_linear_bwd(a->d_h1, 1, g.f1_w, g.f1_b, a->d_ff, s.h1, w.f1_w, a->ones, N, D, F);
-    /* h1 = LN1(res1); res1 = x + dropout(ctx Wo^T + bo) */
-    tro_layernorm_bwd(dx, g.ln1_g, g.ln1_b, a->d_h1, s.res1, s.mean1, s.rstd1, w.ln1_g, N, D);
-    const float *dao = dx;
-    if (a->p_hidden > 0.0f) {
-        memcpy(a->d_t, dx, ND * sizeof(float));
-        tro_dropout(a->d_t, ND, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
-        dao = a->d_t;
-    }
-    tro_linear_bwd(a->d_ctx, 0, g.o_w, g.o_b, dao, s.ctx, w.o_w, a->ones, N, D, D);
-    att_dims d = att_dims_of(c, a, T, l);
-    size_t TT = (size_t)T * T;
-    int nblas = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-#pragma omp parallel for num_threads(a->nthr) schedule(dynamic, 1)
-    for (int task = 0; task < B * H; task++) {
-        int bb = task / H, h = task % H, tid = omp_get_thread_num();
-        att_bwd(&d, bb, h, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)task * TT, a->d_ctx + (size_t)bb * T * D,
-                a->d_qkv + (size_t)bb * T * 3 * D, a->scr + (size_t)tid * 2 * TT);
-    }
-    openblas_set_num_threads(nblas);
-    /* qkv = x Wqkv^T + bqkv; dx (the residual path) += dqkv Wqkv */
-    tro_linear_bwd(dx, 1, g.qkv_w, g.qkv_b, a->d_qkv, s.x, w.qkv_w, a->ones, N, D, 3 * D);
+/* The per-row gradients of layer l that its weight gradients read, in the set l % 2
+ * (layer l - 1 fills the other set while layer l's weight gradients run). */
+typedef struct {
+    float *h, *t, *ff, *r1, *ao, *qkv;
+} grad_set;
+
+static grad_set grad_set_of(const tr_acts *a, const tr_config *c, int l) {
+    size_t BT = (size_t)a->B * a->T, D = (size_t)c->d_model, F = (size_t)c->d_ff, k = (size_t)(l & 1);
+    grad_set g = {a->d_h + k * BT * D, a->d_t + k * BT * D, a->d_ff + k * BT * F,
+                  a->d_r1 + k * BT * D, a->d_ao + k * BT * D, a->d_qkv + k * BT * 3 * D};
+    return g;
 }
 
+/* A task besides the blocks: a block of a weight gradient, or a reduction. */
+typedef enum { GT_DW, GT_RED_LAYER, GT_RED_MLM, GT_RED_EMB, GT_EMB } gt_kind;
+typedef struct {
+    gt_kind kind;
+    /* GT_DW: block [o0, o1) x [i0, i1) of dW (No, Ni) += dy^T x over all N rows, and
+     * db[o0, o1) += column sums of dy when db != NULL (the decoder bias) */
+    float *dw, *db;
+    const float *dy, *x;
+    int N, Ni, No, o0, o1, i0, i1;
+    int l; /* GT_RED_LAYER: the layer; GT_EMB: columns [o0, o1) */
+} grad_task;
+
+#define MAX_GRAD_TASKS 4096
+
+typedef struct {
+    grad_task t[MAX_GRAD_TASKS];
+    int n;
+} grad_tasks;
+
+static void gt_push(grad_tasks *g, grad_task t) {
+    ASSERT(g->n < MAX_GRAD_TASKS);
+    g->t[g->n++] = t;
+}
+
+/* dW (No, Ni) += dy^T x (db += colsum(dy) when db): blocks of rows of dW (columns when
+ * No < Ni) of about GRAD_TASK_MACS each. */
+static void gt_linear(grad_tasks *g, float *dw, float *db, const float *dy, const float *x, int N, int Ni, int No) {
+    int by_rows = No >= Ni, len = by_rows ? No : Ni, other = by_rows ? Ni : No;
+    size_t per = GRAD_TASK_MACS / ((size_t)(N > 0 ? N : 1) * other);
+    int step = per < 16 ? 16 : (int)(per < (size_t)len ? per / 16 * 16 : (size_t)len);
+    if (step < (len + 511) / 512) step = (len + 511) / 512; /* at most 512 tasks per weight */
+    for (int s = 0; s < len; s += step) {
+        int e = len - s < step ? len : s + step;
+        grad_task t = {GT_DW, dw, NULL, dy, x, N, Ni, No, 0, No, 0, Ni, 0};
+        if (by_rows) {
+            t.o0 = s;
+            t.o1 = e;
+            t.db = db;
+        } else {
+            t.i0 = s;
+            t.i1 = e;
+            t.db = s == 0 ? db : NULL;
+        }
+        gt_push(g, t);
+    }
+}
+
+static void gt_simple(grad_tasks *g, gt_kind k, int l, int o0, int o1) {
+    grad_task t = {k, NULL, NULL, NULL, NULL, 0, 0, 0, o0, o1, 0, 0, l};
+    gt_push(g, t);
+}
+
+/* dst[c] += sum over blocks b of part(b)[c], c in [0, n), blocks in order */
+static void reduce_blocks(float *dst, const float *part, size_t stride, int nblk, int n) {
+    if (!dst) return;
+    for (int b = 0; b < nblk; b++)
+        for (int c = 0; c < n; c++) dst[c] += part[(size_t)b * stride + c];
+}
+
+static void gt_one(tr_model *m, const tr_acts *a, const tr_batch *b, int nblk, const grad_task *t) {
+    const tr_config *c = &m->cfg;
+    const tr_params *g = &m->grads;
+    int D = c->d_model, F = c->d_ff;
+    switch (t->kind) {
+    case GT_DW:
+        tro_linear_dw(t->dw, t->dy, t->x, t->N, t->Ni, t->No, t->o0, t->o1, t->i0, t->i1);
+        if (t->db) tro_colsum(t->db + t->o0, t->dy + t->o0, t->N, t->o1 - t->o0, t->No);
+        break;
+    case GT_RED_LAYER: {
+        layer_p gr = layer_slice(g, c, t->l);
+        float *dst[PL_N] = {gr.f2_b, gr.f1_b, gr.o_b, gr.qkv_b, gr.ln2_g, gr.ln2_b, gr.ln1_g, gr.ln1_b};
+        int n[PL_N] = {D, F, D, 3 * D, D, D, D, D};
+        for (int k = 0; k < PL_N; k++)
+            reduce_blocks(dst[k], part_layer(a, c, t->l, 0) + pl_off(c, k), pl_size(c), nblk, n[k]);
+        break;
+    }
+    case GT_RED_MLM:
+        reduce_blocks(g->mlm_b, part_mlm(a, c, 0), 3 * (size_t)D, nblk, D);
+        reduce_blocks(g->mlm_ln_g, part_mlm(a, c, 0) + D, 3 * (size_t)D, nblk, D);
+        reduce_blocks(g->mlm_ln_b, part_mlm(a, c, 0) + 2 * D, 3 * (size_t)D, nblk, D);
+        break;
+    case GT_RED_EMB:
+        reduce_blocks(g->ln_e_g, part_emb(a, c, 0), 2 * (size_t)D, nblk, D);
+        reduce_blocks(g->ln_e_b, part_emb(a, c, 0) + D, 2 * (size_t)D, nblk, D);
+        break;
+    case GT_EMB: /* the lookups' gradients, columns [o0, o1), rows in order */
+        for (int r = 0; r < b->B * b->T; r++) {
+            const float *d = a->d_emb_sum + (size_t)r * D;
+            float *gw = b->word_embeds ? NULL : g->wte + (size_t)b->ids[r] * D;
+            float *gp = g->wpe + (size_t)a->pos[r] * D;
+            float *gt = g->wtt ? g->wtt + (size_t)(b->type_ids ? b->type_ids[r] : 0) * D : NULL;
+            for (int i = t->o0; i < t->o1; i++) {
+                if (gw) gw[i] += d[i];
+                gp[i] += d[i];
+                if (gt) gt[i] += d[i];
+            }
+        }
+        break;
+    }
+}
+
+/* Weight gradients of layer l from its grad_set, and the reduction of its partials. */
+static void gt_layer(grad_tasks *g, tr_model *m, const tr_acts *a, const tr_batch *b, int l) {
+    const tr_config *c = &m->cfg;
+    int N = b->B * b->T, D = c->d_model, F = c->d_ff;
+    layer_p gr = layer_slice(&m->grads, c, l);
+    layer_a s = layer_acts(a, c, l);
+    grad_set q = grad_set_of(a, c, l);
+    int drop = a->p_hidden > 0.0f;
+    gt_linear(g, gr.f2_w, NULL, drop ? q.t : q.h, s.fact, N, F, D);
+    gt_linear(g, gr.f1_w, NULL, q.ff, s.h1, N, D, F);
+    gt_linear(g, gr.o_w, NULL, drop ? q.ao : q.r1, s.ctx, N, D, D);
+    gt_linear(g, gr.qkv_w, NULL, q.qkv, s.x, N, D, 3 * D);
+    gt_simple(g, GT_RED_LAYER, l, 0, 0);
+}
+
+/* Serial linear backward for the classifier: dx (N, Ni) = dy W (accum 0/1; skipped
+ * when NULL), dw += dy^T x, db += colsum(dy) (each skipped when NULL). */
+static void linear_bwd(float *dx, int accum, float *dw, float *db, const float *dy, const float *x, const float *w,
+                       int N, int Ni, int No) {
+    if (dx) tro_linear_dx(dx, accum, dy, w, N, Ni, No);
+    if (dw) tro_linear_dw(dw, dy, x, N, Ni, No, 0, No, 0, Ni);
+    if (db) tro_colsum(db, dy, N, No, No);
+}
+
+/* Masked-LM head backward on MLM rows [i0, i0 + ni): dLoss/d final states added into
+ * their rows of dy; part (3 D, or NULL): partial sums of the dense bias and LayerNorm
+ * gradients. */
+static void mlm_bwd_rows(tr_model *m, tr_acts *a, float *dy, int i0, int ni, float *part) {
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->params;
+    int D = c->d_model, V = c->vocab_size;
+    size_t o = (size_t)i0 * D;
+    float *d3 = a->d_m1 + o, *d2 = a->d_m2 + o, *dh = a->d_m3 + o;
+    /* logits = t3 wte^T + bias; t3 = LN(act(h Wm^T + bm)) */
+    lin_dx(d3, NULL, a->d_mlm_logits + (size_t)i0 * V, wte_pack_of(a, c, 0), ni, D, V);
+    tro_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
+    tro_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
+    tro_linear_dx(dh, 0, d2, p->mlm_w, ni, D, D);
+    for (int i = 0; i < ni; i++) {
+        float *y = dy + (size_t)a->mlm_rows[i0 + i] * D;
+        for (int j = 0; j < D; j++) y[j] += dh[(size_t)i * D + j];
+    }
+    if (!part) return;
+    memset(part, 0, 3 * (size_t)D * sizeof(float));
+    tro_colsum(part, d2, ni, D, D);
+    tro_layernorm_dparams(part + D, part + 2 * D, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, ni, D, 0,
+                          D);
+}
+
+/* Input gradients of layer l on sequences [b0, b0 + nb): dy: dLoss/d layer output;
+ * dx: dLoss/d layer input, overwritten. Leaves the per-row gradients its weight
+ * gradients need in grad_set_of(l) and, when part (pl_size) is non-NULL, the block's
+ * partial sums of the bias and LayerNorm gradients. */
+static void layer_bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, const float *dy, float *dx, int b0,
+                            int nb, float *scr, float *part) {
+    const tr_config *c = &m->cfg;
+    int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
+    size_t o = (size_t)r0 * D, nd = (size_t)nr * D, of = (size_t)r0 * F, TT = (size_t)T * T;
+    layer_p w = layer_slice(&m->params, c, l);
+    layer_a s = layer_acts(a, c, l);
+    layer_pk k = layer_pack_of(a, c, l, 0);
+    grad_set q = grad_set_of(a, c, l);
+    if (part) {
+        memset(part, 0, pl_size(c) * sizeof(float));
+        tro_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
+                              s.rstd2 + r0, nr, D, 0, D);
+    }
+    /* y = LN2(res2) */
+    tro_layernorm_dx(q.h + o, dy + o, s.res2 + o, s.mean2 + r0, s.rstd2 + r0, w.ln2_g, nr, D);
+    /* res2 = h1 + dropout(ff2(act(ff1(h1)))) */
+    const float *dff2 = q.h;
+    if (a->p_hidden > 0.0f) {
+        memcpy(q.t + o, q.h + o, nd * sizeof(float));
+        tro_dropout(q.t + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
+        dff2 = q.t;
+    }
+    lin_dx(q.ff + of, NULL, dff2 + o, k.f2, nr, F, D);
+    tro_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
+    lin_dx(a->d_h1 + o, q.h + o, q.ff + of, k.f1, nr, D, F);
+    /* h1 = LN1(res1); res1 = x + dropout(ctx Wo^T + bo) */
+    tro_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
+    const float *dao = q.r1;
+    if (a->p_hidden > 0.0f) {
+        memcpy(q.ao + o, q.r1 + o, nd * sizeof(float));
+        tro_dropout(q.ao + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
+        dao = q.ao;
+    }
+    lin_dx(a->d_ctx + o, NULL, dao + o, k.o, nr, D, D);
+    att_dims d = att_dims_of(c, a, T, l);
+    for (int bb = b0; bb < b0 + nb; bb++)
+        att_bwd(&d, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, a->d_ctx + (size_t)bb * T * D,
+                q.qkv + (size_t)bb * T * 3 * D, scr);
+    /* qkv = x Wqkv^T + bqkv; dx = d res1 (the residual path) + dqkv Wqkv */
+    lin_dx(dx + o, q.r1 + o, q.qkv + o * 3, k.qkv, nr, D, 3 * D);
+    if (!part) return;
+    tro_colsum(part + pl_off(c, PL_B2), dff2 + o, nr, D, D);
+    tro_colsum(part + pl_off(c, PL_B1), q.ff + of, nr, F, F);
+    tro_colsum(part + pl_off(c, PL_BO), dao + o, nr, D, D);
+    tro_colsum(part + pl_off(c, PL_BQKV), q.qkv + o * 3, nr, 3 * D, 3 * D);
+    tro_layernorm_dparams(part + pl_off(c, PL_G1), part + pl_off(c, PL_BL1), a->d_h1 + o, s.res1 + o, s.mean1 + r0,
+                          s.rstd1 + r0, nr, D, 0, D);
+}
+
+/* Embeddings backward on rows [r0, r0 + nr): x0 = dropout(LN_e(e)) with dy = dLoss/dx0
+ * (dropped out in place); part (2 D, or NULL): the block's LayerNorm partial sums. */
+static void emb_bwd_rows(tr_model *m, tr_acts *a, float *dy, int r0, int nr, float *part) {
+    const tr_config *c = &m->cfg;
+    int D = c->d_model;
+    size_t o = (size_t)r0 * D, nd = (size_t)nr * D;
+    memcpy(a->d_emb_out + o, dy + o, nd * sizeof(float));
+    tro_dropout(dy + o, o, nd, a->p_hidden, a->seed, SITE_EMB);
+    tro_layernorm_dx(a->d_emb_sum + o, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, m->params.ln_e_g,
+                     nr, D);
+    if (!part) return;
+    memset(part, 0, 2 * (size_t)D * sizeof(float));
+    tro_layernorm_dparams(part, part + D, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, nr, D, 0, D);
+}
+
+/* Block blk at layer l: the MLM rows' backward first (top layer), then the layer,
+ * then the embeddings (layer 0). */
+static void bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, int blk, int sb, float *dy, float *dx,
+                      int pg, float *scr) {
+    const tr_config *c = &m->cfg;
+    int T = b->T, b0 = blk * sb, nb = b->B - b0 < sb ? b->B - b0 : sb;
+    int m0 = a->blk_mlm[blk], m1 = a->blk_mlm[blk + 1];
+    if (l == c->n_layer - 1 && c->mlm && a->n_mlm > 0) {
+        if (m1 > m0) mlm_bwd_rows(m, a, dy, m0, m1 - m0, pg ? part_mlm(a, c, blk) : NULL);
+        else if (pg) memset(part_mlm(a, c, blk), 0, 3 * (size_t)c->d_model * sizeof(float));
+    }
+    layer_bwd_block(m, a, b, l, dy, dx, b0, nb, scr, pg ? part_layer(a, c, l, blk) : NULL);
+    if (l == 0) emb_bwd_rows(m, a, dx, b0 * T, nb * T, pg ? part_emb(a, c, blk) : NULL);
+}
+
+/* Layer l's blocks and the tasks in g as one parallel region, handed out in order:
+ * the tasks of g (the larger ones), then the blocks. l < 0: the tasks only. */
+static void run_region(tr_model *m, tr_acts *a, const tr_batch *b, int l, int nblk, int sb, float *dy, float *dx,
+                       int pg, const grad_tasks *g, int nt) {
+    int nb = l >= 0 ? nblk : 0;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int i = 0; i < g->n + nb; i++) {
+        if (i < g->n) gt_one(m, a, b, nblk, &g->t[i]);
+        else bwd_block(m, a, b, l, i - g->n, sb, dy, dx, pg, thread_scr(a, &m->cfg));
+    }
+}
+
+/* Regions: layer L-1's blocks (with the MLM rows) + the decoder's weight gradient;
+ * layer l's blocks + layer l+1's weight gradients (+ the MLM head's, after the top
+ * layer); last, layer 0's weight gradients + the embeddings'. */
 void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads) {
     const tr_config *c = &m->cfg;
     const tr_params *p = &m->params;
@@ -439,54 +908,49 @@ void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads) {
     tr_params gz = {0};
     const tr_params *g = pg ? &m->grads : &gz;
     int B = b->B, T = b->T, N = B * T, D = c->d_model, L = c->n_layer, C = c->num_labels, V = c->vocab_size;
-    size_t ND = (size_t)N * D;
+    int M = a->n_mlm, mlm = c->mlm && M > 0;
+    grad_tasks *gts = as_malloc_array(1, sizeof *gts);
+    ASSERT(gts);
+    gts->n = 0;
+    pass_state ps = pass_begin();
+    int nt = pass_threads(a), sb = block_seqs(T), nblk = (B + sb - 1) / sb;
+    pack_weights(m, a, 0, mlm, nt);
     float *dy = a->d_x, *dx = a->d_y;
-    memcpy(dy, a->d_out, ND * sizeof(float));
+    memcpy(dy, a->d_out, (size_t)N * D * sizeof(float));
     /* classifier: logits = poold Wc^T + bc; poold = dropout(act(h0 Wp^T + bp)) */
     if (C > 0) {
         float *dpool = a->d_m1, *dh0 = a->d_m2;
-        tro_linear_bwd(dpool, 0, g->cls_w, g->cls_b, a->d_cls_logits, a->cls_poold, p->cls_w, a->ones, B, D, C);
-        tro_dropout(dpool, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
+        linear_bwd(dpool, 0, g->cls_w, g->cls_b, a->d_cls_logits, a->cls_poold, p->cls_w, B, D, C);
+        tro_dropout(dpool, 0, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
         for (size_t i = 0; i < (size_t)B * D; i++) dpool[i] *= cls_act_grad(c->cls_act, a->cls_pool[i]);
-        tro_linear_bwd(dh0, 0, g->pool_w, g->pool_b, dpool, a->cls_h0, p->pool_w, a->ones, B, D, D);
+        linear_bwd(dh0, 0, g->pool_w, g->pool_b, dpool, a->cls_h0, p->pool_w, B, D, D);
         for (int bb = 0; bb < B; bb++) {
             float *r = dy + (size_t)bb * T * D;
             for (int i = 0; i < D; i++) r[i] += dh0[(size_t)bb * D + i];
         }
     }
-    /* MLM: logits = t3 wte^T + bias; t3 = LN(act(h Wm^T + bm)) */
-    int M = a->n_mlm;
-    if (c->mlm && M > 0) {
-        float *d3 = a->d_m1, *d2 = a->d_m2;
-        tro_linear_bwd(d3, 0, g->wte, g->mlm_bias, a->d_mlm_logits, a->mlm_t3, p->wte, a->ones, M, D, V);
-        tro_layernorm_bwd(d2, g->mlm_ln_g, g->mlm_ln_b, d3, a->mlm_t2, a->mlm_mean, a->mlm_rstd, p->mlm_ln_g, M, D);
-        tro_act_bwd(c->mlm_act, d2, a->mlm_t1, (size_t)M * D);
-        tro_linear_bwd(d3, 0, g->mlm_w, g->mlm_b, d2, a->mlm_h, p->mlm_w, a->ones, M, D, D);
-        for (int i = 0; i < M; i++) {
-            float *r = dy + (size_t)a->mlm_rows[i] * D;
-            for (int j = 0; j < D; j++) r[j] += d3[(size_t)i * D + j];
-        }
-    }
+    /* the tied decoder: dwte += dlogits^T t3, dbias += colsum(dlogits) */
+    if (pg && mlm) gt_linear(gts, g->wte, g->mlm_bias, a->d_mlm_logits, a->mlm_t3, M, D, V);
     for (int l = L - 1; l >= 0; l--) {
-        layer_bwd(m, a, b, l, dy, dx, pg);
+        run_region(m, a, b, l, nblk, sb, dy, dx, pg, gts, nt);
+        gts->n = 0;
+        if (pg) {
+            gt_layer(gts, m, a, b, l);
+            if (l == L - 1 && mlm) {
+                gt_linear(gts, g->mlm_w, NULL, a->d_m2, a->mlm_h, M, D, D);
+                gt_simple(gts, GT_RED_MLM, 0, 0, 0);
+            }
+        }
         float *t = dy;
         dy = dx;
         dx = t;
     }
-    /* embeddings: x0 = dropout(LN_e(e)), e = wte[id] + wpe[pos] + wtt[type] */
-    memcpy(a->d_emb_out, dy, ND * sizeof(float));
-    tro_dropout(dy, ND, a->p_hidden, a->seed, SITE_EMB);
-    tro_layernorm_bwd(a->d_emb_sum, g->ln_e_g, g->ln_e_b, dy, a->emb_sum, a->emb_mean, a->emb_rstd, p->ln_e_g, N, D);
-    if (!pg) return;
-    for (int r = 0; r < N; r++) {
-        const float *d = a->d_emb_sum + (size_t)r * D;
-        float *gw = b->word_embeds ? NULL : g->wte + (size_t)b->ids[r] * D;
-        float *gp = g->wpe + (size_t)a->pos[r] * D;
-        float *gt = g->wtt ? g->wtt + (size_t)(b->type_ids ? b->type_ids[r] : 0) * D : NULL;
-        for (int i = 0; i < D; i++) {
-            if (gw) gw[i] += d[i];
-            gp[i] += d[i];
-            if (gt) gt[i] += d[i];
-        }
+    if (pg) {
+        /* the lookups' gradients by columns, and the embedding LayerNorm's */
+        for (int i0 = 0; i0 < D; i0 += 32) gt_simple(gts, GT_EMB, 0, i0, D - i0 < 32 ? D : i0 + 32);
+        gt_simple(gts, GT_RED_EMB, 0, 0, 0);
+        run_region(m, a, b, -1, nblk, sb, dy, dx, pg, gts, nt);
     }
+    pass_end(ps);
+    free(gts);
 }

@@ -1,10 +1,33 @@
 /* tr_ops.c — kernels of the training pass (see tr_ops.h): sgemm-based linear maps,
- * LayerNorm, activations and their derivatives, cross-entropy and dropout masks. */
+ * register-blocked products on packed right-hand sides, LayerNorm, activations and
+ * their derivatives, softmax, cross-entropy and dropout masks. All single-threaded.
+ *
+ * Vectorisation: the elementwise loops use the branch-free exp/erf of
+ * core/fastmath.h so that GCC vectorises them; the products use GCC vector types.
+ * The compute-bound kernels (products, GELU, softmax, cross-entropy) are compiled
+ * twice from the same C code, for the baseline ISA and for AVX2 + FMA (with
+ * a * b + c contracted to fused multiply-adds), and the AVX2 copy runs when the CPU
+ * has both (x86-64, GCC); elsewhere only the baseline copy exists. Results of the
+ * two copies differ in the last bits (vector width, fused rounding), never between
+ * runs on one machine.
+ */
 #include "train/tr_ops.h"
 
+#include "core/fastmath.h"
+
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX2__)
+#define TRO_DISPATCH 1
+#define TRO_AVX2 __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+static int tro_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#endif
+#define TRO_BODY static inline __attribute__((always_inline))
+
+/* ---- linear maps (sgemm) ---- */
 
 void tro_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int Ni, int No) {
     float beta = 0.0f;
@@ -15,113 +38,321 @@ void tro_linear_fwd(float *y, const float *x, const float *w, const float *b, in
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, No, Ni, 1.0f, x, Ni, w, Ni, beta, y, No);
 }
 
-void tro_linear_bwd(float *dx, int accum, float *dw, float *db, const float *dy, const float *x,
-                    const float *w, const float *ones, int N, int Ni, int No) {
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Ni, No, 1.0f, dy, No, w, Ni,
-                    accum ? 1.0f : 0.0f, dx, Ni);
-    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, No, Ni, N, 1.0f, dy, No, x, Ni, 1.0f, dw, Ni);
-    if (db) cblas_sgemv(CblasRowMajor, CblasTrans, N, No, 1.0f, dy, No, ones, 1, 1.0f, db, 1);
+void tro_linear_dx(float *dx, int accum, const float *dy, const float *w, int N, int Ni, int No) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Ni, No, 1.0f, dy, No, w, Ni, accum ? 1.0f : 0.0f,
+                dx, Ni);
 }
 
-void tro_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
-                       const float *b, int N, int C, float eps) {
-#pragma omp parallel for schedule(static)
+void tro_linear_dw(float *dw, const float *dy, const float *x, int N, int Ni, int No, int o0, int o1, int i0,
+                   int i1) {
+    if (o1 <= o0 || i1 <= i0) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, i1 - i0, N, 1.0f, dy + o0, No, x + i0, Ni, 1.0f,
+                dw + (size_t)o0 * Ni + i0, Ni);
+}
+
+void tro_colsum(float *db, const float *x, int N, int C, int ld) {
     for (int n = 0; n < N; n++) {
-        const float *r = x + (size_t)n * C;
-        float *o = y + (size_t)n * C;
-        double m = 0.0, v = 0.0;
-        for (int i = 0; i < C; i++) m += r[i];
-        m /= C;
-        for (int i = 0; i < C; i++) {
-            double d = r[i] - m;
-            v += d * d;
-        }
-        v /= C;
-        float s = (float)(1.0 / sqrt(v + (double)eps));
-        float fm = (float)m;
-        mean[n] = fm;
-        rstd[n] = s;
-        for (int i = 0; i < C; i++) o[i] = (r[i] - fm) * s * g[i] + b[i];
+        const float *r = x + (size_t)n * ld;
+        for (int c = 0; c < C; c++) db[c] += r[c];
     }
 }
 
-void tro_layernorm_bwd(float *dx, float *dg, float *db, const float *dy, const float *x,
-                       const float *mean, const float *rstd, const float *g, int N, int C) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
-        float *o = dx + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        double sum_dn = 0.0, sum_dnx = 0.0;
-        for (int i = 0; i < C; i++) {
-            float dn = dr[i] * g[i];
-            sum_dn += dn;
-            sum_dnx += dn * ((r[i] - m) * s);
+/* ---- products: 6 x 16 register blocks (12 accumulators of 8 floats) ---- */
+
+typedef float tro_v8 __attribute__((vector_size(32)));
+#define V8_LOAD(v, p) memcpy(&(v), (p), sizeof(tro_v8))
+#define V8_STORE(p, v) memcpy((p), &(v), sizeof(tro_v8))
+#define TRO_MR 6
+#define TRO_KB 256 /* rows of a panel per pass over C: a (256, 16) panel block is 16 KiB */
+
+void tro_pack_b(float *bp, const float *b, ptrdiff_t sk, ptrdiff_t sn, int K, int N, int p0, int p1) {
+    for (int p = p0; p < p1; p++) {
+        float *d = bp + (size_t)p * K * TRO_NR;
+        int j0 = p * TRO_NR, nc = N - j0 < TRO_NR ? N - j0 : TRO_NR;
+        if (nc < TRO_NR) memset(d, 0, (size_t)K * TRO_NR * sizeof(float));
+        if (sn == 1 && nc == TRO_NR) {
+            for (int k = 0; k < K; k++) memcpy(d + (size_t)k * TRO_NR, b + k * sk + j0, TRO_NR * sizeof(float));
+        } else if (sn == 1) {
+            for (int k = 0; k < K; k++) memcpy(d + (size_t)k * TRO_NR, b + k * sk + j0, (size_t)nc * sizeof(float));
+        } else {
+            /* a transposed source: read its rows (columns j) sequentially */
+            for (int j = 0; j < nc; j++) {
+                const float *src = b + (j0 + j) * sn;
+                for (int k = 0; k < K; k++) d[(size_t)k * TRO_NR + j] = src[k * sk];
+            }
         }
-        float a = (float)(sum_dn / C), c = (float)(sum_dnx / C);
-        for (int i = 0; i < C; i++) {
-            float xh = (r[i] - m) * s;
-            o[i] = s * (dr[i] * g[i] - a - xh * c);
-        }
-    }
-    if (!dg && !db) return;
-    /* parameter gradients: a reduction over rows, parallel over columns */
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < C; i++) {
-        float sg = 0.0f, sb = 0.0f;
-        for (int n = 0; n < N; n++) {
-            float d = dy[(size_t)n * C + i];
-            sg += d * (x[(size_t)n * C + i] - mean[n]) * rstd[n];
-            sb += d;
-        }
-        if (dg) dg[i] += sg;
-        if (db) db[i] += sb;
     }
 }
 
-/* gelu(x) = x Phi(x) (Hendrycks & Gimpel 2016), Phi via erf; derivative
- * Phi(x) + x phi(x). gelu_new: 0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3),
- * derivative 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)(1 + 3 * 0.044715 x^2). */
+void tro_pack_heads(float *dst, const float *src, int ld, int T, int H, int Dh, int trans) {
+    size_t a = tro_packed_size(T, Dh), b = tro_packed_size(Dh, T), hs = a > b ? a : b;
+    for (int h = 0; h < H; h++) {
+        const float *x = src + (size_t)h * Dh;
+        float *d = dst + (size_t)h * hs;
+        if (trans) { /* B (k = e, j = t): panel t / 16 holds rows e of 16 tokens */
+            for (int t0 = 0; t0 < T; t0 += TRO_NR) {
+                int n = T - t0 < TRO_NR ? T - t0 : TRO_NR;
+                float *o = d + (size_t)t0 * Dh;
+                for (int e = 0; e < Dh; e++, o += TRO_NR) {
+                    int j = 0;
+                    for (; j < n; j++) o[j] = x[(size_t)(t0 + j) * ld + e];
+                    for (; j < TRO_NR; j++) o[j] = 0.0f;
+                }
+            }
+        } else { /* B (k = t, j = e): panel e / 16 holds 16 columns of every row t */
+            for (int e0 = 0; e0 < Dh; e0 += TRO_NR) {
+                int n = Dh - e0 < TRO_NR ? Dh - e0 : TRO_NR;
+                float *o = d + (size_t)e0 * T;
+                for (int t = 0; t < T; t++, o += TRO_NR) {
+                    const float *r = x + (size_t)t * ld + e0;
+                    if (n == TRO_NR) {
+                        memcpy(o, r, TRO_NR * sizeof(float));
+                    } else {
+                        memcpy(o, r, (size_t)n * sizeof(float));
+                        memset(o + n, 0, (size_t)(TRO_NR - n) * sizeof(float));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* c[0, nc) = alpha * (lo, hi) + cin[0, nc) (cin NULL: 0) + bias[0, nc) (NULL: 0) */
+TRO_BODY void store16(float *c, const tro_v8 *lo, const tro_v8 *hi, int nc, float alpha, const float *cin,
+                      const float *bias) {
+    if (nc == TRO_NR) {
+        tro_v8 o0 = alpha * *lo, o1 = alpha * *hi, t0, t1;
+        if (cin) {
+            V8_LOAD(t0, cin);
+            V8_LOAD(t1, cin + 8);
+            o0 += t0;
+            o1 += t1;
+        }
+        if (bias) {
+            V8_LOAD(t0, bias);
+            V8_LOAD(t1, bias + 8);
+            o0 += t0;
+            o1 += t1;
+        }
+        V8_STORE(c, o0);
+        V8_STORE(c + 8, o1);
+        return;
+    }
+    float t[TRO_NR];
+    V8_STORE(t, *lo);
+    V8_STORE(t + 8, *hi);
+    for (int j = 0; j < nc; j++) c[j] = alpha * t[j] + (cin ? cin[j] : 0.0f) + (bias ? bias[j] : 0.0f);
+}
+
+/* Rows [0, mr) (mr <= 6) of C against kc rows of a packed panel (bk): a block of
+ * fewer than 6 rows repeats its last row in the unused accumulators. */
+TRO_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bk, int mr,
+                        int kc, int nc, float alpha, const float *cin, int ldcin, const float *bias) {
+    const float *a0 = a, *a1 = mr > 1 ? a0 + sai : a0, *a2 = mr > 2 ? a1 + sai : a1, *a3 = mr > 3 ? a2 + sai : a2,
+                *a4 = mr > 4 ? a3 + sai : a3, *a5 = mr > 5 ? a4 + sai : a4;
+    tro_v8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0};
+    tro_v8 s30 = {0}, s31 = {0}, s40 = {0}, s41 = {0}, s50 = {0}, s51 = {0};
+    for (int k = 0; k < kc; k++, bk += TRO_NR) {
+        tro_v8 b0, b1;
+        V8_LOAD(b0, bk);
+        V8_LOAD(b1, bk + 8);
+        ptrdiff_t ko = k * sak;
+        float x0 = a0[ko], x1 = a1[ko], x2 = a2[ko], x3 = a3[ko], x4 = a4[ko], x5 = a5[ko];
+        s00 += x0 * b0;
+        s01 += x0 * b1;
+        s10 += x1 * b0;
+        s11 += x1 * b1;
+        s20 += x2 * b0;
+        s21 += x2 * b1;
+        s30 += x3 * b0;
+        s31 += x3 * b1;
+        s40 += x4 * b0;
+        s41 += x4 * b1;
+        s50 += x5 * b0;
+        s51 += x5 * b1;
+    }
+    tro_v8 *acc[TRO_MR][2] = {{&s00, &s01}, {&s10, &s11}, {&s20, &s21}, {&s30, &s31}, {&s40, &s41}, {&s50, &s51}};
+    for (int r = 0; r < mr; r++)
+        store16(c + (size_t)r * ldc, acc[r][0], acc[r][1], nc, alpha, cin ? cin + (size_t)r * ldcin : NULL, bias);
+}
+
+/* For each block of TRO_KB rows of B: when that block of all panels fits in L2
+ * (TRO_L2_B bytes), 6 rows of A at a time against every panel (the rows of A stay in
+ * L1, B streams from L2); otherwise (the decoder, V = 8192 columns) panel by panel,
+ * each panel block staying in L1 for all rows of A. */
+#define TRO_L2_B (256 * 1024)
+TRO_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M,
+                        int N, int K, float alpha, const float *cin, int ldcin, const float *bias) {
+    int np = (N + TRO_NR - 1) / TRO_NR;
+    for (int k0 = 0; k0 < K; k0 += TRO_KB) {
+        int kc = K - k0 < TRO_KB ? K - k0 : TRO_KB;
+        /* later row blocks of B add to what the earlier ones stored */
+        const float *ci = k0 == 0 ? cin : c, *bi = k0 == 0 ? bias : NULL;
+        int ldci = k0 == 0 ? ldcin : ldc;
+        int rows_outer = (size_t)kc * np * TRO_NR * sizeof(float) <= TRO_L2_B, nr = (M + TRO_MR - 1) / TRO_MR;
+        int n_outer = rows_outer ? nr : np, n_inner = rows_outer ? np : nr;
+        for (int u = 0; u < n_outer; u++)
+            for (int v = 0; v < n_inner; v++) {
+                int p = rows_outer ? v : u, i = (rows_outer ? u : v) * TRO_MR;
+                int j0 = p * TRO_NR, nc = N - j0 < TRO_NR ? N - j0 : TRO_NR;
+                gemm_6x16(c + (size_t)i * ldc + j0, ldc, a + i * sai + k0 * sak, sai, sak,
+                          bp + ((size_t)p * K + k0) * TRO_NR, M - i < TRO_MR ? M - i : TRO_MR, kc, nc, alpha,
+                          ci ? ci + (size_t)i * ldci + j0 : NULL, ldci, bi ? bi + j0 : NULL);
+            }
+    }
+}
+
+/* ---- GELU, softmax, cross-entropy ---- */
+
+/* gelu(x) = x Phi(x) (Hendrycks & Gimpel 2016), Phi(x) = (1 + erf(x / sqrt 2)) / 2;
+ * derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi), where
+ * exp(-x^2 / 2) = exp(-u^2) at u = x / sqrt 2 is also the exponential inside erf(u)
+ * (Abramowitz & Stegun 7.1.26), so one exp serves both terms. */
 #define TRO_SQRT1_2 0.70710678118654752f
 #define TRO_INV_SQRT_2PI 0.39894228040143268f
 #define TRO_SQRT_2_PI 0.79788456080286536f
 
+TRO_BODY void gelu_fwd_body(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * TRO_SQRT1_2));
+}
+
+TRO_BODY void gelu_bwd_body(float *d, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], u = v * TRO_SQRT1_2;
+        float e = as_fast_expf(-u * u);
+        float cdf = 0.5f * (1.0f + as_fast_erff_e(u, e));
+        d[i] *= cdf + v * (TRO_INV_SQRT_2PI * e);
+    }
+}
+
+TRO_BODY void softmax_body(float *s, const int32_t *keep, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        float *r = s + (size_t)n * C;
+        float mx = -FLT_MAX;
+        int kept = C;
+        if (keep) {
+            kept = 0;
+            for (int c = 0; c < C; c++) kept += keep[c] != 0;
+#pragma omp simd reduction(max : mx)
+            for (int c = 0; c < C; c++) {
+                float v = keep[c] ? r[c] : -FLT_MAX;
+                mx = v > mx ? v : mx;
+            }
+        } else {
+#pragma omp simd reduction(max : mx)
+            for (int c = 0; c < C; c++) mx = r[c] > mx ? r[c] : mx;
+        }
+        float sum = 0.0f;
+        if (keep) {
+#pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < C; c++) {
+                float e = keep[c] ? as_fast_expf(r[c] - mx) : 0.0f;
+                r[c] = e;
+                sum += e;
+            }
+        } else {
+#pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < C; c++) {
+                float e = as_fast_expf(r[c] - mx);
+                r[c] = e;
+                sum += e;
+            }
+        }
+        float inv = kept > 0 && sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int c = 0; c < C; c++) r[c] *= inv;
+    }
+}
+
+/* log-softmax in one pass over exp: max, then e = exp(l - max) kept in dlogits and
+ * summed, lse = max + log(sum); dlogits = e * scale / sum - scale onehot. */
+TRO_BODY void xent_body(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N,
+                        int C, float scale) {
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * C;
+        float *d = dlogits + (size_t)n * C;
+        float mx = -FLT_MAX;
+#pragma omp simd reduction(max : mx)
+        for (int c = 0; c < C; c++) mx = l[c] > mx ? l[c] : mx;
+        double sum = 0.0; /* float sums of 64 columns (vectorised), added in double */
+        for (int c0 = 0; c0 < C; c0 += 64) {
+            int c1 = C - c0 < 64 ? C : c0 + 64;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int c = c0; c < c1; c++) {
+                float e = as_fast_expf(l[c] - mx);
+                d[c] = e;
+                s += e;
+            }
+            sum += s;
+        }
+        row_loss[n] = log(sum) + (double)mx - (double)l[targets[n]];
+        float f = (float)((double)scale / sum);
+        for (int c = 0; c < C; c++) d[c] *= f;
+        d[targets[n]] -= scale;
+    }
+}
+
+/* ---- the two copies and their dispatch ---- */
+
+#ifdef TRO_DISPATCH
+TRO_AVX2 static void gemm_avx2(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp,
+                               int M, int N, int K, float alpha, const float *cin, int ldcin, const float *bias) {
+    gemm_body(c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
+}
+TRO_AVX2 static void gelu_fwd_avx2(float *y, const float *x, size_t n) { gelu_fwd_body(y, x, n); }
+TRO_AVX2 static void gelu_bwd_avx2(float *d, const float *x, size_t n) { gelu_bwd_body(d, x, n); }
+TRO_AVX2 static void softmax_avx2(float *s, const int32_t *keep, int N, int C) { softmax_body(s, keep, N, C); }
+TRO_AVX2 static void xent_avx2(float *dlogits, double *row_loss, const float *logits, const int32_t *targets,
+                               int N, int C, float scale) {
+    xent_body(dlogits, row_loss, logits, targets, N, C, scale);
+}
+#define TRO_RUN(name, ...)                                                                                         \
+    do {                                                                                                           \
+        if (tro_avx2()) name##_avx2(__VA_ARGS__);                                                                  \
+        else name##_body(__VA_ARGS__);                                                                             \
+    } while (0)
+#else
+#define TRO_RUN(name, ...) name##_body(__VA_ARGS__)
+#endif
+
+void tro_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
+              float alpha, const float *cin, int ldcin, const float *bias) {
+    TRO_RUN(gemm, c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
+}
+
+void tro_softmax_rows(float *s, const int32_t *keep, int N, int C) { TRO_RUN(softmax, s, keep, N, C); }
+
+void tro_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
+              float scale) {
+    TRO_RUN(xent, dlogits, row_loss, logits, targets, N, C, scale);
+}
+
+/* gelu_new: 0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3), derivative
+ * 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)(1 + 3 * 0.044715 x^2). */
 void tro_act_fwd(as_act a, float *y, const float *x, size_t n) {
-    ptrdiff_t N = (ptrdiff_t)n;
     switch (a) {
     case ACT_GELU:
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * TRO_SQRT1_2));
+        TRO_RUN(gelu_fwd, y, x, n);
         break;
     case ACT_GELU_NEW:
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) {
+        for (size_t i = 0; i < n; i++) {
             float v = x[i];
             y[i] = 0.5f * v * (1.0f + tanhf(TRO_SQRT_2_PI * (v + 0.044715f * v * v * v)));
         }
         break;
     case ACT_RELU:
-        for (ptrdiff_t i = 0; i < N; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     }
 }
 
 void tro_act_bwd(as_act a, float *d, const float *x, size_t n) {
-    ptrdiff_t N = (ptrdiff_t)n;
     switch (a) {
     case ACT_GELU:
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) {
-            float v = x[i];
-            float cdf = 0.5f * (1.0f + erff(v * TRO_SQRT1_2));
-            float pdf = TRO_INV_SQRT_2PI * expf(-0.5f * v * v);
-            d[i] *= cdf + v * pdf;
-        }
+        TRO_RUN(gelu_bwd, d, x, n);
         break;
     case ACT_GELU_NEW:
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < N; i++) {
+        for (size_t i = 0; i < n; i++) {
             float v = x[i];
             float th = tanhf(TRO_SQRT_2_PI * (v + 0.044715f * v * v * v));
             float du = TRO_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
@@ -129,29 +360,63 @@ void tro_act_bwd(as_act a, float *d, const float *x, size_t n) {
         }
         break;
     case ACT_RELU:
-        for (ptrdiff_t i = 0; i < N; i++) d[i] = x[i] > 0.0f ? d[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) d[i] = x[i] > 0.0f ? d[i] : 0.0f;
         break;
     }
 }
 
-double tro_xent(float *dlogits, const float *logits, const int32_t *targets, int N, int C,
-                float scale) {
-    double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
+/* ---- LayerNorm ---- */
+
+void tro_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
+                       const float *b, int N, int C, float eps) {
     for (int n = 0; n < N; n++) {
-        const float *l = logits + (size_t)n * C;
-        float *d = dlogits + (size_t)n * C;
-        float mx = l[0];
-        for (int c = 1; c < C; c++) mx = l[c] > mx ? l[c] : mx;
-        double sum = 0.0;
-        for (int c = 0; c < C; c++) sum += exp((double)(l[c] - mx));
-        double lse = log(sum) + mx;
-        total += lse - l[targets[n]];
-        for (int c = 0; c < C; c++) d[c] = scale * (float)exp((double)l[c] - lse);
-        d[targets[n]] -= scale;
+        const float *r = x + (size_t)n * C;
+        float *o = y + (size_t)n * C;
+        float m = 0.0f, v = 0.0f;
+#pragma omp simd reduction(+ : m)
+        for (int i = 0; i < C; i++) m += r[i];
+        m /= (float)C;
+#pragma omp simd reduction(+ : v)
+        for (int i = 0; i < C; i++) v += (r[i] - m) * (r[i] - m);
+        v /= (float)C;
+        float s = (float)(1.0 / sqrt((double)v + (double)eps));
+        mean[n] = m;
+        rstd[n] = s;
+        for (int i = 0; i < C; i++) o[i] = (r[i] - m) * s * g[i] + b[i];
     }
-    return total;
 }
+
+void tro_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
+                      const float *g, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
+        float *o = dx + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        float sum_dn = 0.0f, sum_dnx = 0.0f;
+#pragma omp simd reduction(+ : sum_dn, sum_dnx)
+        for (int i = 0; i < C; i++) {
+            float dn = dr[i] * g[i];
+            sum_dn += dn;
+            sum_dnx += dn * ((r[i] - m) * s);
+        }
+        float a = sum_dn / (float)C, c = sum_dnx / (float)C;
+        for (int i = 0; i < C; i++) o[i] = s * (dr[i] * g[i] - a - (r[i] - m) * s * c);
+    }
+}
+
+void tro_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
+                           const float *rstd, int N, int C, int c0, int c1) {
+    for (int n = 0; n < N; n++) {
+        const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        if (dg)
+            for (int i = c0; i < c1; i++) dg[i] += dr[i] * ((r[i] - m) * s);
+        if (db)
+            for (int i = c0; i < c1; i++) db[i] += dr[i];
+    }
+}
+
+/* ---- dropout ---- */
 
 /* splitmix64 finaliser (Steele et al. 2014) as a counter-based hash: element idx of
  * a site keeps with probability 1 - p, independent of threads and call order. */
@@ -172,11 +437,9 @@ int tr_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p) {
     return tro_drop_keep_k(tro_drop_key(seed, site), idx, p);
 }
 
-void tro_dropout(float *x, size_t n, float p, uint64_t seed, uint32_t site) {
+void tro_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site) {
     if (p <= 0.0f) return;
     float s = 1.0f / (1.0f - p);
     uint64_t key = tro_drop_key(seed, site);
-    ptrdiff_t N = (ptrdiff_t)n;
-#pragma omp parallel for schedule(static)
-    for (ptrdiff_t i = 0; i < N; i++) x[i] = tro_drop_keep_k(key, (uint64_t)i, p) ? x[i] * s : 0.0f;
+    for (size_t i = 0; i < n; i++) x[i] = tro_drop_keep_k(key, (uint64_t)(i0 + i), p) ? x[i] * s : 0.0f;
 }

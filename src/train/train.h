@@ -187,6 +187,7 @@ typedef struct {
 typedef struct {
     int B, T, M_max;           /* capacity */
     int nthr;                  /* attention scratch slots */
+    int nblk;                  /* blocks of sequences (tr_forward.c) at capacity */
     size_t n_floats;           /* size of the arena */
     float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
     float p_attn;              /* dropout on attention probabilities */
@@ -214,6 +215,7 @@ typedef struct {
     int n_mlm;                 /* M rows in this batch */
     int32_t *mlm_rows;         /* (M_max) row index b * T + t of each MLM row */
     int32_t *mlm_tgt;          /* (M_max) target ids */
+    int32_t *blk_mlm;          /* (nblk + 1) first MLM row of each block of sequences */
     float *mlm_h;              /* (M_max, D) gathered final states */
     float *mlm_t1, *mlm_t2, *mlm_t3; /* (M_max, D) dense, act, LayerNorm outputs */
     float *mlm_mean, *mlm_rstd;/* (M_max) */
@@ -226,13 +228,17 @@ typedef struct {
                                   the caller may add (e.g. a hidden-state distillation loss) */
     float *d_emb_out;          /* (BT, D) dLoss/d embedding output (input of layer 0) after tr_backward */
     float *d_emb_sum;          /* (BT, D) dLoss/d (word + position + segment) = dLoss/d word vectors */
-    /* scratch */
-    float *d_x, *d_y, *d_h, *d_t, *d_h1, *d_ctx; /* (BT, D) each */
-    float *d_ff;               /* (BT, F) */
-    float *d_qkv;              /* (BT, 3D) */
-    float *d_m1, *d_m2;        /* (max(M_max, B), D) */
-    float *scr;                /* (nthr, 2, T, T) attention scratch */
-    float *ones;               /* (max(BT, M_max)) for bias gradients */
+    /* scratch; (2, ...): one set for even layers, one for odd */
+    float *d_x, *d_y, *d_h1, *d_ctx; /* (BT, D) each */
+    float *d_h, *d_t;          /* (2, BT, D) dLoss/d LN2 input, and after the feed-forward dropout */
+    float *d_r1, *d_ao;        /* (2, BT, D) dLoss/d LN1 input, and after the attention-output dropout */
+    float *d_ff;               /* (2, BT, F) */
+    float *d_qkv;              /* (2, BT, 3D) */
+    float *d_m1, *d_m2, *d_m3; /* (max(M_max, B), D) */
+    float *scr;                /* (nthr, ...) per-thread attention scratch (tr_forward.c) */
+    float *wpack;              /* the weights of the current pass, packed for tro_gemm (tr_forward.c) */
+    float *part;               /* per-block partial sums of bias and LayerNorm gradients (tr_forward.c) */
+    double *row_loss;          /* (max(M_max, B)) cross-entropy of each row, summed in row order */
     float *block;              /* the arena */
     int32_t *iblock;
 } tr_acts;
