@@ -1,6 +1,6 @@
 #!/bin/sh
 # make_models.sh — reproduces attnscope's shipped models from scratch with the attnscope
-# binary (run by `make models`; not part of CI: about 50 minutes on one core).
+# binary (run by `make models`; not part of CI: about 100 minutes on one core).
 #   models/attnscope-mlm           4-layer BERT masked-LM, pretrained here
 #   models/attnscope-sst2          its SST-2 classifier
 #   models/attnscope-sst2-student  2-layer distilled student, fine-tuned on SST-2
@@ -21,11 +21,14 @@ mkdir -p "$WORK"
 # 1. WordPiece vocabulary, 8192 entries (characters seen < 5 times left out)
 "$BIN" vocab --corpus "$CORPUS" --exclude "$HELDOUT" --size 8192 --min-char-count 5 --out "$WORK/vocab.txt"
 
-# 2. masked-LM pretraining: 2000 steps x 32 pairs x 64 tokens, peak lr 7e-4, dropout off
-#    (compute-bound regime, as in Geiping & Goldstein 2023 "Cramming"); ~18 min on one core
+# 2. masked-LM pretraining: 16000 steps x 16 pairs x 64 tokens (16.4 M tokens), peak lr 1e-3,
+#    dropout off (compute-bound regime, as in Geiping & Goldstein 2023 "Cramming"); weights
+#    N(0, 0.06) and sinusoidal starting positions, so that attention leaves the uniform
+#    plateau early; ~70 min on one core
 "$BIN" pretrain --corpus "$CORPUS" --exclude "$HELDOUT" --vocab "$WORK/vocab.txt" --out "$WORK/mlm" \
-  --layers 4 --width 128 --heads 4 --ff 512 --max-len 128 --seq-len 64 --batch 32 --steps 2000 \
-  --lr 7e-4 --dropout 0 --save-every 250 --log-every 20 --threads "$THREADS" --seed 1234
+  --layers 4 --width 128 --heads 4 --ff 512 --max-len 128 --seq-len 64 --batch 16 --steps 16000 \
+  --lr 1e-3 --dropout 0 --init-range 0.06 --pos-init sinusoidal --save-every 1000 --log-every 50 \
+  --threads "$THREADS" --seed 1234
 
 # 3. SST-2 classifier: 2 epochs over the 67k training phrases, best dev epoch kept
 "$BIN" finetune --task sst2 --model "$WORK/mlm" --train "$D/sst2/train.tsv" --dev "$D/sst2/dev.tsv" \
@@ -46,7 +49,7 @@ for pair in mlm:attnscope-mlm sst2:attnscope-sst2 sst2-student:attnscope-sst2-st
 done
 cp "$WORK/mlm/train_log.tsv" models/attnscope-mlm/train_log.tsv
 /usr/bin/python3 bench/train_plot.py models/attnscope-mlm/train_log.tsv models/attnscope-mlm/training_curve.svg \
-  "attnscope-mlm pretraining (L=4, D=128, batch 32 x 64 tokens)" || true
+  "attnscope-mlm pretraining (L=4, D=128, batch 16 x 64 tokens)" || true
 
 # 6. metrics for docs/models.md
 "$BIN" eval --model models/attnscope-sst2 --task sst2 --data "$D/sst2/dev.tsv"
