@@ -35,6 +35,7 @@
  * gradients (long sums over rows) and the small heads, OpenBLAS sgemm.
  */
 #include "train/tr_ops.h"
+#include "core/gemm_small.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -475,15 +476,38 @@ static void pack_weights(const tr_model *m, tr_acts *a, int fwd, int with_wte, i
     free(q.j);
 }
 
-/* y (N, No) = x (N, Ni) W^T + b (+ res (N, No) when non-NULL) with wp the packed W^T */
-static void lin_fwd(float *y, const float *x, const float *wp, const float *b, const float *res, int N, int Ni,
-                    int No) {
-    tro_gemm(y, No, x, Ni, 1, wp, N, No, Ni, 1.0f, res, No, b);
+/* Passes over at most this many rows (saliency of one sentence) skip packing the
+ * weights: packing all of BERT-base's costs more than the products on 25 rows. The
+ * products then run on the unpacked [out, in] weights (core/gemm_small.c forward,
+ * sgemm backward). Not when the MLM decoder runs (its products stay packed). */
+#define TR_DIRECT_MAX_ROWS 32
+
+/* y (N, No) = x (N, Ni) W^T + b (+ res (N, No) when non-NULL) with wp the packed W^T,
+ * or, when direct, W (No, Ni) itself */
+static void lin_fwd(int direct, float *y, const float *x, const float *wp, const float *w, const float *b,
+                    const float *res, int N, int Ni, int No) {
+    if (!direct) {
+        tro_gemm(y, No, x, Ni, 1, wp, N, No, Ni, 1.0f, res, No, b);
+        return;
+    }
+    for (int n = 0; n < N; n++) {
+        float *yr = y + (size_t)n * No;
+        for (int j = 0; j < No; j++) yr[j] = (b ? b[j] : 0.0f) + (res ? res[(size_t)n * No + j] : 0.0f);
+    }
+    as_gemm_small_xwt(N, No, Ni, x, (size_t)Ni, w, (size_t)Ni, y, (size_t)No, 1);
 }
 
-/* dx (N, Ni) = dy (N, No) W (+ res (N, Ni) when non-NULL) with wp the packed W */
-static void lin_dx(float *dx, const float *res, const float *dy, const float *wp, int N, int Ni, int No) {
-    tro_gemm(dx, Ni, dy, No, 1, wp, N, Ni, No, 1.0f, res, Ni, NULL);
+/* dx (N, Ni) = dy (N, No) W (+ res (N, Ni) when non-NULL) with wp the packed W, or, when
+ * direct, W (No, Ni) itself */
+static void lin_dx(int direct, float *dx, const float *res, const float *dy, const float *wp, const float *w, int N,
+                   int Ni, int No) {
+    if (!direct) {
+        tro_gemm(dx, Ni, dy, No, 1, wp, N, Ni, No, 1.0f, res, Ni, NULL);
+        return;
+    }
+    if (res) memcpy(dx, res, (size_t)N * Ni * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Ni, No, 1.0f, dy, No, w, Ni, res ? 1.0f : 0.0f, dx,
+                Ni);
 }
 
 /* ---- forward ---- */
@@ -514,30 +538,30 @@ static void layer_fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, in
     layer_p w = layer_slice(&m->params, c, l);
     layer_a s = layer_acts(a, c, l);
     layer_pk k = layer_pack_of(a, c, l, 1);
-    lin_fwd(s.qkv + o * 3, s.x + o, k.qkv, w.qkv_b, NULL, nr, D, 3 * D);
+    lin_fwd(a->direct, s.qkv + o * 3, s.x + o, k.qkv, w.qkv_w, w.qkv_b, NULL, nr, D, 3 * D);
     att_dims d = att_dims_of(c, a, T, l);
     for (int bb = b0; bb < b0 + nb; bb++)
         att_fwd(&d, b, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, s.ctx + (size_t)bb * T * D,
                 scr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
     if (a->p_hidden > 0.0f) {
-        lin_fwd(s.res1 + o, s.ctx + o, k.o, w.o_b, NULL, nr, D, D);
+        lin_fwd(a->direct, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, NULL, nr, D, D);
         tro_dropout(s.res1 + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
         for (size_t i = o; i < o + nd; i++) s.res1[i] += s.x[i];
     } else {
-        lin_fwd(s.res1 + o, s.ctx + o, k.o, w.o_b, s.x + o, nr, D, D);
+        lin_fwd(a->direct, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, s.x + o, nr, D, D);
     }
     tro_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
     /* res2 = h1 + dropout(act(h1 W1^T + b1) W2^T + b2); y = LN2(res2) */
     size_t of = (size_t)r0 * F;
-    lin_fwd(s.fpre + of, s.h1 + o, k.f1, w.f1_b, NULL, nr, D, F);
+    lin_fwd(a->direct, s.fpre + of, s.h1 + o, k.f1, w.f1_w, w.f1_b, NULL, nr, D, F);
     tro_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
     if (a->p_hidden > 0.0f) {
-        lin_fwd(s.res2 + o, s.fact + of, k.f2, w.f2_b, NULL, nr, F, D);
+        lin_fwd(a->direct, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, NULL, nr, F, D);
         tro_dropout(s.res2 + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
         for (size_t i = o; i < o + nd; i++) s.res2[i] += s.h1[i];
     } else {
-        lin_fwd(s.res2 + o, s.fact + of, k.f2, w.f2_b, s.h1 + o, nr, F, D);
+        lin_fwd(a->direct, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, s.h1 + o, nr, F, D);
     }
     tro_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
 }
@@ -610,7 +634,8 @@ as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error 
     positions(c, b, a->pos);
     pass_state ps = pass_begin();
     int nt = pass_threads(a);
-    pack_weights(m, a, 1, c->mlm && a->n_mlm > 0, nt);
+    a->direct = B * T <= TR_DIRECT_MAX_ROWS && !(c->mlm && a->n_mlm > 0) && as_gemm_small_ok();
+    if (!a->direct) pack_weights(m, a, 1, c->mlm && a->n_mlm > 0, nt);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int blk = 0; blk < nblk; blk++) fwd_block(m, a, b, blk, sb, thread_scr(a, c));
     const float *out = a->resid + (size_t)L * BTcap * D;
@@ -786,7 +811,7 @@ static void mlm_bwd_rows(tr_model *m, tr_acts *a, float *dy, int i0, int ni, flo
     size_t o = (size_t)i0 * D;
     float *d3 = a->d_m1 + o, *d2 = a->d_m2 + o, *dh = a->d_m3 + o;
     /* logits = t3 wte^T + bias; t3 = LN(act(h Wm^T + bm)) */
-    lin_dx(d3, NULL, a->d_mlm_logits + (size_t)i0 * V, wte_pack_of(a, c, 0), ni, D, V);
+    lin_dx(0, d3, NULL, a->d_mlm_logits + (size_t)i0 * V, wte_pack_of(a, c, 0), NULL, ni, D, V);
     tro_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
     tro_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
     tro_linear_dx(dh, 0, d2, p->mlm_w, ni, D, D);
@@ -828,9 +853,9 @@ static void layer_bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, c
         tro_dropout(q.t + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
         dff2 = q.t;
     }
-    lin_dx(q.ff + of, NULL, dff2 + o, k.f2, nr, F, D);
+    lin_dx(a->direct, q.ff + of, NULL, dff2 + o, k.f2, w.f2_w, nr, F, D);
     tro_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
-    lin_dx(a->d_h1 + o, q.h + o, q.ff + of, k.f1, nr, D, F);
+    lin_dx(a->direct, a->d_h1 + o, q.h + o, q.ff + of, k.f1, w.f1_w, nr, D, F);
     /* h1 = LN1(res1); res1 = x + dropout(ctx Wo^T + bo) */
     tro_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
     const float *dao = q.r1;
@@ -839,13 +864,13 @@ static void layer_bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, c
         tro_dropout(q.ao + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
         dao = q.ao;
     }
-    lin_dx(a->d_ctx + o, NULL, dao + o, k.o, nr, D, D);
+    lin_dx(a->direct, a->d_ctx + o, NULL, dao + o, k.o, w.o_w, nr, D, D);
     att_dims d = att_dims_of(c, a, T, l);
     for (int bb = b0; bb < b0 + nb; bb++)
         att_bwd(&d, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, a->d_ctx + (size_t)bb * T * D,
                 q.qkv + (size_t)bb * T * 3 * D, scr);
     /* qkv = x Wqkv^T + bqkv; dx = d res1 (the residual path) + dqkv Wqkv */
-    lin_dx(dx + o, q.r1 + o, q.qkv + o * 3, k.qkv, nr, D, 3 * D);
+    lin_dx(a->direct, dx + o, q.r1 + o, q.qkv + o * 3, k.qkv, w.qkv_w, nr, D, 3 * D);
     if (!part) return;
     tro_colsum(part + pl_off(c, PL_B2), dff2 + o, nr, D, D);
     tro_colsum(part + pl_off(c, PL_B1), q.ff + of, nr, F, F);
@@ -914,7 +939,7 @@ void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads) {
     gts->n = 0;
     pass_state ps = pass_begin();
     int nt = pass_threads(a), sb = block_seqs(T), nblk = (B + sb - 1) / sb;
-    pack_weights(m, a, 0, mlm, nt);
+    if (!a->direct) pack_weights(m, a, 0, mlm, nt);
     float *dy = a->d_x, *dx = a->d_y;
     memcpy(dy, a->d_out, (size_t)N * D * sizeof(float));
     /* classifier: logits = poold Wc^T + bc; poold = dropout(act(h0 Wp^T + bp)) */

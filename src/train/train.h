@@ -188,6 +188,7 @@ typedef struct {
     int B, T, M_max;           /* capacity */
     int nthr;                  /* attention scratch slots */
     int nblk;                  /* blocks of sequences (tr_forward.c) at capacity */
+    int direct;                /* this pass multiplies the unpacked weights (few rows, tr_forward.c) */
     size_t n_floats;           /* size of the arena */
     float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
     float p_attn;              /* dropout on attention probabilities */
