@@ -1,6 +1,6 @@
 #!/bin/sh
 # make_models.sh — reproduces attnscope's shipped models from scratch with the attnscope
-# binary (run by `make models`; not part of CI: about 100 minutes on one core).
+# binary (run by `make models`; not part of CI: about 95 minutes on one core).
 #   models/attnscope-mlm           4-layer BERT masked-LM, pretrained here
 #   models/attnscope-sst2          its SST-2 classifier
 #   models/attnscope-sst2-student  2-layer distilled student, fine-tuned on SST-2
