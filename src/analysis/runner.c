@@ -1227,6 +1227,7 @@ typedef struct {
     /* owned by the current sentence */
     as_encoding enc;
     as_run *run, *abl[3];
+    float *sal_attn; /* (L, H, T, T) from the saliency forward, when it replaces the engine's */
     sal_result sal;
     int have_sal;
     char **tok_text;
@@ -1254,6 +1255,8 @@ static void az_release(void *u_) {
     u->form = NULL;
     as_run_free(u->run);
     u->run = NULL;
+    free(u->sal_attn);
+    u->sal_attn = NULL;
     for (int a = 0; a < 3; a++) {
         as_run_free(u->abl[a]);
         u->abl[a] = NULL;
@@ -1274,8 +1277,17 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
     as_status rc = as_encode(u->m, text, NULL, &eo, &u->enc, err);
     if (rc) return as_err_prefix(err, "%s", u->src);
     const int T = u->enc.n;
-    as_capture_spec spec = {.what = CAP_ATTN | (explain ? CAP_QKV : 0), .layer = -1, .head = -1, .threads = u->threads};
-    if ((rc = as_forward(u->m, &u->enc, &spec, &u->run, err))) return as_err_prefix(err, "%s", u->src);
+    /* SST-2 sentences without the explanation: the saliency forward (training code, the
+       same model) gives the attention, so the engine's forward is skipped */
+    int reuse = is_sst && u->tm && !explain;
+    if (reuse) {
+        u->sal_attn = as_malloc_array(as_mul_size((size_t)u->L * u->H, (size_t)T * T), sizeof(float));
+        if (!u->sal_attn) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    } else {
+        as_capture_spec spec = {.what = CAP_ATTN | (explain ? CAP_QKV : 0), .layer = -1, .head = -1,
+                                .threads = u->threads};
+        if ((rc = as_forward(u->m, &u->enc, &spec, &u->run, err))) return as_err_prefix(err, "%s", u->src);
+    }
     u->tok_text = as_calloc((size_t)T, sizeof *u->tok_text);
     u->kind = as_malloc((size_t)T);
     if (!u->tok_text || !u->kind) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -1298,7 +1310,7 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
         s->k = u->run->k;
     }
     if (is_sst && u->tm) {
-        sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0};
+        sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0, .attn_out = reuse ? u->sal_attn : NULL};
         if ((rc = sal_compute_tr(u->tm, &u->enc, &so, &u->sal, err))) return as_err_prefix(err, "%s", u->src);
         u->have_sal = 1;
         s->sal = u->sal.scores;
@@ -1348,7 +1360,7 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
     s->start = u->enc.start;
     s->end = u->enc.end;
     s->kind = u->kind;
-    s->attn = u->run->attn;
+    s->attn = reuse ? u->sal_attn : u->run->attn;
     return AS_OK;
 }
 

@@ -52,15 +52,20 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
     return s;
 }
 
-/* Runs rows [0, B) of batch b (word vectors given) and sets dlogit_target = 1 in
- * every row, then back-propagates to a->d_emb_sum. */
-static as_status grad_pass(const tr_model *tm, tr_acts *a, const tr_batch *b, int target, as_error *err) {
-    as_status s = tr_forward(tm, a, b, err);
-    if (s) return s;
+/* Sets dlogit_target = 1 in every row of batch b, whose forward is in a, and
+ * back-propagates to a->d_emb_sum. */
+static void backward_from_logit(const tr_model *tm, tr_acts *a, const tr_batch *b, int target) {
     int C = tm->cfg.num_labels;
     memset(a->d_cls_logits, 0, (size_t)b->B * C * sizeof(float));
     for (int i = 0; i < b->B; i++) a->d_cls_logits[(size_t)i * C + target] = 1.0f;
     tr_backward((tr_model *)tm, a, b, 0); /* param_grads = 0: the model is not written */
+}
+
+/* Runs rows [0, B) of batch b (word vectors given), then backward_from_logit. */
+static as_status grad_pass(const tr_model *tm, tr_acts *a, const tr_batch *b, int target, as_error *err) {
+    as_status s = tr_forward(tm, a, b, err);
+    if (s) return s;
+    backward_from_logit(tm, a, b, target);
     return AS_OK;
 }
 
@@ -120,6 +125,11 @@ as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_o
         memcpy(w + (size_t)t * D, tm->params.wte + (size_t)enc->ids[t] * D, (size_t)D * sizeof(float));
     tr_batch b = {.B = 1, .T = T, .ids = ids, .type_ids = tt, .mask = mask, .word_embeds = w};
     if ((s = tr_forward(tm, a, &b, err))) goto cleanup;
+    if (o->attn_out) { /* a->att is (L, chunk, H, T, T); sequence 0 is the input */
+        size_t HTT = (size_t)c->n_head * T * T;
+        for (int l = 0; l < c->n_layer; l++)
+            memcpy(o->attn_out + (size_t)l * HTT, a->att + (size_t)l * chunk * HTT, HTT * sizeof(float));
+    }
     memcpy(out->logits, a->cls_logits, (size_t)C * sizeof(float));
     int pred = 0;
     for (int i = 1; i < C; i++) pred = out->logits[i] > out->logits[pred] ? i : pred;
@@ -133,7 +143,8 @@ as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_o
     out->predicted = pred;
     out->target = target;
     if (o->method != SAL_IG) {
-        if ((s = grad_pass(tm, a, &b, target, err))) goto cleanup;
+        /* the activations of the forward above are still in a: back-propagate from them */
+        backward_from_logit(tm, a, &b, target);
         for (int t = 0; t < T; t++) {
             const float *g = a->d_emb_sum + (size_t)t * D, *x = w + (size_t)t * D;
             double acc = 0.0;

@@ -38,6 +38,8 @@ typedef struct {
     sal_method method;
     int target; /* class to explain; -1 = the predicted class */
     int steps;  /* SAL_IG steps m, 1..SAL_MAX_STEPS; 0 = SAL_DEFAULT_STEPS */
+    float *attn_out; /* optional, caller-owned (L, H, T, T): the attention probabilities of the
+                        forward on the input itself (so a caller needs no second forward) */
 } sal_opts;
 
 typedef struct {

@@ -79,6 +79,12 @@ cp "$ROOT/tests/ref/fixtures/models/bert/config.json" "$ROOT/tests/ref/fixtures/
 if "$BIN" analyze --model "$C" --sst2 "$SST" --conllu "$CU" --limit 6 --threads 1 --quiet --db "$TMP/ref.db"; then ok "analyze classifier model into the same db"; else fail "analyze classifier model"; fi
 r=$(sqlite3 "$TMP/ref.db" "SELECT count(*), min(n_semantic), max(n_semantic), min(semantic) > 0 FROM head_scores WHERE run=2")
 [ "$r" = "8|6|6|1" ] && ok "semantic score on all 8 heads over the 6 SST-2 sentences" || fail "semantic: $r"
+# --explain 0: SST-2 sentences take their attention from the saliency forward (training
+# code) instead of a second engine forward; the head scores must agree with the explained run
+"$BIN" analyze --model "$C" --sst2 "$SST" --conllu "$CU" --limit 6 --explain 0 --threads 1 --quiet --db "$TMP/reuse.db" || fail "analyze --explain 0"
+sqlite3 "$TMP/reuse.db" "ATTACH '$TMP/ref.db' AS r; SELECT max(max(abs(a.importance - b.importance), abs(a.semantic - b.semantic), abs(a.cls - b.cls), abs(a.sep - b.sep), abs(a.prev - b.prev), abs(a.next - b.next), abs(a.entropy - b.entropy))), count(*) FROM head_scores a JOIN r.head_scores b ON b.run = 2 AND a.layer = b.layer AND a.head = b.head WHERE a.run = 1" >"$TMP/reuse.txt"
+d=$(cut -d'|' -f1 "$TMP/reuse.txt"); n=$(cut -d'|' -f2 "$TMP/reuse.txt")
+[ "$n" = 8 ] && python3 -c "import sys; sys.exit(0 if float('$d') < 1e-5 else 1)" && ok "--explain 0 (attention from the saliency forward) = engine forward: max diff $d over 8 heads" || fail "--explain 0 differs: $(cat "$TMP/reuse.txt")"
 r=$(sqlite3 "$TMP/ref.db" "SELECT count(*) FROM saliency WHERE run=2 AND sent < 6; SELECT count(*) FROM saliency WHERE run=2 AND sent >= 6; SELECT count(*) FROM head_scores WHERE run=1 AND semantic IS NOT NULL")
 [ "$(echo $r)" = "$(sqlite3 "$TMP/ref.db" "SELECT sum(n_tokens) FROM sentences WHERE run=2 AND idx < 6") 0 0" ] && ok "saliency stored for SST-2 tokens only; none for the MLM-only model" || fail "saliency rows: $r"
 "$BIN" report --db "$TMP/ref.db" >"$TMP/report.txt" 2>&1 || fail "report"
