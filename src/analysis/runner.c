@@ -6,6 +6,7 @@
 
 #include "analysis/saliency.h"
 #include "analysis/sha256.h"
+#include "core/fastmath.h"
 #include "io/conllu.h"
 #include "io/npy.h"
 #include "io/npz_read.h"
@@ -21,37 +22,11 @@
 #include <mpi.h>
 #endif
 
-/* Vectorisable log2 for normal positive floats: x = 2^e m with m in [sqrt(1/2), sqrt(2)),
- * ln m by the Cephes logf polynomial (Moshier 1992; relative error ~1e-7). */
-static inline float jsd_log2f(float x) {
-    int32_t u;
-    memcpy(&u, &x, 4);
-    float e = (float)(((u >> 23) & 0xff) - 126); /* x = 2^e * m, m in [0.5, 1) */
-    u = (u & (int32_t)0x807fffff) | 0x3f000000;
-    float m;
-    memcpy(&m, &u, 4);
-    float lo = m < 0.70710678f ? 1.0f : 0.0f; /* m < sqrt(1/2): use 2m, e - 1 */
-    e -= lo;
-    float f = m * (1.0f + lo) - 1.0f;
-    float z = f * f;
-    float y = 7.0376836292e-2f;
-    y = y * f - 1.1514610310e-1f;
-    y = y * f + 1.1676998740e-1f;
-    y = y * f - 1.2420140846e-1f;
-    y = y * f + 1.4249322787e-1f;
-    y = y * f - 1.6668057665e-1f;
-    y = y * f + 2.0000714765e-1f;
-    y = y * f - 2.4999993993e-1f;
-    y = y * f + 3.3333331174e-1f;
-    y = y * f * z - 0.5f * z;
-    return (f + y) * 1.44269504088896341f + e;
-}
-
 static inline float jsd_mix_term(float a, float b) {
     float m = 0.5f * (a + b);
     float keep = m > 1e-30f ? 1.0f : 0.0f; /* arithmetic selects keep the loop vectorisable */
     float safe = m > 1e-30f ? m : 1.0f;
-    return keep * m * jsd_log2f(safe);
+    return keep * m * as_fast_log2f(safe);
 }
 
 /* Entropy in bits of the mixture m = (x + y) / 2 of two attention rows: -sum m log2 m

@@ -1,9 +1,10 @@
-/* fastmath.h — branch-free float exp, erf and tanh that the compiler can vectorize
+/* fastmath.h — branch-free float exp, erf, log2 and tanh that the compiler can vectorize
  * (glibc's expf/erff are scalar calls). Accuracy: exp ~2 ulp on [-87.3, 88.7] and
  * exactly 0 below -87.3; erf max abs error 1.5e-7 (Abramowitz & Stegun 7.1.26, the
  * same approximation PyTorch's vectorized CPU erf uses); tanh via exp, abs error
  * < 1e-6. Used by the inference forward's softmax and GELU and by the training
- * kernels (src/train/tr_ops.c: GELU and its derivative, softmax, cross-entropy); not
+ * kernels (src/train/tr_ops.c: GELU and its derivative, softmax, cross-entropy) and the
+ * head-pair JSD of the analysis (log2, relative error ~1e-7); not
  * for reference code that must match libm bit for bit.
  */
 #ifndef AS_FASTMATH_H
@@ -38,21 +39,7 @@ static inline float as_fast_expf(float x) {
     return p * scale * keep;
 }
 
-/* erf(x), Abramowitz & Stegun (1964) formula 7.1.26. */
-static inline float as_fast_erff(float x) {
-    float s = x < 0.0f ? -1.0f : 1.0f;
-    float a = x * s;
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float y = 1.061405429f;
-    y = y * t - 1.453152027f;
-    y = y * t + 1.421413741f;
-    y = y * t - 0.284496736f;
-    y = y * t + 0.254829592f;
-    y = 1.0f - y * t * as_fast_expf(-a * a);
-    return s * y;
-}
-
-/* erf(x) as as_fast_erff (the same formula and operations), given e = as_fast_expf(-x * x)
+/* erf(x), Abramowitz & Stegun (1964) formula 7.1.26, given e = as_fast_expf(-x * x)
  * already computed by the caller: the GELU derivative Phi(x) + x phi(x) at x = sqrt(2) u
  * needs exp(-u^2) for both terms (src/train/tr_ops.c). */
 static inline float as_fast_erff_e(float x, float e) {
@@ -66,6 +53,35 @@ static inline float as_fast_erff_e(float x, float e) {
     y = y * t + 0.254829592f;
     y = 1.0f - y * t * e;
     return s * y;
+}
+
+/* erf(x), Abramowitz & Stegun (1964) formula 7.1.26. */
+static inline float as_fast_erff(float x) { return as_fast_erff_e(x, as_fast_expf(-x * x)); }
+
+/* Vectorisable log2 for normal positive floats: x = 2^e m with m in [sqrt(1/2), sqrt(2)),
+ * ln m by the Cephes logf polynomial (Moshier 1992; relative error ~1e-7). */
+static inline float as_fast_log2f(float x) {
+    int32_t u;
+    memcpy(&u, &x, 4);
+    float e = (float)(((u >> 23) & 0xff) - 126); /* x = 2^e * m, m in [0.5, 1) */
+    u = (u & (int32_t)0x807fffff) | 0x3f000000;
+    float m;
+    memcpy(&m, &u, 4);
+    float lo = m < 0.70710678f ? 1.0f : 0.0f; /* m < sqrt(1/2): use 2m, e - 1 */
+    e -= lo;
+    float f = m * (1.0f + lo) - 1.0f;
+    float z = f * f;
+    float y = 7.0376836292e-2f;
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y = y * f * z - 0.5f * z;
+    return (f + y) * 1.44269504088896341f + e;
 }
 
 /* tanh(x) = 1 - 2 / (exp(2x) + 1), with x clamped to [-9, 9] where tanh is +-1 in float. */
