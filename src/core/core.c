@@ -1,11 +1,13 @@
 /* core.c — error reporting, allocation, logging, file reading and half-precision
  * conversion shared by every module. No model or format knowledge here. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include "core.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,6 +80,20 @@ size_t as_mul_size(size_t a, size_t b) {
 void *as_malloc_array(size_t n, size_t size) {
     if (n && size > SIZE_MAX / n) return NULL;
     return as_malloc(n * size);
+}
+
+#define AS_HUGE_PAGE ((size_t)2 << 20)
+
+void *as_malloc_large(size_t n, size_t size) {
+    if (n && size > SIZE_MAX / n) return NULL;
+    size_t bytes = n * size;
+    if (bytes < 2 * AS_HUGE_PAGE) return as_malloc(bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, AS_HUGE_PAGE, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes & ~(AS_HUGE_PAGE - 1), MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    return p;
 }
 
 char *as_strdup(const char *s) {

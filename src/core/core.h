@@ -43,6 +43,10 @@ void as_set_quiet(int quiet);
 void *as_malloc(size_t n);
 void *as_calloc(size_t n, size_t size);
 void *as_malloc_array(size_t n, size_t size); /* n*size with overflow check */
+/* Like as_malloc_array, for large buffers filled once (captured tensors, forward
+ * scratch): from 4 MiB up, aligned to 2 MiB and marked for transparent huge pages
+ * (madvise; fewer first-touch page faults). Released with free(). */
+void *as_malloc_large(size_t n, size_t size);
 char *as_strdup(const char *s);
 /* n*m*... with overflow check: returns 0 on overflow (sizes are never 0 here). */
 size_t as_mul_size(size_t a, size_t b);

@@ -23,7 +23,7 @@
 /* The elementwise loops (softmax, GELU, LayerNorm) get an AVX2+FMA clone chosen at
  * load time on CPUs that have it (GCC function multi-versioning); SSE2 otherwise. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define AS_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define AS_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define AS_SIMD_CLONES
 #endif
@@ -388,7 +388,7 @@ static float *alloc_cap(size_t a, size_t b, size_t c, size_t *bytes) {
     size_t n = as_mul_size(as_mul_size(a, b), c);
     if (!n) return NULL;
     *bytes += n * sizeof(float);
-    return as_malloc_array(n, sizeof(float));
+    return as_malloc_large(n, sizeof(float));
 }
 
 as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
@@ -442,7 +442,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     {
         size_t TD = (size_t)T * (size_t)(c->d_embed > D ? c->d_embed : D);
         size_t n = 6 * TD + (size_t)T * c->d_ff + 2 * (size_t)nthreads * TT + (size_t)T;
-        ws.block = as_malloc_array(n, sizeof(float));
+        ws.block = as_malloc_large(n, sizeof(float));
         if (!ws.block) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
             goto cleanup;
