@@ -194,6 +194,8 @@ typedef struct as_run {
     int logits_cols;     /* C or V */
     as_task_head logits_head;
     size_t bytes;        /* bytes held by captured tensors */
+    void *block_;        /* private: the one allocation the tensors above live in */
+    size_t block_cap_;   /* private: its capacity in bytes */
 } as_run;
 
 /* Runs the model on enc. *out is allocated and owned by the caller (as_run_free).

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -94,6 +95,63 @@ void *as_malloc_large(size_t n, size_t size) {
     (void)madvise(p, bytes & ~(AS_HUGE_PAGE - 1), MADV_HUGEPAGE); /* advice only: failure is harmless */
 #endif
     return p;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define AS_LARGE_KEEP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AS_LARGE_KEEP 0
+#endif
+#endif
+#ifndef AS_LARGE_KEEP
+#define AS_LARGE_KEEP AS_LARGE_CACHE_N
+#endif
+
+static struct {
+    pthread_mutex_t mu;
+    void *p[AS_LARGE_CACHE_N];
+    size_t cap[AS_LARGE_CACHE_N]; /* 0: empty slot */
+} g_large = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void *as_large_get(size_t bytes, size_t *cap) {
+    if (!bytes) bytes = 1;
+    void *p = NULL;
+    int best = -1;
+    pthread_mutex_lock(&g_large.mu);
+    for (int i = 0; i < AS_LARGE_CACHE_N; i++)
+        if (g_large.cap[i] >= bytes && g_large.cap[i] / 2 <= bytes &&
+            (best < 0 || g_large.cap[i] < g_large.cap[best]))
+            best = i;
+    if (best >= 0) {
+        p = g_large.p[best];
+        *cap = g_large.cap[best];
+        g_large.p[best] = NULL;
+        g_large.cap[best] = 0;
+    }
+    pthread_mutex_unlock(&g_large.mu);
+    if (p) return p;
+    p = as_malloc_large(bytes, 1);
+    *cap = p ? bytes : 0;
+    return p;
+}
+
+void as_large_put(void *p, size_t cap) {
+    if (!p) return;
+    pthread_mutex_lock(&g_large.mu);
+    size_t total = cap;
+    int slot = -1;
+    for (int i = 0; i < AS_LARGE_CACHE_N; i++) {
+        total += g_large.cap[i];
+        if (!g_large.cap[i] && slot < 0 && i < AS_LARGE_KEEP) slot = i;
+    }
+    if (slot >= 0 && total <= AS_LARGE_CACHE_BYTES) {
+        g_large.p[slot] = p;
+        g_large.cap[slot] = cap;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&g_large.mu);
+    free(p);
 }
 
 char *as_strdup(const char *s) {

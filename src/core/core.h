@@ -47,6 +47,18 @@ void *as_malloc_array(size_t n, size_t size); /* n*size with overflow check */
  * scratch): from 4 MiB up, aligned to 2 MiB and marked for transparent huge pages
  * (madvise; fewer first-touch page faults). Released with free(). */
 void *as_malloc_large(size_t n, size_t size);
+/* Reuse of large buffers between forwards (first touch of fresh pages costs a page
+ * fault and the kernel's zeroing per page; a reused buffer costs neither).
+ * as_large_get: a buffer of at least `bytes`, its capacity in *cap — a released one
+ * whose capacity is between bytes and 2 * bytes when there is one, else
+ * as_malloc_large. as_large_put(p, cap): gives the buffer back; up to
+ * AS_LARGE_CACHE_N buffers and AS_LARGE_CACHE_BYTES in all are kept, the rest freed.
+ * Thread-safe. The contents of a reused buffer are whatever was left in it. ASan
+ * builds keep nothing (so use-after-free stays detectable). */
+#define AS_LARGE_CACHE_N 4
+#define AS_LARGE_CACHE_BYTES ((size_t)512 << 20)
+void *as_large_get(size_t bytes, size_t *cap);
+void as_large_put(void *p, size_t cap);
 char *as_strdup(const char *s);
 /* n*m*... with overflow check: returns 0 on overflow (sizes are never 0 here). */
 size_t as_mul_size(size_t a, size_t b);

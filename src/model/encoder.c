@@ -384,11 +384,19 @@ static as_status check_input(const as_model *m, const as_encoding *enc, const as
     return AS_OK;
 }
 
-static float *alloc_cap(size_t a, size_t b, size_t c, size_t *bytes) {
+/* Captured tensors share one block (reused between forwards, core.h as_large_get);
+ * each starts on a 64-byte boundary. Pass 1 (base NULL) sizes the block, pass 2
+ * hands out the pointers. */
+static float *cap_take(char *base, size_t *off, size_t *bytes, size_t a, size_t b, size_t c, int *fail) {
     size_t n = as_mul_size(as_mul_size(a, b), c);
-    if (!n) return NULL;
+    if (!n || *off > SIZE_MAX / 4 || n > (SIZE_MAX / 4 - *off) / sizeof(float)) {
+        *fail = 1;
+        return NULL;
+    }
+    float *p = base ? (float *)(base + *off) : NULL;
     *bytes += n * sizeof(float);
-    return as_malloc_large(n, sizeof(float));
+    *off += (n * sizeof(float) + 63) & ~(size_t)63;
+    return p;
 }
 
 as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
@@ -407,6 +415,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     if (!want_logits && !per_layer) n_run = 0;
 
     fwd_ws ws = {0};
+    size_t ws_cap = 0;
     as_run *r = as_calloc(1, sizeof *r);
     if (!r) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     r->T = T;
@@ -421,19 +430,27 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     r->n_hd = spec->head >= 0 ? 1 : H;
     size_t nlh = (size_t)r->n_lay * r->n_hd, TT = (size_t)T * T;
     int fail = 0;
-    if (what & CAP_ATTN) fail |= !(r->attn = alloc_cap(nlh, TT, 1, &r->bytes));
-    if (what & CAP_SCORES) fail |= !(r->scores = alloc_cap(nlh, TT, 1, &r->bytes));
-    if (what & CAP_QKV) {
-        fail |= !(r->q = alloc_cap(nlh, (size_t)T, (size_t)Dh, &r->bytes));
-        fail |= !(r->k = alloc_cap(nlh, (size_t)T, (size_t)Dh, &r->bytes));
-        fail |= !(r->v = alloc_cap(nlh, (size_t)T, (size_t)Dh, &r->bytes));
-    }
-    if (what & CAP_HIDDEN) fail |= !(r->hidden = alloc_cap((size_t)n_run + 1, (size_t)T, (size_t)D, &r->bytes));
     if (want_logits) {
         r->logits_head = (m->heads & HEAD_CLASSIFIER) ? HEAD_CLASSIFIER : (m->heads & HEAD_MLM) ? HEAD_MLM : HEAD_LM;
         r->logits_rows = r->logits_head == HEAD_CLASSIFIER ? 1 : T;
         r->logits_cols = r->logits_head == HEAD_CLASSIFIER ? c->num_labels : c->vocab_size;
-        fail |= !(r->logits = alloc_cap((size_t)r->logits_rows, (size_t)r->logits_cols, 1, &r->bytes));
+    }
+    for (int pass = 0; pass < 2 && !fail; pass++) {
+        char *base = pass ? r->block_ : NULL;
+        size_t off = 0;
+        r->bytes = 0;
+        if (what & CAP_ATTN) r->attn = cap_take(base, &off, &r->bytes, nlh, TT, 1, &fail);
+        if (what & CAP_SCORES) r->scores = cap_take(base, &off, &r->bytes, nlh, TT, 1, &fail);
+        if (what & CAP_QKV) {
+            r->q = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+            r->k = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+            r->v = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+        }
+        if (what & CAP_HIDDEN)
+            r->hidden = cap_take(base, &off, &r->bytes, (size_t)n_run + 1, (size_t)T, (size_t)D, &fail);
+        if (want_logits)
+            r->logits = cap_take(base, &off, &r->bytes, (size_t)r->logits_rows, (size_t)r->logits_cols, 1, &fail);
+        if (!pass && !fail && off && !(r->block_ = as_large_get(off, &r->block_cap_))) fail = 1;
     }
     if (fail) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the captured tensors (%zu bytes)", r->bytes);
@@ -442,7 +459,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     {
         size_t TD = (size_t)T * (size_t)(c->d_embed > D ? c->d_embed : D);
         size_t n = 6 * TD + (size_t)T * c->d_ff + 2 * (size_t)nthreads * TT + (size_t)T;
-        ws.block = as_malloc_large(n, sizeof(float));
+        ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &ws_cap) : NULL;
         if (!ws.block) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
             goto cleanup;
@@ -482,7 +499,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     r = NULL;
     s = AS_OK;
 cleanup:
-    free(ws.block);
+    as_large_put(ws.block, ws_cap);
     as_run_free(r);
     return s;
 }

@@ -395,12 +395,6 @@ const float *as_run_v(const as_run *r, int l, int h) {
 
 void as_run_free(as_run *r) {
     if (!r) return;
-    free(r->attn);
-    free(r->scores);
-    free(r->q);
-    free(r->k);
-    free(r->v);
-    free(r->hidden);
-    free(r->logits);
+    as_large_put(r->block_, r->block_cap_); /* every captured tensor lives in it */
     free(r);
 }

@@ -1,6 +1,9 @@
 /* test_core.c — core/core.c allocation helpers: overflow checks of as_mul_size and
- * as_malloc_array, and as_malloc_large (small requests from malloc, large ones aligned
- * to 2 MiB, fully writable, released with free; overflow gives NULL). */
+ * as_malloc_array; as_malloc_large (small requests from malloc, large ones aligned
+ * to 2 MiB, fully writable, released with free; overflow gives NULL); the
+ * large-buffer reuse of as_large_get/as_large_put (a released buffer comes back for a
+ * request between half and all of its capacity, not for a smaller or larger one; the
+ * cache keeps at most AS_LARGE_CACHE_N buffers; ASan builds never reuse). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,10 +45,64 @@ static void test_malloc_large(void **state) {
     assert_null(as_malloc_large(SIZE_MAX / 2, 4));
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define REUSES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REUSES 0
+#endif
+#endif
+#ifndef REUSES
+#define REUSES 1
+#endif
+
+static void test_large_reuse(void **state) {
+    (void)state;
+    size_t cap = 0, cap2 = 0;
+    char *a = as_large_get((size_t)5 << 20, &cap);
+    assert_non_null(a);
+    assert_true(cap >= (size_t)5 << 20);
+    a[0] = 1;
+    a[cap - 1] = 2;
+    as_large_put(a, cap);
+    /* 4 MiB fits a 5 MiB buffer (at most twice the request): reused */
+    char *b = as_large_get((size_t)4 << 20, &cap2);
+    assert_non_null(b);
+    if (REUSES) {
+        assert_ptr_equal(b, a);
+        assert_int_equal(cap2, cap);
+    }
+    as_large_put(b, cap2);
+    /* 1 MiB would waste more than half of it: a new buffer */
+    size_t cap3 = 0;
+    char *c = as_large_get((size_t)1 << 20, &cap3);
+    assert_non_null(c);
+    assert_ptr_not_equal(c, b);
+    assert_true(cap3 >= (size_t)1 << 20 && cap3 < cap2);
+    /* larger than any cached one: a new buffer */
+    size_t cap4 = 0;
+    char *d = as_large_get((size_t)6 << 20, &cap4);
+    assert_non_null(d);
+    assert_ptr_not_equal(d, b);
+    memset(d, 7, cap4);
+    as_large_put(c, cap3);
+    as_large_put(d, cap4);
+    /* more releases than slots: the surplus is freed (ASan/LSan would report a leak) */
+    char *e[AS_LARGE_CACHE_N + 2];
+    size_t ce[AS_LARGE_CACHE_N + 2];
+    for (int i = 0; i < AS_LARGE_CACHE_N + 2; i++) {
+        e[i] = as_large_get((size_t)(i + 1) << 16, &ce[i]);
+        assert_non_null(e[i]);
+    }
+    for (int i = 0; i < AS_LARGE_CACHE_N + 2; i++) as_large_put(e[i], ce[i]);
+    as_large_put(NULL, 0); /* no-op */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mul_size),
         cmocka_unit_test(test_malloc_large),
+        cmocka_unit_test(test_large_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
