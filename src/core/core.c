@@ -154,6 +154,8 @@ void as_large_put(void *p, size_t cap) {
     free(p);
 }
 
+int as_large_reuses(void) { return AS_LARGE_KEEP > 0; }
+
 char *as_strdup(const char *s) {
     if (!s) return NULL;
     size_t n = strlen(s) + 1;

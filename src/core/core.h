@@ -59,6 +59,7 @@ void *as_malloc_large(size_t n, size_t size);
 #define AS_LARGE_CACHE_BYTES ((size_t)512 << 20)
 void *as_large_get(size_t bytes, size_t *cap);
 void as_large_put(void *p, size_t cap);
+int as_large_reuses(void); /* 1 when released buffers are kept (not under ASan) */
 char *as_strdup(const char *s);
 /* n*m*... with overflow check: returns 0 on overflow (sizes are never 0 here). */
 size_t as_mul_size(size_t a, size_t b);

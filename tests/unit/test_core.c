@@ -45,17 +45,6 @@ static void test_malloc_large(void **state) {
     assert_null(as_malloc_large(SIZE_MAX / 2, 4));
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define REUSES 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define REUSES 0
-#endif
-#endif
-#ifndef REUSES
-#define REUSES 1
-#endif
-
 static void test_large_reuse(void **state) {
     (void)state;
     size_t cap = 0, cap2 = 0;
@@ -68,7 +57,7 @@ static void test_large_reuse(void **state) {
     /* 4 MiB fits a 5 MiB buffer (at most twice the request): reused */
     char *b = as_large_get((size_t)4 << 20, &cap2);
     assert_non_null(b);
-    if (REUSES) {
+    if (as_large_reuses()) {
         assert_ptr_equal(b, a);
         assert_int_equal(cap2, cap);
     }
