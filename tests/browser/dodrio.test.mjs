@@ -83,6 +83,7 @@ before(async () => {
     acceptDownloads: true,
   });
   page = browser.pages()[0] ?? (await browser.newPage());
+  page.setDefaultTimeout(60_000); // generous: CI machines may be loaded (every wait still has a bound)
   page.on('pageerror', (e) => console.log('pageerror:', e.message));
 });
 

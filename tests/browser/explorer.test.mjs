@@ -65,6 +65,7 @@ before(async () => {
   });
   ctx = browser;
   page = ctx.pages()[0] ?? (await ctx.newPage());
+  page.setDefaultTimeout(60_000); // generous: CI machines may be loaded (every wait still has a bound)
   page.on('pageerror', (e) => console.log('pageerror:', e.message));
 });
 

@@ -41,20 +41,26 @@ dump() { sqlite3 "$1" ".dump $TABLES" | grep -v '^PRAGMA\|^BEGIN\|^COMMIT\|^CREA
 t0=$(date +%s%N)
 if "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/ref.db"; then ok "uninterrupted analyze"; else fail "uninterrupted analyze"; fi
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-# kill after a random 10..60% of the time the remaining sentences take, up to 8 times
+# kill after a random 10..60% of the time the remaining sentences take, until two kills
+# have landed mid-corpus or the run is done (at most 16 times); a kill that found no new
+# progress (a loaded machine starts slowly) waits a quarter of the run longer next time
 total=$(sqlite3 "$TMP/ref.db" "SELECT n_total FROM runs")
-kills=0; midway=0; done_n=0
-for round in $(seq 1 8); do
+kills=0; midway=0; done_n=0; bump=0
+for round in $(seq 1 16); do
   "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/kill.db" &
   pid=$!
-  d=$(( ms * (10 + RANDOM % 51) / 100 * (total - done_n) / total + 20 ))
+  d=$(( ms * (10 + RANDOM % 51) / 100 * (total - done_n) / total + 20 + bump ))
   sleep "$((d / 1000)).$(printf '%03d' $((d % 1000)))"
   if kill -9 "$pid" 2>/dev/null; then kills=$((kills+1)); fi
   wait "$pid" 2>/dev/null
   st=$(sqlite3 "$TMP/kill.db" "SELECT status || ' ' || n_done FROM runs" 2>/dev/null)
   echo "  round $round: killed after ${d} ms of ${ms}: ${st:-no run yet}"
-  case "$st" in "running "[1-9]*) midway=$((midway+1)); done_n=${st#running };; esac
-  case "$st" in done*) break;; esac
+  case "$st" in
+    "running "[1-9]*) if [ "${st#running }" -gt "$done_n" ]; then midway=$((midway+1)); done_n=${st#running }; bump=0; else bump=$((bump + ms / 4)); fi;;
+    done*) break;;
+    *) bump=$((bump + ms / 4));;
+  esac
+  [ "$midway" -ge 3 ] && break
 done
 if "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/kill.db"; then ok "resumed analyze after $kills kills ($midway mid-corpus)"; else fail "resume"; fi
 [ "$midway" -ge 2 ] || fail "only $midway kills landed mid-corpus"
