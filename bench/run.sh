@@ -11,9 +11,9 @@
 # Timings on this VM drift by +-20% from one call to the next, so the five
 # configurations run interleaved, ROUNDS times (default 3), each call timing REPEAT
 # forwards (default 5) after a warm-up; a configuration's figure is the median of its
-# rounds' medians. Prints a markdown table (also bench/out/latest.md) and every round
-# (bench/out/rounds.txt). Needs Debian's python3-torch; builds the random checkpoint on
-# first use (bench/out/, gitignored).
+# rounds' medians; TOKENS (default "128 512") the input lengths. Prints a markdown table
+# (also bench/out/latest.md) and every round (bench/out/rounds.txt). Needs Debian's
+# python3-torch; builds the random checkpoint on first use (bench/out/, gitignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-./build/attnscope}
@@ -30,7 +30,7 @@ med() { python3 -c "import statistics,sys; print('%.2f' % statistics.median(floa
 {
 echo "| tokens | attnscope 1t ms | attnscope 2t ms | torch A ms | torch B ms | torch C ms | 1-thread ratio (A / attnscope 1t) | best ratio (torch best / attnscope best) | attnscope % of sgemm peak (1t; 2t) | attnscope peak RSS MB | captured MB | torch peak RSS MB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-for T in 128 512; do
+for T in ${TOKENS:-128 512}; do
   m1=(); m2=(); mA=(); mB=(); mC=(); e1=(); e2=(); rss=0; rssT=0; cap=0
   for r in $(seq "$ROUNDS"); do
     a1=$($BIN bench --model $M --tokens $T --repeat $REPEAT --threads 1 | tail -1)
