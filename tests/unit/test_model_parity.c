@@ -713,8 +713,51 @@ static void test_hf_layouts(void **state) {
     }
 }
 
+/* ---- reused buffers ---------------------------------------------------------
+ * as_forward takes its capture block and scratch from the reuse cache of
+ * core.h (as_large_get). After one forward, every cached buffer is filled with NaN
+ * bytes; the next forward of the same case reuses them, and must still match the
+ * fixture: every captured element and every scratch element read is written first. */
+static void poison_cached_buffers(void) {
+    void *got[64];
+    size_t caps[64];
+    int n = 0;
+    for (size_t sz = 64; sz <= ((size_t)1 << 28) && n < 64; sz *= 2) {
+        size_t c = 0;
+        void *p = as_large_get(sz, &c);
+        assert_non_null(p);
+        if (c != sz) { /* it came from the cache */
+            memset(p, 0xff, c);
+            got[n] = p;
+            caps[n++] = c;
+        } else {
+            free(p);
+        }
+    }
+    for (int i = 0; i < n; i++) as_large_put(got[i], caps[i]);
+}
+
+static void test_reused_buffers(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "roberta", "distilbert", "gpt2", "bert_f16"};
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
+        for (int c = 0; c < N_CASES; c++) {
+            loaded_case lc;
+            load_case(names[fi], CASES[c], &lc);
+            as_run_free(forward_ok(&lc, CAP_ALL, -1, -1)); /* leaves its buffers cached */
+            poison_cached_buffers();
+            const char *head = st_file_metadata(lc.ex, "logits_head");
+            assert_non_null(head);
+            int lowp = !strcmp(names[fi], "bert_f16");
+            int bad = compare_case(lc.m, lc.ex, names[fi], CASES[c], lowp ? &TOL_LOWP : &TOL_F32, head);
+            free_case(&lc);
+            if (bad) fail_msg("%s/%s: forward on reused (NaN-filled) buffers differs", names[fi], CASES[c]);
+        }
+    }
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 7];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 8];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -728,5 +771,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_wrong_shape);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_unsupported_model_type);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_hf_layouts);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_reused_buffers);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }
