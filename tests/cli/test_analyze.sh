@@ -42,11 +42,12 @@ t0=$(date +%s%N)
 if "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/ref.db"; then ok "uninterrupted analyze"; else fail "uninterrupted analyze"; fi
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 # kill after a random 10..60% of the time the remaining sentences take, until two kills
-# have landed mid-corpus or the run is done (at most 16 times); a kill that found no new
-# progress (a loaded machine starts slowly) waits a quarter of the run longer next time
+# have landed mid-corpus (at most 24 times); a kill that found no new progress (a loaded
+# machine starts slowly) waits a quarter of the run longer next time, and a run that
+# finished before two mid-corpus kills starts over on a fresh database
 total=$(sqlite3 "$TMP/ref.db" "SELECT n_total FROM runs")
 kills=0; midway=0; done_n=0; bump=0
-for round in $(seq 1 16); do
+for round in $(seq 1 24); do
   "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/kill.db" &
   pid=$!
   d=$(( ms * (10 + RANDOM % 51) / 100 * (total - done_n) / total + 20 + bump ))
@@ -57,7 +58,9 @@ for round in $(seq 1 16); do
   echo "  round $round: killed after ${d} ms of ${ms}: ${st:-no run yet}"
   case "$st" in
     "running "[1-9]*) if [ "${st#running }" -gt "$done_n" ]; then midway=$((midway+1)); done_n=${st#running }; bump=0; else bump=$((bump + ms / 4)); fi;;
-    done*) break;;
+    done*) if [ "$midway" -ge 2 ]; then break; fi
+           # finished before two kills landed mid-corpus (a fast machine): start over
+           rm -f "$TMP/kill.db"*; midway=0; done_n=0; kills=0; bump=0;;
     *) bump=$((bump + ms / 4));;
   esac
   [ "$midway" -ge 3 ] && break
