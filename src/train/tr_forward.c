@@ -497,6 +497,21 @@ static void lin_fwd(int direct, float *y, const float *x, const float *wp, const
     as_gemm_small_xwt(N, No, Ni, x, (size_t)Ni, w, (size_t)Ni, y, (size_t)No, 1);
 }
 
+/* y (N, No) = res + dropout(x W^T + b): elements [o, o + N * No) of the dropout site
+ * (o: the rows' offset in the whole batch). Without dropout the residual is added by
+ * the product itself. */
+static void lin_drop_res(const tr_acts *a, float *y, const float *x, const float *wp, const float *w,
+                         const float *b, const float *res, int N, int Ni, int No, size_t o, uint32_t site) {
+    if (a->p_hidden <= 0.0f) {
+        lin_fwd(a->direct, y, x, wp, w, b, res, N, Ni, No);
+        return;
+    }
+    size_t n = (size_t)N * No;
+    lin_fwd(a->direct, y, x, wp, w, b, NULL, N, Ni, No);
+    tro_dropout(y, o, n, a->p_hidden, a->seed, site);
+    for (size_t i = 0; i < n; i++) y[i] += res[i];
+}
+
 /* dx (N, Ni) = dy (N, No) W (+ res (N, Ni) when non-NULL) with wp the packed W, or, when
  * direct, W (No, Ni) itself */
 static void lin_dx(int direct, float *dx, const float *res, const float *dy, const float *wp, const float *w, int N,
@@ -534,7 +549,7 @@ static void embed_rows(const tr_model *m, tr_acts *a, const tr_batch *b, int r0,
 static void layer_fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, int l, int b0, int nb, float *scr) {
     const tr_config *c = &m->cfg;
     int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
-    size_t o = (size_t)r0 * D, nd = (size_t)nr * D, TT = (size_t)T * T;
+    size_t o = (size_t)r0 * D, TT = (size_t)T * T;
     layer_p w = layer_slice(&m->params, c, l);
     layer_a s = layer_acts(a, c, l);
     layer_pk k = layer_pack_of(a, c, l, 1);
@@ -544,25 +559,13 @@ static void layer_fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, in
         att_fwd(&d, b, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, s.ctx + (size_t)bb * T * D,
                 scr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
-    if (a->p_hidden > 0.0f) {
-        lin_fwd(a->direct, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, NULL, nr, D, D);
-        tro_dropout(s.res1 + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
-        for (size_t i = o; i < o + nd; i++) s.res1[i] += s.x[i];
-    } else {
-        lin_fwd(a->direct, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, s.x + o, nr, D, D);
-    }
+    lin_drop_res(a, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, s.x + o, nr, D, D, o, site_of(l, K_ATTOUT));
     tro_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
     /* res2 = h1 + dropout(act(h1 W1^T + b1) W2^T + b2); y = LN2(res2) */
     size_t of = (size_t)r0 * F;
     lin_fwd(a->direct, s.fpre + of, s.h1 + o, k.f1, w.f1_w, w.f1_b, NULL, nr, D, F);
     tro_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
-    if (a->p_hidden > 0.0f) {
-        lin_fwd(a->direct, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, NULL, nr, F, D);
-        tro_dropout(s.res2 + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
-        for (size_t i = o; i < o + nd; i++) s.res2[i] += s.h1[i];
-    } else {
-        lin_fwd(a->direct, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, s.h1 + o, nr, F, D);
-    }
+    lin_drop_res(a, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, s.h1 + o, nr, F, D, o, site_of(l, K_FFOUT));
     tro_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
 }
 
