@@ -8,15 +8,16 @@ static const char *PRE_HELP =
     "         [--max-len 128] [--seq-len N] [--steps 1000] [--batch 32] [--lr 5e-4] [--warmup N]\n"
     "         [--wd 0.01] [--dropout 0.1] [--clip 1.0] [--seed 1234] [--threads N]\n"
     "         [--save-every 500] [--log-every 10] [--dtype f16|f32] [--resume]\n"
-    "         [--init-range 0.02] [--pos-init normal|sinusoidal]\n"
+    "         [--init-range 0.02] [--pos-init normal|sinusoidal] [--mask-prob 0.15]\n"
     "\n"
-    "Masked-language modelling (15% of tokens: 80% [MASK], 10% random, 10% kept) on\n"
-    "sentence pairs [CLS] A [SEP] B [SEP], B following A half of the time, with segment\n"
-    "ids. AdamW, linear warmup (default 5% of steps) and decay, global-norm clipping.\n"
-    "Checkpoints (F32 + optimizer state) in DIR/checkpoint every --save-every steps;\n"
-    "--resume continues from there with identical results. Final model: DIR (--dtype,\n"
-    "default f16), loss curve: DIR/train_log.tsv. --seq-len trains on shorter sequences\n"
-    "than the --max-len positions the model has (positions beyond stay untrained).\n"
+    "Masked-language modelling (--mask-prob of the tokens, default 15%: 80% [MASK],\n"
+    "10% random, 10% kept) on sentence pairs [CLS] A [SEP] B [SEP], B following A half\n"
+    "of the time, with segment ids. AdamW, linear warmup (default 5% of steps) and\n"
+    "decay, global-norm clipping. Checkpoints (F32 + optimizer state) in DIR/checkpoint\n"
+    "every --save-every steps; --resume continues from there with identical results.\n"
+    "Final model: DIR (--dtype, default f16), loss curve: DIR/train_log.tsv. --seq-len\n"
+    "trains on shorter sequences than the --max-len positions the model has (positions\n"
+    "beyond stay untrained).\n"
     "--init-range: std of the normal initialisation of weights and embeddings (BERT:\n"
     "0.02); --pos-init sinusoidal starts the (trainable) position embeddings from\n"
     "Vaswani et al.'s sinusoids at that scale.\n";
@@ -77,6 +78,7 @@ int cmd_pretrain(int argc, char **argv) {
         FLT("--dropout", dropout, 0.0, 0.95)
         FLT("--clip", clip, 0.0, 1e6)
         FLT("--init-range", init_range, 1e-4, 1.0)
+        FLT("--mask-prob", mask_prob, 0.01, 0.9)
         else rc = cli_usage_error("pretrain", "unknown option '%s'", a);
 #undef INT
 #undef FLT

@@ -442,6 +442,10 @@ oom:
 
 /* ---- masked-LM batches ---- */
 
+int trd_max_predictions(int b, int T, float prob) {
+    return b * ((int)(prob * (T - 3) + 0.5) + 1);
+}
+
 as_status trd_mlm_batch_init(trd_mlm_batch *mb, int B, int T, as_error *err) {
     memset(mb, 0, sizeof *mb);
     if (B <= 0 || T < 8) return as_err_set(err, AS_ERR_INPUT, "batch %d x %d: need B >= 1 and T >= 8", B, T);
@@ -456,6 +460,7 @@ as_status trd_mlm_batch_init(trd_mlm_batch *mb, int B, int T, as_error *err) {
     }
     mb->B = B;
     mb->T = T;
+    mb->mask_prob = 0.15f;
     return AS_OK;
 }
 
@@ -468,14 +473,14 @@ void trd_mlm_batch_free(trd_mlm_batch *mb) {
     memset(mb, 0, sizeof *mb);
 }
 
-int trd_mask(int32_t *ids, int32_t *labels, int t, int V, trr_rng *rng) {
+int trd_mask(int32_t *ids, int32_t *labels, int t, int V, float prob, trr_rng *rng) {
     int cand[4096], nc = 0;
     for (int i = 0; i < t; i++) {
         labels[i] = TR_IGNORE;
         if (ids[i] >= TRV_N_SPECIAL && nc < 4096) cand[nc++] = i;
     }
     if (!nc) return 0;
-    int np = (int)(0.15 * nc + 0.5);
+    int np = (int)(prob * nc + 0.5);
     if (np < 1) np = 1;
     /* partial Fisher-Yates: the first np candidates are a uniform sample */
     for (int i = 0; i < np; i++) {
@@ -551,6 +556,6 @@ void trd_mlm_batch_make(trd_mlm_batch *mb, const trd_corpus *c, int b, int V, tr
         for (int i = lens[q]; i < t; i++) di[i] = TRV_PAD, dt[i] = 0;
         int32_t *mk = mb->mask + (size_t)q * t;
         for (int i = 0; i < t; i++) mk[i] = i < lens[q];
-        mb->n_pred += trd_mask(di, mb->labels + (size_t)q * t, t, V, rng);
+        mb->n_pred += trd_mask(di, mb->labels + (size_t)q * t, t, V, mb->mask_prob, rng);
     }
 }

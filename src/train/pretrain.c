@@ -139,9 +139,11 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
     }
     int T = o->seq_len > 0 ? o->seq_len : o->max_len;
     if (T > m->cfg.max_pos) T = m->cfg.max_pos;
-    int max_mlm = o->batch * ((int)(0.15 * (T - 3) + 0.5) + 1);
+    float mask_prob = o->mask_prob > 0 ? o->mask_prob : 0.15f;
+    int max_mlm = trd_max_predictions(o->batch, T, mask_prob);
     if ((rc = tr_acts_init(m, o->batch, T, max_mlm, &a, err))) goto cleanup;
     if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
+    mb.mask_prob = mask_prob;
     if ((rc = tro_adamw_init(&opt, m->n_params, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;

@@ -105,8 +105,8 @@ void trd_corpus_free(trd_corpus *c);
 /* A masked-LM batch of sentence pairs [CLS] A [SEP] B [SEP]: A from consecutive
  * sentences of one document starting at a random sentence; B with probability 1/2
  * the sentences that follow A in the same document, else sentences from a random
- * place; both filled up to T - 3 tokens. 15% of the non-special tokens (at least 1)
- * are predicted: 80% replaced by [MASK], 10% by a random non-special token, 10% kept
+ * place; both filled up to T - 3 tokens. mask_prob (default 0.15, set by _init) of the
+ * non-special tokens (at least 1) are predicted: 80% replaced by [MASK], 10% by a random non-special token, 10% kept
  * (Devlin et al. 2019, sec. 3.1). Padded to the longest pair; arrays (B, T). */
 typedef struct {
     int B, T;     /* capacity */
@@ -114,14 +114,17 @@ typedef struct {
     int32_t *ids, *type_ids, *mask, *labels;
     int n_pred;
     int n_next;   /* pairs whose B follows A */
+    float mask_prob; /* fraction of the non-special tokens predicted, in (0, 1) */
 } trd_mlm_batch;
 as_status trd_mlm_batch_init(trd_mlm_batch *mb, int B, int T, as_error *err);
 void trd_mlm_batch_free(trd_mlm_batch *mb);
 /* Fills mb with b sequences drawn with rng; V = vocabulary size. */
 void trd_mlm_batch_make(trd_mlm_batch *mb, const trd_corpus *c, int b, int V, trr_rng *rng);
-/* Masks the given sequence in place (ids (t), labels (t) out): positions with
- * type/special ids < TRV_N_SPECIAL are never chosen. Returns predictions. */
-int trd_mask(int32_t *ids, int32_t *labels, int t, int V, trr_rng *rng);
+/* Masks the given sequence in place (ids (t), labels (t) out): round(prob x candidates),
+ * at least 1, of the positions whose ids are >= TRV_N_SPECIAL. Returns predictions. */
+int trd_mask(int32_t *ids, int32_t *labels, int t, int V, float prob, trr_rng *rng);
+/* The most predictions trd_mlm_batch_make can make for b sequences of T tokens. */
+int trd_max_predictions(int b, int T, float prob);
 
 /* ---- AdamW (optim.c) ---- */
 
@@ -177,6 +180,7 @@ typedef struct {
     float init_range;       /* std of the normal initialisation (0 = 0.02) */
     int pos_sinusoidal;     /* start the position embeddings from sinusoids
                                (tr_model_init_sinusoidal_positions) instead of N(0, 0.02) */
+    float mask_prob;        /* fraction of tokens predicted (0 = 0.15, BERT) */
 } trp_opts;
 void trp_opts_default(trp_opts *o);
 /* Pretrains a BERT MLM model. Checkpoints (F32 weights + trainer_state.bin + tokenizer

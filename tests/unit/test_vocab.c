@@ -5,7 +5,10 @@
  *   - the engine's tokenizer (tok_load_dir on a folder with the vocab.txt, and again
  *     with the written tokenizer.json) encodes held-out text with < 2% [UNK] and the
  *     two agree;
- *   - SST-2 style and raw sentences share one filter key; filtered sentences are gone.
+ *   - SST-2 style and raw sentences share one filter key; filtered sentences are gone;
+ *   - masked-LM batches (trd_mlm_batch_make): [CLS] A [SEP] B [SEP] layout, segment ids,
+ *     padding, round(p x tokens) predictions per pair at p = 0.15 and 0.4, 80/10/10
+ *     replacement, and B following A in about half the pairs.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -164,10 +167,94 @@ static void test_filter(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A synthetic corpus: 40 documents of 6 sentences; sentence s holds tokens
+ * 1000 + 10 s + i (i < its length 3..9), so a token tells its sentence. */
+static void synthetic_corpus(trd_corpus *c, int32_t *off, int32_t *len, int32_t *doc, int32_t *tok) {
+    size_t n = 0;
+    for (int s = 0; s < 240; s++) {
+        off[s] = (int32_t)n;
+        len[s] = 3 + s % 7;
+        doc[s] = s / 6;
+        for (int i = 0; i < len[s]; i++) tok[n++] = 1000 + 10 * s + i;
+    }
+    *c = (trd_corpus){.n_sent = 240, .off = off, .len = len, .doc = doc, .tok = tok, .n_tok = n};
+}
+
+static void test_mlm_batch(void **state) {
+    (void)state;
+    static int32_t off[240], len[240], doc[240], tok[240 * 10];
+    trd_corpus c;
+    synthetic_corpus(&c, off, len, doc, tok);
+    const int B = 64, T = 40, V = 4000;
+    trd_mlm_batch mb;
+    as_error err = {0};
+    assert_int_equal(trd_mlm_batch_init(&mb, B, 4, &err), AS_ERR_INPUT); /* T < 8 */
+    if (trd_mlm_batch_init(&mb, B, T, &err)) fail_msg("%s", err.msg);
+    const float probs[2] = {0.15f, 0.4f};
+    for (int pi = 0; pi < 2; pi++) {
+        mb.mask_prob = probs[pi];
+        int n_mask = 0, n_kept = 0, n_pred = 0, n_next = 0, n_next_said = 0;
+        for (int round = 0; round < 20; round++) {
+            trr_rng rng = trr_seeded(7, (uint64_t)(round + 100 * pi));
+            trd_mlm_batch_make(&mb, &c, B, V, &rng);
+            assert_int_equal(mb.b, B);
+            assert_true(mb.t <= T);
+            assert_true(mb.n_pred <= trd_max_predictions(B, T, probs[pi]));
+            int preds = 0;
+            for (int q = 0; q < B; q++) {
+                const int32_t *ids = mb.ids + (size_t)q * mb.t, *ty = mb.type_ids + (size_t)q * mb.t;
+                const int32_t *mk = mb.mask + (size_t)q * mb.t, *lb = mb.labels + (size_t)q * mb.t;
+                int n = 0, seps[2], ns = 0, content = 0, row_pred = 0, last_a = -1, first_b = -1;
+                while (n < mb.t && mk[n]) n++;
+                for (int i = n; i < mb.t; i++) assert_int_equal(mk[i], 0), assert_int_equal(ids[i], TRV_PAD);
+                assert_int_equal(ids[0], TRV_CLS);
+                for (int i = 0; i < n; i++) {
+                    if (ids[i] == TRV_SEP && lb[i] == TR_IGNORE) {
+                        assert_true(ns < 2);
+                        seps[ns++] = i;
+                    }
+                    if (i > 0 && ids[i] != TRV_SEP) content++;
+                    /* segment 0 through the first [SEP], then 1 */
+                    assert_int_equal(ty[i], ns == 0 || (ns == 1 && i == seps[0]) ? 0 : 1);
+                    int32_t orig = lb[i] >= 0 ? lb[i] : ids[i];
+                    if (lb[i] >= 0) {
+                        row_pred++;
+                        assert_true(orig >= 1000);
+                        if (ids[i] == TRV_MASK) n_mask++;
+                        else if (ids[i] == orig) n_kept++;
+                        else assert_true(ids[i] >= TRV_N_SPECIAL && ids[i] < V);
+                    }
+                    if (orig >= 1000 && ns == 0) last_a = orig;
+                    if (orig >= 1000 && ns == 1 && first_b < 0) first_b = orig;
+                }
+                assert_int_equal(ns, 2);
+                assert_int_equal(seps[1], n - 1);
+                assert_int_equal(row_pred, (int)(probs[pi] * content + 0.5) < 1 ? 1 : (int)(probs[pi] * content + 0.5));
+                preds += row_pred;
+                /* A ends a sentence; B follows it when its first token starts the next one */
+                int sa = (last_a - 1000) / 10, sb = (first_b - 1000) / 10;
+                n_next += (first_b - 1000) % 10 == 0 && sb == sa + 1 && doc[sb] == doc[sa];
+            }
+            assert_int_equal(preds, mb.n_pred);
+            n_pred += preds;
+            n_next_said += mb.n_next;
+        }
+        /* 80% [MASK], 10% kept (+ the random draws that hit the token: negligible) */
+        assert_in_range(n_mask * 1000 / n_pred, 770, 830);
+        assert_in_range(n_kept * 1000 / n_pred, 75, 125);
+        /* B follows A where the batch says so (a random B rarely happens to follow A);
+           half the pairs at most, fewer here as short documents often end inside A */
+        assert_in_range(n_next - n_next_said, 0, 20 * B / 50);
+        assert_in_range(n_next_said * 1000 / (20 * B), 200, 520);
+    }
+    trd_mlm_batch_free(&mb);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocab_train),
         cmocka_unit_test(test_filter),
+        cmocka_unit_test(test_mlm_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
