@@ -1,7 +1,7 @@
 # attnscope — the two commands: `make demo` and `make test`.
 # Both install missing Debian packages (as root, with apt-get), configure and build.
-# `make test` runs every test in a normal build and the unit tests again under
-# ASan + UBSan.
+# `make test` runs every test in a normal build and the unit tests again, plus the fuzz
+# tests, under ASan + UBSan.
 
 APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev \
                 libjansson-dev libcmocka-dev libpcre2-dev
@@ -9,6 +9,8 @@ APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev
 APT_PACKAGES += libsqlite3-dev sqlite3
 # .npz import (zlib inflate) and MPI scale-out of analyze (tests/cli/test_mpi.sh)
 APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
+# test scripts (tests/cli, tests/fuzz)
+APT_PACKAGES += python3
 # server (src/server) + browser tests (tests/browser)
 APT_PACKAGES += libmicrohttpd-dev chromium
 BUILD := build
@@ -69,12 +71,12 @@ build-asan: deps web-deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAS_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
-# Every test: the release build (unit, parity, CLI tests), then the unit tests
-# again under ASan+UBSan.
+# Every test: the release build (unit, parity, CLI, browser tests), then the unit tests
+# again and the fuzz tests (tests/fuzz) under ASan+UBSan.
 test: node-deps build build-asan
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -R '^test_'
+	  ctest --output-on-failure -R '^(test_|fuzz_)'
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure

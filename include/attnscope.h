@@ -143,6 +143,9 @@ typedef struct {
 
 /* Tokenizes text_a (and text_b when non-NULL) with the model's tokenizer and adds the
  * model's special tokens. *out is filled and owned by the caller (as_encoding_free).
+ * A model without segment embeddings (type_vocab_size <= 1: DistilBERT, RoBERTa, GPT-2)
+ * gets type id 0 everywhere, as Hugging Face's tokenizers and models treat it, even when
+ * its tokenizer's pair template says 1 for sentence B; seq still marks A / B.
  * Errors: AS_ERR_INPUT for empty text or (truncate == 0) too long input. */
 as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
                     const as_encode_opts *opts, as_encoding *out, as_error *err);

@@ -15,9 +15,12 @@
 
 static int g_quiet = 0;
 
+/* Error messages quote input (file names, JSON parser context, text): every ASCII
+ * control character (line breaks, vertical tab, form feed, escape, ...) becomes a space,
+ * so a message stays one line on a terminal and in a log. */
 static void one_line(char *s) {
     for (; *s; s++)
-        if (*s == '\n' || *s == '\r') *s = ' ';
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = ' ';
 }
 
 as_status as_err_set(as_error *err, as_status code, const char *fmt, ...) {

@@ -315,7 +315,10 @@ as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
                           m->dir);
     int max = as_model_max_tokens(m);
     if (opts && opts->max_len > 0 && opts->max_len < max) max = opts->max_len;
-    return tok_encode(m->tok, text_a, text_b, max, opts ? opts->truncate : 1, out, err);
+    as_status rc = tok_encode(m->tok, text_a, text_b, max, opts ? opts->truncate : 1, out, err);
+    if (rc == AS_OK && m->cfg.type_vocab <= 1) /* no segment embeddings: HF passes none */
+        for (int i = 0; i < out->n; i++) out->type_ids[i] = 0;
+    return rc;
 }
 
 as_status as_encoding_from_ids(const as_model *m, const int32_t *ids, const int32_t *type_ids,

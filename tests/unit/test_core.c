@@ -7,7 +7,8 @@
  * math of core/fastmath.h against libm over a dense grid (exp: relative error <= 4e-7
  * on [-87, 88], 0 below -87.3; erf: absolute error <= 1e-6; tanh <= 1e-6; log2:
  * relative <= 3e-7 on normal floats) and on NaN and infinities (NaN in, NaN out;
- * without undefined behaviour, which the UBSan build checks). */
+ * without undefined behaviour, which the UBSan build checks); error messages keep no
+ * control character (as_err_set, as_err_prefix). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -131,8 +132,20 @@ static void test_fastmath(void **state) {
     assert_true(as_fast_erff(INFINITY) == 1.0f && as_fast_erff(-INFINITY) == -1.0f);
 }
 
+/* Messages quote hostile input: control characters never reach the one-line message. */
+static void test_error_one_line(void **state) {
+    (void)state;
+    as_error err = {0};
+    assert_int_equal(as_err_set(&err, AS_ERR_INPUT, "bad '%s'", "a\nb\rc\vd\fe\x1b[2Jf\tg\x7fh"), AS_ERR_INPUT);
+    assert_string_equal(err.msg, "bad 'a b c d e [2Jf g h'");
+    as_err_prefix(&err, "file\n%s", "x\vy");
+    assert_string_equal(err.msg, "file x y: bad 'a b c d e [2Jf g h'");
+    assert_int_equal(err.code, AS_ERR_INPUT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_one_line),
         cmocka_unit_test(test_fastmath),
         cmocka_unit_test(test_mul_size),
         cmocka_unit_test(test_malloc_large),

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""fuzz.py — seeded mutation fuzzing of attnscope's untrusted inputs, run by ctest on the
+ASan+UBSan build (tests named fuzz_*; `make test`).
+
+Modes (one per ctest test):
+  files   mutates one file of a model folder (config.json, tokenizer.json,
+          tokenizer_config.json, vocab.txt / vocab.json / merges.txt: JSON-aware value
+          swaps, key deletions, byte flips, truncations; model.safetensors: byte flips and
+          truncations) and runs `attnscope run` on it
+  text    hostile text and sentence pairs (invalid UTF-8, control and combining
+          characters, special-token strings, very long inputs) and hostile --ids lists
+  import  mutates the tokens / saliency / dependency JSON, CoNLL-U and npz files of
+          `attnscope import`
+  http    malformed and hostile requests to a real `attnscope serve` (API, database
+          routes, raw byte-mutated requests)
+
+A case fails when the binary crashes or is killed, when a sanitizer reports, when it runs
+longer than --timeout seconds, when a failing command's error is not exactly one line
+(warning lines aside) or holds a control character, or (http) when the server dies or answers 500. Every failing input is kept in
+--keep DIR for replay. What it does not do: coverage guidance (no libFuzzer with gcc);
+the corpus is the committed fixtures plus shipped models.
+
+Usage: fuzz.py MODE --bin BUILD/attnscope --work DIR [--n N] [--seed S] [--keep DIR]
+  --work: folder with the models of tests/ref/make_analysis_db.sh (bert-sst, distil-sst,
+  analysis.sqlite) and of tests/browser/make_gpt2_model.mjs (gpt2), made by run.sh.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+
+WEIRD = [None, -1, 0, 1, 2, 3, 7, 64, 65536, 2**31 - 1, 2**31, 2**63, -2**63, 1e308, -1e-9,
+         0.5, '', 'gelu', 'relu', 'x' * 3000, [], {}, True, False, [1, 2], 'NaN',
+         [[1, 2], [3]], [-5, 9999999], {'a': None}]
+
+PIECES = ['hello', 'world', '[SEP]', '[CLS]', '[MASK]', '<s>', '</s>', '<mask>', '<|endoftext|>',
+          '##ing', 'Ġthe', 'café', 'naïve', '日本語', '😀👍🏽', '\u200b', '\u0301', '\ufeff',
+          '\t', '\r\n', ' ', '  ', '.', '...', '--', '\\', '"', "'", '%s%n', '\x01', '\x7f',
+          'ﬁ', 'Ⅻ', 'İ', 'ß', 'ΣΑΣ', '\U0010ffff', 'a' * 300, '1234567890' * 20]
+
+
+def mutate_json(o, rng):
+    """One random edit somewhere inside a parsed JSON value (in place)."""
+    if isinstance(o, dict) and o:
+        k = rng.choice(list(o))
+        r = rng.random()
+        if r < 0.15:
+            del o[k]
+        elif r < 0.6 or not isinstance(o[k], (dict, list)):
+            o[k] = rng.choice(WEIRD)
+        else:
+            mutate_json(o[k], rng)
+    elif isinstance(o, list) and o:
+        i = rng.randrange(len(o))
+        r = rng.random()
+        if r < 0.2:
+            del o[i]
+        elif r < 0.6 or not isinstance(o[i], (dict, list)):
+            o[i] = rng.choice(WEIRD)
+        else:
+            mutate_json(o[i], rng)
+
+
+def mutate_bytes(b, rng):
+    b = bytearray(b)
+    if rng.random() < 0.3 and len(b) > 1:
+        return bytes(b[:rng.randrange(len(b))])
+    for _ in range(rng.randint(1, 8)):
+        if b:
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    return bytes(b)
+
+
+def mutate_file(path, rng):
+    data = open(path, 'rb').read()
+    if path.endswith('.json') and rng.random() < 0.8:
+        try:
+            o = json.loads(data)
+            for _ in range(rng.randint(1, 3)):
+                mutate_json(o, rng)
+            data = json.dumps(o).encode()
+        except ValueError:
+            data = mutate_bytes(data, rng)
+    else:
+        data = mutate_bytes(data, rng)
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
+def hostile_text(rng):
+    if rng.random() < 0.2:
+        return bytes(rng.randrange(1, 256) for _ in range(rng.randint(1, 400)))
+    s = ''.join(rng.choice(PIECES) + rng.choice(['', ' ']) for _ in range(rng.randint(1, 80)))
+    b = s.encode('utf-8')
+    if rng.random() < 0.25 and b:
+        b = bytearray(b)
+        b[rng.randrange(len(b))] = rng.choice([0x80, 0xc0, 0xff, 0xed, 0xf4, 0xf8])
+        b = bytes(b)
+    return b
+
+
+class Checker:
+    """Runs one case and records failures."""
+
+    def __init__(self, args):
+        self.args = args
+        self.failures = 0
+        self.cases = 0
+        self.exit_codes = {}
+
+    def fail(self, what, keep_dir=None, detail=''):
+        self.failures += 1
+        msg = f'FAIL case {self.cases}: {what}'
+        if keep_dir and self.args.keep:
+            dst = os.path.join(self.args.keep, f'case{self.cases}')
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(keep_dir, dst)
+            msg += f' (input kept in {dst})'
+        print(msg + ('\n  ' + detail.strip().replace('\n', '\n  ') if detail else ''))
+
+    def run(self, cmd, keep_dir=None):
+        self.cases += 1
+        try:
+            r = subprocess.run(cmd, capture_output=True, timeout=self.args.timeout)
+        except subprocess.TimeoutExpired:
+            self.fail(f'no result within {self.args.timeout} s: {cmd[:6]}', keep_dir)
+            return
+        err = r.stderr.decode(errors='replace')
+        self.exit_codes[r.returncode] = self.exit_codes.get(r.returncode, 0) + 1
+        if 'Sanitizer' in err or 'runtime error' in err:
+            self.fail('sanitizer report', keep_dir, err[-1500:])
+        elif r.returncode not in (0, 1, 2):
+            self.fail(f'exit status {r.returncode}', keep_dir, err[-800:])
+        elif r.returncode != 0 and len([l for l in err.rstrip('\n').split('\n') if 'warning:' not in l]) != 1:
+            self.fail('error is not one line (besides warnings)', keep_dir, err[:600])
+        elif any(c < ' ' and c != '\n' or c == '\x7f' for c in err):
+            self.fail('control character in the error output', keep_dir, repr(err[:600]))
+
+
+def models(work):
+    out = [os.path.join(ROOT, 'models', m) for m in ('attnscope-sst2', 'attnscope-mlm')]
+    out = [m for m in out if os.path.isdir(m)]
+    out += [os.path.join(work, m) for m in ('bert-sst', 'distil-sst', 'gpt2')]
+    return out
+
+
+def mode_files(args, rng, chk):
+    tmp = tempfile.mkdtemp(prefix='fuzz-files-')
+    try:
+        for _ in range(args.n):
+            src = rng.choice(models(args.work))
+            d = os.path.join(tmp, 'm')
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(src, d)
+            files = sorted(f for f in os.listdir(d) if f.endswith(('.json', '.txt', '.safetensors')))
+            mutate_file(os.path.join(d, rng.choice(files)), rng)
+            text = rng.choice(['hello world', 'The café, naïve! 123', 'a ' * 50, 'x y z [SEP] [MASK]'])
+            chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mode_text(args, rng, chk):
+    for _ in range(args.n):
+        m = rng.choice(models(args.work))
+        cmd = [args.bin, 'run', '--model', m, '--threads', '1']
+        if rng.random() < 0.15:
+            ids = [rng.choice([-1, 0, 1, 2, 3, 5, 100, 2**31 - 1, 2**40]) for _ in range(rng.randint(0, 300))]
+            cmd += ['--ids', ','.join(map(str, ids)) + rng.choice(['', ',', ',,', 'x'])]
+        else:
+            cmd += ['--text', hostile_text(rng).replace(b'\0', b'')]
+            if rng.random() < 0.3:
+                cmd += ['--text-b', hostile_text(rng).replace(b'\0', b'')]
+        if rng.random() < 0.3:
+            cmd.append('--no-truncate')
+        chk.run(cmd)
+
+
+def mode_import(args, rng, chk):
+    src = os.path.join(ROOT, 'tests', 'ref', 'fixtures', 'import_files')
+    keys = sorted({f[:4] for f in os.listdir(src)})
+    tmp = tempfile.mkdtemp(prefix='fuzz-import-')
+    try:
+        for _ in range(args.n):
+            d = os.path.join(tmp, 'i')
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            k = rng.choice(keys)
+            files = sorted(f for f in os.listdir(src) if f.startswith(k))
+            for f in files:
+                shutil.copy(os.path.join(src, f), d)
+            mutate_file(os.path.join(d, rng.choice(files)), rng)
+            deps = [f for f in files if f.endswith(('.conllu', 'deps.json'))][0]
+            chk.run([args.bin, 'import', '--attention', f'{d}/{k}.npz', '--tokens', f'{d}/{k}.tokens.json',
+                     '--saliency', f'{d}/{k}.saliency.json', '--dependencies', f'{d}/{deps}',
+                     '--db', f'{d}/x.sqlite', '--quiet'], d)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def http_send(port, raw, timeout):
+    s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    try:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        out = b''
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return out
+            out += b
+    finally:
+        s.close()
+
+
+def http_req(method, path, body=None):
+    h = f'{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n'
+    if body is not None:
+        h += f'Content-Length: {len(body)}\r\nContent-Type: application/json\r\n'
+    return h.encode() + b'\r\n' + (body or b'')
+
+
+def mode_http(args, rng, chk):
+    log_path = os.path.join(tempfile.gettempdir(), f'fuzz-http-{os.getpid()}.log')
+    log = open(log_path, 'w')
+    srv = subprocess.Popen([args.bin, 'serve', '--model', os.path.join(args.work, 'bert-sst'),
+                            '--model', os.path.join(args.work, 'gpt2'), '--port', '0', '--threads', '1',
+                            '--db', os.path.join(args.work, 'analysis.sqlite')],
+                           stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = srv.stdout.readline().decode()
+        port = int(line.strip().rstrip('/').rsplit(':', 1)[1])
+        r = http_send(port, http_req('POST', '/api/v1/run', json.dumps(
+            {'model': 'bert-sst', 'text': 'a good film .', 'text_b': 'it was bad .'}).encode()), args.timeout)
+        rid = json.loads(r.split(b'\r\n\r\n', 1)[1])['id']
+        vals = ['0', '1', '-1', '3', '99999999999999999999', '1-2', '0-3', '3-0', 'a', '', '%00', '%ff',
+                '1e3', '0x10', '-', '--1', '1,2', '128', '8', '7', 'f16', 'f32', 'f64', 'NaN', ' 1', 'é', "'"]
+        paths = [f'/api/v1/runs/{rid}/attention?layers={{v}}&heads={{v}}&dtype={{v}}&pool={{v}}',
+                 f'/api/v1/runs/{rid}/qk?layer={{v}}&head={{v}}', '/api/v1/runs/{v}',
+                 '/api/v1/db/runs/{v}', '/api/v1/db/runs/{v}/heads', '/api/v1/db/runs/{v}/pairs',
+                 '/api/v1/db/runs/1/relations?top={v}',
+                 '/api/v1/db/runs/1/sentences?offset={v}&limit={v}&q={v}&corpus={v}&relation={v}'
+                 '&correct={v}&confidence={v}',
+                 '/api/v1/db/runs/{v}/sentences/{v}', '/api/v1/db/runs/1/sentences/{v}/parents?layer={v}&head={v}',
+                 '/api/v1/db/runs/{v}/sentences/{v}/attention?layers={v}&heads={v}&dtype={v}',
+                 '/api/v1/models', '/assets/{v}', '/{v}']
+
+        def body():
+            o = {'model': rng.choice(['bert-sst', 'gpt2', 'x', None, 1]),
+                 'text': rng.choice(['a [MASK] b', '', 'x ' * 3000, 'é' * 300, None, 1, ['a']]),
+                 'text_b': rng.choice([None, 'b', '', 2]), 'k': rng.choice([None, 0, 1, 50, 51, -1, '5', 1e9])}
+            for k in list(o):
+                if rng.random() < 0.2:
+                    del o[k]
+            b = json.dumps(o).encode()
+            return mutate_bytes(b, rng) if rng.random() < 0.3 else b
+
+        for _ in range(args.n):
+            r = rng.random()
+            if r < 0.5:
+                path = rng.choice(paths)
+                while '{v}' in path:
+                    path = path.replace('{v}', urllib.parse.quote(rng.choice(vals), safe='-,'), 1)
+                raw = http_req('GET', path)
+            elif r < 0.8:
+                raw = http_req('POST', rng.choice(['/api/v1/run', '/api/v1/mlm']), body())
+            else:
+                raw = mutate_bytes(http_req(rng.choice(['GET', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS']),
+                                            rng.choice(['/api/v1/run', '/api/v1/models', '/']),
+                                            body() if rng.random() < 0.5 else None), rng)
+            chk.cases += 1
+            try:
+                out = http_send(port, raw, args.timeout)
+            except OSError as e:
+                out = b''
+                if isinstance(e, socket.timeout):
+                    chk.fail(f'no answer within {args.timeout} s: {raw[:120]!r}')
+            status = out[9:12].decode(errors='replace')
+            chk.exit_codes[status] = chk.exit_codes.get(status, 0) + 1
+            if srv.poll() is not None:
+                chk.fail(f'server died on {raw[:300]!r}')
+                break
+            if status == '500':
+                chk.fail(f'500 on {raw[:200]!r}', detail=out[-300:].decode(errors='replace'))
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            chk.fail('server did not stop on SIGTERM')
+        log.close()
+    err = open(log_path, errors='replace').read()
+    os.unlink(log_path)
+    if 'Sanitizer' in err or 'runtime error' in err:
+        chk.fail('sanitizer report in the server', detail=err[-2000:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('mode', choices=['files', 'text', 'import', 'http'])
+    ap.add_argument('--bin', required=True)
+    ap.add_argument('--work', required=True)
+    ap.add_argument('--n', type=int, default=100)
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--timeout', type=int, default=120)
+    ap.add_argument('--keep', default='')
+    args = ap.parse_args()
+    rng = random.Random(f'{args.mode}:{args.seed}')
+    chk = Checker(args)
+    t0 = time.time()
+    {'files': mode_files, 'text': mode_text, 'import': mode_import, 'http': mode_http}[args.mode](args, rng, chk)
+    seen = ', '.join(f'{k}: {v}' for k, v in sorted(chk.exit_codes.items(), key=lambda kv: str(kv[0])))
+    print(f'fuzz {args.mode}: {chk.cases} cases in {time.time() - t0:.0f} s, {chk.failures} failures '
+          f'({"statuses" if args.mode == "http" else "exit codes"} {seen})')
+    sys.exit(1 if chk.failures else 0)
+
+
+if __name__ == '__main__':
+    main()

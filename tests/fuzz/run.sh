@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# run.sh — one fuzz_* ctest test: builds the small models and analysis database that
+# tests/fuzz/fuzz.py mutates and serves (tests/ref/make_analysis_db.sh, and
+# tests/browser/make_gpt2_model.mjs for a byte-level BPE GPT-2) in a temporary folder,
+# then runs one fuzz mode. Failing inputs are kept in build/fuzz-failures/MODE.
+# Usage: run.sh BINARY MODE N [SEED]
+set -eu
+BIN=$1 MODE=$2 N=$3 SEED=${4:-1}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+bash "$ROOT/tests/ref/make_analysis_db.sh" "$BIN" "$WORK" >/dev/null
+node "$ROOT/tests/browser/make_gpt2_model.mjs" "$WORK/gpt2" >/dev/null
+KEEP=$(dirname "$BIN")/fuzz-failures/$MODE
+rm -rf "$KEEP" && mkdir -p "$KEEP"
+exec python3 "$ROOT/tests/fuzz/fuzz.py" "$MODE" --bin "$BIN" --work "$WORK" --n "$N" --seed "$SEED" --keep "$KEEP"
