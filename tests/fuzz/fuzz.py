@@ -49,25 +49,18 @@ PIECES = ['hello', 'world', '[SEP]', '[CLS]', '[MASK]', '<s>', '</s>', '<mask>',
 
 
 def mutate_json(o, rng):
-    """One random edit somewhere inside a parsed JSON value (in place)."""
-    if isinstance(o, dict) and o:
-        k = rng.choice(list(o))
-        r = rng.random()
-        if r < 0.15:
-            del o[k]
-        elif r < 0.6 or not isinstance(o[k], (dict, list)):
-            o[k] = rng.choice(WEIRD)
-        else:
-            mutate_json(o[k], rng)
-    elif isinstance(o, list) and o:
-        i = rng.randrange(len(o))
-        r = rng.random()
-        if r < 0.2:
-            del o[i]
-        elif r < 0.6 or not isinstance(o[i], (dict, list)):
-            o[i] = rng.choice(WEIRD)
-        else:
-            mutate_json(o[i], rng)
+    """One random edit somewhere inside a parsed JSON value (in place): delete a key or
+    element, replace it by a WEIRD value, or recurse into it."""
+    if not isinstance(o, (dict, list)) or not o:
+        return
+    k = rng.choice(list(o)) if isinstance(o, dict) else rng.randrange(len(o))
+    r = rng.random()
+    if r < 0.15:
+        del o[k]
+    elif r < 0.6 or not isinstance(o[k], (dict, list)):
+        o[k] = rng.choice(WEIRD)
+    else:
+        mutate_json(o[k], rng)
 
 
 def mutate_bytes(b, rng):
