@@ -11,6 +11,9 @@ Modes (one per ctest test):
           characters, special-token strings, very long inputs) and hostile --ids lists
   import  mutates the tokens / saliency / dependency JSON, CoNLL-U and npz files of
           `attnscope import`
+  corpus  mutates an SST-2 TSV and a CoNLL-U corpus (fields swapped for odd values, lines
+          deleted, duplicated or made huge, bytes flipped, truncation) and runs
+          `attnscope analyze`, `pretrain` (a tiny model, 2 steps) or `vocab` on them
   http    malformed and hostile requests to a real `attnscope serve` (API, database
           routes, raw byte-mutated requests)
 
@@ -85,6 +88,37 @@ def mutate_file(path, rng):
             data = mutate_bytes(data, rng)
     else:
         data = mutate_bytes(data, rng)
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
+FIELDS = ['', '_', '0', '-1', '1', '2', '99999', '2147483648', '1-2', '3.1', 'root', 'x' * 5000,
+          '\u00e9', '1\t2', 'nan', '# text = ', '\r']
+
+
+def mutate_lines(path, rng):
+    """Line-level edits of a TSV / CoNLL-U file, else byte flips or truncation."""
+    data = open(path, 'rb').read()
+    if rng.random() < 0.25:
+        data = mutate_bytes(data, rng)
+    else:
+        lines = data.decode('utf-8').split('\n')
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(lines))
+            r = rng.random()
+            if r < 0.5:
+                cols = lines[i].split('\t')
+                cols[rng.randrange(len(cols))] = rng.choice(FIELDS)
+                lines[i] = '\t'.join(cols)
+            elif r < 0.65:
+                del lines[i]
+            elif r < 0.8:
+                lines.insert(i, lines[i])
+            else:
+                lines.insert(i, rng.choice(FIELDS) * rng.randint(1, 20000))
+            if not lines:
+                lines = ['']
+        data = '\n'.join(lines).encode('utf-8')
     with open(path, 'wb') as f:
         f.write(data)
 
@@ -200,6 +234,34 @@ def mode_import(args, rng, chk):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def mode_corpus(args, rng, chk):
+    tmp = tempfile.mkdtemp(prefix='fuzz-corpus-')
+    try:
+        for _ in range(args.n):
+            d = os.path.join(tmp, 'c')
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            tsv, ud = os.path.join(d, 'sst.tsv'), os.path.join(d, 'ud.conllu')
+            shutil.copy(os.path.join(args.work, 'sst.tsv'), tsv)
+            shutil.copy(os.path.join(args.work, 'ud.conllu'), ud)
+            mutate_lines(rng.choice([tsv, ud]), rng)
+            r = rng.random()
+            if r < 0.6:
+                cmd = [args.bin, 'analyze', '--model', os.path.join(args.work, 'bert-sst'), '--sst2', tsv,
+                       '--conllu', ud, '--db', os.path.join(d, 'a.sqlite'), '--limit', '20', '--explain', '2',
+                       '--quiet', '--threads', '1']
+            elif r < 0.8:
+                cmd = [args.bin, 'pretrain', '--corpus', f'{tsv},{ud}', '--vocab',
+                       os.path.join(args.work, 'bert-sst', 'vocab.txt'), '--out', os.path.join(d, 'pt'),
+                       '--layers', '1', '--width', '16', '--heads', '2', '--ff', '32', '--max-len', '32',
+                       '--steps', '2', '--batch', '2', '--threads', '1', '--log-every', '1']
+            else:
+                cmd = [args.bin, 'vocab', '--corpus', f'{tsv},{ud}', '--size', '200', '--out', os.path.join(d, 'v.txt')]
+            chk.run(cmd, d)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def http_send(port, raw, timeout):
     s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
     try:
@@ -300,7 +362,7 @@ def mode_http(args, rng, chk):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('mode', choices=['files', 'text', 'import', 'http'])
+    ap.add_argument('mode', choices=['files', 'text', 'import', 'corpus', 'http'])
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--n', type=int, default=100)
@@ -311,7 +373,8 @@ def main():
     rng = random.Random(f'{args.mode}:{args.seed}')
     chk = Checker(args)
     t0 = time.time()
-    {'files': mode_files, 'text': mode_text, 'import': mode_import, 'http': mode_http}[args.mode](args, rng, chk)
+    {'files': mode_files, 'text': mode_text, 'import': mode_import, 'corpus': mode_corpus,
+     'http': mode_http}[args.mode](args, rng, chk)
     seen = ', '.join(f'{k}: {v}' for k, v in sorted(chk.exit_codes.items(), key=lambda kv: str(kv[0])))
     print(f'fuzz {args.mode}: {chk.cases} cases in {time.time() - t0:.0f} s, {chk.failures} failures '
           f'({"statuses" if args.mode == "http" else "exit codes"} {seen})')
