@@ -180,20 +180,26 @@ def models(work):
     return out
 
 
-def mode_files(args, rng, chk):
-    tmp = tempfile.mkdtemp(prefix='fuzz-files-')
+def case_dirs(n, prefix):
+    """Yields n times the path of a folder that does not exist yet (the caller makes it),
+    the previous case's removed; everything removed at the end."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    d = os.path.join(tmp, 'case')
     try:
-        for _ in range(args.n):
-            src = rng.choice(models(args.work))
-            d = os.path.join(tmp, 'm')
+        for _ in range(n):
             shutil.rmtree(d, ignore_errors=True)
-            shutil.copytree(src, d)
-            files = sorted(f for f in os.listdir(d) if f.endswith(('.json', '.txt', '.safetensors')))
-            mutate_file(os.path.join(d, rng.choice(files)), rng)
-            text = rng.choice(['hello world', 'The café, naïve! 123', 'a ' * 50, 'x y z [SEP] [MASK]'])
-            chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
+            yield d
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mode_files(args, rng, chk):
+    for d in case_dirs(args.n, 'fuzz-files-'):
+        shutil.copytree(rng.choice(models(args.work)), d)
+        files = sorted(f for f in os.listdir(d) if f.endswith(('.json', '.txt', '.safetensors')))
+        mutate_file(os.path.join(d, rng.choice(files)), rng)
+        text = rng.choice(['hello world', 'The café, naïve! 123', 'a ' * 50, 'x y z [SEP] [MASK]'])
+        chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
 
 
 def mode_text(args, rng, chk):
@@ -215,51 +221,39 @@ def mode_text(args, rng, chk):
 def mode_import(args, rng, chk):
     src = os.path.join(ROOT, 'tests', 'ref', 'fixtures', 'import_files')
     keys = sorted({f[:4] for f in os.listdir(src)})
-    tmp = tempfile.mkdtemp(prefix='fuzz-import-')
-    try:
-        for _ in range(args.n):
-            d = os.path.join(tmp, 'i')
-            shutil.rmtree(d, ignore_errors=True)
-            os.makedirs(d)
-            k = rng.choice(keys)
-            files = sorted(f for f in os.listdir(src) if f.startswith(k))
-            for f in files:
-                shutil.copy(os.path.join(src, f), d)
-            mutate_file(os.path.join(d, rng.choice(files)), rng)
-            deps = [f for f in files if f.endswith(('.conllu', 'deps.json'))][0]
-            chk.run([args.bin, 'import', '--attention', f'{d}/{k}.npz', '--tokens', f'{d}/{k}.tokens.json',
-                     '--saliency', f'{d}/{k}.saliency.json', '--dependencies', f'{d}/{deps}',
-                     '--db', f'{d}/x.sqlite', '--quiet'], d)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for d in case_dirs(args.n, 'fuzz-import-'):
+        os.makedirs(d)
+        k = rng.choice(keys)
+        files = sorted(f for f in os.listdir(src) if f.startswith(k))
+        for f in files:
+            shutil.copy(os.path.join(src, f), d)
+        mutate_file(os.path.join(d, rng.choice(files)), rng)
+        deps = [f for f in files if f.endswith(('.conllu', 'deps.json'))][0]
+        chk.run([args.bin, 'import', '--attention', f'{d}/{k}.npz', '--tokens', f'{d}/{k}.tokens.json',
+                 '--saliency', f'{d}/{k}.saliency.json', '--dependencies', f'{d}/{deps}',
+                 '--db', f'{d}/x.sqlite', '--quiet'], d)
 
 
 def mode_corpus(args, rng, chk):
-    tmp = tempfile.mkdtemp(prefix='fuzz-corpus-')
-    try:
-        for _ in range(args.n):
-            d = os.path.join(tmp, 'c')
-            shutil.rmtree(d, ignore_errors=True)
-            os.makedirs(d)
-            tsv, ud = os.path.join(d, 'sst.tsv'), os.path.join(d, 'ud.conllu')
-            shutil.copy(os.path.join(args.work, 'sst.tsv'), tsv)
-            shutil.copy(os.path.join(args.work, 'ud.conllu'), ud)
-            mutate_lines(rng.choice([tsv, ud]), rng)
-            r = rng.random()
-            if r < 0.6:
-                cmd = [args.bin, 'analyze', '--model', os.path.join(args.work, 'bert-sst'), '--sst2', tsv,
-                       '--conllu', ud, '--db', os.path.join(d, 'a.sqlite'), '--limit', '20', '--explain', '2',
-                       '--quiet', '--threads', '1']
-            elif r < 0.8:
-                cmd = [args.bin, 'pretrain', '--corpus', f'{tsv},{ud}', '--vocab',
-                       os.path.join(args.work, 'bert-sst', 'vocab.txt'), '--out', os.path.join(d, 'pt'),
-                       '--layers', '1', '--width', '16', '--heads', '2', '--ff', '32', '--max-len', '32',
-                       '--steps', '2', '--batch', '2', '--threads', '1', '--log-every', '1']
-            else:
-                cmd = [args.bin, 'vocab', '--corpus', f'{tsv},{ud}', '--size', '200', '--out', os.path.join(d, 'v.txt')]
-            chk.run(cmd, d)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for d in case_dirs(args.n, 'fuzz-corpus-'):
+        os.makedirs(d)
+        tsv, ud = os.path.join(d, 'sst.tsv'), os.path.join(d, 'ud.conllu')
+        shutil.copy(os.path.join(args.work, 'sst.tsv'), tsv)
+        shutil.copy(os.path.join(args.work, 'ud.conllu'), ud)
+        mutate_lines(rng.choice([tsv, ud]), rng)
+        r = rng.random()
+        if r < 0.6:
+            cmd = [args.bin, 'analyze', '--model', os.path.join(args.work, 'bert-sst'), '--sst2', tsv,
+                   '--conllu', ud, '--db', os.path.join(d, 'a.sqlite'), '--limit', '20', '--explain', '2',
+                   '--quiet', '--threads', '1']
+        elif r < 0.8:
+            cmd = [args.bin, 'pretrain', '--corpus', f'{tsv},{ud}', '--vocab',
+                   os.path.join(args.work, 'bert-sst', 'vocab.txt'), '--out', os.path.join(d, 'pt'),
+                   '--layers', '1', '--width', '16', '--heads', '2', '--ff', '32', '--max-len', '32',
+                   '--steps', '2', '--batch', '2', '--threads', '1', '--log-every', '1']
+        else:
+            cmd = [args.bin, 'vocab', '--corpus', f'{tsv},{ud}', '--size', '200', '--out', os.path.join(d, 'v.txt')]
+        chk.run(cmd, d)
 
 
 def http_send(port, raw, timeout):
