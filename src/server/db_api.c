@@ -53,6 +53,26 @@ as_status srv_db_open(const char *path, srv_db **out, as_error *err) {
         as_err_set(err, AS_ERR_INPUT, "--db %s: schema version %d, this attnscope reads %d", path, ver, DB_SCHEMA_VERSION);
         goto fail;
     }
+    /* every table a route reads, so that a damaged file is refused here (exit 2) rather
+       than answered with 500s later; damaged pages still surface per request */
+    static const char *const tables[] = {"runs", "sentences", "tokens", "words", "saliency", "head_scores",
+                                         "head_pairs", "patterns", "rel_accuracy", "rel_totals"};
+    if (sqlite3_prepare_v2(d->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st, NULL) !=
+        SQLITE_OK) {
+        as_err_set(err, AS_ERR_INPUT, "--db %s: cannot read the schema: %s", path, sqlite3_errmsg(d->db));
+        goto fail;
+    }
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, tables[i], -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            as_err_set(err, AS_ERR_INPUT, "--db %s: table '%s' is missing: not a complete attnscope analysis database",
+                       path, tables[i]);
+            goto fail;
+        }
+    }
+    sqlite3_finalize(st);
+    st = NULL;
     *out = d;
     return AS_OK;
 fail:

@@ -11,6 +11,9 @@ Modes (one per ctest test):
           characters, special-token strings, very long inputs) and hostile --ids lists
   import  mutates the tokens / saliency / dependency JSON, CoNLL-U and npz files of
           `attnscope import`
+  db      mutates an analysis database (cells set to odd values or NULL, rows deleted,
+          tables dropped, bytes flipped) and runs `attnscope report`, `export`, or `serve
+          --db` with a GET of every database route
   corpus  mutates an SST-2 TSV and a CoNLL-U corpus (fields swapped for odd values, lines
           deleted, duplicated or made huge, bytes flipped, truncation) and runs
           `attnscope analyze`, `pretrain` (a tiny model, 2 steps) or `vocab` on them
@@ -19,8 +22,9 @@ Modes (one per ctest test):
 
 A case fails when the binary crashes or is killed, when a sanitizer reports, when it runs
 longer than --timeout seconds, when a failing command's error is not exactly one line
-(warning lines aside) or holds a control character, or (http) when the server dies or answers 500. Every failing input is kept in
---keep DIR for replay. What it does not do: coverage guidance (no libFuzzer with gcc);
+(warning lines aside) or holds a control character, or (http, db) when the server dies or
+answers 500 (db: other than naming a damaged database page). Every failing input is kept
+in --keep DIR for replay. What it does not do: coverage guidance (no libFuzzer with gcc);
 the corpus is the committed fixtures plus shipped models.
 
 Usage: fuzz.py MODE --bin BUILD/attnscope --work DIR [--n N] [--seed S] [--keep DIR]
@@ -33,6 +37,7 @@ import os
 import random
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -121,6 +126,50 @@ def mutate_lines(path, rng):
         data = '\n'.join(lines).encode('utf-8')
     with open(path, 'wb') as f:
         f.write(data)
+
+
+SQL_VALUES = [None, -1, 0, 1, 7, 2**31, 2**62, -2**63, 1e308, -1e-300, 3.5, '', 'x', 'NaN', 'x' * 10000,
+              b'', b'\x00\x01\x02', b'\xff' * 7, '[1,2', '{"a":']
+
+
+def mutate_db(path, rng):
+    """SQL-level edits of an SQLite file (constraint violations skipped), or byte flips."""
+    if rng.random() < 0.2:
+        data = open(path, 'rb').read()
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 16)):  # mostly past the 100-byte header
+            b[rng.randrange(100 if rng.random() < 0.9 else 0, len(b))] = rng.randrange(256)
+        with open(path, 'wb') as f:
+            f.write(bytes(b[:rng.randrange(len(b))] if rng.random() < 0.2 else b))
+        return
+    con = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        for _ in range(rng.randint(1, 4)):
+            t = rng.choice(tables)
+            cols = [(r[1], r[5]) for r in con.execute(f'PRAGMA table_info("{t}")')]
+            pk = [c for c, k in sorted(cols, key=lambda x: x[1]) if k] or ['rowid']
+            rows = con.execute(f'SELECT {", ".join(pk)} FROM "{t}" ORDER BY {", ".join(pk)}').fetchall()
+            r = rng.random()
+            try:
+                if r < 0.03:
+                    con.execute(f'DROP TABLE "{t}"')
+                    tables.remove(t)
+                elif not rows:
+                    continue
+                elif r < 0.2:
+                    row = rng.choice(rows)
+                    con.execute(f'DELETE FROM "{t}" WHERE ' + ' AND '.join(f'{c} IS ?' for c in pk), row)
+                else:
+                    row = rng.choice(rows)
+                    col = rng.choice(cols)[0]
+                    con.execute(f'UPDATE "{t}" SET "{col}" = ? WHERE ' + ' AND '.join(f'{c} IS ?' for c in pk),
+                                (rng.choice(SQL_VALUES),) + tuple(row))
+            except sqlite3.Error:
+                pass
+        con.commit()
+    finally:
+        con.close()
 
 
 def hostile_text(rng):
@@ -256,6 +305,80 @@ def mode_corpus(args, rng, chk):
         chk.run(cmd, d)
 
 
+def mode_db(args, rng, chk):
+    routes = ['/api/v1/db/runs', '/api/v1/db/runs/1', '/api/v1/db/runs/1/heads', '/api/v1/db/runs/2/pairs',
+              '/api/v1/db/runs/1/relations?top=3', '/api/v1/db/runs/1/sentences?offset=0&limit=50',
+              '/api/v1/db/runs/1/sentences?q=film&relation=nsubj&correct=1', '/api/v1/db/runs/1/sentences/0',
+              '/api/v1/db/runs/2/sentences/1', '/api/v1/db/runs/1/sentences/0/parents?layer=0&head=1',
+              '/api/v1/db/runs/1/sentences/2/attention?layers=0-1&heads=0-3&dtype=f32', '/api/v1/models']
+    for d in case_dirs(args.n, 'fuzz-db-'):
+        os.makedirs(d)
+        db = os.path.join(d, 'a.sqlite')
+        shutil.copy(os.path.join(args.work, 'analysis.sqlite'), db)
+        mutate_db(db, rng)
+        r = rng.random()
+        if r < 0.35:
+            chk.run([args.bin, 'report', '--db', db, '--top', '3'], d)
+        elif r < 0.7:
+            chk.run([args.bin, 'export', '--db', db, '--out', os.path.join(d, 'h.json')], d)
+        else:
+            serve_and_get(args, chk, ['--model', os.path.join(args.work, 'bert-sst'),
+                                      '--model', os.path.join(args.work, 'distil-sst'), '--db', db],
+                          lambda port: (http_req('GET', p) for p in routes), d, damaged_db_ok=True)
+
+
+def serve_and_get(args, chk, serve_args, requests, keep_dir=None, damaged_db_ok=False):
+    """Starts `attnscope serve` with serve_args (a failing start must be a one-line error)
+    and sends the raw requests that requests(port) yields, one case each. Fails on a dead
+    or hanging server, a sanitizer report, or a 500 — with damaged_db_ok, except the
+    one-line `{"error": "database ..."}` of a damaged database page, a server-side failure
+    that surfaces when a request reads that page."""
+    log_path = os.path.join(tempfile.gettempdir(), f'fuzz-serve-{os.getpid()}.log')
+    with open(log_path, 'w') as log:
+        srv = subprocess.Popen([args.bin, 'serve', '--port', '0', '--threads', '1'] + serve_args,
+                               stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = srv.stdout.readline().decode()
+        if 'listening on' not in line:
+            chk.cases += 1
+            srv.wait(timeout=args.timeout)
+            err = open(log_path, errors='replace').read()
+            chk.exit_codes[srv.returncode] = chk.exit_codes.get(srv.returncode, 0) + 1
+            if srv.returncode not in (1, 2) or len([l for l in err.rstrip('\n').split('\n') if 'warning:' not in l]) != 1:
+                chk.fail(f'serve did not start cleanly (exit {srv.returncode})', keep_dir, err[-1500:])
+            return
+        port = int(line.strip().rstrip('/').rsplit(':', 1)[1])
+        for raw in requests(port):
+            chk.cases += 1
+            try:
+                out = http_send(port, raw, args.timeout)
+            except OSError as e:
+                out = b''
+                if isinstance(e, socket.timeout):
+                    chk.fail(f'no answer within {args.timeout} s: {raw[:120]!r}', keep_dir)
+            status = out[9:12].decode(errors='replace')
+            chk.exit_codes[status] = chk.exit_codes.get(status, 0) + 1
+            if srv.poll() is not None:
+                chk.fail(f'server died on {raw[:300]!r}', keep_dir)
+                break
+            body = out.split(b'\r\n\r\n', 1)[-1]
+            if status == '500' and not (damaged_db_ok and body.startswith(b'{"error":"database ') and
+                                        b'\n' not in body):
+                chk.fail(f'500 on {raw[:200]!r}', keep_dir, out[-300:].decode(errors='replace'))
+    finally:
+        if srv.poll() is None:
+            srv.terminate()
+            try:
+                srv.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                chk.fail('server did not stop on SIGTERM', keep_dir)
+        err = open(log_path, errors='replace').read()
+        os.unlink(log_path)
+        if 'Sanitizer' in err or 'runtime error' in err:
+            chk.fail('sanitizer report in the server', keep_dir, err[-2000:])
+
+
 def http_send(port, raw, timeout):
     s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
     try:
@@ -279,20 +402,23 @@ def http_req(method, path, body=None):
 
 
 def mode_http(args, rng, chk):
-    log_path = os.path.join(tempfile.gettempdir(), f'fuzz-http-{os.getpid()}.log')
-    log = open(log_path, 'w')
-    srv = subprocess.Popen([args.bin, 'serve', '--model', os.path.join(args.work, 'bert-sst'),
-                            '--model', os.path.join(args.work, 'gpt2'), '--port', '0', '--threads', '1',
-                            '--db', os.path.join(args.work, 'analysis.sqlite')],
-                           stdout=subprocess.PIPE, stderr=log)
-    try:
-        line = srv.stdout.readline().decode()
-        port = int(line.strip().rstrip('/').rsplit(':', 1)[1])
+    vals = ['0', '1', '-1', '3', '99999999999999999999', '1-2', '0-3', '3-0', 'a', '', '%00', '%ff',
+            '1e3', '0x10', '-', '--1', '1,2', '128', '8', '7', 'f16', 'f32', 'f64', 'NaN', ' 1', 'é', "'"]
+
+    def body():
+        o = {'model': rng.choice(['bert-sst', 'gpt2', 'x', None, 1]),
+             'text': rng.choice(['a [MASK] b', '', 'x ' * 3000, 'é' * 300, None, 1, ['a']]),
+             'text_b': rng.choice([None, 'b', '', 2]), 'k': rng.choice([None, 0, 1, 50, 51, -1, '5', 1e9])}
+        for k in list(o):
+            if rng.random() < 0.2:
+                del o[k]
+        b = json.dumps(o).encode()
+        return mutate_bytes(b, rng) if rng.random() < 0.3 else b
+
+    def requests(port):
         r = http_send(port, http_req('POST', '/api/v1/run', json.dumps(
             {'model': 'bert-sst', 'text': 'a good film .', 'text_b': 'it was bad .'}).encode()), args.timeout)
         rid = json.loads(r.split(b'\r\n\r\n', 1)[1])['id']
-        vals = ['0', '1', '-1', '3', '99999999999999999999', '1-2', '0-3', '3-0', 'a', '', '%00', '%ff',
-                '1e3', '0x10', '-', '--1', '1,2', '128', '8', '7', 'f16', 'f32', 'f64', 'NaN', ' 1', 'é', "'"]
         paths = [f'/api/v1/runs/{rid}/attention?layers={{v}}&heads={{v}}&dtype={{v}}&pool={{v}}',
                  f'/api/v1/runs/{rid}/qk?layer={{v}}&head={{v}}', '/api/v1/runs/{v}',
                  '/api/v1/db/runs/{v}', '/api/v1/db/runs/{v}/heads', '/api/v1/db/runs/{v}/pairs',
@@ -302,61 +428,28 @@ def mode_http(args, rng, chk):
                  '/api/v1/db/runs/{v}/sentences/{v}', '/api/v1/db/runs/1/sentences/{v}/parents?layer={v}&head={v}',
                  '/api/v1/db/runs/{v}/sentences/{v}/attention?layers={v}&heads={v}&dtype={v}',
                  '/api/v1/models', '/assets/{v}', '/{v}']
-
-        def body():
-            o = {'model': rng.choice(['bert-sst', 'gpt2', 'x', None, 1]),
-                 'text': rng.choice(['a [MASK] b', '', 'x ' * 3000, 'é' * 300, None, 1, ['a']]),
-                 'text_b': rng.choice([None, 'b', '', 2]), 'k': rng.choice([None, 0, 1, 50, 51, -1, '5', 1e9])}
-            for k in list(o):
-                if rng.random() < 0.2:
-                    del o[k]
-            b = json.dumps(o).encode()
-            return mutate_bytes(b, rng) if rng.random() < 0.3 else b
-
         for _ in range(args.n):
             r = rng.random()
             if r < 0.5:
                 path = rng.choice(paths)
                 while '{v}' in path:
                     path = path.replace('{v}', urllib.parse.quote(rng.choice(vals), safe='-,'), 1)
-                raw = http_req('GET', path)
+                yield http_req('GET', path)
             elif r < 0.8:
-                raw = http_req('POST', rng.choice(['/api/v1/run', '/api/v1/mlm']), body())
+                yield http_req('POST', rng.choice(['/api/v1/run', '/api/v1/mlm']), body())
             else:
-                raw = mutate_bytes(http_req(rng.choice(['GET', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS']),
+                yield mutate_bytes(http_req(rng.choice(['GET', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS']),
                                             rng.choice(['/api/v1/run', '/api/v1/models', '/']),
                                             body() if rng.random() < 0.5 else None), rng)
-            chk.cases += 1
-            try:
-                out = http_send(port, raw, args.timeout)
-            except OSError as e:
-                out = b''
-                if isinstance(e, socket.timeout):
-                    chk.fail(f'no answer within {args.timeout} s: {raw[:120]!r}')
-            status = out[9:12].decode(errors='replace')
-            chk.exit_codes[status] = chk.exit_codes.get(status, 0) + 1
-            if srv.poll() is not None:
-                chk.fail(f'server died on {raw[:300]!r}')
-                break
-            if status == '500':
-                chk.fail(f'500 on {raw[:200]!r}', detail=out[-300:].decode(errors='replace'))
-    finally:
-        srv.terminate()
-        try:
-            srv.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            chk.fail('server did not stop on SIGTERM')
-        log.close()
-    err = open(log_path, errors='replace').read()
-    os.unlink(log_path)
-    if 'Sanitizer' in err or 'runtime error' in err:
-        chk.fail('sanitizer report in the server', detail=err[-2000:])
+
+    serve_and_get(args, chk, ['--model', os.path.join(args.work, 'bert-sst'), '--model',
+                              os.path.join(args.work, 'gpt2'), '--db', os.path.join(args.work, 'analysis.sqlite')],
+                  requests)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('mode', choices=['files', 'text', 'import', 'corpus', 'http'])
+    ap.add_argument('mode', choices=['files', 'text', 'import', 'corpus', 'db', 'http'])
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--n', type=int, default=100)
@@ -368,7 +461,7 @@ def main():
     chk = Checker(args)
     t0 = time.time()
     {'files': mode_files, 'text': mode_text, 'import': mode_import, 'corpus': mode_corpus,
-     'http': mode_http}[args.mode](args, rng, chk)
+     'db': mode_db, 'http': mode_http}[args.mode](args, rng, chk)
     seen = ', '.join(f'{k}: {v}' for k, v in sorted(chk.exit_codes.items(), key=lambda kv: str(kv[0])))
     print(f'fuzz {args.mode}: {chk.cases} cases in {time.time() - t0:.0f} s, {chk.failures} failures '
           f'({"statuses" if args.mode == "http" else "exit codes"} {seen})')

@@ -534,6 +534,13 @@ static void test_other_servers(void **state) {
     assert_int_equal(WEXITSTATUS(system(cmd)), 2);
     snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --db >/dev/null 2>&1", AS_BINARY, m1);
     assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    /* a database with a table dropped is refused at start, naming the table (was: served,
+       then 500s; `timeout` bounds the old behaviour) */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/dropped.sqlite' && sqlite3 '%s/dropped.sqlite' 'DROP TABLE head_pairs' && "
+             "timeout 30 '%s' serve --model '%s' --port 0 --db '%s/dropped.sqlite' 2>'%s/dropped.err'; s=$?; "
+             "grep -q \"table 'head_pairs' is missing\" '%s/dropped.err' && [ $(wc -l <'%s/dropped.err') = 1 ] && exit $s",
+             dbp, dir, dir, AS_BINARY, m1, dir, dir, dir, dir);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
 }
 
 /* ---- issue 6: --import-dir ------------------------------------------------------------ */
