@@ -68,6 +68,9 @@ typedef struct {
 #define AS_MAX_VOCAB 4000000
 #define AS_MAX_POSITIONS 65536
 #define AS_MAX_LABELS 4096
+/* layers x heads of one run in an analysis database (its head-pair matrix is that
+   squared); GPT-2 XL has 1,200 */
+#define AS_MAX_RUN_HEADS 4096
 
 /* ---- configuration ------------------------------------------------------ */
 

@@ -107,7 +107,11 @@ static json_t *real_or_null(sqlite3_stmt *q, int col) {
 /* Builds the JSON object of one finished run. */
 static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *err) {
     int64_t run = sqlite3_column_int64(rq, 0);
-    int L = sqlite3_column_int(rq, 3), H = sqlite3_column_int(rq, 4), LH = L * H;
+    int L = sqlite3_column_int(rq, 3), H = sqlite3_column_int(rq, 4);
+    if (L < 1 || L > AS_MAX_LAYERS || H < 1 || H > AS_MAX_HEADS || L * H > AS_MAX_RUN_HEADS)
+        return as_err_set(err, AS_ERR_INPUT, "%s: run %lld has %d layers x %d heads (at most %d x %d, %d in all)", s->path,
+                          (long long)run, L, H, AS_MAX_LAYERS, AS_MAX_HEADS, AS_MAX_RUN_HEADS);
+    int LH = L * H;
     json_t *m = json_object(), *heads = json_array(), *rels = json_object();
     json_error_t je;
     json_object_set_new(m, "run", json_integer(run));

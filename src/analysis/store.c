@@ -101,6 +101,16 @@ void store_bind_real(sqlite3_stmt *st, int i, double v) {
     else sqlite3_bind_double(st, i, v);
 }
 
+/* *ver = the schema_version of s (-1 when absent). */
+static void schema_version(store *s, int *ver) {
+    sqlite3_stmt *st = NULL;
+    *ver = -1;
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        *ver = atoi((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+}
+
 as_status store_open(const char *path, int create, store *out, as_error *err) {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
@@ -130,12 +140,8 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
         store_close(out);
         return s;
     }
-    sqlite3_stmt *st = NULL;
-    int ver = -1;
-    if (sqlite3_prepare_v2(out->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        ver = atoi((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
+    int ver;
+    schema_version(out, &ver);
     if (ver != STORE_SCHEMA_VERSION) {
         as_err_set(err, AS_ERR_INPUT, "%s: database schema version %d, this attnscope writes %d", path, ver,
                    STORE_SCHEMA_VERSION);
@@ -143,6 +149,55 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
         return AS_ERR_INPUT;
     }
     return AS_OK;
+}
+
+as_status store_open_existing(const char *path, store *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", path);
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *names = NULL, *has = NULL;
+    as_status rc = AS_OK;
+    /* read-write without CREATE and without any statement that writes: the file is read
+       only, and SQLite can still remove the -wal / -shm files it makes when it closes */
+    if (sqlite3_open_v2(path, &out->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot open database: %s", path,
+                        out->db ? sqlite3_errmsg(out->db) : "out of memory");
+        goto cleanup;
+    }
+    sqlite3_busy_timeout(out->db, 10000);
+    int ver;
+    schema_version(out, &ver);
+    if (ver != STORE_SCHEMA_VERSION) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: not an attnscope analysis database of schema version %d (found %d)",
+                        path, STORE_SCHEMA_VERSION, ver);
+        goto cleanup;
+    }
+    /* the tables of SCHEMA, as an in-memory database made from it lists them */
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_exec(ref, SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name", -1, &names,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(out->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &has, NULL) !=
+            SQLITE_OK) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot read the schema: %s", path, sqlite3_errmsg(out->db));
+        goto cleanup;
+    }
+    while (sqlite3_step(names) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(names, 0);
+        sqlite3_reset(has);
+        sqlite3_bind_text(has, 1, t, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(has) != SQLITE_ROW) {
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: table '%s' is missing: not a complete attnscope analysis database",
+                            path, t);
+            goto cleanup;
+        }
+    }
+cleanup:
+    sqlite3_finalize(names);
+    sqlite3_finalize(has);
+    if (ref) sqlite3_close(ref);
+    if (rc) store_close(out);
+    return rc;
 }
 
 void store_close(store *s) {

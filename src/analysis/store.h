@@ -1,7 +1,8 @@
 /* store.h — the SQLite database of `attnscope analyze` / `import` (schema: docs/analysis.md).
  *
  * What it does: opens or creates the database (WAL journal, so a process killed at
- * any moment leaves only committed transactions), creates the schema, and wraps the
+ * any moment leaves only committed transactions), creates the schema, opens existing
+ * databases without writing for the readers (`report`, `export`), and wraps the
  * few sqlite3 calls every writer and reader needs with one-line errors naming the
  * database file.
  * What it does not: compute anything (analysis/runner.c) or format reports
@@ -24,6 +25,10 @@ typedef struct {
 /* Opens (creating when create != 0) path and ensures the schema. Errors: AS_ERR_INPUT
  * when the file cannot be opened, is not a database or has another schema version. */
 as_status store_open(const char *path, int create, store *out, as_error *err);
+/* Opens an existing database for the readers (`report`, `export`): no schema is created
+ * and nothing is written. Errors: AS_ERR_INPUT when it cannot be opened, is not a
+ * database, has another schema version or lacks a table of the schema (named). */
+as_status store_open_existing(const char *path, store *out, as_error *err);
 void store_close(store *s);
 /* Runs sql (no results). */
 as_status store_exec(store *s, const char *sql, as_error *err);

@@ -35,7 +35,7 @@ int cmd_export(int argc, char **argv) {
     if (!out) return cli_usage_error("export", "--out FILE is required");
     as_error err = {0};
     store s;
-    if (store_open(db, 0, &s, &err)) return cli_fail(&err);
+    if (store_open_existing(db, &s, &err)) return cli_fail(&err);
     as_status rc = an_export(&s, out, &err);
     store_close(&s);
     return rc ? cli_fail(&err) : 0;

@@ -38,7 +38,7 @@ int cmd_report(int argc, char **argv) {
     if (!db) return cli_usage_error("report", "--db FILE is required");
     as_error err = {0};
     store s;
-    if (store_open(db, 0, &s, &err)) return cli_fail(&err);
+    if (store_open_existing(db, &s, &err)) return cli_fail(&err);
     as_status rc = an_report(&s, stdout, top, &err);
     store_close(&s);
     return rc ? cli_fail(&err) : 0;

@@ -280,7 +280,7 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
     snprintf(ri->model_name, sizeof ri->model_name, "%s", mn ? mn : "");
     ri->served = served_model(r->s, ri->model_name, ri->L, ri->H);
     ri->import = import_dir_of(r->s, id, ri->model_name, (const char *)sqlite3_column_text(st, 17));
-    if (ri->L < 1 || ri->L > AS_MAX_LAYERS || ri->H < 1 || ri->H > AS_MAX_HEADS) {
+    if (ri->L < 1 || ri->L > AS_MAX_LAYERS || ri->H < 1 || ri->H > AS_MAX_HEADS || ri->L * ri->H > AS_MAX_RUN_HEADS) {
         api_error(r->rs, 500, "database %s: run %lld has %d layers x %d heads", r->d->name, (long long)id, ri->L, ri->H);
         return -1;
     }

@@ -6,7 +6,9 @@
  * expected values (max-abs tolerance 1e-5). Also: a second import is a no-op (same row
  * counts, run still done), export writes the documented JSON, and malformed folders
  * (bad .npy, bad JSON, wrong shape) fail with AS_ERR_INPUT naming the file; SHA-256
- * (run digests) on the FIPS 180-4 example vectors.
+ * (run digests) on the FIPS 180-4 example vectors; store_open_existing (the readers)
+ * leaves the file byte for byte as it was, creates nothing, and refuses a database
+ * without a table of the schema, of another schema version, or not a database at all.
  * It does not run a model (tests/cli/test_analyze.sh does, with kill/resume).
  */
 #include <setjmp.h>
@@ -230,8 +232,63 @@ static void test_sha256(void **state) {
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+static char *slurp_db(const char *path, size_t *n) {
+    char *buf = NULL;
+    as_error err = {0};
+    if (as_read_file(path, 1 << 24, &buf, n, &err)) fail_msg("%s", err.msg);
+    return buf;
+}
+
+static void test_open_existing(void **state) {
+    (void)state;
+    char db[300], side[320], txt[300];
+    snprintf(db, sizeof db, "%s/existing.sqlite", g_tmp);
+    as_error err = {0};
+    store s;
+    assert_int_equal(store_open(db, 1, &s, &err), AS_OK);
+    store_close(&s);
+    size_t n0, n1;
+    char *before = slurp_db(db, &n0);
+    assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM runs"), 0);
+    store_close(&s);
+    char *after = slurp_db(db, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    free(before);
+    free(after);
+    snprintf(side, sizeof side, "%s-wal", db);
+    assert_int_not_equal(access(side, F_OK), 0); /* SQLite removed its side files */
+    /* a missing table is named */
+    sqlite3 *raw;
+    assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, "DROP TABLE patterns", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    assert_int_equal(store_open_existing(db, &s, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "table 'patterns' is missing"));
+    assert_null(s.db);
+    /* another schema version */
+    assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, "UPDATE meta SET value='99' WHERE key='schema_version'", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(raw);
+    assert_int_equal(store_open_existing(db, &s, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "(found 99)"));
+    /* not a database; absent (and not created) */
+    snprintf(txt, sizeof txt, "%s/notdb.sqlite", g_tmp);
+    FILE *f = fopen(txt, "w");
+    assert_non_null(f);
+    fputs("sentence\tlabel\nhello\t1\n", f);
+    fclose(f);
+    assert_int_equal(store_open_existing(txt, &s, &err), AS_ERR_INPUT);
+    snprintf(txt, sizeof txt, "%s/absent.sqlite", g_tmp);
+    assert_int_equal(store_open_existing(txt, &s, &err), AS_ERR_INPUT);
+    assert_int_not_equal(access(txt, F_OK), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_open_existing),
         cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_import_matches_numpy),
         cmocka_unit_test(test_import_errors),
