@@ -108,7 +108,7 @@ static json_t *real_or_null(sqlite3_stmt *q, int col) {
 static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *err) {
     int64_t run = sqlite3_column_int64(rq, 0);
     int L = sqlite3_column_int(rq, 3), H = sqlite3_column_int(rq, 4);
-    if (L < 1 || L > AS_MAX_LAYERS || H < 1 || H > AS_MAX_HEADS || L * H > AS_MAX_RUN_HEADS)
+    if (!store_run_shape_ok(L, H))
         return as_err_set(err, AS_ERR_INPUT, "%s: run %lld has %d layers x %d heads (at most %d x %d, %d in all)", s->path,
                           (long long)run, L, H, AS_MAX_LAYERS, AS_MAX_HEADS, AS_MAX_RUN_HEADS);
     int LH = L * H;

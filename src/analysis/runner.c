@@ -848,8 +848,7 @@ as_status an_finalize(store *st, int64_t run, as_error *err) {
     if (mr) min_rel = atoi(mr + 10);
     sqlite3_finalize(q);
     q = NULL;
-    if (L < 1 || L > AS_MAX_LAYERS || H < 1 || H > AS_MAX_HEADS || L * H > AS_MAX_RUN_HEADS || Dh < 0 ||
-        Dh > AS_MAX_DMODEL)
+    if (!store_run_shape_ok(L, H) || Dh < 0 || Dh > AS_MAX_DMODEL)
         return as_err_set(err, AS_ERR_INPUT, "%s: run %lld has %d layers x %d heads of %d dims (0: imported), out of range",
                           st->path, (long long)run, L, H, Dh);
     const int LH = L * H;

@@ -101,11 +101,11 @@ void store_bind_real(sqlite3_stmt *st, int i, double v) {
     else sqlite3_bind_double(st, i, v);
 }
 
-/* *ver = the schema_version of s (-1 when absent). */
-static void schema_version(store *s, int *ver) {
+/* *ver = the schema_version of db (-1 when absent). */
+static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_stmt *st = NULL;
     *ver = -1;
-    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
         *ver = atoi((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
@@ -141,7 +141,7 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
         return s;
     }
     int ver;
-    schema_version(out, &ver);
+    schema_version(out->db, &ver);
     if (ver != STORE_SCHEMA_VERSION) {
         as_err_set(err, AS_ERR_INPUT, "%s: database schema version %d, this attnscope writes %d", path, ver,
                    STORE_SCHEMA_VERSION);
@@ -151,22 +151,12 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
     return AS_OK;
 }
 
-as_status store_open_existing(const char *path, store *out, as_error *err) {
-    memset(out, 0, sizeof *out);
-    snprintf(out->path, sizeof out->path, "%s", path);
+as_status store_check(sqlite3 *db, const char *path, as_error *err) {
     sqlite3 *ref = NULL;
     sqlite3_stmt *names = NULL, *has = NULL;
     as_status rc = AS_OK;
-    /* read-write without CREATE and without any statement that writes: the file is read
-       only, and SQLite can still remove the -wal / -shm files it makes when it closes */
-    if (sqlite3_open_v2(path, &out->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot open database: %s", path,
-                        out->db ? sqlite3_errmsg(out->db) : "out of memory");
-        goto cleanup;
-    }
-    sqlite3_busy_timeout(out->db, 10000);
     int ver;
-    schema_version(out, &ver);
+    schema_version(db, &ver);
     if (ver != STORE_SCHEMA_VERSION) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: not an attnscope analysis database of schema version %d (found %d)",
                         path, STORE_SCHEMA_VERSION, ver);
@@ -177,9 +167,9 @@ as_status store_open_existing(const char *path, store *out, as_error *err) {
         sqlite3_exec(ref, SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name", -1, &names,
                            NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(out->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &has, NULL) !=
+        sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &has, NULL) !=
             SQLITE_OK) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot read the schema: %s", path, sqlite3_errmsg(out->db));
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot read the schema: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
     while (sqlite3_step(names) == SQLITE_ROW) {
@@ -196,8 +186,29 @@ cleanup:
     sqlite3_finalize(names);
     sqlite3_finalize(has);
     if (ref) sqlite3_close(ref);
+    return rc;
+}
+
+as_status store_open_existing(const char *path, store *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", path);
+    /* read-write without CREATE and without any statement that writes: the file is read
+       only, and SQLite can still remove the -wal / -shm files it makes when it closes */
+    if (sqlite3_open_v2(path, &out->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        as_err_set(err, AS_ERR_INPUT, "%s: cannot open database: %s", path,
+                   out->db ? sqlite3_errmsg(out->db) : "out of memory");
+        store_close(out);
+        return AS_ERR_INPUT;
+    }
+    sqlite3_busy_timeout(out->db, 10000);
+    as_status rc = store_check(out->db, path, err);
     if (rc) store_close(out);
     return rc;
+}
+
+int store_run_shape_ok(int n_layer, int n_head) {
+    return n_layer >= 1 && n_layer <= AS_MAX_LAYERS && n_head >= 1 && n_head <= AS_MAX_HEADS &&
+           n_layer * n_head <= AS_MAX_RUN_HEADS;
 }
 
 void store_close(store *s) {

@@ -14,6 +14,7 @@
 #include "server/db_api.h"
 
 #include "analysis/heads.h"
+#include "analysis/store.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -21,7 +22,6 @@
 #include <sqlite3.h>
 #include <string.h>
 
-#define DB_SCHEMA_VERSION 1 /* analysis/store.h STORE_SCHEMA_VERSION */
 
 struct srv_db {
     sqlite3 *db;
@@ -32,7 +32,6 @@ struct srv_db {
 as_status srv_db_open(const char *path, srv_db **out, as_error *err) {
     *out = NULL;
     srv_db *d = calloc(1, sizeof *d);
-    sqlite3_stmt *st = NULL;
     if (!d) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     snprintf(d->path, sizeof d->path, "%s", path);
     const char *b = strrchr(path, '/');
@@ -42,41 +41,15 @@ as_status srv_db_open(const char *path, srv_db **out, as_error *err) {
         goto fail;
     }
     sqlite3_busy_timeout(d->db, 5000);
-    if (sqlite3_prepare_v2(d->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) != SQLITE_OK) {
-        as_err_set(err, AS_ERR_INPUT, "--db %s: not an attnscope analysis database (%s)", path, sqlite3_errmsg(d->db));
+    /* schema version and every table, so that a damaged file is refused here (exit 2)
+       rather than answered with 500s later; damaged pages still surface per request */
+    if (store_check(d->db, path, err)) {
+        as_err_prefix(err, "--db");
         goto fail;
     }
-    int ver = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    sqlite3_finalize(st);
-    st = NULL;
-    if (ver != DB_SCHEMA_VERSION) {
-        as_err_set(err, AS_ERR_INPUT, "--db %s: schema version %d, this attnscope reads %d", path, ver, DB_SCHEMA_VERSION);
-        goto fail;
-    }
-    /* every table a route reads, so that a damaged file is refused here (exit 2) rather
-       than answered with 500s later; damaged pages still surface per request */
-    static const char *const tables[] = {"runs", "sentences", "tokens", "words", "saliency", "head_scores",
-                                         "head_pairs", "patterns", "rel_accuracy", "rel_totals"};
-    if (sqlite3_prepare_v2(d->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st, NULL) !=
-        SQLITE_OK) {
-        as_err_set(err, AS_ERR_INPUT, "--db %s: cannot read the schema: %s", path, sqlite3_errmsg(d->db));
-        goto fail;
-    }
-    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_text(st, 1, tables[i], -1, SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_ROW) {
-            as_err_set(err, AS_ERR_INPUT, "--db %s: table '%s' is missing: not a complete attnscope analysis database",
-                       path, tables[i]);
-            goto fail;
-        }
-    }
-    sqlite3_finalize(st);
-    st = NULL;
     *out = d;
     return AS_OK;
 fail:
-    sqlite3_finalize(st);
     srv_db_free(d);
     return AS_ERR_INPUT;
 }
@@ -253,7 +226,7 @@ static void route_runs_list(req *r) {
         db_fail(r);
         return;
     }
-    api_reply_json(r->rs, 200, json_pack("{s:s, s:i, s:o}", "db", r->d->name, "schema_version", DB_SCHEMA_VERSION,
+    api_reply_json(r->rs, 200, json_pack("{s:s, s:i, s:o}", "db", r->d->name, "schema_version", STORE_SCHEMA_VERSION,
                                          "runs", arr));
 }
 
@@ -280,7 +253,7 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
     snprintf(ri->model_name, sizeof ri->model_name, "%s", mn ? mn : "");
     ri->served = served_model(r->s, ri->model_name, ri->L, ri->H);
     ri->import = import_dir_of(r->s, id, ri->model_name, (const char *)sqlite3_column_text(st, 17));
-    if (ri->L < 1 || ri->L > AS_MAX_LAYERS || ri->H < 1 || ri->H > AS_MAX_HEADS || ri->L * ri->H > AS_MAX_RUN_HEADS) {
+    if (!store_run_shape_ok(ri->L, ri->H)) {
         api_error(r->rs, 500, "database %s: run %lld has %d layers x %d heads", r->d->name, (long long)id, ri->L, ri->H);
         return -1;
     }

@@ -460,7 +460,7 @@ as_status trd_mlm_batch_init(trd_mlm_batch *mb, int B, int T, as_error *err) {
     }
     mb->B = B;
     mb->T = T;
-    mb->mask_prob = 0.15f;
+    mb->mask_prob = TRD_MASK_PROB;
     return AS_OK;
 }
 

@@ -142,7 +142,7 @@ as_status trk_distill(const trk_opts *o, as_error *err) {
     if ((rc = trd_tokenize(tk, &txt, &cor, err))) goto cleanup;
     trd_text_free(&txt);
     int T = o->max_len < tm->cfg.max_pos ? o->max_len : tm->cfg.max_pos;
-    int max_mlm = trd_max_predictions(o->batch, T, 0.15f);
+    int max_mlm = trd_max_predictions(o->batch, T, TRD_MASK_PROB);
     if ((rc = tr_acts_init(tm, o->batch, T, max_mlm, &ta, err))) goto cleanup;
     if ((rc = tr_acts_init(sm, o->batch, T, max_mlm, &sa, err))) goto cleanup;
     if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;

@@ -139,7 +139,7 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
     }
     int T = o->seq_len > 0 ? o->seq_len : o->max_len;
     if (T > m->cfg.max_pos) T = m->cfg.max_pos;
-    float mask_prob = o->mask_prob > 0 ? o->mask_prob : 0.15f;
+    float mask_prob = o->mask_prob > 0 ? o->mask_prob : TRD_MASK_PROB;
     int max_mlm = trd_max_predictions(o->batch, T, mask_prob);
     if ((rc = tr_acts_init(m, o->batch, T, max_mlm, &a, err))) goto cleanup;
     if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;

@@ -102,12 +102,14 @@ typedef struct {
 as_status trd_tokenize(const trd_tok *tk, const trd_text *txt, trd_corpus *out, as_error *err);
 void trd_corpus_free(trd_corpus *c);
 
+#define TRD_MASK_PROB 0.15f /* BERT's fraction of predicted tokens (Devlin et al. 2019) */
+
 /* A masked-LM batch of sentence pairs [CLS] A [SEP] B [SEP]: A from consecutive
  * sentences of one document starting at a random sentence; B with probability 1/2
  * the sentences that follow A in the same document, else sentences from a random
- * place; both filled up to T - 3 tokens. mask_prob (default 0.15, set by _init) of the
- * non-special tokens (at least 1) are predicted: 80% replaced by [MASK], 10% by a random non-special token, 10% kept
- * (Devlin et al. 2019, sec. 3.1). Padded to the longest pair; arrays (B, T). */
+ * place; both filled up to T - 3 tokens. mask_prob (TRD_MASK_PROB unless changed after
+ * _init) of the non-special tokens (at least 1) are predicted: 80% replaced by [MASK],
+ * 10% by a random non-special token, 10% kept (Devlin et al. 2019, sec. 3.1). Padded to the longest pair; arrays (B, T). */
 typedef struct {
     int B, T;     /* capacity */
     int b, t;     /* this batch */
@@ -180,7 +182,7 @@ typedef struct {
     float init_range;       /* std of the normal initialisation (0 = 0.02) */
     int pos_sinusoidal;     /* start the position embeddings from sinusoids
                                (tr_model_init_sinusoidal_positions) instead of N(0, 0.02) */
-    float mask_prob;        /* fraction of tokens predicted (0 = 0.15, BERT) */
+    float mask_prob;        /* fraction of tokens predicted (0 = TRD_MASK_PROB) */
 } trp_opts;
 void trp_opts_default(trp_opts *o);
 /* Pretrains a BERT MLM model. Checkpoints (F32 weights + trainer_state.bin + tokenizer

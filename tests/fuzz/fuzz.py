@@ -210,13 +210,16 @@ class Checker:
         except subprocess.TimeoutExpired:
             self.fail(f'no result within {self.args.timeout} s: {cmd[:6]}', keep_dir)
             return
-        err = r.stderr.decode(errors='replace')
-        self.exit_codes[r.returncode] = self.exit_codes.get(r.returncode, 0) + 1
+        self.check_exit(r.returncode, r.stderr.decode(errors='replace'), keep_dir)
+
+    def check_exit(self, code, err, keep_dir, ok=(0, 1, 2)):
+        """Judges a finished command by its exit status and its stderr."""
+        self.exit_codes[code] = self.exit_codes.get(code, 0) + 1
         if 'Sanitizer' in err or 'runtime error' in err:
             self.fail('sanitizer report', keep_dir, err[-1500:])
-        elif r.returncode not in (0, 1, 2):
-            self.fail(f'exit status {r.returncode}', keep_dir, err[-800:])
-        elif r.returncode != 0 and len([l for l in err.rstrip('\n').split('\n') if 'warning:' not in l]) != 1:
+        elif code not in ok:
+            self.fail(f'exit status {code}', keep_dir, err[-800:])
+        elif code != 0 and len([l for l in err.rstrip('\n').split('\n') if 'warning:' not in l]) != 1:
             self.fail('error is not one line (besides warnings)', keep_dir, err[:600])
         elif any(c < ' ' and c != '\n' or c == '\x7f' for c in err):
             self.fail('control character in the error output', keep_dir, repr(err[:600]))
@@ -342,10 +345,7 @@ def serve_and_get(args, chk, serve_args, requests, keep_dir=None, damaged_db_ok=
         if 'listening on' not in line:
             chk.cases += 1
             srv.wait(timeout=args.timeout)
-            err = open(log_path, errors='replace').read()
-            chk.exit_codes[srv.returncode] = chk.exit_codes.get(srv.returncode, 0) + 1
-            if srv.returncode not in (1, 2) or len([l for l in err.rstrip('\n').split('\n') if 'warning:' not in l]) != 1:
-                chk.fail(f'serve did not start cleanly (exit {srv.returncode})', keep_dir, err[-1500:])
+            chk.check_exit(srv.returncode, open(log_path, errors='replace').read(), keep_dir, ok=(1, 2))
             return
         port = int(line.strip().rstrip('/').rsplit(':', 1)[1])
         for raw in requests(port):
