@@ -97,7 +97,13 @@ typedef struct {
     int num_labels;      /* classifier classes C; 0 when no id2label / num_labels */
     char **id2label;     /* (C) owned by the config, may be NULL */
     int sinusoidal_pos;  /* DistilBERT sinusoidal_pos_embds (weights still read from file) */
+    int attn_unscaled;   /* GPT-2 scale_attn_weights false: scores are q.k, not q.k / sqrt(Dh) */
+    int attn_layer_scale; /* GPT-2 scale_attn_by_inverse_layer_idx: scores also / (layer + 1) */
 } as_config;
+
+/* Factor applied to q.k in layer l (0-based): 1/sqrt(Dh) (unless attn_unscaled),
+ * divided by l + 1 when attn_layer_scale. */
+float as_attn_scale(const as_config *c, int layer);
 
 /* ---- model --------------------------------------------------------------- */
 

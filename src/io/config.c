@@ -11,6 +11,7 @@
 #include "io/config.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 /* Context for field readers: the parsed object and the path used in messages. */
@@ -239,6 +240,26 @@ static as_status parse_bert(const cfg_ctx *c, as_config *o) {
         (rc = get_int(c, "pad_token_id", 0, is_roberta ? 1 : 0, -1, AS_MAX_VOCAB,
                       &o->pad_token_id)))
         return rc;
+    /* Relative position schemes (Shaw et al. 2018; Huang et al. 2020) add distance
+       embeddings inside attention, which this engine does not compute: refuse them
+       rather than run a different model. */
+    const char *pe = NULL;
+    if ((rc = get_str(c, "position_embedding_type", "absolute", &pe))) return rc;
+    if (strcmp(pe, "absolute") != 0)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field 'position_embedding_type' = '%.64s' is not supported (absolute)",
+                          c->path, pe);
+    /* is_decoder (BertLMHeadModel, RobertaForCausalLM): causal self-attention. A decoder
+       with cross-attention needs an encoder's states, which a text input does not give. */
+    int cross = 0;
+    if ((rc = get_bool(c, "is_decoder", 0, &o->causal)) ||
+        (rc = get_bool(c, "add_cross_attention", 0, &cross)))
+        return rc;
+    if (cross)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field 'add_cross_attention' = true is not supported (encoder-decoder "
+                          "models need encoder states)",
+                          c->path);
     o->d_embed = o->d_model;
     if (strcmp(o->model_type, "electra") == 0 &&
         (rc = get_int(c, "embedding_size", 0, o->d_model, 1, AS_MAX_DMODEL, &o->d_embed)))
@@ -279,6 +300,13 @@ static as_status parse_gpt2(const cfg_ctx *c, as_config *o) {
         rc = get_int(c, "n_ctx", 1, 0, 1, AS_MAX_POSITIONS, &o->max_pos);
     if (rc) return rc;
     if ((rc = get_int(c, "n_inner", 0, 0, 1, 4L * AS_MAX_DMODEL, &o->d_ff))) return rc;
+    /* transformers GPT2Attention: scores / sqrt(Dh) unless scale_attn_weights is false,
+       then / (layer + 1) when scale_attn_by_inverse_layer_idx (Mistral's GPT-2 runs) */
+    int scaled = 1;
+    if ((rc = get_bool(c, "scale_attn_weights", 1, &scaled)) ||
+        (rc = get_bool(c, "scale_attn_by_inverse_layer_idx", 0, &o->attn_layer_scale)))
+        return rc;
+    o->attn_unscaled = !scaled;
     if (o->d_ff == 0) o->d_ff = 4 * o->d_model; /* transformers: n_inner None -> 4 * n_embd */
     json_t *pad = field(c, "pad_token_id");
     o->pad_token_id = -1;
@@ -357,4 +385,10 @@ void as_config_clear(as_config *c) {
         for (int i = 0; i < c->num_labels; i++) free(c->id2label[i]);
     free(c->id2label);
     memset(c, 0, sizeof *c);
+}
+
+float as_attn_scale(const as_config *c, int layer) {
+    double s = c->attn_unscaled ? 1.0 : 1.0 / sqrt((double)c->d_head);
+    if (c->attn_layer_scale) s /= (double)(layer + 1);
+    return (float)s;
 }

@@ -200,14 +200,14 @@ typedef struct {
 } fwd_ws;
 
 /* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one head:
- * S = Qh Kh^T / sqrt(Dh) with disallowed keys set to AS_MASK_VALUE (Hugging Face
- * adds finfo.min: padding keys, and keys after the query for causal models),
+ * S = Qh Kh^T * scale (1/sqrt(Dh), see as_attn_scale) with disallowed keys set to
+ * AS_MASK_VALUE (Hugging Face adds finfo.min: padding keys, and keys after the query
+ * for causal models),
  * P = softmax(S) by row, ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding. */
 AS_SIMD_CLONES
-static void attend_head(const float *keep, int causal, int T, int D, int Dh, int h, const float *q,
-                        const float *k, const float *v, float *S, float *P, float *ctx) {
+static void attend_head(const float *keep, int causal, float scale, int T, int D, int Dh, int h,
+                        const float *q, const float *k, const float *v, float *S, float *P, float *ctx) {
     const float *qh = q + (size_t)h * Dh, *kh = k + (size_t)h * Dh, *vh = v + (size_t)h * Dh;
-    float scale = 1.0f / sqrtf((float)Dh);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, scale, qh, D, kh, D, 0.0f, S, T);
     for (int i = 0; i < T; i++) {
         float *si = S + (size_t)i * T, *pi = P + (size_t)i * T;
@@ -247,6 +247,7 @@ typedef struct {
     as_run *r;
     unsigned what;
     int l, T, D, Dh, causal;
+    float scale; /* as_attn_scale of layer l */
 } attn_job;
 
 /* Head h of layer j->l, on thread tid (its scratch slot). */
@@ -260,7 +261,7 @@ static void attn_task(void *ctx, int h, int tid) {
     size_t slot = cap ? (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo) : 0;
     float *S = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
     float *P = (cap && (j->what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
-    attend_head(ws->keep, j->causal, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
+    attend_head(ws->keep, j->causal, j->scale, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
     if (cap && (j->what & CAP_QKV)) {
         copy_head(r->q + slot * TD, ws->q, T, D, Dh, h);
         copy_head(r->k + slot * TD, ws->k, T, D, Dh, h);
@@ -274,7 +275,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, const as_enco
     op_linear(&lw->q, in, T, ws->q);
     op_linear(&lw->k, in, T, ws->k);
     op_linear(&lw->v, in, T, ws->v);
-    attn_job j = {enc, ws, r, what, l, T, D, Dh, m->cfg.causal};
+    attn_job j = {enc, ws, r, what, l, T, D, Dh, m->cfg.causal, as_attn_scale(&m->cfg, l)};
     as_parallel_for(H, nthreads, attn_task, &j);
 }
 

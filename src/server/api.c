@@ -475,7 +475,7 @@ static void route_qk(srv_state *s, const srv_entry *e, const srv_request *rq, sr
         {.name = "attention", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->T}, .parts = &at, .n_parts = 1, .part_len = T * T},
     };
     json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f}", "run", e->id, "layer", l, "head", h, "tokens", r->T,
-                             "d_head", r->Dh, "scale", 1.0 / sqrt((double)r->Dh));
+                             "d_head", r->Dh, "scale", (double)as_attn_scale(as_model_config(s->models[e->model].m), l));
     reply_tensors(rs, t, 4, meta);
 }
 

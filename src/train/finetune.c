@@ -205,6 +205,13 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: no tokenizer files", o->model);
         goto cleanup;
     }
+    /* the model first, so that an untrainable one fails before the data is read */
+    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    fo.with_grads = 1;
+    fo.num_labels = 2;
+    fo.mlm = 0;
+    fo.seed = o->seed;
+    if ((rc = tr_model_from_as(am, &fo, &m, err))) goto cleanup;
     int maxl = o->max_len > 0 && o->max_len < as_model_max_tokens(am) ? o->max_len : as_model_max_tokens(am);
     double t0 = as_now();
     if ((rc = encode_tsv(am, o->train, maxl, o->max_train, &tr, err))) goto cleanup;
@@ -215,12 +222,6 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
             goto cleanup;
         }
     fprintf(stderr, "finetune: %d train / %d dev sentences encoded in %.1fs\n", tr.n, dv.n, as_now() - t0);
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
-    fo.with_grads = 1;
-    fo.num_labels = 2;
-    fo.mlm = 0;
-    fo.seed = o->seed;
-    if ((rc = tr_model_from_as(am, &fo, &m, err))) goto cleanup;
     if (!m->labels) {
         m->labels = as_calloc(2, sizeof(char *));
         if (m->labels) {

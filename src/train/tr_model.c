@@ -219,6 +219,9 @@ as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_mode
     if (ac->arch == ARCH_GPT2 || !strcmp(ac->model_type, "electra") || ac->d_embed != ac->d_model || am->pre_ln)
         return as_err_set(err, AS_ERR_INPUT, "%s: training supports bert, roberta and distilbert models, not %s",
                           am->dir, ac->model_type);
+    if (ac->causal)
+        return as_err_set(err, AS_ERR_INPUT, "%s: training supports encoders, not decoders (is_decoder is true)",
+                          am->dir);
     int has_cls = (am->heads & HEAD_CLASSIFIER) != 0, has_mlm = (am->heads & HEAD_MLM) != 0;
     if (has_cls && am->cls_pre_act != CLS_ACT_TANH && am->cls_pre_act != CLS_ACT_RELU)
         return as_err_set(err, AS_ERR_INPUT, "%s: classifier activation not supported for training", am->dir);

@@ -283,7 +283,7 @@ test("neuron view shows the engine's scores and softmax", async () => {
     }),
   );
   assert.ok(rows.length > 10);
-  assert.ok((await page.textContent('body')).includes('q·k/√d'), 'the UI states the 1/√d scaling');
+  assert.ok((await page.textContent('body')).includes('q·k / √d = q·k / 4.000'), 'the UI states the 1/√d scaling (d = 16)');
   // the API's values for the same run
   const run = await (await api('/api/v1/run', { model: 'demo-bert', text: TEXT_A, text_b: TEXT_B })).json();
   assert.equal(run.cached, true, 'the run is served from the cache');
@@ -515,6 +515,19 @@ test('causal GPT-2: no link to a later token, future keys masked, a pair without
     }
   }
   assert.ok(Math.abs(sum - 1) < 1e-5, `softmax over keys 0..2 sums to 1 (${sum})`);
+  // scale_attn_by_inverse_layer_idx: layer 1's scores are q.k / (sqrt(8) x 2), and the view says so
+  await page.selectOption('[data-testid=n-layer]', '1');
+  await page.waitForFunction(() => document.body.textContent.includes("this model's scaling"));
+  assert.ok((await page.textContent('body')).includes(`q·k × ${(1 / (Math.sqrt(8) * 2)).toPrecision(4)}`));
+  const qk1 = decodeTensors(await (await api(`/api/v1/runs/${run.id}/qk?layer=1&head=0`)).arrayBuffer());
+  assert.ok(Math.abs(qk1.meta.scale - 1 / (Math.sqrt(8) * 2)) < 1e-7, `API scale ${qk1.meta.scale}`);
+  const Dh = qk1.meta.d_head, q = qk1.t.q.data, k = qk1.t.k.data;
+  for (let j = 0; j <= 2; j++) { // the engine's score of a visible key is q.k times that factor
+    let dot = 0;
+    for (let x = 0; x < Dh; x++) dot += q[2 * Dh + x] * k[j * Dh + x];
+    assert.ok(Math.abs(qk1.t.scores.data[2 * T + j] - dot * qk1.meta.scale) < 1e-4, `score 2->${j}`);
+  }
+  await page.selectOption('[data-testid=n-layer]', '0');
   await shot('gpt2-neuron-view');
 });
 

@@ -47,6 +47,8 @@ writeFileSync(
     architectures: ['GPT2LMHeadModel'], model_type: 'gpt2', activation_function: 'gelu_new',
     n_embd: D, n_head: H, n_layer: L, n_inner: null, n_positions: P, n_ctx: P, vocab_size: V,
     layer_norm_epsilon: 1e-5, bos_token_id: EOT, eos_token_id: EOT, scale_attn_weights: true,
+    // as Mistral's GPT-2 runs: layer l's scores are also divided by l + 1 (the neuron view says so)
+    scale_attn_by_inverse_layer_idx: true,
   }, null, 2),
 );
 for (const f of ['vocab.json', 'merges.txt', 'tokenizer.json']) copyFileSync(join(TOK, f), join(out, f));

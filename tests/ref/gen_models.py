@@ -380,7 +380,10 @@ def gpt2_forward(P, c, ids, mask):
         q, k, v = conv(x, b + "attn.c_attn").split(D, dim=2)
         q, k, v = heads(q, H), heads(k, H), heads(v, H)
         w = torch.matmul(q, k.transpose(-1, -2))
-        w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype)
+        if c["scale_attn_weights"]:
+            w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype)
+        if c["scale_attn_by_inverse_layer_idx"]:
+            w = w / float(l + 1)
         w = torch.where(causal, w.to(w.dtype), torch.full([], FMIN, dtype=w.dtype))
         w = w + am  # causal-and-pad entries become -inf here (finfo.min + finfo.min), as in HF
         pr = F.softmax(w, dim=-1)
@@ -463,9 +466,14 @@ def torch_layers(arch, P, c, pre):
         for l in range(L):
             b = f"transformer.h.{l}."
             g = lambda n: P[b + n]
+            # nn.MultiheadAttention always divides by sqrt(Dh): fold the model's own factor
+            # (scale_attn_weights, scale_attn_by_inverse_layer_idx) into the query projection
+            f = (1.0 if c["scale_attn_weights"] else math.sqrt(D // H))
+            f /= (l + 1) if c["scale_attn_by_inverse_layer_idx"] else 1
+            qf = torch.cat([torch.full((D,), f), torch.ones(2 * D)])
             layers.append(torch_layer(
                 D, H, Fd, eps, gelu_new, True,
-                g("attn.c_attn.weight").t(), g("attn.c_attn.bias"),
+                g("attn.c_attn.weight").t() * qf[:, None], g("attn.c_attn.bias") * qf,
                 g("attn.c_proj.weight").t(), g("attn.c_proj.bias"),
                 g("mlp.c_fc.weight").t(), g("mlp.c_fc.bias"),
                 g("mlp.c_proj.weight").t(), g("mlp.c_proj.bias"),
@@ -713,7 +721,7 @@ def make_distilbert(name, seed):
                 cases=cases, logits_head="classifier")
 
 
-def make_gpt2(name, seed, dtype="F32"):
+def make_gpt2(name, seed, dtype="F32", scale_weights=True, inverse_layer=False):
     init = Init(seed)
     V, D, H, L = 116, 32, 4, 3
     c = {
@@ -734,8 +742,8 @@ def make_gpt2(name, seed, dtype="F32"):
         "n_positions": 64,
         "reorder_and_upcast_attn": False,
         "resid_pdrop": 0.1,
-        "scale_attn_by_inverse_layer_idx": False,
-        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": inverse_layer,
+        "scale_attn_weights": scale_weights,
         "summary_activation": None,
         "summary_first_dropout": 0.1,
         "summary_proj_to_labels": True,
@@ -798,6 +806,8 @@ def main():
         make_bert("bert_bf16", 1001, dtype="BF16"),
         make_gpt2("gpt2_f16", 1005, dtype="F16"),
         make_electra("electra", 1006),
+        # both GPT-2 attention-scaling options (Mistral's GPT-2 runs set the second)
+        make_gpt2("gpt2_scaling", 1007, scale_weights=False, inverse_layer=True),
     ]
     if os.path.isdir(OUT_DIR):
         for entry in os.listdir(OUT_DIR):

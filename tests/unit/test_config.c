@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -232,6 +233,60 @@ static void test_gpt2(void **state) {
                  "'n_positions' missing", NULL);
 }
 
+/* Options that change what attention computes: read and applied (GPT-2 scaling,
+ * BERT is_decoder), or refused by name (relative positions, cross-attention). */
+static void test_attention_options(void **state) {
+    (void)state;
+    as_config c;
+    as_error err = {0};
+    /* stock GPT-2: 1/sqrt(Dh) in every layer */
+    const char *g = "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
+                    "\"n_layer\":3,\"vocab_size\":100}";
+    assert_int_equal(parse(g, &c, &err), AS_OK);
+    assert_int_equal(c.attn_unscaled, 0);
+    assert_int_equal(c.attn_layer_scale, 0);
+    assert_float_equal(as_attn_scale(&c, 0), 0.25f, 1e-7);
+    assert_float_equal(as_attn_scale(&c, 2), 0.25f, 1e-7);
+    as_config_clear(&c);
+    /* Mistral's GPT-2: also / (layer + 1) */
+    const char *g2 = "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
+                     "\"n_layer\":3,\"vocab_size\":100,\"scale_attn_by_inverse_layer_idx\":true,"
+                     "\"reorder_and_upcast_attn\":true}";
+    assert_int_equal(parse(g2, &c, &err), AS_OK);
+    assert_int_equal(c.attn_layer_scale, 1);
+    assert_float_equal(as_attn_scale(&c, 0), 0.25f, 1e-7);
+    assert_float_equal(as_attn_scale(&c, 2), 0.25f / 3.0f, 1e-7);
+    as_config_clear(&c);
+    /* scale_attn_weights false: plain q.k */
+    const char *g3 = "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
+                     "\"n_layer\":3,\"vocab_size\":100,\"scale_attn_weights\":false}";
+    assert_int_equal(parse(g3, &c, &err), AS_OK);
+    assert_int_equal(c.attn_unscaled, 1);
+    assert_float_equal(as_attn_scale(&c, 1), 1.0f, 0);
+    as_config_clear(&c);
+    expect_error("{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
+                 "\"n_layer\":3,\"vocab_size\":100,\"scale_attn_weights\":\"yes\"}",
+                 "'scale_attn_weights' must be a boolean", NULL);
+
+    /* BERT: encoder by default; is_decoder = causal (BertLMHeadModel) */
+    assert_int_equal(parse(BERT_TINY, &c, &err), AS_OK);
+    assert_int_equal(c.causal, 0);
+    assert_float_equal(as_attn_scale(&c, 1), 1.0f / sqrtf(8.0f), 1e-7);
+    as_config_clear(&c);
+    char j[1024];
+    snprintf(j, sizeof j, "%.*s,\"is_decoder\":true,\"position_embedding_type\":\"absolute\"}",
+             (int)strlen(BERT_TINY) - 1, BERT_TINY);
+    assert_int_equal(parse(j, &c, &err), AS_OK);
+    assert_int_equal(c.causal, 1);
+    as_config_clear(&c);
+    snprintf(j, sizeof j, "%.*s,\"position_embedding_type\":\"relative_key_query\"}", (int)strlen(BERT_TINY) - 1,
+             BERT_TINY);
+    expect_error(j, "'position_embedding_type' = 'relative_key_query' is not supported", NULL);
+    snprintf(j, sizeof j, "%.*s,\"is_decoder\":true,\"add_cross_attention\":true}", (int)strlen(BERT_TINY) - 1,
+             BERT_TINY);
+    expect_error(j, "'add_cross_attention' = true is not supported", NULL);
+}
+
 static void test_activations(void **state) {
     (void)state;
     const char *names[5] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu"};
@@ -391,6 +446,7 @@ int main(void) {
         cmocka_unit_test(test_electra),
         cmocka_unit_test(test_distilbert),
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_attention_options),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_real_bert_base),
         cmocka_unit_test(test_load_dir_missing),

@@ -57,7 +57,7 @@ typedef struct {
 static const fixture FIXTURES[] = {
     {"bert", 0},     {"bert_noprefix_mlm", 0}, {"roberta", 0},   {"distilbert", 0},
     {"gpt2", 0},     {"bert_f16", 1},          {"bert_bf16", 1}, {"gpt2_f16", 1},
-    {"electra", 0},
+    {"electra", 0},  {"gpt2_scaling", 0}, /* scale_attn_weights false, scale_attn_by_inverse_layer_idx */
 };
 static const char *const CASES[] = {"single", "pair", "padded"};
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))

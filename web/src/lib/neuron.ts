@@ -15,9 +15,18 @@ export interface NeuronInput {
   Dh: number;
   q: Float32Array; // (T, Dh)
   k: Float32Array; // (T, Dh)
-  scores: Float32Array; // (T, T) engine's q.k/sqrt(Dh) + mask
+  scores: Float32Array; // (T, T) engine's q.k * scale + mask
   attention: Float32Array; // (T, T) engine's softmax
-  scale: number; // 1/sqrt(Dh)
+  scale: number; // the model's factor on q.k: 1/sqrt(Dh), or e.g. 1/(sqrt(Dh)(layer+1)) for Mistral's GPT-2
+}
+
+/** How the score is formed, for labels: "q·k / √d = q·k / 2.828", or the model's own
+ *  factor when it is not 1/√d (GPT-2 with scale_attn_weights false or
+ *  scale_attn_by_inverse_layer_idx). */
+export function scoreFormula(Dh: number, scale: number): string {
+  const sq = Math.sqrt(Dh);
+  if (Math.abs(scale * sq - 1) < 1e-5) return `q·k / √d = q·k / ${sq.toFixed(3)}`;
+  return `q·k × ${scale.toPrecision(4)} (this model's scaling; 1/√d = ${(1 / sq).toPrecision(4)})`;
 }
 
 export interface NeuronRows {
@@ -172,7 +181,7 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
   const vs = diverging(vmax);
   const ps = diverging(pmax);
   p.text(4, 12, `layer ${o.layer} · head ${o.head} · query “${label(o.tokens[i])}” (token ${i}) · d = ${Dh}`, { size: 13, weight: 'bold' });
-  p.text(4, 30, `score = q·k / √d = q·k / ${Math.sqrt(Dh).toFixed(3)} (plus the mask); softmax over keys. Positive blue, negative orange.`, { size: 11, color: '#444' });
+  p.text(4, 30, `score = ${scoreFormula(Dh, d.scale)} (plus the mask); softmax over keys. Positive blue, negative orange.`, { size: 11, color: '#444' });
   legend(p, L.kX, 58, vs, 'q and k values');
   legend(p, L.pX, 58, ps, 'q × k (element-wise)');
   // header row: q vector above the k column, its dims in display order
