@@ -63,6 +63,13 @@ else
   echo "FAIL: DistilBERT pair tokens: $(head -c 600 "$TMP/pair.json")"; fails=$((fails+1))
 fi
 expect 0 "" -- info --model "$M"
+grep -q "^scores: *q.k / sqrt(head width)$" "$TMP/out" || { echo "FAIL: info's scores line: $(cat "$TMP/out")"; fails=$((fails+1)); }
+expect 0 "" -- info --model "$ROOT/tests/ref/fixtures/models/gpt2_scaling"
+grep -q "^scores: *q.k / (layer + 1)$" "$TMP/out" || { echo "FAIL: info of gpt2_scaling: $(cat "$TMP/out")"; fails=$((fails+1)); }
+# relative position embeddings are refused by name, not run as absolute ones
+mkdir -p "$TMP/rel" && cp "$M"/* "$TMP/rel/"
+sed -i 's/^{/{"position_embedding_type": "relative_key", /' "$TMP/rel/config.json"
+expect 2 "position_embedding_type' = 'relative_key' is not supported" -- run --model "$TMP/rel" --text "a"
 expect 0 "" -- run --model "$M" --text "to be or not to be" --format json --out "$TMP/o.json"
 expect 0 "" -- run --model "$M" --text "to be or not to be" --out "$TMP/o.npz" --layer 1 --head 2
 # a corrupt checkpoint: header length past the end of the file
