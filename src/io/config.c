@@ -111,15 +111,17 @@ static as_status get_act(const cfg_ctx *c, const char *key, const char *def, as_
     const char *s = NULL;
     as_status rc = get_str(c, key, def, &s);
     if (rc != AS_OK) return rc;
-    if (strcmp(s, "gelu") == 0) *out = ACT_GELU;
+    /* transformers ACT2FN names of the same two functions: gelu_python is the erf form in
+       Python; gelu_accurate and gelu_fast are the tanh form written differently */
+    if (strcmp(s, "gelu") == 0 || strcmp(s, "gelu_python") == 0) *out = ACT_GELU;
     else if (strcmp(s, "gelu_new") == 0 || strcmp(s, "gelu_pytorch_tanh") == 0 ||
-             strcmp(s, "gelu_fast") == 0)
+             strcmp(s, "gelu_fast") == 0 || strcmp(s, "gelu_accurate") == 0)
         *out = ACT_GELU_NEW;
     else if (strcmp(s, "relu") == 0) *out = ACT_RELU;
     else
         return as_err_set(c->err, AS_ERR_INPUT,
-                          "%s: field '%s' = '%.64s' is not supported (gelu, gelu_new, "
-                          "gelu_pytorch_tanh, gelu_fast, relu)",
+                          "%s: field '%s' = '%.64s' is not supported (gelu, gelu_python, gelu_new, "
+                          "gelu_pytorch_tanh, gelu_fast, gelu_accurate, relu)",
                           c->path, key, s);
     return AS_OK;
 }

@@ -289,16 +289,18 @@ static void test_attention_options(void **state) {
 
 static void test_activations(void **state) {
     (void)state;
-    const char *names[5] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu"};
-    as_act acts[5] = {ACT_GELU, ACT_GELU_NEW, ACT_GELU_NEW, ACT_GELU_NEW, ACT_RELU};
-    for (int i = 0; i < 6; i++) {
+    enum { N = 7 };
+    const char *names[N] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "gelu_python",
+                            "gelu_accurate"};
+    as_act acts[N] = {ACT_GELU, ACT_GELU_NEW, ACT_GELU_NEW, ACT_GELU_NEW, ACT_RELU, ACT_GELU, ACT_GELU_NEW};
+    for (int i = 0; i <= N; i++) {
         char j[512];
         snprintf(j, sizeof j,
                  "{\"model_type\":\"bert\",\"num_hidden_layers\":1,\"num_attention_heads\":2,"
                  "\"hidden_size\":8,\"intermediate_size\":16,\"max_position_embeddings\":16,"
                  "\"vocab_size\":50,\"hidden_act\":\"%s\"}",
-                 i < 5 ? names[i] : "swish");
-        if (i == 5) {
+                 i < N ? names[i] : "swish");
+        if (i == N) {
             expect_error(j, "'hidden_act'", "swish");
             continue;
         }
