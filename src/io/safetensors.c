@@ -553,8 +553,21 @@ as_status st_set_open_dir(const char *dir, st_set **out, as_error *err) {
     if ((rc = as_path_join(path, sizeof path, dir, "model.safetensors.index.json", err)) != AS_OK)
         goto cleanup;
     if (!as_file_exists(path)) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: no model.safetensors or model.safetensors.index.json",
-                        dir);
+        /* name the weights that are there but not read (pickles are code, not data) */
+        static const char *const other[] = {"pytorch_model.bin", "pytorch_model.bin.index.json",
+                                            "tf_model.h5", "flax_model.msgpack"};
+        const char *found = NULL;
+        for (size_t i = 0; i < sizeof other / sizeof other[0] && !found; i++)
+            if (as_path_join(path, sizeof path, dir, other[i], err) == AS_OK && as_file_exists(path))
+                found = other[i];
+        if (found)
+            rc = as_err_set(err, AS_ERR_INPUT,
+                            "%s: no model.safetensors or model.safetensors.index.json (%s is not read: "
+                            "convert it to safetensors, e.g. with transformers' save_pretrained)",
+                            dir, found);
+        else
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: no model.safetensors or model.safetensors.index.json",
+                            dir);
         goto cleanup;
     }
     rc = set_open_index(s, dir, path, err);

@@ -436,6 +436,9 @@ static void test_sharded_errors(void **state) {
     char dir[128];
     make_subdir(dir, sizeof dir, "nothing");
     expect_dir_error(dir, "no model.safetensors or model.safetensors.index.json");
+    make_subdir(dir, sizeof dir, "pickle"); /* weights in a format that is not read are named */
+    write_in(dir, "pytorch_model.bin", "PK");
+    expect_dir_error(dir, "pytorch_model.bin is not read");
 
     make_subdir(dir, sizeof dir, "escape");
     write_two_shards(dir);
