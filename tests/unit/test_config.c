@@ -239,31 +239,31 @@ static void test_attention_options(void **state) {
     (void)state;
     as_config c;
     as_error err = {0};
-    /* stock GPT-2: 1/sqrt(Dh) in every layer */
-    const char *g = "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
-                    "\"n_layer\":3,\"vocab_size\":100}";
-    assert_int_equal(parse(g, &c, &err), AS_OK);
-    assert_int_equal(c.attn_unscaled, 0);
-    assert_int_equal(c.attn_layer_scale, 0);
-    assert_float_equal(as_attn_scale(&c, 0), 0.25f, 1e-7);
-    assert_float_equal(as_attn_scale(&c, 2), 0.25f, 1e-7);
-    as_config_clear(&c);
-    /* Mistral's GPT-2: also / (layer + 1) */
-    const char *g2 = "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
-                     "\"n_layer\":3,\"vocab_size\":100,\"scale_attn_by_inverse_layer_idx\":true,"
-                     "\"reorder_and_upcast_attn\":true}";
-    assert_int_equal(parse(g2, &c, &err), AS_OK);
-    assert_int_equal(c.attn_layer_scale, 1);
-    assert_float_equal(as_attn_scale(&c, 0), 0.25f, 1e-7);
-    assert_float_equal(as_attn_scale(&c, 2), 0.25f / 3.0f, 1e-7);
-    as_config_clear(&c);
-    /* scale_attn_weights false: plain q.k */
-    const char *g3 = "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
-                     "\"n_layer\":3,\"vocab_size\":100,\"scale_attn_weights\":false}";
-    assert_int_equal(parse(g3, &c, &err), AS_OK);
-    assert_int_equal(c.attn_unscaled, 1);
-    assert_float_equal(as_attn_scale(&c, 1), 1.0f, 0);
-    as_config_clear(&c);
+    /* GPT-2 (Dh = 16): stock 1/sqrt(Dh) in every layer; Mistral's runs also / (layer + 1);
+       scale_attn_weights false: plain q.k */
+    static const struct {
+        const char *extra;
+        int unscaled, layer_scale;
+        float l0, l2; /* as_attn_scale of layers 0 and 2 */
+    } g[] = {
+        {"", 0, 0, 0.25f, 0.25f},
+        {",\"scale_attn_by_inverse_layer_idx\":true,\"reorder_and_upcast_attn\":true", 0, 1, 0.25f, 0.25f / 3},
+        {",\"scale_attn_weights\":false", 1, 0, 1.0f, 1.0f},
+        {",\"scale_attn_weights\":false,\"scale_attn_by_inverse_layer_idx\":true", 1, 1, 1.0f, 1.0f / 3},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        char j[512];
+        snprintf(j, sizeof j,
+                 "{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
+                 "\"n_layer\":3,\"vocab_size\":100%s}",
+                 g[i].extra);
+        assert_int_equal(parse(j, &c, &err), AS_OK);
+        assert_int_equal(c.attn_unscaled, g[i].unscaled);
+        assert_int_equal(c.attn_layer_scale, g[i].layer_scale);
+        assert_float_equal(as_attn_scale(&c, 0), g[i].l0, 1e-7);
+        assert_float_equal(as_attn_scale(&c, 2), g[i].l2, 1e-7);
+        as_config_clear(&c);
+    }
     expect_error("{\"model_type\":\"gpt2\",\"n_positions\":64,\"n_embd\":64,\"n_head\":4,"
                  "\"n_layer\":3,\"vocab_size\":100,\"scale_attn_weights\":\"yes\"}",
                  "'scale_attn_weights' must be a boolean", NULL);
