@@ -830,13 +830,16 @@ static void test_causal_gpt2(void **state) {
         json_decref(t.hdr);
         resp_free(&r);
     }
-    /* qk: future keys are masked in the scores and 0 in the softmax; allowed scores = q.k/sqrt(8) */
+    /* qk: future keys are masked in the scores and 0 in the softmax; allowed scores =
+       q.k / (sqrt(8) x 2): the model sets scale_attn_by_inverse_layer_idx, this is layer 1 */
     snprintf(path, sizeof path, "/api/v1/runs/%s/qk?layer=1&head=3", id);
     get(g.port, path, &r);
     assert_int_equal(r.status, 200);
     tb t;
     tb_parse(&r, &t);
     json_t *q = tb_tensor(&t, "q"), *k = tb_tensor(&t, "k"), *sc = tb_tensor(&t, "scores"), *at = tb_tensor(&t, "attention");
+    double scale = json_number_value(json_object_get(json_object_get(t.hdr, "meta"), "scale"));
+    assert_true(fabs(scale - 1.0 / (sqrt(8.0) * 2.0)) < 1e-7);
     for (int i = 0; i < T; i++)
         for (int jj = 0; jj < T; jj++) {
             float s = tb_at(&t, sc, (size_t)i * T + jj), a = tb_at(&t, at, (size_t)i * T + jj);
@@ -846,7 +849,7 @@ static void test_causal_gpt2(void **state) {
             } else {
                 double dot = 0;
                 for (int x = 0; x < 8; x++) dot += (double)tb_at(&t, q, (size_t)i * 8 + x) * tb_at(&t, k, (size_t)jj * 8 + x);
-                assert_true(fabs(dot / sqrt(8.0) - s) < 1e-4);
+                assert_true(fabs(dot * scale - s) < 1e-4);
             }
         }
     json_decref(t.hdr);
