@@ -67,7 +67,8 @@ static as_status bind_heads(as_model *m, as_error *err) {
         }
         if ((s = model_get(m, bias, V, -1, 0, &m->mlm_bias, err))) return s;
         if (!m->mlm_bias && (s = model_get(m, bias2, V, -1, 0, &m->mlm_bias, err))) return s;
-        m->heads |= HEAD_MLM;
+        /* the same head predicts the next token in a decoder (BertLMHeadModel) */
+        m->heads |= c->causal ? HEAD_LM : HEAD_MLM;
     }
     return AS_OK;
 }

@@ -92,5 +92,12 @@ sed -i 's/^{/{"is_decoder": true, /' "$TMP/dec/config.json"
 expect 0 "" -- run --model "$TMP/dec" --text "a good film" --quiet
 expect 2 "not decoders" -- finetune --task sst2 --model "$TMP/dec" --train "$TMP/t.tsv" --dev "$TMP/t.tsv" --out "$TMP/f2" --epochs 1
 expect 2 "not decoders" -- saliency --model "$TMP/dec" --text "a good film"
+# and a masked-LM's head in a decoder predicts the next token: a causal LM, not a masked LM
+mkdir -p "$TMP/dec2" && cp "$TMP/m"/* "$TMP/dec2/" 2>/dev/null
+sed -i 's/^{/{"is_decoder": true, /' "$TMP/dec2/config.json"
+expect 0 "" -- info --model "$TMP/dec2"
+grep -q "^task heads: *causal-lm$" "$TMP/out" || { echo "FAIL: decoder heads: $(cat "$TMP/out")"; fails=$((fails+1)); }
+expect 0 "" -- info --model "$TMP/m"
+grep -q "^task heads: *masked-lm$" "$TMP/out" || { echo "FAIL: encoder heads: $(cat "$TMP/out")"; fails=$((fails+1)); }
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
