@@ -258,8 +258,16 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
         if ((s = as_path_join(p3, sizeof p3, dir, "vocab.json", err))) goto cleanup;
         if ((s = as_path_join(p4, sizeof p4, dir, "merges.txt", err))) goto cleanup;
         if (as_file_exists(p1) || as_file_exists(p2) || (as_file_exists(p3) && as_file_exists(p4))) {
-            if ((s = tok_load_dir(dir, &m->cfg, &m->tok, err))) goto cleanup;
-            if (tok_n_vocab(m->tok) > m->cfg.vocab_size)
+            int unsup = 0;
+            if ((s = tok_load_dir(dir, &m->cfg, &m->tok, &unsup, err))) {
+                if (!unsup) goto cleanup;
+                /* weights without a usable tokenizer still run on token ids */
+                snprintf(m->tok_unsupported, sizeof m->tok_unsupported, "%s", err->msg);
+                as_warn("%s; the model runs on token ids only (--ids)", err->msg);
+                s = AS_OK;
+                err->code = AS_OK;
+                err->msg[0] = '\0';
+            } else if (tok_n_vocab(m->tok) > m->cfg.vocab_size)
                 as_warn("%s: tokenizer has %d tokens but the model's vocab_size is %d", dir,
                         tok_n_vocab(m->tok), m->cfg.vocab_size);
         }
@@ -309,6 +317,8 @@ int as_model_max_tokens(const as_model *m) {
 as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
                     const as_encode_opts *opts, as_encoding *out, as_error *err) {
     memset(out, 0, sizeof *out);
+    if (!m->tok && m->tok_unsupported[0])
+        return as_err_set(err, AS_ERR_INPUT, "%s; give token ids instead (--ids)", m->tok_unsupported);
     if (!m->tok)
         return as_err_set(err, AS_ERR_INPUT,
                           "%s: no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt); use --ids",

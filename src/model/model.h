@@ -46,6 +46,7 @@ struct as_model {
     as_config cfg;
     st_set *st;           /* owns the mappings */
     tok_tokenizer *tok;   /* NULL when the folder has no tokenizer files */
+    char tok_unsupported[AS_ERR_MSG_MAX]; /* why the tokenizer files were not used, or "" */
     const char *prefix;   /* "bert.", "roberta.", ... or "" as found in the file */
     as_dtype dtype;       /* dtype of the stored float weights */
     size_t n_params;

@@ -1311,7 +1311,7 @@ static as_status parse_added_tokens(tok_tokenizer *t, const json_t *arr, const c
 }
 
 static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const char *path,
-                                     const as_config *cfg, as_error *err) {
+                                     const as_config *cfg, int *unsupported, as_error *err) {
     json_t *root = NULL;
     as_status rc = load_json(path, &root, err);
     if (rc != AS_OK) return rc;
@@ -1322,6 +1322,11 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
     }
     const char *type = json_string_value(json_object_get(model, "type"));
     if (!type) type = json_object_get(model, "merges") ? "BPE" : "WordPiece";
+    if (strcmp(type, "WordPiece") != 0 && strcmp(type, "BPE") != 0) { /* e.g. Unigram (XLM-R) */
+        *unsupported = 1;
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: unsupported model type \"%.40s\" (WordPiece or BPE)", path, type);
+        goto cleanup;
+    }
     if ((rc = vocab_from_object(t, json_object_get(model, "vocab"), path, "model.vocab", err)) != AS_OK)
         goto cleanup;
     if (strcmp(type, "WordPiece") == 0) {
@@ -1357,7 +1362,7 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
                             pty ? pty : "?");
             goto cleanup;
         }
-    } else if (strcmp(type, "BPE") == 0) {
+    } else { /* BPE */
         t->kind = KIND_BPE;
         const json_t *m = model;
         if (json_is_number(json_object_get(m, "dropout")) ||
@@ -1390,9 +1395,6 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
             }
             tok_bpe_set_unk(t->bpe, uid);
         }
-    } else {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: unsupported model type \"%.40s\" (WordPiece or BPE)", path, type);
-        goto cleanup;
     }
     if ((rc = parse_added_tokens(t, json_object_get(root, "added_tokens"), path, err)) != AS_OK)
         goto cleanup;
@@ -1603,9 +1605,12 @@ static as_status check_ids(const tok_tokenizer *t, const as_config *cfg, const c
     return AS_OK;
 }
 
-as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **out, as_error *err) {
+as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **out, int *unsupported,
+                       as_error *err) {
     ASSERT(dir && out);
     *out = NULL;
+    int unsup = 0;
+    if (unsupported) *unsupported = 0;
     tok_tokenizer *t = as_calloc(1, sizeof *t);
     if (!t) return as_err_set(err, AS_ERR_INTERNAL, "tokenizer: out of memory");
     t->vocab = tok_vocab_new();
@@ -1617,7 +1622,8 @@ as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **ou
     char p1[4096], p2[4096];
     if ((rc = as_path_join(p1, sizeof p1, dir, "tokenizer.json", err)) != AS_OK) goto fail;
     if (as_file_exists(p1)) {
-        rc = load_tokenizer_json(t, dir, p1, cfg, err);
+        rc = load_tokenizer_json(t, dir, p1, cfg, &unsup, err);
+        if (rc != AS_OK && unsupported) *unsupported = unsup;
     } else {
         if ((rc = as_path_join(p1, sizeof p1, dir, "vocab.txt", err)) != AS_OK) goto fail;
         if (as_file_exists(p1)) {

@@ -31,8 +31,11 @@ as_status tok_ids_push(tok_ids *t, int32_t id, int32_t start, int32_t end, as_er
 typedef struct tok_tokenizer tok_tokenizer;
 
 /* Loads DIR's tokenizer. cfg decides defaults (special-token template, lower-casing)
- * when the files do not say. Errors: AS_ERR_INPUT naming the file. */
-as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **out, as_error *err);
+ * when the files do not say. Errors: AS_ERR_INPUT naming the file. When unsupported is
+ * not NULL it is set to 1 if the failure is a tokenizer.json model this engine does not
+ * implement (Unigram, WordLevel: XLM-R, CamemBERT) rather than a bad file, else 0. */
+as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **out, int *unsupported,
+                       as_error *err);
 void tok_free(tok_tokenizer *t);
 
 /* Encodes text_a (and text_b when non-NULL) with special tokens into *out.

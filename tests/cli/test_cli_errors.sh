@@ -66,6 +66,13 @@ expect 0 "" -- info --model "$M"
 grep -q "^scores: *q.k / sqrt(head width)$" "$TMP/out" || { echo "FAIL: info's scores line: $(cat "$TMP/out")"; fails=$((fails+1)); }
 expect 0 "" -- info --model "$ROOT/tests/ref/fixtures/models/gpt2_scaling"
 grep -q "^scores: *q.k / (layer + 1)$" "$TMP/out" || { echo "FAIL: info of gpt2_scaling: $(cat "$TMP/out")"; fails=$((fails+1)); }
+# a SentencePiece Unigram tokenizer (XLM-R, CamemBERT) is not implemented: the model still
+# runs on token ids, and text gets an error that says so
+mkdir -p "$TMP/ug" && cp "$M/config.json" "$M/model.safetensors" "$TMP/ug/"
+printf '%s' '{"model":{"type":"Unigram","unk_id":0,"vocab":[["<unk>",0.0],["a",-1.0]]}}' > "$TMP/ug/tokenizer.json"
+expect 0 "" -- run --model "$TMP/ug" --ids 2,5,3
+grep -q "unsupported model type \"Unigram\".*token ids only" "$TMP/err" || { echo "FAIL: no warning for the Unigram tokenizer: $(cat "$TMP/err")"; fails=$((fails+1)); }
+expect 2 'unsupported model type "Unigram" (WordPiece or BPE); give token ids instead (--ids)' -- run --model "$TMP/ug" --text "a b"
 # relative position embeddings are refused by name, not run as absolute ones
 mkdir -p "$TMP/rel" && cp "$M"/* "$TMP/rel/"
 sed -i 's/^{/{"position_embedding_type": "relative_key", /' "$TMP/rel/config.json"

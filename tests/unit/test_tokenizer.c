@@ -135,7 +135,7 @@ static void test_fixture_tokenizer_json(void **state) {
     cfg.vocab_size = 30522;
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    if (tok_load_dir(BERT_DIR, &cfg, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(BERT_DIR, &cfg, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     assert_string_equal(tok_kind_name(t), "wordpiece");
     assert_int_equal(tok_n_vocab(t), 30522);
     assert_int_equal(tok_special_id(t, TOK_SP_CLS), 101);
@@ -160,7 +160,7 @@ static void test_fixture_vocab_txt(void **state) {
     assert_true(copy_file(BERT_DIR "/tokenizer_config.json", p2));
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    as_status rc = tok_load_dir(dir, NULL, &t, &err);
+    as_status rc = tok_load_dir(dir, NULL, &t, NULL, &err);
     unlink(p1);
     unlink(p2);
     rmdir(dir);
@@ -177,7 +177,7 @@ static void test_fixture_roberta(void **state) {
     (void)state;
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    if (tok_load_dir(ROBERTA_DIR, NULL, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(ROBERTA_DIR, NULL, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     assert_string_equal(tok_kind_name(t), "bpe");
     assert_int_equal(tok_special_id(t, TOK_SP_CLS), 2000);
     assert_int_equal(tok_special_id(t, TOK_SP_SEP), 2002);
@@ -198,7 +198,7 @@ static void test_fixture_roberta(void **state) {
     assert_true(copy_file(ROBERTA_DIR "/merges.txt", p2));
     as_config cfg = {0};
     cfg.arch = ARCH_ROBERTA;
-    as_status rc = tok_load_dir(dir, &cfg, &t, &err);
+    as_status rc = tok_load_dir(dir, &cfg, &t, NULL, &err);
     unlink(p1);
     unlink(p2);
     rmdir(dir);
@@ -207,13 +207,49 @@ static void test_fixture_roberta(void **state) {
     tok_free(t);
 }
 
+/* A tokenizer.json whose model this engine does not implement (Unigram: XLM-R, CamemBERT)
+ * is told apart from a bad file, so that the model can still run on token ids. */
+static void test_unsupported_model(void **state) {
+    (void)state;
+    static const struct {
+        const char *json, *word;
+        int unsupported;
+    } cases[] = {
+        {"{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0.0],[\"\\u2581a\",-1.0]]}}",
+         "unsupported model type \"Unigram\"", 1},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0},\"unk_token\":\"a\"}}", "\"WordLevel\"", 1},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", "model.vocab", 0},
+        {"{\"model\": ", "tokenizer.json", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[] = "/tmp/as_tok_unsup_XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char p[512];
+        snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs(cases[i].json, f);
+        fclose(f);
+        tok_tokenizer *t = NULL;
+        as_error err = {0};
+        int unsup = -1;
+        as_status rc = tok_load_dir(dir, NULL, &t, &unsup, &err);
+        unlink(p);
+        rmdir(dir);
+        assert_int_equal(rc, AS_ERR_INPUT);
+        assert_null(t);
+        if (!strstr(err.msg, cases[i].word)) fail_msg("case %zu: '%s' not in: %s", i, cases[i].word, err.msg);
+        assert_int_equal(unsup, cases[i].unsupported);
+    }
+}
+
 /* A text of ~512 WordPiece tokens must encode in well under a few milliseconds. */
 static void test_speed_512(void **state) {
     (void)state;
     if (!have_shared()) skip();
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    if (tok_load_dir(BERT_DIR, NULL, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(BERT_DIR, NULL, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     char text[8192] = "";
     while (strlen(text) < 2300)
         strcat(text, "The film's unflinching portrait of grief, régime and Ångström-level "
@@ -240,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_fixture_tokenizer_json),
         cmocka_unit_test(test_fixture_vocab_txt),
         cmocka_unit_test(test_fixture_roberta),
+        cmocka_unit_test(test_unsupported_model),
         cmocka_unit_test(test_speed_512),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -99,8 +99,8 @@ static void test_vocab_train(void **state) {
     cfg.type_vocab = 2;
     cfg.pad_token_id = 0;
     tok_tokenizer *t1 = NULL, *t2 = NULL;
-    if (tok_load_dir(tdir, &cfg, &t1, &err)) fail_msg("%s", err.msg);
-    if (tok_load_dir(tdir2, &cfg, &t2, &err)) fail_msg("%s", err.msg);
+    if (tok_load_dir(tdir, &cfg, &t1, NULL, &err)) fail_msg("%s", err.msg);
+    if (tok_load_dir(tdir2, &cfg, &t2, NULL, &err)) fail_msg("%s", err.msg);
     const char *held = "The directors shake the darling film; thou art a lovely writer, and the story works.";
     as_encoding e1 = {0}, e2 = {0};
     if (tok_encode(t1, held, "It's summer.", 128, 1, &e1, &err)) fail_msg("%s", err.msg);

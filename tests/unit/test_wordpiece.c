@@ -111,7 +111,7 @@ static tok_tokenizer *load_small(tmp_dir *td) {
     write_tokenizer_json(td, k_bert_norm, k_bert_post);
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    if (tok_load_dir(td->dir, NULL, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(td->dir, NULL, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     return t;
 }
 
@@ -415,7 +415,7 @@ static void test_template_processing_and_defaults(void **state) {
         "\"[SEP]\":{\"id\":\"[SEP]\",\"ids\":[3],\"tokens\":[\"[SEP]\"]}}}");
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    if (tok_load_dir(td.dir, NULL, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(td.dir, NULL, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     as_encoding e = {0};
     /* normalizer null: no lower-casing, so "Hello" is [UNK] */
     assert_int_equal(tok_encode(t, "Hello", NULL, 0, 1, &e, &err), AS_OK);
@@ -434,7 +434,7 @@ static void test_template_processing_and_defaults(void **state) {
     write_tokenizer_json(&td, k_bert_norm, "null");
     as_config cfg = {0};
     cfg.arch = ARCH_BERT;
-    if (tok_load_dir(td.dir, &cfg, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(td.dir, &cfg, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     assert_int_equal(tok_encode(t, "a", "b", 0, 1, &e, &err), AS_OK);
     const int32_t i3[] = {2, 12, 3, 21, 3};
     const int32_t o3[] = {-1, -1, 0, 1, -1, -1, 0, 1, -1, -1};
@@ -444,7 +444,7 @@ static void test_template_processing_and_defaults(void **state) {
     tok_free(t);
     /* GPT-2 arch default: no specials, all type ids 0 */
     cfg.arch = ARCH_GPT2;
-    if (tok_load_dir(td.dir, &cfg, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(td.dir, &cfg, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     assert_int_equal(tok_encode(t, "a", "b", 0, 1, &e, &err), AS_OK);
     const int32_t i4[] = {12, 21};
     const int32_t o4[] = {0, 1, 0, 1};
@@ -456,7 +456,7 @@ static void test_template_processing_and_defaults(void **state) {
     /* config vocab_size smaller than the tokenizer's ids: rejected */
     cfg.arch = ARCH_BERT;
     cfg.vocab_size = 10;
-    assert_int_equal(tok_load_dir(td.dir, &cfg, &t, &err), AS_ERR_INPUT);
+    assert_int_equal(tok_load_dir(td.dir, &cfg, &t, NULL, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "vocab_size"));
     assert_null(t);
     td_free(&td);
@@ -469,7 +469,7 @@ static void test_legacy_vocab_txt(void **state) {
     td_write(&td, "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n##s\r\nworld\n");
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    if (tok_load_dir(td.dir, NULL, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(td.dir, NULL, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     assert_int_equal(tok_n_vocab(t), 9);
     as_encoding e = {0};
     assert_int_equal(tok_encode(t, "Hellos [MASK] WORLD", NULL, 0, 1, &e, &err), AS_OK);
@@ -479,7 +479,7 @@ static void test_legacy_vocab_txt(void **state) {
     as_encoding_free(&e);
     tok_free(t);
     td_write(&td, "tokenizer_config.json", "{\"do_lower_case\": false}");
-    if (tok_load_dir(td.dir, NULL, &t, &err) != AS_OK) fail_msg("%s", err.msg);
+    if (tok_load_dir(td.dir, NULL, &t, NULL, &err) != AS_OK) fail_msg("%s", err.msg);
     assert_int_equal(tok_encode(t, "Hello hello", NULL, 0, 1, &e, &err), AS_OK);
     const int32_t i2[] = {2, 6, 5, 3};
     const int32_t o2[] = {-1, -1, 0, 5, 6, 11, -1, -1};
@@ -488,7 +488,7 @@ static void test_legacy_vocab_txt(void **state) {
     tok_free(t);
     /* special_tokens_map.json renames the unk token */
     td_write(&td, "special_tokens_map.json", "{\"unk_token\": {\"content\": \"[NOPE]\"}}");
-    assert_int_equal(tok_load_dir(td.dir, NULL, &t, &err), AS_ERR_INPUT);
+    assert_int_equal(tok_load_dir(td.dir, NULL, &t, NULL, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "[NOPE]"));
     assert_non_null(strstr(err.msg, "vocab.txt"));
     td_free(&td);
@@ -500,7 +500,7 @@ static void expect_load_error(tmp_dir *td, const char *file, const char *content
     td_write(td, file, content);
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    as_status rc = tok_load_dir(td->dir, NULL, &t, &err);
+    as_status rc = tok_load_dir(td->dir, NULL, &t, NULL, &err);
     if (rc != AS_ERR_INPUT || !strstr(err.msg, needle) || !strstr(err.msg, file) ||
         strchr(err.msg, '\n'))
         fail_msg("want error with \"%s\" naming %s, got rc %d: %s", needle, file, (int)rc, err.msg);
@@ -511,11 +511,11 @@ static void test_load_errors(void **state) {
     (void)state;
     tok_tokenizer *t = NULL;
     as_error err = {0};
-    assert_int_equal(tok_load_dir("/nonexistent/dir", NULL, &t, &err), AS_ERR_INPUT);
+    assert_int_equal(tok_load_dir("/nonexistent/dir", NULL, &t, NULL, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "/nonexistent/dir"));
     tmp_dir td;
     td_init(&td);
-    assert_int_equal(tok_load_dir(td.dir, NULL, &t, &err), AS_ERR_INPUT);
+    assert_int_equal(tok_load_dir(td.dir, NULL, &t, NULL, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "no tokenizer files"));
     expect_load_error(&td, "tokenizer.json", "{\"model\": {\"type\": \"WordPiece\",", "bad JSON");
     expect_load_error(&td, "tokenizer.json", "[1, 2]", "not a JSON object");
@@ -549,7 +549,7 @@ static void test_load_errors(void **state) {
     char p[256];
     td_path(&td, "tokenizer.json", p, sizeof p);
     assert_int_equal(truncate(p, (off_t)TOK_MAX_FILE_BYTES + 1), 0);
-    assert_int_equal(tok_load_dir(td.dir, NULL, &t, &err), AS_ERR_INPUT);
+    assert_int_equal(tok_load_dir(td.dir, NULL, &t, NULL, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "over the limit"));
     td_remove(&td, "tokenizer.json");
     /* legacy files */
