@@ -30,7 +30,7 @@ static const char *RUN_HELP =
     "masked entries hold -3.4028235e38), queries, keys, values [L,H,T,Dh],\n"
     "hidden_states [L+1,T,D] (embedding output first), logits ([1,C] classifier or\n"
     "[T,V] language-model head, when present), layers [L] and heads [H] (the\n"
-    "absolute indices captured).\n"
+    "absolute indices captured), score_scale [L] (the factor on q.k per layer).\n"
     "\n"
     "--layer / --head capture one layer / head (the forward stops after the deepest\n"
     "layer needed unless logits are requested). --capture selects what is kept\n"
@@ -133,6 +133,12 @@ static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const
     json_ints(f, enc->type_ids, enc->n);
     fputs(",\n\"attention_mask\":", f);
     json_ints(f, enc->mask, enc->n);
+    fputs(",\n\"score_scale\":[", f); /* the factor on q.k of each captured layer */
+    for (int i = 0; i < r->n_lay; i++) {
+        if (i) fputc(',', f);
+        json_num(f, as_attn_scale(c, r->layer_lo + i));
+    }
+    fputc(']', f);
     int64_t T = r->T, LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
     int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
     struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
@@ -161,7 +167,8 @@ static as_status write_npz(const char *path, const as_model *m, const as_encodin
     int32_t *off = as_malloc_array((size_t)T * 2, sizeof(int32_t));
     int32_t *layers = as_malloc_array((size_t)r->n_lay, sizeof(int32_t));
     int32_t *heads = as_malloc_array((size_t)r->n_hd, sizeof(int32_t));
-    if (!off || !layers || !heads || !text) {
+    float *scale = as_malloc_array((size_t)r->n_lay, sizeof(float));
+    if (!off || !layers || !heads || !scale || !text) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
@@ -172,7 +179,10 @@ static as_status write_npz(const char *path, const as_model *m, const as_encodin
         off[2 * i] = enc->start ? enc->start[i] : -1;
         off[2 * i + 1] = enc->end ? enc->end[i] : -1;
     }
-    for (int i = 0; i < r->n_lay; i++) layers[i] = r->layer_lo + i;
+    for (int i = 0; i < r->n_lay; i++) {
+        layers[i] = r->layer_lo + i;
+        scale[i] = as_attn_scale(as_model_config(m), r->layer_lo + i);
+    }
     for (int i = 0; i < r->n_hd; i++) heads[i] = r->head_lo + i;
     if ((s = npz_add(w, "input_ids", NPY_I32, enc->ids, 1, one, err))) goto cleanup;
     if ((s = npz_add(w, "token_type_ids", NPY_I32, enc->type_ids, 1, one, err))) goto cleanup;
@@ -180,6 +190,7 @@ static as_status write_npz(const char *path, const as_model *m, const as_encodin
     if ((s = npz_add(w, "offsets", NPY_I32, off, 2, off_shape, err))) goto cleanup;
     if ((s = npz_add(w, "layers", NPY_I32, layers, 1, nl, err))) goto cleanup;
     if ((s = npz_add(w, "heads", NPY_I32, heads, 1, nh, err))) goto cleanup;
+    if ((s = npz_add(w, "score_scale", NPY_F32, scale, 1, nl, err))) goto cleanup;
     struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
         {"attentions", r->attn, 4, LH}, {"attention_scores", r->scores, 4, LH},
         {"queries", r->q, 4, QK},       {"keys", r->k, 4, QK},
@@ -198,6 +209,7 @@ cleanup:
     free(text);
     free(off);
     free(layers);
+    free(scale);
     free(heads);
     return s;
 }

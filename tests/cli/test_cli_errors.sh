@@ -66,6 +66,18 @@ expect 0 "" -- info --model "$M"
 grep -q "^scores: *q.k / sqrt(head width)$" "$TMP/out" || { echo "FAIL: info's scores line: $(cat "$TMP/out")"; fails=$((fails+1)); }
 expect 0 "" -- info --model "$ROOT/tests/ref/fixtures/models/gpt2_scaling"
 grep -q "^scores: *q.k / (layer + 1)$" "$TMP/out" || { echo "FAIL: info of gpt2_scaling: $(cat "$TMP/out")"; fails=$((fails+1)); }
+# run's JSON states each captured layer's factor: 1, 1/2, 1/3 there; 1/sqrt(16) for demo-bert
+expect 0 "" -- run --model "$ROOT/tests/ref/fixtures/models/gpt2_scaling" --ids 1,2,3 --format json --out "$TMP/g.json" --quiet
+expect 0 "" -- run --model "$M" --text "a b" --layer 1 --format json --out "$TMP/b.json" --quiet
+if python3 -c "
+import json, sys
+g = json.load(open(sys.argv[1]))['score_scale']; b = json.load(open(sys.argv[2]))['score_scale']
+ok = len(g) == 3 and all(abs(x - 1 / (l + 1)) < 1e-6 for l, x in enumerate(g)) and b == [0.25]
+sys.exit(0 if ok else 1)" "$TMP/g.json" "$TMP/b.json"; then
+  echo "ok: score_scale in run's JSON"
+else
+  echo "FAIL: score_scale: $(grep -o '"score_scale":[^]]*' "$TMP/g.json" "$TMP/b.json")"; fails=$((fails+1))
+fi
 # a SentencePiece Unigram tokenizer (XLM-R, CamemBERT) is not implemented: the model still
 # runs on token ids, and text gets an error that says so
 mkdir -p "$TMP/ug" && cp "$M/config.json" "$M/model.safetensors" "$TMP/ug/"
