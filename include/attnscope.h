@@ -125,6 +125,9 @@ const char *as_model_dir(const as_model *m);
 int as_model_max_tokens(const as_model *m);
 /* 1 when the folder had tokenizer files (as_encode works), else 0 (use ids). */
 int as_model_has_tokenizer(const as_model *m);
+/* Why the folder's tokenizer files are not used (e.g. a Unigram tokenizer.json), or NULL
+ * when they are used or there are none. Owned by the model. */
+const char *as_model_tokenizer_problem(const as_model *m);
 /* Readable form of token id (byte-level BPE decoded to UTF-8); caller frees. NULL if unknown. */
 char *as_model_token_text(const as_model *m, int32_t id);
 const char *as_dtype_name(as_dtype t);

@@ -60,7 +60,9 @@ int cmd_info(int argc, char **argv) {
     if (heads & HEAD_MLM) printf(" masked-lm");
     if (heads & HEAD_LM) printf(" causal-lm");
     printf("\n");
-    printf("tokenizer:    %s\n", as_model_has_tokenizer(m) ? "yes" : "none (use --ids)");
+    const char *tok_why = as_model_tokenizer_problem(m);
+    if (tok_why) printf("tokenizer:    not used (%s; use --ids)\n", tok_why);
+    else printf("tokenizer:    %s\n", as_model_has_tokenizer(m) ? "yes" : "none (use --ids)");
     as_model_free(m);
     return 0;
 }

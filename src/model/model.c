@@ -300,6 +300,9 @@ as_dtype as_model_dtype(const as_model *m) { return m->dtype; }
 size_t as_model_n_params(const as_model *m) { return m->n_params; }
 const char *as_model_dir(const as_model *m) { return m->dir; }
 int as_model_has_tokenizer(const as_model *m) { return m->tok != NULL; }
+const char *as_model_tokenizer_problem(const as_model *m) {
+    return m->tok_unsupported[0] ? m->tok_unsupported : NULL;
+}
 
 char *as_model_token_text(const as_model *m, int32_t id) {
     if (m->tok) return tok_piece_display(m->tok, id);

@@ -185,7 +185,9 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
         if (!*q->text_b) q->text_b = NULL; /* "" means no second sentence */
     }
     if (!as_model_has_tokenizer(s->models[q->model].m)) {
-        api_error(rs, 400, "model '%s' has no tokenizer files; it cannot take text", s->models[q->model].name);
+        const char *why = as_model_tokenizer_problem(s->models[q->model].m);
+        if (why) api_error(rs, 400, "model '%s' cannot take text: %s", s->models[q->model].name, why);
+        else api_error(rs, 400, "model '%s' has no tokenizer files; it cannot take text", s->models[q->model].name);
         return -1;
     }
     return 0;

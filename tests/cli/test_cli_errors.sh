@@ -85,6 +85,8 @@ printf '%s' '{"model":{"type":"Unigram","unk_id":0,"vocab":[["<unk>",0.0],["a",-
 expect 0 "" -- run --model "$TMP/ug" --ids 2,5,3
 grep -q "unsupported model type \"Unigram\".*token ids only" "$TMP/err" || { echo "FAIL: no warning for the Unigram tokenizer: $(cat "$TMP/err")"; fails=$((fails+1)); }
 expect 2 'unsupported model type "Unigram" (WordPiece or BPE); give token ids instead (--ids)' -- run --model "$TMP/ug" --text "a b"
+expect 0 "" -- info --model "$TMP/ug"
+grep -q '^tokenizer: *not used (.*"Unigram".*; use --ids)$' "$TMP/out" || { echo "FAIL: info of the Unigram folder: $(cat "$TMP/out")"; fails=$((fails+1)); }
 # relative position embeddings are refused by name, not run as absolute ones
 mkdir -p "$TMP/rel" && cp "$M"/* "$TMP/rel/"
 sed -i 's/^{/{"position_embedding_type": "relative_key", /' "$TMP/rel/config.json"

@@ -525,6 +525,27 @@ static void test_other_servers(void **state) {
     unlink(w.err_path);
 
     char cmd[4096], junk[320];
+    /* a model whose tokenizer is not implemented (Unigram) is served for what it can do,
+       and text requests get a 400 naming the tokenizer */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/ug' && cp '%s/config.json' '%s/model.safetensors' '%s/ug/' && printf '%%s' "
+             "'{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0.0]]}}' > '%s/ug/tokenizer.json'",
+             dir, m1, m1, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    char m2[300];
+    snprintf(m2, sizeof m2, "%s/ug", dir);
+    const char *args3[] = {"--model", m2, NULL};
+    assert_int_equal(server_start(&w, args3), 0);
+    post(w.port, "/api/v1/run", "{\"model\":\"ug\",\"text\":\"a b\"}", &r);
+    expect_error(&r, 400);
+    json_t *ej = body_json(&r);
+    const char *msg = json_string_value(json_object_get(ej, "error"));
+    if (!strstr(msg, "cannot take text") || !strstr(msg, "Unigram")) fail_msg("error: %s", msg);
+    json_decref(ej);
+    resp_free(&r);
+    assert_int_equal(server_stop(&w, SIGTERM), 0);
+    unlink(w.err_path);
+
     snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 --db '%s/none.sqlite' 2>&1 | wc -l | grep -qx 1; "
              "'%s' serve --model '%s' --port 0 --db '%s/none.sqlite' >/dev/null 2>&1",
              AS_BINARY, m1, dir, AS_BINARY, m1, dir);
