@@ -262,11 +262,14 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
             if ((s = tok_load_dir(dir, &m->cfg, &m->tok, &unsup, err))) {
                 if (!unsup) goto cleanup;
                 /* weights without a usable tokenizer still run on token ids */
-                snprintf(m->tok_unsupported, sizeof m->tok_unsupported, "%s", err->msg);
-                as_warn("%s; the model runs on token ids only (--ids)", err->msg);
+                snprintf(m->tok_unsupported, sizeof m->tok_unsupported, "%s",
+                         err ? err->msg : "tokenizer not supported");
+                as_warn("%s; the model runs on token ids only (--ids)", m->tok_unsupported);
                 s = AS_OK;
-                err->code = AS_OK;
-                err->msg[0] = '\0';
+                if (err) {
+                    err->code = AS_OK;
+                    err->msg[0] = '\0';
+                }
             } else if (tok_n_vocab(m->tok) > m->cfg.vocab_size)
                 as_warn("%s: tokenizer has %d tokens but the model's vocab_size is %d", dir,
                         tok_n_vocab(m->tok), m->cfg.vocab_size);
