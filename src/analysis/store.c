@@ -111,10 +111,10 @@ static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_finalize(st);
 }
 
-as_status store_open(const char *path, int create, store *out, as_error *err) {
+/* Opens path with flags into a cleared *out (busy timeout set); on failure *out is closed. */
+static as_status open_db(const char *path, int flags, store *out, as_error *err) {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
-    int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     if (sqlite3_open_v2(path, &out->db, flags, NULL) != SQLITE_OK) {
         as_err_set(err, AS_ERR_INPUT, "%s: cannot open database: %s", path,
                    out->db ? sqlite3_errmsg(out->db) : "out of memory");
@@ -122,6 +122,12 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
         return AS_ERR_INPUT;
     }
     sqlite3_busy_timeout(out->db, 10000);
+    return AS_OK;
+}
+
+as_status store_open(const char *path, int create, store *out, as_error *err) {
+    as_status rc = open_db(path, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), out, err);
+    if (rc) return rc;
     char *msg = NULL;
     if (sqlite3_exec(out->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg) != SQLITE_OK) {
         as_err_set(err, AS_ERR_INPUT, "%s: not a usable SQLite database: %s", path, msg ? msg : "?");
@@ -190,18 +196,11 @@ cleanup:
 }
 
 as_status store_open_existing(const char *path, store *out, as_error *err) {
-    memset(out, 0, sizeof *out);
-    snprintf(out->path, sizeof out->path, "%s", path);
     /* read-write without CREATE and without any statement that writes: the file is read
        only, and SQLite can still remove the -wal / -shm files it makes when it closes */
-    if (sqlite3_open_v2(path, &out->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-        as_err_set(err, AS_ERR_INPUT, "%s: cannot open database: %s", path,
-                   out->db ? sqlite3_errmsg(out->db) : "out of memory");
-        store_close(out);
-        return AS_ERR_INPUT;
-    }
-    sqlite3_busy_timeout(out->db, 10000);
-    as_status rc = store_check(out->db, path, err);
+    as_status rc = open_db(path, SQLITE_OPEN_READWRITE, out, err);
+    if (rc) return rc;
+    rc = store_check(out->db, path, err);
     if (rc) store_close(out);
     return rc;
 }

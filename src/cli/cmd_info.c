@@ -34,11 +34,8 @@ int cmd_info(int argc, char **argv) {
            c->causal ? ", causal" : "");
     printf("layers:       %d\n", c->n_layer);
     printf("heads:        %d (head width %d)\n", c->n_head, c->d_head);
-    if (c->attn_unscaled || c->attn_layer_scale)
-        printf("scores:       q.k%s%s\n", c->attn_unscaled ? "" : " / sqrt(head width)",
-               c->attn_layer_scale ? " / (layer + 1)" : "");
-    else
-        printf("scores:       q.k / sqrt(head width)\n");
+    printf("scores:       q.k%s%s\n", c->attn_unscaled ? "" : " / sqrt(head width)",
+           c->attn_layer_scale ? " / (layer + 1)" : "");
     printf("width:        %d (feed-forward %d, embeddings %d)\n", c->d_model, c->d_ff, c->d_embed);
     printf("activation:   %s\n", acts[c->act]);
     printf("positions:    %d (longest input %d tokens)\n", c->max_pos, as_model_max_tokens(m));
