@@ -108,13 +108,16 @@ static json_t *model_json(const srv_model *sm) {
     if (heads & HEAD_CLASSIFIER) json_array_append_new(hp, json_string("classifier"));
     if (heads & HEAD_MLM) json_array_append_new(hp, json_string("mlm"));
     if (heads & HEAD_LM) json_array_append_new(hp, json_string("lm"));
-    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I}",
+    json_t *labels = json_array(); /* (C) the config's id2label names; [] when it has none */
+    for (int i = 0; c->id2label && i < c->num_labels; i++)
+        json_array_append_new(labels, c->id2label[i] ? json_utf8(c->id2label[i]) : json_null());
+    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I, s:o}",
                      "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
                      "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
                      c->d_head, "vocab_size", c->vocab_size, "max_tokens", as_model_max_tokens(sm->m),
                      "type_vocab", c->type_vocab, "causal", c->causal != 0, "tokenizer",
                      as_model_has_tokenizer(sm->m) != 0, "heads_present", hp, "dtype",
-                     as_dtype_name(as_model_dtype(sm->m)), "n_params", (json_int_t)as_model_n_params(sm->m));
+                     as_dtype_name(as_model_dtype(sm->m)), "n_params", (json_int_t)as_model_n_params(sm->m), "labels", labels);
 }
 
 static void route_models(srv_state *s, srv_response *rs) {
@@ -123,7 +126,8 @@ static void route_models(srv_state *s, srv_response *rs) {
     json_t *lim = json_pack("{s:i, s:i, s:i, s:I, s:i}", "max_body_bytes", (int)SRV_MAX_BODY_BYTES,
                             "max_active_runs", s->max_active, "max_cached_runs", s->cache.max_entries,
                             "max_cache_bytes", (json_int_t)s->cache.max_bytes, "max_topk", SRV_MAX_TOPK);
-    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "version", AS_VERSION, "models", arr, "limits", lim));
+    reply_json(rs, 200, json_pack("{s:s, s:o, s:o, s:b}", "version", AS_VERSION, "models", arr, "limits", lim,
+                                  "db", s->db != NULL));
 }
 
 /* ---- request bodies --------------------------------------------------------- */

@@ -21,6 +21,8 @@ export interface ModelInfo {
   heads_present: TaskHead[];
   dtype: string;
   n_params: number;
+  /** the classifier's id2label names by class index; [] when the config has none */
+  labels: (string | null)[];
 }
 
 export interface Limits {
@@ -35,6 +37,8 @@ export interface ModelsResponse {
   version: string;
   models: ModelInfo[];
   limits: Limits;
+  /** whether the server serves an analysis database (--db) under /api/v1/db */
+  db: boolean;
 }
 
 /** One token of a run; start/end are byte offsets into its sentence (-1 for specials). */
