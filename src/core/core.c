@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include "core.h"
+#include "file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -171,19 +172,11 @@ as_status as_read_file(const char *path, size_t max_bytes, char **out, size_t *o
                        as_error *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return as_err_set(err, AS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return as_err_set(err, AS_ERR_INPUT, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        fclose(f);
-        return as_err_set(err, AS_ERR_INPUT, "%s: file is %lld bytes, over the limit of %zu",
-                          path, (long long)st.st_size, max_bytes);
-    }
-    size_t n = (size_t)st.st_size;
+    FILE *f;
+    uint64_t size;
+    as_status rc = as_file_fopen_regular(path, max_bytes, &f, &size, err);
+    if (rc) return rc;
+    size_t n = (size_t)size;
     char *buf = as_malloc(n + 1);
     if (!buf) {
         fclose(f);

@@ -15,6 +15,8 @@
  */
 #include "io/safetensors.h"
 
+#include "core/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -65,6 +67,31 @@ size_t st_dtype_name_size(const char *name) {
 }
 
 /* ---- one file ------------------------------------------------------------------ */
+
+/* Counts the keys of the JSON objects nested `depth` levels deep in s[0..n) (1: the
+ * keys of the top-level object), without building anything: a key is a ':' outside
+ * strings at that depth. Stops counting at stop. Bounds what the parser will allocate
+ * before it runs; syntax is left to the parser (invalid JSON may count anything). */
+static size_t json_count_keys(const char *s, size_t n, int depth, size_t stop) {
+    size_t keys = 0;
+    int d = 0, in_str = 0;
+    for (size_t i = 0; i < n && keys < stop; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            d++;
+        } else if (c == '}' || c == ']') {
+            d--;
+        } else if (c == ':' && d == depth) {
+            keys++;
+        }
+    }
+    return keys;
+}
 
 struct st_file {
     char *path;
@@ -229,17 +256,8 @@ as_status st_file_open(const char *path, st_file **out, as_error *err) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
         goto cleanup;
     }
-    fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-        goto cleanup;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: not a regular file", path);
-        goto cleanup;
-    }
-    uint64_t size = (uint64_t)st.st_size;
+    uint64_t size = 0;
+    if ((rc = as_file_open_regular(path, UINT64_MAX, &fd, &size, err)) != AS_OK) goto cleanup;
     if (size < 8) {
         rc = as_err_set(err, AS_ERR_INPUT,
                         "%s: file is %llu bytes, too short for a safetensors header", path,
@@ -271,6 +289,14 @@ as_status st_file_open(const char *path, st_file **out, as_error *err) {
                         (unsigned long long)hlen, (unsigned long long)size);
         goto cleanup;
     }
+    /* the top level's keys are the tensors and at most one "__metadata__" */
+    size_t n_keys = json_count_keys((const char *)bytes + 8, (size_t)hlen, 1,
+                                    (size_t)ST_MAX_FILE_TENSORS + 2);
+    if (n_keys > (size_t)ST_MAX_FILE_TENSORS + 1) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: header lists more than %d tensors (the limit)",
+                        path, ST_MAX_FILE_TENSORS);
+        goto cleanup;
+    }
     json_error_t jerr;
     root = json_loadb((const char *)bytes + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -284,9 +310,9 @@ as_status st_file_open(const char *path, st_file **out, as_error *err) {
     }
     json_t *meta = json_object_get(root, "__metadata__");
     size_t n = json_object_size(root) - (meta ? 1 : 0);
-    if (n > ST_MAX_TENSORS) {
+    if (n > ST_MAX_FILE_TENSORS) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: header lists %zu tensors, over the limit of %d",
-                        path, n, ST_MAX_TENSORS);
+                        path, n, ST_MAX_FILE_TENSORS);
         goto cleanup;
     }
     if (meta && (rc = parse_metadata(f, meta, err)) != AS_OK) goto cleanup;
@@ -438,8 +464,15 @@ static as_status set_open_index(st_set *s, const char *dir, const char *index_pa
     json_t *root = NULL;
     st_wm_entry *wm = NULL;
     char shard_path[4096];
-    if ((rc = as_read_file(index_path, ST_MAX_HEADER_BYTES, &text, &len, err)) != AS_OK)
+    if ((rc = as_read_file(index_path, ST_MAX_INDEX_BYTES, &text, &len, err)) != AS_OK)
         goto cleanup;
+    /* weight_map's entries, plus the few keys of "metadata", are the keys at depth 2 */
+    if (json_count_keys(text, len, 2, (size_t)ST_MAX_TENSORS + 1025) >
+        (size_t)ST_MAX_TENSORS + 1024) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: weight_map lists more than %d tensors (the limit)",
+                        index_path, ST_MAX_TENSORS);
+        goto cleanup;
+    }
     json_error_t jerr;
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {

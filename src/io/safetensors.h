@@ -1,6 +1,7 @@
 /* safetensors.h — read-only, mmap'd access to safetensors files and to sharded
  * checkpoints (model.safetensors.index.json). Validates everything read from the
- * file: header length against the file size and ST_MAX_HEADER_BYTES, JSON syntax,
+ * file: header length against the file size and ST_MAX_HEADER_BYTES, the tensor count
+ * against ST_MAX_FILE_TENSORS (counted before the JSON is parsed), JSON syntax,
  * dtype names, shape x dtype size == byte span, offsets in range, non-overlapping.
  * It does not convert dtypes (see model loading) and never writes.
  */
@@ -9,9 +10,15 @@
 
 #include "core/core.h"
 
-#define ST_MAX_HEADER_BYTES (100u * 1024u * 1024u)
+/* Limits on what a file may declare, checked before anything is parsed. Parsing a
+ * header costs about 1.2 KB of memory per tensor entry (jansson), so the per-file
+ * limits bound the peak near 160 MB. Real checkpoints need far less: a Llama-70B shard
+ * header is under 100 KB, DeepSeek-V3 lists about 91,000 tensors over 163 shards. */
+#define ST_MAX_HEADER_BYTES (16u * 1024u * 1024u) /* one file's JSON header */
+#define ST_MAX_FILE_TENSORS 131072                /* tensors in one file */
+#define ST_MAX_INDEX_BYTES (64u * 1024u * 1024u)  /* model.safetensors.index.json */
 #define ST_MAX_DIMS 8
-#define ST_MAX_TENSORS 1000000
+#define ST_MAX_TENSORS 1000000                    /* tensors of a folder, all shards */
 #define ST_MAX_SHARDS 4096
 
 typedef struct {
@@ -28,7 +35,8 @@ typedef struct {
 typedef struct st_file st_file;
 
 /* mmaps path read-only and parses its header. *out is owned by the caller
- * (st_file_free). Errors: AS_ERR_INPUT naming the path and what is wrong. */
+ * (st_file_free). Errors: AS_ERR_INPUT naming the path and what is wrong (including
+ * "not a regular file": a FIFO or a device is refused without being waited on). */
 as_status st_file_open(const char *path, st_file **out, as_error *err);
 void st_file_free(st_file *f);
 int st_file_count(const st_file *f);

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "io/safetensors.h"
@@ -271,6 +274,110 @@ static void test_header_past_end(void **state) {
     expect_input_error(path, "header");
 }
 
+/* Writes a header of n well-formed zero-size tensor entries ("t0".."t{n-1}"). */
+static void write_many_tensors(const char *path, int n) {
+    size_t cap = (size_t)n * 64 + 16, k = 0;
+    char *json = malloc(cap);
+    assert_non_null(json);
+    json[k++] = '{';
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(json + k, cap - k,
+                              "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                              i ? "," : "", i);
+    json[k++] = '}';
+    json[k] = 0;
+    write_raw(path, json, 0, 0);
+    free(json);
+}
+
+/* Growth of the peak resident memory (KiB) of a child process while it opens path;
+ * the child exits 0 when the open fails with AS_ERR_INPUT and "more than" in the
+ * message (the count found before parsing). */
+static long child_open_peak_kib(const char *path) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rusage before, after;
+        getrusage(RUSAGE_SELF, &before);
+        st_file *f = NULL;
+        as_error err = {0};
+        as_status rc = st_file_open(path, &f, &err);
+        getrusage(RUSAGE_SELF, &after);
+        long grow = after.ru_maxrss - before.ru_maxrss;
+        _exit(write(fds[1], &grow, sizeof grow) == (ssize_t)sizeof grow && rc == AS_ERR_INPUT &&
+                      strstr(err.msg, "more than")
+                  ? 0
+                  : 1);
+    }
+    close(fds[1]);
+    long grow = -1;
+    assert_int_equal(read(fds[0], &grow, sizeof grow), (ssize_t)sizeof grow);
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    return grow;
+}
+
+/* A header over the tensor limit is refused by counting its keys before jansson parses
+ * it (about 1.2 KB per entry: ~160 MB here), so the peak stays near the mapped bytes;
+ * exactly at the limit it loads. */
+static void test_tensor_count_limit(void **state) {
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "many.safetensors");
+    write_many_tensors(path, ST_MAX_FILE_TENSORS + 2);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(sb.st_size < ST_MAX_HEADER_BYTES); /* the count, not the length, refuses it */
+    long peak = child_open_peak_kib(path);
+    print_message("header of %d tensors (%lld bytes): refused, peak grew %ld KiB\n",
+                  ST_MAX_FILE_TENSORS + 2, (long long)sb.st_size, peak);
+    assert_true(peak < 48 * 1024);
+    expect_input_error(path, "more than 131072 tensors");
+
+    write_many_tensors(path, ST_MAX_FILE_TENSORS);
+    st_file *f = NULL;
+    as_error err = {0};
+    assert_int_equal(st_file_open(path, &f, &err), AS_OK);
+    assert_int_equal(st_file_count(f), ST_MAX_FILE_TENSORS);
+    assert_non_null(st_file_find(f, "t131071"));
+    st_file_free(f);
+    unlink(path);
+}
+
+/* Braces, colons and escaped quotes inside names and metadata are not counted as keys. */
+static void test_key_count_skips_strings(void **state) {
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "strings.safetensors");
+    write_raw(path,
+              "{\"__metadata__\":{\"a:b\":\"{:}[\\\":\"},"
+              "\"x:{\\\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+              0, 4);
+    st_file *f = NULL;
+    as_error err = {0};
+    assert_int_equal(st_file_open(path, &f, &err), AS_OK);
+    assert_int_equal(st_file_count(f), 1);
+    assert_non_null(st_file_find(f, "x:{\"y"));
+    assert_string_equal(st_file_metadata(f, "a:b"), "{:}[\":");
+    st_file_free(f);
+}
+
+/* A FIFO (no writer) and a directory are refused at once, not waited on or mapped. */
+static void test_not_regular(void **state) {
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "fifo.safetensors");
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_input_error(path, "not a regular file");
+    unlink(path);
+    expect_input_error(g_dir, "not a regular file");
+}
+
 static void test_invalid_json(void **state) {
     (void)state;
     expect_header_error("{\"a\": {\"dtype\": \"F32\",", 0, "JSON");
@@ -479,6 +586,20 @@ static void test_sharded_errors(void **state) {
     write_in(dir, "model.safetensors.index.json",
              "{\"weight_map\":{\"a.w\":\"s1.safetensors\",\"z\":\"s2.safetensors\"}}");
     expect_dir_error(dir, "appears in shards");
+
+    /* an index listing more weight_map entries than ST_MAX_TENSORS is refused by its
+     * key count, before the JSON is parsed */
+    make_subdir(dir, sizeof dir, "bigindex");
+    int n = ST_MAX_TENSORS + 1025;
+    size_t cap = (size_t)n * 16 + 64, k = 0;
+    char *json = malloc(cap);
+    assert_non_null(json);
+    k += (size_t)snprintf(json, cap, "{\"weight_map\":{");
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(json + k, cap - k, "%s\"%x\":\"s\"", i ? "," : "", i);
+    snprintf(json + k, cap - k, "}}");
+    write_in(dir, "model.safetensors.index.json", json);
+    free(json);
+    expect_dir_error(dir, "more than 1000000 tensors");
 }
 
 /* ---- fuzz ------------------------------------------------------------------------------ */
@@ -570,6 +691,9 @@ int main(void) {
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_short_file),
         cmocka_unit_test(test_header_past_end),
+        cmocka_unit_test(test_tensor_count_limit),
+        cmocka_unit_test(test_key_count_skips_strings),
+        cmocka_unit_test(test_not_regular),
         cmocka_unit_test(test_invalid_json),
         cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_unknown_dtype),
