@@ -9,6 +9,7 @@
 static const char *SERVE_HELP =
     "usage: attnscope serve --model DIR [--model DIR2 ...] [--host 127.0.0.1] [--port 8080]\n"
     "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
+    "                       [--max-connections N] [--request-timeout S]\n"
     "                       [--db FILE.sqlite [--import-dir [RUN=]DIR ...]]\n"
     "\n"
     "Serves the attention explorer (head view, model view, neuron view) and its JSON +\n"
@@ -20,7 +21,10 @@ static const char *SERVE_HELP =
     "printed as `attnscope serve: listening on http://HOST:PORT/`.\n"
     "--threads: threads per forward pass (default: all cores). --max-runs: runs computed\n"
     "at once before requests get 503 (default 2). --cache-runs / --cache-mb: the run\n"
-    "cache's bounds (default 16 runs, 2048 MiB). SIGINT or SIGTERM stops it (exit 0).\n"
+    "cache's bounds (default 16 runs, 2048 MiB). --max-connections: open connections\n"
+    "before further ones get 503 (default 512; a quarter of it per client address when not\n"
+    "on loopback). --request-timeout: seconds a request's headers and body have to arrive\n"
+    "(default 10), after which its connection is closed. SIGINT or SIGTERM stops it (exit 0).\n"
     "--db: an `attnscope analyze`/`import` database, opened read-only, for the head\n"
     "overview, dependency, graph, pattern and comparison views (docs/views.md).\n"
     "--import-dir: the folder an imported run came from (`attnscope import --dir DIR`);\n"
@@ -63,6 +67,14 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 1, 1 << 20, &n)) return cli_usage_error("serve", "--cache-mb: expected 1..1048576");
             o.max_cache_bytes = (size_t)n << 20;
+        } else if (!strcmp(a, "--max-connections")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 1, SRV_MAX_CONNECTIONS_ARG, &o.max_connections))
+                return cli_usage_error("serve", "--max-connections: expected 1..%d", SRV_MAX_CONNECTIONS_ARG);
+        } else if (!strcmp(a, "--request-timeout")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (cli_parse_int(v, 1, 3600, &o.request_timeout_s))
+                return cli_usage_error("serve", "--request-timeout: expected 1..3600 seconds");
         } else if (!strcmp(a, "--db")) { /* issue 6: analysis database (server/db_api.c) */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (!*v) return cli_usage_error("serve", "--db needs a file");

@@ -22,6 +22,13 @@
 
 /* ---- responses ------------------------------------------------------------- */
 
+/* Frees rs's body or stream and zeroes it. */
+static void reset_response(srv_response *rs) {
+    free(rs->body);
+    if (rs->stream.free) rs->stream.free(rs->stream.ctx);
+    memset(rs, 0, sizeof *rs);
+}
+
 void api_error(srv_response *rs, int status, const char *fmt, ...) {
     char msg[AS_ERR_MSG_MAX];
     va_list ap;
@@ -30,8 +37,7 @@ void api_error(srv_response *rs, int status, const char *fmt, ...) {
     va_end(ap);
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
-    free(rs->body);
-    memset(rs, 0, sizeof *rs);
+    reset_response(rs);
     rs->status = status;
     rs->mime = JSON_MIME;
     json_t *o = json_object();
@@ -54,8 +60,7 @@ static void reply_json(srv_response *rs, int status, json_t *o) {
         api_error(rs, 500, "out of memory");
         return;
     }
-    free(rs->body);
-    memset(rs, 0, sizeof *rs);
+    reset_response(rs);
     rs->status = status;
     rs->mime = JSON_MIME;
     rs->body = (unsigned char *)s;
@@ -67,35 +72,9 @@ static json_t *json_utf8(const char *s) {
     if (!s) return json_null();
     json_t *j = json_string(s);
     if (j) return j;
-    size_t n = strlen(s);
-    char *buf = malloc(3 * n + 1);
-    if (!buf) return json_null();
-    size_t o = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        int len = p[i] < 0x80 ? 1 : (p[i] & 0xE0) == 0xC0 ? 2 : (p[i] & 0xF0) == 0xE0 ? 3 : (p[i] & 0xF8) == 0xF0 ? 4 : 0;
-        int ok = len > 0 && i + (size_t)len <= n;
-        for (int k = 1; ok && k < len; k++) ok = (p[i + k] & 0xC0) == 0x80;
-        if (ok) {
-            char tmp[5] = {0};
-            memcpy(tmp, p + i, (size_t)len);
-            json_t *t = json_string(tmp); /* rejects overlong forms and surrogates */
-            ok = t != NULL;
-            json_decref(t);
-        }
-        if (ok) {
-            memcpy(buf + o, p + i, (size_t)len);
-            o += (size_t)len;
-            i += (size_t)len;
-        } else {
-            memcpy(buf + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    buf[o] = 0;
-    j = json_string(buf);
-    free(buf);
+    char *clean = as_utf8_clean(s);
+    j = clean ? json_string(clean) : NULL;
+    free(clean);
     return j ? j : json_null();
 }
 
@@ -358,12 +337,93 @@ static void reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_
         api_error(rs, 500, "%s", err.msg);
         return;
     }
-    free(rs->body);
-    memset(rs, 0, sizeof *rs);
+    reset_response(rs);
     rs->status = 200;
     rs->mime = TENSOR_MIME;
     rs->body = buf;
     rs->len = len;
+}
+
+/* A binary tensor response encoded from a cached run while it is sent, block by
+ * block, so no copy of the tensors is made. It holds a stream reference on its
+ * cache entry (srv_cache_stream_begin): the run stays in memory until the response
+ * ends, even if it is evicted meanwhile. */
+typedef struct {
+    srv_cache *cache;
+    srv_entry *e;                        /* stream reference, or NULL */
+    srv_tb_tensor t[SRV_TB_MAX_TENSORS]; /* (n) */
+    int n;
+    const float *one[SRV_TB_MAX_TENSORS]; /* single-part sources, t[i].parts = &one[i] */
+    const float **parts;                 /* owned: (layers x heads) pointers into the run */
+    srv_tb_plan plan;
+    const as_run *run;                   /* pooled attention: one head's thumbnail at a time */
+    int l0, h0, nh, P, cur;
+    float *pool_buf, *scratch;           /* owned: (P, P) and (T) */
+} tensor_stream;
+
+static void stream_free(void *ctx) {
+    tensor_stream *ts = ctx;
+    srv_tb_plan_free(&ts->plan);
+    if (ts->e) srv_cache_stream_end(ts->cache, ts->e);
+    free(ts->parts);
+    free(ts->pool_buf);
+    free(ts->scratch);
+    free(ts);
+}
+
+static ssize_t stream_read(void *ctx, uint64_t pos, char *buf, size_t max) {
+    tensor_stream *ts = ctx;
+    size_t n = pos < ts->plan.total ? srv_tb_plan_read(&ts->plan, (size_t)pos, (unsigned char *)buf, max) : 0;
+    return n ? (ssize_t)n : SRV_STREAM_ERROR;
+}
+
+/* Part p of a pooled tensor: head p of the requested block, max-pooled on demand. */
+static const float *stream_pooled_part(void *ctx, int p) {
+    tensor_stream *ts = ctx;
+    if (p != ts->cur) {
+        srv_pool_max(as_run_attn(ts->run, ts->l0 + p / ts->nh, ts->h0 + p % ts->nh), ts->run->T, ts->P,
+                     ts->pool_buf, ts->scratch);
+        ts->cur = p;
+    }
+    return ts->pool_buf;
+}
+
+/* A stream on e for the caller to fill (t, n, parts), or NULL with rs set: 500 when
+ * out of memory, 503 with Retry-After when the runs held by streamed responses are
+ * at the cache's byte bound. */
+static tensor_stream *stream_new(srv_state *s, srv_entry *e, srv_response *rs) {
+    tensor_stream *ts = calloc(1, sizeof *ts);
+    if (!ts) {
+        api_error(rs, 500, "out of memory");
+        return NULL;
+    }
+    ts->cache = &s->cache;
+    ts->cur = -1;
+    if (!srv_cache_stream_begin(&s->cache, e)) {
+        free(ts);
+        api_error(rs, 503, "responses in progress already hold %zu MiB of runs (the cache bound, --cache-mb); "
+                  "retry shortly", s->cache.max_bytes >> 20);
+        rs->retry_after = 1;
+        return NULL;
+    }
+    ts->e = e;
+    return ts;
+}
+
+/* Sets rs to the streamed container of ts's tensors (ts and meta stolen). */
+static void reply_stream(srv_response *rs, tensor_stream *ts, json_t *meta) {
+    as_error err = {0};
+    as_status st = srv_tb_plan_init(&ts->plan, ts->t, ts->n, meta, &err);
+    json_decref(meta);
+    if (st) {
+        stream_free(ts);
+        api_error(rs, 500, "%s", err.msg);
+        return;
+    }
+    reset_response(rs);
+    rs->status = 200;
+    rs->mime = TENSOR_MIME;
+    rs->stream = (srv_stream){.size = ts->plan.total, .read = stream_read, .free = stream_free, .ctx = ts};
 }
 
 /* Parses a decimal integer in [lo, hi] (digits only, no sign or spaces); -1 otherwise. */
@@ -375,28 +435,10 @@ static int parse_int_in(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-/* The (nl, nh, P, P) max-pooled thumbnails of heads [h0, h0+nh) of layers [l0, l0+nl)
- * (server/pool.h), malloc'd (the caller frees), or NULL when out of memory. */
-static float *pool_heads(const as_run *r, int l0, int nl, int h0, int nh, int P) {
-    size_t per = (size_t)P * (size_t)P, n = as_mul_size(as_mul_size((size_t)nl, (size_t)nh), per);
-    float *out = n ? as_malloc_array(n, sizeof(float)) : NULL, *scratch = as_malloc_array((size_t)r->T, sizeof(float));
-    if (!out || !scratch) {
-        free(out);
-        free(scratch);
-        return NULL;
-    }
-    for (int l = 0; l < nl; l++)
-        for (int h = 0; h < nh; h++)
-            srv_pool_max(as_run_attn(r, l0 + l, h0 + h), r->T, P, out + ((size_t)l * (size_t)nh + (size_t)h) * per,
-                         scratch);
-    free(scratch);
-    return out;
-}
-
 /* attention?layers=a-b&heads=c-d&dtype=f16|u8|f32[&pool=N]: the attention of a
  * layer/head range, whole (T, T) per head or, with pool, max-pooled to (P, P),
  * P = min(N, T), SRV_POOL_MIN <= N <= SRV_POOL_MAX. Reads the cached run only. */
-static void route_attention(srv_state *s, const srv_entry *e, const srv_request *rq, srv_response *rs) {
+static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
     const as_run *r = e->run;
     int l0, l1, h0, h1, pool = 0;
     if (parse_range(q_get(rq, "layers"), r->L, &l0, &l1)) {
@@ -426,27 +468,41 @@ static void route_attention(srv_state *s, const srv_entry *e, const srv_request 
             }
     int side = pool ? srv_pool_size(r->T, pool) : r->T;
     size_t per = (size_t)side * (size_t)side;
-    const float **parts = malloc(sizeof *parts * (size_t)nl * (size_t)nh);
-    float *pooled = pool ? pool_heads(r, l0, nl, h0, nh, side) : NULL;
-    if (!parts || (pool && !pooled)) {
-        api_error(rs, 500, "out of memory");
-        goto cleanup;
+    tensor_stream *ts = stream_new(s, e, rs);
+    if (!ts) return;
+    srv_tb_tensor *t = &ts->t[0];
+    *t = (srv_tb_tensor){.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4, .shape = {nl, nh, side, side},
+                         .n_parts = nl * nh, .part_len = per};
+    ts->n = 1;
+    if (pool) {
+        ts->run = r;
+        ts->l0 = l0;
+        ts->h0 = h0;
+        ts->nh = nh;
+        ts->P = side;
+        ts->pool_buf = as_malloc_array(per, sizeof(float));
+        ts->scratch = as_malloc_array((size_t)r->T, sizeof(float));
+        t->part_fn = stream_pooled_part;
+        t->part_ctx = ts;
+    } else {
+        ts->parts = malloc(sizeof *ts->parts * (size_t)nl * (size_t)nh);
+        if (ts->parts)
+            for (int l = 0; l < nl; l++)
+                for (int h = 0; h < nh; h++) ts->parts[l * nh + h] = as_run_attn(r, l0 + l, h0 + h);
+        t->parts = ts->parts;
     }
-    for (int l = 0; l < nl; l++)
-        for (int h = 0; h < nh; h++)
-            parts[l * nh + h] = pool ? pooled + (size_t)(l * nh + h) * per : as_run_attn(r, l0 + l, h0 + h);
-    srv_tb_tensor t = {.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4,
-                       .shape = {nl, nh, side, side}, .parts = parts, .n_parts = nl * nh, .part_len = per};
+    if (pool ? !ts->pool_buf || !ts->scratch : !ts->parts) {
+        stream_free(ts);
+        api_error(rs, 500, "out of memory");
+        return;
+    }
     json_t *meta = json_pack("{s:s, s:[i,i], s:[i,i], s:i}", "run", e->id, "layers", l0, l1, "heads", h0, h1,
                              "tokens", r->T);
     if (meta && pool) {
         json_object_set_new(meta, "pool", json_integer(side));
         json_object_set_new(meta, "pool_op", json_string("max"));
     }
-    reply_tensors(rs, &t, 1, meta);
-cleanup:
-    free(pooled);
-    free(parts);
+    reply_stream(rs, ts, meta);
 }
 
 static int parse_index(const char *s, int n, int *out) {
@@ -456,7 +512,7 @@ static int parse_index(const char *s, int n, int *out) {
     return 0;
 }
 
-static void route_qk(srv_state *s, const srv_entry *e, const srv_request *rq, srv_response *rs) {
+static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
     const as_run *r = e->run;
     int l, h;
     if (parse_index(q_get(rq, "layer"), r->L, &l)) {
@@ -474,15 +530,20 @@ static void route_qk(srv_state *s, const srv_entry *e, const srv_request *rq, sr
         return;
     }
     size_t T = (size_t)r->T, Dh = (size_t)r->Dh;
-    srv_tb_tensor t[4] = {
-        {.name = "q", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->Dh}, .parts = &q, .n_parts = 1, .part_len = T * Dh},
-        {.name = "k", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->Dh}, .parts = &k, .n_parts = 1, .part_len = T * Dh},
-        {.name = "scores", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->T}, .parts = &sc, .n_parts = 1, .part_len = T * T},
-        {.name = "attention", .dtype = TB_F32, .ndim = 2, .shape = {r->T, r->T}, .parts = &at, .n_parts = 1, .part_len = T * T},
-    };
+    tensor_stream *ts = stream_new(s, e, rs);
+    if (!ts) return;
+    const char *names[4] = {"q", "k", "scores", "attention"};
+    const float *src[4] = {q, k, sc, at};
+    for (int i = 0; i < 4; i++) {
+        ts->one[i] = src[i];
+        ts->t[i] = (srv_tb_tensor){.name = names[i], .dtype = TB_F32, .ndim = 2,
+                                   .shape = {r->T, i < 2 ? r->Dh : r->T}, .parts = &ts->one[i], .n_parts = 1,
+                                   .part_len = i < 2 ? T * Dh : T * T};
+    }
+    ts->n = 4;
     json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f}", "run", e->id, "layer", l, "head", h, "tokens", r->T,
                              "d_head", r->Dh, "scale", (double)as_attn_scale(as_model_config(s->models[e->model].m), l));
-    reply_tensors(rs, t, 4, meta);
+    reply_stream(rs, ts, meta);
 }
 
 /* ---- masked-token predictions --------------------------------------------------- */

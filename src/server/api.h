@@ -9,6 +9,8 @@
 #include "server/server.h"
 #include "server/tensor.h" /* issue 6: api_reply_tensors */
 
+#include <sys/types.h>
+
 struct srv_db; /* issue 6: server/db_api.h */
 
 typedef struct {
@@ -29,10 +31,23 @@ typedef struct {
     srv_imports imports; /* issue 6: --import-dir folders (server/imports.h) */
 } srv_state;
 
+#define SRV_STREAM_ERROR ((ssize_t)-2) /* a srv_stream read failed: the connection is closed */
+
+/* A body produced while it is sent: read fills buf with up to max bytes at pos and
+ * returns the count (> 0), or SRV_STREAM_ERROR; free releases ctx once the response
+ * is done or abandoned. */
+typedef struct {
+    uint64_t size;
+    ssize_t (*read)(void *ctx, uint64_t pos, char *buf, size_t max);
+    void (*free)(void *ctx);
+    void *ctx; /* owned by the response */
+} srv_stream;
+
 typedef struct {
     int status;
     unsigned char *body; /* malloc'd, owned by the response */
     size_t len;
+    srv_stream stream;   /* when stream.read is set: the body instead of body/len */
     const char *mime;    /* static string */
     const char *allow;   /* for 405: the allowed methods */
     int retry_after;     /* seconds, for 503; 0 = none */

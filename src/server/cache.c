@@ -44,9 +44,11 @@ static void push_front(srv_cache *c, srv_entry *e) {
     c->bytes += entry_bytes(e);
 }
 
-/* Drops the cache's reference; frees when nobody reads it. Caller holds mu. */
-static void unref_locked(srv_entry *e) {
-    if (--e->refs == 0) srv_entry_free(e);
+/* Drops a reference; frees the entry when it was the last. Caller holds mu. */
+static void unref_locked(srv_cache *c, srv_entry *e) {
+    if (--e->refs > 0) return;
+    if (e->evicted) c->held_bytes -= entry_bytes(e);
+    srv_entry_free(e);
 }
 
 void srv_cache_free(srv_cache *c) {
@@ -114,10 +116,14 @@ srv_entry *srv_cache_put(srv_cache *c, srv_entry *e) {
              (unsigned long long)(salt >> 24) & 0xffffffffffull);
     e->refs = 2; /* the cache's and the caller's */
     push_front(c, e);
-    while (c->tail && c->tail != e && (c->n > c->max_entries || c->bytes > c->max_bytes)) {
+    while (c->tail && c->tail != e && (c->n > c->max_entries || c->bytes + c->held_bytes > c->max_bytes)) {
         srv_entry *v = c->tail;
         unlink_entry(c, v);
-        unref_locked(v);
+        if (v->refs > 1) { /* a request still reads it: it stays in memory until released */
+            v->evicted = 1;
+            c->held_bytes += entry_bytes(v);
+        }
+        unref_locked(c, v);
     }
     pthread_mutex_unlock(&c->mu);
     return e;
@@ -126,6 +132,26 @@ srv_entry *srv_cache_put(srv_cache *c, srv_entry *e) {
 void srv_cache_release(srv_cache *c, srv_entry *e) {
     if (!e) return;
     pthread_mutex_lock(&c->mu);
-    unref_locked(e);
+    unref_locked(c, e);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int srv_cache_stream_begin(srv_cache *c, srv_entry *e) {
+    pthread_mutex_lock(&c->mu);
+    size_t b = entry_bytes(e);
+    int ok = e->streams > 0 || c->stream_bytes == 0 ||
+             (c->stream_bytes <= c->max_bytes && b <= c->max_bytes - c->stream_bytes);
+    if (ok) {
+        if (e->streams++ == 0) c->stream_bytes += b;
+        e->refs++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+void srv_cache_stream_end(srv_cache *c, srv_entry *e) {
+    pthread_mutex_lock(&c->mu);
+    if (--e->streams == 0) c->stream_bytes -= entry_bytes(e);
+    unref_locked(c, e);
     pthread_mutex_unlock(&c->mu);
 }

@@ -2,7 +2,10 @@
  * keyed by (model, text, text_b), bounded by SRV_MAX_CACHED_RUNS entries and
  * SRV_MAX_CACHE_BYTES captured bytes, least recently used evicted first. Entries
  * are reference counted so a request can keep reading one that another request
- * evicts. Thread-safe (one mutex). It does not run models or speak HTTP.
+ * evicts; an evicted entry that is still referenced keeps counting against the
+ * byte bound until it is freed. Responses streamed from a run (srv_cache_stream_begin)
+ * are admitted only while the runs they hold fit the byte bound. Thread-safe (one
+ * mutex). It does not run models or speak HTTP.
  */
 #ifndef AS_SRV_CACHE_H
 #define AS_SRV_CACHE_H
@@ -23,6 +26,8 @@ typedef struct srv_entry {
     as_run *run;                 /* owned: CAP_ATTN | CAP_SCORES | CAP_QKV, all layers and heads */
     int refs;                    /* cache's own reference + readers */
     int in_cache;
+    int evicted;                 /* left the cache while referenced: counted in held_bytes */
+    int streams;                 /* responses streaming from this run */
     struct srv_entry *prev, *next; /* LRU list, most recent first */
 } srv_entry;
 
@@ -30,8 +35,10 @@ typedef struct {
     pthread_mutex_t mu;
     srv_entry *head, *tail;
     int n;
-    size_t bytes;
-    size_t max_bytes;
+    size_t bytes;        /* entries in the cache */
+    size_t held_bytes;   /* evicted entries still referenced */
+    size_t stream_bytes; /* entries with at least one response streaming from them */
+    size_t max_bytes;    /* bound on bytes + held_bytes, and on stream_bytes */
     int max_entries;
     uint64_t next_id;
 } srv_cache;
@@ -47,6 +54,12 @@ srv_entry *srv_cache_get(srv_cache *c, const char *id);
  * inserted meanwhile, e is freed and that one returned. Returns a referenced entry. */
 srv_entry *srv_cache_put(srv_cache *c, srv_entry *e);
 void srv_cache_release(srv_cache *c, srv_entry *e);
+/* A response starts streaming from e (the caller holds a reference to e): takes a
+ * reference of its own. Returns 1, or 0 when the runs already streamed plus e would
+ * exceed max_bytes (one run is always admitted); the caller then answers 503. */
+int srv_cache_stream_begin(srv_cache *c, srv_entry *e);
+/* The response started by srv_cache_stream_begin ended: drops its reference. */
+void srv_cache_stream_end(srv_cache *c, srv_entry *e);
 /* Frees an entry that was never put (refs == 0). */
 void srv_entry_free(srv_entry *e);
 

@@ -13,8 +13,14 @@
 #define SRV_MAX_MODELS 16
 #define SRV_MAX_BODY_BYTES (64u * 1024u)  /* request body */
 #define SRV_MAX_ACTIVE_RUNS 2             /* runs admitted at once; more get 503 */
-#define SRV_MAX_CONNECTIONS 64            /* open connections */
-#define SRV_CONNECTION_TIMEOUT_S 60       /* idle connection timeout */
+#define SRV_MAX_CONNECTIONS 512           /* open connections (--max-connections); more get 503 */
+#define SRV_MAX_CONNECTIONS_ARG 4096      /* the largest --max-connections */
+#define SRV_REQUEST_TIMEOUT_S 10          /* a request's headers and body must arrive within (--request-timeout) */
+#define SRV_CONNECTION_TIMEOUT_S 60       /* a connection idle this long (e.g. a client not reading) is closed */
+#define SRV_STREAM_BLOCK_BYTES (64u * 1024u) /* streamed responses are encoded in blocks of this size */
+#define SRV_LINGER_MAX 64                 /* refused connections draining after their 503 */
+#define SRV_LINGER_MS 1000                /* how long a refused connection is drained */
+#define SRV_REAP_INTERVAL_MS 100          /* how often overdue requests are looked for */
 #define SRV_MAX_TOPK 50                   /* /mlm "k" */
 #define SRV_POOL_MIN 8                    /* /runs/{id}/attention "pool": thumbnails of at most N x N */
 #define SRV_POOL_MAX 128
@@ -29,6 +35,8 @@ typedef struct {
     int max_active_runs;   /* 0 = SRV_MAX_ACTIVE_RUNS */
     int max_cached_runs;   /* 0 = SRV_MAX_CACHED_RUNS */
     size_t max_cache_bytes;/* 0 = SRV_MAX_CACHE_BYTES */
+    int max_connections;   /* 0 = SRV_MAX_CONNECTIONS */
+    int request_timeout_s; /* 0 = SRV_REQUEST_TIMEOUT_S */
     int test_delay_ms;     /* testing only: sleep inside each admitted run */
     const char *db_path;   /* issue 6: analysis database served under /api/v1/db (read-only), or NULL */
     const char *const *import_dirs; /* (n_import_dirs) borrowed: "DIR" or "RUN=DIR" (server/imports.h) */

@@ -24,54 +24,59 @@ static void put_u32(unsigned char *p, uint32_t v) {
     p[3] = (unsigned char)(v >> 24);
 }
 
-/* Writes the n floats of t's parts into dst as t->dtype. lo/scale: u8 mapping. */
-static void encode(const srv_tb_tensor *t, unsigned char *dst, float lo, float scale) {
-    size_t k = 0;
-    for (int p = 0; p < t->n_parts; p++) {
-        const float *src = t->parts[p];
-        for (size_t i = 0; i < t->part_len; i++, k++) {
-            float v = src[i];
-            if (t->dtype == TB_F32) {
-                uint32_t u;
-                memcpy(&u, &v, 4);
-                put_u32(dst + 4 * k, u);
-            } else if (t->dtype == TB_F16) {
-                uint16_t h = as_f32_to_f16(v);
-                dst[2 * k] = (unsigned char)h;
-                dst[2 * k + 1] = (unsigned char)(h >> 8);
-            } else {
-                float q = scale > 0 && isfinite(v) ? (v - lo) / scale : 0.0f;
-                q = q < 0 ? 0 : q > 255 ? 255 : q;
-                dst[k] = (unsigned char)lrintf(q);
-            }
-        }
+static const float *part_of(const srv_tb_tensor *t, int p) {
+    return t->part_fn ? t->part_fn(t->part_ctx, p) : t->parts[p];
+}
+
+/* Writes one element as t->dtype (elem_size bytes, little-endian). lo/scale: u8 mapping. */
+static void encode_one(srv_tb_dtype dt, float v, float lo, float scale, unsigned char *dst) {
+    if (dt == TB_F32) {
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        put_u32(dst, u);
+    } else if (dt == TB_F16) {
+        uint16_t h = as_f32_to_f16(v);
+        dst[0] = (unsigned char)h;
+        dst[1] = (unsigned char)(h >> 8);
+    } else {
+        float q = scale > 0 && isfinite(v) ? (v - lo) / scale : 0.0f;
+        q = q < 0 ? 0 : q > 255 ? 255 : q;
+        dst[0] = (unsigned char)lrintf(q);
     }
 }
 
 /* min/max over finite values (0, 0 when there are none). */
 static void range(const srv_tb_tensor *t, float *lo, float *hi) {
     float a = INFINITY, b = -INFINITY;
-    for (int p = 0; p < t->n_parts; p++)
+    for (int p = 0; p < t->n_parts; p++) {
+        const float *src = part_of(t, p);
         for (size_t i = 0; i < t->part_len; i++) {
-            float v = t->parts[p][i];
+            float v = src[i];
             if (!isfinite(v)) continue;
             if (v < a) a = v;
             if (v > b) b = v;
         }
+    }
     if (a > b) a = b = 0;
     *lo = a;
     *hi = b;
 }
 
-as_status srv_tb_write(const srv_tb_tensor *t, int n, json_t *meta, unsigned char **out,
-                       size_t *out_len, as_error *err) {
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+void srv_tb_plan_free(srv_tb_plan *p) {
+    if (!p) return;
+    free(p->head);
+    memset(p, 0, sizeof *p);
+}
+
+as_status srv_tb_plan_init(srv_tb_plan *p, const srv_tb_tensor *t, int n, json_t *meta, as_error *err) {
     ASSERT(n > 0 && n <= SRV_TB_MAX_TENSORS);
-    *out = NULL;
-    *out_len = 0;
+    memset(p, 0, sizeof *p);
+    p->t = t;
+    p->n = n;
     as_status s = AS_ERR_INTERNAL;
     char *hdr = NULL;
-    unsigned char *buf = NULL;
-    float lo[SRV_TB_MAX_TENSORS] = {0}, scale[SRV_TB_MAX_TENSORS] = {0};
     json_t *root = json_object(), *arr = json_array();
     if (!root || !arr) goto cleanup;
     json_object_set_new(root, "version", json_integer(1));
@@ -81,7 +86,7 @@ as_status srv_tb_write(const srv_tb_tensor *t, int n, json_t *meta, unsigned cha
     for (int i = 0; i < n; i++) {
         size_t cnt = as_mul_size((size_t)t[i].n_parts, t[i].part_len);
         size_t nb = as_mul_size(cnt, elem_size(t[i].dtype));
-        if (!nb) {
+        if (!nb || nb > SIZE_MAX / 2 - off) {
             as_err_set(err, AS_ERR_INTERNAL, "tensor %s: size overflow", t[i].name);
             goto cleanup;
         }
@@ -94,40 +99,102 @@ as_status srv_tb_write(const srv_tb_tensor *t, int n, json_t *meta, unsigned cha
         json_object_set_new(o, "nbytes", json_integer((json_int_t)nb));
         if (t[i].dtype == TB_U8) {
             float hi;
-            range(&t[i], &lo[i], &hi);
-            scale[i] = (hi - lo[i]) / 255.0f;
-            json_object_set_new(o, "scale", json_real(scale[i]));
-            json_object_set_new(o, "zero", json_real(lo[i]));
+            range(&t[i], &p->lo[i], &hi);
+            p->scale[i] = (hi - p->lo[i]) / 255.0f;
+            json_object_set_new(o, "scale", json_real(p->scale[i]));
+            json_object_set_new(o, "zero", json_real(p->lo[i]));
         }
         json_array_append_new(arr, o);
-        off += (nb + 7) & ~(size_t)7;
+        p->off[i] = off;
+        p->nbytes[i] = nb;
+        off += pad8(nb);
     }
     hdr = json_dumps(root, JSON_COMPACT);
     if (!hdr) goto cleanup;
     size_t hlen = strlen(hdr), padded = hlen + ((8 - (8 + hlen) % 8) % 8);
     if (padded > UINT32_MAX || off > SIZE_MAX - 8 - padded) goto cleanup;
-    size_t total = 8 + padded + off;
-    buf = calloc(1, total);
-    if (!buf) goto cleanup;
-    memcpy(buf, "ASTB", 4);
-    put_u32(buf + 4, (uint32_t)padded);
-    memcpy(buf + 8, hdr, hlen);
-    memset(buf + 8 + hlen, ' ', padded - hlen);
-    size_t o = 8 + padded;
-    for (int i = 0; i < n; i++) {
-        encode(&t[i], buf + o, lo[i], scale[i]);
-        size_t nb = t[i].n_parts * t[i].part_len * elem_size(t[i].dtype);
-        o += (nb + 7) & ~(size_t)7;
-    }
-    *out = buf;
-    *out_len = total;
-    buf = NULL;
+    p->head_len = 8 + padded;
+    p->head = malloc(p->head_len);
+    if (!p->head) goto cleanup;
+    memcpy(p->head, "ASTB", 4);
+    put_u32(p->head + 4, (uint32_t)padded);
+    memcpy(p->head + 8, hdr, hlen);
+    memset(p->head + 8 + hlen, ' ', padded - hlen);
+    p->total = p->head_len + off;
     s = AS_OK;
 cleanup:
-    if (s && err && !err->msg[0]) as_err_set(err, AS_ERR_INTERNAL, "out of memory building a tensor response");
-    free(buf);
+    if (s) {
+        if (err && !err->msg[0]) as_err_set(err, AS_ERR_INTERNAL, "out of memory building a tensor response");
+        srv_tb_plan_free(p);
+    }
     free(hdr);
     json_decref(arr);
     json_decref(root);
     return s;
+}
+
+size_t srv_tb_plan_read(const srv_tb_plan *p, size_t pos, unsigned char *buf, size_t max) {
+    size_t w = 0;
+    while (w < max && pos < p->total) {
+        if (pos < p->head_len) { /* the header */
+            size_t k = p->head_len - pos < max - w ? p->head_len - pos : max - w;
+            memcpy(buf + w, p->head + pos, k);
+            w += k;
+            pos += k;
+            continue;
+        }
+        size_t rel = pos - p->head_len;
+        int i = 0;
+        while (i + 1 < p->n && rel >= p->off[i + 1]) i++;
+        const srv_tb_tensor *t = &p->t[i];
+        size_t in = rel - p->off[i];
+        if (in >= p->nbytes[i]) { /* zero padding up to the next 8-byte boundary */
+            size_t end = pad8(p->nbytes[i]), k = end - in < max - w ? end - in : max - w;
+            memset(buf + w, 0, k);
+            w += k;
+            pos += k;
+            continue;
+        }
+        size_t es = elem_size(t->dtype), e = in / es, b = in % es;
+        int part = (int)(e / t->part_len);
+        size_t idx = e % t->part_len;
+        const float *src = part_of(t, part);
+        for (; idx < t->part_len && w < max; idx++) {
+            if (b == 0 && max - w >= es) { /* a whole element */
+                encode_one(t->dtype, src[idx], p->lo[i], p->scale[i], buf + w);
+                w += es;
+                pos += es;
+                continue;
+            }
+            unsigned char tmp[4]; /* an element split by the end of buf or begun by the previous call */
+            encode_one(t->dtype, src[idx], p->lo[i], p->scale[i], tmp);
+            size_t k = es - b < max - w ? es - b : max - w;
+            memcpy(buf + w, tmp + b, k);
+            w += k;
+            pos += k;
+            if (b + k < es) break;
+            b = 0;
+        }
+    }
+    return w;
+}
+
+as_status srv_tb_write(const srv_tb_tensor *t, int n, json_t *meta, unsigned char **out,
+                       size_t *out_len, as_error *err) {
+    *out = NULL;
+    *out_len = 0;
+    srv_tb_plan p;
+    as_status s = srv_tb_plan_init(&p, t, n, meta, err);
+    if (s) return s;
+    unsigned char *buf = malloc(p.total);
+    if (!buf) {
+        srv_tb_plan_free(&p);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory building a tensor response");
+    }
+    size_t got = srv_tb_plan_read(&p, 0, buf, p.total);
+    ASSERT(got == p.total);
+    *out = buf;
+    *out_len = p.total;
+    srv_tb_plan_free(&p);
+    return AS_OK;
 }

@@ -1,7 +1,8 @@
 /* tensor.h — the binary tensor container the server sends to the browser: a magic,
  * a length-prefixed JSON header naming each tensor's shape, dtype and byte range,
  * then the little-endian data. Writes float32, float16 or uint8 (affine-quantized)
- * from float32 sources. It does not know about HTTP, runs or models.
+ * from float32 sources, whole (srv_tb_write) or as any byte range on demand
+ * (srv_tb_plan, for streamed responses). It does not know about HTTP, runs or models.
  *
  * Layout (all integers little-endian; see docs/server.md):
  *   bytes 0..3   "ASTB"
@@ -34,7 +35,23 @@ typedef struct {
     const float *const *parts; /* (n_parts) borrowed */
     int n_parts;
     size_t part_len;
+    /* Optional, replaces parts: returns part p's part_len floats (borrowed, valid
+     * until the next call with the same ctx). */
+    const float *(*part_fn)(void *ctx, int p);
+    void *part_ctx;
 } srv_tb_tensor;
+
+/* The container's layout for a set of tensors, to produce its bytes in any order. */
+typedef struct {
+    const srv_tb_tensor *t; /* (n) borrowed: must outlive the plan */
+    int n;
+    unsigned char *head;    /* (head_len) owned: magic, length and padded JSON header */
+    size_t head_len;
+    size_t off[SRV_TB_MAX_TENSORS];    /* data offset of each tensor, from the end of head */
+    size_t nbytes[SRV_TB_MAX_TENSORS];
+    float lo[SRV_TB_MAX_TENSORS], scale[SRV_TB_MAX_TENSORS]; /* u8 mapping */
+    size_t total;           /* bytes of the whole container */
+} srv_tb_plan;
 
 /* Parses "f32" / "f16" / "u8"; -1 when unknown. */
 int srv_tb_dtype_parse(const char *s);
@@ -46,5 +63,14 @@ const char *srv_tb_dtype_name(srv_tb_dtype d);
  * tensor linearly onto 0..255 (round to nearest); NaN becomes zero. */
 as_status srv_tb_write(const srv_tb_tensor *t, int n, json_t *meta, unsigned char **out,
                        size_t *out_len, as_error *err);
+
+/* Lays out the container of n tensors (t borrowed by the plan; meta borrowed, may be
+ * NULL) without writing the data: reads every source once for u8 ranges. Errors as
+ * srv_tb_write. Release with srv_tb_plan_free (a no-op on a zeroed plan). */
+as_status srv_tb_plan_init(srv_tb_plan *p, const srv_tb_tensor *t, int n, json_t *meta, as_error *err);
+/* Writes the container's bytes [pos, pos + max) (clipped at total) into buf; returns
+ * the count written, 0 at or after the end. */
+size_t srv_tb_plan_read(const srv_tb_plan *p, size_t pos, unsigned char *buf, size_t max);
+void srv_tb_plan_free(srv_tb_plan *p);
 
 #endif
