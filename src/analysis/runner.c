@@ -1758,6 +1758,24 @@ static void im_set_words(im_user *u, an_sent *s, int W) {
     s->word_form = u->form;
 }
 
+/* Largest JSON file of an import (tokens, saliency, dependencies of one sentence). */
+#define IM_MAX_JSON_BYTES ((size_t)64 << 20)
+
+/* Loads a JSON file (a regular file of at most IM_MAX_JSON_BYTES) into *out; syntax
+ * errors as "file:line: invalid JSON: ...". */
+static as_status im_load_json(const char *path, json_t **out, as_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    *out = NULL;
+    as_status rc = as_read_file(path, IM_MAX_JSON_BYTES, &text, &len, err);
+    if (rc) return rc;
+    json_error_t je;
+    *out = json_loadb(text, len, 0, &je);
+    free(text);
+    if (!*out) return as_err_set(err, AS_ERR_INPUT, "%s:%d: invalid JSON: %s", path, je.line, je.text);
+    return AS_OK;
+}
+
 static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error *err) {
     im_user *u = u_;
     as_status rc;
@@ -1769,9 +1787,7 @@ static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error
     snprintf(nn, sizeof nn, "%s.attention.npy", base);
     if ((rc = as_path_join(npath, sizeof npath, u->dir, nn, err))) return rc;
     snprintf(u->src, sizeof u->src, "%s", jn);
-    json_error_t je;
-    u->j = json_load_file(jpath, 0, &je);
-    if (!u->j) return as_err_set(err, AS_ERR_INPUT, "%s:%d: invalid JSON: %s", jpath, je.line, je.text);
+    if ((rc = im_load_json(jpath, &u->j, err))) return rc;
     if ((rc = npy_read_f32(npath, &u->a, err))) return rc;
     json_t *j = u->j;
     const char *sentence = json_string_value(json_object_get(j, "sentence"));
@@ -1807,14 +1823,6 @@ static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error
     return AS_OK;
 fail:
     return rc;
-}
-
-/* Loads a JSON file into *out; syntax errors as "file:line: invalid JSON: ...". */
-static as_status im_load_json(const char *path, json_t **out, as_error *err) {
-    json_error_t je;
-    *out = json_load_file(path, 0, &je);
-    if (!*out) return as_err_set(err, AS_ERR_INPUT, "%s:%d: invalid JSON: %s", path, je.line, je.text);
-    return AS_OK;
 }
 
 /* One sentence of `import --attention A --tokens T [--saliency S] [--dependencies D]`. */

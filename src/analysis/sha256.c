@@ -5,6 +5,7 @@
  * 5x the portable loop; the portable loop is used otherwise. Both are tested on the
  * FIPS 180-2 vectors (tests/unit/test_sha256.c). */
 #include "analysis/sha256.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <string.h>
@@ -145,8 +146,9 @@ void sha256_final_hex(sha256_ctx *c, char hex[65]) {
 }
 
 as_status sha256_file(sha256_ctx *c, const char *path, as_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return as_err_set(err, AS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    as_status rc = as_file_fopen_regular(path, UINT64_MAX, &f, NULL, err);
+    if (rc) return rc;
     uint8_t *buf = as_malloc(1 << 20);
     if (!buf) {
         fclose(f);

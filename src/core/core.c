@@ -203,7 +203,7 @@ as_status as_path_join(char *buf, size_t cap, const char *dir, const char *name,
 
 int as_file_exists(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(path, &st) == 0;
 }
 
 float as_f16_to_f32(uint16_t h) {

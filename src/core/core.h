@@ -70,6 +70,8 @@ as_status as_read_file(const char *path, size_t max_bytes, char **out, size_t *o
                        as_error *err);
 /* Joins dir and name into buf; AS_ERR_INPUT if it does not fit. */
 as_status as_path_join(char *buf, size_t cap, const char *dir, const char *name, as_error *err);
+/* 1 when path names something, of any type (a FIFO, device or folder too), so that
+ * a loader opening it says "not a regular file" instead of treating it as absent. */
 int as_file_exists(const char *path);
 
 /* Half-precision conversions (IEEE binary16 and bfloat16) to float. */

@@ -5,6 +5,8 @@
  */
 #include "io/npz_read.h"
 
+#include "core/file.h"
+
 #include <string.h>
 #include <zlib.h>
 
@@ -312,8 +314,9 @@ as_status npz_read_f32(const char *path, const char *name, npy_array *out, as_er
 
 as_status npyz_read_f32(const char *path, const char *name, npy_array *out, as_error *err) {
     memset(out, 0, sizeof *out);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return as_err_set(err, AS_ERR_INPUT, "%s: cannot open", path);
+    FILE *fp;
+    as_status rc = as_file_fopen_regular(path, NPZR_MAX_FILE, &fp, NULL, err);
+    if (rc) return rc;
     uint8_t magic[4] = {0};
     size_t got = fread(magic, 1, 4, fp);
     fclose(fp);

@@ -5,6 +5,7 @@
  * folder as a trainable model. It does not decide when to save (the loops do).
  */
 #include "train/trainer.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <string.h>
@@ -35,8 +36,8 @@ as_status trc_state_load(const char *dir, tro_adamw *o, uint64_t *seed, as_error
     char path[4096];
     as_status rc = as_path_join(path, sizeof path, dir, "trainer_state.bin", err);
     if (rc) return rc;
-    FILE *f = fopen(path, "rb");
-    if (!f) return as_err_set(err, AS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    if ((rc = as_file_fopen_regular(path, UINT64_MAX, &f, NULL, err))) return rc;
     char magic[8];
     uint64_t n = 0;
     int64_t step = 0;

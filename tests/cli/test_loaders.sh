@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Input files that are not regular files, and damaged input files, with the real binary:
+#  1. a FIFO (no writer), /dev/zero or a directory given as any input file (config.json,
+#     vocab.txt, tokenizer.json, model.safetensors, --sst2, --conllu, --data, --tokens,
+#     --attention, --corpus) exits 2 at once with "PATH: not a regular file" (each run is
+#     under `timeout 10`, so a loader that waits on the FIFO fails instead of hanging).
+# Usage: test_loaders.sh BINARY
+set -u
+BIN=$1
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+M=$ROOT/models/demo-bert
+F=$ROOT/tests/ref/fixtures/import_files
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+# expect STATUS PATTERN -- args...: runs BIN args under timeout 10; checks the exit
+# status and, for non-zero ones, that stderr has one non-warning line containing PATTERN.
+expect() {
+  local want=$1 pat=$2; shift 3
+  timeout 10 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+  local got=$?
+  if [ "$got" = 124 ]; then
+    echo "FAIL: attnscope $* -> still running after 10 s"; fails=$((fails+1)); return
+  fi
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: attnscope $* -> exit $got, want $want: $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
+  fi
+  if [ "$want" != 0 ]; then
+    if ! grep -q -- "$pat" "$TMP/err"; then
+      echo "FAIL: attnscope $* -> stderr lacks '$pat': $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
+    fi
+    if [ "$(grep -vc 'warning' "$TMP/err")" -gt 1 ]; then
+      echo "FAIL: attnscope $* -> error is not one line: $(head -c 600 "$TMP/err")"; fails=$((fails+1)); return
+    fi
+  fi
+  echo "ok: attnscope $* -> $got"
+}
+
+# ---- 1. not regular files ---------------------------------------------------------------
+mkfifo "$TMP/fifo"
+# model_with FILE KIND: a copy of the demo model whose FILE is a FIFO, /dev/zero or a folder
+model_with() {
+  local d=$TMP/m-$1-$2
+  mkdir -p "$d" && cp "$M"/* "$d"/ && rm -f "$d/$1"
+  case $2 in
+    fifo) mkfifo "$d/$1" ;;
+    zero) ln -s /dev/zero "$d/$1" ;;
+    dir) mkdir "$d/$1" ;;
+  esac
+  echo "$d"
+}
+for kind in fifo zero dir; do
+  for file in config.json vocab.txt tokenizer_config.json model.safetensors; do
+    d=$(model_with $file $kind)
+    expect 2 "$file: not a regular file" -- run --model "$d" --text "the cat"
+  done
+done
+# tokenizer.json: a copy of the BPE fixture model
+d=$TMP/m-tokjson && mkdir -p "$d" && cp "$ROOT"/tests/ref/fixtures/models/gpt2/{config.json,model.safetensors} "$d"/
+mkfifo "$d/tokenizer.json"
+expect 2 "tokenizer.json: not a regular file" -- run --model "$d" --text "the cat"
+expect 2 "not a regular file" -- info --model "$d"
+
+for p in "$TMP/fifo" /dev/zero "$TMP"; do
+  expect 2 "$p: not a regular file" -- analyze --model "$M" --sst2 "$p" --db "$TMP/a.db" --quiet
+  expect 2 "$p: not a regular file" -- analyze --model "$M" --conllu "$p" --db "$TMP/a.db" --quiet
+  expect 2 "$p: not a regular file" -- eval --model "$ROOT/models/attnscope-sst2" --task sst2 --data "$p"
+  expect 2 "$p: not a regular file" -- vocab --corpus "$p" --size 100 --out "$TMP/v.txt"
+  expect 2 "$p: not a regular file" -- import --attention "$F/0000.npz" --tokens "$p" --db "$TMP/i.db" --quiet
+  expect 2 "$p: not a regular file" -- import --attention "$p" --tokens "$F/0000.tokens.json" --db "$TMP/i.db" --quiet
+  expect 2 "$p: not a regular file" -- import --attention "$F/0000.npz" --tokens "$F/0000.tokens.json" --saliency "$p" --db "$TMP/i.db" --quiet
+done
+
+if [ "$fails" -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "all loader checks passed"
