@@ -1,5 +1,5 @@
-/* file.c — opening untrusted input files for reading: non-blocking open, regular files
- * only, size checked against a caller's limit. See file.h. */
+/* file.c — untrusted input files: non-blocking open, regular files only, size checked
+ * against a caller's limit; quoting of their bytes in messages. See file.h. */
 #include "file.h"
 
 #include <errno.h>
@@ -55,4 +55,32 @@ as_status as_file_fopen_regular(const char *path, uint64_t max_bytes, FILE **f, 
         return as_err_set(err, AS_ERR_INTERNAL, "%s: cannot open: %s", path, strerror(e));
     }
     return AS_OK;
+}
+
+char *as_quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    if (cap == 0) return dst;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int plain = c >= 0x20 && c < 0x7f;
+        size_t need = plain ? 1 : 4;
+        if (o + need + 4 > cap) { /* room for "..." and the NUL */
+            if (o + 4 <= cap) {
+                memcpy(dst + o, "...", 3);
+                o += 3;
+            }
+            break;
+        }
+        if (plain) {
+            dst[o++] = (char)c;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[c >> 4];
+            dst[o++] = hex[c & 15];
+        }
+    }
+    dst[o < cap ? o : cap - 1] = 0;
+    return dst;
 }

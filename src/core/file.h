@@ -1,4 +1,5 @@
-/* file.h — opening untrusted input files for reading, shared by every loader.
+/* file.h — untrusted input files, shared by every loader: opening them for reading,
+ * and quoting their bytes in error messages.
  * Opens without blocking (a FIFO with no writer is refused, not waited on), refuses
  * anything that is not a regular file (FIFOs, /dev/zero and other devices,
  * directories, sockets), and checks the size against the caller's named limit before
@@ -19,5 +20,11 @@ as_status as_file_open_regular(const char *path, uint64_t max_bytes, int *fd, ui
 /* as_file_open_regular as a stdio stream, owned by the caller (fclose). */
 as_status as_file_fopen_regular(const char *path, uint64_t max_bytes, FILE **f, uint64_t *size,
                                 as_error *err);
+
+/* Writes s[0..n) into dst (cap bytes, NUL-terminated) for quoting in a message:
+ * printable ASCII as is, every other byte (control characters, a byte-order mark,
+ * binary data, non-ASCII) as \xNN, so a message never carries raw bytes of the file.
+ * Truncated with "..." when it does not fit. Returns dst. */
+char *as_quote_bytes(char *dst, size_t cap, const char *s, size_t n);
 
 #endif

@@ -1,6 +1,8 @@
 /* tsv.c — SST-2 TSV reader (see tsv.h). */
 #include "io/tsv.h"
 
+#include "core/file.h"
+
 #include <string.h>
 
 void tsv_corpus_free(tsv_corpus *c) {
@@ -16,6 +18,11 @@ as_status tsv_parse_sst2(const char *name, const char *buf, size_t len, int limi
     memset(out, 0, sizeof *out);
     int cap = 0, lineno = 0, header = 0;
     size_t off = 0;
+    if (len >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) off = 3; /* a UTF-8 byte-order mark */
+    if (len >= 2 && (!memcmp(buf, "\xFF\xFE", 2) || !memcmp(buf, "\xFE\xFF", 2)))
+        return as_err_set(err, AS_ERR_INPUT, "%s: UTF-16 text (byte-order mark %s); expected UTF-8", name,
+                          buf[0] == '\xFF' ? "FF FE" : "FE FF");
+    char q[256];
     while (off < len && (limit <= 0 || out->n < limit)) {
         const char *p = buf + off;
         const char *nl = memchr(p, '\n', len - off);
@@ -25,11 +32,13 @@ as_status tsv_parse_sst2(const char *name, const char *buf, size_t len, int limi
         if (n > TSV_MAX_LINE)
             return as_err_set(err, AS_ERR_INPUT, "%s:%d: line longer than %d bytes", name, lineno, TSV_MAX_LINE);
         if (n && p[n - 1] == '\r') n--;
-        if (memchr(p, 0, n)) return as_err_set(err, AS_ERR_INPUT, "%s:%d: NUL byte", name, lineno);
+        if (memchr(p, 0, n))
+            return as_err_set(err, AS_ERR_INPUT, "%s:%d: NUL byte (binary data, not a TSV text file)", name,
+                              lineno);
         if (!header) {
             if (n != 14 || memcmp(p, "sentence\tlabel", 14))
-                return as_err_set(err, AS_ERR_INPUT, "%s:%d: expected the header 'sentence<TAB>label', found '%.*s'",
-                                  name, lineno, (int)(n > 60 ? 60 : n), p);
+                return as_err_set(err, AS_ERR_INPUT, "%s:%d: expected the header 'sentence<TAB>label', found '%s'",
+                                  name, lineno, as_quote_bytes(q, 80, p, n));
             header = 1;
             continue;
         }
@@ -44,8 +53,8 @@ as_status tsv_parse_sst2(const char *name, const char *buf, size_t len, int limi
         for (size_t i = 0; i < ll && lab >= 0; i++)
             lab = (tab[1 + i] >= '0' && tab[1 + i] <= '9') ? lab * 10 + (tab[1 + i] - '0') : -1;
         if (lab < 0 || lab >= AS_MAX_LABELS)
-            return as_err_set(err, AS_ERR_INPUT, "%s:%d: label '%.*s' is not an integer in [0, %d)", name, lineno,
-                              (int)(ll > 20 ? 20 : ll), tab + 1, AS_MAX_LABELS);
+            return as_err_set(err, AS_ERR_INPUT, "%s:%d: label '%s' is not an integer in [0, %d)", name, lineno,
+                              as_quote_bytes(q, 48, tab + 1, ll), AS_MAX_LABELS);
         int blank = 1;
         for (size_t i = 0; i < sl; i++)
             if (p[i] != ' ' && p[i] != '\t') blank = 0;

@@ -2,8 +2,9 @@
  * "sentence<TAB>label" row per line (label a non-negative integer < AS_MAX_LABELS).
  *
  * What it does: validates the header, the field count, the label and that the sentence
- * is not blank; tolerates CRLF line ends and a missing final newline; skips empty lines.
- * Malformed input is AS_ERR_INPUT "path:line: what".
+ * is not blank; tolerates CRLF line ends, a missing final newline and a UTF-8 byte-order
+ * mark; skips empty lines. Malformed input is AS_ERR_INPUT "path:line: what", quoting
+ * the file's bytes with every non-printable or non-ASCII byte as \xNN.
  * What it does not: quoting (GLUE's TSVs have none), other column orders (the unlabeled
  * test split "index<TAB>sentence" is rejected by its header).
  */

@@ -17,6 +17,7 @@
 
 #include "io/conllu.h"
 #include "io/tsv.h"
+#include "core/file.h"
 
 #define EWT AS_SOURCE_DIR "/../shared/data/ud/en_ewt-ud-dev.conllu"
 #define SST AS_SOURCE_DIR "/../shared/data/sst2/dev.tsv"
@@ -159,6 +160,40 @@ static void test_tsv(void **state) {
             fail();
         }
     }
+    /* a UTF-8 byte-order mark (as Excel and Notepad write) is skipped */
+    const char *bom = "\xEF\xBB\xBFsentence\tlabel\r\ngood\t1\r\n";
+    assert_int_equal(tsv_parse_sst2("t.tsv", bom, strlen(bom), 0, &c, &err), AS_OK);
+    assert_int_equal(c.n, 1);
+    assert_string_equal(c.rows[0].text, "good");
+    tsv_corpus_free(&c);
+    /* the file's bytes are quoted with every non-printable or non-ASCII byte as \xNN:
+     * nothing raw reaches the terminal, and a BOM-like prefix is visible */
+#define RAW(in, want) {in, sizeof in - 1, want}
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } raw[] = {
+        RAW("\x89PNG\r\n\x1a\n\x01\x02", "t.tsv:1: expected the header 'sentence<TAB>label', found '\\x89PNG'"),
+        RAW("\xC2\xA0sentence\tlabel\n", "found '\\xc2\\xa0sentence\\x09label'"),
+        RAW("\xEF\xBB\xBF\xEF\xBB\xBFsentence\tlabel\n", "found '\\xef\\xbb\\xbfsentence\\x09label'"),
+        RAW("sentence\tlabel\nx\t\xff\x1b[2J\n", "t.tsv:2: label '\\xff\\x1b[2J'"),
+        RAW("sentence\tlabel\n\x7f\x00" "ELF\n", "t.tsv:2: NUL byte (binary data"),
+        RAW("\xFF\xFEs\x00" "e\x00", "t.tsv: UTF-16 text (byte-order mark FF FE)"),
+    };
+#undef RAW
+    for (size_t i = 0; i < sizeof raw / sizeof *raw; i++) {
+        assert_int_equal(tsv_parse_sst2("t.tsv", raw[i].in, raw[i].len, 0, &c, &err), AS_ERR_INPUT);
+        tsv_corpus_free(&c);
+        if (!strstr(err.msg, raw[i].want)) {
+            fprintf(stderr, "'%s' lacks '%s'\n", err.msg, raw[i].want);
+            fail();
+        }
+        for (const char *m = err.msg; *m; m++) assert_true(*m >= 0x20 && *m < 0x7f);
+    }
+    char q[16];
+    assert_string_equal(as_quote_bytes(q, sizeof q, "abc\tdefghijklmnop", 17), "abc\\x09defgh...");
+    assert_string_equal(as_quote_bytes(q, sizeof q, "", 0), "");
     FILE *f = fopen(SST, "r");
     if (!f) {
         printf("skip: %s absent (../shared)\n", SST);
