@@ -146,6 +146,10 @@ typedef struct {
     char **pieces;     /* (T) token strings as in the vocabulary, owned */
     int n_warnings;    /* truncation, invalid UTF-8 replaced, ... */
     char warning[256]; /* the last warning, one line */
+    int type_ids_given; /* 1 when the caller gave type_ids (as_encoding_from_ids): a model
+                         * without segment embeddings that, in Hugging Face, adds an
+                         * embedding of token_type_ids when they are passed (GPT-2:
+                         * wte[type id], zeros included) does so; 0 from as_encode */
 } as_encoding;
 
 typedef struct {
@@ -162,7 +166,11 @@ typedef struct {
 as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
                     const as_encode_opts *opts, as_encoding *out, as_error *err);
 /* Builds an encoding from raw ids (pieces looked up; type ids 0, offsets -1).
- * type_ids may be NULL. Errors: id out of vocabulary range, too many ids. */
+ * type_ids may be NULL; when given, they are passed to the model as Hugging Face
+ * passes token_type_ids: BERT-family segment embeddings (ids < type_vocab_size),
+ * GPT-2 wte[type id] added to every position (ids < vocab_size, zeros included);
+ * models without either accept only zeros. Errors: id out of vocabulary range,
+ * type id out of range, too many ids. */
 as_status as_encoding_from_ids(const as_model *m, const int32_t *ids, const int32_t *type_ids,
                                int n, as_encoding *out, as_error *err);
 void as_encoding_free(as_encoding *e);

@@ -61,9 +61,13 @@ static int parse_capture(const char *s, unsigned *what) {
 
 /* ---- JSON output (streamed; tensors as nested arrays, floats as %.9g) ---- */
 
+/* Writes s as a JSON string; bytes that are not well-formed UTF-8 (a byte-level BPE
+ * piece may end inside a character) are written as U+FFFD, so the output is always
+ * valid UTF-8 (the raw bytes go out separately, see json_hex). */
 static void json_str(FILE *f, const char *s) {
+    char *clean = as_utf8_clean(s);
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)(clean ? clean : ""); *p; p++) {
         if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
         else if (*p == '\n') fputs("\\n", f);
         else if (*p == '\t') fputs("\\t", f);
@@ -71,6 +75,14 @@ static void json_str(FILE *f, const char *s) {
         else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
         else fputc(*p, f);
     }
+    fputc('"', f);
+    free(clean);
+}
+
+/* Writes the bytes of s as a JSON string of lowercase hex digits. */
+static void json_hex(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) fprintf(f, "%02x", *p);
     fputc('"', f);
 }
 
@@ -122,6 +134,8 @@ static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const
         json_str(f, enc->pieces && enc->pieces[i] ? enc->pieces[i] : "");
         fputs(",\"text\":", f);
         json_str(f, text ? text : "");
+        fputs(",\"bytes\":", f);
+        json_hex(f, text ? text : "");
         fprintf(f, ",\"start\":%d,\"end\":%d,\"type_id\":%d,\"seq\":%d}", enc->start ? (int)enc->start[i] : -1,
                 enc->end ? (int)enc->end[i] : -1, enc->type_ids ? (int)enc->type_ids[i] : 0,
                 enc->seq ? (int)enc->seq[i] : 0);

@@ -142,19 +142,36 @@ void *as_large_get(size_t bytes, size_t *cap) {
 
 void as_large_put(void *p, size_t cap) {
     if (!p) return;
-    pthread_mutex_lock(&g_large.mu);
-    size_t total = cap;
-    int slot = -1;
-    for (int i = 0; i < AS_LARGE_CACHE_N; i++) {
-        total += g_large.cap[i];
-        if (!g_large.cap[i] && slot < 0 && i < AS_LARGE_KEEP) slot = i;
+    void *evict[AS_LARGE_CACHE_N] = {0};
+    if (AS_LARGE_KEEP > 0) {
+        pthread_mutex_lock(&g_large.mu);
+        /* Make room: drop kept buffers, smallest first, until this one fits in a free
+         * slot and in AS_LARGE_CACHE_BYTES -- or nothing else is kept (a buffer larger
+         * than the budget is kept alone, so a forward of any size reuses its memory). */
+        for (;;) {
+            size_t total = cap;
+            int slot = -1, smallest = -1;
+            for (int i = 0; i < AS_LARGE_KEEP; i++) {
+                total += g_large.cap[i];
+                if (!g_large.cap[i]) {
+                    if (slot < 0) slot = i;
+                } else if (smallest < 0 || g_large.cap[i] < g_large.cap[smallest]) {
+                    smallest = i;
+                }
+            }
+            if (slot >= 0 && (total <= AS_LARGE_CACHE_BYTES || smallest < 0)) {
+                g_large.p[slot] = p;
+                g_large.cap[slot] = cap;
+                p = NULL;
+                break;
+            }
+            evict[smallest] = g_large.p[smallest];
+            g_large.p[smallest] = NULL;
+            g_large.cap[smallest] = 0;
+        }
+        pthread_mutex_unlock(&g_large.mu);
     }
-    if (slot >= 0 && total <= AS_LARGE_CACHE_BYTES) {
-        g_large.p[slot] = p;
-        g_large.cap[slot] = cap;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&g_large.mu);
+    for (int i = 0; i < AS_LARGE_CACHE_N; i++) free(evict[i]);
     free(p);
 }
 
@@ -166,6 +183,91 @@ char *as_strdup(const char *s) {
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+int as_utf8_seq_len(const unsigned char *s, size_t n) {
+    if (!n) return 0;
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (!len || (size_t)len > n) return 0;
+    uint32_t v = c & (0x7Fu >> len);
+    for (int k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) return 0;
+        v = (v << 6) | (s[k] & 0x3Fu);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    return len;
+}
+
+size_t as_utf8_bad_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0], lo = 0x80, hi = 0xBF;
+    int need;
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return 1;
+    size_t k = 1;
+    for (int i = 0; i < need && k < n && s[k] >= lo && s[k] <= hi; i++, k++) lo = 0x80, hi = 0xBF;
+    return k;
+}
+
+char *as_utf8_clean(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *out = as_malloc_array(n + 1, 3); /* each bad byte grows to 3 */
+    if (!out) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        int len = as_utf8_seq_len(p + i, n - i);
+        if (len) {
+            memcpy(out + o, p + i, (size_t)len);
+            o += (size_t)len;
+            i += (size_t)len;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i += as_utf8_bad_len(p + i, n - i);
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+int as_json_null_big_ints(char *buf, size_t n) {
+    int count = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            continue;
+        }
+        if (c != '-' && (c < '0' || c > '9')) continue;
+        size_t j = i + (c == '-'), d0 = j;
+        while (j < n && buf[j] >= '0' && buf[j] <= '9') j++;
+        size_t nd = j - d0;
+        int is_int = nd > 0 && !(j < n && (buf[j] == '.' || buf[j] == 'e' || buf[j] == 'E'));
+        const char *lim = c == '-' ? "9223372036854775808" : "9223372036854775807";
+        int big = is_int && (nd > 19 || (nd == 19 && memcmp(buf + d0, lim, 19) > 0));
+        if (big) {
+            memcpy(buf + i, "null", 4);
+            memset(buf + i + 4, ' ', j - i - 4);
+            count++;
+        }
+        i = j - 1;
+        while (i + 1 < n && (buf[i + 1] == '.' || buf[i + 1] == 'e' || buf[i + 1] == 'E' ||
+                             buf[i + 1] == '+' || buf[i + 1] == '-' ||
+                             (buf[i + 1] >= '0' && buf[i + 1] <= '9')))
+            i++; /* rest of a float literal */
+    }
+    return count;
 }
 
 as_status as_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len,

@@ -51,8 +51,10 @@ void *as_malloc_large(size_t n, size_t size);
  * fault and the kernel's zeroing per page; a reused buffer costs neither).
  * as_large_get: a buffer of at least `bytes`, its capacity in *cap — a released one
  * whose capacity is between bytes and 2 * bytes when there is one, else
- * as_malloc_large. as_large_put(p, cap): gives the buffer back; up to
- * AS_LARGE_CACHE_N buffers and AS_LARGE_CACHE_BYTES in all are kept, the rest freed.
+ * as_malloc_large. as_large_put(p, cap): gives the buffer back; it is always kept,
+ * and older ones are freed (smallest first) so that at most AS_LARGE_CACHE_N buffers
+ * and AS_LARGE_CACHE_BYTES in all are kept -- or the one buffer alone when it is
+ * larger than that (so forwards of any size reuse their memory).
  * Thread-safe. The contents of a reused buffer are whatever was left in it. ASan
  * builds keep nothing (so use-after-free stays detectable). */
 #define AS_LARGE_CACHE_N 4
@@ -61,6 +63,24 @@ void *as_large_get(size_t bytes, size_t *cap);
 void as_large_put(void *p, size_t cap);
 int as_large_reuses(void); /* 1 when released buffers are kept (not under ASan) */
 char *as_strdup(const char *s);
+/* Length (1-4) of the well-formed UTF-8 sequence at s[0..n) (no overlong forms,
+ * surrogates or code points above U+10FFFF), or 0 when it is not one. */
+int as_utf8_seq_len(const unsigned char *s, size_t n);
+/* Where as_utf8_seq_len is 0: the length (>= 1) of the maximal subpart of an ill-formed
+ * sequence at s[0..n), which becomes one U+FFFD (Unicode 15, sec. 3.9 "U+FFFD
+ * Substitution of Maximal Subparts", as Python, Rust and browsers decode). */
+size_t as_utf8_bad_len(const unsigned char *s, size_t n);
+/* A copy of the NUL-terminated s that is valid UTF-8: each maximal subpart of an
+ * ill-formed sequence becomes U+FFFD. Owned by the caller (free); NULL when out of
+ * memory or s is NULL. */
+char *as_utf8_clean(const char *s);
+/* Rewrites, in place, every integer literal of the JSON text buf[0..n) (outside
+ * strings) that does not fit an int64 as `null` padded with spaces (same length, so
+ * line numbers hold): transformers writes "model_max_length":
+ * 1000000000000000019884624838656 for "no limit", which a JSON parser with 64-bit
+ * integers refuses. Readers then see the field as null, i.e. absent. Returns how many
+ * literals were rewritten. */
+int as_json_null_big_ints(char *buf, size_t n);
 /* n*m*... with overflow check: returns 0 on overflow (sizes are never 0 here). */
 size_t as_mul_size(size_t a, size_t b);
 

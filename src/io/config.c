@@ -327,6 +327,16 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
     memset(out, 0, sizeof *out);
     json_error_t jerr;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && strstr(jerr.text, "too big")) {
+        /* an integer beyond int64 (transformers' "no limit"): read it as null */
+        char *copy = as_malloc(len + 1);
+        if (!copy) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+        memcpy(copy, json, len);
+        copy[len] = 0;
+        as_json_null_big_ints(copy, len);
+        root = json_loadb(copy, len, JSON_REJECT_DUPLICATES, &jerr);
+        free(copy);
+    }
     if (!root)
         return as_err_set(err, AS_ERR_INPUT, "%s: invalid JSON: %s (line %d)", path, jerr.text,
                           jerr.line);

@@ -287,28 +287,17 @@ as_status npz_add(npz_writer *w, const char *name, npy_type type, const void *da
     return npz_add_raw(w, name, npy_descr(type), npy_elem_size(type), data, ndim, shape, err);
 }
 
-/* Decodes one UTF-8 sequence at s (n bytes left) into *cp; returns its length
- * (invalid bytes decode as U+FFFD, length 1). */
+/* Decodes one UTF-8 sequence at s (n bytes left) into *cp; returns its length. An
+ * ill-formed sequence's maximal subpart decodes as one U+FFFD (as_utf8_seq_len). */
 static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    int len = (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-    uint32_t v = len == 2 ? s[0] & 0x1fu : len == 3 ? s[0] & 0x0fu : s[0] & 0x07u;
-    if (len == 0 || (size_t)len > n) {
+    int len = as_utf8_seq_len(s, n);
+    if (!len) {
         *cp = 0xfffd;
-        return 1;
+        return as_utf8_bad_len(s, n);
     }
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) {
-            *cp = 0xfffd;
-            return 1;
-        }
-        v = (v << 6) | (s[i] & 0x3fu);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) v = 0xfffd;
+    static const unsigned char mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    uint32_t v = s[0] & mask[len];
+    for (int i = 1; i < len; i++) v = (v << 6) | (s[i] & 0x3fu);
     *cp = v;
     return (size_t)len;
 }

@@ -370,9 +370,9 @@ static as_status check_input(const as_model *m, const as_encoding *enc, const as
         if (enc->ids[i] < 0 || enc->ids[i] >= c->vocab_size)
             return as_err_set(err, AS_ERR_INPUT, "token id %d at position %d is outside the vocabulary [0, %d)",
                               (int)enc->ids[i], i, c->vocab_size);
-        int tt = enc->type_ids ? enc->type_ids[i] : 0;
-        if (tt < 0 || tt >= (c->type_vocab > 0 ? c->type_vocab : 1))
-            return as_err_set(err, AS_ERR_INPUT, "token type id %d at position %d is out of range", tt, i);
+        int tt = enc->type_ids ? enc->type_ids[i] : 0, nt = model_type_id_limit(m, enc->type_ids_given);
+        if (tt < 0 || tt >= nt)
+            return as_err_set(err, AS_ERR_INPUT, "token type id %d at position %d is outside [0, %d)", tt, i, nt);
     }
     if (spec->layer < -1 || spec->layer >= c->n_layer)
         return as_err_set(err, AS_ERR_INPUT, "layer %d is out of range: the model has layers 0..%d",

@@ -217,7 +217,17 @@ const float *model_emb_pos(const as_model *m, unsigned ablate, int pos) {
     return m->wpe + (size_t)pos * m->cfg.d_embed;
 }
 
+int model_type_id_limit(const as_model *m, int given) {
+    if (m->cfg.arch == ARCH_GPT2 && given) return m->cfg.vocab_size; /* wte rows */
+    return m->cfg.type_vocab > 0 ? m->cfg.type_vocab : 1;
+}
+
 const float *model_emb_type(const as_model *m, const as_encoding *enc, unsigned ablate, int t) {
+    if (m->cfg.arch == ARCH_GPT2 && enc->type_ids_given && enc->type_ids) {
+        /* HF GPT2Model: token_type_embeds = wte(token_type_ids) when they are passed */
+        if (ablate & ABLATE_SEGMENT) return m->mean_wte;
+        return m->wte + (size_t)enc->type_ids[t] * m->cfg.d_embed;
+    }
     if (!m->wtt) return NULL;
     if (ablate & ABLATE_SEGMENT) return m->mean_wtt;
     return m->wtt + (size_t)(enc->type_ids ? enc->type_ids[t] : 0) * m->cfg.d_embed;
@@ -348,14 +358,14 @@ as_status as_encoding_from_ids(const as_model *m, const int32_t *ids, const int3
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
             return as_err_set(err, AS_ERR_INPUT, "token id %d at position %d is outside the vocabulary [0, %d)",
                               (int)ids[i], i, m->cfg.vocab_size);
-        int tt = type_ids ? type_ids[i] : 0;
-        int ntypes = m->cfg.type_vocab > 0 ? m->cfg.type_vocab : 1;
+        int tt = type_ids ? type_ids[i] : 0, ntypes = model_type_id_limit(m, type_ids != NULL);
         if (tt < 0 || tt >= ntypes)
             return as_err_set(err, AS_ERR_INPUT, "token type id %d at position %d is outside [0, %d)", tt, i,
                               ntypes);
     }
     size_t un = (size_t)n;
     out->n = n;
+    out->type_ids_given = type_ids != NULL;
     out->ids = as_malloc_array(un, sizeof(int32_t));
     out->type_ids = as_malloc_array(un, sizeof(int32_t));
     out->mask = as_malloc_array(un, sizeof(int32_t));

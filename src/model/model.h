@@ -120,6 +120,9 @@ void gpt2_embed(const as_model *m, const as_encoding *enc, unsigned ablate, floa
 /* Rows of the embedding tables to add for token t, honouring ablation. */
 const float *model_emb_word(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);
+/* Exclusive upper bound of token type ids: the segment table's rows, or (GPT-2, type
+ * ids given by the caller) the vocabulary, whose rows HF adds; 1 when neither. */
+int model_type_id_limit(const as_model *m, int given);
 const float *model_emb_type(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
 /* Task heads: x (T, D) final hidden states -> logits (rows, cols). */
 void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,

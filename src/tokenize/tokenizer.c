@@ -252,16 +252,6 @@ static as_status text_sanitize(const char *s, size_t n, tok_text *out, as_error 
     return AS_OK;
 }
 
-/* 1 when s[0..n) holds only whitespace (a bad byte is not whitespace). */
-static int text_is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        int32_t cp;
-        i += (size_t)dec(s, n, i, &cp);
-        if (!is_ws(cp)) return 0;
-    }
-    return 1;
-}
-
 /* ---- NFC (BPE normalizer) ------------------------------------------------------ */
 
 /* Code points with combining class 0 that can still compose with the char before
@@ -722,9 +712,6 @@ as_status tok_encode_n(const tok_tokenizer *t, const char *text_a, size_t la, co
     int bad_a = 0, bad_b = 0;
     if ((rc = check_text(text_a, la, "text", err)) != AS_OK) return rc;
     if (text_b && (rc = check_text(text_b, lb, "second text", err)) != AS_OK) return rc;
-    if (text_is_blank(text_a, la)) return as_err_set(err, AS_ERR_INPUT, "text is empty (only whitespace)");
-    if (text_b && text_is_blank(text_b, lb))
-        return as_err_set(err, AS_ERR_INPUT, "second text is empty (only whitespace)");
     if ((rc = encode_text(t, text_a, la, &a, &bad_a, err)) != AS_OK) goto cleanup;
     if (text_b && (rc = encode_text(t, text_b, lb, &b, &bad_b, err)) != AS_OK) goto cleanup;
     if (t->trim_offsets && t->kind == KIND_BPE) {
@@ -788,6 +775,11 @@ as_status tok_encode_n(const tok_tokenizer *t, const char *text_a, size_t la, co
         add_warning(out, msg);
     }
     int T = a.n + b.n + n_spec;
+    if (T == 0) {
+        rc = as_err_set(err, AS_ERR_INPUT, "the text gives no tokens with this tokenizer (it has only "
+                                           "characters the tokenizer removes, and no special tokens)");
+        goto cleanup;
+    }
     size_t nT = (size_t)(T > 0 ? T : 1);
     out->ids = as_malloc_array(nT, sizeof *out->ids);
     out->type_ids = as_malloc_array(nT, sizeof *out->type_ids);
@@ -849,6 +841,7 @@ static as_status load_json(const char *path, json_t **out, as_error *err) {
     as_status rc = as_read_file(path, TOK_MAX_FILE_BYTES, &buf, &n, err);
     if (rc != AS_OK) return rc;
     json_error_t je;
+    as_json_null_big_ints(buf, n); /* "model_max_length": 1e30-style "no limit" */
     json_t *root = json_loadb(buf, n, JSON_ALLOW_NUL, &je);
     free(buf);
     if (!root)

@@ -42,7 +42,10 @@ void tok_free(tok_tokenizer *t);
  * Invalid UTF-8 is replaced by U+FFFD with a warning in out->warning (offsets still
  * refer to the original bytes). Texts longer than max_len tokens (specials included)
  * are truncated longest-first with a warning when truncate != 0, else AS_ERR_INPUT.
- * Empty text (after trimming whitespace) is AS_ERR_INPUT. */
+ * An empty text ("") is AS_ERR_INPUT; a text of only whitespace is tokenized as the
+ * model's tokenizer does (byte-level BPE keeps it: Llama-3 gives one token for three
+ * spaces; WordPiece drops it, leaving the special tokens), and AS_ERR_INPUT only when
+ * that leaves no token at all. */
 as_status tok_encode(const tok_tokenizer *t, const char *text_a, const char *text_b, int max_len,
                      int truncate, as_encoding *out, as_error *err);
 /* As tok_encode, with explicit byte lengths (the texts may hold NUL bytes, as JSON

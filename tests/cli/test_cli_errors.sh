@@ -37,7 +37,7 @@ expect 2 "exactly one" -- run --model "$M"
 expect 2 "config.json" -- run --model "$TMP/nowhere" --text hi
 expect 2 "unknown option" -- run --model "$M" --text hi --bogus
 expect 2 "needs a value" -- run --model "$M" --text
-expect 2 "empty" -- run --model "$M" --text "   "
+expect 2 "empty" -- run --model "$M" --text ""
 expect 2 "bad --layer" -- run --model "$M" --text hi --layer x
 expect 2 "layer 7 is out of range" -- run --model "$M" --text hi --layer 7
 expect 2 "head 9 is out of range" -- run --model "$M" --text hi --head 9

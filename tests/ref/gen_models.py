@@ -358,14 +358,17 @@ def distilbert_forward(P, c, ids, mask):
     return out
 
 
-def gpt2_forward(P, c, ids, mask):
+def gpt2_forward(P, c, ids, mask, tt=None):
     """GPT2LMHeadModel, eval mode, eager attention. hidden_states as HF returns them:
-    L+1 entries, the last one after ln_f (the others are block inputs, no ln_f)."""
+    L+1 entries, the last one after ln_f (the others are block inputs, no ln_f).
+    tt: token_type_ids when passed (GPT2Model: hidden += wte(token_type_ids))."""
     H, L, D, eps = c["n_head"], c["n_layer"], c["n_embd"], c["layer_norm_epsilon"]
     T = ids.shape[0]
     p = "transformer."
     g = lambda n: P[p + n]
     h = F.embedding(ids[None], g("wte.weight")) + F.embedding(torch.arange(T)[None], g("wpe.weight"))
+    if tt is not None:
+        h = h + F.embedding(tt[None], g("wte.weight"))
     causal = torch.tril(torch.ones((T, T), dtype=torch.bool)).view(1, 1, T, T)
     am = ext_mask(mask)
     conv = lambda x, n: torch.addmm(g(n + ".bias"), x.view(-1, x.size(-1)), g(n + ".weight")).view(
@@ -607,17 +610,21 @@ def inputs_roberta(g, V, bos=0, pad=1, eos=2, lo=4):
 
 
 def inputs_gpt2(g, V, eos):
-    """No special tokens: a / a + b (types 0) / right-padded with <|endoftext|>."""
+    """No special tokens: a / a + b (types 0) / right-padded with <|endoftext|> / "typed":
+    token_type_ids passed to the model (any ids < V; GPT2Model adds wte[type id])."""
     r = lambda n: torch.randint(0, V - 1, (n,), generator=g)
     single = r(9)                                                        # T = 9
     pair = torch.cat([r(6), r(7)])                                       # T = 13
     padded = torch.cat([r(8), torch.tensor([eos] * 3)])                  # T = 11, 3 pads
     mask = torch.cat([torch.ones(8, dtype=torch.long), torch.zeros(3, dtype=torch.long)])
+    typed = r(10)                                                        # T = 10
+    typed_tt = torch.cat([torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.long), r(4)])
     z = torch.zeros_like
     return [
         ("single", single, z(single), torch.ones_like(single)),
         ("pair", pair, z(pair), torch.ones_like(pair)),
         ("padded", padded, z(padded), mask),
+        ("typed", typed, typed_tt, torch.ones_like(typed)),
     ]
 
 
@@ -758,7 +765,7 @@ def make_gpt2(name, seed, dtype="F32", scale_weights=True, inverse_layer=False):
     g = torch.Generator().manual_seed(seed + 1)
     cases = []
     for case, ids, tt, mask in inputs_gpt2(g, V, eos=V - 1):
-        ref = gpt2_forward(P, c, ids, mask)
+        ref = gpt2_forward(P, c, ids, mask, tt if case == "typed" else None)
         cases.append((case, ids, tt, mask, ref))
     return dict(name=name, arch="gpt2", config=c, params=P, pre="transformer.", dtype=dtype,
                 cases=cases, logits_head="lm")

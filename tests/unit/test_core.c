@@ -93,6 +93,78 @@ static void test_large_reuse(void **state) {
     }
     for (int i = 0; i < AS_LARGE_CACHE_N + 2; i++) as_large_put(e[i], ce[i]);
     as_large_put(NULL, 0); /* no-op */
+    /* a buffer over the whole cache budget (a long dense capture) is still reused, alone:
+     * only its first page is touched, so the test does not commit the memory */
+    size_t big_n = AS_LARGE_CACHE_BYTES + ((size_t)8 << 20), cb = 0, cb2 = 0;
+    char *big = as_large_get(big_n, &cb);
+    assert_non_null(big);
+    big[0] = 3;
+    as_large_put(big, cb);
+    char *big2 = as_large_get(big_n, &cb2);
+    assert_non_null(big2);
+    if (as_large_reuses()) {
+        assert_ptr_equal(big2, big);
+        assert_int_equal(cb2, cb);
+    }
+    as_large_put(big2, cb2);
+    /* a small release afterwards evicts it (the budget holds again) and is kept */
+    size_t cs = 0, cs2 = 0;
+    char *sm = as_large_get((size_t)4 << 20, &cs);
+    assert_non_null(sm);
+    as_large_put(sm, cs);
+    char *sm2 = as_large_get((size_t)4 << 20, &cs2);
+    if (as_large_reuses()) assert_ptr_equal(sm2, sm);
+    as_large_put(sm2, cs2);
+}
+
+/* as_utf8_clean: well-formed text unchanged; each maximal subpart of an ill-formed
+ * sequence becomes one U+FFFD (the expected strings are Python's
+ * bytes.decode("utf-8", "replace") of the same bytes). */
+static void test_utf8_clean(void **state) {
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"plain ascii", "plain ascii"},
+        {"\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x8e\x89", "\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x8e\x89"},
+        {" \xf0\x9f", " \xef\xbf\xbd"},                              /* emoji cut after 2 bytes */
+        {"\x8e", "\xef\xbf\xbd"},                                      /* lone continuation */
+        {"\xe4\xbd", "\xef\xbf\xbd"},                                  /* CJK cut after 2 bytes */
+        {"a\xe4\xbd" "b", "a\xef\xbf\xbd" "b"},
+        {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},                      /* overlong: 2 subparts */
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},     /* surrogate */
+        {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* > U+10FFFF */
+        {"\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = as_utf8_clean(cases[i].in);
+        assert_non_null(got);
+        assert_string_equal(got, cases[i].want);
+        free(got);
+    }
+    assert_null(as_utf8_clean(NULL));
+    assert_int_equal(as_utf8_seq_len((const unsigned char *)"\xe4\xbd\xa0", 3), 3);
+    assert_int_equal(as_utf8_seq_len((const unsigned char *)"\xe4\xbd\xa0", 2), 0); /* cut by n */
+}
+
+/* as_json_null_big_ints: integers beyond int64 outside strings become null (same
+ * length); strings, floats and in-range integers are untouched. */
+static void test_json_big_ints(void **state) {
+    (void)state;
+    char buf[] = "{\"model_max_length\": 1000000000000000019884624838656, \"a\": 9223372036854775807,"
+                 " \"b\": -9223372036854775808, \"c\": 9223372036854775808, \"s\": \"12345678901234567890\\\"\","
+                 " \"f\": 1e400, \"g\": 123456789012345678901.5, \"h\": [-99999999999999999999]}";
+    size_t n = strlen(buf);
+    assert_int_equal(as_json_null_big_ints(buf, n), 3);
+    assert_int_equal(strlen(buf), n);
+    assert_non_null(strstr(buf, "\"model_max_length\": null                           ,"));
+    assert_non_null(strstr(buf, "\"a\": 9223372036854775807,"));
+    assert_non_null(strstr(buf, "\"b\": -9223372036854775808,"));
+    assert_non_null(strstr(buf, "\"c\": null               ,"));
+    assert_non_null(strstr(buf, "\"12345678901234567890\\\"\""));
+    assert_non_null(strstr(buf, "1e400"));
+    assert_non_null(strstr(buf, "123456789012345678901.5"));
+    assert_non_null(strstr(buf, "[null                 ]"));
 }
 
 static void test_fastmath(void **state) {
@@ -147,6 +219,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_one_line),
         cmocka_unit_test(test_fastmath),
+        cmocka_unit_test(test_utf8_clean),
+        cmocka_unit_test(test_json_big_ints),
         cmocka_unit_test(test_mul_size),
         cmocka_unit_test(test_malloc_large),
         cmocka_unit_test(test_large_reuse),
