@@ -36,7 +36,7 @@ export interface Painter {
   polyline?(pts: ArrayLike<number>, color: string, alpha: number, width: number): void;
 }
 
-const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
 
 function matrixCanvas(m: MatrixImage): HTMLCanvasElement {
   const c = document.createElement('canvas');
