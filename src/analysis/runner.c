@@ -1595,14 +1595,56 @@ static int align_pieces(char *const *tok, const uint8_t *kind, int T, char *cons
 
 #define IM_FAIL(...) do { rc = as_err_set(err, AS_ERR_INPUT, __VA_ARGS__); goto fail; } while (0)
 
-/* Checks the attention just read into u->a against (L, H, T, T), finite and >= 0. */
-static as_status im_check_attention(im_user *u, const char *npath, int T, as_error *err) {
+/* Row sums of imported attention must be 1 within this. float32 softmax rows are within
+ * 1e-6; float16 or bfloat16 attention cast to float32 also passes (bfloat16 keeps 8
+ * significant bits: each entry is rounded by at most 2^-9 of itself, a row's sum by at
+ * most 2^-9 = 0.002). A row summing to 0 or 2 is far outside. */
+#define IM_ROW_SUM_TOL 5e-3
+
+/* Reads the attention file path into u->a once its declared shape is (L, H, T, T): the
+ * shape is read first (a .npy header, or an .npz entry's sizes and header), so a file
+ * declaring more than the tokens file needs is refused before its data are read. */
+static as_status im_read_attention(im_user *u, const char *path, int T, as_error *err) {
+    npy_array hdr;
+    as_status rc = npyz_read_shape(path, NULL, &hdr, err);
+    if (rc) return rc;
+    if (hdr.ndim != 4 || hdr.shape[0] != u->L || hdr.shape[1] != u->H || hdr.shape[2] != T || hdr.shape[3] != T)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: attention shape must be [%d, %d, %d, %d] (layers, heads, tokens, tokens; the tokens "
+                          "file has %d tokens)",
+                          path, u->L, u->H, T, T, T);
+    if ((rc = npyz_read_f32(path, NULL, &u->a, err))) return rc;
     if (u->a.ndim != 4 || u->a.shape[0] != u->L || u->a.shape[1] != u->H || u->a.shape[2] != T || u->a.shape[3] != T)
-        return as_err_set(err, AS_ERR_INPUT, "%s: attention shape must be [%d, %d, %d, %d] (layers, heads, tokens, tokens)",
-                          npath, u->L, u->H, T, T);
-    for (size_t i = 0; i < u->a.n; i++)
-        if (!isfinite(u->a.data[i]) || u->a.data[i] < 0.0f)
-            return as_err_set(err, AS_ERR_INPUT, "%s: attention entry %zu is negative or not finite", npath, i);
+        return as_err_set(err, AS_ERR_INPUT, "%s: the file changed while it was read", path);
+    return AS_OK;
+}
+
+/* Checks every attention row of u->a (L, H, T, T): entries finite and in [0, 1], and the
+ * row summing to 1 within IM_ROW_SUM_TOL; the row of a [PAD] query (kind[i] ==
+ * HK_PAD) may also be all zeros (frameworks that zero masked queries). Errors name the
+ * file, layer, head and row. */
+static as_status im_check_values(const im_user *u, const char *path, int T, as_error *err) {
+    for (int l = 0; l < u->L; l++)
+        for (int h = 0; h < u->H; h++)
+            for (int i = 0; i < T; i++) {
+                const float *row = u->a.data + (((size_t)l * u->H + h) * T + i) * T;
+                double sum = 0.0;
+                for (int j = 0; j < T; j++) {
+                    float v = row[j];
+                    if (!isfinite(v) || v < 0.0f || v > 1.0f + (float)IM_ROW_SUM_TOL)
+                        return as_err_set(err, AS_ERR_INPUT,
+                                          "%s: layer %d, head %d, row %d (token '%s'): entry %d is %g, not a "
+                                          "probability in [0, 1]",
+                                          path, l, h, i, u->tok_text[i], j, (double)v);
+                    sum += v;
+                }
+                if (fabs(sum - 1.0) <= IM_ROW_SUM_TOL || (u->kind[i] == HK_PAD && sum <= IM_ROW_SUM_TOL)) continue;
+                return as_err_set(err, AS_ERR_INPUT,
+                                  "%s: layer %d, head %d, row %d (token '%s'): the row sums to %.6g, not 1 (tolerance "
+                                  "%g%s)",
+                                  path, l, h, i, u->tok_text[i], sum, IM_ROW_SUM_TOL,
+                                  u->kind[i] == HK_PAD ? "; a [PAD] row may also be all zeros" : "");
+            }
     return AS_OK;
 }
 
@@ -1788,7 +1830,6 @@ static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error
     if ((rc = as_path_join(npath, sizeof npath, u->dir, nn, err))) return rc;
     snprintf(u->src, sizeof u->src, "%s", jn);
     if ((rc = im_load_json(jpath, &u->j, err))) return rc;
-    if ((rc = npy_read_f32(npath, &u->a, err))) return rc;
     json_t *j = u->j;
     const char *sentence = json_string_value(json_object_get(j, "sentence"));
     json_t *toks = json_object_get(j, "tokens"), *sal = json_object_get(j, "saliency");
@@ -1798,8 +1839,8 @@ static as_status im_produce(void *u_, int idx, int explain, an_sent *s, as_error
     if (!json_is_array(toks) || json_array_size(toks) == 0) IM_FAIL("%s: field 'tokens' missing or not a non-empty array", jpath);
     const int T = (int)json_array_size(toks);
     if (T > AS_MAX_POSITIONS) IM_FAIL("%s: %d tokens exceed %d", jpath, T, AS_MAX_POSITIONS);
-    if ((rc = im_check_attention(u, npath, T, err))) return rc;
     if ((rc = im_tokens(u, jpath, toks, NULL, err))) return rc;
+    if ((rc = im_read_attention(u, npath, T, err)) || (rc = im_check_values(u, npath, T, err))) return rc;
     s->label = json_is_integer(lab) ? (int)json_integer_value(lab) : -1;
     s->predicted = json_is_integer(pred) ? (int)json_integer_value(pred) : -1;
     if (sal && (rc = im_saliency(u, jpath, sal, T, s, err))) return rc;
@@ -1834,7 +1875,6 @@ static as_status if_produce(void *u_, int idx, int explain, an_sent *s, as_error
     (void)explain;
     snprintf(u->src, sizeof u->src, "%s", tpath);
     if ((rc = im_load_json(tpath, &u->j, err))) return rc;
-    if ((rc = npyz_read_f32(apath, NULL, &u->a, err))) return rc;
     json_t *j = u->j;
     if (!json_is_object(j)) IM_FAIL("%s: expected a JSON object", tpath);
     json_t *toks = json_object_get(j, "tokens"), *text = json_object_get(j, "text");
@@ -1849,8 +1889,8 @@ static as_status if_produce(void *u_, int idx, int explain, an_sent *s, as_error
         IM_FAIL("%s: field 'label' is not an integer in [0, %d)", tpath, AS_MAX_LABELS);
     if (pred && !json_is_null(pred) && !(json_is_integer(pred) && json_integer_value(pred) >= 0 && json_integer_value(pred) < AS_MAX_LABELS))
         IM_FAIL("%s: field 'prediction' is not an integer in [0, %d)", tpath, AS_MAX_LABELS);
-    if ((rc = im_check_attention(u, apath, T, err))) return rc;
     if ((rc = im_tokens(u, tpath, toks, json_object_get(j, "special_tokens_mask"), err))) return rc;
+    if ((rc = im_read_attention(u, apath, T, err)) || (rc = im_check_values(u, apath, T, err))) return rc;
     s->label = json_is_integer(lab) ? (int)json_integer_value(lab) : -1;
     s->predicted = json_is_integer(pred) ? (int)json_integer_value(pred) : -1;
     if (f->saliency) {
@@ -1928,19 +1968,25 @@ fail:
     return rc;
 }
 
-/* Layers and heads of an import from its first attention file (npy or npz). */
+/* Layers and heads of an import from the shape of its first attention file (npy or
+ * npz; the data are not read), within AS_MAX_LAYERS, AS_MAX_HEADS, AS_MAX_RUN_HEADS
+ * and AS_MAX_POSITIONS. */
 static as_status im_sizes(const char *path, im_user *u, as_error *err) {
     npy_array a;
-    as_status rc = npyz_read_f32(path, NULL, &a, err);
+    as_status rc = npyz_read_shape(path, NULL, &a, err);
     if (rc) return rc;
-    int ok = a.ndim == 4 && a.shape[0] >= 1 && a.shape[0] <= AS_MAX_LAYERS && a.shape[1] >= 1 &&
-             a.shape[1] <= AS_MAX_HEADS && a.shape[2] == a.shape[3] && a.shape[2] >= 1;
-    u->L = (int)a.shape[0];
-    u->H = (int)a.shape[1];
-    npy_array_free(&a);
-    if (!ok)
+    if (a.ndim != 4 || a.shape[2] != a.shape[3] || a.shape[0] < 1 || a.shape[1] < 1 || a.shape[2] < 1)
         return as_err_set(err, AS_ERR_INPUT, "%s: attention must be float32 with shape [layers, heads, tokens, tokens]",
                           path);
+    if (a.shape[0] > AS_MAX_LAYERS || a.shape[1] > AS_MAX_HEADS || a.shape[0] * a.shape[1] > AS_MAX_RUN_HEADS ||
+        a.shape[2] > AS_MAX_POSITIONS)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: attention shape [%lld, %lld, %lld, %lld] is over the limits (at most %d layers, %d "
+                          "heads, %d heads in all, %d tokens)",
+                          path, (long long)a.shape[0], (long long)a.shape[1], (long long)a.shape[2],
+                          (long long)a.shape[3], AS_MAX_LAYERS, AS_MAX_HEADS, AS_MAX_RUN_HEADS, AS_MAX_POSITIONS);
+    u->L = (int)a.shape[0];
+    u->H = (int)a.shape[1];
     return AS_OK;
 }
 

@@ -3,6 +3,8 @@
  */
 #include "io/npy.h"
 
+#include "core/file.h"
+
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -60,8 +62,10 @@ static int word(cur *c, const char *w) {
     return 0;
 }
 
-as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_array *out, as_error *err) {
+as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy_array *out, size_t *data_off,
+                           as_error *err) {
     memset(out, 0, sizeof *out);
+    *data_off = 0;
     if (len < 10 || memcmp(buf, "\x93NUMPY", 6))
         return as_err_set(err, AS_ERR_INPUT, "%s: not a .npy file (bad magic)", name);
     int major = buf[6], minor = buf[7];
@@ -136,11 +140,19 @@ as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_ar
             return as_err_set(err, AS_ERR_INPUT, "%s: .npy array has more than %lld elements", name, (long long)NPYR_MAX_ELEMS);
         n *= out->shape[d];
     }
-    size_t data = off + hl;
+    out->n = (size_t)n;
+    *data_off = off + hl;
+    return AS_OK;
+}
+
+as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_array *out, as_error *err) {
+    size_t data;
+    as_status rc = npy_parse_header(name, buf, len, out, &data, err);
+    if (rc) return rc;
+    int64_t n = (int64_t)out->n;
     if ((uint64_t)(len - data) != (uint64_t)n * 4u)
         return as_err_set(err, AS_ERR_INPUT, "%s: .npy data is %zu bytes but the shape needs %lld", name, len - data,
                           (long long)n * 4);
-    out->n = (size_t)n;
     out->data = as_malloc_array(out->n ? out->n : 1, sizeof(float));
     if (!out->data) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     memcpy(out->data, buf + data, out->n * sizeof(float)); /* '<f4' on a little-endian host (#error above) */
@@ -157,4 +169,29 @@ as_status npy_read_f32(const char *path, npy_array *out, as_error *err) {
     if (s) npy_array_free(out);
     free(buf);
     return s;
+}
+
+as_status npy_read_header(const char *path, npy_array *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    FILE *f;
+    uint64_t size;
+    as_status rc = as_file_fopen_regular(path, NPYR_MAX_FILE, &f, &size, err);
+    if (rc) return rc;
+    uint8_t *buf = as_malloc(NPYR_MAX_PREFIX);
+    if (!buf) {
+        fclose(f);
+        return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+    }
+    size_t got = fread(buf, 1, NPYR_MAX_PREFIX, f);
+    fclose(f);
+    size_t off;
+    rc = npy_parse_header(path, buf, got, out, &off, err);
+    free(buf);
+    if (rc) return rc;
+    if (size < off || size - off != (uint64_t)out->n * 4u) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: .npy data is %llu bytes but the shape needs %llu", path,
+                        (unsigned long long)(size < off ? 0 : size - off), (unsigned long long)out->n * 4u);
+        memset(out, 0, sizeof *out);
+    }
+    return rc;
 }

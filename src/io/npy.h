@@ -27,10 +27,21 @@ typedef struct {
     float *data; /* (n) owned, C order */
 } npy_array;
 
+/* Bytes that always hold a .npy file's magic, version, header length and header. */
+#define NPYR_MAX_PREFIX (12 + NPYR_MAX_HEADER)
+
 /* Reads path into *out (npy_array_free). */
 as_status npy_read_f32(const char *path, npy_array *out, as_error *err);
 /* Parses an in-memory .npy image; name is used in messages. Data is copied. */
 as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_array *out, as_error *err);
+/* Parses only the header of the .npy image buf (len may stop after the header):
+ * out->ndim, shape and n are set, out->data stays NULL, *data_off is where the data
+ * start. The data length is not checked (callers compare it with 4 x n). */
+as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy_array *out, size_t *data_off,
+                           as_error *err);
+/* Reads only the header of the file path (at most NPYR_MAX_PREFIX bytes) and checks
+ * the file's data length against the shape; out->data stays NULL. */
+as_status npy_read_header(const char *path, npy_array *out, as_error *err);
 void npy_array_free(npy_array *a);
 
 #endif

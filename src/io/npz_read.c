@@ -7,7 +7,10 @@
 
 #include "core/file.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define SIG_LOCAL 0x04034b50u
@@ -162,13 +165,39 @@ static as_status read_central(const char *f, const uint8_t *buf, uint64_t *p, ui
     return AS_OK;
 }
 
-/* Checks entry ce's local header and data and returns its uncompressed bytes in *out
- * (caller frees). */
-static as_status read_entry(const char *f, const uint8_t *buf, uint64_t cd_off, const cen_entry *ce, uint8_t **out,
-                            as_error *err) {
+/* Inflates into dst[0..cap) and returns the bytes written. *zr: Z_OK when cap bytes
+ * were written and the stream goes on, Z_STREAM_END at its end, else a zlib error
+ * (Z_BUF_ERROR: no progress possible). With finish, calls inflate on after cap bytes
+ * (with no room) until the stream ends or makes no progress. */
+static uint64_t inflate_to(z_stream *z, const uint8_t **in, uint64_t *in_left, uint8_t *dst, uint64_t cap, int finish,
+                           int *zr) {
+    uint64_t done = 0;
+    *zr = Z_OK;
+    while (*zr == Z_OK && (finish || done < cap)) {
+        uInt ci = *in_left > 0x40000000u ? 0x40000000u : (uInt)*in_left;
+        uInt co = cap - done > 0x40000000u ? 0x40000000u : (uInt)(cap - done);
+        z->next_in = (Bytef *)*in;
+        z->avail_in = ci;
+        z->next_out = dst + done;
+        z->avail_out = co;
+        *zr = inflate(z, Z_NO_FLUSH);
+        *in += ci - z->avail_in;
+        *in_left -= ci - z->avail_in;
+        done += co - z->avail_out;
+        if (*zr == Z_OK && ci == z->avail_in && co == z->avail_out) *zr = Z_BUF_ERROR; /* no progress */
+    }
+    return done;
+}
+
+/* Checks entry ce's local header, sizes and compression ratio, then its .npy header
+ * (inflating only the first NPYR_MAX_PREFIX bytes), so that a hostile declared size is
+ * refused before any allocation of that size. With header_only, *out gets the shape
+ * only (no data, no CRC check); else the data are inflated straight into out->data
+ * and the CRC-32 is checked. */
+static as_status read_entry(const char *f, const uint8_t *buf, uint64_t cd_off, const cen_entry *ce, int header_only,
+                            npy_array *out, as_error *err) {
     const int nl = (int)ce->name_len;
     const char *nm = (const char *)ce->name;
-    *out = NULL;
     if (ce->flags & 0x41) BAD("%s: entry '%.*s' is encrypted", f, nl, nm);
     if (ce->method != 0 && ce->method != 8)
         BAD("%s: entry '%.*s' uses compression method %u (only stored 0 and deflate 8 are supported)", f, nl, nm,
@@ -179,6 +208,10 @@ static as_status read_entry(const char *f, const uint8_t *buf, uint64_t cd_off, 
     if (ce->method == 0 && ce->csize != ce->usize)
         BAD("%s: stored entry '%.*s' has compressed size %llu != size %llu", f, nl, nm, (unsigned long long)ce->csize,
             (unsigned long long)ce->usize);
+    if (ce->method == 8 && ce->usize > NPZR_RATIO_FREE_BYTES && ce->usize / NPZR_MAX_RATIO > ce->csize)
+        BAD("%s: entry '%.*s' declares %llu bytes from %llu compressed bytes, over the compression ratio limit of "
+            "%d:1",
+            f, nl, nm, (unsigned long long)ce->usize, (unsigned long long)ce->csize, NPZR_MAX_RATIO);
     if (ce->offset > cd_off || cd_off - ce->offset < LOC_LEN)
         BAD("%s: entry '%.*s' has its local header outside the data area", f, nl, nm);
     const uint8_t *l = buf + ce->offset;
@@ -202,66 +235,93 @@ static as_status read_entry(const char *f, const uint8_t *buf, uint64_t cd_off, 
     if (ce->csize > cd_off - data)
         BAD("%s: entry '%.*s': %llu bytes of data run past the end of the data area (truncated?)", f, nl, nm,
             (unsigned long long)ce->csize);
-    uint8_t *u = as_malloc(ce->usize ? (size_t)ce->usize : 1);
-    if (!u) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", f);
-    if (ce->method == 0) {
-        memcpy(u, buf + data, (size_t)ce->usize);
-    } else {
-        z_stream z;
-        memset(&z, 0, sizeof z);
+    char what[1300];
+    snprintf(what, sizeof what, "%s: %.*s", f, nl, nm);
+    /* the .npy header: the first hlen bytes of the entry */
+    const uint64_t hlen = ce->usize < NPYR_MAX_PREFIX ? ce->usize : NPYR_MAX_PREFIX;
+    uint8_t *hbuf = NULL;
+    const uint8_t *hdr = buf + data, *in = buf + data;
+    uint64_t in_left = ce->csize, hlen_got = 0;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    int zr = Z_OK, zopen = 0;
+    as_status rc = AS_OK;
+    if (ce->method == 8) {
+        if (!(hbuf = as_malloc(NPYR_MAX_PREFIX))) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", f);
         if (inflateInit2(&z, -15) != Z_OK) {
-            free(u);
+            free(hbuf);
             return as_err_set(err, AS_ERR_INTERNAL, "%s: zlib inflateInit2 failed", f);
         }
-        const uint8_t *in = buf + data;
-        uint64_t in_left = ce->csize, out_done = 0;
-        int zr = Z_OK;
-        while (zr == Z_OK) {
-            uInt ci = in_left > 0x40000000u ? 0x40000000u : (uInt)in_left;
-            uInt co = ce->usize - out_done > 0x40000000u ? 0x40000000u : (uInt)(ce->usize - out_done);
-            z.next_in = (Bytef *)in;
-            z.avail_in = ci;
-            z.next_out = u + out_done;
-            z.avail_out = co;
-            zr = inflate(&z, Z_NO_FLUSH);
-            in += ci - z.avail_in;
-            in_left -= ci - z.avail_in;
-            out_done += co - z.avail_out;
-            if (zr == Z_OK && ci == z.avail_in && co == z.avail_out) zr = Z_BUF_ERROR; /* no progress */
-        }
-        inflateEnd(&z);
-        if (zr != Z_STREAM_END) {
-            free(u);
-            if (zr == Z_BUF_ERROR && out_done == ce->usize && in_left > 0)
-                BAD("%s: entry '%.*s' inflates to more than its declared %llu bytes", f, nl, nm,
-                    (unsigned long long)ce->usize);
-            BAD("%s: entry '%.*s': corrupt or truncated deflate data (%s)", f, nl, nm,
-                zr == Z_BUF_ERROR ? "unexpected end" : z.msg ? z.msg : "zlib error");
-        }
-        if (out_done != ce->usize) {
-            free(u);
-            BAD("%s: entry '%.*s' inflates to %llu bytes, not the declared %llu", f, nl, nm,
-                (unsigned long long)out_done, (unsigned long long)ce->usize);
-        }
+        zopen = 1;
+        hlen_got = inflate_to(&z, &in, &in_left, hbuf, hlen, 0, &zr);
+        if (hlen_got < hlen) goto inflate_failed;
+        hdr = hbuf;
+    } else {
+        /* stored: the CRC costs no allocation, so it is checked before the header */
+        uint32_t crc = (uint32_t)crc32_z(0L, hdr, (size_t)ce->usize);
+        if (crc != ce->crc)
+            BAD("%s: entry '%.*s': CRC-32 mismatch (stored %08x, data %08x)", f, nl, nm, ce->crc, crc);
     }
-    uint32_t crc = (uint32_t)crc32_z(0L, u, (size_t)ce->usize);
-    if (crc != ce->crc) {
-        free(u);
-        BAD("%s: entry '%.*s': CRC-32 mismatch (stored %08x, data %08x)", f, nl, nm, ce->crc, crc);
+    size_t off;
+    if ((rc = npy_parse_header(what, hdr, (size_t)hlen, out, &off, err))) goto cleanup;
+    if (ce->usize - off != (uint64_t)out->n * 4u) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: .npy data is %llu bytes but the shape needs %llu", what,
+                        (unsigned long long)(ce->usize - off), (unsigned long long)out->n * 4u);
+        goto cleanup;
     }
-    *out = u;
-    return AS_OK;
+    if (header_only) goto cleanup;
+    out->data = as_malloc_array(out->n ? out->n : 1, sizeof(float));
+    if (!out->data) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", what);
+        goto cleanup;
+    }
+    uint8_t *dst = (uint8_t *)out->data; /* '<f4' on a little-endian host (npy.c) */
+    const uint64_t nbytes = (uint64_t)out->n * 4u;
+    if (ce->method == 0) {
+        memcpy(dst, buf + data + off, (size_t)nbytes);
+    } else {
+        uint32_t crc = (uint32_t)crc32_z(0L, hbuf, (size_t)hlen);
+        uint64_t have = hlen - off; /* data bytes already inflated with the header */
+        memcpy(dst, hbuf + off, (size_t)have);
+        uint64_t got = inflate_to(&z, &in, &in_left, dst + have, nbytes - have, 1, &zr);
+        crc = (uint32_t)crc32_z(crc, dst + have, (size_t)got);
+        if (zr != Z_STREAM_END || got != nbytes - have) {
+            if (zr == Z_BUF_ERROR && got == nbytes - have && in_left > 0) {
+                rc = as_err_set(err, AS_ERR_INPUT, "%s: entry '%.*s' inflates to more than its declared %llu bytes", f,
+                                nl, nm, (unsigned long long)ce->usize);
+                goto cleanup;
+            }
+            hlen_got = off + have + got;
+            goto inflate_failed;
+        }
+        if (crc != ce->crc)
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: entry '%.*s': CRC-32 mismatch (stored %08x, data %08x)", f, nl,
+                            nm, ce->crc, crc);
+    }
+    goto cleanup;
+inflate_failed:
+    rc = zr == Z_STREAM_END
+             ? as_err_set(err, AS_ERR_INPUT, "%s: entry '%.*s' inflates to %llu bytes, not the declared %llu", f, nl,
+                          nm, (unsigned long long)hlen_got, (unsigned long long)ce->usize)
+             : as_err_set(err, AS_ERR_INPUT, "%s: entry '%.*s': corrupt or truncated deflate data (%s)", f, nl, nm,
+                          zr == Z_BUF_ERROR ? "unexpected end" : z.msg ? z.msg : "zlib error");
+cleanup:
+    if (zopen) inflateEnd(&z);
+    free(hbuf);
+    if (rc) npy_array_free(out);
+    return rc;
 }
 
-as_status npz_parse_f32(const char *f, const uint8_t *buf, size_t len, const char *name, npy_array *out,
-                        as_error *err) {
+/* Parses the archive and reads the chosen entry (see npz_parse_f32), or only its
+ * shape when header_only. */
+static as_status npz_parse(const char *f, const uint8_t *buf, size_t len, const char *name, int header_only,
+                           npy_array *out, as_error *err) {
     memset(out, 0, sizeof *out);
     uint64_t cd_off = 0, cd_size = 0, n = 0, cd_end = 0;
     as_status rc = find_directory(f, buf, len, &cd_off, &cd_size, &n, &cd_end, err);
     if (rc) return rc;
     cen_entry *ents = as_calloc((size_t)n, sizeof *ents);
     if (!ents) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", f);
-    uint8_t *data = NULL;
     uint64_t p = cd_off, end = cd_off + cd_size;
     for (uint64_t i = 0; i < n; i++) {
         if ((rc = read_central(f, buf, &p, end, i, &ents[i], err))) goto cleanup;
@@ -290,36 +350,71 @@ as_status npz_parse_f32(const char *f, const uint8_t *buf, size_t len, const cha
                         (unsigned long long)n, name ? "" : " (and more than one array)");
         goto cleanup;
     }
-    if ((rc = read_entry(f, buf, cd_off, &ents[pick], &data, err))) goto cleanup;
-    char what[1300];
-    snprintf(what, sizeof what, "%s: %.*s", f, (int)ents[pick].name_len, (const char *)ents[pick].name);
-    rc = npy_parse_f32(what, data, (size_t)ents[pick].usize, out, err);
-    if (rc) npy_array_free(out);
+    rc = read_entry(f, buf, cd_off, &ents[pick], header_only, out, err);
 cleanup:
-    free(data);
     free(ents);
     return rc;
 }
 
-as_status npz_read_f32(const char *path, const char *name, npy_array *out, as_error *err) {
+as_status npz_parse_f32(const char *f, const uint8_t *buf, size_t len, const char *name, npy_array *out,
+                        as_error *err) {
+    return npz_parse(f, buf, len, name, 0, out, err);
+}
+
+/* Maps path read-only (at most NPZR_MAX_FILE bytes) and parses it; an empty file is
+ * named as such. */
+static as_status npz_read(const char *path, const char *name, int header_only, npy_array *out, as_error *err) {
     memset(out, 0, sizeof *out);
-    char *buf = NULL;
-    size_t len = 0;
-    as_status rc = as_read_file(path, NPZR_MAX_FILE, &buf, &len, err);
+    int fd;
+    uint64_t size;
+    as_status rc = as_file_open_regular(path, NPZR_MAX_FILE, &fd, &size, err);
     if (rc) return rc;
-    rc = npz_parse_f32(path, (const uint8_t *)buf, len, name, out, err);
-    free(buf);
+    if (size == 0) {
+        close(fd);
+        return as_err_set(err, AS_ERR_INPUT, "%s: empty file (0 bytes): not a .npz archive", path);
+    }
+    size_t len = (size_t)size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return as_err_set(err, AS_ERR_INTERNAL, "%s: mmap failed: %s", path, strerror(errno));
+    rc = npz_parse(path, map, len, name, header_only, out, err);
+    munmap(map, len);
     return rc;
 }
 
-as_status npyz_read_f32(const char *path, const char *name, npy_array *out, as_error *err) {
+as_status npz_read_f32(const char *path, const char *name, npy_array *out, as_error *err) {
+    return npz_read(path, name, 0, out, err);
+}
+
+/* Dispatches path to the .npz reader (header_only or not) or to the .npy one, by its
+ * first bytes: a ZIP local header "PK\3\4", or the end record "PK\5\6" of an empty
+ * archive. A file that is neither is named as such, not as a bad .npy. */
+static as_status npyz_read(const char *path, const char *name, int header_only, npy_array *out, as_error *err) {
     memset(out, 0, sizeof *out);
     FILE *fp;
     as_status rc = as_file_fopen_regular(path, NPZR_MAX_FILE, &fp, NULL, err);
     if (rc) return rc;
-    uint8_t magic[4] = {0};
-    size_t got = fread(magic, 1, 4, fp);
+    uint8_t magic[6] = {0};
+    size_t got = fread(magic, 1, 6, fp);
     fclose(fp);
-    if (got == 4 && rd32(magic) == SIG_LOCAL) return npz_read_f32(path, name, out, err);
-    return npy_read_f32(path, out, err);
+    if (got >= 4 && (rd32(magic) == SIG_LOCAL || rd32(magic) == SIG_EOCD))
+        return npz_read(path, name, header_only, out, err);
+    size_t pl = strlen(path);
+    int npz_name = pl >= 4 && !strcmp(path + pl - 4, ".npz");
+    if (got == 0)
+        return as_err_set(err, AS_ERR_INPUT, "%s: empty file (0 bytes): not a %s", path,
+                          npz_name ? ".npz archive" : ".npy file or .npz archive");
+    if (got < 6 || memcmp(magic, "\x93NUMPY", 6))
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: %s (it starts with neither the ZIP signature PK\\3\\4 nor the .npy magic \\x93NUMPY)",
+                          path, npz_name ? "not a .npz (ZIP) archive" : "neither a .npy file nor a .npz archive");
+    return header_only ? npy_read_header(path, out, err) : npy_read_f32(path, out, err);
+}
+
+as_status npyz_read_f32(const char *path, const char *name, npy_array *out, as_error *err) {
+    return npyz_read(path, name, 0, out, err);
+}
+
+as_status npyz_read_shape(const char *path, const char *name, npy_array *out, as_error *err) {
+    return npyz_read(path, name, 1, out, err);
 }

@@ -11,8 +11,10 @@
  * encryption, method 0 (stored) or 8 (deflate, via zlib); the chosen entry's local
  * header (signature, same name and method, sizes equal to the central ones unless a
  * data descriptor is used), its data inside the file and before the central
- * directory, the uncompressed size against NPZR_MAX_ENTRY_BYTES, the inflated length
- * and stream end, and the CRC-32. The .npy inside is then checked by io/npy.h.
+ * directory, the uncompressed size against NPZR_MAX_ENTRY_BYTES and the compression
+ * ratio against NPZR_MAX_RATIO, then the .npy header inside (io/npy.h) with its shape
+ * against the declared size, all before the array is allocated; then the inflated
+ * length and stream end, and the CRC-32.
  * Every error is AS_ERR_INPUT with one line naming the file (and the entry).
  * What it does not: write archives (io/npz.h does), multi-disk archives, encryption,
  * compression methods other than stored / deflate, dtypes other than '<f4'.
@@ -26,6 +28,13 @@
 #define NPZR_MAX_NAME 1024
 #define NPZR_MAX_ENTRY_BYTES (((size_t)NPYR_MAX_ELEMS) * 4 + NPYR_MAX_HEADER + 16)
 #define NPZR_MAX_FILE (NPZR_MAX_ENTRY_BYTES + ((size_t)1 << 26))
+/* A deflated entry may declare at most NPZR_MAX_RATIO uncompressed bytes per compressed
+ * byte once it declares more than NPZR_RATIO_FREE_BYTES. Attention matrices compress
+ * about 1.1:1 (softmax mantissas are noise), a few :1 with causal zeros, about 80:1 for
+ * a batch padded to 100 times its tokens (zero key columns);
+ * deflate's own ceiling is about 1032:1, which only runs of one byte value reach. */
+#define NPZR_MAX_RATIO 128
+#define NPZR_RATIO_FREE_BYTES ((uint64_t)1 << 20)
 
 /* Parses the in-memory archive buf (len bytes; fname is used in messages) and reads the
  * float32 array `name` (the entry "name.npy") into *out (npy_array_free; left zeroed on
@@ -33,10 +42,15 @@
  * archive. The data is copied; buf is not kept. Errors: AS_ERR_INPUT naming fname. */
 as_status npz_parse_f32(const char *fname, const uint8_t *buf, size_t len, const char *name, npy_array *out,
                         as_error *err);
-/* Reads the file path (at most NPZR_MAX_FILE bytes) and calls npz_parse_f32. */
+/* Maps the file path (at most NPZR_MAX_FILE bytes) read-only and calls npz_parse_f32. */
 as_status npz_read_f32(const char *path, const char *name, npy_array *out, as_error *err);
-/* Reads path as .npz when it starts with a ZIP local header ("PK\3\4"), else as .npy
- * (io/npy.h); name is as for npz_parse_f32 and ignored for .npy files. */
+/* Reads path as .npz when it starts with a ZIP signature ("PK\3\4", or "PK\5\6" for
+ * an empty archive), else as .npy (io/npy.h); name is as for npz_parse_f32 and ignored
+ * for .npy files. An empty file, or one that is neither, is reported as such. */
 as_status npyz_read_f32(const char *path, const char *name, npy_array *out, as_error *err);
+/* Like npyz_read_f32, but reads only the shape (out->data stays NULL): a .npy file's
+ * header, or an .npz entry's sizes, compression ratio and the first NPYR_MAX_PREFIX
+ * bytes it inflates to. Callers check the shape before paying for the data. */
+as_status npyz_read_shape(const char *path, const char *name, npy_array *out, as_error *err);
 
 #endif

@@ -8,7 +8,12 @@
 #     checks against NumPy); re-running is a no-op; other accepted layouts (flat saliency
 #     vector, words aligned by spelling, .npy attention) load.
 #  2. malformed inputs (truncated / corrupted / float64 / wrong-shape npz, bad JSON,
-#     bad word_ids, parse mismatches, option mistakes): exit 2 with one line naming the file.
+#     bad word_ids, parse mismatches, option mistakes): exit 2 with one line naming the file;
+#     an npz declaring more than the tokens file needs is refused from its shape, and a
+#     deflate bomb from its compression ratio, both at a small peak RSS (/usr/bin/time);
+#     rows that sum to 2 or 0, entries of 3e38, NaN or < 0 are refused naming the file,
+#     layer, head, row and token (an all-zero [PAD] row is accepted); empty and non-ZIP
+#     .npz files and a tokens file over the JSON size limit are named as such.
 #  3. ../shared/data/bert-base-sst2-attention (skipped when absent) imported file by file
 #     equals its --dir import.
 # Usage: test_import.sh BINARY. Needs sqlite3 and /usr/bin/python3 (for corrupting copies).
@@ -106,6 +111,58 @@ expect2 "as many --tokens files as --attention files" --attention "$F/0000.npz"
 expect2 "once per --attention file" --attention "$F/0000.npz" --tokens "$T0" --attention "$F/0007.npz" --tokens "$F/0007.tokens.json" --saliency "$TMP/sal.json"
 expect2 "not both" --dir "$D0" --attention "$F/0000.npz" --tokens "$T0"
 expect2 "missing.npz: cannot open" --attention "$TMP/missing.npz" --tokens "$T0"
+
+# ---- 2b. declared sizes, attention values, input sizes -----------------------------------
+/usr/bin/python3 - "$F/0000.npz" "$T0" "$TMP" <<'PY'
+import json, sys, zipfile, numpy as np
+src, tok, out = sys.argv[1:]
+a = np.load(src)["attentions"]  # (2, 3, 11, 11)
+def savez(name, arr):
+    np.savez(out + "/" + name, attentions=arr.astype(np.float32))
+# 100 MB declared ([2, 3, 2048, 2048]) in about 13 MB of deflate (ratio about 8:1): the
+# shape is refused against the tokens file before anything is inflated
+big = np.zeros((2, 3, 2048, 2048), np.float32)
+big.reshape(-1)[::8] = np.random.default_rng(1).random(big.size // 8, dtype=np.float32)
+np.savez_compressed(out + "/big.npz", attentions=big)
+del big
+# 25 MB of zeros in about 25 KB: over the compression ratio limit
+np.savez_compressed(out + "/bomb.npz", attentions=np.zeros((2, 3, 1024, 1024), np.float32))
+b = a.copy(); b[1, 2, 4] = 2.0 / 11; savez("sum2.npz", b)
+b = a.copy(); b[0, 1, 3] = 0; savez("zero.npz", b)
+b = a.copy(); b[1, 0, 5, 7] = 3e38; savez("huge.npz", b)
+b = a.copy(); b[0, 0, 2, 2] = np.nan; savez("nan.npz", b)
+b = a.copy(); b[1, 1, 6, 1] = -0.25; b[1, 1, 6, 2] += 0.25; savez("neg.npz", b)
+# a [PAD] query whose row is all zeros is accepted; the same zero row of a word is not
+t = json.load(open(tok)); t["tokens"][-1] = "[PAD]"; json.dump(t, open(out + "/pad.tokens.json", "w"))
+b = a.copy(); b[:, :, 10] = 0; savez("padrow.npz", b)
+open(out + "/empty.npz", "wb").close()
+open(out + "/text.npz", "w").write("this is not an archive\n")
+PY
+maxrss() { # maxrss OUTFILE args...: runs BIN import args, prints its peak RSS in KiB
+  local o=$1; shift
+  /usr/bin/time -f %M -o "$TMP/rss" "$BIN" import "$@" --db "$TMP/x.db" >/dev/null 2>"$o"
+  echo $?; cat "$TMP/rss" | tail -1
+}
+r=($(maxrss "$TMP/err" --attention "$TMP/big.npz" --tokens "$T0"))
+if [ "${r[0]}" = 2 ] && grep -qF "big.npz: attention shape must be [2, 3, 11, 11]" "$TMP/err" && [ "${r[1]}" -lt 80000 ]; then
+  ok "100 MB array declared in a 13 MB npz refused from its shape at ${r[1]} KiB peak RSS: $(cat "$TMP/err")"
+else fail "big.npz: exit ${r[0]}, peak ${r[1]} KiB: $(cat "$TMP/err")"; fi
+r=($(maxrss "$TMP/err" --attention "$TMP/bomb.npz" --tokens "$T0"))
+if [ "${r[0]}" = 2 ] && grep -qF "over the compression ratio limit of 128:1" "$TMP/err" && [ "${r[1]}" -lt 80000 ]; then
+  ok "deflate bomb refused at ${r[1]} KiB peak RSS: $(cat "$TMP/err")"
+else fail "bomb.npz: exit ${r[0]}, peak ${r[1]} KiB: $(cat "$TMP/err")"; fi
+expect2 "sum2.npz: layer 1, head 2, row 4 (token 'c'): the row sums to 2, not 1 (tolerance 0.005)" --attention "$TMP/sum2.npz" --tokens "$T0"
+expect2 "zero.npz: layer 0, head 1, row 3 (token 'a'): the row sums to 0, not 1" --attention "$TMP/zero.npz" --tokens "$T0"
+expect2 "huge.npz: layer 1, head 0, row 5 (token '##at'): entry 7 is 3e+38, not a probability in [0, 1]" --attention "$TMP/huge.npz" --tokens "$T0"
+expect2 "nan.npz: layer 0, head 0, row 2 (token '##an'): entry 2 is nan" --attention "$TMP/nan.npz" --tokens "$T0"
+expect2 "neg.npz: layer 1, head 1, row 6 (token 'f'): entry 1 is -0.25" --attention "$TMP/neg.npz" --tokens "$T0"
+expect2 "padrow.npz: layer 0, head 0, row 10 (token '[SEP]'): the row sums to 0" --attention "$TMP/padrow.npz" --tokens "$T0"
+"$BIN" import --attention "$TMP/padrow.npz" --tokens "$TMP/pad.tokens.json" --quiet --db "$TMP/pad.db" 2>"$TMP/err" \
+  && ok "an all-zero [PAD] row is accepted" || fail "padrow.npz with a [PAD] token: $(cat "$TMP/err")"
+expect2 "empty.npz: empty file (0 bytes): not a .npz archive" --attention "$TMP/empty.npz" --tokens "$T0"
+expect2 "text.npz: not a .npz (ZIP) archive" --attention "$TMP/text.npz" --tokens "$T0"
+truncate -s 65M "$TMP/huge.tokens.json"
+expect2 "huge.tokens.json: file is 68157440 bytes, over the limit of 67108864" --attention "$F/0000.npz" --tokens "$TMP/huge.tokens.json"
 
 # ---- 3. real BERT-base attention, file by file -------------------------------------------
 D=$SHARED/bert-base-sst2-attention
