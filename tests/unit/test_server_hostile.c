@@ -161,10 +161,12 @@ static void test_host_header(void **state) {
 /* ---- slow clients ------------------------------------------------------------------- */
 
 #define N_TRICKLE 200
+#define N_BODY 5
 
-/* 200 connections trickle header bytes (one byte each per 100 ms, never finishing).
- * A normal request is answered quickly meanwhile; no trickling connection is closed
- * before the 2 s deadline, and every one is closed soon after it. */
+/* 200 connections trickle header bytes (one byte each per 100 ms, never finishing),
+ * the first N_BODY of them body bytes after complete headers. A normal request is
+ * answered quickly meanwhile; no trickling connection is closed before the 2 s
+ * deadline, and every one is closed soon after it. */
 static void test_slowloris(void **state) {
     server s;
     const char *args[] = {"--model", DEMO, "--request-timeout", "2", NULL};
@@ -172,16 +174,18 @@ static void test_slowloris(void **state) {
     int fds[N_TRICKLE], closed_at_1s = 0, closed_at_end = 0;
     const char *head = "GET /api/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     double t0 = now_s();
+    const char *post_head = "POST /api/v1/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n";
     for (int i = 0; i < N_TRICKLE; i++) {
         fds[i] = connect_port(s.port);
         assert_true(fds[i] >= 0);
+        if (i < N_BODY) send_all(fds[i], post_head, strlen(post_head));
     }
     size_t pos = 0;
     double worst = 0, t_check = 0;
     int answered = 0;
     while (now_s() - t0 < 4.5) {
         for (int i = 0; i < N_TRICKLE; i++) {
-            char c = pos < strlen(head) ? head[pos] : 'a';
+            char c = i >= N_BODY && pos < strlen(head) ? head[pos] : 'a';
             if (send(fds[i], &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* closed by the server: seen below */
             }
         }
@@ -207,8 +211,8 @@ static void test_slowloris(void **state) {
         closed_at_end += peer_closed(fds[i]);
         close(fds[i]);
     }
-    printf("slowloris: %d trickling connections; normal requests answered in at most %.3f s; "
-           "closed at %.1f s: %d, at 4.5 s: %d\n", N_TRICKLE, worst, t_check, closed_at_1s, closed_at_end);
+    printf("slowloris: %d trickling connections (%d of them in the body); normal requests answered in at most %.3f s; "
+           "closed at %.1f s: %d, at 4.5 s: %d\n", N_TRICKLE, N_BODY, worst, t_check, closed_at_1s, closed_at_end);
     assert_int_equal(answered, 3);
     assert_true(worst < 1.0);
     assert_int_equal(closed_at_1s, 0);
