@@ -3,8 +3,12 @@
  */
 #include "analysis/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -125,9 +129,43 @@ static as_status open_db(const char *path, int flags, store *out, as_error *err)
     return AS_OK;
 }
 
+/* Takes the writer lock: an exclusive, non-blocking flock on the database file itself
+ * (created empty when create is set; SQLite takes an empty file as a new database).
+ * flock locks are apart from SQLite's POSIX byte-range locks on Linux, and the
+ * descriptor stays open until after sqlite3_close (closing any descriptor of the file
+ * would drop the process's POSIX locks). A file that cannot be opened is left to
+ * SQLite to report. */
+static as_status take_writer_lock(const char *path, int create, int *fd_out, int *locked, as_error *err) {
+    *locked = 0;
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0), 0644);
+    if (fd < 0) return AS_OK;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return as_err_set(err, AS_ERR_INPUT,
+                              "%s: another attnscope process (analyze or import) is writing this database; wait for "
+                              "it to finish, or give another --db",
+                              path);
+        return as_err_set(err, AS_ERR_INPUT, "%s: cannot lock the database: %s", path, strerror(e));
+    }
+    *fd_out = fd;
+    *locked = 1;
+    return AS_OK;
+}
+
 as_status store_open(const char *path, int create, store *out, as_error *err) {
-    as_status rc = open_db(path, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), out, err);
+    int fd = -1, locked = 0;
+    memset(out, 0, sizeof *out);
+    as_status rc = take_writer_lock(path, create, &fd, &locked, err);
     if (rc) return rc;
+    rc = open_db(path, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), out, err);
+    out->lock_fd = fd;
+    out->locked = locked;
+    if (rc) {
+        store_close(out);
+        return rc;
+    }
     char *msg = NULL;
     if (sqlite3_exec(out->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg) != SQLITE_OK) {
         as_err_set(err, AS_ERR_INPUT, "%s: not a usable SQLite database: %s", path, msg ? msg : "?");
@@ -214,4 +252,6 @@ void store_close(store *s) {
     if (!s) return;
     if (s->db) sqlite3_close(s->db);
     s->db = NULL;
+    if (s->locked) close(s->lock_fd); /* after sqlite3_close: see take_writer_lock */
+    s->locked = 0;
 }

@@ -1,7 +1,8 @@
 /* store.h — the SQLite database of `attnscope analyze` / `import` (schema: docs/analysis.md).
  *
  * What it does: opens or creates the database (WAL journal, so a process killed at
- * any moment leaves only committed transactions), creates the schema, opens existing
+ * any moment leaves only committed transactions) for one writer at a time (an
+ * exclusive flock on the database file), creates the schema, opens existing
  * databases without writing for the readers (`report`, `export`), and wraps the
  * few sqlite3 calls every writer and reader needs with one-line errors naming the
  * database file.
@@ -20,10 +21,17 @@
 typedef struct {
     sqlite3 *db;
     char path[1024];
+    int locked;  /* 1 when lock_fd holds the writer lock (store_open) */
+    int lock_fd; /* descriptor of the database file holding the lock; closed after db */
 } store;
 
-/* Opens (creating when create != 0) path and ensures the schema. Errors: AS_ERR_INPUT
- * when the file cannot be opened, is not a database or has another schema version. */
+/* Opens (creating when create != 0) path for writing and ensures the schema. One
+ * writer at a time: the writer holds an exclusive flock(2) on the database file until
+ * store_close (released by the kernel when the process dies, so a killed analysis can
+ * be resumed at once); the readers (report, export, serve) take no lock and read
+ * committed transactions of the WAL. Errors: AS_ERR_INPUT when the file cannot be
+ * opened, another process holds the writer lock ("another attnscope process is
+ * writing ..."), or the file is not a database or has another schema version. */
 as_status store_open(const char *path, int create, store *out, as_error *err);
 /* Opens an existing database for the readers (`report`, `export`): no schema is created
  * and nothing is written. Errors: AS_ERR_INPUT when it cannot be opened, is not a
