@@ -8,6 +8,23 @@
 static const char *DIR_NAME[2] = {"dependent->parent", "parent->dependent"};
 static const char *DIR_KEY[2] = {"dependent_to_parent", "parent_to_dependent"};
 
+/* Column col of q as an index in [0, n), or -1 when it is not an integer in that
+ * range. Indices read from a database are checked before any arithmetic on them:
+ * sqlite3_column_int would truncate 2^32 to 0, and layer * H can overflow int. */
+static int col_index(sqlite3_stmt *q, int col, int64_t n) {
+    if (sqlite3_column_type(q, col) != SQLITE_INTEGER) return -1;
+    sqlite3_int64 v = sqlite3_column_int64(q, col);
+    return v >= 0 && v < n ? (int)v : -1;
+}
+
+/* The error for a row of table whose indices are outside run's L x H heads. */
+static as_status damaged_row(store *s, int64_t run, const char *table, int L, int H, as_error *err) {
+    return as_err_set(err, AS_ERR_INPUT,
+                      "%s: run %lld: a row of table %s has a layer, head or direction outside the run's %d layers x "
+                      "%d heads (damaged database?)",
+                      s->path, (long long)run, table, L, H);
+}
+
 static as_status top_by(store *s, FILE *out, int64_t run, const char *col, int top, as_error *err) {
     char sql[256];
     snprintf(sql, sizeof sql,
@@ -62,7 +79,12 @@ as_status an_report(store *s, FILE *out, int top, as_error *err) {
         int lastdir = -1, any = 0;
         while (sqlite3_step(q) == SQLITE_ROW) {
             const char *rel = (const char *)sqlite3_column_text(q, 0);
-            int d = sqlite3_column_int(q, 1);
+            int d = col_index(q, 1, 2);
+            if (!rel || d < 0) {
+                rc = as_err_set(err, AS_ERR_INPUT, "%s: run %lld: a row of table rel_accuracy has no relation or a "
+                                "direction other than 0 and 1 (damaged database?)", s->path, (long long)run);
+                goto cleanup;
+            }
             if (!strcmp(rel, last) && d == lastdir) continue; /* ties: first head only */
             snprintf(last, sizeof last, "%s", rel);
             lastdir = d;
@@ -146,8 +168,11 @@ static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *
         goto cleanup;
     sqlite3_bind_int64(q, 1, run);
     while (sqlite3_step(q) == SQLITE_ROW) {
-        int l = sqlite3_column_int(q, 0), h = sqlite3_column_int(q, 1);
-        if (l < 0 || l >= L || h < 0 || h >= H) continue;
+        int l = col_index(q, 0, L), h = col_index(q, 1, H);
+        if (l < 0 || h < 0) {
+            rc = damaged_row(s, run, "head_scores", L, H, err);
+            goto cleanup;
+        }
         json_t *o = json_object(), *st = json_object(), *pat = json_object(), *abl = json_object();
         json_object_set_new(o, "layer", json_integer(l));
         json_object_set_new(o, "head", json_integer(h));
@@ -184,8 +209,12 @@ static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *
     sqlite3_bind_int64(q, 1, run);
     while (sqlite3_step(q) == SQLITE_ROW) {
         const char *rel = (const char *)sqlite3_column_text(q, 0);
-        int d = sqlite3_column_int(q, 1) & 1, l = sqlite3_column_int(q, 2), h = sqlite3_column_int(q, 3);
-        if (l < 0 || l >= L || h < 0 || h >= H || !hv[l * H + h]) continue;
+        int d = col_index(q, 1, 2), l = col_index(q, 2, L), h = col_index(q, 3, H);
+        if (!rel || d < 0 || l < 0 || h < 0) {
+            rc = damaged_row(s, run, "rel_accuracy", L, H, err);
+            goto cleanup;
+        }
+        if (!hv[l * H + h]) continue; /* a head without scores: nothing to attach to */
         json_t *hr = json_object_get(hv[l * H + h], "relations"), *e = json_object_get(hr, rel);
         if (!e) {
             e = json_object();
@@ -229,9 +258,25 @@ static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *
     }
     sqlite3_bind_int64(q, 1, run);
     while (sqlite3_step(q) == SQLITE_ROW) {
-        int a = sqlite3_column_int(q, 0) * H + sqlite3_column_int(q, 1), b = sqlite3_column_int(q, 2) * H + sqlite3_column_int(q, 3);
-        if (a < 0 || a >= LH || b < 0 || b >= LH) continue;
-        dm[(size_t)a * LH + b] = dm[(size_t)b * LH + a] = sqlite3_column_double(q, 4);
+        int al = col_index(q, 0, L), ah = col_index(q, 1, H), bl = col_index(q, 2, L), bh = col_index(q, 3, H);
+        double jsd = sqlite3_column_double(q, 4);
+        if (al < 0 || ah < 0 || bl < 0 || bh < 0) {
+            rc = damaged_row(s, run, "head_pairs", L, H, err);
+        } else if (sqlite3_column_type(q, 4) != SQLITE_FLOAT && sqlite3_column_type(q, 4) != SQLITE_INTEGER) {
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: run %lld: head_pairs L%dH%d-L%dH%d has a jsd that is not a number "
+                            "(damaged database?)", s->path, (long long)run, al, ah, bl, bh);
+        } else if (!isfinite(jsd) || jsd < 0.0) {
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: run %lld: head_pairs L%dH%d-L%dH%d has jsd %g, not a finite "
+                            "distance >= 0 (damaged database?)", s->path, (long long)run, al, ah, bl, bh, jsd);
+        }
+        if (rc) {
+            free(rows);
+            free(dm);
+            json_decref(jm);
+            goto cleanup;
+        }
+        int a = al * H + ah, b = bl * H + bh; /* < LH <= AS_MAX_RUN_HEADS (store_run_shape_ok) */
+        dm[(size_t)a * LH + b] = dm[(size_t)b * LH + a] = jsd;
     }
     for (int a = 0; a < LH; a++) {
         json_t *row = json_array();

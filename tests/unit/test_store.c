@@ -8,7 +8,9 @@
  * (bad .npy, bad JSON, wrong shape) fail with AS_ERR_INPUT naming the file; SHA-256
  * (run digests) on the FIPS 180-4 example vectors; store_open_existing (the readers)
  * leaves the file byte for byte as it was, creates nothing, and refuses a database
- * without a table of the schema, of another schema version, or not a database at all.
+ * without a table of the schema, of another schema version, or not a database at all;
+ * export and report refuse damaged index and JSD cells (overflowing, truncated,
+ * non-numeric, infinite) naming the table.
  * It does not run a model (tests/cli/test_analyze.sh does, with kill/resume).
  */
 #include <setjmp.h>
@@ -211,6 +213,74 @@ static void test_import_errors(void **state) {
     expect_import_error(dir, "0001.attention.npy");
 }
 
+/* export and report on a damaged database: an index that overflows layer * H or that
+ * sqlite3_column_int would truncate to 0, a non-numeric or infinite JSD, a direction
+ * other than 0/1: each is refused with AS_ERR_INPUT naming the table, and nothing is
+ * written into a real cell. Each damage is undone before the next. */
+static void test_export_damaged(void **state) {
+    (void)state;
+    char db[128], out[128];
+    snprintf(db, sizeof db, "%s/damaged.db", g_tmp);
+    snprintf(out, sizeof out, "%s/damaged.json", g_tmp);
+    an_opts o = {.quiet = 1, .min_rel = 1}; /* relations counted, so that report lists them */
+    as_error err = {0};
+    assert_int_equal(an_import_dir(db, FIX "/import", &o, &err), AS_OK);
+    store s;
+    assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
+    assert_int_equal(an_export(&s, out, &err), AS_OK);
+    struct {
+        const char *damage, *undo, *pat;
+        int report; /* 1: an_report fails too */
+    } cases[] = {
+        {"UPDATE head_pairs SET a_layer=1073741824, jsd=12345 WHERE a_layer=0 AND a_head=0 AND b_layer=0 AND b_head=1",
+         "UPDATE head_pairs SET a_layer=0 WHERE a_layer=1073741824", "a row of table head_pairs", 0},
+        {"UPDATE head_pairs SET a_layer=4294967296 WHERE a_layer=0 AND a_head=0 AND b_layer=0 AND b_head=1",
+         "UPDATE head_pairs SET a_layer=0 WHERE a_layer=4294967296", "a row of table head_pairs", 0},
+        {"UPDATE head_pairs SET jsd='abc' WHERE a_layer=0 AND a_head=0 AND b_layer=0 AND b_head=1",
+         "UPDATE head_pairs SET jsd=0.5 WHERE a_layer=0 AND a_head=0 AND b_layer=0 AND b_head=1",
+         "head_pairs L0H0-L0H1 has a jsd that is not a number", 0},
+        {"UPDATE head_pairs SET jsd=9e999 WHERE a_layer=0 AND a_head=0 AND b_layer=0 AND b_head=1",
+         "UPDATE head_pairs SET jsd=0.5 WHERE a_layer=0 AND a_head=0 AND b_layer=0 AND b_head=1",
+         "head_pairs L0H0-L0H1 has jsd inf", 0},
+        {"UPDATE head_scores SET layer=4294967296 WHERE layer=0 AND head=0;"
+         "UPDATE patterns SET layer=4294967296 WHERE layer=0 AND head=0",
+         "UPDATE head_scores SET layer=0 WHERE layer=4294967296; UPDATE patterns SET layer=0 WHERE layer=4294967296",
+         "a row of table head_scores", 0},
+        {"UPDATE rel_accuracy SET dir=dir+4", "UPDATE rel_accuracy SET dir=dir-4", "rel_accuracy", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(sqlite3_exec(s.db, cases[i].damage, NULL, NULL, NULL), SQLITE_OK);
+        assert_true(sqlite3_changes(s.db) > 0);
+        as_status rc = an_export(&s, out, &err);
+        if (rc != AS_ERR_INPUT || !strstr(err.msg, cases[i].pat) || !strstr(err.msg, db)) {
+            fprintf(stderr, "case %zu: rc %d '%s' lacks '%s'\n", i, rc, err.msg, cases[i].pat);
+            fail();
+        }
+        if (cases[i].report) {
+            FILE *devnull = fopen("/dev/null", "w");
+            assert_non_null(devnull);
+            assert_int_equal(an_report(&s, devnull, 3, &err), AS_ERR_INPUT);
+            fclose(devnull);
+            assert_non_null(strstr(err.msg, "direction other than 0 and 1"));
+        }
+        assert_int_equal(sqlite3_exec(s.db, cases[i].undo, NULL, NULL, NULL), SQLITE_OK);
+    }
+    /* undone: the export is whole again, and the pair keeps the value written back */
+    assert_int_equal(an_export(&s, out, &err), AS_OK);
+    store_close(&s);
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    json_t *m = json_array_get(json_object_get(j, "models"), 0);
+    json_t *jm = json_object_get(m, "head_jsd");
+    assert_true(json_real_value(json_array_get(json_array_get(jm, 0), 1)) == 0.5);
+    assert_true(json_real_value(json_array_get(json_array_get(jm, 1), 0)) == 0.5);
+    for (size_t a = 0; a < json_array_size(jm); a++)
+        for (size_t b = 0; b < json_array_size(jm); b++)
+            assert_true(json_real_value(json_array_get(json_array_get(jm, a), b)) < 1.0);
+    json_decref(j);
+}
+
 /* FIPS 180-4 / NIST example vectors: the digests that identify runs */
 static void test_sha256(void **state) {
     (void)state;
@@ -292,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_import_matches_numpy),
         cmocka_unit_test(test_import_errors),
+        cmocka_unit_test(test_export_damaged),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
