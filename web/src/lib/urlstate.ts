@@ -1,6 +1,8 @@
 // urlstate.ts — the explorer's shareable state, kept in the page URL's query string
 // (?model=..&text=..&text_b=..&view=head&layer=0&head=0&token=3&heads=0,2&dims=3,17) so a
-// view reloads as it was.
+// view reloads as it was (and in the same UI language: lang=en|zh-CN).
+
+import { asLang, type Lang } from './i18n';
 
 export type ViewName = 'head' | 'model' | 'neuron' | AnalysisView;
 /** issue 6: the views of the analysis database (views/AnalysisViews.svelte). */
@@ -24,6 +26,7 @@ export interface UrlState {
   dbrun: number; // issue 6: analysis run id (0 = the first)
   sent: number; // issue 6: analysed sentence index (-1 = none)
   cmp: number; // issue 6: second run of the comparison (0 = the second)
+  lang: Lang | null; // UI language (lib/i18n.ts); null = not in the URL: the browser's language
 }
 
 export const DEFAULT_STATE: UrlState = {
@@ -40,6 +43,7 @@ export const DEFAULT_STATE: UrlState = {
   dbrun: 0,
   sent: -1,
   cmp: 0,
+  lang: null,
 };
 
 /** "3,17,42" -> [3, 17, 42] (non-numbers dropped); null stays null. */
@@ -74,6 +78,7 @@ export function readUrlState(search: string): UrlState {
     dbrun: Math.max(0, int(p.get('dbrun'), 0)),
     sent: Math.max(-1, int(p.get('sent'), -1)),
     cmp: Math.max(0, int(p.get('cmp'), 0)),
+    lang: asLang(p.get('lang')),
   };
 }
 
@@ -92,5 +97,6 @@ export function writeUrlState(s: UrlState): string {
   if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
   if (s.sent >= 0) p.set('sent', String(s.sent));
   if (s.cmp > 0) p.set('cmp', String(s.cmp));
+  if (s.lang) p.set('lang', s.lang);
   return `?${p.toString()}`;
 }
