@@ -6,7 +6,8 @@
  * reset) beyond --max-connections and beyond the per-address limit, and streamed
  * tensor responses: slow readers of a 32 MB response do not grow the server's memory
  * by their responses, a slowly read stream equals a fast one byte for byte, and runs
- * held by responses in progress are bounded by --cache-mb (503 with Retry-After).
+ * held by responses in progress are bounded by --cache-mb (503 with Retry-After);
+ * out-of-range --max-connections and --request-timeout are usage errors.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -459,6 +460,20 @@ static void test_streamed_responses(void **state) {
     remove_long_model();
 }
 
+/* The new options are range-checked like the others (exit 2 with a usage error). */
+static void test_options(void **state) {
+    const char *bad[] = {"--max-connections 0", "--max-connections 4097", "--max-connections x",
+                         "--request-timeout 0", "--request-timeout 3601", "--request-timeout -1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 %s 2>&1 | grep -q -e '%.*s'", AS_BINARY, DEMO, bad[i],
+                 (int)strcspn(bad[i], " "), bad[i]);
+        assert_int_equal(WEXITSTATUS(system(cmd)), 0); /* the message names the option */
+        snprintf(cmd, sizeof cmd, "'%s' serve --model '%s' --port 0 %s >/dev/null 2>&1", AS_BINARY, DEMO, bad[i]);
+        assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    }
+}
+
 int main(void) {
     if (access(AS_BINARY, X_OK)) {
         fprintf(stderr, "test_server_hostile: %s is not built\n", AS_BINARY);
@@ -467,7 +482,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_header),       cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_connection_limit),  cmocka_unit_test(test_per_address_limit),
-        cmocka_unit_test(test_streamed_responses),
+        cmocka_unit_test(test_streamed_responses), cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
