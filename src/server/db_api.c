@@ -568,8 +568,8 @@ static void route_sentences(req *r, const run_info *ri) {
     long offset, limit, conf, correct;
     const char *q = api_query(rq, "q"), *corpus = api_query(rq, "corpus"), *rel = api_query(rq, "relation"),
                *cs = api_query(rq, "correct");
-    if (parse_long(api_query(rq, "offset"), 0, 1000000000L, 0, &offset)) {
-        api_error(r->rs, 400, "query 'offset': expected an integer >= 0");
+    if (parse_long(api_query(rq, "offset"), 0, SRV_DB_MAX_OFFSET, 0, &offset)) {
+        api_error(r->rs, 400, "query 'offset': expected an integer in [0, %ld]", SRV_DB_MAX_OFFSET);
         return;
     }
     if (parse_long(api_query(rq, "limit"), 1, SRV_DB_MAX_PAGE, SRV_DB_DEFAULT_PAGE, &limit)) {

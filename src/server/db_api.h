@@ -20,6 +20,7 @@
 #define SRV_DB_MAX_QUERY_BYTES 256   /* ?q search text */
 #define SRV_DB_MAX_CONF_ROWS 50      /* ?confidence=1 recomputes at most this many rows */
 #define SRV_DB_MAX_BEST 10           /* ?top best heads per relation and direction */
+#define SRV_DB_MAX_OFFSET 1000000000L /* ?offset of the first sentence of a page */
 
 typedef struct srv_db srv_db;
 

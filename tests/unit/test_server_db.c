@@ -477,6 +477,20 @@ static void test_errors(void **state) {
         expect_error(&r, cases[i].status);
         resp_free(&r);
     }
+    /* an offset out of range, too big or negative, is answered with the range */
+    static const char *const offsets[] = {"1000000001", "99999999999999999999", "-1"};
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/api/v1/db/runs/1/sentences?offset=%s", offsets[i]);
+        resp r;
+        get(S.port, path, &r);
+        expect_error(&r, 400);
+        json_t *j = body_json(&r);
+        assert_string_equal(json_string_value(json_object_get(j, "error")),
+                            "query 'offset': expected an integer in [0, 1000000000]");
+        json_decref(j);
+        resp_free(&r);
+    }
     char longq[600] = "/api/v1/db/runs/1/sentences?q=";
     memset(longq + strlen(longq), 'a', 300);
     resp r;
