@@ -1,7 +1,8 @@
 /* api.c — the /api/v1 routes: list models, run a text (or pair) with the run cache,
  * fetch attention for layer/head ranges (whole, or max-pooled thumbnails with
- * server/pool.h) and q/k/scores for one head as binary tensors, and masked-token
- * predictions. Every failure is a one-line JSON error
+ * server/pool.h) and q/k/scores for one head as binary tensors, streamed from the
+ * cached run while they are sent (no copy; runs held by streams are bounded by the
+ * cache), and masked-token predictions. Every failure is a one-line JSON error
  * with a 4xx/5xx status; no request input can abort the process.
  * It does not speak HTTP (server.c does) and serves no files.
  */
@@ -592,6 +593,16 @@ static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
     }
     int V = run->logits_cols;
     if (k > V) k = V;
+    for (int i = 0; i < enc.n; i++) {
+        if (!is_mask_piece(enc.pieces[i])) continue;
+        const float *row = run->logits + (size_t)i * (size_t)V;
+        for (int v = 0; v < V; v++)
+            if (!isfinite(row[v])) {
+                api_error(rs, 500, "model '%s': the masked-LM logits at position %d are not finite "
+                          "(NaN or infinity): no prediction", sm->name, i);
+                goto cleanup;
+            }
+    }
     preds = json_array();
     for (int i = 0; i < enc.n; i++) {
         if (!is_mask_piece(enc.pieces[i])) continue;
