@@ -236,7 +236,9 @@ static void print_token(const as_model *m, const as_encoding *enc, int i) {
     free(t);
 }
 
-static void print_summary(const as_model *m, const as_encoding *enc, const as_run *r, int top) {
+/* Prints the summary; returns 0, or 1 when the classifier logits are not finite (then
+ * no prediction is printed and the caller reports the error). */
+static int print_summary(const as_model *m, const as_encoding *enc, const as_run *r, int top) {
     const as_config *c = as_model_config(m);
     printf("model: %s (%s, %d layers x %d heads, width %d)\n", as_model_dir(m), c->model_type, c->n_layer,
            c->n_head, c->d_model);
@@ -289,6 +291,11 @@ static void print_summary(const as_model *m, const as_encoding *enc, const as_ru
         }
     }
     if (r->logits && r->logits_head == HEAD_CLASSIFIER) {
+        for (int j = 0; j < r->logits_cols; j++)
+            if (!isfinite(r->logits[j])) {
+                printf("classifier logits: not finite (NaN or infinity): no prediction\n");
+                return 1;
+            }
         printf("classifier logits:");
         int arg = 0;
         for (int j = 0; j < r->logits_cols; j++) {
@@ -300,6 +307,7 @@ static void print_summary(const as_model *m, const as_encoding *enc, const as_ru
         if (c->id2label && arg < c->num_labels) printf("  -> %s\n", c->id2label[arg]);
         else printf("  -> LABEL_%d\n", arg);
     }
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, run_args *a) {
@@ -408,7 +416,15 @@ int cmd_run(int argc, char **argv) {
             goto cleanup;
         }
     } else {
-        print_summary(m, &enc, r, a.top);
+        if (print_summary(m, &enc, r, a.top)) {
+            fflush(stdout);
+            as_err_set(&err, AS_ERR_INPUT,
+                       "%s: the classifier logits are not finite (NaN or infinity): the weights "
+                       "overflow on this input; no prediction",
+                       as_model_dir(m));
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
     }
     rc = 0;
 cleanup:

@@ -5,6 +5,7 @@
 #include "model/model.h"
 #include "io/config.h"
 
+#include <math.h>
 #include <string.h>
 
 const char *as_dtype_name(as_dtype t) {
@@ -83,6 +84,28 @@ static as_status keep_owned(as_model *m, float *p, as_error *err) {
     return AS_OK;
 }
 
+/* Index of the first NaN or infinity of p[0..n), or n when all are finite. Blocks of
+ * AS_FINITE_BLOCK values reduce to the largest |x| bit pattern (a vectorised max; an
+ * exponent of all ones, 0x7f800000 and up, is infinity or NaN); only a failing block
+ * is searched element by element. */
+#define AS_FINITE_BLOCK 4096
+static size_t first_non_finite(const float *p, size_t n) {
+    for (size_t b = 0; b < n; b += AS_FINITE_BLOCK) {
+        size_t e = n - b < AS_FINITE_BLOCK ? n : b + AS_FINITE_BLOCK;
+        uint32_t mx = 0;
+        for (size_t i = b; i < e; i++) {
+            uint32_t u;
+            memcpy(&u, &p[i], 4);
+            u &= 0x7fffffffu;
+            mx = u > mx ? u : mx;
+        }
+        if (mx < 0x7f800000u) continue;
+        for (size_t i = b; i < e; i++)
+            if (!isfinite(p[i])) return i;
+    }
+    return n;
+}
+
 as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int required,
                     const float **out, as_error *err) {
     char used[512];
@@ -135,6 +158,12 @@ as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int r
         return as_err_set(err, AS_ERR_INPUT, "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16",
                           m->dir, t->name, t->dtype_name);
     }
+    size_t bad = first_non_finite(*out, n);
+    if (bad < n)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: tensor '%s' holds a non-finite value (%s at element %zu of %zu): the "
+                          "checkpoint is damaged",
+                          m->dir, t->name, isnan((*out)[bad]) ? "NaN" : "infinity", bad, n);
     if (m->n_params == 0 || t->dtype != DTYPE_F32 || m->dtype == DTYPE_F32) m->dtype = t->dtype;
     m->n_params += n;
     return AS_OK;
