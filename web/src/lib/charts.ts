@@ -4,6 +4,7 @@
 // models (model comparison).
 import { scaleLinear } from 'd3-scale';
 import type { Relation } from '../api/dbtypes';
+import { t } from './i18n';
 import type { Painter } from './painter';
 import { shapes } from './shapes';
 
@@ -25,7 +26,7 @@ export function drawLayerChart(p: Painter, o: { rel: Relation; L: number }): voi
   const y = scaleLinear().domain([0, 1]).range([height - 40, 14]);
   axes(p, 44, height - 40, width - 14, 14, [0, 0.5, 1], y);
   for (let l = 0; l < o.L; l++) p.text(x(l), height - 30, `${l}`, { align: 'center', size: 10, color: '#666' });
-  p.text((width + 44) / 2, height - 14, 'layer', { align: 'center', size: 10, color: '#666' });
+  p.text((width + 44) / 2, height - 14, t('chart.layer'), { align: 'center', size: 10, color: '#666' });
   const sp = shapes(p);
   o.rel.dirs.forEach((d) => {
     const c = DIR_COLORS[d.dir];
@@ -35,7 +36,7 @@ export function drawLayerChart(p: Painter, o: { rel: Relation; L: number }): voi
     d.by_layer.forEach((v, l) => pts.push(x(l), y(v)));
     sp.polyline(pts, c, 1, 2);
     d.by_layer.forEach((v, l) => sp.circle(x(l), y(v), 3, c));
-    p.text(width - 14, 10 + 12 * d.dir, d.dir === 0 ? 'dep → parent' : 'parent → dep', { align: 'right', size: 10, color: c });
+    p.text(width - 14, 10 + 12 * d.dir, t(d.dir === 0 ? 'common.depToParent' : 'common.parentToDep'), { align: 'right', size: 10, color: c });
   });
 }
 
@@ -62,7 +63,7 @@ export function drawBars(p: Painter, bars: Bar[], max = 1, x0 = 0, y0 = 0): void
     if (b.value !== null) {
       p.rect(x0 + 110, yy, x(b.value) - 110, 14, b.highlight ? '#d62728' : '#6b8fc7');
       p.text(x0 + x(max) + 6, yy + 7, b.value.toFixed(3), { size: 10, color: '#333' });
-    } else p.text(x0 + x(max) + 6, yy + 7, 'n/a', { size: 10, color: '#999' });
+    } else p.text(x0 + x(max) + 6, yy + 7, t('common.notApplicable'), { size: 10, color: '#999' });
     if (b.mark !== undefined) p.line(x0 + x(b.mark), yy - 2, x0 + x(b.mark), yy + 16, '#222', 1, 1.5);
   });
 }

@@ -6,6 +6,7 @@
 import type { Token } from '../api/types';
 import { diverging, type DivergingScale } from './colors';
 import { label } from './headview';
+import { t } from './i18n';
 import type { Painter } from './painter';
 
 export const MASKED = -1e30; // scores below this are masked positions
@@ -26,7 +27,7 @@ export interface NeuronInput {
 export function scoreFormula(Dh: number, scale: number): string {
   const sq = Math.sqrt(Dh);
   if (Math.abs(scale * sq - 1) < 1e-5) return `q·k / √d = q·k / ${sq.toFixed(3)}`;
-  return `q·k × ${scale.toPrecision(4)} (this model's scaling; 1/√d = ${(1 / sq).toPrecision(4)})`;
+  return t('neuron.ownScale', { s: scale.toPrecision(4), r: (1 / sq).toPrecision(4) });
 }
 
 export interface NeuronRows {
@@ -180,20 +181,20 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
     }
   const vs = diverging(vmax);
   const ps = diverging(pmax);
-  p.text(4, 12, `layer ${o.layer} · head ${o.head} · query “${label(o.tokens[i])}” (token ${i}) · d = ${Dh}`, { size: 13, weight: 'bold' });
-  p.text(4, 30, `score = ${scoreFormula(Dh, d.scale)} (plus the mask); softmax over keys. Positive blue, negative orange.`, { size: 11, color: '#444' });
-  legend(p, L.kX, 58, vs, 'q and k values');
-  legend(p, L.pX, 58, ps, 'q × k (element-wise)');
+  p.text(4, 12, t('neuron.title', { layer: o.layer, head: o.head, tok: label(o.tokens[i]), i, d: Dh }), { size: 13, weight: 'bold' });
+  p.text(4, 30, t('neuron.subtitle', { formula: scoreFormula(Dh, d.scale) }), { size: 11, color: '#444' });
+  legend(p, L.kX, 58, vs, t('neuron.legendQk'));
+  legend(p, L.pX, 58, ps, t('neuron.legendProduct'));
   // header row: q vector above the k column, its dims in display order
   const hy = L.top;
-  p.text(L.kX - 6, hy + L.rowH / 2, `q: ${label(o.tokens[i])}`, { align: 'right', size: 12, weight: 'bold' });
+  p.text(L.kX - 6, hy + L.rowH / 2, t('neuron.qRow', { tok: label(o.tokens[i]) }), { align: 'right', size: 12, weight: 'bold' });
   rows.order.forEach((x, c) => p.rect(L.kX + c * L.cw, hy + 2, L.cw - 1, L.rowH - 4, vs.color(d.q[i * Dh + x])));
-  p.text(L.pX, hy - 10, `${rows.nTop} of ${Dh} dims carry half of the positive q·k for “${label(o.tokens[rows.focusKey])}”`, { size: 10, color: '#444' });
+  p.text(L.pX, hy - 10, t('neuron.halfDims', { n: rows.nTop, Dh, tok: label(o.tokens[rows.focusKey]) }), { size: 10, color: '#444' });
   p.text(L.sX, hy + L.rowH / 2, 'q·k/√d', { size: 11, weight: 'bold' });
   p.text(L.aX, hy + L.rowH / 2, 'softmax', { size: 11, weight: 'bold' });
   if (o.marked?.size) {
     // marked dims: a bar above q's column and below q × k's, and an outline around the q cell
-    p.text(L.kX, hy - 22, `marked dims: ${[...o.marked].sort((a, b) => a - b).join(', ')}`, { size: 10, color: MARK_COLOR });
+    p.text(L.kX, hy - 22, t('neuron.markedDraw', { dims: [...o.marked].sort((a, b) => a - b).join(', ') }), { size: 10, color: MARK_COLOR });
     rows.order.forEach((x, c) => {
       if (!o.marked?.has(x)) return;
       p.rect(L.kX + c * L.cw, hy - 8, L.cw - 1, 6, MARK_COLOR);

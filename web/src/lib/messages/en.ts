@@ -274,6 +274,8 @@ export const en = {
   'cmp.headB': 'B head (same pattern, nearest statistics)',
   'cmp.distance': 'distance',
   'cmp.oneRun': 'The database holds one run; analyse a second model into it to compare.',
+  'neuron.markedDraw': 'marked dims: {dims}',
+  'neuron.qRow': 'q: {tok}',
 } satisfies Record<string, Msg>;
 
 export type MessageKey = keyof typeof en;

@@ -274,4 +274,6 @@ export const zhCN: Messages = {
   'cmp.headB': 'B 的头（同一模式，统计量最接近）',
   'cmp.distance': '距离',
   'cmp.oneRun': '数据库中只有一个运行；请再分析一个模型写入其中以进行对比。',
+  'neuron.markedDraw': '标记的维度：{dims}',
+  'neuron.qRow': 'q：{tok}',
 };
