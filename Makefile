@@ -10,7 +10,7 @@ APT_PACKAGES += libsqlite3-dev sqlite3
 # .npz import (zlib inflate) and MPI scale-out of analyze (tests/cli/test_mpi.sh)
 APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
 # test scripts (tests/cli, tests/fuzz; tests/check_deps.py proves the list complete)
-APT_PACKAGES += python3 python3-numpy coreutils
+APT_PACKAGES += python3 python3-numpy coreutils util-linux
 # server (src/server) + browser tests (tests/browser)
 APT_PACKAGES += libmicrohttpd-dev chromium
 BUILD := build

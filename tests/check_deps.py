@@ -33,6 +33,7 @@ COMMANDS = {
     "ctest": "cmake", "pkg-config": "pkg-config", "sqlite3": "sqlite3",
     "mpirun": "openmpi-bin", "chromium": "chromium", "node": "nodejs", "npm": "npm",
     "timeout": "coreutils", "mkfifo": "coreutils", "realpath": "coreutils",
+    "flock": "util-linux",
     "/usr/bin/python3": "python3",
 }
 # Python module -> Debian package (for the message)

@@ -138,7 +138,7 @@ if [ -d "$D" ]; then
   r=$(sqlite3 "$TMP/imp.db" "SELECT label FROM patterns WHERE layer=2 AND head=0; SELECT relation || ' ' || dir FROM rel_accuracy WHERE layer=7 AND head=10 AND relation='det' AND counted=1 AND accuracy > 0.85")
   [ "$(echo $r)" = "next-word det 0" ] && ok "import: L2H0 next-word, L7H10 determiner->noun head (Clark et al. 2019 head 8-11)" || fail "import heads: $r"
 else
-  echo "skip: $D absent (import of real BERT-base attention not tested)"
+  echo "SKIPPED (part): $D absent (import of real BERT-base attention not tested)"
 fi
 
 [ "$fails" = 0 ] && echo "all analyze CLI tests passed" || echo "$fails failure(s)"

@@ -129,7 +129,7 @@ assert d["offsets"].tolist()[:3] == [[-1, -1], [0, 2], [3, 5]]
 print("ok: npz output")
 PY
 else
-  echo "skip: npz check needs /usr/bin/python3 with numpy"
+  echo "FAIL: npz check needs /usr/bin/python3 with numpy (make deps installs python3-numpy)"; fails=$((fails+1))
 fi
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all CLI checks passed"

@@ -178,7 +178,7 @@ if [ -d "$D" ]; then
   for t in $AGG; do [ "$(rows "$TMP/r.db" $t 1 | md5sum)" = "$(rows "$TMP/r.db" $t 2 | md5sum)" ] || { same=0; fail "real data: $t differs"; }; done
   [ "$same" = 1 ] && ok "real BERT-base data ($(sqlite3 "$TMP/r.db" "SELECT n_total FROM runs WHERE id=1") sentences) imported file by file equals --dir" || true
 else
-  echo "skip: $D absent (file-by-file import of real BERT-base attention not tested)"
+  echo "SKIPPED (part): $D absent (file-by-file import of real BERT-base attention not tested)"
 fi
 
 [ "$fails" = 0 ] && echo "all import CLI tests passed" || echo "$fails failure(s)"

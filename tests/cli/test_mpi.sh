@@ -15,8 +15,8 @@ BIN=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SHARED=$ROOT/../shared/data
 M=$ROOT/models/demo-bert
-command -v mpirun >/dev/null || { echo "skip: mpirun not found (apt-get install openmpi-bin libopenmpi-dev, then rebuild)"; exit 0; }
-"$BIN" analyze --help | grep -q "MPI enabled" || { echo "skip: $BIN was built without MPI (CMake did not find it)"; exit 0; }
+command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not found (make deps installs openmpi-bin libopenmpi-dev; then rebuild)"; exit 77; }
+"$BIN" analyze --help | grep -q "MPI enabled" || { echo "SKIPPED: $BIN was built without MPI (CMake did not find it)"; exit 77; }
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing (apt-get install sqlite3)"; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
