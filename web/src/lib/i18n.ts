@@ -54,12 +54,15 @@ export function setLang(l: Lang): void {
 const numberFormats = new Map<Lang, Intl.NumberFormat>();
 const pluralRules = new Map<Lang, Intl.PluralRules>();
 
-/** `n` formatted for the current language (grouping, decimal sign); at most `digits` decimals. */
+/** Groups digits from five digits on (12,345 but 2048), so indices and ids read as they are. */
+const GROUPING = 'min2' as unknown as boolean;
+
+/** `n` formatted for the current language (digit grouping, decimal sign); at most `digits` decimals. */
 export function fmtNum(n: number, digits = 3): string {
   const l = ui.lang;
-  if (digits !== 3) return new Intl.NumberFormat(l, { maximumFractionDigits: digits }).format(n);
+  if (digits !== 3) return new Intl.NumberFormat(l, { maximumFractionDigits: digits, useGrouping: GROUPING }).format(n);
   let f = numberFormats.get(l);
-  if (!f) numberFormats.set(l, (f = new Intl.NumberFormat(l, { maximumFractionDigits: 3 })));
+  if (!f) numberFormats.set(l, (f = new Intl.NumberFormat(l, { maximumFractionDigits: 3, useGrouping: GROUPING })));
   return f.format(n);
 }
 
@@ -92,4 +95,10 @@ export function t(key: MessageKey, params?: Params): string {
     if (v === undefined) return all;
     return typeof v === 'number' ? fmtNum(v) : v;
   });
+}
+
+/** The message `${prefix}.${id}` (e.g. pattern.next-word), or `id` as it is when no dictionary names it. */
+export function tName(prefix: 'pattern' | 'component', id: string): string {
+  const k = `${prefix}.${id}`;
+  return k in en ? t(k as MessageKey) : id;
 }
