@@ -12,6 +12,9 @@ const out = process.argv[2];
 if (!out) throw new Error('usage: node make_long_model.mjs OUT_DIR');
 // ATTNSCOPE_LONG_LHD="12,12,96" overrides layers, heads, width (for timing BERT-base-sized grids).
 const [L, H, D] = (process.env.ATTNSCOPE_LONG_LHD || "2,4,32").split(",").map(Number);
+// ATTNSCOPE_LONG_QK="0.05" sets the scale of the query/key weights (default 0.6): small values
+// give diffuse attention, where every one of the T x T weights is a visible link.
+const QK = Number(process.env.ATTNSCOPE_LONG_QK || 0.6);
 const F = 2 * D, P = 512, V = 2000;
 
 const { tensors, add, rnd, one, zero } = tensorList(12345);
@@ -24,7 +27,7 @@ add('bert.embeddings.LayerNorm.bias', [D], zero);
 for (let l = 0; l < L; l++) {
   const p = `bert.encoder.layer.${l}.`;
   for (const m of ['query', 'key', 'value']) {
-    add(`${p}attention.self.${m}.weight`, [D, D], rnd(m === 'value' ? 0.2 : 0.6));
+    add(`${p}attention.self.${m}.weight`, [D, D], rnd(m === 'value' ? 0.2 : QK));
     add(`${p}attention.self.${m}.bias`, [D], rnd(0.1));
   }
   add(`${p}attention.output.dense.weight`, [D, D], rnd(0.2));

@@ -1,12 +1,59 @@
-// colors.ts — the explorer's colour scales (D3): one distinct colour per head, a
+// colors.ts — the explorer's colour scales (D3): one distinct colour per head (each with
+// at least 3:1 WCAG contrast on the white page, for up to 32 heads), a
 // sequential scale for attention heat maps and a diverging blue (+) / orange (-)
 // scale for the neuron view.
 import { scaleLinear, scaleSequential } from 'd3-scale';
-import { interpolateBlues, schemeTableau10, schemeSet3 } from 'd3-scale-chromatic';
+import { interpolateBlues, schemeTableau10 } from 'd3-scale-chromatic';
 
-const HEAD_COLORS: readonly string[] = [...schemeTableau10, ...schemeSet3];
+/** WCAG 2.1 relative luminance of an sRGB colour (W3C, "relative luminance"). */
+export function luminance([r, g, b]: [number, number, number]): number {
+  const ch = (v: number): number => {
+    const c = v / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  };
+  return 0.2126 * ch(r) + 0.7152 * ch(g) + 0.0722 * ch(b);
+}
 
-/** A distinct colour for head h (cycles after 22). */
+/** WCAG 2.1 contrast ratio (L1 + 0.05) / (L2 + 0.05) of two colours. */
+export function contrast(a: string, b: string): number {
+  const la = luminance(parseRgb(a));
+  const lb = luminance(parseRgb(b));
+  return (Math.max(la, lb) + 0.05) / (Math.min(la, lb) + 0.05);
+}
+
+/** The page background that head colours are checked against. */
+export const PAGE_BACKGROUND = '#ffffff';
+/** Head colours keep at least this contrast with the page background (WCAG 1.4.11, 3:1). */
+export const MIN_HEAD_CONTRAST = 3.2;
+
+const hex = ([r, g, b]: [number, number, number]): string =>
+  `#${[r, g, b].map((v) => Math.round(Math.max(0, Math.min(255, v))).toString(16).padStart(2, '0')).join('')}`;
+
+/** hsl (h in degrees, s and l in [0, 1]) -> rgb 0..255 (CSS Color 4, "HSL to RGB"). */
+function hslRgb(h: number, s: number, l: number): [number, number, number] {
+  const f = (n: number): number => {
+    const k = (n + h / 30) % 12;
+    return 255 * (l - s * Math.min(l, 1 - l) * Math.max(-1, Math.min(k - 3, 9 - k, 1)));
+  };
+  return [f(0), f(8), f(4)];
+}
+
+/** Scales c towards black (keeping its hue) until it has MIN_HEAD_CONTRAST against the page. */
+function legible(c: [number, number, number]): string {
+  let rgb = c;
+  while (contrast(hex(rgb), PAGE_BACKGROUND) < MIN_HEAD_CONTRAST) rgb = [rgb[0] * 0.95, rgb[1] * 0.95, rgb[2] * 0.95];
+  return hex(rgb);
+}
+
+/** 32 head colours: Tableau 10 for heads 0-9, then hues 137.5° apart (the golden angle)
+ *  at alternating lightness; every one is darkened until it reaches 3.2:1 on white. */
+const HEAD_COLORS: readonly string[] = (() => {
+  const out = schemeTableau10.map((c) => legible(parseRgb(c)));
+  for (let i = 0; out.length < 32; i++) out.push(legible(hslRgb((20 + i * 137.508) % 360, 0.7, i % 2 ? 0.32 : 0.45)));
+  return out;
+})();
+
+/** A distinct colour for head h (cycles after 32), legible on the page background. */
 export function headColor(h: number): string {
   return HEAD_COLORS[h % HEAD_COLORS.length];
 }

@@ -2,7 +2,8 @@
 // (CoNLL-U or imported parse) above it with their relation, and one head's predicted
 // parents below it (Clark et al. 2019 sec. 4.1: each word's most-attended other word),
 // green where the prediction is the gold parent and red where it is not; arcs the
-// syntactic score does not count (root, punct) are grey. Drawing goes through a Painter.
+// syntactic score does not count (root, punct) are grey. Relation labels that would
+// overlap are moved apart (depLabels). Drawing goes through a Painter.
 import type { Painter } from './painter';
 import { quadPoints, shapes } from './shapes';
 
@@ -63,11 +64,46 @@ function arc(p: Painter, x1: number, x2: number, y: number, dirY: number, color:
   p.lines(seg, 2, color, 0.9, width);
 }
 
+/** Where a gold arc's relation label is drawn: its centre and box (10 px text). */
+export interface DepLabel {
+  word: number; // the dependent
+  text: string;
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+
+const arcHeight = (G: DepLayout, d: number, q: number): number => Math.min(G.baseY - 40, 14 + Math.abs(q - d) * 20);
+
+/** The relation labels of the gold arcs, each at its arc's apex when that is free, else
+ *  moved by whole label heights (up first, then down) to the nearest place that overlaps
+ *  no label placed before it. Shorter arcs are placed first, so they keep their apex. */
+export function depLabels(o: Pick<DepOptions, 'words' | 'parents' | 'rels' | 'pred'>): DepLabel[] {
+  const G = depLayout(o);
+  const arcs = o.parents.map((par, d) => ({ d, par })).filter((a) => a.par >= 0 && (o.rels[a.d] ?? '') !== '');
+  arcs.sort((a, b) => Math.abs(a.par - a.d) - Math.abs(b.par - b.d) || a.d - b.d);
+  const out: DepLabel[] = [];
+  const hits = (l: DepLabel): boolean =>
+    out.some((m) => Math.abs(m.x - l.x) * 2 < m.w + l.w && Math.abs(m.y - l.y) * 2 < m.h + l.h);
+  for (const { d, par } of arcs) {
+    const text = o.rels[d] ?? '';
+    const y0 = G.baseY - 12 - arcHeight(G, d, par) - 6;
+    const l: DepLabel = { word: d, text, x: (G.x[d] + G.x[par]) / 2, y: y0, w: text.length * 6 + 6, h: 12 };
+    for (let k = 1; hits(l) && k <= 16; k++) {
+      const dy = Math.ceil(k / 2) * l.h * (k % 2 ? -1 : 1);
+      l.y = Math.max(8, Math.min(G.baseY - 20, y0 + dy));
+    }
+    out.push(l);
+  }
+  return out;
+}
+
 export function drawDep(p: Painter, o: DepOptions): void {
   const G = depLayout(o);
   if (o.title) p.text(10, 10, o.title, { size: 12, weight: 'bold' });
   const y = G.baseY;
-  const h = (d: number, q: number): number => Math.min(G.baseY - 40, 14 + Math.abs(q - d) * 20);
+  const h = (d: number, q: number): number => arcHeight(G, d, q);
   o.parents.forEach((par, d) => {
     if (par < 0) {
       if (par === -1) {
@@ -77,8 +113,11 @@ export function drawDep(p: Painter, o: DepOptions): void {
       return;
     }
     arc(p, G.x[d], G.x[par], y - 12, -1, GOLD, 1.2, h(d, par));
-    p.text((G.x[d] + G.x[par]) / 2, y - 12 - h(d, par) - 6, o.rels[d] ?? '', { align: 'center', size: 10, color: '#333' });
   });
+  for (const l of depLabels(o)) {
+    p.rect(l.x - l.w / 2, l.y - l.h / 2, l.w, l.h, '#ffffff', 0.85);
+    p.text(l.x, l.y, l.text, { align: 'center', size: 10, color: '#333' });
+  }
   o.words.forEach((w, i) => p.text(G.x[i], y, w, { align: 'center', size: 13, weight: 'bold' }));
   if (!o.pred) return;
   o.pred.forEach((q, d) => {

@@ -70,6 +70,8 @@ export interface OverviewOptions {
   mini: ((layer: number, head: number) => Float32Array | null) | null;
   T: number;
   title?: string;
+  /** the title's colour (the comparison view's model colour) */
+  titleColor?: string;
 }
 
 export interface OverviewLayout {
@@ -128,17 +130,33 @@ function miniLinks(p: Painter, a: Float32Array, T: number, x: number, y: number,
   p.lines(seg, n, '#222', 0.55, 1);
 }
 
+/** Colours of the two compared models (A, B): green and amber, away from the glyph hues
+ *  (red semantic, purple, blue syntactic), so that a colour means one thing everywhere. */
+export const MODEL_COLORS: readonly [string, string] = ['#1b7837', '#9c6500'];
+
+/** Height of the strip under each glyph that holds its head label (0 when no label). */
+function labelStrip(o: Pick<OverviewOptions, 'sort' | 'cell'>): number {
+  return o.sort !== 'index' || o.cell >= 40 ? 11 : 0;
+}
+
+/** The glyph radius range for a cell: it stays above the label strip. */
+export function radiusRange(o: Pick<OverviewOptions, 'sort' | 'cell'>): [number, number] {
+  const free = (o.cell - labelStrip(o)) / 2 - 1;
+  return [Math.min(o.cell * 0.14, free * 0.5), Math.min(o.cell * 0.46, free)];
+}
+
 export function drawOverview(p: Painter, o: OverviewOptions): void {
   const G = overviewLayout(o);
   const sp = shapes(p);
   const imps = o.heads.map((r) => r.importance);
   const lo = Math.min(...imps, 1);
   const hi = Math.max(...imps, 0);
+  const lab = labelStrip(o);
   const radius = scaleSqrt()
     .domain([lo, hi > lo ? hi : lo + 1e-9])
-    .range([o.cell * 0.14, o.cell * 0.46])
+    .range(radiusRange(o))
     .clamp(true);
-  if (o.title) p.text(G.left, 9, o.title, { size: 12, weight: 'bold' });
+  if (o.title) p.text(G.left, 9, o.title, { size: 12, weight: 'bold', color: o.titleColor });
   const rows = arrange(o);
   rows.forEach((row, l) => {
     const y = G.top + l * o.cell;
@@ -147,10 +165,10 @@ export function drawOverview(p: Painter, o: OverviewOptions): void {
       const x = G.left + c * o.cell;
       const ok = passes(r, o.filter);
       const sel = o.selected && o.selected.layer === r.layer && o.selected.head === r.head;
-      sp.circle(x + o.cell / 2, y + o.cell / 2, radius(r.importance), ok ? glyphColor(r.semantic, r.syntactic) : '#ccc', ok ? 1 : 0.35, ok ? '#666' : undefined);
+      sp.circle(x + o.cell / 2, y + (o.cell - lab) / 2, radius(r.importance), ok ? glyphColor(r.semantic, r.syntactic) : '#ccc', ok ? 1 : 0.35, ok ? '#666' : undefined);
       const a = o.mini && o.cell >= 48 ? o.mini(r.layer, r.head) : null;
-      if (a && ok) miniLinks(p, a, o.T, x, y, o.cell);
-      if (o.sort !== 'index' || o.cell >= 40)
+      if (a && ok) miniLinks(p, a, o.T, x + lab / 2, y, o.cell - lab);
+      if (lab)
         p.text(x + o.cell / 2, y + o.cell - 5, `${r.head}`, { align: 'center', size: 9, color: ok ? '#333' : '#aaa' });
       if (sel) p.strokeRect(x + 1, y + 1, o.cell - 2, o.cell - 2, '#111', 2);
     });
@@ -166,13 +184,31 @@ export function hitOverview(o: OverviewOptions, x: number, y: number): HeadRecor
   return arrange(o)[l][c] ?? null;
 }
 
-/** The colour legend: semantic (red) .. syntactic (blue) x strength. */
-export function drawLegend(p: Painter, x: number, y: number): void {
+/** Size of the legend drawn by drawLegend. */
+export const LEGEND_W = 150;
+export const LEGEND_H = 150;
+
+/** The legend: hue (semantic red .. syntactic blue) x lightness (the stronger score),
+ *  and the radius (importance) at the smallest and largest size drawn for this cell. */
+export function drawLegend(p: Painter, x: number, y: number, o: Pick<OverviewOptions, 'sort' | 'cell'> = { sort: 'index', cell: 40 }): void {
   const steps = 9;
-  for (let i = 0; i < steps; i++)
-    for (let k = 0; k < 3; k++) {
-      p.rect(x + i * 14, y + k * 12, 14, 12, hueLight(-1 + (2 * i) / (steps - 1), 0.35 + 0.3 * k));
-    }
-  p.text(x, y + 44, 'semantic', { size: 10, color: '#b22' });
-  p.text(x + steps * 14, y + 44, 'syntactic', { size: 10, color: '#225', align: 'right' });
+  const cw = 10;
+  const rows = [0.15, 0.5, 0.85];
+  p.text(x, y + 4, 'hue: which score is higher', { size: 10, color: '#333' });
+  rows.forEach((str, k) => {
+    for (let i = 0; i < steps; i++) p.rect(x + i * cw, y + 12 + k * 11, cw, 11, hueLight(-1 + (2 * i) / (steps - 1), str));
+  });
+  p.text(x + steps * cw + 4, y + 17, 'weak', { size: 10, color: '#555' });
+  p.text(x + steps * cw + 4, y + 39, 'strong', { size: 10, color: '#555' });
+  p.text(x, y + 54, 'semantic', { size: 10, color: '#b22' });
+  p.text(x + steps * cw, y + 54, 'syntactic', { size: 10, color: '#225', align: 'right' });
+  p.text(x, y + 70, 'darker: higher max(sem., syn.)', { size: 10, color: '#333' });
+  const [r0, r1] = radiusRange(o);
+  const R = Math.min(r1, 18);
+  const cy = y + 84 + R;
+  const sp = shapes(p);
+  sp.circle(x + r0 + 1, cy, r0, '#bbb', 1, '#666');
+  sp.circle(x + 2 * r0 + 12 + R, cy, R, '#bbb', 1, '#666');
+  p.text(x + 2 * r0 + 2 * R + 18, cy - 6, 'radius:', { size: 10, color: '#333' });
+  p.text(x + 2 * r0 + 2 * R + 18, cy + 6, 'importance', { size: 10, color: '#333' });
 }

@@ -1,12 +1,10 @@
 // grid.ts — the model view: every (layer, head) as a thumbnail on one canvas, as
 // lines (each query block's strongest key block) or as a heat map, drawn from the
-// server's max-pooled (n, n) thumbnails (docs/server.md, `pool`), plus the large
-// heat map of one head's full (T, T) matrix with token labels. Drawing goes
+// server's max-pooled (n, n) thumbnails (docs/server.md, `pool`), and which cell is
+// under the pointer. The large heat map of one head is lib/heatmap.ts. Drawing goes
 // through a Painter.
-import type { Token } from '../api/types';
 import { headColor } from './colors';
 import type { Painter } from './painter';
-import { label } from './headview';
 
 export type GridMode = 'lines' | 'matrix';
 
@@ -102,38 +100,30 @@ export function hitGrid(o: GridOptions, x: number, y: number): { layer: number; 
   return { layer: o.layers[r], head: o.heads[c] };
 }
 
-export interface MatrixOptions {
-  tokens: Token[];
-  T: number;
-  att: Float32Array; // (T, T) of this head
-  head: number;
+/** A thumbnail cell: layer, head, the query and key token ranges its block covers, and its
+ *  (max-pooled) weight. */
+export interface ThumbCell {
   layer: number;
-  heat: (v: number) => [number, number, number];
-  size: number; // matrix side in px
+  head: number;
+  q0: number;
+  q1: number; // inclusive
+  k0: number;
+  k1: number; // inclusive
+  w: number;
 }
 
-/** Large heat map of one head: rows = queries, columns = keys, with token labels. */
-export function matrixLayout(o: { T: number; size: number }): { left: number; top: number; width: number; height: number } {
-  const left = 110;
-  const top = 110;
-  return { left, top, width: left + o.size + 10, height: top + o.size + 10 };
-}
-
-export function drawMatrix(p: Painter, o: MatrixOptions): void {
-  const M = matrixLayout(o);
-  const T = o.T;
-  const cs = o.size / T;
-  p.text(4, 12, `layer ${o.layer} head ${o.head}: rows = queries, columns = keys`, { size: 12, color: '#333' });
-  p.matrix(M.left, M.top, o.size, o.size, { cols: T, rows: T, values: o.att, color: o.heat });
-  p.strokeRect(M.left, M.top, o.size, o.size, '#999', 1);
-  if (cs >= 7) {
-    const fs = Math.min(12, cs - 1);
-    for (let i = 0; i < T; i++) {
-      p.text(M.left - 4, M.top + (i + 0.5) * cs, label(o.tokens[i]), { align: 'right', size: fs });
-    }
-    for (let j = 0; j < T; j++) {
-      // column labels written vertically are not supported by every painter: stagger instead
-      p.text(M.left + (j + 0.5) * cs, M.top - 8 - (j % 6) * 15, label(o.tokens[j]), { align: 'center', size: fs, color: '#444' });
-    }
-  }
+/** The thumbnail cell under (x, y), or null (outside a thumbnail, or while it loads). */
+export function hitThumbCell(o: GridOptions, x: number, y: number): ThumbCell | null {
+  const hit = hitGrid(o, x, y);
+  if (!hit) return null;
+  const a = o.thumb(hit.layer, hit.head);
+  if (!a) return null;
+  const G = gridLayout(o.layers.length, o.heads.length, o.cell);
+  const cx = x - G.left - o.heads.indexOf(hit.head) * (G.cell + G.gap);
+  const cy = y - G.top - o.layers.indexOf(hit.layer) * (G.cell + G.gap);
+  const bi = Math.min(o.n - 1, Math.floor((cy / G.cell) * o.n));
+  const bj = Math.min(o.n - 1, Math.floor((cx / G.cell) * o.n));
+  const lo = (b: number): number => Math.floor((b * o.T) / o.n);
+  const hi = (b: number): number => Math.floor(((b + 1) * o.T) / o.n) - 1;
+  return { layer: hit.layer, head: hit.head, q0: lo(bi), q1: hi(bi), k0: lo(bj), k1: hi(bj), w: a[bi * o.n + bj] };
 }

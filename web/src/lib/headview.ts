@@ -1,11 +1,11 @@
 // headview.ts — draws the head view (bertviz style): query tokens on the left, key
-// tokens on the right, one line per kept link coloured by head with opacity = weight.
+// tokens on the right, one line per kept link coloured by head with opacity ~ weight.
 // Hovering a token keeps only its links and shows per-head weight bars on the other
 // side. Rows outside [scrollTop, scrollTop + viewHeight) are skipped (virtualised
 // columns), so long inputs stay cheap. Drawing goes through a Painter.
 import type { Token } from '../api/types';
 import { headColor } from './colors';
-import type { HeadLinks } from './links';
+import { LINK_LEVELS, linkAlpha, linkLevel, linksByKey, type HeadLinks } from './links';
 import type { Painter } from './painter';
 
 export interface HeadHover {
@@ -56,7 +56,113 @@ export function label(t: Token): string {
   return s.length > 18 ? `${s.slice(0, 17)}…` : s;
 }
 
-const LEVELS = 16; // opacity buckets: one path per head and bucket
+const BAR_W = 12; // width of one head's weight bar
+
+/** The token whose links alone are drawn: the hovered one, else the pinned query. */
+function focusOf(o: Pick<HeadViewOptions, 'hover' | 'selected'>): HeadHover | null {
+  return o.hover ?? (o.selected >= 0 ? { side: 'left', token: o.selected } : null);
+}
+
+/** Indices of the links of one head that are drawn: the focus token's (through the query
+ *  or key index), or null for all of them. */
+function focusLinks(hl: HeadLinks, T: number, f: HeadHover | null): Int32Array | null {
+  if (!f) return null;
+  if (f.side === 'left') {
+    const out = new Int32Array(hl.rowStart[f.token + 1] - hl.rowStart[f.token]);
+    for (let m = 0; m < out.length; m++) out[m] = hl.rowStart[f.token] + m;
+    return out;
+  }
+  const k = linksByKey(hl, T);
+  return k.keyIdx.subarray(k.keyStart[f.token], k.keyStart[f.token + 1]);
+}
+
+/** Opacity of the weakest links (level 0, under 1/256), drawn only for a focused token. */
+const FAINT = 1 / 64;
+
+/** One path per head and opacity level (alpha ~ weight, lib/links.ts); links with both ends
+ *  above or both below the visible rows are skipped. Links under 1/256 (level 0) are drawn
+ *  only for the hovered or pinned token: for the whole layer they would not show at their
+ *  opacity, and at 512 tokens they can be most of the layer's 3 million links. */
+function drawLinks(p: Painter, o: HeadViewOptions, L: HeadLayout, cy: (i: number) => number): void {
+  const seg = new Float32Array(4 * 4096);
+  const f = focusOf(o);
+  for (const hl of o.links) {
+    const color = headColor(hl.head);
+    const only = focusLinks(hl, o.T, f);
+    for (let lv = only ? 0 : 1; lv < LINK_LEVELS; lv++) {
+      let n = 0;
+      const alpha = lv ? linkAlpha(lv) : FAINT;
+      const a = only ? 0 : hl.levelStart[lv];
+      const b = only ? only.length : hl.levelStart[lv + 1];
+      for (let q = a; q < b; q++) {
+        const k = only ? only[q] : hl.levelIdx[q];
+        if (only && linkLevel(hl.w[k]) !== lv) continue;
+        const ya = cy(hl.i[k]);
+        const yb = cy(hl.j[k]);
+        if ((ya < 0 && yb < 0) || (ya > o.viewHeight && yb > o.viewHeight)) continue;
+        seg[4 * n] = L.lineX1;
+        seg[4 * n + 1] = ya;
+        seg[4 * n + 2] = L.lineX2;
+        seg[4 * n + 3] = yb;
+        if (++n === 4096) {
+          p.lines(seg, n, color, alpha, 2);
+          n = 0;
+        }
+      }
+      p.lines(seg, n, color, alpha, 2);
+    }
+  }
+}
+
+/** A link or a weight bar under the pointer, with its weight. */
+export interface LinkHit {
+  head: number;
+  query: number;
+  key: number;
+  w: number;
+}
+
+/** The drawn link nearest to (x, y) within 4 px (vertically), the strongest on ties; null
+ *  outside the links' band or when more than maxLinks links would have to be checked. */
+export function hitLink(o: HeadViewOptions, x: number, y: number, maxLinks = 300_000): LinkHit | null {
+  const L = headLayout(o.T, o.nHeads);
+  if (x < L.lineX1 || x > L.lineX2) return null;
+  const t = (x - L.lineX1) / (L.lineX2 - L.lineX1);
+  const cy = (i: number): number => L.top + i * L.rowH + L.rowH / 2 - o.scrollTop;
+  const f = focusOf(o);
+  /* the drawn links: the focus token's, else those of level 1 and up */
+  const sets = o.links.map((hl) => ({ hl, only: focusLinks(hl, o.T, f) ?? hl.levelIdx.subarray(hl.levelStart[1]) }));
+  if (sets.reduce((s, e) => s + e.only.length, 0) > maxLinks) return null;
+  let best: LinkHit | null = null;
+  let bd = 4;
+  for (const { hl, only } of sets) {
+    for (let q = 0; q < only.length; q++) {
+      const k = only[q];
+      const ya = cy(hl.i[k]);
+      const d = Math.abs(ya + (cy(hl.j[k]) - ya) * t - y);
+      if (d < bd || (d === bd && best && hl.w[k] > best.w)) {
+        bd = d;
+        best = { head: hl.head, query: hl.i[k], key: hl.j[k], w: hl.w[k] };
+      }
+    }
+  }
+  return best;
+}
+
+/** The per-head weight bar under (x, y), when a token is focused (hovered or pinned). */
+export function hitBar(o: HeadViewOptions, x: number, y: number): LinkHit | null {
+  const f = focusOf(o);
+  if (!f) return null;
+  const L = headLayout(o.T, o.nHeads);
+  const i = Math.floor((y + o.scrollTop - L.top) / L.rowH);
+  if (i < 0 || i >= o.T) return null;
+  const x0 = f.side === 'left' ? L.barsX : 4;
+  const h = Math.floor((x - x0) / (BAR_W + 2));
+  if (h < 0 || h >= o.nHeads || x - x0 - h * (BAR_W + 2) > BAR_W || !o.links.some((hl) => hl.head === h)) return null;
+  const query = f.side === 'left' ? f.token : i;
+  const key = f.side === 'left' ? i : f.token;
+  return { head: h, query, key, w: o.att[h * o.T * o.T + query * o.T + key] };
+}
 
 export function drawHeadView(p: Painter, o: HeadViewOptions): void {
   const L = headLayout(o.T, o.nHeads);
@@ -80,40 +186,16 @@ export function drawHeadView(p: Painter, o: HeadViewOptions): void {
     p.text(L.leftX, y, label(t), { align: 'right', size: fs, color, weight: focusLeft === i ? 'bold' : 'normal' });
     p.text(L.rightX, y, label(t), { size: fs, color, weight: hl ? 'bold' : 'normal' });
   }
-  const seg = new Float32Array(4 * 4096);
-  for (const hl of o.links) {
-    const color = headColor(hl.head);
-    for (let lv = 0; lv < LEVELS; lv++) {
-      let n = 0;
-      const lo = lv / LEVELS;
-      const hi = (lv + 1) / LEVELS;
-      for (let k = 0; k < hl.n; k++) {
-        const w = hl.w[k];
-        if (w < lo || (w >= hi && lv < LEVELS - 1)) continue;
-        const i = hl.i[k];
-        const j = hl.j[k];
-        if (hov && ((hov.side === 'left' && i !== hov.token) || (hov.side === 'right' && j !== hov.token))) continue;
-        if (!hov && o.selected >= 0 && i !== o.selected) continue;
-        const ya = cy(i);
-        const yb = cy(j);
-        if ((ya < 0 && yb < 0) || (ya > o.viewHeight && yb > o.viewHeight)) continue;
-        seg[4 * n] = L.lineX1;
-        seg[4 * n + 1] = ya;
-        seg[4 * n + 2] = L.lineX2;
-        seg[4 * n + 3] = yb;
-        if (++n === 4096) {
-          p.lines(seg, n, color, (lo + hi) / 2, 2);
-          n = 0;
-        }
-      }
-      p.lines(seg, n, color, (lo + hi) / 2, 2);
-    }
-  }
+  drawLinks(p, o, L, cy);
   // Per-head weights on the other side of the hovered (or pinned) token.
-  const focus = hov ?? (o.selected >= 0 ? { side: 'left' as const, token: o.selected } : null);
+  const focus = focusOf(o);
   if (!focus) return;
   const T = o.T;
-  const bw = 12;
+  const bw = BAR_W;
+  for (const hl of o.links) {
+    const x = focus.side === 'left' ? L.barsX + hl.head * (bw + 2) : 4 + hl.head * (bw + 2);
+    p.text(x + bw / 2, 22 - y0, `${hl.head}`, { align: 'center', size: 9, color: headColor(hl.head) });
+  }
   for (let i = first; i <= last; i++) {
     const y = cy(i);
     o.links.forEach((hl) => {

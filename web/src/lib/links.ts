@@ -5,13 +5,29 @@ import type { Token } from '../api/types';
 
 export type PairFilter = 'all' | 'aa' | 'bb' | 'ab' | 'ba';
 
-/** Links of one head: parallel arrays, by query (top-k lists by weight, descending). */
+/** Opacity levels of the head view, on a square-root scale: link k is in level
+ *  floor(sqrt(w) * LINK_LEVELS) (clamped), drawn with the opacity linkAlpha(level) ~ w.
+ *  Level 0 holds the links under 1/256. */
+export const LINK_LEVELS = 16;
+
+/** The opacity a level is drawn with: its middle weight, ((v + 0.5) / LINK_LEVELS)^2. */
+export function linkAlpha(v: number): number {
+  return ((v + 0.5) / LINK_LEVELS) ** 2;
+}
+
+/** Links of one head: parallel arrays, grouped by query (top-k lists by weight, descending),
+ *  with indexes so a view can draw one query's links, or one level's, without a full scan. */
 export interface HeadLinks {
   head: number;
   n: number;
-  i: Int32Array; // query token (left column)
-  j: Int32Array; // key token (right column)
-  w: Float32Array; // attention weight
+  i: Int32Array; // (n) query token (left column)
+  j: Int32Array; // (n) key token (right column)
+  w: Float32Array; // (n) attention weight
+  /** (T + 1) the links of query q are rowStart[q] .. rowStart[q + 1] - 1 */
+  rowStart: Int32Array;
+  /** (n) link indices ordered by opacity level; level v is levelIdx[levelStart[v] .. levelStart[v + 1]) */
+  levelIdx: Int32Array;
+  levelStart: Int32Array; // (LINK_LEVELS + 1)
 }
 
 export interface LinkOptions {
@@ -39,24 +55,32 @@ function allowed(f: PairFilter, a: 0 | 1, b: 0 | 1): boolean {
   }
 }
 
+export const linkLevel = (w: number): number => Math.min(LINK_LEVELS - 1, Math.floor(Math.sqrt(w) * LINK_LEVELS));
+const level = linkLevel;
+
 export function selectLinks(o: LinkOptions): HeadLinks {
   const { data, T, head, threshold, topk, tokens, filter } = o;
-  const I: number[] = [];
-  const J: number[] = [];
-  const W: number[] = [];
+  const k = topk > 0 ? Math.min(topk, T) : 0;
+  const cap = k ? T * k : T * T;
+  const I = new Int32Array(cap);
+  const J = new Int32Array(cap);
+  const W = new Float32Array(cap);
+  const rowStart = new Int32Array(T + 1);
+  let n = 0;
   const base = head * T * T;
-  const k = topk > 0 ? topk : 0;
   const best = new Int32Array(Math.max(1, k));
   for (let i = 0; i < T; i++) {
     const row = base + i * T;
+    rowStart[i] = n;
     let nb = 0;
+    const si = tokens[i].segment;
     for (let j = 0; j < T; j++) {
       const w = data[row + j];
-      if (!(w >= threshold && w > 0) || !allowed(filter, tokens[i].segment, tokens[j].segment)) continue;
+      if (!(w >= threshold && w > 0) || (filter !== 'all' && !allowed(filter, si, tokens[j].segment))) continue;
       if (!k) {
-        I.push(i);
-        J.push(j);
-        W.push(w);
+        I[n] = i;
+        J[n] = j;
+        W[n++] = w;
         continue;
       }
       if (nb === k && w <= data[row + best[k - 1]]) continue;
@@ -68,10 +92,36 @@ export function selectLinks(o: LinkOptions): HeadLinks {
       best[p] = j;
     }
     for (let q = 0; q < nb; q++) {
-      I.push(i);
-      J.push(best[q]);
-      W.push(data[row + best[q]]);
+      I[n] = i;
+      J[n] = best[q];
+      W[n++] = data[row + best[q]];
     }
   }
-  return { head, n: I.length, i: Int32Array.from(I), j: Int32Array.from(J), w: Float32Array.from(W) };
+  rowStart[T] = n;
+  const levelStart = new Int32Array(LINK_LEVELS + 1);
+  for (let m = 0; m < n; m++) levelStart[level(W[m]) + 1]++;
+  for (let v = 0; v < LINK_LEVELS; v++) levelStart[v + 1] += levelStart[v];
+  const fill = levelStart.slice(0, LINK_LEVELS);
+  const levelIdx = new Int32Array(n);
+  for (let m = 0; m < n; m++) levelIdx[fill[level(W[m])]++] = m;
+  return { head, n, i: I.slice(0, n), j: J.slice(0, n), w: W.slice(0, n), rowStart, levelIdx, levelStart };
+}
+
+const byKeyCache = new WeakMap<HeadLinks, { keyStart: Int32Array; keyIdx: Int32Array }>();
+
+/** The links of each key: keyIdx[keyStart[j] .. keyStart[j + 1]) are the indices of the
+ *  links into key j (computed once per HeadLinks and kept with it). */
+export function linksByKey(hl: HeadLinks, T: number): { keyStart: Int32Array; keyIdx: Int32Array } {
+  let r = byKeyCache.get(hl);
+  if (!r) {
+    const keyStart = new Int32Array(T + 1);
+    for (let m = 0; m < hl.n; m++) keyStart[hl.j[m] + 1]++;
+    for (let j = 0; j < T; j++) keyStart[j + 1] += keyStart[j];
+    const fill = keyStart.slice(0, T);
+    const keyIdx = new Int32Array(hl.n);
+    for (let m = 0; m < hl.n; m++) keyIdx[fill[hl.j[m]]++] = m;
+    r = { keyStart, keyIdx };
+    byKeyCache.set(hl, r);
+  }
+  return r;
 }

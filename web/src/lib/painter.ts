@@ -8,6 +8,8 @@ export interface TextStyle {
   align?: 'left' | 'right' | 'center';
   weight?: 'normal' | 'bold';
   font?: string;
+  /** rotation in degrees around (x, y), clockwise (e.g. -90: reads upwards) */
+  rotate?: number;
 }
 
 /** Values in [0, 1] or any range; colour maps a value to an rgb triple. */
@@ -103,7 +105,15 @@ export class CanvasPainter implements Painter {
     c.fillStyle = st.color ?? '#222';
     c.textAlign = st.align ?? 'left';
     c.textBaseline = 'middle';
-    c.fillText(s, x, y);
+    if (!st.rotate) {
+      c.fillText(s, x, y);
+      return;
+    }
+    c.save();
+    c.translate(x, y);
+    c.rotate((st.rotate * Math.PI) / 180);
+    c.fillText(s, 0, 0);
+    c.restore();
   }
   circle(x: number, y: number, r: number, fill: string, alpha = 1, stroke?: string): void {
     const c = this.ctx;
@@ -178,7 +188,7 @@ export class SvgPainter implements Painter {
   text(x: number, y: number, s: string, st: TextStyle = {}): void {
     const anchor = st.align === 'right' ? 'end' : st.align === 'center' ? 'middle' : 'start';
     this.parts.push(
-      `<text x="${n2(x)}" y="${n2(y)}" font-size="${st.size ?? 12}" font-weight="${st.weight ?? 'normal'}" fill="${st.color ?? '#222'}" text-anchor="${anchor}" dominant-baseline="middle">${esc(s)}</text>`,
+      `<text x="${n2(x)}" y="${n2(y)}" font-size="${st.size ?? 12}" font-weight="${st.weight ?? 'normal'}" fill="${st.color ?? '#222'}" text-anchor="${anchor}" dominant-baseline="middle"${st.rotate ? ` transform="rotate(${n2(st.rotate)} ${n2(x)} ${n2(y)})"` : ''}>${esc(s)}</text>`,
     );
   }
   circle(x: number, y: number, r: number, fill: string, alpha = 1, stroke?: string): void {
