@@ -9,6 +9,7 @@
 // says what size, colour and edges mean. Drawing goes through a Painter.
 import { forceLink, forceManyBody, forceSimulation, forceX, forceY, type Simulation, type SimulationNodeDatum } from 'd3-force';
 import { scaleSqrt } from 'd3-scale';
+import { t } from './i18n';
 import { FONT, type Painter } from './painter';
 import { shapes } from './shapes';
 
@@ -20,12 +21,18 @@ export interface GraphEdge {
   weight: number;
 }
 
-/** The texts the graph draws (kept together for translation). */
+/** The texts the graph draws, in the current UI language. */
 export const GRAPH_TEXT = {
-  legendSize: (cls: string): string => `Node size and colour: |saliency| for class ${cls}`,
-  legendNoSaliency: 'Nodes: no saliency stored for this sentence',
-  legendEdges: 'Arrow: query → key it attends to; width and opacity: attention weight',
-  legendHover: 'Hovered token: orange arrows = it attends to, blue arrows = attended to by it',
+  legendSize: (cls: string): string => t('graph.legendSize', { cls }),
+  get legendNoSaliency(): string {
+    return t('graph.legendNoSaliency');
+  },
+  get legendEdges(): string {
+    return t('graph.legendEdges');
+  },
+  get legendHover(): string {
+    return t('graph.legendHover');
+  },
 };
 
 /** Edges of a (T, T) attention matrix above threshold, self links left out. */
