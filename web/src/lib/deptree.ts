@@ -4,6 +4,7 @@
 // green where the prediction is the gold parent and red where it is not; arcs the
 // syntactic score does not count (root, punct) are grey. Relation labels that would
 // overlap are moved apart (depLabels). Drawing goes through a Painter.
+import { t } from './i18n';
 import type { Painter } from './painter';
 import { quadPoints, shapes } from './shapes';
 
@@ -108,7 +109,7 @@ export function drawDep(p: Painter, o: DepOptions): void {
     if (par < 0) {
       if (par === -1) {
         p.line(G.x[d], y - 12, G.x[d], 28, GOLD, 0.8, 1);
-        p.text(G.x[d], 22, 'root', { align: 'center', size: 10, color: GOLD });
+        p.text(G.x[d], 22, t('common.root'), { align: 'center', size: 10, color: GOLD });
       }
       return;
     }

@@ -6,6 +6,7 @@
 // strongest key) is drawn inside. Drawing goes through a Painter; D3 only for scales.
 import { scaleSqrt } from 'd3-scale';
 import type { HeadColumns, PatternLabel } from '../api/dbtypes';
+import { t } from './i18n';
 import type { Painter } from './painter';
 import { shapes } from './shapes';
 
@@ -194,21 +195,21 @@ export function drawLegend(p: Painter, x: number, y: number, o: Pick<OverviewOpt
   const steps = 9;
   const cw = 10;
   const rows = [0.15, 0.5, 0.85];
-  p.text(x, y + 4, 'hue: which score is higher', { size: 10, color: '#333' });
+  p.text(x, y + 4, t('legend.hue'), { size: 10, color: '#333' });
   rows.forEach((str, k) => {
     for (let i = 0; i < steps; i++) p.rect(x + i * cw, y + 12 + k * 11, cw, 11, hueLight(-1 + (2 * i) / (steps - 1), str));
   });
-  p.text(x + steps * cw + 4, y + 17, 'weak', { size: 10, color: '#555' });
-  p.text(x + steps * cw + 4, y + 39, 'strong', { size: 10, color: '#555' });
-  p.text(x, y + 54, 'semantic', { size: 10, color: '#b22' });
-  p.text(x + steps * cw, y + 54, 'syntactic', { size: 10, color: '#225', align: 'right' });
-  p.text(x, y + 70, 'darker: higher max(sem., syn.)', { size: 10, color: '#333' });
+  p.text(x + steps * cw + 4, y + 17, t('legend.weak'), { size: 10, color: '#555' });
+  p.text(x + steps * cw + 4, y + 39, t('legend.strong'), { size: 10, color: '#555' });
+  p.text(x, y + 54, t('common.semantic'), { size: 10, color: '#b22' });
+  p.text(x + steps * cw, y + 54, t('common.syntactic'), { size: 10, color: '#225', align: 'right' });
+  p.text(x, y + 70, t('legend.darker'), { size: 10, color: '#333' });
   const [r0, r1] = radiusRange(o);
   const R = Math.min(r1, 18);
   const cy = y + 84 + R;
   const sp = shapes(p);
   sp.circle(x + r0 + 1, cy, r0, '#bbb', 1, '#666');
   sp.circle(x + 2 * r0 + 12 + R, cy, R, '#bbb', 1, '#666');
-  p.text(x + 2 * r0 + 2 * R + 18, cy - 6, 'radius:', { size: 10, color: '#333' });
-  p.text(x + 2 * r0 + 2 * R + 18, cy + 6, 'importance', { size: 10, color: '#333' });
+  p.text(x + 2 * r0 + 2 * R + 18, cy - 6, t('legend.radius'), { size: 10, color: '#333' });
+  p.text(x + 2 * r0 + 2 * R + 18, cy + 6, t('common.importance'), { size: 10, color: '#333' });
 }

@@ -5,6 +5,7 @@
 // columns), so long inputs stay cheap. Drawing goes through a Painter.
 import type { Token } from '../api/types';
 import { headColor } from './colors';
+import { t } from './i18n';
 import { LINK_LEVELS, linkAlpha, linkLevel, linksByKey, type HeadLinks } from './links';
 import type { Painter } from './painter';
 
@@ -169,8 +170,8 @@ export function drawHeadView(p: Painter, o: HeadViewOptions): void {
   const y0 = o.scrollTop;
   const y1 = o.scrollTop + o.viewHeight;
   const cy = (i: number): number => L.top + i * L.rowH + L.rowH / 2 - y0;
-  p.text(L.leftX, 12 - y0, `layer ${o.layer} · queries`, { align: 'right', size: 11, color: '#666' });
-  p.text(L.rightX, 12 - y0, 'keys', { size: 11, color: '#666' });
+  p.text(L.leftX, 12 - y0, t('head.drawQueries', { layer: o.layer }), { align: 'right', size: 11, color: '#666' });
+  p.text(L.rightX, 12 - y0, t('head.drawKeys'), { size: 11, color: '#666' });
   const first = Math.max(0, Math.floor((y0 - L.top) / L.rowH));
   const last = Math.min(o.T - 1, Math.ceil((y1 - L.top) / L.rowH));
   const hov = o.hover;

@@ -5,6 +5,7 @@
 // the view keeps the window and the pointer.
 import type { Token } from '../api/types';
 import { label } from './headview';
+import { t } from './i18n';
 import type { Painter } from './painter';
 
 /** The visible window: rows r0 .. r0 + n - 1 (queries) and columns c0 .. c0 + n - 1 (keys). */
@@ -86,8 +87,8 @@ export function drawHeatMap(p: Painter, o: HeatMapOptions): void {
   const { r0, c0, n } = o.win;
   const T = o.T;
   const zoomed = n < T;
-  p.text(4, 12, `layer ${o.layer} head ${o.head}: rows = queries, columns = keys`, { size: 12, color: '#333' });
-  if (zoomed) p.text(4, 28, `rows ${r0}–${r0 + n - 1}, columns ${c0}–${c0 + n - 1} of ${T}`, { size: 11, color: '#666' });
+  p.text(4, 12, t('heat.title', { layer: o.layer, head: o.head }), { size: 12, color: '#333' });
+  if (zoomed) p.text(4, 28, t('heat.window', { r0, r1: r0 + n - 1, c0, c1: c0 + n - 1, T }), { size: 11, color: '#666' });
   const sub = new Float32Array(n * n);
   for (let r = 0; r < n; r++) sub.set(o.att.subarray((r0 + r) * T + c0, (r0 + r) * T + c0 + n), r * n);
   p.matrix(L.left, L.top, o.size, o.size, { cols: n, rows: n, values: sub, color: o.heat });
@@ -109,7 +110,7 @@ function drawHeatLegend(p: Painter, x: number, y: number, h: number, heat: (v: n
   const steps = 64;
   const bar = new Float32Array(steps);
   for (let k = 0; k < steps; k++) bar[k] = 1 - k / (steps - 1);
-  p.text(x, y - 10, 'weight', { size: 11, color: '#333' });
+  p.text(x, y - 10, t('heat.weight'), { size: 11, color: '#333' });
   p.matrix(x, y, 14, h, { cols: 1, rows: steps, values: bar, color: heat });
   p.strokeRect(x, y, 14, h, '#999', 1);
   for (const v of [0, 0.25, 0.5, 0.75, 1]) {
