@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """make_checkpoint.py — writes a BERT-base-sized checkpoint with random weights
-(config from ../shared/data/bert-base-uncased/config.json; F32 safetensors with
-Hugging Face names) to bench/out/bert-base-random/ for the benchmarks. Not a test
-fixture (440 MB, gitignored). Deterministic."""
-import json, os, shutil, sys
+(config from ../shared/data/bert-base-uncased/config.json with max_position_embeddings
+raised to POSITIONS = 1024, so the forward benchmark reaches 1024 tokens; F32
+safetensors with Hugging Face names) to bench/out/bert-base-random/ for the benchmarks.
+Not a test fixture (441 MB, gitignored). Deterministic. An existing checkpoint with
+fewer positions is rewritten."""
+import json, os, sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -13,15 +15,19 @@ import torch  # noqa: E402
 
 SRC = os.path.join(HERE, "..", "..", "shared", "data", "bert-base-uncased", "config.json")
 OUT = os.path.join(HERE, "out", "bert-base-random")
+POSITIONS = 1024
 
 
 def main():
     if not os.path.exists(SRC):
         sys.exit("make_checkpoint: %s not found" % SRC)
-    if os.path.exists(os.path.join(OUT, "model.safetensors")):
+    cfg = os.path.join(OUT, "config.json")
+    if (os.path.exists(os.path.join(OUT, "model.safetensors")) and os.path.exists(cfg)
+            and json.load(open(cfg)).get("max_position_embeddings", 0) >= POSITIONS):
         print("exists:", OUT)
         return
     c = json.load(open(SRC))
+    c["max_position_embeddings"] = max(c["max_position_embeddings"], POSITIONS)
     V, D, L = c["vocab_size"], c["hidden_size"], c["num_hidden_layers"]
     Fd, P, TV = c["intermediate_size"], c["max_position_embeddings"], c["type_vocab_size"]
     g = torch.Generator().manual_seed(0)
@@ -45,7 +51,8 @@ def main():
     t["classifier.weight"], t["classifier.bias"] = r(2, D), r(2)
     os.makedirs(OUT, exist_ok=True)
     st_write(os.path.join(OUT, "model.safetensors"), [(k, v, "F32") for k, v in t.items()])
-    shutil.copy(SRC, os.path.join(OUT, "config.json"))
+    with open(cfg, "w") as f:
+        json.dump(c, f, indent=2)
     print("wrote", OUT)
 
 

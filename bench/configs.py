@@ -1,0 +1,64 @@
+"""configs.py — the PyTorch thread configurations every benchmark driver searches
+(bench/forward_bench.py, bench/analysis_bench.sh, bench/train_bench.sh), and the
+environment of the process that runs each one.
+
+A configuration is (threads, interop, openblas, wait):
+  threads   torch.set_num_threads: 1 or 2 (torch's own OpenMP pool)
+  interop   torch.set_num_interop_threads: 1 or 2
+  openblas  OPENBLAS_NUM_THREADS: "1", or "unset" (OpenBLAS's default, one thread per
+            core; Debian's torch calls the system OpenBLAS, whose pthread pool
+            set_num_threads does not limit)
+  wait      OMP_WAIT_POLICY: PASSIVE or ACTIVE
+OPENBLAS_CORETYPE is removed from every environment (OpenBLAS picks its kernels for the
+CPU it detects) and OMP_NUM_THREADS too (set_num_threads decides).
+A configuration uses one core when threads == 1 and openblas == "1".
+"""
+import itertools
+import os
+
+THREADS = (1, 2)
+INTEROP = (1, 2)
+OPENBLAS = ("1", "unset")
+WAIT = ("PASSIVE", "ACTIVE")
+
+
+def grid():
+    """Every configuration, as dicts, in a fixed order."""
+    for ob, wait, interop, n in itertools.product(OPENBLAS, WAIT, INTEROP, THREADS):
+        yield {"threads": n, "interop": interop, "openblas": ob, "wait": wait}
+
+
+def one_core(cfg):
+    return cfg["threads"] == 1 and cfg["openblas"] == "1"
+
+
+def label(cfg):
+    return "t%d/i%d/ob%s/%s" % (cfg["threads"], cfg["interop"], cfg["openblas"], cfg["wait"][0])
+
+
+def parse_label(s):
+    t, i, ob, w = s.split("/")
+    return {"threads": int(t[1:]), "interop": int(i[1:]), "openblas": ob[2:],
+            "wait": "PASSIVE" if w == "P" else "ACTIVE"}
+
+
+def env(cfg):
+    """The environment of a process that runs cfg (torch threads are set in-process)."""
+    e = dict(os.environ)
+    for k in ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"):
+        e.pop(k, None)
+    if cfg["openblas"] != "unset":
+        e["OPENBLAS_NUM_THREADS"] = cfg["openblas"]
+    e["OMP_WAIT_POLICY"] = cfg["wait"]
+    return e
+
+
+def process_groups():
+    """The configurations grouped by process environment + interop (both fixed per
+    process); each group lists the torch thread counts one process times in turn."""
+    groups = {}
+    for cfg in grid():
+        key = (cfg["openblas"], cfg["wait"], cfg["interop"])
+        groups.setdefault(key, []).append(cfg["threads"])
+    for (ob, wait, interop), ns in groups.items():
+        yield {"openblas": ob, "wait": wait, "interop": interop}, ns
