@@ -77,8 +77,8 @@ function focusLinks(hl: HeadLinks, T: number, f: HeadHover | null): Int32Array |
   return k.keyIdx.subarray(k.keyStart[f.token], k.keyStart[f.token + 1]);
 }
 
-/** Opacity of the weakest links (level 0, under 1/256), drawn only for a focused token. */
-const FAINT = 1 / 64;
+/** The lowest opacity a link is drawn with, so that weak links still show (bertviz-like). */
+const FAINT = 1 / 32;
 
 /** One path per head and opacity level (alpha ~ weight, lib/links.ts); links with both ends
  *  above or both below the visible rows are skipped. Links under 1/256 (level 0) are drawn
@@ -92,7 +92,7 @@ function drawLinks(p: Painter, o: HeadViewOptions, L: HeadLayout, cy: (i: number
     const only = focusLinks(hl, o.T, f);
     for (let lv = only ? 0 : 1; lv < LINK_LEVELS; lv++) {
       let n = 0;
-      const alpha = lv ? linkAlpha(lv) : FAINT;
+      const alpha = Math.max(FAINT, linkAlpha(lv));
       const a = only ? 0 : hl.levelStart[lv];
       const b = only ? only.length : hl.levelStart[lv + 1];
       for (let q = a; q < b; q++) {
