@@ -9,6 +9,7 @@
 import { ui, type Lang } from './lang.svelte';
 import { en, type MessageKey, type Messages, type Msg } from './messages/en';
 import { zhCN } from './messages/zh-CN';
+import { expose } from './testhook';
 
 export type { Lang, MessageKey };
 export const LANGS: readonly Lang[] = ['en', 'zh-CN'];
@@ -30,14 +31,14 @@ export function asLang(v: string | null | undefined): Lang | null {
   return v && (LANGS as readonly string[]).includes(v) ? (v as Lang) : null;
 }
 
-/** The UI language for the browser's preferred languages: any Chinese tag (zh, zh-CN, zh-Hans, zh-SG, ...) gives zh-CN, the first other one en. */
+/** Chinese language tags written in simplified characters: zh, zh-CN, zh-SG, zh-Hans(-*). */
+const SIMPLIFIED = /^zh(-(cn|sg|my|hans)(-.*)?)?$/;
+
+/** The UI language for the browser's preferred languages (navigator.languages): the first one
+ *  decides; Simplified Chinese tags (zh, zh-CN, zh-Hans, zh-SG) give zh-CN, any other en. */
 export function detectLang(prefs: readonly string[]): Lang {
-  for (const p of prefs) {
-    const tag = p.toLowerCase();
-    if (tag === 'zh' || tag.startsWith('zh-')) return 'zh-CN';
-    if (tag) return 'en';
-  }
-  return 'en';
+  const first = prefs.find((p) => p.trim() !== '');
+  return first && SIMPLIFIED.test(first.trim().toLowerCase()) ? 'zh-CN' : 'en';
 }
 
 /** The current language (reactive: a caller re-runs when it changes). */
@@ -71,6 +72,11 @@ function plural(l: Lang, n: number): Intl.LDMLPluralRule {
   if (!r) pluralRules.set(l, (r = new Intl.PluralRules(l)));
   return r.select(n);
 }
+
+const missing = missingKeys(zhCN);
+if (missing.length) console.error(`zh-CN messages missing: ${missing.join(', ')}`);
+/* for the browser tests: both dictionaries, the keys zh-CN lacks, and the detection rule */
+expose('i18n', { dicts: DICTS, missing, detectLang });
 
 export type Params = Record<string, string | number>;
 
