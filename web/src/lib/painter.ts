@@ -38,7 +38,8 @@ export interface Painter {
   polyline?(pts: ArrayLike<number>, color: string, alpha: number, width: number): void;
 }
 
-export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+/** The drawing font: the system's sans-serif, with Simplified Chinese fonts for the zh-CN UI's characters. */
+export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "PingFang SC", "Microsoft YaHei", "Noto Sans CJK SC", "Source Han Sans SC", sans-serif';
 
 function matrixCanvas(m: MatrixImage): HTMLCanvasElement {
   const c = document.createElement('canvas');
