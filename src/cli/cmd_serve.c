@@ -75,11 +75,11 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 1, 3600, &o.request_timeout_s))
                 return cli_usage_error("serve", "--request-timeout: expected 1..3600 seconds");
-        } else if (!strcmp(a, "--db")) { /* issue 6: analysis database (server/db_api.c) */
+        } else if (!strcmp(a, "--db")) { /* analysis database (server/db_api.c) */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (!*v) return cli_usage_error("serve", "--db needs a file");
             o.db_path = v;
-        } else if (!strcmp(a, "--import-dir")) { /* issue 6: attention of imported runs (server/imports.c) */
+        } else if (!strcmp(a, "--import-dir")) { /* attention of imported runs (server/imports.c) */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (!*v) return cli_usage_error("serve", "--import-dir needs a folder");
             if (o.n_import_dirs == SRV_MAX_IMPORT_DIRS)

@@ -697,14 +697,14 @@ void api_handle(srv_state *s, const srv_request *rq, srv_response *rs) {
         else wrong_method(rs, "POST");
     } else if (!strncmp(p, pre, strlen(pre))) {
         route_runs(s, rq, p + strlen(pre), rs);
-    } else if (!strcmp(p, "/api/v1/db") || !strncmp(p, "/api/v1/db/", 11)) { /* issue 6: server/db_api.c */
+    } else if (!strcmp(p, "/api/v1/db") || !strncmp(p, "/api/v1/db/", 11)) { /* server/db_api.c */
         db_api_handle(s, rq, p + 10, rs);
     } else {
         api_error(rs, 404, "no such route");
     }
 }
 
-/* ---- shared with server/db_api.c (issue 6); see api.h ---------------------------- */
+/* ---- shared with server/db_api.c; see api.h ---------------------------- */
 
 void api_reply_json(srv_response *rs, int status, json_t *o) { reply_json(rs, status, o); }
 void api_reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta) { reply_tensors(rs, t, n, meta); }

@@ -7,11 +7,11 @@
 
 #include "server/cache.h"
 #include "server/server.h"
-#include "server/tensor.h" /* issue 6: api_reply_tensors */
+#include "server/tensor.h" /* api_reply_tensors */
 
 #include <sys/types.h>
 
-struct srv_db; /* issue 6: server/db_api.h */
+struct srv_db; /* server/db_api.h */
 
 typedef struct {
     as_model *m;    /* owned */
@@ -27,8 +27,8 @@ typedef struct {
     pthread_mutex_t fwd_mu; /* one forward at a time (OpenBLAS thread settings are global) */
     int threads;
     int test_delay_ms;
-    struct srv_db *db; /* issue 6: the --db analysis database (server/db_api.h), or NULL */
-    srv_imports imports; /* issue 6: --import-dir folders (server/imports.h) */
+    struct srv_db *db; /* the --db analysis database (server/db_api.h), or NULL */
+    srv_imports imports; /* --import-dir folders (server/imports.h) */
 } srv_state;
 
 #define SRV_STREAM_ERROR ((ssize_t)-2) /* a srv_stream read failed: the connection is closed */
@@ -67,7 +67,7 @@ void api_handle(srv_state *s, const srv_request *rq, srv_response *rs);
 /* Sets rs to a one-line JSON error {"error": msg}. */
 void api_error(srv_response *rs, int status, const char *fmt, ...) AS_PRINTF(3, 4);
 
-/* ---- shared with server/db_api.c (issue 6: the analysis database routes) ---- */
+/* ---- shared with server/db_api.c (the analysis database routes) ---- */
 /* Sets rs to status + compact JSON of o (steals o). */
 void api_reply_json(srv_response *rs, int status, json_t *o);
 /* Sets rs to the binary tensor container of t (meta stolen). */

@@ -1,4 +1,4 @@
-/* db_api.h — the /api/v1/db routes of `attnscope serve --db FILE.sqlite` (issue 6):
+/* db_api.h — the /api/v1/db routes of `attnscope serve --db FILE.sqlite`:
  * read-only access to the database written by `attnscope analyze` / `import`
  * (schema: docs/analysis.md) for the Dodrio views of the explorer: the analysed runs,
  * every head's scores / statistics / pattern / concentration / ablation, the head-pair
@@ -33,7 +33,7 @@ void srv_db_free(srv_db *d);
 const char *srv_db_name(const srv_db *d);
 
 /* Prints one line per --import-dir folder: the imported run it serves, or a warning on
- * stderr when it serves none (issue 6, server/imports.h). */
+ * stderr when it serves none (server/imports.h). */
 void db_api_print_imports(srv_state *s, FILE *out);
 
 /* Handles one request whose path starts with "/api/v1/db"; rest is the part after it

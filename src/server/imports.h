@@ -1,4 +1,4 @@
-/* imports.h — `attnscope serve --db FILE --import-dir [RUN=]DIR` (issue 6): the
+/* imports.h — `attnscope serve --db FILE --import-dir [RUN=]DIR`: the
  * per-sentence attention of runs written by `attnscope import --dir DIR`, read straight
  * from the folder's NNNN.attention.npy files (float32 [L, H, T, T], rows = queries), so
  * the dependency view, the attention graph and the overview's mini drawings work for

@@ -574,7 +574,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         s.n_models++;
         model_name(&s, i, o->model_dirs[i]);
     }
-    if (o->db_path && (st = srv_db_open(o->db_path, &s.db, err))) goto cleanup; /* issue 6 */
+    if (o->db_path && (st = srv_db_open(o->db_path, &s.db, err))) goto cleanup;
     if (o->n_import_dirs && !s.db) {
         st = as_err_set(err, AS_ERR_INPUT, "serve: --import-dir needs --db");
         goto cleanup;
@@ -666,7 +666,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         printf("attnscope serve: model %s (%s, %d layers x %d heads, up to %d tokens)\n", s.models[i].name,
                as_arch_name(c->arch), c->n_layer, c->n_head, as_model_max_tokens(s.models[i].m));
     }
-    if (s.db) printf("attnscope serve: analysis database %s (GET /api/v1/db/runs)\n", srv_db_name(s.db)); /* issue 6 */
+    if (s.db) printf("attnscope serve: analysis database %s (GET /api/v1/db/runs)\n", srv_db_name(s.db));
     if (s.db) db_api_print_imports(&s, stdout);
     fflush(stdout);
     int sig = accept_loop(lfd, g_sig_pipe[0], d, &ct);
@@ -694,7 +694,7 @@ cleanup:
     }
     for (int i = 0; i < s.n_models; i++) as_model_free(s.models[i].m);
     free(s.models);
-    srv_db_free(s.db); /* issue 6 */
+    srv_db_free(s.db);
     srv_imports_free(&s.imports);
     return st;
 }

@@ -7,7 +7,7 @@
 #define AS_SRV_SERVER_H
 
 #include "core/core.h"
-#include "server/imports.h" /* issue 6: SRV_MAX_IMPORT_DIRS */
+#include "server/imports.h" /* SRV_MAX_IMPORT_DIRS */
 
 /* ---- named limits (docs/server.md lists them) ---- */
 #define SRV_MAX_MODELS 16
@@ -38,7 +38,7 @@ typedef struct {
     int max_connections;   /* 0 = SRV_MAX_CONNECTIONS */
     int request_timeout_s; /* 0 = SRV_REQUEST_TIMEOUT_S */
     int test_delay_ms;     /* testing only: sleep inside each admitted run */
-    const char *db_path;   /* issue 6: analysis database served under /api/v1/db (read-only), or NULL */
+    const char *db_path;   /* analysis database served under /api/v1/db (read-only), or NULL */
     const char *const *import_dirs; /* (n_import_dirs) borrowed: "DIR" or "RUN=DIR" (server/imports.h) */
     int n_import_dirs;
 } srv_options;

@@ -1,4 +1,4 @@
-// dodrio.test.mjs — browser tests of the Dodrio views (issue 6): Playwright-core drives
+// dodrio.test.mjs — browser tests of the Dodrio views: Playwright-core drives
 // Debian's Chromium against the real `attnscope serve --db` (ATTNSCOPE_BIN) on an
 // ephemeral loopback port. The database is real: tests/ref/make_analysis_db.sh analyses
 // two tiny SST-2 classifiers (runs 1, 2) with `attnscope analyze`, then the real BERT-base

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """gen_demo_model.py — builds models/demo-bert, the small checked-in model that
-`make demo` runs until the C-trained default models (issue 4) exist.
+`make demo` runs until the C-trained default models exist.
 
 What it is: a 2-layer, 4-head, width-64 BERT with RANDOM weights (seeded) and a
 WordPiece vocabulary of our own (built here from ../shared/data/corpus/tinyshakespeare.txt

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make_analysis_db.sh — writes a small real analysis database for the server and browser
-# tests of the Dodrio views (issue 6): two tiny SST-2 classifiers built from the committed
+# tests of the Dodrio views: two tiny SST-2 classifiers built from the committed
 # fixtures (tests/ref/fixtures/models/bert and .../distilbert, with a 112-entry WordPiece
 # vocabulary written here), analysed by the real `attnscope analyze` on a small built-in
 # SST-2 TSV + CoNLL-U corpus into one database. Deterministic. Takes a few seconds.

@@ -727,7 +727,7 @@ static void test_cli_errors(void **state) {
     assert_int_equal(WEXITSTATUS(system(cmd)), 1);
 }
 
-/* ---- issue 3: a causal (GPT-2) model ------------------------------------------------
+/* ---- a causal (GPT-2) model ------------------------------------------------
  * A small random GPT-2 (make_gpt2_model.mjs: HF names, Conv1D [in, out], the committed
  * byte-level BPE of tests/ref/fixtures/bpe_gpt2, vocab 2000) built at test time. */
 static void test_causal_gpt2(void **state) {

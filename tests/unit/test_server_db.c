@@ -1,5 +1,5 @@
 /* test_server_db.c — HTTP tests of the /api/v1/db routes of `attnscope serve --db`
- * (issue 6, src/server/db_api.c). Builds a real analysis database with the real binary
+ * (src/server/db_api.c). Builds a real analysis database with the real binary
  * (tests/ref/make_analysis_db.sh: two tiny SST-2 classifiers analysed on SST-2 + CoNLL-U
  * sentences), starts AS_BINARY serve on 127.0.0.1 with an ephemeral port and checks every
  * route against the database read directly with SQLite: runs, per-head scores and
@@ -578,7 +578,7 @@ static void test_other_servers(void **state) {
     assert_int_equal(WEXITSTATUS(system(cmd)), 2);
 }
 
-/* ---- issue 6: --import-dir ------------------------------------------------------------ */
+/* ---- --import-dir ------------------------------------------------------------ */
 
 static json_t *get_json_at(int port, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static json_t *get_json_at(int port, const char *fmt, ...) {
