@@ -3,17 +3,38 @@
 (bench/train_bench.sh): the same post-LN BERT masked-LM (Hugging Face BertForMaskedLM's
 computation, erf GELU, tied decoder, MLM head only on the masked rows as attnscope runs
 it), the same batch (B sequences of T tokens, 15% predicted, two segments), AdamW with
-global-norm clipping, dropout off, float32. Prints one line: "torch tokens/s N".
+global-norm clipping, dropout off, float32. One fused QKV product per layer, scores by
+one torch.baddbmm (scale and mask folded in).
 
-Usage: /usr/bin/python3 bench/train_torch.py L D H F V T B STEPS THREADS
+--optim picks the optimizer step: "foreach" (torch.optim.AdamW(foreach=True) and the
+global norm and clipping by torch._foreach_norm / torch._foreach_mul_, the same
+arithmetic as torch.nn.utils.clip_grad_norm_), "loop" (AdamW(foreach=False) and
+clip_grad_norm_), or "fused" (AdamW(fused=True), only where this torch version has it
+on the CPU). Prints one line:
+    torch tokens/s N threads N interop N openblas X wait X optim X
+--check: trains 3 steps with "loop" and 3 with "foreach" from the same weights and
+prints the max abs difference of the parameters.
+
+Usage: /usr/bin/python3 bench/train_torch.py L D H F V T B STEPS THREADS [--interop N]
+       [--optim foreach|loop|fused] [--check]
 """
+import argparse
+import inspect
 import math
+import os
 import sys
 import time
 
 import torch
 
-L, D, H, F, V, T, B, STEPS, THREADS = (int(x) for x in sys.argv[1:10])
+ap = argparse.ArgumentParser()
+ap.add_argument("dims", type=int, nargs=9)
+ap.add_argument("--interop", type=int, default=1)
+ap.add_argument("--optim", choices=("foreach", "loop", "fused"), default="foreach")
+ap.add_argument("--check", action="store_true")
+args = ap.parse_args()
+L, D, H, F, V, T, B, STEPS, THREADS = args.dims
+torch.set_num_interop_threads(args.interop)
 torch.set_num_threads(THREADS)
 torch.manual_seed(0)
 Dh = D // H
@@ -31,8 +52,10 @@ class Layer(torch.nn.Module):
 
     def forward(self, x, ext):
         q, k, v = self.qkv(x).view(B, T, 3, H, Dh).permute(2, 0, 3, 1, 4)
-        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(Dh) + ext, dim=-1)
-        ctx = (p @ v).permute(0, 2, 1, 3).reshape(B, T, D)
+        s = torch.baddbmm(ext, q.reshape(B * H, T, Dh), k.reshape(B * H, T, Dh).transpose(1, 2),
+                          alpha=1.0 / math.sqrt(Dh))
+        p = torch.softmax(s, dim=-1)
+        ctx = torch.bmm(p, v.reshape(B * H, T, Dh)).view(B, H, T, Dh).permute(0, 2, 1, 3).reshape(B, T, D)
         x = self.ln1(self.o(ctx) + x)
         return self.ln2(self.f2(torch.nn.functional.gelu(self.f1(x))) + x)
 
@@ -48,7 +71,8 @@ class Bert(torch.nn.Module):
 
     def forward(self, ids, tt, mask, rows, tgt):
         x = self.ln(self.wte(ids) + self.wpe(torch.arange(T))[None] + self.wtt(tt))
-        ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        ext = ((1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min).expand(B, H, 1, T)
+        ext = ext.reshape(B * H, 1, T)
         for layer in self.layers:
             x = layer(x, ext)
         h = x.reshape(B * T, D)[rows]
@@ -56,8 +80,24 @@ class Bert(torch.nn.Module):
         return torch.nn.functional.cross_entropy(z, tgt)
 
 
-m = Bert()
-opt = torch.optim.AdamW(m.parameters(), lr=5e-4, eps=1e-6, weight_decay=0.01)
+def make_opt(m, kind):
+    if kind == "fused":
+        if "fused" not in inspect.signature(torch.optim.AdamW).parameters:
+            sys.exit("train_torch: torch %s has no fused AdamW" % torch.__version__)
+        return torch.optim.AdamW(m.parameters(), lr=5e-4, eps=1e-6, weight_decay=0.01, fused=True)
+    return torch.optim.AdamW(m.parameters(), lr=5e-4, eps=1e-6, weight_decay=0.01, foreach=kind == "foreach")
+
+
+def clip(params, kind, max_norm=1.0):
+    if kind == "loop":
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    total = torch.norm(torch.stack(torch._foreach_norm(grads)))
+    coef = float(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    torch._foreach_mul_(grads, coef)
+
+
 ids = torch.randint(5, V, (B, T))
 tt = torch.zeros(B, T, dtype=torch.long)
 tt[:, T // 2:] = 1
@@ -66,18 +106,34 @@ rows = torch.randperm(B * T)[: int(0.15 * B * T)]
 tgt = torch.randint(5, V, (len(rows),))
 
 
-def step():
-    opt.zero_grad(set_to_none=True)
-    loss = m(ids, tt, mask, rows, tgt)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-    opt.step()
+def train(m, kind, steps):
+    opt = make_opt(m, kind)
+    params = list(m.parameters())
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = m(ids, tt, mask, rows, tgt)
+        loss.backward()
+        clip(params, kind)
+        opt.step()
+    for _ in range(3):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return time.perf_counter() - t0
 
 
-for _ in range(3):
-    step()
-t0 = time.perf_counter()
-for _ in range(STEPS):
-    step()
-dt = time.perf_counter() - t0
-print(f"torch tokens/s {B * T * STEPS / dt:.0f}")
+m = Bert()
+if args.check:
+    import copy
+    m2 = copy.deepcopy(m)
+    train(m, "loop", 0)
+    train(m2, "foreach", 0)
+    d = max(float((a - b).abs().max()) for a, b in zip(m.parameters(), m2.parameters()))
+    print("check: parameters after 3 steps, AdamW foreach vs loop, max abs diff %.2e" % d)
+    sys.exit(0)
+dt = train(m, args.optim, STEPS)
+print("torch tokens/s %.0f threads %d interop %d openblas %s wait %s optim %s" % (
+    B * T * STEPS / dt, THREADS, args.interop, os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
+    os.environ.get("OMP_WAIT_POLICY", "unset"), args.optim))
