@@ -124,7 +124,7 @@ test('the zh-CN dictionary has every key of en, each translated', async () => {
     const zh = Object.keys(dicts['zh-CN']);
     const str = (m) => (typeof m === 'string' ? m : m.other);
     const same = en.filter((k) => str(dicts.en[k]) === str(dicts['zh-CN'][k] ?? ''));
-    const notation = ['analysis.run', 'neuron.qRow']; /* only parameters and full-width punctuation */
+    const notation = ['analysis.run', 'neuron.qRow', 'common.period']; /* only parameters and full-width punctuation */
     const noHan = zh.filter((k) => !notation.includes(k) && !/[\u4e00-\u9fff]/.test(str(dicts['zh-CN'][k])));
     const params = en.filter((k) => {
       const names = (s) => [...s.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort().join(',');

@@ -157,7 +157,7 @@ export const en = {
   'overview.index': 'index',
   'overview.dimBelow': 'Dim below',
   'overview.zoom': 'Zoom',
-  'overview.size': '{layers} layers × {heads} heads of',
+  'overview.size': '{layers} layers × {heads} heads of {name} ({sentences}).',
   'overview.zoomIn': "Zoom in to see each head's attention on the selected sentence.",
   'overview.selectSentence': "Select a sentence to see each head's attention.",
   'overview.clickHead': 'Click a head to select it.',
@@ -276,6 +276,7 @@ export const en = {
   'cmp.oneRun': 'The database holds one run; analyse a second model into it to compare.',
   'neuron.markedDraw': 'marked dims: {dims}',
   'neuron.qRow': 'q: {tok}',
+  'common.period': '.',
 } satisfies Record<string, Msg>;
 
 export type MessageKey = keyof typeof en;

@@ -157,7 +157,7 @@ export const zhCN: Messages = {
   'overview.index': '序号',
   'overview.dimBelow': '淡化低于',
   'overview.zoom': '缩放',
-  'overview.size': '{layers} 层 × {heads} 个头，模型',
+  'overview.size': '模型 {name} 的 {layers} 层 × {heads} 个头（{sentences}）。',
   'overview.zoomIn': '放大后可看到每个头在所选句子上的注意力。',
   'overview.selectSentence': '选择一个句子可看到每个头的注意力。',
   'overview.clickHead': '单击某个头可将其选中。',
@@ -276,4 +276,5 @@ export const zhCN: Messages = {
   'cmp.oneRun': '数据库中只有一个运行；请再分析一个模型写入其中以进行对比。',
   'neuron.markedDraw': '标记的维度：{dims}',
   'neuron.qRow': 'q：{tok}',
+  'common.period': '。',
 };
