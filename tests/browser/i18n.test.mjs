@@ -156,6 +156,7 @@ test('a zh-CN browser opens every main view in Chinese', async () => {
   await page.waitForFunction(() => document.body.innerText.includes('绘制用时'));
   assert.equal(await page.evaluate(() => document.documentElement.lang), 'zh-CN');
   assert.equal(param(page, 'lang'), 'zh-CN', 'the language is in the URL');
+  assert.equal(await page.title(), 'attnscope 注意力探索器');
   await checkChinese(page, 'head');
   const headSvg = await exportedSvg(page);
   assert.ok(headSvg.includes('第 0 层 · 查询'), 'the head view draws its column titles in Chinese');

@@ -46,10 +46,11 @@ export function lang(): Lang {
   return ui.lang;
 }
 
-/** Switches the UI language and sets <html lang>. */
+/** Switches the UI language and sets <html lang> and the page title. */
 export function setLang(l: Lang): void {
   ui.lang = l;
   document.documentElement.lang = l;
+  document.title = t('app.title');
 }
 
 const numberFormats = new Map<Lang, Intl.NumberFormat>();

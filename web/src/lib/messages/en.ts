@@ -277,6 +277,7 @@ export const en = {
   'neuron.markedDraw': 'marked dims: {dims}',
   'neuron.qRow': 'q: {tok}',
   'common.period': '.',
+  'app.title': 'attnscope explorer',
 } satisfies Record<string, Msg>;
 
 export type MessageKey = keyof typeof en;

@@ -277,4 +277,5 @@ export const zhCN: Messages = {
   'neuron.markedDraw': '标记的维度：{dims}',
   'neuron.qRow': 'q：{tok}',
   'common.period': '。',
+  'app.title': 'attnscope 注意力探索器',
 };
