@@ -77,7 +77,7 @@ const browser = await chromium.launch({
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1 });
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1, locale: 'en-US' }); /* English UI */
 page.on('pageerror', (e) => console.log('pageerror:', e.message));
 mkdirSync(OUT, { recursive: true });
 const sizes = [];

@@ -61,6 +61,7 @@ before(async () => {
     ],
     viewport: { width: 1400, height: 1000 },
     deviceScaleFactor: 1,
+    locale: 'en-US', // the English UI these tests read, whatever the machine's language
     acceptDownloads: true,
   });
   ctx = browser;

@@ -81,6 +81,7 @@ before(async () => {
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     viewport: { width: 1400, height: 1000 },
     deviceScaleFactor: 1,
+    locale: 'en-US', // the English UI these tests read, whatever the machine's language
     acceptDownloads: true,
   });
   page = browser.pages()[0] ?? (await browser.newPage());
