@@ -84,6 +84,10 @@ const EN_VIEW = {
   neuron: ['Layer', 'Head', 'Query', 'sort dims', 'Score =', 'Numbers', 'recomputed', 'softmax over keys'],
   overview: ['Sort heads by', 'Pattern', 'Dim below', 'Zoom', 'Click a head', 'sentences', 'drawn in'],
   instances: ['sentences', 'prev', 'next', 'corpus', 'sentence', 'gold', 'relations', 'all corpora'],
+  dependency: ['Layer', 'on sentence', 'correct', 'wrong', 'word', 'relation', 'gold parent', 'Relations:', 'best heads', 'baseline', 'direction', 'Best accuracy by layer'],
+  graph: ['Layer', 'Layout', 'Threshold', 'Saliency of class', 'edges', 'layout + draw', 'tokens'],
+  pattern: ['confidence', 'driven by', 'embedding', 'Open in neuron view', 'importance', 'semantic', 'syntactic', 'entropy', 'nats'],
+  compare: ['pattern', 'A heads', 'B heads', 'A head', 'B head', 'distance'],
 };
 /** Chinese labels each view must show. */
 const ZH_VIEW = {
@@ -91,7 +95,18 @@ const ZH_VIEW = {
   model: ['模式', '热力图', '单击缩略图'],
   neuron: ['查询', '按贡献对维度排序', '数值（引擎捕获的值）', '重新计算'],
   overview: ['语料分析', '头概览', '头的排序依据', '淡化低于', '单击某个头可将其选中'],
-  instances: ['全部语料', '标准答案', '置信度', '个句子'],
+  instances: ['全部语料', '标准标签', '置信度', '个句子'],
+  dependency: ['第 0 层，第 0 个头', '个正确', '依存关系：最佳头与偏移基线对比', '各层最佳准确率'],
+  graph: ['布局', '阈值', '条边', '布局 + 绘制'],
+  pattern: ['置信度', '在神经元视图中打开', '重要性', '奈特'],
+  compare: ['模式', 'A 的头数', '距离'],
+};
+/** What each corpus view waits for, and a text its exported SVG draws. */
+const CORPUS_VIEWS = {
+  dependency: ['[data-testid=dep-summary]', '上方为标准依存弧'],
+  graph: ['[data-testid=graph-edges]', '箭头：查询'],
+  pattern: ['[data-testid=pattern-neuron]', '模式统计量'],
+  compare: ['[data-testid=cmp-count]', '句法'],
 };
 
 const visibleText = (page) => page.evaluate(() => document.body.innerText);
@@ -181,6 +196,18 @@ test('a zh-CN browser opens every main view in Chinese', async () => {
   await page.click('[data-testid=tab-instances]');
   await page.waitForSelector('[data-testid=inst-table]');
   await checkChinese(page, 'instances');
+  await page.context().close();
+});
+
+test('a zh-CN browser shows the other corpus views in Chinese', async () => {
+  const page = await openPage('zh-CN');
+  for (const [view, [ready, drawn]] of Object.entries(CORPUS_VIEWS)) {
+    await page.goto(`${base}/?model=bert-sst&text=${encodeURIComponent('The film was good.')}&view=${view}&sent=9`);
+    await page.waitForSelector(ready);
+    await page.waitForFunction(() => document.querySelector('[data-testid=status]')?.textContent.includes('个词元'));
+    await checkChinese(page, view);
+    assert.ok((await exportedSvg(page)).includes(drawn), `${view}: the drawing says "${drawn}"`);
+  }
   await page.context().close();
 });
 
