@@ -1,8 +1,9 @@
 // i18n.test.mjs — browser test of the explorer's language switch (English / Simplified
 // Chinese, lib/i18n.ts): the zh-CN dictionary has every key of en (read from the page's
-// test hook); a zh-CN browser locale opens every main view (head, model, neuron, and the
-// --db overview and instances) in Chinese, with none of a list of English UI labels left
-// in the visible text and Chinese in the drawn (exported SVG) text; the switch changes the
+// test hook); a zh-CN browser locale opens every view (head, model, neuron, and with --db
+// the overview, instances, dependency, graph, pattern and comparison) in Chinese, with
+// none of a list of English UI labels left in the visible text and Chinese in the drawn
+// (exported SVG) text; the switch changes the
 // language and the URL's lang without a history entry, and Back and reload keep it; a lang
 // in the URL wins over the browser's; an en locale gets English. Drives the real
 // `attnscope serve` with the database of tests/ref/make_analysis_db.sh. Screenshots go to
