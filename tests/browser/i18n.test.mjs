@@ -217,18 +217,20 @@ test('the switch changes the language and the URL; Back and reload keep it', asy
   await page.goto(`${base}/?model=bert-sst&text=${encodeURIComponent(TEXT)}`);
   await page.waitForSelector('[data-testid=head-canvas]');
   await page.waitForFunction(() => document.body.innerText.includes('绘制用时'));
+  /* a step in Chinese, then the switch: Back goes to an entry written in Chinese */
+  await page.click('[data-testid=tab-model]');
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('view') === 'model');
   const entries = await page.evaluate(() => history.length);
   await page.click('[data-testid=lang-en]');
   await page.waitForFunction(() => document.documentElement.lang === 'en');
   assert.equal(param(page, 'lang'), 'en');
   assert.equal(await page.evaluate(() => history.length), entries, 'switching adds no history entry');
-  let text = await visibleText(page);
-  for (const w of ['Head view', 'Threshold', 'Left: queries', 'drawn in']) assert.ok(text.includes(w), `English after the switch: ${w}`);
+  await page.waitForFunction(() => document.body.innerText.includes('loaded and drawn in'));
+  const text = await visibleText(page);
+  for (const w of ['Head view', 'Model view', 'Mode', 'Click a thumbnail']) assert.ok(text.includes(w), `English after the switch: ${w}`);
   assert.ok(!/[\u4e00-\u9fff]/.test(text.replace('中文', '')), `no Chinese left:\n${text}`);
   assert.match(await page.textContent('[data-testid=status]'), /^\d+ tokens/);
 
-  await page.click('[data-testid=tab-model]');
-  await page.waitForFunction(() => new URLSearchParams(location.search).get('view') === 'model');
   await page.goBack();
   await page.waitForFunction(() => new URLSearchParams(location.search).get('view') === 'head');
   assert.equal(param(page, 'lang'), 'en', 'Back keeps the language');
@@ -240,6 +242,12 @@ test('the switch changes the language and the URL; Back and reload keep it', asy
   await page.waitForFunction(() => document.body.innerText.includes('drawn in'));
   assert.equal(await page.evaluate(() => document.documentElement.lang), 'en', 'reload keeps the language (the URL wins over the browser)');
   assert.equal(param(page, 'lang'), 'en');
+  await page.goForward();
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('view') === 'model');
+  assert.equal(param(page, 'lang'), 'en', 'Forward keeps the language');
+  await page.waitForFunction(() => document.body.innerText.includes('Click a thumbnail'));
+  await page.goBack();
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('view') === 'head');
 
   await page.click('[data-testid=lang-zh-CN]');
   await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
