@@ -246,7 +246,7 @@ export const en = {
   'graph.legendSize': 'Node size and colour: |saliency| for class {cls}',
   'graph.legendNoSaliency': 'Nodes: no saliency stored for this sentence',
   'graph.legendEdges': 'Arrow: query → key it attends to; width and opacity: attention weight',
-  'graph.legendHover': 'Hovered token: orange arrows = it attends to, blue arrows = attended to by it',
+  'graph.legendHover': 'Hovered token: orange arrows = what it attends to, blue arrows = what attends to it',
 
   // Pattern view
   'pat.next': 'next token',
