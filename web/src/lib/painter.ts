@@ -30,7 +30,7 @@ export interface Painter {
   text(x: number, y: number, s: string, style?: TextStyle): void;
   /** Draws a matrix as an image scaled into the box, one pixel per cell before scaling. */
   matrix(x: number, y: number, w: number, h: number, m: MatrixImage): void;
-  // issue 6 (Dodrio views): optional so painter wrappers need not forward them; both
+  // Dodrio views: optional so painter wrappers need not forward them; both
   // built-in painters implement them (lib/shapes.ts checks).
   /** A filled circle, with an optional outline. */
   circle?(x: number, y: number, r: number, fill: string, alpha?: number, stroke?: string): void;

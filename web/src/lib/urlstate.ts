@@ -5,7 +5,7 @@
 import { asLang, type Lang } from './i18n';
 
 export type ViewName = 'head' | 'model' | 'neuron' | AnalysisView;
-/** issue 6: the views of the analysis database (views/AnalysisViews.svelte). */
+/** The views of the analysis database (views/AnalysisViews.svelte). */
 export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
 export const ANALYSIS_VIEWS: readonly AnalysisView[] = ['overview', 'instances', 'dependency', 'graph', 'pattern', 'compare'];
 export function isAnalysisView(v: string): v is AnalysisView {
@@ -21,11 +21,11 @@ export interface UrlState {
   head: number;
   token: number; // -1 = none
   heads: number[] | null; // heads shown in the head view; null = all
-  dims: number[] | null; // issue 6: head dimensions the neuron view marks (from the pattern view); null = none
+  dims: number[] | null; // head dimensions the neuron view marks (from the pattern view); null = none
   mode: 'lines' | 'matrix';
-  dbrun: number; // issue 6: analysis run id (0 = the first)
-  sent: number; // issue 6: analysed sentence index (-1 = none)
-  cmp: number; // issue 6: second run of the comparison (0 = the second)
+  dbrun: number; // analysis run id (0 = the first)
+  sent: number; // analysed sentence index (-1 = none)
+  cmp: number; // second run of the comparison (0 = the second)
   lang: Lang | null; // UI language (lib/i18n.ts); null = not in the URL: the browser's language
 }
 
