@@ -13,6 +13,8 @@ APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
 APT_PACKAGES += python3 python3-numpy coreutils util-linux
 # server (src/server) + browser tests (tests/browser)
 APT_PACKAGES += libmicrohttpd-dev chromium
+# a Simplified Chinese font, so the explorer's zh-CN pages and screenshots render its text
+APT_PACKAGES += fonts-wqy-microhei
 BUILD := build
 BUILD_ASAN := build-asan
 JOBS ?= $(shell nproc)
