@@ -18,12 +18,13 @@
 // Screenshots go to tests/browser/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { startServer as startServerAt } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -34,22 +35,7 @@ const SHARED = join(ROOT, '..', 'shared', 'data', 'bert-base-sst2-attention');
 let server, base, browser, page, tmp, db, bigSource, importDir;
 const bench = {};
 
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve({ p, url: m[1] });
-      }
-    });
-    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
-  });
-}
+const startServer = (args) => startServerAt(BIN, args);
 
 const sql = (q) => execFileSync('sqlite3', [db, q], { encoding: 'utf8' }).trim();
 

@@ -10,12 +10,13 @@
 // tests/browser/artifacts/i18n-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { startServer as startServerAt } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -25,22 +26,7 @@ const TEXT = 'the film was good .';
 
 let server, base, browser, tmp;
 
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve({ p, url: m[1] });
-      }
-    });
-    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
-  });
-}
+const startServer = (args) => startServerAt(BIN, args);
 
 before(async () => {
   assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');

@@ -9,35 +9,17 @@
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { tensorList, writeSafetensors } from './tensors.mjs';
+import { addGpt2, tensorList, writeSafetensors } from './tensors.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TOK = join(ROOT, 'tests', 'ref', 'fixtures', 'bpe_gpt2');
 const out = process.argv[2];
 if (!out) throw new Error('usage: node make_gpt2_model.mjs OUT_DIR');
-const L = 2, H = 4, D = 32, F = 4 * D, P = 128, V = 2000, EOT = 1999;
+const L = 2, H = 4, D = 32, P = 128, V = 2000, EOT = 1999;
 
-const { tensors, add, rnd, one, zero } = tensorList(2024);
-
-add('transformer.wte.weight', [V, D], rnd(0.5));
-add('transformer.wpe.weight', [P, D], rnd(0.3));
-for (let l = 0; l < L; l++) {
-  const p = `transformer.h.${l}.`;
-  add(`${p}ln_1.weight`, [D], one);
-  add(`${p}ln_1.bias`, [D], zero);
-  add(`${p}attn.c_attn.weight`, [D, 3 * D], rnd(0.4)); // Conv1D: [in, out] = [D, q|k|v]
-  add(`${p}attn.c_attn.bias`, [3 * D], rnd(0.1));
-  add(`${p}attn.c_proj.weight`, [D, D], rnd(0.2));
-  add(`${p}attn.c_proj.bias`, [D], zero);
-  add(`${p}ln_2.weight`, [D], one);
-  add(`${p}ln_2.bias`, [D], zero);
-  add(`${p}mlp.c_fc.weight`, [D, F], rnd(0.2));
-  add(`${p}mlp.c_fc.bias`, [F], zero);
-  add(`${p}mlp.c_proj.weight`, [F, D], rnd(0.2));
-  add(`${p}mlp.c_proj.bias`, [D], zero);
-}
-add('transformer.ln_f.weight', [D], one);
-add('transformer.ln_f.bias', [D], zero);
+const list = tensorList(2024);
+addGpt2(list, { L, D, V, P });
+const { tensors } = list;
 
 mkdirSync(out, { recursive: true });
 writeSafetensors(join(out, 'model.safetensors'), tensors);

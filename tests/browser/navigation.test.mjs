@@ -19,12 +19,13 @@
 // Screenshots go to tests/browser/artifacts/nav-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { startServer as startServerAt } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -33,22 +34,7 @@ const ART = join(HERE, 'artifacts');
 
 let server, base, browser, page, tmp;
 
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve({ p, url: m[1] });
-      }
-    });
-    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
-  });
-}
+const startServer = (args) => startServerAt(BIN, args);
 
 before(async () => {
   assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');

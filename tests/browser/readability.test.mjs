@@ -14,12 +14,13 @@
 //     request for the analysis database when the server has none.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { startServer as startServerAt } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -31,22 +32,7 @@ const MLM = join(ROOT, 'models', 'attnscope-mlm');
 let plain, withDb, browser, page, tmp;
 const bench = {};
 
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve({ p, url: m[1] });
-      }
-    });
-    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
-  });
-}
+const startServer = (args) => startServerAt(BIN, args);
 
 /** A CoNLL-U sentence of `n` two-letter words, each attached to the next one with a long
  *  relation name: adjacent arcs of the same height, whose labels overlap where they are drawn

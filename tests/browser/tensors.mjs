@@ -38,3 +38,30 @@ export function writeSafetensors(path, tensors) {
   }
   writeFileSync(path, buf);
 }
+
+// Adds the tensors of a random GPT2LMHeadModel (transformer.wte/wpe/h.N.{ln_1,
+// attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}/ln_f; Conv1D weights stored
+// [in, out]; lm_head tied to wte, so not stored) to the list of tensorList(seed).
+// qkv: standard deviation of the attention input projection (larger = peakier).
+export function addGpt2({ add, rnd, one, zero }, { L, D, V, P, qkv = 0.4 }) {
+  const F = 4 * D;
+  add('transformer.wte.weight', [V, D], rnd(0.5));
+  add('transformer.wpe.weight', [P, D], rnd(0.3));
+  for (let l = 0; l < L; l++) {
+    const p = `transformer.h.${l}.`;
+    add(`${p}ln_1.weight`, [D], one);
+    add(`${p}ln_1.bias`, [D], zero);
+    add(`${p}attn.c_attn.weight`, [D, 3 * D], rnd(qkv)); // Conv1D: [in, out] = [D, q|k|v]
+    add(`${p}attn.c_attn.bias`, [3 * D], rnd(0.1));
+    add(`${p}attn.c_proj.weight`, [D, D], rnd(0.2));
+    add(`${p}attn.c_proj.bias`, [D], zero);
+    add(`${p}ln_2.weight`, [D], one);
+    add(`${p}ln_2.bias`, [D], zero);
+    add(`${p}mlp.c_fc.weight`, [D, F], rnd(0.2));
+    add(`${p}mlp.c_fc.bias`, [F], zero);
+    add(`${p}mlp.c_proj.weight`, [F, D], rnd(0.2));
+    add(`${p}mlp.c_proj.bias`, [D], zero);
+  }
+  add('transformer.ln_f.weight', [D], one);
+  add('transformer.ln_f.bias', [D], zero);
+}

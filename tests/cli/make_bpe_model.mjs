@@ -10,31 +10,14 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const { tensorList, writeSafetensors } = await import(join(HERE, '..', 'browser', 'tensors.mjs'));
+const { addGpt2, tensorList, writeSafetensors } = await import(join(HERE, '..', 'browser', 'tensors.mjs'));
 const [out, tokDir, vocabArg] = process.argv.slice(2);
 if (!out || !tokDir || !vocabArg) throw new Error('usage: node make_bpe_model.mjs OUT_DIR TOKENIZER_DIR VOCAB_SIZE');
-const L = 1, H = 2, D = 8, F = 4 * D, P = 64, V = Number(vocabArg);
+const L = 1, H = 2, D = 8, P = 64, V = Number(vocabArg);
 
-const { tensors, add, rnd, one, zero } = tensorList(7);
-add('transformer.wte.weight', [V, D], rnd(0.5));
-add('transformer.wpe.weight', [P, D], rnd(0.3));
-for (let l = 0; l < L; l++) {
-  const p = `transformer.h.${l}.`;
-  add(`${p}ln_1.weight`, [D], one);
-  add(`${p}ln_1.bias`, [D], zero);
-  add(`${p}attn.c_attn.weight`, [D, 3 * D], rnd(0.6));
-  add(`${p}attn.c_attn.bias`, [3 * D], rnd(0.1));
-  add(`${p}attn.c_proj.weight`, [D, D], rnd(0.2));
-  add(`${p}attn.c_proj.bias`, [D], zero);
-  add(`${p}ln_2.weight`, [D], one);
-  add(`${p}ln_2.bias`, [D], zero);
-  add(`${p}mlp.c_fc.weight`, [D, F], rnd(0.2));
-  add(`${p}mlp.c_fc.bias`, [F], zero);
-  add(`${p}mlp.c_proj.weight`, [F, D], rnd(0.2));
-  add(`${p}mlp.c_proj.bias`, [D], zero);
-}
-add('transformer.ln_f.weight', [D], one);
-add('transformer.ln_f.bias', [D], zero);
+const list = tensorList(7);
+addGpt2(list, { L, D, V, P, qkv: 0.6 });
+const { tensors } = list;
 
 mkdirSync(out, { recursive: true });
 writeSafetensors(join(out, 'model.safetensors'), tensors);

@@ -1,0 +1,23 @@
+// harness.mjs — what the browser tests share: starting the real `attnscope serve` on an
+// ephemeral loopback port and reading the URL it prints. Test support only.
+import { spawn } from 'node:child_process';
+
+// Starts `BIN serve --port 0 --threads 2 ...args`; resolves {p, url} once the server
+// prints "listening on http://127.0.0.1:PORT/", rejects if it exits first or has not
+// started within 60 s. The caller kills p.
+export function startServer(bin, args) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, ['serve', '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    const t = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve({ p, url: m[1] });
+      }
+    });
+    p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
+  });
+}
