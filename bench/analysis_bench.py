@@ -18,8 +18,10 @@ Per corpus:
    bench/out/analysis_screen_<corpus>.md.
 2. Rounds (ROUNDS, default 1): attnscope 1t (writes the database the reference reads),
    2t, mpirun -n MPI, the fixed cost; then the screen's best one-core configuration and
-   two best overall, and WORKERS (2) processes of the best one-core configuration side
-   by side, each taking every WORKERS-th sentence (time: the slowest worker's loop).
+   two best overall, and WORKERS (2) processes of the best one-core configuration with
+   OMP_WAIT_POLICY=PASSIVE side by side, each taking every WORKERS-th sentence (time:
+   the slowest worker's loop). PASSIVE because libgomp threads of one process that spin
+   while idle (ACTIVE) take the core of the other.
    Every call: bench/out/analysis_rounds.txt; table: bench/out/analysis_latest.md.
 The reference's per-head means and head-pair JSD are checked against attnscope's
 database in every full single-process run (max abs diff printed with each call).
@@ -125,6 +127,7 @@ def main():
         print(open(os.path.join(OUT, "analysis_screen_%s.md" % corpus)).read(), flush=True)
         ranked = sorted(screen, key=screen.get)
         one = [lab for lab in ranked if configs.one_core(configs.parse_label(lab))][0]
+        wone = [lab for lab in ranked if configs.one_core(configs.parse_label(lab)) and lab.endswith("/P")][0]
         chosen = list(dict.fromkeys([one] + ranked[:2]))
         res, nsent = {}, 0
         for r in range(rounds):
@@ -140,7 +143,7 @@ def main():
             nsent = int(subprocess.run(["sqlite3", db, "SELECT COUNT(*) FROM sentences"], stdout=subprocess.PIPE,
                                        text=True).stdout.strip())
             for lab in chosen + ["workers"]:
-                cfg = configs.parse_label(one if lab == "workers" else lab)
+                cfg = configs.parse_label(wone if lab == "workers" else lab)
                 secs, n, line = torch_run(cfg, db, 0, workers=workers if lab == "workers" else 1)
                 res.setdefault("torch " + lab, []).append(secs)
                 log.write("round %d %s torch %s: %s\n" % (r + 1, corpus, lab, line))
@@ -158,7 +161,7 @@ def main():
         rows.append("| %s | %d | %s | %s | %s | %.1f | %s (%s) | %s (%s) | %s (%s) | %.2fx (%.2fx) | **%.2fx** (%.2fx) |" % (
             corpus, nsent, s(med["attnscope 1t"]), s(med["attnscope 2t"]),
             s(med["attnscope mpi"]) if mpi > 1 else "-", fixed, s(t_one), one, s(med["torch " + t_single]), t_single,
-            s(med["torch workers"]), one, t_one / (med["attnscope 1t"] - fixed), t_one / med["attnscope 1t"],
+            s(med["torch workers"]), wone, t_one / (med["attnscope 1t"] - fixed), t_one / med["attnscope 1t"],
             t_best / (a_best - fixed), t_best / a_best))
     table = "\n".join(rows) + "\n"
     with open(os.path.join(OUT, "analysis_latest.md"), "w") as f:
