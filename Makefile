@@ -7,6 +7,8 @@ APT_PACKAGES := build-essential cmake pkg-config libopenblas-dev libutf8proc-dev
                 libjansson-dev libcmocka-dev libpcre2-dev
 # analysis store (src/analysis, attnscope analyze) + its CLI test (sqlite3)
 APT_PACKAGES += libsqlite3-dev sqlite3
+# SHA-256 of the analysis run digests (src/analysis/sha256.c)
+APT_PACKAGES += nettle-dev
 # .npz import (zlib inflate) and MPI scale-out of analyze (tests/cli/test_mpi.sh)
 APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
 # test scripts (tests/cli, tests/fuzz; tests/check_deps.py proves the list complete)
@@ -122,8 +124,13 @@ serve: build
 fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_models.py
 
+# Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about
+# 55 minutes on 2 cores; run it on a quiet machine): forward T=64..1024, training, and the
+# analysis of SST-2 and UD EWT separately.
 bench: build torch-deps
-	bash bench/run.sh
+	BIN=./$(BUILD)/attnscope bash bench/run.sh
+	BIN=./$(BUILD)/attnscope sh bench/train_bench.sh
+	BIN=./$(BUILD)/attnscope LIMIT=300 MPI=2 bash bench/analysis_bench.sh
 
 # ---- training: `make models` reproduces the shipped models in models/ from scratch
 # (vocab -> pretrain -> finetune -> distill; about 1-1.5 hours on 2 cores; not run in CI).
