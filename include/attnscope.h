@@ -174,12 +174,25 @@ as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
 as_status as_encoding_from_ids(const as_model *m, const int32_t *ids, const int32_t *type_ids,
                                int n, as_encoding *out, as_error *err);
 void as_encoding_free(as_encoding *e);
+/* The tokens of enc (T = enc->n) as JSON text: the one token format of `attnscope run
+ * --format json` and of the server (docs/api/api.schema.json, Token). A compact array of
+ *   {"i", "id", "piece", "text", "bytes", "start", "end", "type_id", "segment", "special"}
+ * i: position; id: vocabulary id; piece: the vocabulary string; text: the readable form
+ * (as_model_token_text); bytes: text's exact bytes as lowercase hex (piece and text
+ * replace the bytes of a partial UTF-8 character, which a byte-level BPE token may end
+ * inside, with U+FFFD); start/end: byte span in the token's own text, -1 for specials;
+ * type_id: the token type id given to the model; segment: 0 = sentence A, 1 = B, a
+ * special token belonging to the sentence before it; special: added by the model's
+ * template (seq < 0). Returns NUL-terminated UTF-8 owned by the caller (free), or NULL
+ * when out of memory. m and enc are only read. */
+char *as_tokens_json(const as_model *m, const as_encoding *enc);
 
 /* ---- forward with capture ------------------------------------------------- */
 
 typedef enum {
     CAP_ATTN = 1,   /* attention probabilities after mask + softmax */
-    CAP_SCORES = 2, /* raw q.k / sqrt(Dh) + mask, before softmax */
+    CAP_SCORES = 2, /* q.k times the layer's as_attn_scale (1/sqrt(Dh) unless the config
+                       scales otherwise, e.g. GPT-2) + mask, before softmax */
     CAP_QKV = 4,    /* per-head q, k (after projection + bias, before scaling) and v */
     CAP_HIDDEN = 8, /* hidden states: embedding output, then every layer's output */
     CAP_LOGITS = 16,/* task head logits when the model has one (forces all layers) */

@@ -61,9 +61,8 @@ static int parse_capture(const char *s, unsigned *what) {
 
 /* ---- JSON output (streamed; tensors as nested arrays, floats as %.9g) ---- */
 
-/* Writes s as a JSON string; bytes that are not well-formed UTF-8 (a byte-level BPE
- * piece may end inside a character) are written as U+FFFD, so the output is always
- * valid UTF-8 (the raw bytes go out separately, see json_hex). */
+/* Writes s as a JSON string; bytes that are not well-formed UTF-8 are written as
+ * U+FFFD, so the output is always valid UTF-8. */
 static void json_str(FILE *f, const char *s) {
     char *clean = as_utf8_clean(s);
     fputc('"', f);
@@ -77,13 +76,6 @@ static void json_str(FILE *f, const char *s) {
     }
     fputc('"', f);
     free(clean);
-}
-
-/* Writes the bytes of s as a JSON string of lowercase hex digits. */
-static void json_hex(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) fprintf(f, "%02x", *p);
-    fputc('"', f);
 }
 
 static void json_num(FILE *f, float v) {
@@ -119,7 +111,11 @@ static void json_ints(FILE *f, const int32_t *v, int n) {
     fputc(']', f);
 }
 
-static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const as_run *r) {
+/* Writes the run as JSON, its tokens in the server's format (as_tokens_json). Returns 0,
+ * or -1 when out of memory (nothing written). */
+static int write_json(FILE *f, const as_model *m, const as_encoding *enc, const as_run *r) {
+    char *tokens = as_tokens_json(m, enc);
+    if (!tokens) return -1;
     const as_config *c = as_model_config(m);
     fprintf(f, "{\"version\":\"%s\",\"model\":", AS_VERSION);
     json_str(f, as_model_dir(m));
@@ -127,21 +123,9 @@ static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const
             as_arch_name(c->arch), c->n_layer, c->n_head, c->d_model, c->d_head);
     fprintf(f, "\"captured\":{\"layer_lo\":%d,\"n_layers\":%d,\"head_lo\":%d,\"n_heads\":%d,\"layers_run\":%d},\n",
             r->layer_lo, r->n_lay, r->head_lo, r->n_hd, r->n_run);
-    fputs("\"tokens\":[", f);
-    for (int i = 0; i < enc->n; i++) {
-        char *text = as_model_token_text(m, enc->ids[i]);
-        fprintf(f, "%s{\"id\":%d,\"piece\":", i ? ",\n" : "\n", (int)enc->ids[i]);
-        json_str(f, enc->pieces && enc->pieces[i] ? enc->pieces[i] : "");
-        fputs(",\"text\":", f);
-        json_str(f, text ? text : "");
-        fputs(",\"bytes\":", f);
-        json_hex(f, text ? text : "");
-        fprintf(f, ",\"start\":%d,\"end\":%d,\"type_id\":%d,\"seq\":%d}", enc->start ? (int)enc->start[i] : -1,
-                enc->end ? (int)enc->end[i] : -1, enc->type_ids ? (int)enc->type_ids[i] : 0,
-                enc->seq ? (int)enc->seq[i] : 0);
-        free(text);
-    }
-    fputs("],\n\"input_ids\":", f);
+    fputs("\"tokens\":", f);
+    fputs(tokens, f);
+    fputs(",\n\"input_ids\":", f);
     json_ints(f, enc->ids, enc->n);
     fputs(",\n\"token_type_ids\":", f);
     json_ints(f, enc->type_ids, enc->n);
@@ -166,6 +150,8 @@ static void write_json(FILE *f, const as_model *m, const as_encoding *enc, const
         json_tensor(f, arr[i].d, arr[i].nd, arr[i].shape);
     }
     fputs("}\n", f);
+    free(tokens);
+    return 0;
 }
 
 static as_status write_npz(const char *path, const as_model *m, const as_encoding *enc, const as_run *r,
@@ -407,9 +393,14 @@ int cmd_run(int argc, char **argv) {
             rc = cli_fail(&err);
             goto cleanup;
         }
-        write_json(f, m, &enc, r);
+        int oom = write_json(f, m, &enc, r) != 0;
         int bad = ferror(f);
         if (a.out) bad |= fclose(f) != 0;
+        if (oom) {
+            as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
         if (bad) {
             as_err_set(&err, AS_ERR_INTERNAL, "%s: write failed", a.out ? a.out : "stdout");
             rc = cli_fail(&err);

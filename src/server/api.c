@@ -221,24 +221,15 @@ static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_r
     return -1;
 }
 
-/* ---- tokens ---------------------------------------------------------------- */
+/* ---- runs -------------------------------------------------------------------- */
 
-static json_t *tokens_json(const as_model *m, const as_encoding *enc) {
-    json_t *arr = json_array();
-    int seg = 0;
-    for (int i = 0; i < enc->n; i++) {
-        int seq = enc->seq ? enc->seq[i] : 0;
-        if (seq >= 0) seg = seq; /* specials belong to the sentence before them */
-        char *txt = as_model_token_text(m, enc->ids[i]);
-        json_t *t = json_pack("{s:i, s:i, s:o, s:o, s:i, s:i, s:i, s:i, s:b}", "i", i, "id", (int)enc->ids[i],
-                              "piece", json_utf8(enc->pieces && enc->pieces[i] ? enc->pieces[i] : ""), "text",
-                              json_utf8(txt ? txt : ""), "start", enc->start ? (int)enc->start[i] : -1, "end",
-                              enc->end ? (int)enc->end[i] : -1, "type_id", enc->type_ids ? (int)enc->type_ids[i] : 0,
-                              "segment", seg, "special", seq < 0);
-        free(txt);
-        json_array_append_new(arr, t);
-    }
-    return arr;
+/* The tokens of enc in the one token format (as_tokens_json) as a JSON value; NULL when
+ * out of memory. */
+static json_t *tokens_value(const as_model *m, const as_encoding *enc) {
+    char *txt = as_tokens_json(m, enc);
+    json_t *j = txt ? json_loads(txt, 0, NULL) : NULL;
+    free(txt);
+    return j;
 }
 
 static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
@@ -249,7 +240,7 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
                               "d_model", r->D, "d_head", r->Dh);
     return json_pack("{s:s, s:s, s:b, s:o, s:o, s:b, s:o, s:o, s:o}", "id", e->id, "model", sm->name, "cached",
                      cached, "text", json_utf8(e->text), "text_b", json_utf8(e->text_b), "causal", c->causal != 0,
-                     "sizes", sizes, "tokens", tokens_json(sm->m, &e->enc), "warning",
+                     "sizes", sizes, "tokens", tokens_value(sm->m, &e->enc), "warning",
                      e->enc.n_warnings ? json_utf8(e->enc.warning) : json_null());
 }
 
@@ -633,7 +624,7 @@ static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
         }
         json_array_append_new(preds, json_pack("{s:i, s:o}", "position", i, "top", top));
     }
-    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "model", sm->name, "tokens", tokens_json(sm->m, &enc),
+    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "model", sm->name, "tokens", tokens_value(sm->m, &enc),
                                   "predictions", preds));
     preds = NULL;
 cleanup:

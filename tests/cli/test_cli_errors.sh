@@ -51,13 +51,14 @@ expect 0 "" -- run --model "$M" --text "the king is dead" --text-b "long live th
 expect 0 "" -- run --model "$M" --text $'bad \xff\xfe utf8' --quiet
 # a sentence pair on a model without segment embeddings (DistilBERT) whose WordPiece
 # tokenizer gives sentence B type id 1: the ids are zeroed as Hugging Face does (was an
-# "out of range" error), and B's tokens still belong to sentence B (seq 1)
+# "out of range" error), and B's tokens still belong to sentence B (segment 1; the
+# specials [CLS], [SEP] belong to the sentence before them)
 FIXD=$ROOT/tests/ref/fixtures/models/distilbert
 mkdir -p "$TMP/distil" && cp "$FIXD/config.json" "$FIXD/model.safetensors" "$TMP/distil/"
 { printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]'; for c in {a..z}; do echo "$c"; done
   for i in $(seq 37 111); do echo "w$i"; done; } >"$TMP/distil/vocab.txt"
 expect 0 "" -- run --model "$TMP/distil" --text "a b c" --text-b "d e" --format json --out "$TMP/pair.json"
-if python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['tokens']; sys.exit(0 if [x['type_id'] for x in t]==[0]*8 and [x['seq'] for x in t]==[-1,0,0,0,-1,1,1,-1] else 1)" "$TMP/pair.json"; then
+if python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['tokens']; sys.exit(0 if [x['type_id'] for x in t]==[0]*8 and [x['segment'] for x in t]==[0,0,0,0,0,1,1,1] and [x['special'] for x in t]==[True,False,False,False,True,False,False,True] else 1)" "$TMP/pair.json"; then
   echo "ok: DistilBERT pair: type ids 0, sentences A/B kept"
 else
   echo "FAIL: DistilBERT pair tokens: $(head -c 600 "$TMP/pair.json")"; fails=$((fails+1))
