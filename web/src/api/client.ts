@@ -1,6 +1,6 @@
 // client.ts — typed calls to the attnscope server's /api/v1 routes, with a small
 // per-run cache of fetched tensors so switching views does not refetch.
-import { decodeTensors } from './tensor';
+import { decodeTensors, type Tensor } from './tensor';
 import type {
   AttentionMeta,
   ErrorResponse,
@@ -10,7 +10,6 @@ import type {
   QkMeta,
   RunRequest,
   RunResponse,
-  Tensor,
 } from './types';
 
 const BASE = '/api/v1';

@@ -1,18 +1,42 @@
-// dbtypes.ts — mirrors the JSON of the /api/v1/db routes (src/server/db_api.c,
-// docs/views.md): the analysis database served by `attnscope serve --db`.
-// Index of a head in every per-head array: layer * heads + head.
+// dbtypes.ts — GENERATED from docs/api/db.schema.json by web/scripts/gen-api-types.mjs
+// (npm run build runs it). Do not edit: change the schema, which the server is tested
+// against (tests/api/contract.test.mjs).
+// Every JSON body of the /api/v1/db routes (src/server/db_api.c, docs/views.md): the
+// analysis database served by `attnscope serve --db`, and the meta of its binary tensors.
+// Index of a head in every per-head array: layer * heads + head. web/src/api/dbtypes.ts is
+// generated from this file (web/scripts/gen-api-types.mjs) and tests/api/contract.test.mjs
+// checks every route's response against it. Errors are api.schema.json's ErrorResponse.
 
-/** GET /api/v1/db/runs -> runs[i] (and GET /api/v1/db/runs/{id}) */
+import type { IndexRange } from './types';
+
+/**
+ * where per-sentence attention comes from: recomputed by the served model, or read from the run's
+ * --import-dir folder (imported runs)
+ */
+export type AttentionSource = 'model' | 'import';
+
+/**
+ * what wrote the run: `attnscope analyze`, `attnscope import --dir`, or `attnscope import` of single
+ * files
+ */
+export type RunSource = 'analyze' | 'import' | 'import-files';
+
+/** GET /api/v1/db/runs -> runs[i], and GET /api/v1/db/runs/{id} */
 export interface DbRun {
   id: number;
+  /** the model folder as given to analyze, or import:DIR */
   model_name: string;
   /** base name of the model folder (or of the import folder) */
   name: string;
+  /** bert, roberta, distilbert, gpt2, or imported */
   arch: string;
   layers: number;
   heads: number;
-  d_head: number; // 0 for imports
-  corpus: Record<string, string> | string;
+  /** 0 for imports */
+  d_head: number;
+  /** the corpus files (a JSON object), or the stored text when it is not JSON */
+  corpus: Record<string, unknown> | string;
+  /** the analysis parameters (a JSON object), or the stored text when it is not JSON */
   params: Record<string, unknown> | string;
   version: string;
   n_total: number;
@@ -23,33 +47,38 @@ export interface DbRun {
   n_sentences: number;
   has_syntactic: boolean;
   has_semantic: boolean;
-  source: 'analyze' | 'import' | null;
+  source: RunSource | null;
   /** the served model that can recompute attention for this run, or null */
   model: string | null;
-  /** where per-sentence attention comes from: recomputed by the served model, read from
-   *  the run's --import-dir folder (imported runs), or nowhere (null) */
+  /** where per-sentence attention comes from, or null when nowhere */
   attention: AttentionSource | null;
   /** the --import-dir folder serving an imported run's attention, or null */
   import_dir: string | null;
 }
 
-export type AttentionSource = 'model' | 'import';
-
+/** GET /api/v1/db/runs */
 export interface DbRunsResponse {
+  /** the database file's base name */
   db: string;
   schema_version: number;
   runs: DbRun[];
 }
 
 export type PatternLabel = 'next-word' | 'previous-word' | 'self' | 'delimiter-focused' | 'broad' | 'other';
+
+/** the embedding component a head's pattern depends on (found by ablation) */
 export type Component = 'token' | 'position' | 'segment';
 
-/** GET /api/v1/db/runs/{id}/heads: columnar, every array has layers * heads entries. */
+/**
+ * GET /api/v1/db/runs/{id}/heads -> columns: every array has layers * heads entries, null where the
+ * value does not apply
+ */
 export interface HeadColumns {
   importance: (number | null)[];
   semantic: (number | null)[];
   syntactic: (number | null)[];
   syntactic_relation: (string | null)[];
+  /** 0 = dependent -> parent, 1 = parent -> dependent */
   syntactic_dir: (0 | 1 | null)[];
   cls: (number | null)[];
   sep: (number | null)[];
@@ -72,12 +101,23 @@ export interface HeadColumns {
   depends_on: (Component | null)[];
 }
 
+/** GET /api/v1/db/runs/{id}/heads */
 export interface HeadsResponse {
   run: number;
   layers: number;
   heads: number;
+  /** heads with a row of scores */
   n_scored: number;
   columns: HeadColumns;
+}
+
+/** meta of GET /api/v1/db/runs/{id}/pairs: one f32 tensor jsd (L*H, L*H), symmetric, diagonal 0 */
+export interface PairsMeta {
+  run: number;
+  layers: number;
+  heads: number;
+  /** stored head pairs */
+  pairs: number;
 }
 
 export interface RelationBest {
@@ -129,6 +169,7 @@ export interface SentenceRow {
   relations: string[];
 }
 
+/** GET /api/v1/db/runs/{id}/sentences */
 export interface SentencesResponse {
   run: number;
   total: number;
@@ -137,6 +178,7 @@ export interface SentencesResponse {
   sentences: SentenceRow[];
 }
 
+/** Query parameters of GET /api/v1/db/runs/{id}/sentences (not a JSON body). */
 export interface SentenceQuery {
   offset?: number;
   limit?: number;
@@ -152,6 +194,7 @@ export interface DbToken {
   start: number | null;
   end: number | null;
   kind: 'word' | 'cls' | 'sep' | 'punct' | 'pad';
+  /** the word the token belongs to, or null */
   word: number | null;
 }
 
@@ -162,20 +205,37 @@ export interface DbWord {
   deprel: string | null;
 }
 
+export interface Saliency {
+  class: number;
+  /** (T) saliency of each token */
+  values: number[];
+}
+
 /** GET /api/v1/db/runs/{id}/sentences/{idx} */
-export interface SentenceDetail extends Omit<SentenceRow, 'confidence' | 'relations'> {
+export interface SentenceDetail {
+  idx: number;
+  corpus: 'sst2' | 'conllu' | 'import' | string;
+  source: string;
+  text: string;
+  label: number | null;
+  predicted: number | null;
+  n_tokens: number;
+  n_words: number;
+  truncated: boolean;
+  explained: boolean;
   run: number;
   tokens: DbToken[];
   words: DbWord[];
-  /** per class: (T) saliency of each token */
-  saliency: { class: number; values: number[] }[];
+  /** per class */
+  saliency: Saliency[];
   model: string | null;
   attention: AttentionSource | null;
 }
 
 export interface Arc {
   dep: number;
-  parent: number; // -1 root, -2 none
+  /** -1 root, -2 none */
+  parent: number;
   relation: string;
   /** counted by the syntactic score (not root/punct, both words have pieces) */
   scored: boolean;
@@ -192,19 +252,24 @@ export interface ParentsResponse {
   /** the served model that recomputed the attention; null when read from an import folder */
   model: string | null;
   source: AttentionSource;
+  /** the cached run (POST /api/v1/run's id), or null */
   run_id: string | null;
+  /** the classifier's class probabilities, or null */
   probs: number[] | null;
   /** predicted word of each word (-1 none) */
   pred: number[];
   arcs: Arc[];
 }
 
-/** meta of GET /api/v1/db/runs/{id}/sentences/{idx}/attention */
+/**
+ * meta of GET /api/v1/db/runs/{id}/sentences/{idx}/attention: one tensor attention [layers, heads, T,
+ * T]
+ */
 export interface SentenceAttentionMeta {
   run: number;
   sent: number;
-  layers: [number, number];
-  heads: [number, number];
+  layers: IndexRange;
+  heads: IndexRange;
   tokens: number;
   model: string | null;
   source: AttentionSource;

@@ -1,6 +1,20 @@
-// tensor.ts — decodes the server's binary tensor container (see types.ts) into
-// Float32Arrays. No network here.
-import { TENSOR_MAGIC, type Tensor, type TensorEntry, type TensorHeader } from './types';
+// tensor.ts — decodes the server's binary tensor container into Float32Arrays:
+// bytes 0..3 "ASTB"; bytes 4..7 uint32 LE header length N; N bytes of JSON
+// (TensorHeader, space-padded so 8 + N is a multiple of 8); then the data. Each tensor's
+// bytes start at 8 + N + offset (8-aligned), little-endian. No network here.
+import type { TensorEntry, TensorHeader } from './types';
+
+export const TENSOR_MAGIC = 'ASTB';
+
+/** A container header whose meta is the route's (AttentionMeta, QkMeta, ...). */
+export type TypedTensorHeader<M> = Omit<TensorHeader, 'meta'> & { meta: M };
+
+/** A decoded tensor: values widened to float32, row-major. */
+export interface Tensor {
+  name: string;
+  shape: number[];
+  data: Float32Array;
+}
 
 /** IEEE binary16 -> number. */
 export function f16ToF32(h: number): number {
@@ -46,7 +60,7 @@ function buildLut(): Float32Array {
 }
 
 export interface DecodedTensors<M> {
-  header: TensorHeader<M>;
+  header: TypedTensorHeader<M>;
   tensors: Map<string, Tensor>;
 }
 
@@ -57,7 +71,7 @@ export function decodeTensors<M>(buf: ArrayBuffer): DecodedTensors<M> {
   if (magic !== TENSOR_MAGIC) throw new Error(`tensor response: bad magic ${JSON.stringify(magic)}`);
   const n = new DataView(buf).getUint32(4, true);
   if (8 + n > buf.byteLength) throw new Error('tensor response: header runs past the body');
-  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 8, n))) as TensorHeader<M>;
+  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 8, n))) as TypedTensorHeader<M>;
   const tensors = new Map<string, Tensor>();
   for (const t of header.tensors) {
     tensors.set(t.name, { name: t.name, shape: t.shape, data: decodeOne(buf, 8 + n, t) });

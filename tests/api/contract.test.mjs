@@ -1,0 +1,246 @@
+// contract.test.mjs — the server's API against its schema (docs/api/*.schema.json, from
+// which web/src/api/types.ts and dbtypes.ts are generated). Starts the real
+// `attnscope serve` (ATTNSCOPE_BIN) on an ephemeral loopback port with five models (two
+// tiny SST-2 classifiers analysed into a real database by tests/ref/make_analysis_db.sh,
+// the shipped MLM and SST-2 models, a random causal GPT-2 written by
+// tests/browser/make_gpt2_model.mjs) and the database with an imported run served by
+// --import-dir, then calls every route of the schemas' x-routes and validates each JSON
+// body, each binary tensor header and its meta, and the errors (400, 404, 405) against
+// the schema: types, required fields, enums, and no unknown field at any depth. Also
+// checks that `attnscope run --format json` writes its tokens in the server's format
+// (the same objects for the same input), and that the committed TypeScript types are
+// what the schemas generate. A second server without --db answers db: false and a 404.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer } from '../browser/harness.mjs';
+import { SchemaSet, tensorHeader } from './schema.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+const BIN = process.env.ATTNSCOPE_BIN;
+const API = 'api.schema.json';
+const DB = 'db.schema.json';
+const schemas = new SchemaSet(join(ROOT, 'docs', 'api'), [API, DB]);
+
+let tmp, server, base, bare, bareBase;
+/** x-routes entries ("METHOD path") that a validated response covered */
+const covered = new Set();
+
+/** Validates v against file#/$defs/name; fails the test with every error. */
+function conforms(file, name, v, what) {
+  const errs = schemas.validate(file, name, v);
+  assert.deepEqual(errs, [], `${what}: not a ${name}:\n  ${errs.slice(0, 20).join('\n  ')}`);
+}
+
+async function getJson(url, init) {
+  const r = await fetch(url, init);
+  const body = await r.text();
+  assert.match(r.headers.get('content-type') ?? '', /^application\/json/, `${url}: content type`);
+  return { status: r.status, json: JSON.parse(body) };
+}
+
+/** x-routes entries by "METHOD path" */
+const routes = new Map([API, DB].flatMap((f) => schemas.files.get(f)['x-routes'].map((r) => [`${r.method} ${r.path}`, r])));
+
+/** GET/POST a route expected to answer 200 with JSON of the given definition; a body
+ *  sent must be the route's request definition. */
+async function call(file, route, name, path, body) {
+  assert.ok(routes.has(route), `${route} is not in x-routes`);
+  assert.equal(routes.get(route).response, name, `${route} answers ${routes.get(route).response}`);
+  if (body !== undefined) conforms(file, routes.get(route).request, body, `${route} request`);
+  const init = body === undefined ? undefined : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
+  const { status, json } = await getJson(base + path, init);
+  assert.equal(status, 200, `${path}: ${JSON.stringify(json)}`);
+  conforms(file, name, json, path);
+  covered.add(route);
+  return json;
+}
+
+/** GET a binary tensor route; validates the header, its meta and the tensors' layout. */
+async function binary(file, route, metaName, names, path) {
+  assert.equal(routes.get(route)?.binary, metaName, `${route} in x-routes`);
+  assert.deepEqual(routes.get(route).tensors, names, `${route}: x-routes tensors`);
+  const r = await fetch(base + path);
+  assert.equal(r.status, 200, path);
+  assert.equal(r.headers.get('content-type'), 'application/octet-stream', `${path}: content type`);
+  const { header, dataBytes } = tensorHeader(await r.arrayBuffer());
+  conforms(API, 'TensorHeader', header, `${path} header`);
+  conforms(file, metaName, header.meta, `${path} meta`);
+  assert.deepEqual(header.tensors.map((t) => t.name), names, `${path}: tensor names`);
+  let end = 0;
+  for (const t of header.tensors) {
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    assert.equal(t.nbytes, n * { f32: 4, f16: 2, u8: 1 }[t.dtype], `${path} ${t.name}: nbytes`);
+    assert.equal(t.offset % 8, 0, `${path} ${t.name}: offset alignment`);
+    assert.equal(t.scale !== undefined && t.zero !== undefined, t.dtype === 'u8', `${path} ${t.name}: scale/zero only for u8`);
+    end = Math.max(end, t.offset + t.nbytes);
+  }
+  assert.ok(end <= dataBytes, `${path}: data runs past the body`);
+  covered.add(route);
+  return header;
+}
+
+/** A request expected to fail with status; its body must be an ErrorResponse. */
+async function error(status, path, init) {
+  const { status: got, json } = await getJson(base + path, init);
+  assert.equal(got, status, `${path}: ${JSON.stringify(json)}`);
+  conforms(API, 'ErrorResponse', json, `${path} (${status})`);
+  covered.add('* /api/v1/*');
+  return json;
+}
+
+const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+
+before(async () => {
+  assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-contract-'));
+  execFileSync('bash', [join(ROOT, 'tests', 'ref', 'make_analysis_db.sh'), BIN, tmp], { stdio: 'inherit' });
+  const imp = join(tmp, 'synthetic');
+  execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_synthetic_import.mjs'), imp]);
+  execFileSync(BIN, ['import', '--dir', imp, '--db', join(tmp, 'analysis.sqlite'), '--min-rel', '1', '--quiet']);
+  execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_gpt2_model.mjs'), join(tmp, 'gpt2-tiny')]);
+  const models = [join(tmp, 'bert-sst'), join(tmp, 'distil-sst'), join(ROOT, 'models', 'attnscope-mlm'),
+    join(ROOT, 'models', 'attnscope-sst2'), join(tmp, 'gpt2-tiny')].flatMap((m) => ['--model', m]);
+  ({ p: server, url: base } = await startServer(BIN, [...models, '--db', join(tmp, 'analysis.sqlite'), '--import-dir', imp]));
+  ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm')]));
+});
+
+after(async () => {
+  for (const p of [server, bare]) {
+    if (!p || p.exitCode !== null || p.signalCode !== null) continue;
+    const done = new Promise((r) => p.on('exit', r));
+    p.kill('SIGTERM');
+    await done;
+  }
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+test('every object schema is closed, and the committed TypeScript types are what the schemas generate', () => {
+  assert.deepEqual(schemas.openObjects(), [], 'object schemas without additionalProperties: false');
+  execFileSync(process.execPath, [join(ROOT, 'web', 'scripts', 'gen-api-types.mjs'), '--check'], { stdio: 'inherit' });
+});
+
+test('GET /api/v1/models', async () => {
+  const m = await call(API, 'GET /api/v1/models', 'ModelsResponse', '/api/v1/models');
+  assert.equal(m.db, true);
+  assert.deepEqual(m.models.map((x) => x.name), ['bert-sst', 'distil-sst', 'attnscope-mlm', 'attnscope-sst2', 'gpt2-tiny']);
+  assert.ok(m.models.some((x) => x.labels.length > 0), 'a model with class names');
+  assert.ok(m.models.some((x) => x.heads_present.includes('mlm')), 'an MLM model');
+  const b = await (await fetch(`${bareBase}/api/v1/models`)).json();
+  conforms(API, 'ModelsResponse', b, 'models without --db');
+  assert.equal(b.db, false);
+  const e = await (await fetch(`${bareBase}/api/v1/db/runs`)).json();
+  conforms(API, 'ErrorResponse', e, 'db route without --db');
+});
+
+test('POST /api/v1/run, GET /api/v1/runs/{id}, attention and qk', async () => {
+  const inputs = [
+    { model: 'bert-sst', text: 'it is a good film .', text_b: 'the story was not funny .' },
+    { model: 'distil-sst', text: 'a very funny movie .' },
+    { model: 'attnscope-sst2', text: 'the movie was surprisingly good .', text_b: null },
+    { model: 'gpt2-tiny', text: '  Héllo wörld, 日本 café', text_b: ' and more' },
+  ];
+  for (const q of inputs) {
+    const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', q);
+    assert.equal(run.tokens.length, run.sizes.tokens);
+    run.tokens.forEach((t, i) => assert.equal(t.i, i));
+    const again = await call(API, 'GET /api/v1/runs/{id}', 'RunResponse', `/api/v1/runs/${run.id}`);
+    assert.equal(again.cached, true);
+    assert.deepEqual(again.tokens, run.tokens);
+    const { layers: L, heads: H } = run.sizes;
+    for (const dtype of ['f32', 'f16', 'u8']) {
+      const h = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'],
+        `/api/v1/runs/${run.id}/attention?layers=0-${L - 1}&heads=0-${H - 1}&dtype=${dtype}`);
+      assert.equal(h.tensors[0].dtype, dtype);
+      assert.equal(h.meta.pool, undefined);
+    }
+    const p = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'], `/api/v1/runs/${run.id}/attention?pool=8`);
+    assert.equal(p.meta.pool_op, 'max');
+    const qk = await binary(API, 'GET /api/v1/runs/{id}/qk', 'QkMeta', ['q', 'k', 'scores', 'attention'], `/api/v1/runs/${run.id}/qk?layer=${L - 1}&head=0`);
+    assert.equal(qk.meta.d_head, run.sizes.d_head);
+  }
+});
+
+test('POST /api/v1/mlm', async () => {
+  const r = await call(API, 'POST /api/v1/mlm', 'MlmResponse', '/api/v1/mlm', { model: 'attnscope-mlm', text: 'the [MASK] was good .', k: 3 });
+  assert.equal(r.predictions.length, 1);
+  assert.equal(r.predictions[0].top.length, 3);
+  assert.equal(r.tokens[r.predictions[0].position].piece, '[MASK]');
+});
+
+test('errors are ErrorResponse bodies', async () => {
+  await error(404, '/api/v1/nope');
+  await error(405, '/api/v1/run');
+  await error(400, '/api/v1/run', post('{"model": '));
+  await error(400, '/api/v1/run', post('{"model": "bert-sst"}'));
+  await error(400, '/api/v1/mlm', post('{"model": "bert-sst", "text": "no mask here"}'));
+  await error(404, '/api/v1/runs/0123456789abcdef');
+  const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'bert-sst', text: 'it is good .' });
+  await error(400, `/api/v1/runs/${run.id}/attention?layers=5-1`);
+  await error(400, `/api/v1/runs/${run.id}/attention?pool=7`);
+  await error(400, `/api/v1/runs/${run.id}/qk?layer=0`);
+  await error(404, '/api/v1/db/runs/99');
+  await error(400, '/api/v1/db/runs/1/sentences?limit=0');
+  await error(404, '/api/v1/db/runs/1/sentences/9999');
+  await error(405, '/api/v1/db/runs', post('{}'));
+});
+
+test('the /api/v1/db routes', async () => {
+  const runs = await call(DB, 'GET /api/v1/db/runs', 'DbRunsResponse', '/api/v1/db/runs');
+  assert.equal(runs.runs.length, 3, 'two analysed runs and one import');
+  assert.deepEqual(runs.runs.map((r) => r.attention), ['model', 'model', 'import']);
+  for (const r of runs.runs) {
+    const one = await call(DB, 'GET /api/v1/db/runs/{run}', 'DbRun', `/api/v1/db/runs/${r.id}`);
+    assert.deepEqual(one, r);
+    const heads = await call(DB, 'GET /api/v1/db/runs/{run}/heads', 'HeadsResponse', `/api/v1/db/runs/${r.id}/heads`);
+    for (const [k, col] of Object.entries(heads.columns)) assert.equal(col.length, r.layers * r.heads, `heads column ${k}`);
+    await binary(DB, 'GET /api/v1/db/runs/{run}/pairs', 'PairsMeta', ['jsd'], `/api/v1/db/runs/${r.id}/pairs`);
+    await call(DB, 'GET /api/v1/db/runs/{run}/relations', 'RelationsResponse', `/api/v1/db/runs/${r.id}/relations?top=3`);
+    const conf = r.attention === 'model' ? '&confidence=1' : '';
+    const page = await call(DB, 'GET /api/v1/db/runs/{run}/sentences', 'SentencesResponse', `/api/v1/db/runs/${r.id}/sentences?limit=50${conf}`);
+    assert.ok(page.sentences.length > 0);
+    await call(DB, 'GET /api/v1/db/runs/{run}/sentences', 'SentencesResponse', `/api/v1/db/runs/${r.id}/sentences?q=film&correct=1`);
+    // a sentence of each corpus (and the truncated one), with its parents and attention
+    const picks = new Map();
+    for (const s of page.sentences) {
+      const key = s.truncated ? 'truncated' : s.corpus;
+      if (!picks.has(key)) picks.set(key, s);
+    }
+    for (const s of picks.values()) {
+      const d = await call(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}', 'SentenceDetail', `/api/v1/db/runs/${r.id}/sentences/${s.idx}`);
+      assert.equal(d.tokens.length, d.n_tokens);
+      const par = await call(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/parents', 'ParentsResponse',
+        `/api/v1/db/runs/${r.id}/sentences/${s.idx}/parents?layer=0&head=1`);
+      assert.equal(par.source, r.attention);
+      const h = await binary(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/attention', 'SentenceAttentionMeta', ['attention'],
+        `/api/v1/db/runs/${r.id}/sentences/${s.idx}/attention?dtype=f16`);
+      assert.equal(h.meta.tokens, d.n_tokens);
+    }
+  }
+});
+
+test('attnscope run --format json writes tokens in the server format', async () => {
+  const cases = [
+    { model: join(tmp, 'gpt2-tiny'), name: 'gpt2-tiny', text: '  Héllo wörld, 日本 café', text_b: ' and more' },
+    { model: join(tmp, 'bert-sst'), name: 'bert-sst', text: 'it is a good film .', text_b: 'the story was not funny .' },
+    { model: join(tmp, 'distil-sst'), name: 'distil-sst', text: 'a very funny movie .', text_b: 'no love .' },
+  ];
+  for (const c of cases) {
+    const out = JSON.parse(execFileSync(BIN, ['run', '--model', c.model, '--text', c.text, '--text-b', c.text_b,
+      '--capture', 'attn', '--layer', '0', '--head', '0', '--format', 'json', '--threads', '1', '--quiet'],
+    { maxBuffer: 1 << 26 }).toString());
+    out.tokens.forEach((t, i) => conforms(API, 'Token', t, `run --format json tokens[${i}]`));
+    const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: c.name, text: c.text, text_b: c.text_b });
+    assert.deepEqual(out.tokens, run.tokens, `${c.name}: CLI and server tokens`);
+    for (const t of out.tokens) assert.equal(Buffer.from(t.bytes, 'hex').toString('utf8'), t.text, 'text is bytes decoded, U+FFFD for partial characters');
+  }
+});
+
+test('every route of the schemas was called and validated', () => {
+  for (const key of routes.keys()) assert.ok(covered.has(key), `route not covered: ${key}`);
+});
