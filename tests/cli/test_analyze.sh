@@ -38,30 +38,30 @@ TABLES="sentences tokens words saliency sentence_heads chunks rel_totals rel_cou
 dump() { sqlite3 "$1" ".dump $TABLES" | grep -v '^PRAGMA\|^BEGIN\|^COMMIT\|^CREATE'; }
 
 # ---- 1. kill / resume -------------------------------------------------------------------
-t0=$(date +%s%N)
 if "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/ref.db"; then ok "uninterrupted analyze"; else fail "uninterrupted analyze"; fi
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-# kill after a random 10..60% of the time the remaining sentences take, until two kills
-# have landed mid-corpus (at most 24 times); a kill that found no new progress (a loaded
-# machine starts slowly) waits a quarter of the run longer next time, and a run that
-# finished before two mid-corpus kills starts over on a fresh database
+# kill -9 as soon as the run has committed progress past the previous kill's (polling
+# the database), until three kills have landed mid-corpus (at most 24 runs); a run that
+# finished between two polls starts over on a fresh database
 total=$(sqlite3 "$TMP/ref.db" "SELECT n_total FROM runs")
-kills=0; midway=0; done_n=0; bump=0
+kills=0; midway=0; done_n=0
 for round in $(seq 1 24); do
   "$BIN" analyze "${ARGS[@]}" --quiet --db "$TMP/kill.db" &
   pid=$!
-  d=$(( ms * (10 + RANDOM % 51) / 100 * (total - done_n) / total + 20 + bump ))
-  sleep "$((d / 1000)).$(printf '%03d' $((d % 1000)))"
-  if kill -9 "$pid" 2>/dev/null; then kills=$((kills+1)); fi
+  while kill -0 "$pid" 2>/dev/null; do
+    n=$(sqlite3 "$TMP/kill.db" "SELECT n_done FROM runs WHERE status = 'running'" 2>/dev/null)
+    if [ -n "$n" ] && [ "$n" -gt "$done_n" ] && [ "$n" -lt "$total" ]; then
+      kill -9 "$pid" 2>/dev/null && kills=$((kills+1))
+      break
+    fi
+    sleep 0.002
+  done
   wait "$pid" 2>/dev/null
   st=$(sqlite3 "$TMP/kill.db" "SELECT status || ' ' || n_done FROM runs" 2>/dev/null)
-  echo "  round $round: killed after ${d} ms of ${ms}: ${st:-no run yet}"
+  echo "  round $round: ${st:-no run yet}"
   case "$st" in
-    "running "[1-9]*) if [ "${st#running }" -gt "$done_n" ]; then midway=$((midway+1)); done_n=${st#running }; bump=0; else bump=$((bump + ms / 4)); fi;;
+    "running "[1-9]*) if [ "${st#running }" -gt "$done_n" ]; then midway=$((midway+1)); done_n=${st#running }; fi;;
     done*) if [ "$midway" -ge 2 ]; then break; fi
-           # finished before two kills landed mid-corpus (a fast machine): start over
-           rm -f "$TMP/kill.db"*; midway=0; done_n=0; kills=0; bump=0;;
-    *) bump=$((bump + ms / 4));;
+           rm -f "$TMP/kill.db"*; midway=0; done_n=0; kills=0;;
   esac
   [ "$midway" -ge 3 ] && break
 done
