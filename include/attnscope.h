@@ -3,8 +3,10 @@
  * What it does: loads a Hugging Face model folder (config.json, model.safetensors
  * or a sharded index, tokenizer files), tokenizes text exactly as the model's own
  * tokenizer does, runs the forward pass and captures attention internals.
- * What it does not: training, analysis, serving (those live in their own modules
- * and use this API).
+ * What it does not: training, corpus analysis, serving. The library's training loops,
+ * corpus analysis and npy/npz files have their own headers in include/attnscope/ (the
+ * API the attnscope tools use, see the end of this comment); serving is a tool
+ * (src/server), not part of the library.
  *
  * Tutorial
  * --------
@@ -33,6 +35,15 @@
  * Ownership: every X_init/X_load has an X_free; X_free(NULL) is a no-op.
  * Captured tensors belong to the as_run; pointers into it are valid until
  * as_run_free. Weights are mmap'd read-only and owned by the as_model.
+ *
+ * Library and tools: libattnscope (src/core, io, tokenize, model, train, analysis)
+ * exposes only include/. This header is the stable API; the sub-headers
+ *   attnscope/train.h     vocabulary training, pretraining, fine-tuning, evaluation, distillation
+ *   attnscope/analysis.h  saliency, corpus analysis and import, reports, the analysis database
+ *   attnscope/npy.h       reading float32 .npy files, writing .npy / .npz files
+ * are the API of the higher layers that the tools (the CLI in src/cli, the server in
+ * src/server) are built on; they follow the library's internals more closely and may
+ * change with them.
  */
 #ifndef ATTNSCOPE_H
 #define ATTNSCOPE_H
@@ -60,6 +71,35 @@ typedef struct {
     as_status code;
     char msg[AS_ERR_MSG_MAX]; /* one line, no trailing newline */
 } as_error;
+
+#if defined(__GNUC__)
+#define AS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define AS_PRINTF(a, b)
+#endif
+
+/* Sets err (when non-NULL) to code and a one-line message; returns code.
+ * Newlines in the formatted message are replaced by spaces. */
+as_status as_err_set(as_error *err, as_status code, const char *fmt, ...) AS_PRINTF(3, 4);
+/* Prefixes an already-set err->msg with "prefix: ". Returns err->code. */
+as_status as_err_prefix(as_error *err, const char *fmt, ...) AS_PRINTF(2, 3);
+void as_err_clear(as_error *err);
+
+/* Warnings go to stderr with an "attnscope: warning: " prefix unless silenced. */
+void as_warn(const char *fmt, ...) AS_PRINTF(1, 2);
+void as_set_quiet(int quiet);
+
+/* Programmer bug: prints "assertion failed" with file:line on stderr and aborts.
+ * Never used for untrusted input (that returns an as_status). Needs <stdio.h> and
+ * <stdlib.h>. */
+#define AS_ASSERT(x)                                                                      \
+    do {                                                                                  \
+        if (!(x)) {                                                                       \
+            fprintf(stderr, "attnscope: assertion failed: %s at %s:%d\n", #x, __FILE__,   \
+                    __LINE__);                                                            \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
 
 /* ---- named limits (every size read from a file is checked against these) */
 #define AS_MAX_LAYERS 256
@@ -245,6 +285,35 @@ const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
 const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
+
+/* ---- utilities ------------------------------------------------------------ */
+
+/* Checked allocation: NULL on overflow or failure (callers report AS_ERR_INTERNAL).
+ * Released with free(). */
+void *as_malloc(size_t n);
+void *as_calloc(size_t n, size_t size);
+void *as_malloc_array(size_t n, size_t size); /* n*size with overflow check */
+char *as_strdup(const char *s);               /* NULL for NULL or out of memory */
+/* a*b with overflow check: returns 0 on overflow (sizes are never 0 here). */
+size_t as_mul_size(size_t a, size_t b);
+
+/* A copy of the NUL-terminated s that is valid UTF-8: each maximal subpart of an
+ * ill-formed sequence becomes U+FFFD (Unicode 15, sec. 3.9). Owned by the caller
+ * (free); NULL when out of memory or s is NULL. */
+char *as_utf8_clean(const char *s);
+/* Joins dir and name into buf; AS_ERR_INPUT if it does not fit. */
+as_status as_path_join(char *buf, size_t cap, const char *dir, const char *name, as_error *err);
+
+/* Half-precision conversions (IEEE binary16 and bfloat16). */
+float as_f16_to_f32(uint16_t h);
+float as_bf16_to_f32(uint16_t h);
+uint16_t as_f32_to_f16(float f);
+uint16_t as_f32_to_bf16(float f);
+
+/* Number of online CPUs (>= 1). */
+int as_n_cores(void);
+/* Monotonic time in seconds. */
+double as_now(void);
 
 #ifdef __cplusplus
 }

@@ -16,13 +16,15 @@
  *   - concentration: how many of the Dh terms q_d k_d carry 90% of q.k;
  *   - head pattern labels from the pooled statistics.
  * What it does not: run models, read corpora, aggregate over sentences or store
- * anything (analysis/runner.c and analysis/store.c do).
+ * anything (analysis/runner.c and analysis/store.c do). The word-level functions the
+ * server uses are declared in include/attnscope/analysis.h.
  *
  * Dimension letters: T tokens, W words, Dh head width, L layers, H heads.
  */
 #ifndef AS_HEADS_H
 #define AS_HEADS_H
 
+#include "attnscope/analysis.h" /* hd_word_attention, hd_word_argmax */
 #include "core/core.h"
 
 /* Kind of a token for the Clark statistics. */
@@ -63,16 +65,6 @@ void hd_stats_compute(const float *A, int T, const uint8_t *kind, hd_stats *out)
 /* Jensen-Shannon divergence between distributions p and q (n entries), base 2 so that
  * it lies in [0, 1]: JSD = H((p+q)/2) - (H(p) + H(q))/2. Entries <= 0 contribute 0. */
 double hd_jsd(const float *p, const float *q, int n);
-
-/* Word-level attention (Clark et al. 2019, sec. 4.1): Wm[a,b] = mean over the pieces i
- * of word a of sum over the pieces j of word b of A[i,j]. word: (T) word index of each
- * token, -1 for tokens outside every word ([CLS], [SEP], pads), which are dropped.
- * Wm: (W, W) written by the call. Words without pieces get all-zero rows/columns. */
-void hd_word_attention(const float *A, int T, const int *word, int W, float *Wm);
-
-/* Predicted parent of word a: argmax over b != a of Wm[a,b], restricted to words that
- * have pieces (has_piece[b] != 0); the lowest index wins ties. -1 when no candidate. */
-int hd_word_argmax(const float *Wm, int W, int a, const uint8_t *has_piece);
 
 /* Concentration of one q.k product (Dh terms c_d = q_d k_d): sorts the terms by |c_d|
  * descending and returns the smallest n such that the signed sum of the first n terms

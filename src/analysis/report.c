@@ -318,3 +318,21 @@ cleanup:
     json_decref(root);
     return rc;
 }
+
+as_status an_report_db(const char *db_path, FILE *out, int top, as_error *err) {
+    store s;
+    as_status rc = store_open_existing(db_path, &s, err);
+    if (rc) return rc;
+    rc = an_report(&s, out, top, err);
+    store_close(&s);
+    return rc;
+}
+
+as_status an_export_db(const char *db_path, const char *out_path, as_error *err) {
+    store s;
+    as_status rc = store_open_existing(db_path, &s, err);
+    if (rc) return rc;
+    rc = an_export(&s, out_path, err);
+    store_close(&s);
+    return rc;
+}

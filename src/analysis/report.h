@@ -5,6 +5,7 @@
 #ifndef AS_REPORT_H
 #define AS_REPORT_H
 
+#include "attnscope/analysis.h" /* an_report_db, an_export_db: the same on a database path */
 #include "analysis/store.h"
 
 /* Prints every run (finished or not) with its top `top` heads per score, the best

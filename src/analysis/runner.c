@@ -1512,7 +1512,7 @@ static int import_npy_wanted(const struct dirent *d) {
     return d->d_name[0] != '.' && l > 14 && !strcmp(d->d_name + l - 14, ".attention.npy");
 }
 
-as_status runner_import_digest(const char *dir, char hex[65], as_error *err) {
+as_status an_import_digest(const char *dir, char hex[65], as_error *err) {
     return digest_dir(dir, import_json_wanted, hex, err);
 }
 

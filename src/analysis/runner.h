@@ -15,56 +15,15 @@
  * NNNN.json, the layout of Dodrio's data). `an_finalize` turns the stored rows into
  * head_scores, rel_accuracy, head_pairs and patterns (one transaction).
  * What it does not: batching several sentences into one forward, sentence pairs.
+ * The options and entry points the tools call are declared in
+ * include/attnscope/analysis.h; this header adds what the analysis modules share.
  */
 #ifndef AS_RUNNER_H
 #define AS_RUNNER_H
 
+#include "attnscope/analysis.h" /* an_opts, an_analyze, an_import_dir, an_import_files */
 #include "analysis/heads.h"
 #include "analysis/store.h"
-
-#define AN_DEFAULT_CHUNK 16
-#define AN_DEFAULT_EXPLAIN 64
-#define AN_DEFAULT_MIN_REL 100
-
-typedef struct {
-    const char *model_dir; /* an_analyze: the model folder */
-    const char *sst2;      /* SST-2 TSV or NULL */
-    const char *conllu;    /* CoNLL-U or NULL */
-    int limit;             /* sentences per corpus; 0 = all */
-    int threads;           /* forward threads; 0 = cores */
-    int chunk;             /* K sentences per transaction; 0 = AN_DEFAULT_CHUNK */
-    int explain;           /* sentences (from the start) with concentration + ablation; -1 = default, 0 = none */
-    int min_rel;           /* relations need this many instances; 0 = AN_DEFAULT_MIN_REL */
-    int progress;          /* 1: progress line with ETA on stderr (callers pass isatty(2)) */
-    int quiet;             /* 1: no summary line on stdout */
-} an_opts;
-
-/* Analyzes o->model_dir on the corpora into the database at db_path (created when
- * missing). Returns AS_OK also when the run was already complete (nothing done).
- * Errors: AS_ERR_INPUT for bad corpora / model / database naming the file and line. */
-as_status an_analyze(const char *db_path, const an_opts *o, as_error *err);
-
-/* Imports a folder of NNNN.attention.npy (float32 [L, H, T, T]) + NNNN.json files (see
- * docs/analysis.md) and scores them like an analyzed model. o: limit, chunk, min_rel,
- * progress, quiet are used. */
-as_status an_import_dir(const char *db_path, const char *dir, const an_opts *o, as_error *err);
-
-/* The files of `import --attention A --tokens T [--saliency S] [--dependencies D]`,
- * one sentence per index; saliency and dependencies are NULL or hold n paths too. */
-typedef struct {
-    int n;
-    const char *const *attention;    /* (n) .npy or .npz, float32 [L, H, T, T] (npz: array 'attentions' or the only one) */
-    const char *const *tokens;       /* (n) tokens JSON (docs/analysis.md) */
-    const char *const *saliency;     /* (n) saliency JSON, or NULL */
-    const char *const *dependencies; /* (n) .conllu (one sentence) or Dodrio-style JSON parse, or NULL */
-    const char *model_name;          /* runs.model_name; NULL = "import:" + attention[0] */
-} an_import_files_opts;
-
-/* Imports sentences given as separate files (attention from any framework) and scores
- * them like an_import_dir. The run is identified by the files' SHA-256 and the
- * parameters, so it resumes and re-running is a no-op. o: limit, chunk, min_rel,
- * progress, quiet are used. Errors: AS_ERR_INPUT naming the file. Borrows f. */
-as_status an_import_files(const char *db_path, const an_import_files_opts *f, const an_opts *o, as_error *err);
 
 /* Computes the aggregate tables of run `run` from its stored rows and marks it done. */
 as_status an_finalize(store *s, int64_t run, as_error *err);
@@ -93,10 +52,5 @@ typedef struct {
     const int *parent;         /* (W) parent word, -1 root, -2 none */
     char *const *rel;          /* (W) relation names */
 } an_sent;
-
-/* The corpus digest `attnscope import --dir` stores for folder dir: SHA-256 over
- * (name, NUL, bytes) of its *.json files in name order. hex: 64 hex digits + NUL.
- * Errors: AS_ERR_INPUT when the folder or a file cannot be read. */
-as_status runner_import_digest(const char *dir, char hex[65], as_error *err);
 
 #endif

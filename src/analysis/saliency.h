@@ -19,6 +19,9 @@
  * plus the logits and softmax probabilities. Runs with dropout off (eval mode).
  * What it does not: attention-based scores (analysis/heads), MLM heads, GPT-2.
  *
+ * The types, sal_compute and sal_result_free are declared in include/attnscope/analysis.h
+ * (the tools' API); this header adds sal_compute_tr on a trainable model.
+ *
  * Ownership: sal_result arrays are owned by the result (sal_result_free).
  * Each call copies the model's weights into a training arena (src/train); a
  * caller running many inputs on one model can keep a tr_model and call
@@ -27,47 +30,11 @@
 #ifndef AS_SALIENCY_H
 #define AS_SALIENCY_H
 
+#include "attnscope/analysis.h" /* sal_compute and its types */
 #include "train/train.h"
 
-typedef enum { SAL_GRAD = 0, SAL_GXI, SAL_IG } sal_method;
-
-#define SAL_DEFAULT_STEPS 32
-#define SAL_MAX_STEPS 4096
-
-typedef struct {
-    sal_method method;
-    int target; /* class to explain; -1 = the predicted class */
-    int steps;  /* SAL_IG steps m, 1..SAL_MAX_STEPS; 0 = SAL_DEFAULT_STEPS */
-    float *attn_out; /* optional, caller-owned (L, H, T, T): the attention probabilities of the
-                        forward on the input itself (so a caller needs no second forward) */
-} sal_opts;
-
-typedef struct {
-    sal_method method;
-    int T, C;
-    int target, predicted;
-    float *scores;  /* (T) one score per token */
-    float *logits;  /* (C) */
-    float *probs;   /* (C) softmax of the logits */
-    /* SAL_IG only (else 0) */
-    int steps;
-    float ig_sum;   /* sum_t scores[t] */
-    float ig_delta; /* logit_target(input) - logit_target(baseline) */
-    float ig_gap;   /* |ig_sum - ig_delta|: the completeness error of the step count */
-} sal_result;
-
-/* Computes saliency of enc under model m. *out is filled (sal_result_free).
- * Errors: AS_ERR_INPUT when the model has no classifier head or cannot be trained
- * (GPT-2, ELECTRA), the encoding is empty / too long / out of vocabulary, the target
- * is out of range [0, C) or steps out of range. */
-as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts *o, sal_result *out,
-                      as_error *err);
 /* Same on an already-built trainable model (no gradient arena needed). */
 as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_opts *o, sal_result *out,
                          as_error *err);
-void sal_result_free(sal_result *r);
-
-const char *sal_method_name(sal_method m);            /* "grad", "gxi", "ig" */
-int sal_method_parse(const char *s, sal_method *out); /* 0 ok, -1 unknown */
 
 #endif

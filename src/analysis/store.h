@@ -7,16 +7,16 @@
  * few sqlite3 calls every writer and reader needs with one-line errors naming the
  * database file.
  * What it does not: compute anything (analysis/runner.c) or format reports
- * (analysis/report.c).
+ * (analysis/report.c). What the server needs to read a database (the schema version,
+ * store_check, store_run_shape_ok) is declared in include/attnscope/analysis.h.
  */
 #ifndef AS_STORE_H
 #define AS_STORE_H
 
+#include "attnscope/analysis.h" /* STORE_SCHEMA_VERSION, store_check, store_run_shape_ok */
 #include "core/core.h"
 
 #include <sqlite3.h>
-
-#define STORE_SCHEMA_VERSION 1
 
 typedef struct {
     sqlite3 *db;
@@ -37,12 +37,6 @@ as_status store_open(const char *path, int create, store *out, as_error *err);
  * and nothing is written. Errors: AS_ERR_INPUT when it cannot be opened, is not a
  * database, has another schema version or lacks a table of the schema (named). */
 as_status store_open_existing(const char *path, store *out, as_error *err);
-/* Checks an open database (the server's read-only connection too): schema version and
- * every table of the schema; errors name path and the first missing table. */
-as_status store_check(sqlite3 *db, const char *path, as_error *err);
-/* 1 when a run's n_layer x n_head read from a database is within AS_MAX_LAYERS,
- * AS_MAX_HEADS and AS_MAX_RUN_HEADS (so that L * H and its square can be allocated). */
-int store_run_shape_ok(int n_layer, int n_head);
 void store_close(store *s);
 /* Runs sql (no results). */
 as_status store_exec(store *s, const char *sql, as_error *err);

@@ -1,5 +1,5 @@
 /* cli.c — argument parsing helpers and error reporting shared by subcommands. */
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,12 +1,16 @@
 /* cli.h — shared pieces of the attnscope subcommands: argument helpers, one-line
  * error reporting and exit statuses (0 success, 2 bad input, 1 internal error).
  * Each subcommand lives in its own cmd_*.c; main.c only dispatches.
+ * The CLI is a client of the library: it sees include/ only (attnscope.h and the
+ * tools' API in include/attnscope/), never src/.
  */
 #ifndef AS_CLI_H
 #define AS_CLI_H
 
 #include "attnscope.h"
-#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 /* Prints "attnscope: <msg>" on one line and returns err->code as an exit status. */
 int cli_fail(const as_error *err);

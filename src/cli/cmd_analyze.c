@@ -3,8 +3,8 @@
  * Built with MPI (AS_MPI) and started by mpirun, it initializes MPI and the runner
  * splits the sentences across the ranks; rank 0 writes the database.
  */
-#include "cli/cli.h"
-#include "analysis/runner.h"
+#include "cli.h"
+#include "attnscope/analysis.h"
 
 #include <cblas.h>
 #include <omp.h>

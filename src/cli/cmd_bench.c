@@ -2,7 +2,7 @@
  * capture on seeded random token ids, the achieved GFLOP/s, the sgemm peak measured
  * in the same run (on the model's largest linear shape) and peak RSS. Measures, never
  * asserts. */
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <cblas.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* cmd_distill.c — `attnscope distill`: DistilBERT-style distillation of a masked-LM
  * teacher into a student with half the layers (train/distill.c). */
-#include "cli/train_args.h"
+#include "train_args.h"
 
 static const char *DI_HELP =
     "usage: attnscope distill --teacher DIR --corpus FILE[,FILE...] --out DIR [--exclude FILE.tsv]\n"

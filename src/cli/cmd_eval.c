@@ -3,7 +3,7 @@
  * and the positional attention patterns of every head (--task patterns: mean
  * attention to the next token, the previous token, and [CLS]/[SEP], averaged over the
  * real query tokens of sentence pairs from the text; Clark et al. 2019, sec. 3). */
-#include "cli/train_args.h"
+#include "train_args.h"
 
 static const char *EVAL_HELP =
     "usage: attnscope eval --model DIR --task sst2 --data FILE.tsv [--threads N]\n"

@@ -1,8 +1,8 @@
 /* cmd_export.c — `attnscope export`: every finished run's per-head results as JSON
  * (format in docs/analysis.md, "Export").
  */
-#include "cli/cli.h"
-#include "analysis/report.h"
+#include "cli.h"
+#include "attnscope/analysis.h"
 
 #include <string.h>
 
@@ -34,9 +34,5 @@ int cmd_export(int argc, char **argv) {
     if (!db) return cli_usage_error("export", "--db FILE is required");
     if (!out) return cli_usage_error("export", "--out FILE is required");
     as_error err = {0};
-    store s;
-    if (store_open_existing(db, &s, &err)) return cli_fail(&err);
-    as_status rc = an_export(&s, out, &err);
-    store_close(&s);
-    return rc ? cli_fail(&err) : 0;
+    return an_export_db(db, out, &err) ? cli_fail(&err) : 0;
 }

@@ -1,6 +1,6 @@
 /* cmd_finetune.c — `attnscope finetune`: trains a sequence-classification head and
  * the encoder on a labelled TSV (train/finetune.c), keeping the best dev epoch. */
-#include "cli/train_args.h"
+#include "train_args.h"
 
 static const char *FT_HELP =
     "usage: attnscope finetune --task sst2 --model DIR --train FILE.tsv --dev FILE.tsv --out DIR\n"

@@ -3,8 +3,8 @@
  * separate files per sentence (--attention .npy/.npz + --tokens JSON, optional
  * --saliency and --dependencies), as any framework can export them.
  */
-#include "cli/cli.h"
-#include "analysis/runner.h"
+#include "cli.h"
+#include "attnscope/analysis.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 /* cmd_info.c — `attnscope info`: architecture, sizes, dtype, heads and vocabulary of
  * a model folder. */
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <string.h>
 

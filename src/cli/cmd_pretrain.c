@@ -1,6 +1,6 @@
 /* cmd_pretrain.c — `attnscope pretrain`: masked-LM pretraining of a BERT encoder
  * from scratch (train/pretrain.c). */
-#include "cli/train_args.h"
+#include "train_args.h"
 
 static const char *PRE_HELP =
     "usage: attnscope pretrain --corpus FILE[,FILE...] --vocab vocab.txt --out DIR\n"

@@ -1,8 +1,8 @@
 /* cmd_report.c — `attnscope report`: top heads per score, per relation and per pattern
  * of every run in an analysis database (analysis/report.h).
  */
-#include "cli/cli.h"
-#include "analysis/report.h"
+#include "cli.h"
+#include "attnscope/analysis.h"
 
 #include <string.h>
 
@@ -37,9 +37,5 @@ int cmd_report(int argc, char **argv) {
     }
     if (!db) return cli_usage_error("report", "--db FILE is required");
     as_error err = {0};
-    store s;
-    if (store_open_existing(db, &s, &err)) return cli_fail(&err);
-    as_status rc = an_report(&s, stdout, top, &err);
-    store_close(&s);
-    return rc ? cli_fail(&err) : 0;
+    return an_report_db(db, stdout, top, &err) ? cli_fail(&err) : 0;
 }

@@ -3,8 +3,8 @@
  * each layer's strongest attention links) or writes the tokens, offsets and
  * captured tensors as JSON or npz (array names as Hugging Face outputs).
  */
-#include "cli/cli.h"
-#include "io/npz.h"
+#include "cli.h"
+#include "attnscope/npy.h"
 
 #include <float.h>
 #include <math.h>

@@ -3,8 +3,8 @@
  * gradients; see src/analysis/saliency.h), printed as a table with bars or as JSON,
  * with the predicted class and the probabilities.
  */
-#include "cli/cli.h"
-#include "analysis/saliency.h"
+#include "cli.h"
+#include "attnscope/analysis.h"
 
 #include <cblas.h>
 #include <jansson.h>

@@ -1,8 +1,8 @@
 /* cmd_serve.c — `attnscope serve`: parses the options and hands them to the server
  * module (src/server). It does not serve anything itself.
  */
-#include "cli/cli.h"
-#include "server/server.h"
+#include "cli.h"
+#include "../server/server.h"
 
 #include <string.h>
 

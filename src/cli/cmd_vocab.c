@@ -1,6 +1,6 @@
 /* cmd_vocab.c — `attnscope vocab`: trains a WordPiece vocabulary (train/vocab_train.c)
  * on text files and writes vocab.txt, optionally with the tokenizer files. */
-#include "cli/train_args.h"
+#include "train_args.h"
 
 static const char *VOCAB_HELP =
     "usage: attnscope vocab --corpus FILE[,FILE...] --size N --out vocab.txt\n"

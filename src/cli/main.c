@@ -1,5 +1,5 @@
 /* main.c — the attnscope command: dispatches to one subcommand per cmd_*.c. */
-#include "cli/cli.h"
+#include "cli.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -5,8 +5,8 @@
 #ifndef AS_TRAIN_ARGS_H
 #define AS_TRAIN_ARGS_H
 
-#include "cli/cli.h"
-#include "train/trainer.h"
+#include "cli.h"
+#include "attnscope/train.h"
 
 #include <errno.h>
 #include <math.h>

@@ -9,29 +9,18 @@
  * count <= NPYR_MAX_ELEMS without overflow), and data bytes == 4 x elements exactly.
  * Errors are AS_ERR_INPUT naming the file and what is wrong.
  * What it does not: other dtypes, Fortran order, object arrays, .npz archives, writing
- * (io/npz.h writes).
+ * (io/npz.h writes). The file-level reader is declared in include/attnscope/npy.h (the
+ * tools' API); this header adds the in-memory parsers the library uses.
  */
 #ifndef AS_NPY_H
 #define AS_NPY_H
 
+#include "attnscope/npy.h" /* npy_array, npy_read_f32, npy_array_free, NPYR_MAX_* */
 #include "core/core.h"
-
-#define NPYR_MAX_DIMS 8
-#define NPYR_MAX_HEADER 65536
-#define NPYR_MAX_ELEMS ((int64_t)1 << 31)
-
-typedef struct {
-    int ndim;
-    int64_t shape[NPYR_MAX_DIMS];
-    size_t n;    /* product of shape */
-    float *data; /* (n) owned, C order */
-} npy_array;
 
 /* Bytes that always hold a .npy file's magic, version, header length and header. */
 #define NPYR_MAX_PREFIX (12 + NPYR_MAX_HEADER)
 
-/* Reads path into *out (npy_array_free). */
-as_status npy_read_f32(const char *path, npy_array *out, as_error *err);
 /* Parses an in-memory .npy image; name is used in messages. Data is copied. */
 as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_array *out, as_error *err);
 /* Parses only the header of the .npy image buf (len may stop after the header):
@@ -42,6 +31,5 @@ as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy
 /* Reads only the header of the file path (at most NPYR_MAX_PREFIX bytes) and checks
  * the file's data length against the shape; out->data stays NULL. */
 as_status npy_read_header(const char *path, npy_array *out, as_error *err);
-void npy_array_free(npy_array *a);
 
 #endif

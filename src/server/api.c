@@ -1,15 +1,16 @@
 /* api.c — the /api/v1 routes: list models, run a text (or pair) with the run cache,
  * fetch attention for layer/head ranges (whole, or max-pooled thumbnails with
- * server/pool.h) and q/k/scores for one head as binary tensors, streamed from the
+ * server/maxpool.h) and q/k/scores for one head as binary tensors, streamed from the
  * cached run while they are sent (no copy; runs held by streams are bounded by the
  * cache), and masked-token predictions. Every failure is a one-line JSON error
  * with a 4xx/5xx status; no request input can abort the process.
  * It does not speak HTTP (server.c does) and serves no files.
  */
-#include "server/api.h"
-#include "server/db_api.h"
-#include "server/pool.h"
-#include "server/tensor.h"
+#include "api.h"
+#include "db_api.h"
+#include "maxpool.h"
+#include "reply.h"
+#include "tensor.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -17,67 +18,6 @@
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
-
-#define JSON_MIME "application/json"
-#define TENSOR_MIME "application/octet-stream"
-
-/* ---- responses ------------------------------------------------------------- */
-
-/* Frees rs's body or stream and zeroes it. */
-static void reset_response(srv_response *rs) {
-    free(rs->body);
-    if (rs->stream.free) rs->stream.free(rs->stream.ctx);
-    memset(rs, 0, sizeof *rs);
-}
-
-void api_error(srv_response *rs, int status, const char *fmt, ...) {
-    char msg[AS_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
-    reset_response(rs);
-    rs->status = status;
-    rs->mime = JSON_MIME;
-    json_t *o = json_object();
-    /* json_string rejects invalid UTF-8 (a message may quote input); fall back. */
-    json_t *str = json_string(msg);
-    json_object_set_new(o, "error", str ? str : json_string("invalid request (message not UTF-8)"));
-    char *s = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (s) {
-        rs->body = (unsigned char *)s;
-        rs->len = strlen(s);
-    }
-}
-
-/* Steals o. */
-static void reply_json(srv_response *rs, int status, json_t *o) {
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s) {
-        api_error(rs, 500, "out of memory");
-        return;
-    }
-    reset_response(rs);
-    rs->status = status;
-    rs->mime = JSON_MIME;
-    rs->body = (unsigned char *)s;
-    rs->len = strlen(s);
-}
-
-/* A JSON string for bytes that may not be valid UTF-8: invalid sequences become U+FFFD. */
-static json_t *json_utf8(const char *s) {
-    if (!s) return json_null();
-    json_t *j = json_string(s);
-    if (j) return j;
-    char *clean = as_utf8_clean(s);
-    j = clean ? json_string(clean) : NULL;
-    free(clean);
-    return j ? j : json_null();
-}
 
 /* ---- models ---------------------------------------------------------------- */
 
@@ -90,7 +30,7 @@ static json_t *model_json(const srv_model *sm) {
     if (heads & HEAD_LM) json_array_append_new(hp, json_string("lm"));
     json_t *labels = json_array(); /* (C) the config's id2label names; [] when it has none */
     for (int i = 0; c->id2label && i < c->num_labels; i++)
-        json_array_append_new(labels, c->id2label[i] ? json_utf8(c->id2label[i]) : json_null());
+        json_array_append_new(labels, c->id2label[i] ? reply_string(c->id2label[i]) : json_null());
     return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I, s:o}",
                      "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
                      "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
@@ -122,47 +62,47 @@ typedef struct {
 static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_response *rs) {
     memset(q, 0, sizeof *q);
     if (!rq->body || !rq->body_len) {
-        api_error(rs, 400, "request body: expected a JSON object");
+        reply_error(rs, 400, "request body: expected a JSON object");
         return -1;
     }
     json_error_t je;
     q->root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &je);
     if (!q->root) {
-        api_error(rs, 400, "request body: invalid JSON at byte %d: %s", je.position, je.text);
+        reply_error(rs, 400, "request body: invalid JSON at byte %d: %s", je.position, je.text);
         return -1;
     }
     if (!json_is_object(q->root)) {
-        api_error(rs, 400, "request body: expected a JSON object");
+        reply_error(rs, 400, "request body: expected a JSON object");
         return -1;
     }
     json_t *jm = json_object_get(q->root, "model"), *jt = json_object_get(q->root, "text"),
            *jb = json_object_get(q->root, "text_b");
     if (!jm) {
-        api_error(rs, 400, "field 'model': missing");
+        reply_error(rs, 400, "field 'model': missing");
         return -1;
     }
     if (!json_is_string(jm)) {
-        api_error(rs, 400, "field 'model': expected a string");
+        reply_error(rs, 400, "field 'model': expected a string");
         return -1;
     }
     q->model = -1;
     for (int i = 0; i < s->n_models; i++)
         if (!strcmp(s->models[i].name, json_string_value(jm))) q->model = i;
     if (q->model < 0) {
-        json_t *n = json_utf8(json_string_value(jm));
-        api_error(rs, 400, "field 'model': unknown model '%.100s' (GET /api/v1/models lists them)",
+        json_t *n = reply_string(json_string_value(jm));
+        reply_error(rs, 400, "field 'model': unknown model '%.100s' (GET /api/v1/models lists them)",
                   json_string_value(n) ? json_string_value(n) : "");
         json_decref(n);
         return -1;
     }
     if (!jt || !json_is_string(jt)) {
-        api_error(rs, 400, "field 'text': %s", jt ? "expected a string" : "missing");
+        reply_error(rs, 400, "field 'text': %s", jt ? "expected a string" : "missing");
         return -1;
     }
     q->text = json_string_value(jt);
     if (jb && !json_is_null(jb)) {
         if (!json_is_string(jb)) {
-            api_error(rs, 400, "field 'text_b': expected a string or null");
+            reply_error(rs, 400, "field 'text_b': expected a string or null");
             return -1;
         }
         q->text_b = json_string_value(jb);
@@ -170,8 +110,8 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
     }
     if (!as_model_has_tokenizer(s->models[q->model].m)) {
         const char *why = as_model_tokenizer_problem(s->models[q->model].m);
-        if (why) api_error(rs, 400, "model '%s' cannot take text: %s", s->models[q->model].name, why);
-        else api_error(rs, 400, "model '%s' has no tokenizer files; it cannot take text", s->models[q->model].name);
+        if (why) reply_error(rs, 400, "model '%s' cannot take text: %s", s->models[q->model].name, why);
+        else reply_error(rs, 400, "model '%s' has no tokenizer files; it cannot take text", s->models[q->model].name);
         return -1;
     }
     return 0;
@@ -179,27 +119,26 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
 
 /* ---- admission: at most max_active runs at once --------------------------- */
 
-static int admit(srv_state *s, srv_response *rs) {
+int api_admit(srv_state *s, srv_response *rs) {
     pthread_mutex_lock(&s->admit_mu);
     int ok = s->active < s->max_active;
     if (ok) s->active++;
     pthread_mutex_unlock(&s->admit_mu);
     if (!ok) {
-        api_error(rs, 503, "too many concurrent runs (limit %d); retry shortly", s->max_active);
+        reply_error(rs, 503, "too many concurrent runs (limit %d); retry shortly", s->max_active);
         rs->retry_after = 1;
     }
     return ok;
 }
 
-static void leave(srv_state *s) {
+void api_leave(srv_state *s) {
     pthread_mutex_lock(&s->admit_mu);
     s->active--;
     pthread_mutex_unlock(&s->admit_mu);
 }
 
-/* Runs the model under the forward lock (the caller is admitted). */
-static as_status forward(srv_state *s, const as_model *m, const as_encoding *enc, unsigned what,
-                         as_run **out, as_error *err) {
+as_status api_forward(srv_state *s, const as_model *m, const as_encoding *enc, unsigned what,
+                      as_run **out, as_error *err) {
     as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = s->threads};
     pthread_mutex_lock(&s->fwd_mu);
     if (s->test_delay_ms > 0) {
@@ -217,7 +156,7 @@ static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_r
     as_encode_opts eo = {.max_len = 0, .truncate = 0};
     as_status st = as_encode(sm->m, q->text, q->text_b, &eo, enc, &err);
     if (st == AS_OK) return 0;
-    api_error(rs, st == AS_ERR_INPUT ? 400 : 500, "text: %s", err.msg);
+    reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "text: %s", err.msg);
     return -1;
 }
 
@@ -239,9 +178,9 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
     json_t *sizes = json_pack("{s:i, s:i, s:i, s:i, s:i}", "tokens", r->T, "layers", r->L, "heads", r->H,
                               "d_model", r->D, "d_head", r->Dh);
     return json_pack("{s:s, s:s, s:b, s:o, s:o, s:b, s:o, s:o, s:o}", "id", e->id, "model", sm->name, "cached",
-                     cached, "text", json_utf8(e->text), "text_b", json_utf8(e->text_b), "causal", c->causal != 0,
+                     cached, "text", reply_string(e->text), "text_b", reply_string(e->text_b), "causal", c->causal != 0,
                      "sizes", sizes, "tokens", tokens_value(sm->m, &e->enc), "warning",
-                     e->enc.n_warnings ? json_utf8(e->enc.warning) : json_null());
+                     e->enc.n_warnings ? reply_string(e->enc.warning) : json_null());
 }
 
 static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
@@ -256,13 +195,13 @@ static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
     }
     const srv_model *sm = &s->models[q.model];
     if (encode(sm, &q, &enc, rs)) goto cleanup;
-    if (!admit(s, rs)) goto cleanup;
+    if (!api_admit(s, rs)) goto cleanup;
     as_error err = {0};
     as_run *run = NULL;
-    as_status st = forward(s, sm->m, &enc, CAP_ATTN | CAP_SCORES | CAP_QKV, &run, &err);
-    leave(s);
+    as_status st = api_forward(s, sm->m, &enc, CAP_ATTN | CAP_SCORES | CAP_QKV, &run, &err);
+    api_leave(s);
     if (st) {
-        api_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
+        reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
         goto cleanup;
     }
     srv_entry *ne = calloc(1, sizeof *ne);
@@ -272,7 +211,7 @@ static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
         free(t);
         free(tb);
         as_run_free(run);
-        api_error(rs, 500, "out of memory");
+        reply_error(rs, 500, "out of memory");
         goto cleanup;
     }
     ne->model = q.model;
@@ -290,51 +229,6 @@ cleanup:
 }
 
 /* ---- tensors for a cached run ------------------------------------------------ */
-
-/* Parses "a-b" or "a" into [lo, hi] within [0, n). NULL s = the whole range. */
-static int parse_range(const char *s, int n, int *lo, int *hi) {
-    if (!s) {
-        *lo = 0;
-        *hi = n - 1;
-        return 0;
-    }
-    char *end;
-    if (*s < '0' || *s > '9') return -1;
-    errno = 0;
-    long a = strtol(s, &end, 10), b = a;
-    if (errno) return -1;
-    if (*end == '-') {
-        const char *p = end + 1;
-        if (*p < '0' || *p > '9') return -1;
-        b = strtol(p, &end, 10);
-        if (errno) return -1;
-    }
-    if (*end || a < 0 || b < a || b >= n) return -1;
-    *lo = (int)a;
-    *hi = (int)b;
-    return 0;
-}
-
-static const char *q_get(const srv_request *rq, const char *key) {
-    return rq->query ? rq->query(rq->query_ctx, key) : NULL;
-}
-
-static void reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta) {
-    as_error err = {0};
-    unsigned char *buf;
-    size_t len;
-    as_status st = srv_tb_write(t, n, meta, &buf, &len, &err);
-    json_decref(meta);
-    if (st) {
-        api_error(rs, 500, "%s", err.msg);
-        return;
-    }
-    reset_response(rs);
-    rs->status = 200;
-    rs->mime = TENSOR_MIME;
-    rs->body = buf;
-    rs->len = len;
-}
 
 /* A binary tensor response encoded from a cached run while it is sent, block by
  * block, so no copy of the tensors is made. It holds a stream reference on its
@@ -373,7 +267,7 @@ static ssize_t stream_read(void *ctx, uint64_t pos, char *buf, size_t max) {
 static const float *stream_pooled_part(void *ctx, int p) {
     tensor_stream *ts = ctx;
     if (p != ts->cur) {
-        srv_pool_max(as_run_attn(ts->run, ts->l0 + p / ts->nh, ts->h0 + p % ts->nh), ts->run->T, ts->P,
+        srv_maxpool(as_run_attn(ts->run, ts->l0 + p / ts->nh, ts->h0 + p % ts->nh), ts->run->T, ts->P,
                      ts->pool_buf, ts->scratch);
         ts->cur = p;
     }
@@ -386,14 +280,14 @@ static const float *stream_pooled_part(void *ctx, int p) {
 static tensor_stream *stream_new(srv_state *s, srv_entry *e, srv_response *rs) {
     tensor_stream *ts = calloc(1, sizeof *ts);
     if (!ts) {
-        api_error(rs, 500, "out of memory");
+        reply_error(rs, 500, "out of memory");
         return NULL;
     }
     ts->cache = &s->cache;
     ts->cur = -1;
     if (!srv_cache_stream_begin(&s->cache, e)) {
         free(ts);
-        api_error(rs, 503, "responses in progress already hold %zu MiB of runs (the cache bound, --cache-mb); "
+        reply_error(rs, 503, "responses in progress already hold %zu MiB of runs (the cache bound, --cache-mb); "
                   "retry shortly", s->cache.max_bytes >> 20);
         rs->retry_after = 1;
         return NULL;
@@ -409,12 +303,12 @@ static void reply_stream(srv_response *rs, tensor_stream *ts, json_t *meta) {
     json_decref(meta);
     if (st) {
         stream_free(ts);
-        api_error(rs, 500, "%s", err.msg);
+        reply_error(rs, 500, "%s", err.msg);
         return;
     }
-    reset_response(rs);
+    reply_reset(rs);
     rs->status = 200;
-    rs->mime = TENSOR_MIME;
+    rs->mime = REPLY_TENSOR_MIME;
     rs->stream = (srv_stream){.size = ts->plan.total, .read = stream_read, .free = stream_free, .ctx = ts};
 }
 
@@ -433,32 +327,32 @@ static int parse_int_in(const char *s, int lo, int hi, int *out) {
 static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
     const as_run *r = e->run;
     int l0, l1, h0, h1, pool = 0;
-    if (parse_range(q_get(rq, "layers"), r->L, &l0, &l1)) {
-        api_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
+    if (reply_parse_range(reply_query(rq, "layers"), r->L, &l0, &l1)) {
+        reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
         return;
     }
-    if (parse_range(q_get(rq, "heads"), r->H, &h0, &h1)) {
-        api_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
+    if (reply_parse_range(reply_query(rq, "heads"), r->H, &h0, &h1)) {
+        reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
         return;
     }
-    int dt = srv_tb_dtype_parse(q_get(rq, "dtype"));
+    int dt = srv_tb_dtype_parse(reply_query(rq, "dtype"));
     if (dt < 0) {
-        api_error(rs, 400, "query 'dtype': expected f16, u8 or f32");
+        reply_error(rs, 400, "query 'dtype': expected f16, u8 or f32");
         return;
     }
-    const char *qp = q_get(rq, "pool");
+    const char *qp = reply_query(rq, "pool");
     if (qp && parse_int_in(qp, SRV_POOL_MIN, SRV_POOL_MAX, &pool)) {
-        api_error(rs, 400, "query 'pool': expected an integer in [%d, %d]", SRV_POOL_MIN, SRV_POOL_MAX);
+        reply_error(rs, 400, "query 'pool': expected an integer in [%d, %d]", SRV_POOL_MIN, SRV_POOL_MAX);
         return;
     }
     int nl = l1 - l0 + 1, nh = h1 - h0 + 1;
     for (int l = l0; l <= l1; l++)
         for (int h = h0; h <= h1; h++)
             if (!as_run_attn(r, l, h)) {
-                api_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
+                reply_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
                 return;
             }
-    int side = pool ? srv_pool_size(r->T, pool) : r->T;
+    int side = pool ? srv_maxpool_size(r->T, pool) : r->T;
     size_t per = (size_t)side * (size_t)side;
     tensor_stream *ts = stream_new(s, e, rs);
     if (!ts) return;
@@ -485,7 +379,7 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
     }
     if (pool ? !ts->pool_buf || !ts->scratch : !ts->parts) {
         stream_free(ts);
-        api_error(rs, 500, "out of memory");
+        reply_error(rs, 500, "out of memory");
         return;
     }
     json_t *meta = json_pack("{s:s, s:[i,i], s:[i,i], s:i}", "run", e->id, "layers", l0, l1, "heads", h0, h1,
@@ -499,7 +393,7 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
 
 static int parse_index(const char *s, int n, int *out) {
     int lo, hi;
-    if (!s || parse_range(s, n, &lo, &hi) || lo != hi) return -1;
+    if (!s || reply_parse_range(s, n, &lo, &hi) || lo != hi) return -1;
     *out = lo;
     return 0;
 }
@@ -507,18 +401,18 @@ static int parse_index(const char *s, int n, int *out) {
 static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
     const as_run *r = e->run;
     int l, h;
-    if (parse_index(q_get(rq, "layer"), r->L, &l)) {
-        api_error(rs, 400, "query 'layer': expected an integer in [0, %d)", r->L);
+    if (parse_index(reply_query(rq, "layer"), r->L, &l)) {
+        reply_error(rs, 400, "query 'layer': expected an integer in [0, %d)", r->L);
         return;
     }
-    if (parse_index(q_get(rq, "head"), r->H, &h)) {
-        api_error(rs, 400, "query 'head': expected an integer in [0, %d)", r->H);
+    if (parse_index(reply_query(rq, "head"), r->H, &h)) {
+        reply_error(rs, 400, "query 'head': expected an integer in [0, %d)", r->H);
         return;
     }
     const float *q = as_run_q(r, l, h), *k = as_run_k(r, l, h), *sc = as_run_scores(r, l, h),
                 *at = as_run_attn(r, l, h);
     if (!q || !k || !sc || !at) {
-        api_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
+        reply_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
         return;
     }
     size_t T = (size_t)r->T, Dh = (size_t)r->Dh;
@@ -553,32 +447,32 @@ static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
     json_t *jk = json_object_get(q.root, "k");
     if (jk) {
         if (!json_is_integer(jk) || json_integer_value(jk) < 1 || json_integer_value(jk) > SRV_MAX_TOPK) {
-            api_error(rs, 400, "field 'k': expected an integer in [1, %d]", SRV_MAX_TOPK);
+            reply_error(rs, 400, "field 'k': expected an integer in [1, %d]", SRV_MAX_TOPK);
             goto cleanup;
         }
         k = (int)json_integer_value(jk);
     }
     if (!(as_model_heads(sm->m) & HEAD_MLM)) {
-        api_error(rs, 400, "model '%s' has no masked-language-model head", sm->name);
+        reply_error(rs, 400, "model '%s' has no masked-language-model head", sm->name);
         goto cleanup;
     }
     if (encode(sm, &q, &enc, rs)) goto cleanup;
     int n_mask = 0;
     for (int i = 0; i < enc.n; i++) n_mask += is_mask_piece(enc.pieces ? enc.pieces[i] : NULL);
     if (!n_mask) {
-        api_error(rs, 400, "text: no mask token ([MASK] or <mask>) found");
+        reply_error(rs, 400, "text: no mask token ([MASK] or <mask>) found");
         goto cleanup;
     }
-    if (!admit(s, rs)) goto cleanup;
+    if (!api_admit(s, rs)) goto cleanup;
     as_error err = {0};
-    as_status st = forward(s, sm->m, &enc, CAP_LOGITS, &run, &err);
-    leave(s);
+    as_status st = api_forward(s, sm->m, &enc, CAP_LOGITS, &run, &err);
+    api_leave(s);
     if (st) {
-        api_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
+        reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
         goto cleanup;
     }
     if (!run->logits || run->logits_head != HEAD_MLM || run->logits_rows != enc.n) {
-        api_error(rs, 400, "model '%s': its logits come from another task head, not the masked-LM head",
+        reply_error(rs, 400, "model '%s': its logits come from another task head, not the masked-LM head",
                   sm->name);
         goto cleanup;
     }
@@ -589,7 +483,7 @@ static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
         const float *row = run->logits + (size_t)i * (size_t)V;
         for (int v = 0; v < V; v++)
             if (!isfinite(row[v])) {
-                api_error(rs, 500, "model '%s': the masked-LM logits at position %d are not finite "
+                reply_error(rs, 500, "model '%s': the masked-LM logits at position %d are not finite "
                           "(NaN or infinity): no prediction", sm->name, i);
                 goto cleanup;
             }
@@ -617,7 +511,7 @@ static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
         for (int j = 0; j < nb; j++) {
             char *txt = as_model_token_text(sm->m, best[j]);
             json_array_append_new(top, json_pack("{s:i, s:o, s:f, s:f}", "id", best[j], "text",
-                                                 json_utf8(txt ? txt : ""), "prob",
+                                                 reply_string(txt ? txt : ""), "prob",
                                                  exp((double)(row[best[j]] - mx)) / z, "logit",
                                                  (double)row[best[j]]));
             free(txt);
@@ -640,7 +534,7 @@ static int method_is(const srv_request *rq, const char *m) { return !strcmp(rq->
 static int is_get(const srv_request *rq) { return method_is(rq, "GET") || method_is(rq, "HEAD"); }
 
 static void wrong_method(srv_response *rs, const char *allow) {
-    api_error(rs, 405, "method not allowed (allowed: %s)", allow);
+    reply_error(rs, 405, "method not allowed (allowed: %s)", allow);
     rs->allow = allow;
 }
 
@@ -650,7 +544,7 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
     if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk")) {
-        api_error(rs, 404, "no such route");
+        reply_error(rs, 404, "no such route");
         return;
     }
     if (!is_get(rq)) {
@@ -659,14 +553,14 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     }
     char id[SRV_RUN_ID_LEN + 1];
     if (idn != SRV_RUN_ID_LEN || strspn(rest, "0123456789abcdef") < idn) {
-        api_error(rs, 404, "run not found (ids are %d hex digits)", SRV_RUN_ID_LEN);
+        reply_error(rs, 404, "run not found (ids are %d hex digits)", SRV_RUN_ID_LEN);
         return;
     }
     memcpy(id, rest, idn);
     id[idn] = 0;
     srv_entry *e = srv_cache_get(&s->cache, id);
     if (!e) {
-        api_error(rs, 404, "run %s not found (evicted or never made); POST /api/v1/run again", id);
+        reply_error(rs, 404, "run %s not found (evicted or never made); POST /api/v1/run again", id);
         return;
     }
     if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
@@ -691,21 +585,6 @@ void api_handle(srv_state *s, const srv_request *rq, srv_response *rs) {
     } else if (!strcmp(p, "/api/v1/db") || !strncmp(p, "/api/v1/db/", 11)) { /* server/db_api.c */
         db_api_handle(s, rq, p + 10, rs);
     } else {
-        api_error(rs, 404, "no such route");
+        reply_error(rs, 404, "no such route");
     }
 }
-
-/* ---- shared with server/db_api.c; see api.h ---------------------------- */
-
-void api_reply_json(srv_response *rs, int status, json_t *o) { reply_json(rs, status, o); }
-void api_reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta) { reply_tensors(rs, t, n, meta); }
-json_t *api_json_utf8(const char *s) { return json_utf8(s); }
-const char *api_query(const srv_request *rq, const char *key) { return q_get(rq, key); }
-int api_parse_range(const char *s, int n, int *lo, int *hi) { return parse_range(s, n, lo, hi); }
-int api_admit(srv_state *s, srv_response *rs) { return admit(s, rs); }
-void api_leave(srv_state *s) { leave(s); }
-as_status api_forward(srv_state *s, const as_model *m, const as_encoding *enc, unsigned what, as_run **out,
-                      as_error *err) {
-    return forward(s, m, enc, what, out, err);
-}
-json_t *api_run_json(const srv_state *s, const srv_entry *e, int cached) { return run_json(s, e, cached); }

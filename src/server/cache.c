@@ -1,5 +1,5 @@
 /* cache.c — LRU cache of finished runs (see cache.h). */
-#include "server/cache.h"
+#include "cache.h"
 
 #include <string.h>
 

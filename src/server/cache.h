@@ -10,7 +10,10 @@
 #ifndef AS_SRV_CACHE_H
 #define AS_SRV_CACHE_H
 
-#include "core/core.h"
+#include "attnscope.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <pthread.h>
 

@@ -11,10 +11,11 @@
  * It does not write the database, and does not compute any score itself except the
  * word-level argmax of one head on one sentence (analysis/heads.c, as the analysis did).
  */
-#include "server/db_api.h"
+#include "db_api.h"
+#include "reply.h"
 
-#include "analysis/heads.h"
-#include "analysis/store.h"
+#include "attnscope/analysis.h"
+#include "attnscope/npy.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -75,10 +76,10 @@ typedef struct {
 } req;
 
 static sqlite3_stmt *prep(req *r, const char *sql) {
-    ASSERT(r->n_st < (int)(sizeof r->st / sizeof r->st[0]));
+    AS_ASSERT(r->n_st < (int)(sizeof r->st / sizeof r->st[0]));
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(r->d->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        api_error(r->rs, 500, "database %s: %s", r->d->name, sqlite3_errmsg(r->d->db));
+        reply_error(r->rs, 500, "database %s: %s", r->d->name, sqlite3_errmsg(r->d->db));
         return NULL;
     }
     r->st[r->n_st++] = st;
@@ -90,7 +91,7 @@ static void req_done(req *r) {
     r->n_st = 0;
 }
 
-static void db_fail(req *r) { api_error(r->rs, 500, "database %s: %s", r->d->name, sqlite3_errmsg(r->d->db)); }
+static void db_fail(req *r) { reply_error(r->rs, 500, "database %s: %s", r->d->name, sqlite3_errmsg(r->d->db)); }
 
 /* Column i as JSON: null, integer, real or (UTF-8 checked) string. */
 static json_t *col(sqlite3_stmt *st, int i) {
@@ -100,7 +101,7 @@ static json_t *col(sqlite3_stmt *st, int i) {
         double v = sqlite3_column_double(st, i);
         return isfinite(v) ? json_real(v) : json_null();
     }
-    case SQLITE_TEXT: return api_json_utf8((const char *)sqlite3_column_text(st, i));
+    case SQLITE_TEXT: return reply_string((const char *)sqlite3_column_text(st, i));
     default: return json_null();
     }
 }
@@ -199,7 +200,7 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
     json_t *src = json_is_object(params) ? json_object_get(params, "source") : NULL;
     json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:i, s:i, s:i, s:o, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:i, s:b, s:b, s:o, s:o}",
                           "id", (json_int_t)sqlite3_column_int64(st, 0), "model_name", col(st, 1), "name",
-                          api_json_utf8(base), "arch", col(st, 2), "layers", L, "heads", H, "d_head",
+                          reply_string(base), "arch", col(st, 2), "layers", L, "heads", H, "d_head",
                           sqlite3_column_int(st, 5), "corpus", parse_json_col(st, 6), "params", params, "version",
                           col(st, 8), "n_total", sqlite3_column_int(st, 9), "n_done", sqlite3_column_int(st, 10),
                           "status", col(st, 11), "created", col(st, 12), "finished", col(st, 13), "n_sentences",
@@ -209,7 +210,7 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
                           sm >= 0 ? json_string(s->models[sm].name) : json_null());
     /* where per-sentence attention comes from: recomputed by a served model, read from an import folder, or nowhere */
     json_object_set_new(o, "attention", sm >= 0 ? json_string("model") : im >= 0 ? json_string("import") : json_null());
-    json_object_set_new(o, "import_dir", im >= 0 ? api_json_utf8(s->imports.dirs[im].dir) : json_null());
+    json_object_set_new(o, "import_dir", im >= 0 ? reply_string(s->imports.dirs[im].dir) : json_null());
     return o;
 }
 
@@ -226,7 +227,7 @@ static void route_runs_list(req *r) {
         db_fail(r);
         return;
     }
-    api_reply_json(r->rs, 200, json_pack("{s:s, s:i, s:o}", "db", r->d->name, "schema_version", STORE_SCHEMA_VERSION,
+    reply_json(r->rs, 200, json_pack("{s:s, s:i, s:o}", "db", r->d->name, "schema_version", STORE_SCHEMA_VERSION,
                                          "runs", arr));
 }
 
@@ -239,7 +240,7 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        if (rc == SQLITE_DONE) api_error(r->rs, 404, "run %lld not found in %s (GET /api/v1/db/runs lists them)", (long long)id, r->d->name);
+        if (rc == SQLITE_DONE) reply_error(r->rs, 404, "run %lld not found in %s (GET /api/v1/db/runs lists them)", (long long)id, r->d->name);
         else db_fail(r);
         return -1;
     }
@@ -254,7 +255,7 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
     ri->served = served_model(r->s, ri->model_name, ri->L, ri->H);
     ri->import = import_dir_of(r->s, id, ri->model_name, (const char *)sqlite3_column_text(st, 17));
     if (!store_run_shape_ok(ri->L, ri->H)) {
-        api_error(r->rs, 500, "database %s: run %lld has %d layers x %d heads", r->d->name, (long long)id, ri->L, ri->H);
+        reply_error(r->rs, 500, "database %s: run %lld has %d layers x %d heads", r->d->name, (long long)id, ri->L, ri->H);
         return -1;
     }
     if (row) *row = run_row_json(r->s, st);
@@ -298,7 +299,7 @@ static void route_heads(req *r, const run_info *ri) {
         db_fail(r);
         return;
     }
-    api_reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "layers", ri->L,
+    reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "layers", ri->L,
                                          "heads", ri->H, "n_scored", n, "columns", cols));
 }
 
@@ -311,7 +312,7 @@ static void route_pairs(req *r, const run_info *ri) {
     const size_t LH = (size_t)ri->L * (size_t)ri->H;
     float *m = calloc(LH * LH, sizeof *m);
     if (!m) {
-        api_error(r->rs, 500, "out of memory");
+        reply_error(r->rs, 500, "out of memory");
         return;
     }
     int rc, n = 0;
@@ -331,7 +332,7 @@ static void route_pairs(req *r, const run_info *ri) {
     const float *parts[1] = {m};
     srv_tb_tensor t = {.name = "jsd", .dtype = TB_F32, .ndim = 2, .shape = {(int64_t)LH, (int64_t)LH},
                        .parts = parts, .n_parts = 1, .part_len = LH * LH};
-    api_reply_tensors(r->rs, &t, 1, json_pack("{s:I, s:i, s:i, s:i}", "run", (json_int_t)ri->id, "layers", ri->L,
+    reply_tensors(r->rs, &t, 1, json_pack("{s:I, s:i, s:i, s:i}", "run", (json_int_t)ri->id, "layers", ri->L,
                                               "heads", ri->H, "pairs", n));
     free(m);
 }
@@ -340,8 +341,8 @@ static void route_pairs(req *r, const run_info *ri) {
 
 static void route_relations(req *r, const run_info *ri) {
     long top;
-    if (parse_long(api_query(r->rq, "top"), 1, SRV_DB_MAX_BEST, 3, &top)) {
-        api_error(r->rs, 400, "query 'top': expected an integer in [1, %d]", SRV_DB_MAX_BEST);
+    if (parse_long(reply_query(r->rq, "top"), 1, SRV_DB_MAX_BEST, 3, &top)) {
+        reply_error(r->rs, 400, "query 'top': expected an integer in [1, %d]", SRV_DB_MAX_BEST);
         return;
     }
     sqlite3_stmt *st = prep(r, "SELECT a.relation, a.dir, a.layer, a.head, a.n, a.correct, a.accuracy, a.baseline, "
@@ -354,7 +355,7 @@ static void route_relations(req *r, const run_info *ri) {
     double *by_layer = calloc((size_t)ri->L * 2, sizeof *by_layer);
     if (!by_layer) {
         json_decref(rels);
-        api_error(r->rs, 500, "out of memory");
+        reply_error(r->rs, 500, "out of memory");
         return;
     }
     int rc;
@@ -373,7 +374,7 @@ static void route_relations(req *r, const run_info *ri) {
         if (!cur || strcmp(rel, cur_rel)) {
             FLUSH_LAYERS();
             snprintf(cur_rel, sizeof cur_rel, "%s", rel);
-            cur = json_pack("{s:o, s:i, s:[]}", "relation", api_json_utf8(rel), "n", sqlite3_column_int(st, 4), "dirs");
+            cur = json_pack("{s:o, s:i, s:[]}", "relation", reply_string(rel), "n", sqlite3_column_int(st, 4), "dirs");
             json_array_append_new(rels, cur);
             dirs[0] = dirs[1] = NULL;
             for (int i = 0; i < 2 * ri->L; i++) by_layer[i] = 0.0;
@@ -399,7 +400,7 @@ static void route_relations(req *r, const run_info *ri) {
         db_fail(r);
         return;
     }
-    api_reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "layers", ri->L, "heads",
+    reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "layers", ri->L, "heads",
                                          ri->H, "relations", rels));
 }
 
@@ -453,14 +454,14 @@ static int sent_forward(req *r, const run_info *ri, const char *text, const char
     if (ri->served < 0 && ri->import >= 0) {
         as_error err = {0};
         if (srv_imports_read(&s->imports.dirs[ri->import], source, ri->L, ri->H, n_tok, &f->imp, &err)) {
-            api_error(r->rs, 409, "run %lld: %s", (long long)ri->id, err.msg);
+            reply_error(r->rs, 409, "run %lld: %s", (long long)ri->id, err.msg);
             return -1;
         }
         f->T = n_tok;
         return 0;
     }
     if (ri->served < 0) {
-        api_error(r->rs, 409, "run %lld (%s): no served model to recompute its attention; start the server with "
+        reply_error(r->rs, 409, "run %lld (%s): no served model to recompute its attention; start the server with "
                               "--model for that folder, or --import-dir for the folder of an imported run",
                   (long long)ri->id, ri->model_name);
         return -1;
@@ -469,7 +470,7 @@ static int sent_forward(req *r, const run_info *ri, const char *text, const char
     as_error err = {0};
     as_encode_opts eo = {.max_len = 0, .truncate = 1};
     if (as_encode(sm->m, text, NULL, &eo, &f->enc, &err)) {
-        api_error(r->rs, 409, "sentence text: %s", err.msg);
+        reply_error(r->rs, 409, "sentence text: %s", err.msg);
         return -1;
     }
     if (tok) {
@@ -480,7 +481,7 @@ static int sent_forward(req *r, const run_info *ri, const char *text, const char
             free(x);
         }
         if (!same) {
-            api_error(r->rs, 409, "model '%s' tokenizes this sentence differently from the analysed run %lld "
+            reply_error(r->rs, 409, "model '%s' tokenizes this sentence differently from the analysed run %lld "
                                   "(%d tokens, stored %d): it is not the analysed model", sm->name, (long long)ri->id, f->enc.n, n_tok);
             sent_fwd_free(s, f);
             return -1;
@@ -504,7 +505,7 @@ static int sent_forward(req *r, const run_info *ri, const char *text, const char
     as_status st = api_forward(s, sm->m, &f->enc, what, &f->run, &err);
     api_leave(s);
     if (st) {
-        api_error(r->rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
+        reply_error(r->rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
         sent_fwd_free(s, f);
         return -1;
     }
@@ -514,7 +515,7 @@ static int sent_forward(req *r, const run_info *ri, const char *text, const char
         if (!ne || !t) {
             free(ne);
             free(t);
-            api_error(r->rs, 500, "out of memory");
+            reply_error(r->rs, 500, "out of memory");
             sent_fwd_free(s, f);
             return -1;
         }
@@ -566,22 +567,22 @@ static void bind_filters(sqlite3_stmt *st, int64_t run, const char *q, const cha
 static void route_sentences(req *r, const run_info *ri) {
     const srv_request *rq = r->rq;
     long offset, limit, conf, correct;
-    const char *q = api_query(rq, "q"), *corpus = api_query(rq, "corpus"), *rel = api_query(rq, "relation"),
-               *cs = api_query(rq, "correct");
-    if (parse_long(api_query(rq, "offset"), 0, SRV_DB_MAX_OFFSET, 0, &offset)) {
-        api_error(r->rs, 400, "query 'offset': expected an integer in [0, %ld]", SRV_DB_MAX_OFFSET);
+    const char *q = reply_query(rq, "q"), *corpus = reply_query(rq, "corpus"), *rel = reply_query(rq, "relation"),
+               *cs = reply_query(rq, "correct");
+    if (parse_long(reply_query(rq, "offset"), 0, SRV_DB_MAX_OFFSET, 0, &offset)) {
+        reply_error(r->rs, 400, "query 'offset': expected an integer in [0, %ld]", SRV_DB_MAX_OFFSET);
         return;
     }
-    if (parse_long(api_query(rq, "limit"), 1, SRV_DB_MAX_PAGE, SRV_DB_DEFAULT_PAGE, &limit)) {
-        api_error(r->rs, 400, "query 'limit': expected an integer in [1, %d]", SRV_DB_MAX_PAGE);
+    if (parse_long(reply_query(rq, "limit"), 1, SRV_DB_MAX_PAGE, SRV_DB_DEFAULT_PAGE, &limit)) {
+        reply_error(r->rs, 400, "query 'limit': expected an integer in [1, %d]", SRV_DB_MAX_PAGE);
         return;
     }
-    if (parse_long(api_query(rq, "confidence"), 0, 1, 0, &conf)) {
-        api_error(r->rs, 400, "query 'confidence': expected 0 or 1");
+    if (parse_long(reply_query(rq, "confidence"), 0, 1, 0, &conf)) {
+        reply_error(r->rs, 400, "query 'confidence': expected 0 or 1");
         return;
     }
     if (parse_long(cs, 0, 1, -1, &correct)) {
-        api_error(r->rs, 400, "query 'correct': expected 0 or 1");
+        reply_error(r->rs, 400, "query 'correct': expected 0 or 1");
         return;
     }
     const char *vals[3] = {q, corpus, rel}, *names[3] = {"q", "corpus", "relation"};
@@ -590,12 +591,12 @@ static void route_sentences(req *r, const run_info *ri) {
         json_t *chk = json_string(vals[i]); /* rejects invalid UTF-8 */
         json_decref(chk);
         if (strlen(vals[i]) > SRV_DB_MAX_QUERY_BYTES || !chk) {
-            api_error(r->rs, 400, "query '%s': expected UTF-8 text of at most %d bytes", names[i], SRV_DB_MAX_QUERY_BYTES);
+            reply_error(r->rs, 400, "query '%s': expected UTF-8 text of at most %d bytes", names[i], SRV_DB_MAX_QUERY_BYTES);
             return;
         }
     }
     if (conf && limit > SRV_DB_MAX_CONF_ROWS) {
-        api_error(r->rs, 400, "query 'limit': at most %d rows with confidence=1", SRV_DB_MAX_CONF_ROWS);
+        reply_error(r->rs, 400, "query 'limit': at most %d rows with confidence=1", SRV_DB_MAX_CONF_ROWS);
         return;
     }
     sqlite3_stmt *cnt = prep(r, "SELECT count(*)" SENT_WHERE);
@@ -623,7 +624,7 @@ static void route_sentences(req *r, const run_info *ri) {
             size_t n = strcspn(p, " ");
             char buf[128];
             snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf ? n : sizeof buf - 1), p);
-            json_array_append_new(rels, api_json_utf8(buf));
+            json_array_append_new(rels, reply_string(buf));
             p += n;
             p += *p == ' ';
         }
@@ -664,7 +665,7 @@ static void route_sentences(req *r, const run_info *ri) {
         db_fail(r);
         return;
     }
-    api_reply_json(r->rs, 200, json_pack("{s:I, s:I, s:I, s:I, s:o}", "run", (json_int_t)ri->id, "total", (json_int_t)total,
+    reply_json(r->rs, 200, json_pack("{s:I, s:I, s:I, s:I, s:o}", "run", (json_int_t)ri->id, "total", (json_int_t)total,
                                          "offset", (json_int_t)offset, "limit", (json_int_t)limit, "sentences", arr));
 }
 
@@ -706,7 +707,7 @@ static int load_sentence(req *r, const run_info *ri, int64_t idx, sent_data *d) 
     sqlite3_bind_int64(st, 2, idx);
     int rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        if (rc == SQLITE_DONE) api_error(r->rs, 404, "run %lld has no sentence %lld", (long long)ri->id, (long long)idx);
+        if (rc == SQLITE_DONE) reply_error(r->rs, 404, "run %lld has no sentence %lld", (long long)ri->id, (long long)idx);
         else db_fail(r);
         return -1;
     }
@@ -720,7 +721,7 @@ static int load_sentence(req *r, const run_info *ri, int64_t idx, sent_data *d) 
     const char *src = (const char *)sqlite3_column_text(st, 2);
     d->source = src ? as_strdup(src) : NULL;
     if (d->T < 0 || d->T > AS_MAX_POSITIONS || d->W < 0 || d->W > AS_MAX_POSITIONS) {
-        api_error(r->rs, 500, "database %s: sentence %lld has %d tokens, %d words", r->d->name, (long long)idx, d->T, d->W);
+        reply_error(r->rs, 500, "database %s: sentence %lld has %d tokens, %d words", r->d->name, (long long)idx, d->T, d->W);
         return -1;
     }
     d->row = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:b, s:b}", "idx", d->idx, "corpus", col(st, 1),
@@ -734,7 +735,7 @@ static int load_sentence(req *r, const run_info *ri, int64_t idx, sent_data *d) 
     d->tokens = json_array();
     d->words = json_array();
     if (!d->text || !d->tok || !d->word || !d->parent || !d->rel) {
-        api_error(r->rs, 500, "out of memory");
+        reply_error(r->rs, 500, "out of memory");
         return -1;
     }
     for (int t = 0; t < d->T; t++) d->word[t] = -1;
@@ -755,7 +756,7 @@ static int load_sentence(req *r, const run_info *ri, int64_t idx, sent_data *d) 
         nt++;
     }
     if (nt != d->T) {
-        api_error(r->rs, 500, "database %s: sentence %lld: %d token rows for %d tokens", r->d->name, (long long)idx, nt, d->T);
+        reply_error(r->rs, 500, "database %s: sentence %lld: %d token rows for %d tokens", r->d->name, (long long)idx, nt, d->T);
         return -1;
     }
     sqlite3_bind_int64(wq, 1, ri->id);
@@ -773,7 +774,7 @@ static int load_sentence(req *r, const run_info *ri, int64_t idx, sent_data *d) 
         nw++;
     }
     if (nw != d->W) {
-        api_error(r->rs, 500, "database %s: sentence %lld: %d word rows for %d words", r->d->name, (long long)idx, nw, d->W);
+        reply_error(r->rs, 500, "database %s: sentence %lld: %d word rows for %d words", r->d->name, (long long)idx, nw, d->W);
         return -1;
     }
     return 0;
@@ -819,7 +820,7 @@ static void route_sentence(req *r, const run_info *ri, int64_t idx) {
     json_object_set_new(o, "model", ri->served >= 0 ? json_string(r->s->models[ri->served].name) : json_null());
     json_object_set_new(o, "attention", ri->served >= 0 ? json_string("model") : ri->import >= 0 ? json_string("import") : json_null());
     sent_data_free(&d);
-    api_reply_json(r->rs, 200, o);
+    reply_json(r->rs, 200, o);
 }
 
 /* GET .../sentences/{idx}/parents?layer=L&head=H: the head's predicted word for every
@@ -828,13 +829,13 @@ static void route_sentence(req *r, const run_info *ri, int64_t idx) {
  * in both directions; "run_id" names the cached run (POST /run's id) when cacheable. */
 static void route_parents(req *r, const run_info *ri, int64_t idx) {
     int l0, l1, h0, h1;
-    const char *ls = api_query(r->rq, "layer"), *hs = api_query(r->rq, "head");
-    if (!ls || api_parse_range(ls, ri->L, &l0, &l1) || l0 != l1) {
-        api_error(r->rs, 400, "query 'layer': expected an integer in [0, %d)", ri->L);
+    const char *ls = reply_query(r->rq, "layer"), *hs = reply_query(r->rq, "head");
+    if (!ls || reply_parse_range(ls, ri->L, &l0, &l1) || l0 != l1) {
+        reply_error(r->rs, 400, "query 'layer': expected an integer in [0, %d)", ri->L);
         return;
     }
-    if (!hs || api_parse_range(hs, ri->H, &h0, &h1) || h0 != h1) {
-        api_error(r->rs, 400, "query 'head': expected an integer in [0, %d)", ri->H);
+    if (!hs || reply_parse_range(hs, ri->H, &h0, &h1) || h0 != h1) {
+        reply_error(r->rs, 400, "query 'head': expected an integer in [0, %d)", ri->H);
         return;
     }
     sent_data d;
@@ -847,14 +848,14 @@ static void route_parents(req *r, const run_info *ri, int64_t idx) {
     const int T = d.T, W = d.W;
     const float *A = fwd_attn(&f, l0, h0);
     if (!A) {
-        api_error(r->rs, 500, "layer %d head %d was not captured", l0, h0);
+        reply_error(r->rs, 500, "layer %d head %d was not captured", l0, h0);
         goto cleanup;
     }
     Wm = calloc((size_t)W * (size_t)W + 1, sizeof *Wm);
     pred = calloc((size_t)W + 1, sizeof *pred);
     has = calloc((size_t)W + 1, 1);
     if (!Wm || !pred || !has) {
-        api_error(r->rs, 500, "out of memory");
+        reply_error(r->rs, 500, "out of memory");
         goto cleanup;
     }
     for (int t = 0; t < T; t++)
@@ -871,14 +872,14 @@ static void route_parents(req *r, const run_info *ri, int64_t idx) {
         int excluded = !strcmp(rel, "root") || !strcmp(rel, "punct") || !strncmp(rel, "punct:", 6) || !strncmp(rel, "root:", 5);
         int scored = p >= 0 && has[w] && has[p] && !excluded;
         json_array_append_new(arcs, json_pack("{s:i, s:i, s:o, s:b, s:o, s:o}", "dep", w, "parent", p, "relation",
-                                              api_json_utf8(rel), "scored", scored, "dep_correct",
+                                              reply_string(rel), "scored", scored, "dep_correct",
                                               scored ? json_boolean(pred[w] == p) : json_null(), "parent_correct",
                                               scored ? json_boolean(pred[p] == w) : json_null()));
     }
     json_t *o = json_pack("{s:I, s:i, s:i, s:i, s:o, s:o, s:o}", "run", (json_int_t)ri->id, "sent", d.idx, "layer", l0,
                           "head", h0, "probs", probs_json(f.r), "pred", jp, "arcs", arcs);
     fwd_source_json(r->s, ri, &f, o);
-    api_reply_json(r->rs, 200, o);
+    reply_json(r->rs, 200, o);
 cleanup:
     free(Wm);
     free(pred);
@@ -892,17 +893,17 @@ cleanup:
  * tensor "attention" of shape [layers, heads, T, T], rows = queries). */
 static void route_sent_attention(req *r, const run_info *ri, int64_t idx) {
     int l0, l1, h0, h1;
-    if (api_parse_range(api_query(r->rq, "layers"), ri->L, &l0, &l1)) {
-        api_error(r->rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", ri->L);
+    if (reply_parse_range(reply_query(r->rq, "layers"), ri->L, &l0, &l1)) {
+        reply_error(r->rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", ri->L);
         return;
     }
-    if (api_parse_range(api_query(r->rq, "heads"), ri->H, &h0, &h1)) {
-        api_error(r->rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", ri->H);
+    if (reply_parse_range(reply_query(r->rq, "heads"), ri->H, &h0, &h1)) {
+        reply_error(r->rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", ri->H);
         return;
     }
-    int dt = srv_tb_dtype_parse(api_query(r->rq, "dtype"));
+    int dt = srv_tb_dtype_parse(reply_query(r->rq, "dtype"));
     if (dt < 0) {
-        api_error(r->rs, 400, "query 'dtype': expected f16, u8 or f32");
+        reply_error(r->rs, 400, "query 'dtype': expected f16, u8 or f32");
         return;
     }
     sent_data d;
@@ -912,7 +913,7 @@ static void route_sent_attention(req *r, const run_info *ri, int64_t idx) {
     int nl = l1 - l0 + 1, nh = h1 - h0 + 1, T = f.T;
     parts = malloc(sizeof *parts * (size_t)nl * (size_t)nh);
     if (!parts) {
-        api_error(r->rs, 500, "out of memory");
+        reply_error(r->rs, 500, "out of memory");
         goto cleanup;
     }
     for (int l = 0; l < nl; l++)
@@ -922,7 +923,7 @@ static void route_sent_attention(req *r, const run_info *ri, int64_t idx) {
     json_t *meta = json_pack("{s:I, s:i, s:[i,i], s:[i,i], s:i}", "run", (json_int_t)ri->id, "sent", d.idx, "layers", l0,
                              l1, "heads", h0, h1, "tokens", T);
     fwd_source_json(r->s, ri, &f, meta);
-    api_reply_tensors(r->rs, &t, 1, meta);
+    reply_tensors(r->rs, &t, 1, meta);
 cleanup:
     free(parts);
     sent_fwd_free(r->s, &f);
@@ -962,11 +963,11 @@ cleanup:
 
 void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     if (!s->db) {
-        api_error(rs, 404, "no analysis database: start the server with --db FILE.sqlite");
+        reply_error(rs, 404, "no analysis database: start the server with --db FILE.sqlite");
         return;
     }
     if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
-        api_error(rs, 405, "method not allowed (allowed: GET, HEAD)");
+        reply_error(rs, 405, "method not allowed (allowed: GET, HEAD)");
         rs->allow = "GET, HEAD";
         return;
     }
@@ -981,13 +982,13 @@ void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_re
     if (strncmp(p, "/runs/", 6)) goto not_found;
     p += 6;
     if (path_int(&p, &id)) {
-        api_error(rs, 404, "run id: expected an integer (GET /api/v1/db/runs lists them)");
+        reply_error(rs, 404, "run id: expected an integer (GET /api/v1/db/runs lists them)");
         goto done;
     }
     if (*p && *p != '/') goto not_found;
     if (!*p) {
         json_t *row = NULL;
-        if (!load_run(&r, id, &ri, &row)) api_reply_json(rs, 200, row);
+        if (!load_run(&r, id, &ri, &row)) reply_json(rs, 200, row);
         goto done;
     }
     if (!strcmp(p, "/heads") || !strcmp(p, "/pairs") || !strcmp(p, "/relations") || !strcmp(p, "/sentences")) {
@@ -1001,7 +1002,7 @@ void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_re
     if (strncmp(p, "/sentences/", 11)) goto not_found;
     p += 11;
     if (path_int(&p, &idx)) {
-        api_error(rs, 404, "sentence index: expected an integer");
+        reply_error(rs, 404, "sentence index: expected an integer");
         goto done;
     }
     if (*p && strcmp(p, "/parents") && strcmp(p, "/attention")) goto not_found;
@@ -1011,7 +1012,7 @@ void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_re
     else route_sent_attention(&r, &ri, idx);
     goto done;
 not_found:
-    api_error(rs, 404, "no such route");
+    reply_error(rs, 404, "no such route");
 done:
     req_done(&r);
 }

@@ -12,7 +12,7 @@
 #ifndef AS_SRV_DB_API_H
 #define AS_SRV_DB_API_H
 
-#include "server/api.h"
+#include "api.h"
 
 /* ---- named limits (docs/views.md lists them) ---- */
 #define SRV_DB_MAX_PAGE 200          /* sentences per page (?limit) */

@@ -3,17 +3,19 @@
  * What it does not: match runs to folders by path (paths move; the digest does not),
  * cache the arrays (a BERT-base sentence is ~2 MB and read in a few ms), or write.
  */
-#include "server/imports.h"
-#include "analysis/runner.h"
+#include "imports.h"
+#include "attnscope/analysis.h" /* an_import_digest */
 
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 /* The corpus digest `attnscope import` stored for dir, with --import-dir in messages. */
 static as_status json_digest(const char *dir, char hex[65], as_error *err) {
-    as_status rc = runner_import_digest(dir, hex, err);
+    as_status rc = an_import_digest(dir, hex, err);
     if (rc) as_err_prefix(err, "--import-dir");
     return rc;
 }

@@ -7,7 +7,7 @@
  * A folder serves an imported run when the run id was given explicitly (RUN=DIR), or
  * when the run's corpus_digest equals the folder's digest: SHA-256 over the name (with
  * its NUL) and the bytes of every *.json file, in alphasort order, as `attnscope import`
- * computes it (analysis/runner.c, digest_dir).
+ * computes it (an_import_digest, include/attnscope/analysis.h).
  * What it does not: write anything, read any file but DIR/<stored source>.json's
  * sibling .attention.npy, or trust that file: its size, shape [L, H, T, T] (T = the
  * stored token count) and values (finite, >= 0) are checked on every read.
@@ -15,8 +15,8 @@
 #ifndef AS_SRV_IMPORTS_H
 #define AS_SRV_IMPORTS_H
 
-#include "core/core.h"
-#include "io/npy.h"
+#include "attnscope.h"
+#include "attnscope/npy.h"
 
 #define SRV_MAX_IMPORT_DIRS 16 /* --import-dir options */
 

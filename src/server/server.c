@@ -10,9 +10,9 @@
  * tensor responses are streamed), adds security headers, and shuts down cleanly on
  * SIGINT/SIGTERM. It does not implement the API itself.
  */
-#include "server/api.h"
-#include "server/assets.h"
-#include "server/db_api.h"
+#include "api.h"
+#include "assets.h"
+#include "db_api.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -198,7 +198,7 @@ static enum MHD_Result send_response(struct MHD_Connection *con, srv_response *r
 
 static enum MHD_Result send_error(struct MHD_Connection *con, int status, const char *msg) {
     srv_response rs = {0};
-    api_error(&rs, status, "%s", msg);
+    reply_error(&rs, status, "%s", msg);
     return send_response(con, &rs);
 }
 
@@ -354,7 +354,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     if (!a) return send_error(con, 404, "not found");
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         srv_response rs = {0};
-        api_error(&rs, 405, "method not allowed (allowed: GET, HEAD)");
+        reply_error(&rs, 405, "method not allowed (allowed: GET, HEAD)");
         rs.allow = "GET, HEAD";
         return send_response(con, &rs);
     }

@@ -6,8 +6,11 @@
 #ifndef AS_SRV_SERVER_H
 #define AS_SRV_SERVER_H
 
-#include "core/core.h"
-#include "server/imports.h" /* SRV_MAX_IMPORT_DIRS */
+#include "attnscope.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include "imports.h" /* SRV_MAX_IMPORT_DIRS */
 
 /* ---- named limits (docs/server.md lists them) ---- */
 #define SRV_MAX_MODELS 16

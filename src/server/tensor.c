@@ -1,5 +1,5 @@
 /* tensor.c — writes the binary tensor container described in tensor.h. */
-#include "server/tensor.h"
+#include "tensor.h"
 
 #include <math.h>
 #include <string.h>
@@ -71,7 +71,7 @@ void srv_tb_plan_free(srv_tb_plan *p) {
 }
 
 as_status srv_tb_plan_init(srv_tb_plan *p, const srv_tb_tensor *t, int n, json_t *meta, as_error *err) {
-    ASSERT(n > 0 && n <= SRV_TB_MAX_TENSORS);
+    AS_ASSERT(n > 0 && n <= SRV_TB_MAX_TENSORS);
     memset(p, 0, sizeof *p);
     p->t = t;
     p->n = n;
@@ -192,7 +192,7 @@ as_status srv_tb_write(const srv_tb_tensor *t, int n, json_t *meta, unsigned cha
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory building a tensor response");
     }
     size_t got = srv_tb_plan_read(&p, 0, buf, p.total);
-    ASSERT(got == p.total);
+    AS_ASSERT(got == p.total);
     *out = buf;
     *out_len = p.total;
     srv_tb_plan_free(&p);

@@ -16,7 +16,10 @@
 #ifndef AS_SRV_TENSOR_H
 #define AS_SRV_TENSOR_H
 
-#include "core/core.h"
+#include "attnscope.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <jansson.h>
 

@@ -4,7 +4,8 @@
  * warmup + linear decay and global-norm clipping, checkpoints with optimizer state,
  * and the pretrain / finetune / evaluate / distill loops the CLI runs.
  * What it does not: the numerics of the model (tr_forward.c), tokenizer loading for
- * inference (src/tokenize), argument parsing (src/cli/cmd_*.c).
+ * inference (src/tokenize), argument parsing (src/cli/cmd_*.c). The options and entry
+ * points the tools call are declared in include/attnscope/train.h.
  *
  * Dimension legend as in train.h: B sequences, T tokens, V vocabulary, D width.
  * Reproducibility: every random choice (data order, masking, dropout seeds) is a pure
@@ -14,6 +15,7 @@
 #ifndef AS_TRAINER_H
 #define AS_TRAINER_H
 
+#include "attnscope/train.h" /* the options and loops the tools call */
 #include "train/train.h"
 
 #define TRV_N_SPECIAL 5         /* [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0..4 */
@@ -23,7 +25,6 @@
 #define TRV_SEP 3
 #define TRV_MASK 4
 #define TRD_MAX_FILE_BYTES ((size_t)1 << 30)
-#define TRD_MAX_FILES 64
 
 /* ---- a tiny deterministic RNG (splitmix64) ---- */
 typedef struct {
@@ -34,44 +35,10 @@ uint64_t trr_next(trr_rng *r);
 double trr_uniform(trr_rng *r);            /* [0, 1) */
 uint32_t trr_below(trr_rng *r, uint32_t n); /* [0, n), n > 0 */
 
-/* ---- vocabulary trainer (vocab_train.c) ---- */
-
-/* Trains a WordPiece vocabulary of at most size entries on the text files (each read
- * as by trd_read_sentences) and writes it, one piece per line, to out_path.
- * Normaliser and pre-tokenizer: BERT uncased (lower-case, strip accents, split on
- * whitespace and punctuation). Entries: the 5 specials, every character seen at least
- * min_char_count times and its "##" form, then BPE-style merges of the most frequent
- * adjacent pair (ties: the lexicographically smaller pair of strings), as Hugging
- * Face's WordPieceTrainer builds it. Errors: AS_ERR_INPUT for unreadable files, size
- * too small for the alphabet; *n_out = entries written. */
-typedef struct {
-    int size;           /* target vocabulary size, >= 64 */
-    int min_char_count; /* characters rarer than this are left out (become [UNK]); default 1 */
-    const char *const *exclude; /* TSV files whose sentences are dropped (n_exclude) */
-    int n_exclude;
-} trv_opts;
-as_status trv_train(const char *const *files, int n_files, const trv_opts *o, const char *out_path,
-                    int *n_out, as_error *err);
-
-/* Writes DIR/vocab.txt (copy of vocab_path), DIR/tokenizer_config.json (uncased) and a
- * Hugging Face tokenizer.json (BertNormalizer, BertPreTokenizer, WordPiece,
- * [CLS] A [SEP] B [SEP] template) for the vocabulary. Creates DIR when missing. */
-as_status trv_write_tokenizer(const char *vocab_path, const char *dir, int max_len, as_error *err);
-
 /* ---- corpora (data.c) ---- */
 
-/* Sentences of text files, before tokenization. Formats by extension:
- *   .conllu  the "# text = " lines; "# newdoc" starts a document
- *   .tsv     the "sentence" column (header "sentence\tlabel" or "index\tsentence");
- *            the whole file is one document stream
- *   other    one sentence per non-empty line; a blank line ends a document */
-typedef struct {
-    int n;
-    char **text;  /* (n) owned */
-    int32_t *doc; /* (n) document number */
-} trd_text;
+/* Reads the sentences of one file (formats: trd_text in attnscope/train.h). */
 as_status trd_read_sentences(const char *path, trd_text *out, int doc_base, as_error *err);
-void trd_text_free(trd_text *t);
 /* Drops every sentence whose key (trd_sentence_key) equals the key of a sentence in
  * one of the exclude files, or contains such a key of >= 24 characters. *n_dropped. */
 as_status trd_filter(trd_text *t, const char *const *exclude, int n_exclude, int *n_dropped, as_error *err);
@@ -80,9 +47,6 @@ as_status trd_filter(trd_text *t, const char *const *exclude, int n_exclude, int
  * share one key), British spellings folded as SST does ("learnt" -> "learned", "our"
  * -> "or" after the second letter of a word: humour, favourite). Caller frees. */
 char *trd_sentence_key(const char *s);
-/* Reads all files (plus filtering) into one trd_text; documents numbered across files. */
-as_status trd_read_corpus(const char *const *files, int n_files, const char *const *exclude, int n_exclude,
-                          trd_text *out, int *n_dropped, as_error *err);
 
 /* A WordPiece encoder over a vocab.txt (BERT uncased), independent of a model folder. */
 typedef struct trd_tok trd_tok;
@@ -159,72 +123,9 @@ as_status trc_model_load(const char *dir, const tr_from_as_opts *fo, tr_model **
 
 /* ---- loops (pretrain.c, finetune.c, distill.c) ---- */
 
-/* Sets OpenBLAS and OpenMP threads (<= 0: all cores). Call before tr_acts_init. */
-void tr_set_threads(int threads);
 /* Number of MLM rows of the last tr_forward whose argmax is the target. */
 float tr_mlm_correct(const tr_acts *a, int V);
 
-typedef struct {
-    const char *const *corpus; int n_corpus;
-    const char *const *exclude; int n_exclude;
-    const char *vocab;      /* vocab.txt */
-    const char *out;        /* output folder */
-    int layers, width, heads, ff, max_len;
-    int seq_len;            /* tokens per training sequence (0 = max_len; <= max_len) */
-    int steps, batch, warmup, save_every, log_every, threads, resume;
-    float lr, wd, dropout, clip;
-    uint64_t seed;
-    as_dtype dtype;         /* of the final model */
-    const char *log_path;   /* TSV of step, loss, lr, ... (NULL = OUT/train_log.tsv) */
-    int stop_after;         /* > 0: stop after this step as if interrupted, once its checkpoint is
-                               written (tests of --resume); 0 = run to the end */
-    int quiet;              /* no progress lines */
-    float init_range;       /* std of the normal initialisation (0 = 0.02) */
-    int pos_sinusoidal;     /* start the position embeddings from sinusoids
-                               (tr_model_init_sinusoidal_positions) instead of N(0, 0.02) */
-    float mask_prob;        /* fraction of tokens predicted (0 = TRD_MASK_PROB) */
-} trp_opts;
-void trp_opts_default(trp_opts *o);
-/* Pretrains a BERT MLM model. Checkpoints (F32 weights + trainer_state.bin + tokenizer
- * files) go to OUT/checkpoint every save_every steps and at the end; the final model
- * to OUT in o->dtype. resume: continues from OUT/checkpoint. Progress on stderr. */
-as_status trp_pretrain(const trp_opts *o, as_error *err);
-
-typedef struct {
-    const char *task;       /* "sst2" */
-    const char *model, *train, *dev, *out;
-    int epochs, batch, threads, max_len, max_train;
-    float lr, wd, dropout, clip, warmup_frac;
-    uint64_t seed;
-    as_dtype dtype;
-} trf_opts;
-void trf_opts_default(trf_opts *o);
-/* Fine-tunes a sequence classifier (labels NEGATIVE/POSITIVE for sst2); evaluates on
- * dev after each epoch and saves the best epoch to OUT. *best_acc. */
-as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err);
-
-/* Accuracy of a classifier folder on a labelled SST-2 style TSV. */
-as_status trf_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
-                       as_error *err);
-/* Masked-token accuracy of an MLM folder on held-out text (files as trd_read_sentences):
- * pairs built as in pretraining with a fixed seed; *acc over n_batches x batch. */
-as_status trf_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
-                       int max_len, uint64_t seed, float *acc, float *loss, as_error *err);
-
-typedef struct {
-    const char *teacher, *out;
-    const char *const *corpus; int n_corpus;
-    const char *const *exclude; int n_exclude;
-    int steps, batch, max_len, threads, log_every;
-    float lr, wd, dropout, clip, temperature, alpha_kl, alpha_mlm, alpha_cos;
-    uint64_t seed;
-    as_dtype dtype;
-} trk_opts;
-void trk_opts_default(trk_opts *o);
-/* DistilBERT-style distillation (Sanh et al. 2019): student = every other teacher
- * layer; loss = alpha_kl T^2 KL(teacher_T || student_T) on the masked positions +
- * alpha_mlm MLM + alpha_cos (1 - cos) between final hidden states. */
-as_status trk_distill(const trk_opts *o, as_error *err);
 /* The distillation terms. zs, zt, d (M, V): returns mean_rows KL(softmax(zt/T) ||
  * softmax(zs/T)) and adds alpha * T^2 * its gradient w.r.t. zs (averaged over M) into d.
  * hs, ht, d_out (N, D), mask (N): returns mean over rows with mask != 0 of

@@ -1,24 +1,24 @@
-/* pool.c — adaptive max pooling of attention matrices (see pool.h). */
-#include "server/pool.h"
+/* maxpool.c — adaptive max pooling of attention matrices (see maxpool.h). */
+#include "maxpool.h"
 
 #include <math.h>
 
-int srv_pool_size(int T, int n) { return T < n ? T : n; }
+int srv_maxpool_size(int T, int n) { return T < n ? T : n; }
 
-int srv_pool_start(int i, int T, int P) { return (int)(((long long)i * T) / P); }
+int srv_maxpool_start(int i, int T, int P) { return (int)(((long long)i * T) / P); }
 
-void srv_pool_max(const float *att, int T, int P, float *out, float *scratch) {
+void srv_maxpool(const float *att, int T, int P, float *out, float *scratch) {
     for (int bi = 0; bi < P; bi++) {
         /* the row block's column-wise max (contiguous: vectorizes), then each column block's max;
          * `v > m ? v : m` skips NaN since every comparison with NaN is false */
         for (int j = 0; j < T; j++) scratch[j] = -INFINITY;
-        for (int i = srv_pool_start(bi, T, P); i < srv_pool_start(bi + 1, T, P); i++) {
+        for (int i = srv_maxpool_start(bi, T, P); i < srv_maxpool_start(bi + 1, T, P); i++) {
             const float *row = att + (size_t)i * (size_t)T;
             for (int j = 0; j < T; j++) scratch[j] = row[j] > scratch[j] ? row[j] : scratch[j];
         }
         for (int bj = 0; bj < P; bj++) {
             float m = -INFINITY;
-            for (int j = srv_pool_start(bj, T, P); j < srv_pool_start(bj + 1, T, P); j++)
+            for (int j = srv_maxpool_start(bj, T, P); j < srv_maxpool_start(bj + 1, T, P); j++)
                 m = scratch[j] > m ? scratch[j] : m;
             out[(size_t)bi * (size_t)P + (size_t)bj] = m;
         }

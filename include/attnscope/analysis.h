@@ -1,0 +1,157 @@
+/* attnscope/analysis.h — what attnscope computes about attention beyond one forward:
+ * per-token gradient saliency, the corpus-scale head analysis into SQLite (`attnscope
+ * analyze`, `import`), its text report and JSON export, and what a reader of the
+ * analysis database needs. Part of the tools' API (see attnscope.h, "Library and
+ * tools"): the CLI and the server are built on it.
+ * What it does not: the per-sentence scoring, the store's writers and the runner's
+ * chunks, which are internal to the library (src/analysis).
+ * Formulas, their sources and the database schema: docs/analysis.md.
+ */
+#ifndef ATTNSCOPE_ANALYSIS_H
+#define ATTNSCOPE_ANALYSIS_H
+
+#include "attnscope.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- saliency --------------------------------------------------------------
+ * One score per token of a sequence classifier's prediction (the target class, or the
+ * predicted one): SAL_GRAD || d logit_c / d w_t ||_1 (Simonyan et al. 2013) on the word
+ * embedding w_t, as Dodrio shows it; SAL_GXI gradient x input (Shrikumar et al. 2016),
+ * signed; SAL_IG integrated gradients (Sundararajan et al. 2017, midpoint rule, zero
+ * word-vector baseline), signed, with its completeness gap. Dropout off.
+ * Details: src/analysis/saliency.h. */
+
+typedef enum { SAL_GRAD = 0, SAL_GXI, SAL_IG } sal_method;
+
+#define SAL_DEFAULT_STEPS 32
+#define SAL_MAX_STEPS 4096
+
+typedef struct {
+    sal_method method;
+    int target; /* class to explain; -1 = the predicted class */
+    int steps;  /* SAL_IG steps m, 1..SAL_MAX_STEPS; 0 = SAL_DEFAULT_STEPS */
+    float *attn_out; /* optional, caller-owned (L, H, T, T): the attention probabilities of the
+                        forward on the input itself (so a caller needs no second forward) */
+} sal_opts;
+
+typedef struct {
+    sal_method method;
+    int T, C;
+    int target, predicted;
+    float *scores;  /* (T) one score per token */
+    float *logits;  /* (C) */
+    float *probs;   /* (C) softmax of the logits */
+    /* SAL_IG only (else 0) */
+    int steps;
+    float ig_sum;   /* sum_t scores[t] */
+    float ig_delta; /* logit_target(input) - logit_target(baseline) */
+    float ig_gap;   /* |ig_sum - ig_delta|: the completeness error of the step count */
+} sal_result;
+
+/* Computes saliency of enc under model m. *out is filled (sal_result_free).
+ * Errors: AS_ERR_INPUT when the model has no classifier head or cannot be trained
+ * (GPT-2, ELECTRA), the encoding is empty / too long / out of vocabulary, the target
+ * is out of range [0, C) or steps out of range. */
+as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts *o, sal_result *out,
+                      as_error *err);
+void sal_result_free(sal_result *r);
+
+const char *sal_method_name(sal_method m);            /* "grad", "gxi", "ig" */
+int sal_method_parse(const char *s, sal_method *out); /* 0 ok, -1 unknown */
+
+/* ---- corpus analysis and import ------------------------------------------------
+ * an_analyze runs the model on every sentence of the corpora once, scores every head
+ * and stores the rows and aggregates, resumably (a second call resumes after the last
+ * committed chunk, or does nothing when the run is finished). */
+
+#define AN_DEFAULT_CHUNK 16
+#define AN_DEFAULT_EXPLAIN 64
+#define AN_DEFAULT_MIN_REL 100
+
+typedef struct {
+    const char *model_dir; /* an_analyze: the model folder */
+    const char *sst2;      /* SST-2 TSV or NULL */
+    const char *conllu;    /* CoNLL-U or NULL */
+    int limit;             /* sentences per corpus; 0 = all */
+    int threads;           /* forward threads; 0 = cores */
+    int chunk;             /* K sentences per transaction; 0 = AN_DEFAULT_CHUNK */
+    int explain;           /* sentences (from the start) with concentration + ablation; -1 = default, 0 = none */
+    int min_rel;           /* relations need this many instances; 0 = AN_DEFAULT_MIN_REL */
+    int progress;          /* 1: progress line with ETA on stderr (callers pass isatty(2)) */
+    int quiet;             /* 1: no summary line on stdout */
+} an_opts;
+
+/* Analyzes o->model_dir on the corpora into the database at db_path (created when
+ * missing). Returns AS_OK also when the run was already complete (nothing done).
+ * Errors: AS_ERR_INPUT for bad corpora / model / database naming the file and line. */
+as_status an_analyze(const char *db_path, const an_opts *o, as_error *err);
+
+/* Imports a folder of NNNN.attention.npy (float32 [L, H, T, T]) + NNNN.json files (see
+ * docs/analysis.md) and scores them like an analyzed model. o: limit, chunk, min_rel,
+ * progress, quiet are used. */
+as_status an_import_dir(const char *db_path, const char *dir, const an_opts *o, as_error *err);
+
+/* The files of `import --attention A --tokens T [--saliency S] [--dependencies D]`,
+ * one sentence per index; saliency and dependencies are NULL or hold n paths too. */
+typedef struct {
+    int n;
+    const char *const *attention;    /* (n) .npy or .npz, float32 [L, H, T, T] (npz: array 'attentions' or the only one) */
+    const char *const *tokens;       /* (n) tokens JSON (docs/analysis.md) */
+    const char *const *saliency;     /* (n) saliency JSON, or NULL */
+    const char *const *dependencies; /* (n) .conllu (one sentence) or Dodrio-style JSON parse, or NULL */
+    const char *model_name;          /* runs.model_name; NULL = "import:" + attention[0] */
+} an_import_files_opts;
+
+/* Imports sentences given as separate files (attention from any framework) and scores
+ * them like an_import_dir. The run is identified by the files' SHA-256 and the
+ * parameters, so it resumes and re-running is a no-op. o: limit, chunk, min_rel,
+ * progress, quiet are used. Errors: AS_ERR_INPUT naming the file. Borrows f. */
+as_status an_import_files(const char *db_path, const an_import_files_opts *f, const an_opts *o, as_error *err);
+
+/* The corpus digest `attnscope import --dir` stores for folder dir: SHA-256 over
+ * (name, NUL, bytes) of its *.json files in name order. hex: 64 hex digits + NUL.
+ * Errors: AS_ERR_INPUT when the folder or a file cannot be read. */
+as_status an_import_digest(const char *dir, char hex[65], as_error *err);
+
+/* ---- reports ---------------------------------------------------------------- */
+
+/* Opens the analysis database db_path read-only (it must exist) and prints every run
+ * (finished or not) with its top `top` heads per score, the best head per relation and
+ * direction, and the heads of each pattern, to out. Errors: AS_ERR_INPUT naming the
+ * database when it cannot be opened, is not an attnscope database or is damaged. */
+as_status an_report_db(const char *db_path, FILE *out, int top, as_error *err);
+/* Opens db_path read-only and writes every finished run's per-head results as JSON to
+ * out_path (format: docs/analysis.md). Errors as an_report_db, and for out_path. */
+as_status an_export_db(const char *db_path, const char *out_path, as_error *err);
+
+/* ---- reading the analysis database -------------------------------------------- */
+
+#define STORE_SCHEMA_VERSION 1
+
+struct sqlite3;
+/* Checks an open database (the server's read-only connection too): schema version and
+ * every table of the schema; errors name path and the first missing table. */
+as_status store_check(struct sqlite3 *db, const char *path, as_error *err);
+/* 1 when a run's n_layer x n_head read from a database is within AS_MAX_LAYERS,
+ * AS_MAX_HEADS and AS_MAX_RUN_HEADS (so that L * H and its square can be allocated). */
+int store_run_shape_ok(int n_layer, int n_head);
+
+/* Word-level attention (Clark et al. 2019, sec. 4.1): Wm[a,b] = mean over the pieces i
+ * of word a of sum over the pieces j of word b of A[i,j]. word: (T) word index of each
+ * token, -1 for tokens outside every word ([CLS], [SEP], pads), which are dropped.
+ * Wm: (W, W) written by the call. Words without pieces get all-zero rows/columns. */
+void hd_word_attention(const float *A, int T, const int *word, int W, float *Wm);
+
+/* Predicted parent of word a: argmax over b != a of Wm[a,b], restricted to words that
+ * have pieces (has_piece[b] != 0); the lowest index wins ties. -1 when no candidate. */
+int hd_word_argmax(const float *Wm, int W, int a, const uint8_t *has_piece);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

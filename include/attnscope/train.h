@@ -1,0 +1,136 @@
+/* attnscope/train.h — training, as the `attnscope vocab / pretrain / finetune / eval /
+ * distill` commands run it. Part of the tools' API (see attnscope.h, "Library and
+ * tools"): the WordPiece vocabulary trainer, corpus reading, and the pretraining,
+ * fine-tuning, evaluation and distillation loops with their options.
+ * What it does not: the numerics (forward, backward, AdamW) or the batches, which are
+ * internal to the library (src/train/train.h, src/train/trainer.h), nor argument
+ * parsing (src/cli).
+ *
+ * Reproducibility: every random choice (data order, masking, dropout seeds) is a pure
+ * function of (seed, step), so a run resumed from a checkpoint at step s draws the
+ * same batches as an uninterrupted run.
+ */
+#ifndef ATTNSCOPE_TRAIN_H
+#define ATTNSCOPE_TRAIN_H
+
+#include "attnscope.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRD_MAX_FILES 64 /* files in one list (corpus, exclude, eval files) */
+
+/* ---- vocabulary trainer ---- */
+
+/* Trains a WordPiece vocabulary of at most size entries on the text files (each read
+ * as trd_text describes) and writes it, one piece per line, to out_path.
+ * Normaliser and pre-tokenizer: BERT uncased (lower-case, strip accents, split on
+ * whitespace and punctuation). Entries: the 5 specials, every character seen at least
+ * min_char_count times and its "##" form, then BPE-style merges of the most frequent
+ * adjacent pair (ties: the lexicographically smaller pair of strings), as Hugging
+ * Face's WordPieceTrainer builds it. Errors: AS_ERR_INPUT for unreadable files, size
+ * too small for the alphabet; *n_out = entries written. */
+typedef struct {
+    int size;           /* target vocabulary size, >= 64 */
+    int min_char_count; /* characters rarer than this are left out (become [UNK]); default 1 */
+    const char *const *exclude; /* TSV files whose sentences are dropped (n_exclude) */
+    int n_exclude;
+} trv_opts;
+as_status trv_train(const char *const *files, int n_files, const trv_opts *o, const char *out_path,
+                    int *n_out, as_error *err);
+
+/* Writes DIR/vocab.txt (copy of vocab_path), DIR/tokenizer_config.json (uncased) and a
+ * Hugging Face tokenizer.json (BertNormalizer, BertPreTokenizer, WordPiece,
+ * [CLS] A [SEP] B [SEP] template) for the vocabulary. Creates DIR when missing. */
+as_status trv_write_tokenizer(const char *vocab_path, const char *dir, int max_len, as_error *err);
+
+/* ---- corpora ---- */
+
+/* Sentences of text files, before tokenization. Formats by extension:
+ *   .conllu  the "# text = " lines; "# newdoc" starts a document
+ *   .tsv     the "sentence" column (header "sentence\tlabel" or "index\tsentence");
+ *            the whole file is one document stream
+ *   other    one sentence per non-empty line; a blank line ends a document */
+typedef struct {
+    int n;
+    char **text;  /* (n) owned */
+    int32_t *doc; /* (n) document number */
+} trd_text;
+void trd_text_free(trd_text *t);
+/* Reads all files (plus filtering) into one trd_text; documents numbered across files. */
+as_status trd_read_corpus(const char *const *files, int n_files, const char *const *exclude, int n_exclude,
+                          trd_text *out, int *n_dropped, as_error *err);
+
+/* ---- loops ---- */
+
+/* Sets OpenBLAS and OpenMP threads (<= 0: all cores) for the training
+ * and evaluation loops; call before them. */
+void tr_set_threads(int threads);
+
+typedef struct {
+    const char *const *corpus; int n_corpus;
+    const char *const *exclude; int n_exclude;
+    const char *vocab;      /* vocab.txt */
+    const char *out;        /* output folder */
+    int layers, width, heads, ff, max_len;
+    int seq_len;            /* tokens per training sequence (0 = max_len; <= max_len) */
+    int steps, batch, warmup, save_every, log_every, threads, resume;
+    float lr, wd, dropout, clip;
+    uint64_t seed;
+    as_dtype dtype;         /* of the final model */
+    const char *log_path;   /* TSV of step, loss, lr, ... (NULL = OUT/train_log.tsv) */
+    int stop_after;         /* > 0: stop after this step as if interrupted, once its checkpoint is
+                               written (tests of --resume); 0 = run to the end */
+    int quiet;              /* no progress lines */
+    float init_range;       /* std of the normal initialisation (0 = 0.02) */
+    int pos_sinusoidal;     /* start the position embeddings from sinusoids
+                               instead of N(0, 0.02) */
+    float mask_prob;        /* fraction of tokens predicted (0 = 0.15, BERT's) */
+} trp_opts;
+void trp_opts_default(trp_opts *o);
+/* Pretrains a BERT MLM model. Checkpoints (F32 weights + trainer_state.bin + tokenizer
+ * files) go to OUT/checkpoint every save_every steps and at the end; the final model
+ * to OUT in o->dtype. resume: continues from OUT/checkpoint. Progress on stderr. */
+as_status trp_pretrain(const trp_opts *o, as_error *err);
+
+typedef struct {
+    const char *task;       /* "sst2" */
+    const char *model, *train, *dev, *out;
+    int epochs, batch, threads, max_len, max_train;
+    float lr, wd, dropout, clip, warmup_frac;
+    uint64_t seed;
+    as_dtype dtype;
+} trf_opts;
+void trf_opts_default(trf_opts *o);
+/* Fine-tunes a sequence classifier (labels NEGATIVE/POSITIVE for sst2); evaluates on
+ * dev after each epoch and saves the best epoch to OUT. *best_acc. */
+as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err);
+
+/* Accuracy of a classifier folder on a labelled SST-2 style TSV. */
+as_status trf_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
+                       as_error *err);
+/* Masked-token accuracy of an MLM folder on held-out text (files as trd_text describes):
+ * pairs built as in pretraining with a fixed seed; *acc over n_batches x batch. */
+as_status trf_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
+                       int max_len, uint64_t seed, float *acc, float *loss, as_error *err);
+
+typedef struct {
+    const char *teacher, *out;
+    const char *const *corpus; int n_corpus;
+    const char *const *exclude; int n_exclude;
+    int steps, batch, max_len, threads, log_every;
+    float lr, wd, dropout, clip, temperature, alpha_kl, alpha_mlm, alpha_cos;
+    uint64_t seed;
+    as_dtype dtype;
+} trk_opts;
+void trk_opts_default(trk_opts *o);
+/* DistilBERT-style distillation (Sanh et al. 2019): student = every other teacher
+ * layer; loss = alpha_kl T^2 KL(teacher_T || student_T) on the masked positions +
+ * alpha_mlm MLM + alpha_cos (1 - cos) between final hidden states. */
+as_status trk_distill(const trk_opts *o, as_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
