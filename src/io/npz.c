@@ -6,53 +6,40 @@
  * .npz files as uncompressed (STORED) ZIP archives of name.npy entries, with local
  * headers, a central directory and the end record, switching to ZIP64 fields when a
  * size or offset does not fit 32 bits (PKWARE APPNOTE.TXT 6.3, sections 4.3 and
- * 4.5.3). Each array is streamed straight to the file: its CRC-32 is computed over
- * the caller's buffer first, so no seeking back and no copy of the archive in memory.
+ * 4.5.3). Each array is streamed straight to the file: its CRC-32 (zlib's crc32_z) is
+ * computed over the caller's buffer first, so no seeking back and no copy of the
+ * archive in memory.
  * What it does not: read npy/npz, compress, or write big-endian / Fortran-order data.
+ *
+ * Why the ZIP container is written here and not by Debian's libzip or minizip: the
+ * archive layout is pinned by tests/unit/test_npz.c, including the forced-ZIP64 form
+ * (npz_force_zip64: ZIP64 extra fields in every local and central header, saturated
+ * end-record fields, a ZIP64 end record and locator) that exercises on a small file
+ * the fields a capture of 4 GiB or more needs. minizip 1.1 (libminizip-dev) writes the
+ * ZIP64 end record only when the central directory starts at or beyond 4 GiB or holds
+ * 65,535 entries (zipClose), and libzip forces ZIP64 fields only through an internal
+ * flag (ZIP_FL_FORCE_ZIP64, zipint.h). libzip also writes every entry at zip_close,
+ * so npz_add could no longer stream an array out at once: every array of a capture
+ * (or a copy of it) would have to stay in memory until the archive is closed. What is
+ * left here is the formatting of the headers; the checksum is zlib's (crc32_z, which
+ * replaced a slicing-by-8 table here: 2646 / 4257 / 2955 MB/s against 1906 / 2472 /
+ * 2197 MB/s, 256 MiB in 1 MiB calls, best of 5, three runs on the 2-core AMD EPYC).
  */
 #include "io/npz.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
+#include <zlib.h>
 
 #define NPZ_MAX_NAME 200
 #define NPY_MAX_DIMS 32
 #define ZIP_U32_MAX 0xFFFFFFFFu
 #define ZIP_DOS_DATE 0x0021 /* 1980-01-01: fixed, so archives are reproducible */
 
-/* ---- CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320; slicing-by-8) ------- */
-
-static uint32_t g_crc[8][256];
-static pthread_once_t g_crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-        g_crc[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++) g_crc[t][i] = (g_crc[t - 1][i] >> 8) ^ g_crc[0][g_crc[t - 1][i] & 0xff];
-}
+/* ---- CRC-32 of the entries: zlib's (IEEE 802.3, the one ZIP uses) ---------------- */
 
 /* Continues crc (0 to start) over n bytes of p. */
-static uint32_t crc32_update(uint32_t crc, const void *p, size_t n) {
-    pthread_once(&g_crc_once, crc_init);
-    const uint8_t *b = p;
-    uint32_t c = ~crc;
-    while (n >= 8) {
-        uint32_t lo = c ^ ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                           (uint32_t)b[3] << 24);
-        c = g_crc[7][lo & 0xff] ^ g_crc[6][(lo >> 8) & 0xff] ^ g_crc[5][(lo >> 16) & 0xff] ^
-            g_crc[4][lo >> 24] ^ g_crc[3][b[4]] ^ g_crc[2][b[5]] ^ g_crc[1][b[6]] ^
-            g_crc[0][b[7]];
-        b += 8;
-        n -= 8;
-    }
-    while (n--) c = g_crc[0][(c ^ *b++) & 0xff] ^ (c >> 8);
-    return ~c;
-}
+static uint32_t crc32_update(uint32_t crc, const void *p, size_t n) { return (uint32_t)crc32_z(crc, p, n); }
 
 /* ---- little-endian byte buffer ---------------------------------------------------- */
 

@@ -1,7 +1,24 @@
 /* npz_read.c — validating .npz (ZIP) reader for float32 arrays (see npz_read.h).
  * Format: PKWARE APPNOTE.TXT 6.3.x, sections 4.3.7 (local header), 4.3.12 (central
  * header), 4.3.14-4.3.16 (ZIP64 end record, locator, end record) and 4.5.3 (ZIP64
- * extra field); deflate is RFC 1951 through zlib's raw inflate.
+ * extra field); deflate is RFC 1951 through zlib's raw inflate, the checksum zlib's
+ * crc32_z.
+ *
+ * Why the ZIP structure is parsed here and not by Debian's libzip or minizip: the
+ * reader takes untrusted archives (`attnscope import`, fuzzed by tests/fuzz fuzz_import)
+ * and must decide from the declared sizes alone, before anything is allocated or
+ * inflated, whether the entry fits NPZR_MAX_ENTRY_BYTES and NPZR_MAX_RATIO and whether
+ * its .npy header matches the declared size; then it inflates straight from the
+ * mmap'd file into the array (no intermediate buffer) and refuses duplicate names,
+ * an end record whose comment length does not end the file, local headers that
+ * disagree with the central directory, and data reaching into the central directory
+ * (tests/unit/test_npz_read.c has one archive for each). minizip 1.1 (libminizip-dev)
+ * reads through its own file layer and 16 KiB buffer, looks an entry up by its first
+ * match (unzLocateFile: a duplicate name is not noticed) and takes the last end-record
+ * signature it finds without checking that the comment length ends the file; libzip
+ * reads the whole central directory into its own structures before the caller sees a
+ * size. Either would still need these checks written around it, so the library would
+ * add a dependency without removing the parsing code.
  */
 #include "io/npz_read.h"
 
