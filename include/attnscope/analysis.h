@@ -131,15 +131,29 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 
 /* ---- reading the analysis database -------------------------------------------- */
 
-#define STORE_SCHEMA_VERSION 1
+/* 2: runs.source ('analyze' | 'import'). A version 1 database is upgraded in place by
+ * analyze, import, report and export (docs/analysis.md, "Store"). */
+#define STORE_SCHEMA_VERSION 2
 
 struct sqlite3;
 /* Checks an open database (the server's read-only connection too): schema version and
- * every table of the schema; errors name path and the first missing table. */
+ * every table and column of the schema; errors name path and the first missing table
+ * or column. A version 1 database gets a line saying how to upgrade it. */
 as_status store_check(struct sqlite3 *db, const char *path, as_error *err);
 /* 1 when a run's n_layer x n_head read from a database is within AS_MAX_LAYERS,
  * AS_MAX_HEADS and AS_MAX_RUN_HEADS (so that L * H and its square can be allocated). */
 int store_run_shape_ok(int n_layer, int n_head);
+
+struct json_t;
+/* The per-head results of run (n_layer x n_head heads, store_run_shape_ok) of an open
+ * database, as `export` writes them under "columns" and GET /api/v1/db/runs/{id}/heads
+ * sends them: {"n_scored": heads with a row, "columns": {field: [n_layer * n_head
+ * values, index layer * n_head + head, null where a head has no row]}} (fields:
+ * docs/analysis.md, "Export"). A row whose layer or head is outside the run is an
+ * AS_ERR_INPUT naming path when strict, else skipped. *out: new reference (json_decref).
+ * Errors: AS_ERR_INTERNAL when the database cannot be read. */
+as_status an_heads_json(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
+                        struct json_t **out, as_error *err);
 
 /* Word-level attention (Clark et al. 2019, sec. 4.1): Wm[a,b] = mean over the pieces i
  * of word a of sum over the pieces j of word b of A[i,j]. word: (T) word index of each

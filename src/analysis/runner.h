@@ -16,7 +16,8 @@
  * head_scores, rel_accuracy, head_pairs and patterns (one transaction).
  * What it does not: batching several sentences into one forward, sentence pairs.
  * The options and entry points the tools call are declared in
- * include/attnscope/analysis.h; this header adds what the analysis modules share.
+ * include/attnscope/analysis.h; this header adds what the analysis modules share. The
+ * runner's own files (one per concern) share analysis/runner_internal.h.
  */
 #ifndef AS_RUNNER_H
 #define AS_RUNNER_H

@@ -1,77 +1,159 @@
 /* store.c — SQLite database and schema for the corpus analysis (see store.h and the
  * "Store" section of docs/analysis.md, which documents every table and column).
+ * The schema is the table TABLES below: CREATE statements, INSERTs and the schema check
+ * are generated from it. What it does not: know what the columns mean.
  */
 #include "analysis/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-static const char *SCHEMA =
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS runs("
-    "  id INTEGER PRIMARY KEY, model_name TEXT NOT NULL, model_digest TEXT NOT NULL,"
-    "  arch TEXT NOT NULL, n_layer INTEGER NOT NULL, n_head INTEGER NOT NULL, d_head INTEGER NOT NULL,"
-    "  corpus TEXT NOT NULL, corpus_digest TEXT NOT NULL, params TEXT NOT NULL, version TEXT NOT NULL,"
-    "  n_total INTEGER NOT NULL, n_done INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL,"
-    "  created TEXT NOT NULL, finished TEXT, UNIQUE(model_digest, corpus_digest, params));"
-    "CREATE TABLE IF NOT EXISTS sentences("
-    "  run INTEGER NOT NULL, idx INTEGER NOT NULL, corpus TEXT NOT NULL, source TEXT NOT NULL,"
-    "  text TEXT NOT NULL, label INTEGER, predicted INTEGER, n_tokens INTEGER NOT NULL,"
-    "  n_words INTEGER NOT NULL, truncated INTEGER NOT NULL, explained INTEGER NOT NULL,"
-    "  PRIMARY KEY(run, idx)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS tokens("
-    "  run INTEGER NOT NULL, sent INTEGER NOT NULL, pos INTEGER NOT NULL, text TEXT NOT NULL,"
-    "  start INTEGER, end INTEGER, kind TEXT NOT NULL, word INTEGER,"
-    "  PRIMARY KEY(run, sent, pos)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS words("
-    "  run INTEGER NOT NULL, sent INTEGER NOT NULL, idx INTEGER NOT NULL, form TEXT NOT NULL,"
-    "  head INTEGER, deprel TEXT, PRIMARY KEY(run, sent, idx)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS saliency("
-    "  run INTEGER NOT NULL, sent INTEGER NOT NULL, class INTEGER NOT NULL, pos INTEGER NOT NULL,"
-    "  value REAL NOT NULL, PRIMARY KEY(run, sent, class, pos)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS sentence_heads("
-    "  run INTEGER NOT NULL, sent INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
-    "  importance REAL NOT NULL, semantic REAL, cls REAL NOT NULL, sep REAL NOT NULL, punct REAL NOT NULL,"
-    "  self REAL NOT NULL, prev REAL NOT NULL, next REAL NOT NULL, entropy REAL NOT NULL,"
-    "  entropy_norm REAL NOT NULL, abl_token REAL, abl_position REAL, abl_segment REAL,"
-    "  PRIMARY KEY(run, sent, layer, head)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS chunks("
-    "  run INTEGER NOT NULL, idx INTEGER NOT NULL, first_sent INTEGER NOT NULL, n_sent INTEGER NOT NULL,"
-    "  acc BLOB NOT NULL, PRIMARY KEY(run, idx)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS rel_totals("
-    "  run INTEGER NOT NULL, relation TEXT NOT NULL, n INTEGER NOT NULL,"
-    "  PRIMARY KEY(run, relation)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS rel_counts("
-    "  run INTEGER NOT NULL, relation TEXT NOT NULL, dir INTEGER NOT NULL, layer INTEGER NOT NULL,"
-    "  head INTEGER NOT NULL, correct INTEGER NOT NULL,"
-    "  PRIMARY KEY(run, relation, dir, layer, head)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS baseline_counts("
-    "  run INTEGER NOT NULL, relation TEXT NOT NULL, dir INTEGER NOT NULL, offset INTEGER NOT NULL,"
-    "  correct INTEGER NOT NULL, PRIMARY KEY(run, relation, dir, offset)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS head_scores("
-    "  run INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
-    "  importance REAL, semantic REAL, syntactic REAL NOT NULL, syntactic_relation TEXT, syntactic_dir INTEGER,"
-    "  cls REAL, sep REAL, punct REAL, self REAL, prev REAL, next REAL, entropy REAL, entropy_norm REAL,"
-    "  n_sentences INTEGER NOT NULL, n_semantic INTEGER NOT NULL,"
-    "  PRIMARY KEY(run, layer, head)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS rel_accuracy("
-    "  run INTEGER NOT NULL, relation TEXT NOT NULL, dir INTEGER NOT NULL, layer INTEGER NOT NULL,"
-    "  head INTEGER NOT NULL, n INTEGER NOT NULL, correct INTEGER NOT NULL, accuracy REAL NOT NULL,"
-    "  baseline REAL NOT NULL, baseline_offset INTEGER NOT NULL, counted INTEGER NOT NULL,"
-    "  PRIMARY KEY(run, relation, dir, layer, head)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS head_pairs("
-    "  run INTEGER NOT NULL, a_layer INTEGER NOT NULL, a_head INTEGER NOT NULL,"
-    "  b_layer INTEGER NOT NULL, b_head INTEGER NOT NULL, jsd REAL NOT NULL,"
-    "  PRIMARY KEY(run, a_layer, a_head, b_layer, b_head)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS patterns("
-    "  run INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL, label TEXT NOT NULL,"
-    "  confidence REAL NOT NULL, concentration INTEGER, n_links INTEGER NOT NULL,"
-    "  abl_token REAL, abl_position REAL, abl_segment REAL, depends_on TEXT,"
-    "  PRIMARY KEY(run, layer, head)) WITHOUT ROWID;";
+/* ---- the schema ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    const char *decl; /* type and column constraints */
+} store_column;
+
+typedef struct {
+    const char *name;
+    const store_column *cols;
+    int n_cols;
+    const char *keys;  /* table constraints after the columns */
+    int without_rowid; /* 1: WITHOUT ROWID */
+} store_table;
+
+#define COLS(a) a, (int)(sizeof a / sizeof a[0])
+#define I "INTEGER"
+#define IN "INTEGER NOT NULL"
+#define R "REAL"
+#define RN "REAL NOT NULL"
+#define TX "TEXT"
+#define TN "TEXT NOT NULL"
+
+static const store_column META[] = {{"key", "TEXT PRIMARY KEY"}, {"value", TN}};
+static const store_column RUNS[] = {
+    {"id", "INTEGER PRIMARY KEY"}, {"model_name", TN}, {"model_digest", TN}, {"arch", TN}, {"n_layer", IN},
+    {"n_head", IN}, {"d_head", IN}, {"corpus", TN}, {"corpus_digest", TN}, {"params", TN}, {"version", TN},
+    {"n_total", IN}, {"n_done", IN " DEFAULT 0"}, {"status", TN}, {"created", TN}, {"finished", TX},
+    {"source", TN " DEFAULT '" STORE_SOURCE_ANALYZE "'"}};
+static const store_column SENTENCES[] = {
+    {"run", IN}, {"idx", IN}, {"corpus", TN}, {"source", TN}, {"text", TN}, {"label", I}, {"predicted", I},
+    {"n_tokens", IN}, {"n_words", IN}, {"truncated", IN}, {"explained", IN}};
+static const store_column TOKENS[] = {{"run", IN}, {"sent", IN}, {"pos", IN}, {"text", TN},
+                                      {"start", I},  {"end", I},   {"kind", TN}, {"word", I}};
+static const store_column WORDS[] = {{"run", IN}, {"sent", IN}, {"idx", IN}, {"form", TN}, {"head", I}, {"deprel", TX}};
+static const store_column SALIENCY[] = {{"run", IN}, {"sent", IN}, {"class", IN}, {"pos", IN}, {"value", RN}};
+static const store_column SENTENCE_HEADS[] = {
+    {"run", IN}, {"sent", IN}, {"layer", IN}, {"head", IN}, {"importance", RN}, {"semantic", R}, {"cls", RN},
+    {"sep", RN}, {"punct", RN}, {"self", RN}, {"prev", RN}, {"next", RN}, {"entropy", RN}, {"entropy_norm", RN},
+    {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}};
+static const store_column CHUNKS[] = {{"run", IN}, {"idx", IN}, {"first_sent", IN}, {"n_sent", IN}, {"acc", "BLOB NOT NULL"}};
+static const store_column REL_TOTALS[] = {{"run", IN}, {"relation", TN}, {"n", IN}};
+static const store_column REL_COUNTS[] = {{"run", IN}, {"relation", TN}, {"dir", IN}, {"layer", IN}, {"head", IN}, {"correct", IN}};
+static const store_column BASELINE_COUNTS[] = {{"run", IN}, {"relation", TN}, {"dir", IN}, {"offset", IN}, {"correct", IN}};
+static const store_column HEAD_SCORES[] = {
+    {"run", IN}, {"layer", IN}, {"head", IN}, {"importance", R}, {"semantic", R}, {"syntactic", RN},
+    {"syntactic_relation", TX}, {"syntactic_dir", I}, {"cls", R}, {"sep", R}, {"punct", R}, {"self", R},
+    {"prev", R}, {"next", R}, {"entropy", R}, {"entropy_norm", R}, {"n_sentences", IN}, {"n_semantic", IN}};
+static const store_column REL_ACCURACY[] = {
+    {"run", IN}, {"relation", TN}, {"dir", IN}, {"layer", IN}, {"head", IN}, {"n", IN},
+    {"correct", IN}, {"accuracy", RN}, {"baseline", RN}, {"baseline_offset", IN}, {"counted", IN}};
+static const store_column HEAD_PAIRS[] = {{"run", IN}, {"a_layer", IN}, {"a_head", IN}, {"b_layer", IN}, {"b_head", IN}, {"jsd", RN}};
+static const store_column PATTERNS[] = {
+    {"run", IN}, {"layer", IN}, {"head", IN}, {"label", TN}, {"confidence", RN}, {"concentration", I},
+    {"n_links", IN}, {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}, {"depends_on", TX}};
+
+static const store_table TABLES[] = {
+    {"meta", COLS(META), NULL, 0},
+    {"runs", COLS(RUNS), "UNIQUE(model_digest, corpus_digest, params)", 0},
+    {"sentences", COLS(SENTENCES), "PRIMARY KEY(run, idx)", 1},
+    {"tokens", COLS(TOKENS), "PRIMARY KEY(run, sent, pos)", 1},
+    {"words", COLS(WORDS), "PRIMARY KEY(run, sent, idx)", 1},
+    {"saliency", COLS(SALIENCY), "PRIMARY KEY(run, sent, class, pos)", 1},
+    {"sentence_heads", COLS(SENTENCE_HEADS), "PRIMARY KEY(run, sent, layer, head)", 1},
+    {"chunks", COLS(CHUNKS), "PRIMARY KEY(run, idx)", 1},
+    {"rel_totals", COLS(REL_TOTALS), "PRIMARY KEY(run, relation)", 1},
+    {"rel_counts", COLS(REL_COUNTS), "PRIMARY KEY(run, relation, dir, layer, head)", 1},
+    {"baseline_counts", COLS(BASELINE_COUNTS), "PRIMARY KEY(run, relation, dir, offset)", 1},
+    {"head_scores", COLS(HEAD_SCORES), "PRIMARY KEY(run, layer, head)", 1},
+    {"rel_accuracy", COLS(REL_ACCURACY), "PRIMARY KEY(run, relation, dir, layer, head)", 1},
+    {"head_pairs", COLS(HEAD_PAIRS), "PRIMARY KEY(run, a_layer, a_head, b_layer, b_head)", 1},
+    {"patterns", COLS(PATTERNS), "PRIMARY KEY(run, layer, head)", 1},
+};
+#define N_TABLES ((int)(sizeof TABLES / sizeof TABLES[0]))
+
+#undef I
+#undef IN
+#undef R
+#undef RN
+#undef TX
+#undef TN
+
+static const store_table *table_get(const char *name) {
+    for (int t = 0; t < N_TABLES; t++)
+        if (!strcmp(TABLES[t].name, name)) return &TABLES[t];
+    return NULL;
+}
+
+/* A growable string for generated SQL; oom set when an append failed. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sql_buf;
+
+static void sb_add(sql_buf *b, const char *s) {
+    size_t l = strlen(s);
+    if (b->oom) return;
+    if (b->n + l + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->n + l + 1) nc *= 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->n, s, l + 1);
+    b->n += l;
+}
+
+/* The CREATE statements of the whole schema (malloc'd), or NULL when out of memory. */
+static char *schema_sql(void) {
+    sql_buf b = {0};
+    for (int t = 0; t < N_TABLES; t++) {
+        const store_table *tb = &TABLES[t];
+        sb_add(&b, "CREATE TABLE IF NOT EXISTS ");
+        sb_add(&b, tb->name);
+        sb_add(&b, "(");
+        for (int c = 0; c < tb->n_cols; c++) {
+            sb_add(&b, c ? ", " : "");
+            sb_add(&b, tb->cols[c].name);
+            sb_add(&b, " ");
+            sb_add(&b, tb->cols[c].decl);
+        }
+        if (tb->keys) {
+            sb_add(&b, ", ");
+            sb_add(&b, tb->keys);
+        }
+        sb_add(&b, tb->without_rowid ? ") WITHOUT ROWID;" : ");");
+    }
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* ---- statements --------------------------------------------------------------------------- */
 
 as_status store_fail(store *s, const char *what, as_error *err) {
     return as_err_set(err, AS_ERR_INTERNAL, "%s: %s: %s", s->path, what, s->db ? sqlite3_errmsg(s->db) : "no database");
@@ -100,10 +182,92 @@ as_status store_step_done(store *s, sqlite3_stmt *st, as_error *err) {
     return AS_OK;
 }
 
-void store_bind_real(sqlite3_stmt *st, int i, double v) {
+as_status store_prepare_insert(store *s, const char *table, const char *tail, sqlite3_stmt **out, as_error *err) {
+    const store_table *tb = table_get(table);
+    ASSERT(tb);
+    sql_buf b = {0};
+    sb_add(&b, "INSERT INTO ");
+    sb_add(&b, tb->name);
+    sb_add(&b, "(");
+    for (int c = 0; c < tb->n_cols; c++) {
+        sb_add(&b, c ? ", " : "");
+        sb_add(&b, tb->cols[c].name);
+    }
+    sb_add(&b, ") VALUES(");
+    for (int c = 0; c < tb->n_cols; c++) {
+        sb_add(&b, c ? ", :" : ":");
+        sb_add(&b, tb->cols[c].name);
+    }
+    sb_add(&b, ")");
+    if (tail) {
+        sb_add(&b, " ");
+        sb_add(&b, tail);
+    }
+    if (b.oom) {
+        free(b.s);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    as_status rc = store_prepare(s, b.s, out, err);
+    free(b.s);
+    return rc;
+}
+
+/* Parameter index of :col in st; ASSERTs that it exists (a misspelt column is a bug). */
+static int param_index(sqlite3_stmt *st, const char *col) {
+    char name[64];
+    int n = snprintf(name, sizeof name, ":%s", col);
+    ASSERT(n > 0 && (size_t)n < sizeof name);
+    int i = sqlite3_bind_parameter_index(st, name);
+    ASSERT(i > 0);
+    return i;
+}
+
+void store_set_int(sqlite3_stmt *st, const char *col, int64_t v) { sqlite3_bind_int64(st, param_index(st, col), v); }
+
+void store_set_real(sqlite3_stmt *st, const char *col, double v) {
+    int i = param_index(st, col);
     if (isnan(v)) sqlite3_bind_null(st, i);
     else sqlite3_bind_double(st, i, v);
 }
+
+void store_set_text(sqlite3_stmt *st, const char *col, const char *v) {
+    int i = param_index(st, col);
+    if (v) sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, i);
+}
+
+void store_set_blob(sqlite3_stmt *st, const char *col, const void *p, size_t n) {
+    ASSERT(n <= (size_t)INT32_MAX);
+    sqlite3_bind_blob(st, param_index(st, col), p, (int)n, SQLITE_STATIC);
+}
+
+int store_col(sqlite3_stmt *st, const char *name) {
+    int n = sqlite3_column_count(st);
+    for (int i = 0; i < n; i++) {
+        const char *c = sqlite3_column_name(st, i);
+        if (c && !strcmp(c, name)) return i;
+    }
+    ASSERT(!"store_col: no such result column");
+    return -1;
+}
+
+int64_t store_get_int(sqlite3_stmt *st, const char *name) { return sqlite3_column_int64(st, store_col(st, name)); }
+const char *store_get_text(sqlite3_stmt *st, const char *name) {
+    return (const char *)sqlite3_column_text(st, store_col(st, name));
+}
+
+int store_params_int(const char *params, const char *key, int dflt) {
+    if (!params) return dflt;
+    json_t *j = json_loads(params, 0, NULL);
+    json_t *v = json_is_object(j) ? json_object_get(j, key) : NULL;
+    int out = dflt;
+    if (json_is_integer(v) && json_integer_value(v) >= INT32_MIN && json_integer_value(v) <= INT32_MAX)
+        out = (int)json_integer_value(v);
+    json_decref(j);
+    return out;
+}
+
+/* ---- opening, versions, upgrade --------------------------------------------------------- */
 
 /* *ver = the schema_version of db (-1 when absent). */
 static void schema_version(sqlite3 *db, int *ver) {
@@ -113,6 +277,34 @@ static void schema_version(sqlite3 *db, int *ver) {
         sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
         *ver = atoi((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
+}
+
+_Static_assert(STORE_SCHEMA_VERSION == 2, "upgrade_v1 writes schema version 2");
+
+/* Upgrades a version 1 database (the caller holds the writer lock): adds runs.source,
+ * 'import' for the runs that version 1 marked as imported (model_name "import:...", or
+ * params.source "import" / "import-files"), in one transaction. */
+static as_status upgrade_v1(store *s, as_error *err) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%d", STORE_SCHEMA_VERSION);
+    static const char *SQL =
+        "BEGIN IMMEDIATE;"
+        "ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT '" STORE_SOURCE_ANALYZE "';"
+        "UPDATE runs SET source = '" STORE_SOURCE_IMPORT "' WHERE substr(model_name, 1, 7) = 'import:'"
+        " OR (CASE WHEN json_valid(params) THEN json_extract(params, '$.source') END) IN ('import', 'import-files');"
+        "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
+        "COMMIT;";
+    char *e = NULL;
+    if (sqlite3_exec(s->db, SQL, NULL, NULL, &e) != SQLITE_OK) {
+        as_err_set(err, AS_ERR_INPUT,
+                   "%s: cannot upgrade the database from schema version 1 to %s (%s); rebuild it: run analyze / "
+                   "import again with a new --db",
+                   s->path, msg, e ? e : "sqlite error");
+        sqlite3_free(e);
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return AS_ERR_INPUT;
+    }
+    return AS_OK;
 }
 
 /* Opens path with flags into a cleared *out (busy timeout set); on failure *out is closed. */
@@ -154,6 +346,18 @@ static as_status take_writer_lock(const char *path, int create, int *fd_out, int
     return AS_OK;
 }
 
+/* Creates what is missing of the schema and records the version of a new database. */
+static as_status ensure_schema(store *s, as_error *err) {
+    char *sql = schema_sql();
+    if (!sql) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    as_status rc = store_exec(s, sql, err);
+    free(sql);
+    if (rc) return rc;
+    char q[160];
+    snprintf(q, sizeof q, "INSERT OR IGNORE INTO meta VALUES('schema_version', '%d');", STORE_SCHEMA_VERSION);
+    return store_exec(s, q, err);
+}
+
 as_status store_open(const char *path, int create, store *out, as_error *err) {
     int fd = -1, locked = 0;
     memset(out, 0, sizeof *out);
@@ -162,75 +366,70 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
     rc = open_db(path, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), out, err);
     out->lock_fd = fd;
     out->locked = locked;
-    if (rc) {
-        store_close(out);
-        return rc;
-    }
+    if (rc) goto fail;
     char *msg = NULL;
     if (sqlite3_exec(out->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg) != SQLITE_OK) {
-        as_err_set(err, AS_ERR_INPUT, "%s: not a usable SQLite database: %s", path, msg ? msg : "?");
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: not a usable SQLite database: %s", path, msg ? msg : "?");
         sqlite3_free(msg);
-        store_close(out);
-        return AS_ERR_INPUT;
-    }
-    as_status s = store_exec(out, SCHEMA, err);
-    if (s) {
-        store_close(out);
-        return s;
-    }
-    char q[160];
-    snprintf(q, sizeof q, "INSERT OR IGNORE INTO meta VALUES('schema_version', '%d');", STORE_SCHEMA_VERSION);
-    if ((s = store_exec(out, q, err))) {
-        store_close(out);
-        return s;
+        goto fail;
     }
     int ver;
     schema_version(out->db, &ver);
+    if (ver == 1 && (rc = upgrade_v1(out, err))) goto fail;
+    if ((rc = ensure_schema(out, err))) goto fail;
+    schema_version(out->db, &ver);
     if (ver != STORE_SCHEMA_VERSION) {
-        as_err_set(err, AS_ERR_INPUT, "%s: database schema version %d, this attnscope writes %d", path, ver,
-                   STORE_SCHEMA_VERSION);
-        store_close(out);
-        return AS_ERR_INPUT;
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: database schema version %d, this attnscope writes %d", path, ver,
+                        STORE_SCHEMA_VERSION);
+        goto fail;
     }
+    return AS_OK;
+fail:
+    store_close(out);
+    return rc;
+}
+
+/* The first table or column of the schema that db lacks, as an error naming path. */
+static as_status check_tables(sqlite3 *db, const char *path, as_error *err) {
+    for (int t = 0; t < N_TABLES; t++) {
+        sqlite3_stmt *st = NULL;
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='%s'", TABLES[t].name);
+        int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
+        int has = ok && sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        if (!ok) return as_err_set(err, AS_ERR_INPUT, "%s: cannot read the schema: %s", path, sqlite3_errmsg(db));
+        if (!has)
+            return as_err_set(err, AS_ERR_INPUT, "%s: table '%s' is missing: not a complete attnscope analysis database",
+                              path, TABLES[t].name);
+    }
+    for (int t = 0; t < N_TABLES; t++)
+        for (int c = 0; c < TABLES[t].n_cols; c++) {
+            sqlite3_stmt *st = NULL;
+            char sql[160];
+            snprintf(sql, sizeof sql, "SELECT \"%s\" FROM \"%s\" LIMIT 0", TABLES[t].cols[c].name, TABLES[t].name);
+            int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
+            sqlite3_finalize(st);
+            if (!ok)
+                return as_err_set(err, AS_ERR_INPUT,
+                                  "%s: column '%s' of table '%s' is missing: not a complete attnscope analysis database",
+                                  path, TABLES[t].cols[c].name, TABLES[t].name);
+        }
     return AS_OK;
 }
 
 as_status store_check(sqlite3 *db, const char *path, as_error *err) {
-    sqlite3 *ref = NULL;
-    sqlite3_stmt *names = NULL, *has = NULL;
-    as_status rc = AS_OK;
     int ver;
     schema_version(db, &ver);
-    if (ver != STORE_SCHEMA_VERSION) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: not an attnscope analysis database of schema version %d (found %d)",
-                        path, STORE_SCHEMA_VERSION, ver);
-        goto cleanup;
-    }
-    /* the tables of SCHEMA, as an in-memory database made from it lists them */
-    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_exec(ref, SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name", -1, &names,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &has, NULL) !=
-            SQLITE_OK) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot read the schema: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    while (sqlite3_step(names) == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(names, 0);
-        sqlite3_reset(has);
-        sqlite3_bind_text(has, 1, t, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(has) != SQLITE_ROW) {
-            rc = as_err_set(err, AS_ERR_INPUT, "%s: table '%s' is missing: not a complete attnscope analysis database",
-                            path, t);
-            goto cleanup;
-        }
-    }
-cleanup:
-    sqlite3_finalize(names);
-    sqlite3_finalize(has);
-    if (ref) sqlite3_close(ref);
-    return rc;
+    if (ver == 1)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: analysis database of schema version 1, this attnscope reads %d: upgrade it in place "
+                          "with `attnscope report --db %s` (or rebuild it with analyze / import)",
+                          path, STORE_SCHEMA_VERSION, path);
+    if (ver != STORE_SCHEMA_VERSION)
+        return as_err_set(err, AS_ERR_INPUT, "%s: not an attnscope analysis database of schema version %d (found %d)",
+                          path, STORE_SCHEMA_VERSION, ver);
+    return check_tables(db, path, err);
 }
 
 as_status store_open_existing(const char *path, store *out, as_error *err) {
@@ -238,6 +437,15 @@ as_status store_open_existing(const char *path, store *out, as_error *err) {
        only, and SQLite can still remove the -wal / -shm files it makes when it closes */
     as_status rc = open_db(path, SQLITE_OPEN_READWRITE, out, err);
     if (rc) return rc;
+    int ver;
+    schema_version(out->db, &ver);
+    if (ver == 1) {
+        /* the previous schema: upgraded in place under the writer lock, held until close */
+        if ((rc = take_writer_lock(path, 0, &out->lock_fd, &out->locked, err)) || (rc = upgrade_v1(out, err))) {
+            store_close(out);
+            return rc;
+        }
+    }
     rc = store_check(out->db, path, err);
     if (rc) store_close(out);
     return rc;

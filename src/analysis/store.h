@@ -1,13 +1,15 @@
 /* store.h — the SQLite database of `attnscope analyze` / `import` (schema: docs/analysis.md).
  *
- * What it does: opens or creates the database (WAL journal, so a process killed at
- * any moment leaves only committed transactions) for one writer at a time (an
- * exclusive flock on the database file), creates the schema, opens existing
- * databases without writing for the readers (`report`, `export`), and wraps the
- * few sqlite3 calls every writer and reader needs with one-line errors naming the
- * database file.
- * What it does not: compute anything (analysis/runner.c) or format reports
- * (analysis/report.c). What the server needs to read a database (the schema version,
+ * What it does: owns the schema — one table of tables and columns (store.c) from which
+ * the CREATE statements, the named INSERTs and the schema check are generated; opens or
+ * creates the database (WAL journal, so a process killed at any moment leaves only
+ * committed transactions) for one writer at a time (an exclusive flock on the database
+ * file); upgrades a database of the previous schema version in place; opens existing
+ * databases for the readers (`report`, `export`); binds and reads columns by name; and
+ * wraps the few sqlite3 calls every writer and reader needs with one-line errors naming
+ * the database file.
+ * What it does not: compute anything (analysis/runner.h) or format reports
+ * (analysis/report.h). What the server needs to read a database (the schema version,
  * store_check, store_run_shape_ok) is declared in include/attnscope/analysis.h.
  */
 #ifndef AS_STORE_H
@@ -29,13 +31,16 @@ typedef struct {
  * writer at a time: the writer holds an exclusive flock(2) on the database file until
  * store_close (released by the kernel when the process dies, so a killed analysis can
  * be resumed at once); the readers (report, export, serve) take no lock and read
- * committed transactions of the WAL. Errors: AS_ERR_INPUT when the file cannot be
- * opened, another process holds the writer lock ("another attnscope process is
- * writing ..."), or the file is not a database or has another schema version. */
+ * committed transactions of the WAL. A version 1 database is upgraded (runs.source
+ * added, 'import' for the runs named "import:..."). Errors: AS_ERR_INPUT when the file
+ * cannot be opened, another process holds the writer lock ("another attnscope process
+ * is writing ..."), or the file is not a database or has another schema version. */
 as_status store_open(const char *path, int create, store *out, as_error *err);
 /* Opens an existing database for the readers (`report`, `export`): no schema is created
- * and nothing is written. Errors: AS_ERR_INPUT when it cannot be opened, is not a
- * database, has another schema version or lacks a table of the schema (named). */
+ * and nothing is written, except that a version 1 database is first upgraded in place
+ * (under the writer lock, as store_open does). Errors: AS_ERR_INPUT when it cannot be
+ * opened, is not a database, has another schema version or lacks a table or column of
+ * the schema (named). */
 as_status store_open_existing(const char *path, store *out, as_error *err);
 void store_close(store *s);
 /* Runs sql (no results). */
@@ -46,7 +51,39 @@ as_status store_prepare(store *s, const char *sql, sqlite3_stmt **out, as_error 
 as_status store_step_done(store *s, sqlite3_stmt *st, as_error *err);
 /* Error for the database's last failure, prefixed by what. Returns AS_ERR_INTERNAL. */
 as_status store_fail(store *s, const char *what, as_error *err);
-/* Binds a double, or NULL when v is NaN. */
-void store_bind_real(sqlite3_stmt *st, int i, double v);
+
+/* ---- writing rows by column name ----------------------------------------------------- */
+
+/* Prepares "INSERT INTO table(c, ...) VALUES(:c, ...) tail" over every column of the
+ * schema's table (tail: an ON CONFLICT clause, or NULL). Bind with store_set_*; an
+ * unbound column is NULL (store_step_done clears the bindings). ASSERTs that table is
+ * in the schema. */
+as_status store_prepare_insert(store *s, const char *table, const char *tail, sqlite3_stmt **out, as_error *err);
+/* Binds column col of an INSERT from store_prepare_insert (ASSERTs that it exists).
+ * store_set_real binds NULL for NaN; store_set_text binds NULL for NULL and does not
+ * copy v (it must stay valid until the statement is stepped). */
+void store_set_int(sqlite3_stmt *st, const char *col, int64_t v);
+void store_set_real(sqlite3_stmt *st, const char *col, double v);
+void store_set_text(sqlite3_stmt *st, const char *col, const char *v);
+void store_set_blob(sqlite3_stmt *st, const char *col, const void *p, size_t n);
+
+/* ---- reading rows by column name ------------------------------------------------------ */
+
+/* The result column of st named name (as the SELECT names it, without table prefix);
+ * ASSERTs that it exists. */
+int store_col(sqlite3_stmt *st, const char *name);
+int64_t store_get_int(sqlite3_stmt *st, const char *name);
+/* Borrowed until the next step or finalize; NULL for NULL. */
+const char *store_get_text(sqlite3_stmt *st, const char *name);
+
+/* ---- runs ---------------------------------------------------------------------------- */
+
+/* runs.source of an analyzed and of an imported run. */
+#define STORE_SOURCE_ANALYZE "analyze"
+#define STORE_SOURCE_IMPORT "import"
+
+/* Integer key of a run's params JSON (runs.params), or dflt when params is NULL, not a
+ * JSON object, or has no integer key. */
+int store_params_int(const char *params, const char *key, int dflt);
 
 #endif

@@ -140,11 +140,13 @@ typedef struct {
     int L, H, Dh;
     int n_total;
     char model_name[1024];
+    int is_import; /* runs.source is 'import' */
     int served; /* index of the served model that can recompute its attention, -1 none */
     int import; /* index of the --import-dir folder holding its attention (imported runs), -1 none */
 } run_info;
 
-/* Base name of a run's model ("models/x/" -> "x", "import:DIR" -> base of DIR). */
+/* Base name of a run's model ("models/x/" -> "x"; an imported run's default name
+ * "import:DIR" -> base of DIR). */
 static void model_base(const char *name, char *out, size_t cap) {
     if (!strncmp(name, "import:", 7)) name += 7;
     size_t n = strlen(name);
@@ -155,9 +157,9 @@ static void model_base(const char *name, char *out, size_t cap) {
 }
 
 /* The served model for a run: same folder base name (the server's "-2" suffixes
- * ignored), same layers and heads, a tokenizer; -1 when none (e.g. imported runs). */
-static int served_model(const srv_state *s, const char *model_name, int L, int H) {
-    if (!strncmp(model_name, "import:", 7)) return -1;
+ * ignored), same layers and heads, a tokenizer; -1 when none (always for imported runs). */
+static int served_model(const srv_state *s, int is_import, const char *model_name, int L, int H) {
+    if (is_import) return -1;
     char base[256];
     model_base(model_name, base, sizeof base);
     for (int i = 0; i < s->n_models; i++) {
@@ -175,11 +177,11 @@ static const char *RUN_COLS = "SELECT id, model_name, arch, n_layer, n_head, d_h
                               "n_done, status, created, finished, "
                               "(SELECT count(*) FROM sentences WHERE run = runs.id), "
                               "(SELECT count(*) FROM rel_totals WHERE run = runs.id), "
-                              "(SELECT max(n_semantic) FROM head_scores WHERE run = runs.id), corpus_digest FROM runs";
+                              "(SELECT max(n_semantic) FROM head_scores WHERE run = runs.id), corpus_digest, source FROM runs";
 
 /* The --import-dir folder serving an imported run (explicit RUN=DIR, else the corpus digest); -1 none. */
-static int import_dir_of(const srv_state *s, int64_t id, const char *model_name, const char *corpus_digest) {
-    if (strncmp(model_name, "import:", 7)) return -1;
+static int import_dir_of(const srv_state *s, int64_t id, int is_import, const char *corpus_digest) {
+    if (!is_import) return -1;
     return srv_imports_find(&s->imports, id, corpus_digest);
 }
 
@@ -189,15 +191,20 @@ static json_t *parse_json_col(sqlite3_stmt *st, int i) {
     return j ? j : col(st, i);
 }
 
+/* 1 when the run of RUN_COLS row st was imported (runs.source). */
+static int row_is_import(sqlite3_stmt *st) {
+    const char *src = (const char *)sqlite3_column_text(st, 18);
+    return src && !strcmp(src, "import");
+}
+
 static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
     const char *mn = (const char *)sqlite3_column_text(st, 1);
     char base[256];
     model_base(mn ? mn : "", base, sizeof base);
-    int L = sqlite3_column_int(st, 3), H = sqlite3_column_int(st, 4);
-    int sm = served_model(s, mn ? mn : "", L, H);
-    int im = import_dir_of(s, sqlite3_column_int64(st, 0), mn ? mn : "", (const char *)sqlite3_column_text(st, 17));
+    int L = sqlite3_column_int(st, 3), H = sqlite3_column_int(st, 4), is_import = row_is_import(st);
+    int sm = served_model(s, is_import, mn ? mn : "", L, H);
+    int im = import_dir_of(s, sqlite3_column_int64(st, 0), is_import, (const char *)sqlite3_column_text(st, 17));
     json_t *params = parse_json_col(st, 7);
-    json_t *src = json_is_object(params) ? json_object_get(params, "source") : NULL;
     json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:i, s:i, s:i, s:o, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:i, s:b, s:b, s:o, s:o}",
                           "id", (json_int_t)sqlite3_column_int64(st, 0), "model_name", col(st, 1), "name",
                           reply_string(base), "arch", col(st, 2), "layers", L, "heads", H, "d_head",
@@ -205,8 +212,7 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
                           col(st, 8), "n_total", sqlite3_column_int(st, 9), "n_done", sqlite3_column_int(st, 10),
                           "status", col(st, 11), "created", col(st, 12), "finished", col(st, 13), "n_sentences",
                           sqlite3_column_int(st, 14), "has_syntactic", sqlite3_column_int(st, 15) > 0,
-                          "has_semantic", sqlite3_column_int(st, 16) > 0, "source",
-                          json_is_string(src) ? json_copy(src) : json_null(), "model",
+                          "has_semantic", sqlite3_column_int(st, 16) > 0, "source", col(st, 18), "model",
                           sm >= 0 ? json_string(s->models[sm].name) : json_null());
     /* where per-sentence attention comes from: recomputed by a served model, read from an import folder, or nowhere */
     json_object_set_new(o, "attention", sm >= 0 ? json_string("model") : im >= 0 ? json_string("import") : json_null());
@@ -252,8 +258,9 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
     ri->n_total = sqlite3_column_int(st, 9);
     const char *mn = (const char *)sqlite3_column_text(st, 1);
     snprintf(ri->model_name, sizeof ri->model_name, "%s", mn ? mn : "");
-    ri->served = served_model(r->s, ri->model_name, ri->L, ri->H);
-    ri->import = import_dir_of(r->s, id, ri->model_name, (const char *)sqlite3_column_text(st, 17));
+    ri->is_import = row_is_import(st);
+    ri->served = served_model(r->s, ri->is_import, ri->model_name, ri->L, ri->H);
+    ri->import = import_dir_of(r->s, id, ri->is_import, (const char *)sqlite3_column_text(st, 17));
     if (!store_run_shape_ok(ri->L, ri->H)) {
         reply_error(r->rs, 500, "database %s: run %lld has %d layers x %d heads", r->d->name, (long long)id, ri->L, ri->H);
         return -1;
@@ -264,43 +271,19 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
 
 /* ---- heads: columnar JSON, index = layer * H + head ---------------------------------- */
 
-static const char *HEAD_COLS[] = {"importance", "semantic", "syntactic", "syntactic_relation", "syntactic_dir",
-                                  "cls", "sep", "punct", "self", "prev", "next", "entropy", "entropy_norm",
-                                  "n_sentences", "n_semantic", "pattern", "confidence", "concentration", "n_links",
-                                  "abl_token", "abl_position", "abl_segment", "depends_on"};
-#define N_HEAD_COLS ((int)(sizeof HEAD_COLS / sizeof HEAD_COLS[0]))
-
+/* The per-head results as analysis/report.c writes them for `export` too (an_heads_json);
+ * rows with a layer or head outside the run are skipped. */
 static void route_heads(req *r, const run_info *ri) {
-    sqlite3_stmt *st = prep(r, "SELECT h.layer, h.head, h.importance, h.semantic, h.syntactic, h.syntactic_relation, "
-                               "h.syntactic_dir, h.cls, h.sep, h.punct, h.self, h.prev, h.next, h.entropy, "
-                               "h.entropy_norm, h.n_sentences, h.n_semantic, p.label, p.confidence, p.concentration, "
-                               "p.n_links, p.abl_token, p.abl_position, p.abl_segment, p.depends_on "
-                               "FROM head_scores h LEFT JOIN patterns p ON p.run = h.run AND p.layer = h.layer "
-                               "AND p.head = h.head WHERE h.run = ?1 ORDER BY h.layer, h.head");
-    if (!st) return;
-    sqlite3_bind_int64(st, 1, ri->id);
-    const int LH = ri->L * ri->H;
-    json_t *cols = json_object();
-    json_t *arr[N_HEAD_COLS];
-    for (int c = 0; c < N_HEAD_COLS; c++) {
-        arr[c] = json_array();
-        for (int i = 0; i < LH; i++) json_array_append_new(arr[c], json_null());
-        json_object_set_new(cols, HEAD_COLS[c], arr[c]);
-    }
-    int rc, n = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int l = sqlite3_column_int(st, 0), h = sqlite3_column_int(st, 1);
-        if (l < 0 || l >= ri->L || h < 0 || h >= ri->H) continue;
-        for (int c = 0; c < N_HEAD_COLS; c++) json_array_set_new(arr[c], (size_t)(l * ri->H + h), col(st, 2 + c));
-        n++;
-    }
-    if (rc != SQLITE_DONE) {
-        json_decref(cols);
-        db_fail(r);
+    json_t *hj = NULL;
+    as_error err = {0};
+    if (an_heads_json(r->d->db, r->d->name, ri->id, ri->L, ri->H, 0, &hj, &err)) {
+        reply_error(r->rs, 500, "database %s", err.msg);
         return;
     }
-    reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "layers", ri->L,
-                                         "heads", ri->H, "n_scored", n, "columns", cols));
+    reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:O, s:O}", "run", (json_int_t)ri->id, "layers", ri->L, "heads",
+                                     ri->H, "n_scored", json_object_get(hj, "n_scored"), "columns",
+                                     json_object_get(hj, "columns")));
+    json_decref(hj);
 }
 
 /* Head-pair Jensen-Shannon divergence (Clark et al. 2019 sec. 6) as one float32 tensor
@@ -936,15 +919,15 @@ void db_api_print_imports(srv_state *s, FILE *out) {
     if (!s->db || !s->imports.n) return;
     sqlite3_stmt *st = NULL;
     int *served = calloc((size_t)s->imports.n, sizeof *served);
-    if (!served || sqlite3_prepare_v2(s->db->db, "SELECT id, model_name, corpus_digest FROM runs ORDER BY id", -1, &st,
+    if (!served || sqlite3_prepare_v2(s->db->db, "SELECT id, source, corpus_digest FROM runs ORDER BY id", -1, &st,
                                       NULL) != SQLITE_OK) {
         fprintf(stderr, "attnscope: warning: cannot list the runs of %s to match --import-dir\n", s->db->name);
         goto cleanup;
     }
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
-        const char *mn = (const char *)sqlite3_column_text(st, 1);
-        int i = import_dir_of(s, id, mn ? mn : "", (const char *)sqlite3_column_text(st, 2));
+        const char *src = (const char *)sqlite3_column_text(st, 1);
+        int i = import_dir_of(s, id, src && !strcmp(src, "import"), (const char *)sqlite3_column_text(st, 2));
         if (i < 0) continue;
         served[i]++;
         fprintf(out, "attnscope serve: import folder %s serves the attention of run %lld\n", s->imports.dirs[i].dir,

@@ -10,7 +10,9 @@
  * leaves the file byte for byte as it was, creates nothing, and refuses a database
  * without a table of the schema, of another schema version, or not a database at all;
  * export and report refuse damaged index and JSD cells (overflowing, truncated,
- * non-numeric, infinite) naming the table.
+ * non-numeric, infinite) naming the table; a database of schema version 1 (written
+ * here with sqlite3) is upgraded in place by the readers and the writers, or refused
+ * with one line.
  * It does not run a model (tests/cli/test_analyze.sh does, with kill/resume).
  */
 #include <setjmp.h>
@@ -356,6 +358,147 @@ static void test_open_existing(void **state) {
     assert_int_not_equal(access(txt, F_OK), 0);
 }
 
+/* The schema of version 1 (before runs.source), as that version created it. */
+static const char *V1_SCHEMA =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, model_name TEXT NOT NULL, model_digest TEXT NOT NULL,"
+    "  arch TEXT NOT NULL, n_layer INTEGER NOT NULL, n_head INTEGER NOT NULL, d_head INTEGER NOT NULL,"
+    "  corpus TEXT NOT NULL, corpus_digest TEXT NOT NULL, params TEXT NOT NULL, version TEXT NOT NULL,"
+    "  n_total INTEGER NOT NULL, n_done INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL,"
+    "  created TEXT NOT NULL, finished TEXT, UNIQUE(model_digest, corpus_digest, params));"
+    "CREATE TABLE sentences(run INTEGER NOT NULL, idx INTEGER NOT NULL, corpus TEXT NOT NULL, source TEXT NOT NULL,"
+    "  text TEXT NOT NULL, label INTEGER, predicted INTEGER, n_tokens INTEGER NOT NULL,"
+    "  n_words INTEGER NOT NULL, truncated INTEGER NOT NULL, explained INTEGER NOT NULL,"
+    "  PRIMARY KEY(run, idx)) WITHOUT ROWID;"
+    "CREATE TABLE tokens(run INTEGER NOT NULL, sent INTEGER NOT NULL, pos INTEGER NOT NULL, text TEXT NOT NULL,"
+    "  start INTEGER, end INTEGER, kind TEXT NOT NULL, word INTEGER, PRIMARY KEY(run, sent, pos)) WITHOUT ROWID;"
+    "CREATE TABLE words(run INTEGER NOT NULL, sent INTEGER NOT NULL, idx INTEGER NOT NULL, form TEXT NOT NULL,"
+    "  head INTEGER, deprel TEXT, PRIMARY KEY(run, sent, idx)) WITHOUT ROWID;"
+    "CREATE TABLE saliency(run INTEGER NOT NULL, sent INTEGER NOT NULL, class INTEGER NOT NULL, pos INTEGER NOT NULL,"
+    "  value REAL NOT NULL, PRIMARY KEY(run, sent, class, pos)) WITHOUT ROWID;"
+    "CREATE TABLE sentence_heads(run INTEGER NOT NULL, sent INTEGER NOT NULL, layer INTEGER NOT NULL,"
+    "  head INTEGER NOT NULL, importance REAL NOT NULL, semantic REAL, cls REAL NOT NULL, sep REAL NOT NULL,"
+    "  punct REAL NOT NULL, self REAL NOT NULL, prev REAL NOT NULL, next REAL NOT NULL, entropy REAL NOT NULL,"
+    "  entropy_norm REAL NOT NULL, abl_token REAL, abl_position REAL, abl_segment REAL,"
+    "  PRIMARY KEY(run, sent, layer, head)) WITHOUT ROWID;"
+    "CREATE TABLE chunks(run INTEGER NOT NULL, idx INTEGER NOT NULL, first_sent INTEGER NOT NULL,"
+    "  n_sent INTEGER NOT NULL, acc BLOB NOT NULL, PRIMARY KEY(run, idx)) WITHOUT ROWID;"
+    "CREATE TABLE rel_totals(run INTEGER NOT NULL, relation TEXT NOT NULL, n INTEGER NOT NULL,"
+    "  PRIMARY KEY(run, relation)) WITHOUT ROWID;"
+    "CREATE TABLE rel_counts(run INTEGER NOT NULL, relation TEXT NOT NULL, dir INTEGER NOT NULL,"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL, correct INTEGER NOT NULL,"
+    "  PRIMARY KEY(run, relation, dir, layer, head)) WITHOUT ROWID;"
+    "CREATE TABLE baseline_counts(run INTEGER NOT NULL, relation TEXT NOT NULL, dir INTEGER NOT NULL,"
+    "  offset INTEGER NOT NULL, correct INTEGER NOT NULL, PRIMARY KEY(run, relation, dir, offset)) WITHOUT ROWID;"
+    "CREATE TABLE head_scores(run INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL,"
+    "  importance REAL, semantic REAL, syntactic REAL NOT NULL, syntactic_relation TEXT, syntactic_dir INTEGER,"
+    "  cls REAL, sep REAL, punct REAL, self REAL, prev REAL, next REAL, entropy REAL, entropy_norm REAL,"
+    "  n_sentences INTEGER NOT NULL, n_semantic INTEGER NOT NULL, PRIMARY KEY(run, layer, head)) WITHOUT ROWID;"
+    "CREATE TABLE rel_accuracy(run INTEGER NOT NULL, relation TEXT NOT NULL, dir INTEGER NOT NULL,"
+    "  layer INTEGER NOT NULL, head INTEGER NOT NULL, n INTEGER NOT NULL, correct INTEGER NOT NULL,"
+    "  accuracy REAL NOT NULL, baseline REAL NOT NULL, baseline_offset INTEGER NOT NULL, counted INTEGER NOT NULL,"
+    "  PRIMARY KEY(run, relation, dir, layer, head)) WITHOUT ROWID;"
+    "CREATE TABLE head_pairs(run INTEGER NOT NULL, a_layer INTEGER NOT NULL, a_head INTEGER NOT NULL,"
+    "  b_layer INTEGER NOT NULL, b_head INTEGER NOT NULL, jsd REAL NOT NULL,"
+    "  PRIMARY KEY(run, a_layer, a_head, b_layer, b_head)) WITHOUT ROWID;"
+    "CREATE TABLE patterns(run INTEGER NOT NULL, layer INTEGER NOT NULL, head INTEGER NOT NULL, label TEXT NOT NULL,"
+    "  confidence REAL NOT NULL, concentration INTEGER, n_links INTEGER NOT NULL, abl_token REAL,"
+    "  abl_position REAL, abl_segment REAL, depends_on TEXT, PRIMARY KEY(run, layer, head)) WITHOUT ROWID;"
+    "INSERT INTO meta VALUES('schema_version', '1');"
+    "INSERT INTO runs(model_name, model_digest, arch, n_layer, n_head, d_head, corpus, corpus_digest, params,"
+    "  version, n_total, n_done, status, created) VALUES"
+    "  ('models/m', 'a', 'bert', 1, 2, 4, '{}', 'c1', '{\"chunk\":16,\"min_rel\":100,\"source\":\"analyze\"}',"
+    "   '0.1.0', 1, 1, 'done', '2026-01-01 00:00:00'),"
+    "  ('import:data/x', 'b', 'imported', 1, 2, 0, '{}', 'c2', '{\"chunk\":16,\"min_rel\":100,\"source\":\"import\"}',"
+    "   '0.1.0', 1, 1, 'done', '2026-01-01 00:00:00'),"
+    "  ('torch-export', 'c', 'imported', 1, 2, 0, '{}', 'c3', '{\"source\":\"import-files\"}',"
+    "   '0.1.0', 1, 1, 'done', '2026-01-01 00:00:00'),"
+    "  ('models/n', 'd', 'bert', 1, 2, 4, '{}', 'c4', 'not json', '0.1.0', 1, 1, 'done', '2026-01-01 00:00:00');"
+    "INSERT INTO head_scores VALUES(1, 0, 0, 0.5, NULL, 0, NULL, NULL, 0.1, 0.2, 0, 0, 0, 0.7, 1.0, 0.5, 3, 0),"
+    "  (1, 0, 1, 0.6, NULL, 0, NULL, NULL, 0.1, 0.2, 0, 0, 0, 0.7, 1.0, 0.5, 3, 0);"
+    "INSERT INTO patterns VALUES(1, 0, 0, 'next-word', 0.7, NULL, 0, NULL, NULL, NULL, NULL),"
+    "  (1, 0, 1, 'next-word', 0.7, NULL, 0, NULL, NULL, NULL, NULL);";
+
+/* Writes a database of schema version 1 at path (with sqlite3 only). */
+static void write_v1(const char *path) {
+    sqlite3 *raw;
+    char side[320];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, V1_SCHEMA, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+}
+
+/* A version 1 database: the server's check refuses it with one line saying how to
+ * upgrade it; the readers (store_open_existing) and the writers (store_open) upgrade
+ * it in place: runs.source filled from the "import:" name prefix and params.source,
+ * version 2, and its results read as before. A version 1 database that cannot be
+ * upgraded is refused with one line saying how to rebuild it. */
+static void test_upgrade_v1(void **state) {
+    (void)state;
+    char db[300], out[320];
+    snprintf(db, sizeof db, "%s/v1.sqlite", g_tmp);
+    snprintf(out, sizeof out, "%s/v1.json", g_tmp);
+    as_error err = {0};
+    write_v1(db);
+    sqlite3 *raw;
+    assert_int_equal(sqlite3_open_v2(db, &raw, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(store_check(raw, db, &err), AS_ERR_INPUT);
+    sqlite3_close(raw);
+    assert_non_null(strstr(err.msg, "schema version 1"));
+    assert_non_null(strstr(err.msg, "attnscope report --db"));
+    assert_null(strchr(err.msg, '\n'));
+    const char *want = "analyze import import analyze";
+    for (int writer = 0; writer < 2; writer++) {
+        store s;
+        if (writer) {
+            write_v1(db);
+            assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
+        } else {
+            assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
+        }
+        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), 2);
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(s.db, "SELECT group_concat(source, ' ') FROM (SELECT source FROM runs ORDER BY id)",
+                                            -1, &q, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(q, 0), want);
+        sqlite3_finalize(q);
+        assert_int_equal(store_check(s.db, db, &err), AS_OK);
+        assert_int_equal(an_export(&s, out, &err), AS_OK);
+        store_close(&s);
+    }
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    json_t *m = json_array_get(json_object_get(j, "models"), 0);
+    assert_string_equal(json_string_value(json_object_get(m, "source")), "analyze");
+    assert_int_equal(json_array_size(json_object_get(m, "heads")), 2);
+    assert_int_equal(json_integer_value(json_object_get(m, "n_scored")), 2);
+    json_decref(j);
+    /* a second open changes nothing */
+    store s;
+    assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
+    assert_int_equal((int)q1(&s, "SELECT count(*) FROM runs WHERE source='import'"), 2);
+    store_close(&s);
+    /* cannot be upgraded: refused with one line */
+    write_v1(db);
+    assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, "ALTER TABLE runs ADD COLUMN source TEXT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
+    assert_int_equal(store_open_existing(db, &s, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "cannot upgrade the database from schema version 1"));
+    assert_non_null(strstr(err.msg, "rebuild it"));
+    assert_null(strchr(err.msg, '\n'));
+    assert_null(s.db);
+    assert_int_equal(store_open(db, 0, &s, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "rebuild it"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_existing),
@@ -363,6 +506,7 @@ int main(void) {
         cmocka_unit_test(test_import_matches_numpy),
         cmocka_unit_test(test_import_errors),
         cmocka_unit_test(test_export_damaged),
+        cmocka_unit_test(test_upgrade_v1),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
