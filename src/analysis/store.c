@@ -215,8 +215,10 @@ as_status store_prepare_insert(store *s, const char *table, const char *tail, sq
 /* Parameter index of :col in st; ASSERTs that it exists (a misspelt column is a bug). */
 static int param_index(sqlite3_stmt *st, const char *col) {
     char name[64];
-    int n = snprintf(name, sizeof name, ":%s", col);
-    ASSERT(n > 0 && (size_t)n < sizeof name);
+    size_t n = strlen(col);
+    ASSERT(n + 2 <= sizeof name);
+    name[0] = ':';
+    memcpy(name + 1, col, n + 1);
     int i = sqlite3_bind_parameter_index(st, name);
     ASSERT(i > 0);
     return i;
