@@ -16,8 +16,8 @@
  *   - concentration: how many of the Dh terms q_d k_d carry 90% of q.k;
  *   - head pattern labels from the pooled statistics.
  * What it does not: run models, read corpora, aggregate over sentences or store
- * anything (analysis/runner.c and analysis/store.c do). The word-level functions the
- * server uses are declared in include/attnscope/analysis.h.
+ * anything (the corpus runner, analysis/runner_internal.h, and analysis/store.c do).
+ * The word-level functions the server uses are declared in include/attnscope/analysis.h.
  *
  * Dimension letters: T tokens, W words, Dh head width, L layers, H heads.
  */

@@ -1,6 +1,9 @@
 /* report.h — reads finished analysis runs back from the SQLite store: the text report
- * of `attnscope report` and the JSON of `attnscope export` (format: docs/analysis.md).
- * What it does not: compute scores (analysis/runner.c) or change the database.
+ * of `attnscope report`, the JSON of `attnscope export` (format: docs/analysis.md) and
+ * the per-head results both export and the server send (an_heads_json, declared in
+ * include/attnscope/analysis.h).
+ * What it does not: compute scores (the corpus runner: analysis/records.c,
+ * finalize.c) or change the database.
  */
 #ifndef AS_REPORT_H
 #define AS_REPORT_H

@@ -808,7 +808,7 @@ static void route_sentence(req *r, const run_info *ri, int64_t idx) {
 
 /* GET .../sentences/{idx}/parents?layer=L&head=H: the head's predicted word for every
  * word (Clark et al. 2019 sec. 4.1: word-level attention, argmax over other words with
- * pieces, as analysis/runner.c counts it) and every scored arc marked correct or wrong
+ * pieces, as analysis/records.c counts it) and every scored arc marked correct or wrong
  * in both directions; "run_id" names the cached run (POST /run's id) when cacheable. */
 static void route_parents(req *r, const run_info *ri, int64_t idx) {
     int l0, l1, h0, h1;

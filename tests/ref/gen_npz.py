@@ -1,5 +1,5 @@
 """gen_npz.py — fixtures for the .npz reader (src/io/npz_read.c) and for
-`attnscope import --attention FILE --tokens FILE ...` (src/analysis/runner.c).
+`attnscope import --attention FILE --tokens FILE ...` (src/analysis/import.c).
 
 Writes, with Debian's /usr/bin/python3 NumPy (deterministic):
   tests/ref/fixtures/npz/stored.npz    numpy.savez: 'attentions' (1,2,3,4) = arange(24)/8 - 1,
