@@ -4,7 +4,7 @@
  * or a sharded index, tokenizer files), tokenizes text exactly as the model's own
  * tokenizer does, runs the forward pass and captures attention internals.
  * What it does not: training, corpus analysis, serving. The library's training loops,
- * corpus analysis and npy/npz files have their own headers in include/attnscope/ (the
+ * corpus analysis and .npy reading have their own headers in include/attnscope/ (the
  * API the attnscope tools use, see the end of this comment); serving is a tool
  * (src/server), not part of the library.
  *
@@ -40,7 +40,7 @@
  * exposes only include/. This header is the stable API; the sub-headers
  *   attnscope/train.h     vocabulary training, pretraining, fine-tuning, evaluation, distillation
  *   attnscope/analysis.h  saliency, corpus analysis and import, reports, the analysis database
- *   attnscope/npy.h       reading float32 .npy files, writing .npy / .npz files
+ *   attnscope/npy.h       reading float32 .npy files (imported attention)
  * are the API of the higher layers that the tools (the CLI in src/cli, the server in
  * src/server) are built on; they follow the library's internals more closely and may
  * change with them.
@@ -285,6 +285,15 @@ const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
 const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
+/* Writes run r of input enc under model m as an .npz archive at path (numpy.load reads
+ * it without pickle): input_ids, token_type_ids, attention_mask, offsets (T, 2), tokens
+ * and token_text (unicode), layers and heads (absolute indices), score_scale, then
+ * every tensor r captured (attentions, attention_scores, queries, keys, values,
+ * hidden_states, logits); README "npz / JSON contents" lists the shapes. Only reads m,
+ * enc and r. Errors: AS_ERR_INPUT when path cannot be created; AS_ERR_INTERNAL when
+ * out of memory or a write fails. */
+as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_run *r, const char *path,
+                           as_error *err);
 
 /* ---- utilities ------------------------------------------------------------ */
 

@@ -4,7 +4,6 @@
  * captured tensors as JSON or npz (array names as Hugging Face outputs).
  */
 #include "cli.h"
-#include "attnscope/npy.h"
 
 #include <float.h>
 #include <math.h>
@@ -152,66 +151,6 @@ static int write_json(FILE *f, const as_model *m, const as_encoding *enc, const 
     fputs("}\n", f);
     free(tokens);
     return 0;
-}
-
-static as_status write_npz(const char *path, const as_model *m, const as_encoding *enc, const as_run *r,
-                           as_error *err) {
-    npz_writer *w = NULL;
-    as_status s = npz_open(path, &w, err);
-    if (s) return s;
-    char **text = as_calloc((size_t)r->T, sizeof(char *));
-    int64_t T = r->T, one[1] = {T}, off_shape[2] = {T, 2};
-    int64_t LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
-    int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
-    int64_t nl[1] = {r->n_lay}, nh[1] = {r->n_hd};
-    int32_t *off = as_malloc_array((size_t)T * 2, sizeof(int32_t));
-    int32_t *layers = as_malloc_array((size_t)r->n_lay, sizeof(int32_t));
-    int32_t *heads = as_malloc_array((size_t)r->n_hd, sizeof(int32_t));
-    float *scale = as_malloc_array((size_t)r->n_lay, sizeof(float));
-    if (!off || !layers || !heads || !scale || !text) {
-        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        goto cleanup;
-    }
-    for (int i = 0; i < T; i++) text[i] = as_model_token_text(m, enc->ids[i]);
-    if ((s = npz_add_strings(w, "tokens", (const char *const *)enc->pieces, enc->n, err))) goto cleanup;
-    if ((s = npz_add_strings(w, "token_text", (const char *const *)text, enc->n, err))) goto cleanup;
-    for (int i = 0; i < T; i++) {
-        off[2 * i] = enc->start ? enc->start[i] : -1;
-        off[2 * i + 1] = enc->end ? enc->end[i] : -1;
-    }
-    for (int i = 0; i < r->n_lay; i++) {
-        layers[i] = r->layer_lo + i;
-        scale[i] = as_attn_scale(as_model_config(m), r->layer_lo + i);
-    }
-    for (int i = 0; i < r->n_hd; i++) heads[i] = r->head_lo + i;
-    if ((s = npz_add(w, "input_ids", NPY_I32, enc->ids, 1, one, err))) goto cleanup;
-    if ((s = npz_add(w, "token_type_ids", NPY_I32, enc->type_ids, 1, one, err))) goto cleanup;
-    if ((s = npz_add(w, "attention_mask", NPY_I32, enc->mask, 1, one, err))) goto cleanup;
-    if ((s = npz_add(w, "offsets", NPY_I32, off, 2, off_shape, err))) goto cleanup;
-    if ((s = npz_add(w, "layers", NPY_I32, layers, 1, nl, err))) goto cleanup;
-    if ((s = npz_add(w, "heads", NPY_I32, heads, 1, nh, err))) goto cleanup;
-    if ((s = npz_add(w, "score_scale", NPY_F32, scale, 1, nl, err))) goto cleanup;
-    struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
-        {"attentions", r->attn, 4, LH}, {"attention_scores", r->scores, 4, LH},
-        {"queries", r->q, 4, QK},       {"keys", r->k, 4, QK},
-        {"values", r->v, 4, QK},        {"hidden_states", r->hidden, 3, HS},
-        {"logits", r->logits, 2, LG}};
-    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
-        if (!arr[i].d) continue;
-        if ((s = npz_add(w, arr[i].name, NPY_F32, arr[i].d, arr[i].nd, arr[i].shape, err))) goto cleanup;
-    }
-    s = npz_close(w, err);
-    w = NULL;
-cleanup:
-    npz_abort(w);
-    if (text)
-        for (int i = 0; i < T; i++) free(text[i]);
-    free(text);
-    free(off);
-    free(layers);
-    free(scale);
-    free(heads);
-    return s;
 }
 
 /* ---- readable summary ---- */
@@ -382,7 +321,7 @@ int cmd_run(int argc, char **argv) {
         goto cleanup;
     }
     if (fmt_npz) {
-        if (write_npz(a.out, m, &enc, r, &err)) {
+        if (as_run_write_npz(m, &enc, r, a.out, &err)) {
             rc = cli_fail(&err);
             goto cleanup;
         }
