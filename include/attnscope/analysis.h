@@ -120,6 +120,11 @@ as_status an_import_digest(const char *dir, char hex[65], as_error *err);
 
 /* ---- reports ---------------------------------------------------------------- */
 
+/* AS_OK when db_path does not exist yet or is a regular file; AS_ERR_INPUT ("PATH: not a
+ * regular file") for a FIFO, device, socket or folder, which SQLite would block on or
+ * misread. Every opener of an analysis database calls it first. */
+as_status an_db_path_check(const char *db_path, as_error *err);
+
 /* Opens the analysis database db_path read-only (it must exist) and prints every run
  * (finished or not) with its top `top` heads per score, the best head per relation and
  * direction, and the heads of each pattern, to out. Errors: AS_ERR_INPUT naming the

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- the schema ------------------------------------------------------------------------ */
@@ -310,6 +311,13 @@ static as_status upgrade_v1(store *s, as_error *err) {
 }
 
 /* Opens path with flags into a cleared *out (busy timeout set); on failure *out is closed. */
+as_status an_db_path_check(const char *db_path, as_error *err) {
+    struct stat st;
+    if (stat(db_path, &st) != 0) return AS_OK; /* absent: created, or SQLite names the error */
+    if (!S_ISREG(st.st_mode)) return as_err_set(err, AS_ERR_INPUT, "%s: not a regular file", db_path);
+    return AS_OK;
+}
+
 static as_status open_db(const char *path, int flags, store *out, as_error *err) {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
@@ -363,7 +371,9 @@ static as_status ensure_schema(store *s, as_error *err) {
 as_status store_open(const char *path, int create, store *out, as_error *err) {
     int fd = -1, locked = 0;
     memset(out, 0, sizeof *out);
-    as_status rc = take_writer_lock(path, create, &fd, &locked, err);
+    as_status rc = an_db_path_check(path, err);
+    if (rc) return rc;
+    rc = take_writer_lock(path, create, &fd, &locked, err);
     if (rc) return rc;
     rc = open_db(path, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), out, err);
     out->lock_fd = fd;
@@ -437,7 +447,9 @@ as_status store_check(sqlite3 *db, const char *path, as_error *err) {
 as_status store_open_existing(const char *path, store *out, as_error *err) {
     /* read-write without CREATE and without any statement that writes: the file is read
        only, and SQLite can still remove the -wal / -shm files it makes when it closes */
-    as_status rc = open_db(path, SQLITE_OPEN_READWRITE, out, err);
+    memset(out, 0, sizeof *out);
+    as_status rc = an_db_path_check(path, err);
+    if (!rc) rc = open_db(path, SQLITE_OPEN_READWRITE, out, err);
     if (rc) return rc;
     int ver;
     schema_version(out->db, &ver);

@@ -37,6 +37,7 @@ as_status srv_db_open(const char *path, srv_db **out, as_error *err) {
     snprintf(d->path, sizeof d->path, "%s", path);
     const char *b = strrchr(path, '/');
     snprintf(d->name, sizeof d->name, "%s", b ? b + 1 : path);
+    if (an_db_path_check(path, err)) goto fail;
     if (sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
         as_err_set(err, AS_ERR_INPUT, "--db %s: cannot open: %s", path, d->db ? sqlite3_errmsg(d->db) : "out of memory");
         goto fail;

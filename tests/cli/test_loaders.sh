@@ -64,6 +64,7 @@ mkfifo "$d/tokenizer.json"
 expect 2 "tokenizer.json: not a regular file" -- run --model "$d" --text "the cat"
 expect 2 "not a regular file" -- info --model "$d"
 
+printf 'sentence\tlabel\na good film .\t1\n' >"$TMP/s.tsv"
 for p in "$TMP/fifo" /dev/zero "$TMP"; do
   expect 2 "$p: not a regular file" -- analyze --model "$M" --sst2 "$p" --db "$TMP/a.db" --quiet
   expect 2 "$p: not a regular file" -- analyze --model "$M" --conllu "$p" --db "$TMP/a.db" --quiet
@@ -72,6 +73,11 @@ for p in "$TMP/fifo" /dev/zero "$TMP"; do
   expect 2 "$p: not a regular file" -- import --attention "$F/0000.npz" --tokens "$p" --db "$TMP/i.db" --quiet
   expect 2 "$p: not a regular file" -- import --attention "$p" --tokens "$F/0000.tokens.json" --db "$TMP/i.db" --quiet
   expect 2 "$p: not a regular file" -- import --attention "$F/0000.npz" --tokens "$F/0000.tokens.json" --saliency "$p" --db "$TMP/i.db" --quiet
+  # the analysis database itself
+  expect 2 "$p: not a regular file" -- analyze --model "$M" --sst2 "$TMP/s.tsv" --db "$p" --quiet
+  expect 2 "$p: not a regular file" -- report --db "$p"
+  expect 2 "$p: not a regular file" -- export --db "$p" --out "$TMP/h.json"
+  expect 2 "$p: not a regular file" -- serve --model "$M" --db "$p" --port 0
 done
 
 # ---- 2. non-finite weights -----------------------------------------------------------------
