@@ -285,6 +285,18 @@ const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
 const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
+/* The captured tensors of a run under their Hugging Face output names, in the order the
+ * CLI writes them (attentions, attention_scores, queries, keys, values, hidden_states,
+ * logits), with their shapes; data is NULL for what was not captured. Borrowed views
+ * into r, valid until as_run_free. */
+#define AS_RUN_N_ARRAYS 7
+typedef struct {
+    const char *name;
+    const float *data;
+    int ndim;
+    int64_t shape[4];
+} as_run_array;
+void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]);
 /* Writes run r of input enc under model m as an .npz archive at path (numpy.load reads
  * it without pickle): input_ids, token_type_ids, attention_mask, offsets (T, 2), tokens
  * and token_text (unicode), layers and heads (absolute indices), score_scale, then

@@ -136,17 +136,12 @@ static int write_json(FILE *f, const as_model *m, const as_encoding *enc, const 
         json_num(f, as_attn_scale(c, r->layer_lo + i));
     }
     fputc(']', f);
-    int64_t T = r->T, LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
-    int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
-    struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
-        {"attentions", r->attn, 4, LH}, {"attention_scores", r->scores, 4, LH},
-        {"queries", r->q, 4, QK},       {"keys", r->k, 4, QK},
-        {"values", r->v, 4, QK},        {"hidden_states", r->hidden, 3, HS},
-        {"logits", r->logits, 2, LG}};
-    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
-        if (!arr[i].d) continue;
+    as_run_array arr[AS_RUN_N_ARRAYS];
+    as_run_arrays(r, arr);
+    for (int i = 0; i < AS_RUN_N_ARRAYS; i++) {
+        if (!arr[i].data) continue;
         fprintf(f, ",\n\"%s\":", arr[i].name);
-        json_tensor(f, arr[i].d, arr[i].nd, arr[i].shape);
+        json_tensor(f, arr[i].data, arr[i].ndim, arr[i].shape);
     }
     fputs("}\n", f);
     free(tokens);

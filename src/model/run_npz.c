@@ -1,10 +1,24 @@
-/* run_npz.c — as_run_write_npz (attnscope.h): a run's input and captured tensors as
+/* run_npz.c — as_run_arrays and as_run_write_npz (attnscope.h): a run's input and captured tensors as
  * one .npz archive, the file of `attnscope run --format npz` (array names and shapes:
  * README, "npz / JSON contents"). It does not run the model or choose what is captured;
  * the archive format itself is io/npz.c's.
  */
 #include "attnscope.h"
 #include "io/npz.h"
+
+void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
+    int64_t T = r->T;
+    const as_run_array a[AS_RUN_N_ARRAYS] = {
+        {"attentions", r->attn, 4, {r->n_lay, r->n_hd, T, T}},
+        {"attention_scores", r->scores, 4, {r->n_lay, r->n_hd, T, T}},
+        {"queries", r->q, 4, {r->n_lay, r->n_hd, T, r->Dh}},
+        {"keys", r->k, 4, {r->n_lay, r->n_hd, T, r->Dh}},
+        {"values", r->v, 4, {r->n_lay, r->n_hd, T, r->Dh}},
+        {"hidden_states", r->hidden, 3, {r->n_run + 1, T, r->D, 0}},
+        {"logits", r->logits, 2, {r->logits_rows, r->logits_cols, 0, 0}},
+    };
+    for (int i = 0; i < AS_RUN_N_ARRAYS; i++) out[i] = a[i];
+}
 
 as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_run *r, const char *path,
                            as_error *err) {
@@ -13,8 +27,6 @@ as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_r
     if (s) return s;
     char **text = as_calloc((size_t)r->T, sizeof(char *));
     int64_t T = r->T, one[1] = {T}, off_shape[2] = {T, 2};
-    int64_t LH[4] = {r->n_lay, r->n_hd, T, T}, QK[4] = {r->n_lay, r->n_hd, T, r->Dh};
-    int64_t HS[3] = {r->n_run + 1, T, r->D}, LG[2] = {r->logits_rows, r->logits_cols};
     int64_t nl[1] = {r->n_lay}, nh[1] = {r->n_hd};
     int32_t *off = as_malloc_array((size_t)T * 2, sizeof(int32_t));
     int32_t *layers = as_malloc_array((size_t)r->n_lay, sizeof(int32_t));
@@ -43,14 +55,11 @@ as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_r
     if ((s = npz_add(w, "layers", NPY_I32, layers, 1, nl, err))) goto cleanup;
     if ((s = npz_add(w, "heads", NPY_I32, heads, 1, nh, err))) goto cleanup;
     if ((s = npz_add(w, "score_scale", NPY_F32, scale, 1, nl, err))) goto cleanup;
-    struct { const char *name; const float *d; int nd; const int64_t *shape; } arr[] = {
-        {"attentions", r->attn, 4, LH}, {"attention_scores", r->scores, 4, LH},
-        {"queries", r->q, 4, QK},       {"keys", r->k, 4, QK},
-        {"values", r->v, 4, QK},        {"hidden_states", r->hidden, 3, HS},
-        {"logits", r->logits, 2, LG}};
-    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
-        if (!arr[i].d) continue;
-        if ((s = npz_add(w, arr[i].name, NPY_F32, arr[i].d, arr[i].nd, arr[i].shape, err))) goto cleanup;
+    as_run_array arr[AS_RUN_N_ARRAYS];
+    as_run_arrays(r, arr);
+    for (int i = 0; i < AS_RUN_N_ARRAYS; i++) {
+        if (!arr[i].data) continue;
+        if ((s = npz_add(w, arr[i].name, NPY_F32, arr[i].data, arr[i].ndim, arr[i].shape, err))) goto cleanup;
     }
     s = npz_close(w, err);
     w = NULL;
