@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { startServer as startServerAt } from './harness.mjs';
+import { CHROMIUM, startServer as startServerAt, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -39,12 +39,7 @@ before(async () => {
   server = s.p;
   base = s.url;
   browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync',
-    ],
+    ...CHROMIUM,
     viewport: { width: 1400, height: 1000 },
     deviceScaleFactor: 1,
     locale: 'en-US', // the English UI these tests read, whatever the machine's language
@@ -58,11 +53,7 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  if (server) {
-    const done = new Promise((r) => server.on('exit', (code) => r(code)));
-    server.kill('SIGTERM');
-    assert.equal(await done, 0, 'server exits 0 on SIGTERM');
-  }
+  if (server) assert.equal(await stopServer(server), 0, 'server exits 0 on SIGTERM');
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 

@@ -21,3 +21,19 @@ export function startServer(bin, args) {
     p.on('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
   });
 }
+
+// Debian's Chromium, headless, with the flags every browser test uses (no sandbox, GPU,
+// QUIC, first-run, background networking, component updates or sync).
+export const CHROMIUM = {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+};
+
+// Stops a server started by startServer with SIGTERM; resolves to its exit code.
+export function stopServer(p) {
+  const done = new Promise((r) => p.on('exit', (code) => r(code)));
+  p.kill('SIGTERM');
+  return done;
+}

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { startServer as startServerAt } from './harness.mjs';
+import { CHROMIUM, startServer as startServerAt, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -37,19 +37,13 @@ before(async () => {
   server = s.p;
   base = s.url;
   browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    ...CHROMIUM,
   });
 });
 
 after(async () => {
   await browser?.close();
-  if (server) {
-    const done = new Promise((r) => server.on('exit', (code) => r(code)));
-    server.kill('SIGTERM');
-    assert.equal(await done, 0, 'server exits 0 on SIGTERM');
-  }
+  if (server) assert.equal(await stopServer(server), 0, 'server exits 0 on SIGTERM');
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { startServer as startServerAt } from './harness.mjs';
+import { CHROMIUM, startServer as startServerAt } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -62,9 +62,7 @@ before(async () => {
   plain = await startServer(['--model', DEMO, '--model', MLM, '--model', join(tmp, 'long12'), '--model', join(tmp, 'wide32')]);
   withDb = await startServer(['--model', join(tmp, 'db', 'bert-sst'), '--model', join(tmp, 'db', 'distil-sst'), '--db', db]);
   browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    ...CHROMIUM,
     viewport: { width: 1400, height: 1000 },
     deviceScaleFactor: 1,
     locale: 'en-US', // the English UI these tests read, whatever the machine's language
