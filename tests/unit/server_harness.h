@@ -18,6 +18,14 @@ typedef struct {
     char err_path[256]; /* its stderr */
 } server;
 
+/* 0 when AS_BINARY is built; else names it on stderr for the test `name` and returns 1
+ * (the test's exit status). */
+static int binary_missing(const char *name) {
+    if (!access(AS_BINARY, X_OK)) return 0;
+    fprintf(stderr, "%s: %s is not built\n", name, AS_BINARY);
+    return 1;
+}
+
 /* Starts AS_BINARY serve with extra args (NULL-terminated); returns 0 and fills s. */
 static int server_start(server *s, const char *const *args) {
     memset(s, 0, sizeof *s);

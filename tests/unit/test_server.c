@@ -860,10 +860,7 @@ static void test_causal_gpt2(void **state) {
 }
 
 int main(void) {
-    if (access(AS_BINARY, X_OK)) {
-        fprintf(stderr, "test_server: %s is not built\n", AS_BINARY);
-        return 1;
-    }
+    if (binary_missing("test_server")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models),          cmocka_unit_test(test_run_and_cache),
         cmocka_unit_test(test_attention_matches_cli), cmocka_unit_test(test_bad_requests),

@@ -792,10 +792,7 @@ static void test_import_dir(void **state) {
 }
 
 int main(void) {
-    if (access(AS_BINARY, X_OK)) {
-        fprintf(stderr, "test_server_db: %s is not built\n", AS_BINARY);
-        return 1;
-    }
+    if (binary_missing("test_server_db")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs),          cmocka_unit_test(test_heads),
         cmocka_unit_test(test_pairs_binary),  cmocka_unit_test(test_relations),

@@ -475,10 +475,7 @@ static void test_options(void **state) {
 }
 
 int main(void) {
-    if (access(AS_BINARY, X_OK)) {
-        fprintf(stderr, "test_server_hostile: %s is not built\n", AS_BINARY);
-        return 1;
-    }
+    if (binary_missing("test_server_hostile")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_header),       cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_connection_limit),  cmocka_unit_test(test_per_address_limit),
