@@ -99,6 +99,28 @@ static int server_stop(server *s, int sig) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static char *slurp(const char *path);
+
+/* server_start that prints the server's stderr when it cannot start; returns 0 or -1. */
+static int server_start_or_report(server *s, const char *const *args) {
+    if (!server_start(s, args)) return 0;
+    char *e = slurp(s->err_path);
+    fprintf(stderr, "could not start %s serve: %s\n", AS_BINARY, e);
+    free(e);
+    return -1;
+}
+
+/* Stops s with SIGTERM, prints its stderr when it did not exit 0, removes the stderr
+ * file; returns the exit status. */
+static int server_stop_report(server *s) {
+    int rc = server_stop(s, SIGTERM);
+    char *err = slurp(s->err_path);
+    if (rc != 0) fprintf(stderr, "server exit status %d; stderr:\n%s\n", rc, err);
+    free(err);
+    unlink(s->err_path);
+    return rc;
+}
+
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return strdup("");

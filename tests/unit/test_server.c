@@ -90,19 +90,11 @@ static int setup(void **state) {
     have_mlm = make_mlm_model() == 0;
     const char *args[] = {"--model", DEMO, "--model", mlm_dir, NULL};
     if (!have_mlm) args[2] = NULL;
-    if (server_start(&S, args)) {
-        fprintf(stderr, "could not start %s serve: %s\n", AS_BINARY, slurp(S.err_path));
-        return -1;
-    }
-    return 0;
+    return server_start_or_report(&S, args);
 }
 
 static int teardown(void **state) {
-    int rc = server_stop(&S, SIGTERM);
-    char *err = slurp(S.err_path);
-    if (rc != 0) fprintf(stderr, "server exit status %d; stderr:\n%s\n", rc, err);
-    free(err);
-    unlink(S.err_path);
+    int rc = server_stop_report(&S);
     if (have_mlm) cleanup_mlm();
     return rc == 0 ? 0 : -1;
 }

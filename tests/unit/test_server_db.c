@@ -85,19 +85,11 @@ static int setup(void **state) {
     snprintf(m1, sizeof m1, "%s/bert-sst", dir);
     snprintf(m2, sizeof m2, "%s/distil-sst", dir);
     const char *args[] = {"--model", m1, "--model", m2, "--db", dbp, NULL};
-    if (server_start(&S, args)) {
-        fprintf(stderr, "could not start %s serve: %s\n", AS_BINARY, slurp(S.err_path));
-        return -1;
-    }
-    return 0;
+    return server_start_or_report(&S, args);
 }
 
 static int teardown(void **state) {
-    int rc = server_stop(&S, SIGTERM);
-    char *err = slurp(S.err_path);
-    if (rc != 0) fprintf(stderr, "server exit status %d; stderr:\n%s\n", rc, err);
-    free(err);
-    unlink(S.err_path);
+    int rc = server_stop_report(&S);
     sqlite3_close(DB);
     char sum[128];
     file_sum(dbp, sum, sizeof sum);

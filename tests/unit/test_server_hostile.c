@@ -67,33 +67,14 @@ static int peer_closed(int fd) {
     return 0; /* data: the server answered something, so it is not closed yet */
 }
 
-static int start_or_fail(server *s, const char *const *args) {
-    if (server_start(s, args)) {
-        char *e = slurp(s->err_path);
-        fprintf(stderr, "could not start %s serve: %s\n", AS_BINARY, e);
-        free(e);
-        return -1;
-    }
-    return 0;
-}
-
-static void stop_ok(server *s) {
-    int rc = server_stop(s, SIGTERM);
-    if (rc) {
-        char *e = slurp(s->err_path);
-        fprintf(stderr, "server exit status %d; stderr:\n%s\n", rc, e);
-        free(e);
-    }
-    assert_int_equal(rc, 0);
-    unlink(s->err_path);
-}
+static void stop_ok(server *s) { assert_int_equal(server_stop_report(s), 0); }
 
 /* ---- the Host header -------------------------------------------------------------- */
 
 static void test_host_header(void **state) {
     server s;
     const char *args[] = {"--model", DEMO, NULL};
-    assert_int_equal(start_or_fail(&s, args), 0);
+    assert_int_equal(server_start_or_report(&s, args), 0);
     const char *accepted[] = {"127.0.0.1", "127.0.0.1:8080", "127.1.2.3:65535", "localhost", "LocalHost:1",
                               "[::1]", "[::1]:80", "[::ffff:127.0.0.1]:80", "127.0.0.1:00080"};
     for (size_t i = 0; i < sizeof accepted / sizeof *accepted; i++) {
@@ -149,7 +130,7 @@ static void test_host_header(void **state) {
     stop_ok(&s);
     /* --host given as a name: that name is accepted too, other names are not */
     const char *named[] = {"--model", DEMO, "--host", "localhost", NULL};
-    assert_int_equal(start_or_fail(&s, named), 0);
+    assert_int_equal(server_start_or_report(&s, named), 0);
     raw(s.port, "GET /api/v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", &r);
     assert_int_equal(r.status, 200);
     resp_free(&r);
@@ -171,7 +152,7 @@ static void test_host_header(void **state) {
 static void test_slowloris(void **state) {
     server s;
     const char *args[] = {"--model", DEMO, "--request-timeout", "2", NULL};
-    assert_int_equal(start_or_fail(&s, args), 0);
+    assert_int_equal(server_start_or_report(&s, args), 0);
     int fds[N_TRICKLE], closed_at_1s = 0, closed_at_end = 0;
     const char *head = "GET /api/v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     double t0 = now_s();
@@ -262,7 +243,7 @@ static void expect_503_connection(const resp *r, const char *why) {
 static void test_connection_limit(void **state) {
     server s;
     const char *args[] = {"--model", DEMO, "--max-connections", "4", "--request-timeout", "2", NULL};
-    assert_int_equal(start_or_fail(&s, args), 0);
+    assert_int_equal(server_start_or_report(&s, args), 0);
     int fds[4];
     open_idle(s.port, fds, 4);
     for (int k = 0; k < 20; k++) { /* every one of them, with or without a request sent */
@@ -295,7 +276,7 @@ static void test_per_address_limit(void **state) {
     server s;
     const char *args[] = {"--model", DEMO, "--host", "0.0.0.0", "--max-connections", "8", "--request-timeout", "2",
                           NULL};
-    assert_int_equal(start_or_fail(&s, args), 0);
+    assert_int_equal(server_start_or_report(&s, args), 0);
     int fds[2];
     open_idle(s.port, fds, 2);
     resp r;
@@ -385,7 +366,7 @@ static void test_streamed_responses(void **state) {
     }
     server s;
     const char *args[] = {"--model", long_dir, "--cache-mb", "100", NULL};
-    assert_int_equal(start_or_fail(&s, args), 0);
+    assert_int_equal(server_start_or_report(&s, args), 0);
     int T;
     char a_id[64], path[160];
     snprintf(a_id, sizeof a_id, "%s", long_run(s.port, "the", 500, &T));
