@@ -19,12 +19,12 @@
 extern "C" {
 #endif
 
-#define TRD_MAX_FILES 64 /* files in one list (corpus, exclude, eval files) */
+#define DATA_MAX_FILES 64 /* files in one list (corpus, exclude, eval files) */
 
 /* ---- vocabulary trainer ---- */
 
 /* Trains a WordPiece vocabulary of at most size entries on the text files (each read
- * as trd_text describes) and writes it, one piece per line, to out_path.
+ * as data_text describes) and writes it, one piece per line, to out_path.
  * Normaliser and pre-tokenizer: BERT uncased (lower-case, strip accents, split on
  * whitespace and punctuation). Entries: the 5 specials, every character seen at least
  * min_char_count times and its "##" form, then BPE-style merges of the most frequent
@@ -36,14 +36,14 @@ typedef struct {
     int min_char_count; /* characters rarer than this are left out (become [UNK]); default 1 */
     const char *const *exclude; /* TSV files whose sentences are dropped (n_exclude) */
     int n_exclude;
-} trv_opts;
-as_status trv_train(const char *const *files, int n_files, const trv_opts *o, const char *out_path,
+} vocab_train_opts;
+as_status vocab_train_run(const char *const *files, int n_files, const vocab_train_opts *o, const char *out_path,
                     int *n_out, as_error *err);
 
 /* Writes DIR/vocab.txt (copy of vocab_path), DIR/tokenizer_config.json (uncased) and a
  * Hugging Face tokenizer.json (BertNormalizer, BertPreTokenizer, WordPiece,
  * [CLS] A [SEP] B [SEP] template) for the vocabulary. Creates DIR when missing. */
-as_status trv_write_tokenizer(const char *vocab_path, const char *dir, int max_len, as_error *err);
+as_status vocab_train_write_tokenizer(const char *vocab_path, const char *dir, int max_len, as_error *err);
 
 /* ---- corpora ---- */
 
@@ -56,17 +56,17 @@ typedef struct {
     int n;
     char **text;  /* (n) owned */
     int32_t *doc; /* (n) document number */
-} trd_text;
-void trd_text_free(trd_text *t);
-/* Reads all files (plus filtering) into one trd_text; documents numbered across files. */
-as_status trd_read_corpus(const char *const *files, int n_files, const char *const *exclude, int n_exclude,
-                          trd_text *out, int *n_dropped, as_error *err);
+} data_text;
+void data_text_free(data_text *t);
+/* Reads all files (plus filtering) into one data_text; documents numbered across files. */
+as_status data_read_corpus(const char *const *files, int n_files, const char *const *exclude, int n_exclude,
+                          data_text *out, int *n_dropped, as_error *err);
 
 /* ---- loops ---- */
 
 /* Sets OpenBLAS and OpenMP threads (<= 0: all cores) for the training
  * and evaluation loops; call before them. */
-void tr_set_threads(int threads);
+void train_set_threads(int threads);
 
 typedef struct {
     const char *const *corpus; int n_corpus;
@@ -87,12 +87,12 @@ typedef struct {
     int pos_sinusoidal;     /* start the position embeddings from sinusoids
                                instead of N(0, 0.02) */
     float mask_prob;        /* fraction of tokens predicted (0 = 0.15, BERT's) */
-} trp_opts;
-void trp_opts_default(trp_opts *o);
+} pretrain_opts;
+void pretrain_opts_default(pretrain_opts *o);
 /* Pretrains a BERT MLM model. Checkpoints (F32 weights + trainer_state.bin + tokenizer
  * files) go to OUT/checkpoint every save_every steps and at the end; the final model
  * to OUT in o->dtype. resume: continues from OUT/checkpoint. Progress on stderr. */
-as_status trp_pretrain(const trp_opts *o, as_error *err);
+as_status pretrain_run(const pretrain_opts *o, as_error *err);
 
 typedef struct {
     const char *task;       /* "sst2" */
@@ -101,18 +101,18 @@ typedef struct {
     float lr, wd, dropout, clip, warmup_frac;
     uint64_t seed;
     as_dtype dtype;
-} trf_opts;
-void trf_opts_default(trf_opts *o);
+} finetune_opts;
+void finetune_opts_default(finetune_opts *o);
 /* Fine-tunes a sequence classifier (labels NEGATIVE/POSITIVE for sst2); evaluates on
  * dev after each epoch and saves the best epoch to OUT. *best_acc. */
-as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err);
+as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err);
 
 /* Accuracy of a classifier folder on a labelled SST-2 style TSV. */
-as_status trf_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
+as_status finetune_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
                        as_error *err);
-/* Masked-token accuracy of an MLM folder on held-out text (files as trd_text describes):
+/* Masked-token accuracy of an MLM folder on held-out text (files as data_text describes):
  * pairs built as in pretraining with a fixed seed; *acc over n_batches x batch. */
-as_status trf_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
+as_status finetune_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
                        int max_len, uint64_t seed, float *acc, float *loss, as_error *err);
 
 typedef struct {
@@ -123,12 +123,12 @@ typedef struct {
     float lr, wd, dropout, clip, temperature, alpha_kl, alpha_mlm, alpha_cos;
     uint64_t seed;
     as_dtype dtype;
-} trk_opts;
-void trk_opts_default(trk_opts *o);
+} distill_opts;
+void distill_opts_default(distill_opts *o);
 /* DistilBERT-style distillation (Sanh et al. 2019): student = every other teacher
  * layer; loss = alpha_kl T^2 KL(teacher_T || student_T) on the masked positions +
  * alpha_mlm MLM + alpha_cos (1 - cos) between final hidden states. */
-as_status trk_distill(const trk_opts *o, as_error *err);
+as_status distill_run(const distill_opts *o, as_error *err);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@
 
 typedef struct {
     as_model *m;
-    tr_model *tm;
+    train_model *tm;
     int threads, L, H, Dh, has_types;
     tsv_corpus tsv;
     cu_corpus cu;
@@ -177,10 +177,10 @@ static as_status az_setup(az_user *u, const an_opts *o, as_error *err) {
     u->Dh = cfg->d_head;
     u->has_types = cfg->type_vocab > 0;
     if (u->tsv.n && (as_model_heads(u->m) & HEAD_CLASSIFIER) && cfg->arch != ARCH_GPT2) {
-        tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+        train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
         fo.mlm = 0;
         as_error e2 = {0};
-        if (tr_model_from_as(u->m, &fo, &u->tm, &e2)) {
+        if (train_model_from_as(u->m, &fo, &u->tm, &e2)) {
             as_warn("%s: no saliency, so no semantic score: %s", o->model_dir, e2.msg);
             u->tm = NULL;
         }
@@ -258,7 +258,7 @@ cleanup:
     az_release(&u);
     an_ctx_free(&c);
     store_close(&st);
-    tr_model_free(u.tm);
+    train_model_free(u.tm);
     as_model_free(u.m);
     tsv_corpus_free(&u.tsv);
     cu_corpus_free(&u.cu);

@@ -1,7 +1,7 @@
 /* saliency.c — vanilla gradient, gradient x input and integrated gradients of a
  * classifier logit w.r.t. the word-embedding vectors (see saliency.h for the
  * formulas and the choices). Uses the training forward / backward (src/train) with
- * the word vectors passed in as tr_batch.word_embeds and parameter gradients off.
+ * the word vectors passed in as train_batch.word_embeds and parameter gradients off.
  */
 #include "analysis/saliency.h"
 
@@ -42,38 +42,38 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
     if (!(as_model_heads(m) & HEAD_CLASSIFIER))
         return as_err_set(err, AS_ERR_INPUT, "%s: the model has no sequence-classifier head to explain",
                           as_model_dir(m));
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.mlm = 0; /* not needed: skip copying its weights */
-    tr_model *tm = NULL;
-    as_status s = tr_model_from_as(m, &fo, &tm, err);
+    train_model *tm = NULL;
+    as_status s = train_model_from_as(m, &fo, &tm, err);
     if (s) return s;
     s = sal_compute_tr(tm, enc, o, out, err);
-    tr_model_free(tm);
+    train_model_free(tm);
     return s;
 }
 
 /* Sets dlogit_target = 1 in every row of batch b, whose forward is in a, and
  * back-propagates to a->d_emb_sum. */
-static void backward_from_logit(const tr_model *tm, tr_acts *a, const tr_batch *b, int target) {
+static void backward_from_logit(const train_model *tm, train_acts *a, const train_batch *b, int target) {
     int C = tm->cfg.num_labels;
     memset(a->d_cls_logits, 0, (size_t)b->B * C * sizeof(float));
     for (int i = 0; i < b->B; i++) a->d_cls_logits[(size_t)i * C + target] = 1.0f;
-    tr_backward((tr_model *)tm, a, b, 0); /* param_grads = 0: the model is not written */
+    train_backward((train_model *)tm, a, b, 0); /* param_grads = 0: the model is not written */
 }
 
 /* Runs rows [0, B) of batch b (word vectors given), then backward_from_logit. */
-static as_status grad_pass(const tr_model *tm, tr_acts *a, const tr_batch *b, int target, as_error *err) {
-    as_status s = tr_forward(tm, a, b, err);
+static as_status grad_pass(const train_model *tm, train_acts *a, const train_batch *b, int target, as_error *err) {
+    as_status s = train_forward(tm, a, b, err);
     if (s) return s;
     backward_from_logit(tm, a, b, target);
     return AS_OK;
 }
 
-as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_opts *o, sal_result *out,
+as_status sal_compute_tr(const train_model *tm, const as_encoding *enc, const sal_opts *o, sal_result *out,
                          as_error *err) {
     as_status s = AS_OK;
     memset(out, 0, sizeof *out);
-    const tr_config *c = &tm->cfg;
+    const train_config *c = &tm->cfg;
     int C = c->num_labels, D = c->d_model;
     if (C <= 0) return as_err_set(err, AS_ERR_INPUT, "the model has no sequence-classifier head to explain");
     if (!enc || enc->n <= 0 || !enc->ids) return as_err_set(err, AS_ERR_INPUT, "empty input: no tokens");
@@ -93,10 +93,10 @@ as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_o
         return as_err_set(err, AS_ERR_INPUT, "target class %d out of range [0, %d)", o->target, C);
     int chunk = steps > SAL_IG_CHUNK ? SAL_IG_CHUNK : (steps > 0 ? steps : 1);
     size_t TD = (size_t)T * D;
-    tr_acts *a = NULL;
+    train_acts *a = NULL;
     float *w = NULL, *gsum = NULL;
     int32_t *rep = NULL;
-    if ((s = tr_acts_init(tm, chunk, T, 0, &a, err))) return s;
+    if ((s = train_acts_init(tm, chunk, T, 0, &a, err))) return s;
     out->scores = as_calloc((size_t)T, sizeof(float));
     out->logits = as_calloc((size_t)C, sizeof(float));
     out->probs = as_calloc((size_t)C, sizeof(float));
@@ -123,8 +123,8 @@ as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_o
     /* the input itself: logits, prediction, and (grad / gxi) the gradient */
     for (int t = 0; t < T; t++)
         memcpy(w + (size_t)t * D, tm->params.wte + (size_t)enc->ids[t] * D, (size_t)D * sizeof(float));
-    tr_batch b = {.B = 1, .T = T, .ids = ids, .type_ids = tt, .mask = mask, .word_embeds = w};
-    if ((s = tr_forward(tm, a, &b, err))) goto cleanup;
+    train_batch b = {.B = 1, .T = T, .ids = ids, .type_ids = tt, .mask = mask, .word_embeds = w};
+    if ((s = train_forward(tm, a, &b, err))) goto cleanup;
     if (o->attn_out) { /* a->att is (L, chunk, H, T, T); sequence 0 is the input */
         size_t HTT = (size_t)c->n_head * T * T;
         for (int l = 0; l < c->n_layer; l++)
@@ -156,7 +156,7 @@ as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_o
     /* integrated gradients: baseline logit, then the midpoint points in chunks */
     float logit_x = out->logits[target];
     memset(w, 0, TD * sizeof(float));
-    if ((s = tr_forward(tm, a, &b, err))) goto cleanup;
+    if ((s = train_forward(tm, a, &b, err))) goto cleanup;
     float logit_base = a->cls_logits[target];
     const float *wte = tm->params.wte;
     for (int k0 = 0; k0 < steps; k0 += chunk) {
@@ -192,7 +192,7 @@ cleanup:
     free(w);
     free(gsum);
     free(rep);
-    tr_acts_free(a);
+    train_acts_free(a);
     if (s) sal_result_free(out);
     return s;
 }

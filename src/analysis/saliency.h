@@ -24,7 +24,7 @@
  *
  * Ownership: sal_result arrays are owned by the result (sal_result_free).
  * Each call copies the model's weights into a training arena (src/train); a
- * caller running many inputs on one model can keep a tr_model and call
+ * caller running many inputs on one model can keep a train_model and call
  * sal_compute_tr.
  */
 #ifndef AS_SALIENCY_H
@@ -34,7 +34,7 @@
 #include "train/train.h"
 
 /* Same on an already-built trainable model (no gradient arena needed). */
-as_status sal_compute_tr(const tr_model *tm, const as_encoding *enc, const sal_opts *o, sal_result *out,
+as_status sal_compute_tr(const train_model *tm, const as_encoding *enc, const sal_opts *o, sal_result *out,
                          as_error *err);
 
 #endif

@@ -14,8 +14,8 @@ static const char *DI_HELP =
 
 int cmd_distill(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
-    trk_opts o;
-    trk_opts_default(&o);
+    distill_opts o;
+    distill_opts_default(&o);
     int rc = 0, seed = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -66,7 +66,7 @@ int cmd_distill(int argc, char **argv) {
         o.n_corpus = corpus.n;
         o.exclude = excl.v;
         o.n_exclude = excl.n;
-        if (trk_distill(&o, &err)) rc = cli_fail(&err);
+        if (distill_run(&o, &err)) rc = cli_fail(&err);
     }
 done:
     ta_list_free(&corpus);

@@ -20,10 +20,10 @@ static const char *EVAL_HELP =
 static int eval_patterns(const char *model, const ta_list *files, int pairs, int threads) {
     as_error err = {0};
     as_model *m = NULL;
-    trd_text txt = {0};
+    data_text txt = {0};
     int drop = 0, rc = 0;
     double *acc = NULL;
-    if (as_model_load(model, &m, &err) || trd_read_corpus(files->v, files->n, NULL, 0, &txt, &drop, &err)) {
+    if (as_model_load(model, &m, &err) || data_read_corpus(files->v, files->n, NULL, 0, &txt, &drop, &err)) {
         rc = cli_fail(&err);
         goto done;
     }
@@ -81,7 +81,7 @@ static int eval_patterns(const char *model, const ta_list *files, int pairs, int
                acc[best[j] * 3 + j] / nq);
 done:
     free(acc);
-    trd_text_free(&txt);
+    data_text_free(&txt);
     as_model_free(m);
     return rc;
 }
@@ -128,12 +128,12 @@ int cmd_eval(int argc, char **argv) {
         float acc = 0.0f;
         int n = 0;
         if (data.n != 1) rc = cli_usage_error("eval", "--task sst2 takes one --data file");
-        else if (trf_eval_cls(model, data.v[0], threads, 0, &acc, &n, &err)) rc = cli_fail(&err);
+        else if (finetune_eval_cls(model, data.v[0], threads, 0, &acc, &n, &err)) rc = cli_fail(&err);
         else printf("sentences: %d\naccuracy: %.4f\n", n, (double)acc);
     } else if (!strcmp(task, "mlm")) {
         float acc = 0.0f, loss = 0.0f;
-        tr_set_threads(threads);
-        if (trf_eval_mlm(model, data.v, data.n, batches, batch, max_len, (uint64_t)seed, &acc, &loss, &err))
+        train_set_threads(threads);
+        if (finetune_eval_mlm(model, data.v, data.n, batches, batch, max_len, (uint64_t)seed, &acc, &loss, &err))
             rc = cli_fail(&err);
         else printf("mlm_loss: %.4f\nmlm_accuracy: %.4f\n", (double)loss, (double)acc);
     } else if (!strcmp(task, "patterns")) {

@@ -13,8 +13,8 @@ static const char *FT_HELP =
     "the best epoch to --out with the tokenizer files.\n";
 
 int cmd_finetune(int argc, char **argv) {
-    trf_opts o;
-    trf_opts_default(&o);
+    finetune_opts o;
+    finetune_opts_default(&o);
     int rc = 0, seed = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -55,6 +55,6 @@ int cmd_finetune(int argc, char **argv) {
         return cli_usage_error("finetune", "--model, --train, --dev and --out are required");
     as_error err = {0};
     float acc = 0.0f;
-    if (trf_finetune(&o, &acc, &err)) return cli_fail(&err);
+    if (finetune_run(&o, &acc, &err)) return cli_fail(&err);
     return 0;
 }

@@ -24,8 +24,8 @@ static const char *PRE_HELP =
 
 int cmd_pretrain(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
-    trp_opts o;
-    trp_opts_default(&o);
+    pretrain_opts o;
+    pretrain_opts_default(&o);
     int rc = 0, seed = -1;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -91,7 +91,7 @@ int cmd_pretrain(int argc, char **argv) {
         o.n_corpus = corpus.n;
         o.exclude = excl.v;
         o.n_exclude = excl.n;
-        if (trp_pretrain(&o, &err)) rc = cli_fail(&err);
+        if (pretrain_run(&o, &err)) rc = cli_fail(&err);
     }
 done:
     ta_list_free(&corpus);

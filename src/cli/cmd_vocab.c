@@ -17,7 +17,7 @@ static const char *VOCAB_HELP =
 int cmd_vocab(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
     const char *out = NULL, *tdir = NULL;
-    trv_opts o = {.size = 0, .min_char_count = 1};
+    vocab_train_opts o = {.size = 0, .min_char_count = 1};
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -30,7 +30,7 @@ int cmd_vocab(int argc, char **argv) {
             break;
         }
         if (!strcmp(a, "--corpus")) {
-            if (ta_list_add(&corpus, v)) rc = cli_usage_error("vocab", "too many --corpus files (at most %d)", TRD_MAX_FILES);
+            if (ta_list_add(&corpus, v)) rc = cli_usage_error("vocab", "too many --corpus files (at most %d)", DATA_MAX_FILES);
         } else if (!strcmp(a, "--exclude")) {
             if (ta_list_add(&excl, v)) rc = cli_usage_error("vocab", "too many --exclude files");
         } else if (!strcmp(a, "--size")) {
@@ -50,8 +50,8 @@ int cmd_vocab(int argc, char **argv) {
         o.exclude = excl.v;
         o.n_exclude = excl.n;
         double t0 = as_now();
-        if (trv_train(corpus.v, corpus.n, &o, out, &n, &err) ||
-            (tdir && trv_write_tokenizer(out, tdir, 512, &err)))
+        if (vocab_train_run(corpus.v, corpus.n, &o, out, &n, &err) ||
+            (tdir && vocab_train_write_tokenizer(out, tdir, 512, &err)))
             rc = cli_fail(&err);
         else
             printf("wrote %d tokens to %s in %.1fs\n", n, out, as_now() - t0);

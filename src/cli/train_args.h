@@ -13,22 +13,22 @@
 #include <string.h>
 
 typedef struct {
-    const char *v[TRD_MAX_FILES];
+    const char *v[DATA_MAX_FILES];
     int n;
-    char *owned[TRD_MAX_FILES]; /* split copies */
+    char *owned[DATA_MAX_FILES]; /* split copies */
     int n_owned;
 } ta_list;
 
 /* Appends the comma-separated paths in s; -1 when there are too many. */
 static inline int ta_list_add(ta_list *l, const char *s) {
     char *c = as_strdup(s);
-    if (!c || l->n_owned == TRD_MAX_FILES) {
+    if (!c || l->n_owned == DATA_MAX_FILES) {
         free(c);
         return -1;
     }
     l->owned[l->n_owned++] = c;
     for (char *p = strtok(c, ","); p; p = strtok(NULL, ",")) {
-        if (l->n == TRD_MAX_FILES) return -1;
+        if (l->n == DATA_MAX_FILES) return -1;
         if (*p) l->v[l->n++] = p;
     }
     return 0;

@@ -4,7 +4,7 @@
  * erf max abs error 1.5e-7 in exact arithmetic, 5.5e-7 in float (Abramowitz & Stegun
  * 7.1.26, the same approximation PyTorch's vectorized CPU erf uses); tanh via exp, abs
  * error < 1e-6; NaN in gives NaN out. Used by the inference forward's softmax and GELU
- * and by the training kernels (src/train/tr_ops.c: GELU and its derivative, softmax,
+ * and by the training kernels (src/train/train_ops.c: GELU and its derivative, softmax,
  * cross-entropy) and the head-pair JSD of the analysis (log2, relative error ~1e-7);
  * not for reference code that must match libm bit for bit.
  */
@@ -44,7 +44,7 @@ static inline float as_fast_expf(float x) {
 
 /* erf(x), Abramowitz & Stegun (1964) formula 7.1.26, given e = as_fast_expf(-x * x)
  * already computed by the caller: the GELU derivative Phi(x) + x phi(x) at x = sqrt(2) u
- * needs exp(-u^2) for both terms (src/train/tr_ops.c). */
+ * needs exp(-u^2) for both terms (src/train/train_ops.c). */
 static inline float as_fast_erff_e(float x, float e) {
     float s = x < 0.0f ? -1.0f : 1.0f;
     float a = x * s;

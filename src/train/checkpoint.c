@@ -12,7 +12,7 @@
 
 #define STATE_MAGIC "ASTRST01"
 
-as_status trc_state_save(const char *dir, const tro_adamw *o, uint64_t seed, as_error *err) {
+as_status checkpoint_state_save(const char *dir, const trainop_adamw *o, uint64_t seed, as_error *err) {
     char path[4096], tmp[4200];
     as_status rc = as_path_join(path, sizeof path, dir, "trainer_state.bin", err);
     if (rc) return rc;
@@ -32,7 +32,7 @@ as_status trc_state_save(const char *dir, const tro_adamw *o, uint64_t seed, as_
     return AS_OK;
 }
 
-as_status trc_state_load(const char *dir, tro_adamw *o, uint64_t *seed, as_error *err) {
+as_status checkpoint_state_load(const char *dir, trainop_adamw *o, uint64_t *seed, as_error *err) {
     char path[4096];
     as_status rc = as_path_join(path, sizeof path, dir, "trainer_state.bin", err);
     if (rc) return rc;
@@ -60,12 +60,12 @@ as_status trc_state_load(const char *dir, tro_adamw *o, uint64_t *seed, as_error
     return rc;
 }
 
-as_status trc_model_load(const char *dir, const tr_from_as_opts *fo, tr_model **out, as_error *err) {
+as_status checkpoint_model_load(const char *dir, const train_from_as_opts *fo, train_model **out, as_error *err) {
     as_model *am = NULL;
     *out = NULL;
     as_status rc = as_model_load(dir, &am, err);
     if (rc) return rc;
-    rc = tr_model_from_as(am, fo, out, err);
+    rc = train_model_from_as(am, fo, out, err);
     as_model_free(am);
     return rc;
 }

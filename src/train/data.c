@@ -14,26 +14,26 @@
 
 /* ---- RNG: splitmix64 (Steele et al. 2014) ---- */
 
-trr_rng trr_seeded(uint64_t seed, uint64_t stream) {
-    trr_rng r = {seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull};
-    trr_next(&r);
+train_rng train_rng_seeded(uint64_t seed, uint64_t stream) {
+    train_rng r = {seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull};
+    train_rng_next(&r);
     return r;
 }
 
-uint64_t trr_next(trr_rng *r) {
+uint64_t train_rng_next(train_rng *r) {
     uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-double trr_uniform(trr_rng *r) { return (double)(trr_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+double train_rng_uniform(train_rng *r) { return (double)(train_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 
-uint32_t trr_below(trr_rng *r, uint32_t n) { return (uint32_t)(((trr_next(r) >> 32) * (uint64_t)n) >> 32); }
+uint32_t train_rng_below(train_rng *r, uint32_t n) { return (uint32_t)(((train_rng_next(r) >> 32) * (uint64_t)n) >> 32); }
 
 /* ---- sentences ---- */
 
-void trd_text_free(trd_text *t) {
+void data_text_free(data_text *t) {
     if (!t) return;
     for (int i = 0; i < t->n; i++) free(t->text[i]);
     free(t->text);
@@ -41,7 +41,7 @@ void trd_text_free(trd_text *t) {
     memset(t, 0, sizeof *t);
 }
 
-static int text_push(trd_text *t, int *cap, const char *s, size_t n, int doc) {
+static int text_push(data_text *t, int *cap, const char *s, size_t n, int doc) {
     while (n && isspace((unsigned char)s[n - 1])) n--;
     while (n && isspace((unsigned char)*s)) s++, n--;
     if (!n) return 0;
@@ -68,11 +68,11 @@ static int ends_with(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-as_status trd_read_sentences(const char *path, trd_text *out, int doc_base, as_error *err) {
+as_status data_read_sentences(const char *path, data_text *out, int doc_base, as_error *err) {
     char *buf = NULL;
     size_t len = 0;
     memset(out, 0, sizeof *out);
-    as_status rc = as_read_file(path, TRD_MAX_FILE_BYTES, &buf, &len, err);
+    as_status rc = as_read_file(path, DATA_MAX_FILE_BYTES, &buf, &len, err);
     if (rc) return rc;
     int kind = ends_with(path, ".conllu") ? 1 : ends_with(path, ".tsv") ? 2 : 0;
     int cap = 0, doc = doc_base, col = -1, lineno = 0, blank_run = 1;
@@ -128,13 +128,13 @@ as_status trd_read_sentences(const char *path, trd_text *out, int doc_base, as_e
     }
     free(buf);
     if (!out->n) {
-        trd_text_free(out);
+        data_text_free(out);
         return as_err_set(err, AS_ERR_INPUT, "%s: no sentences found", path);
     }
     return AS_OK;
 fail:
     free(buf);
-    trd_text_free(out);
+    data_text_free(out);
     return rc;
 }
 
@@ -174,7 +174,7 @@ static int key_word(const char *w, size_t n, void *ctx) {
     return 0;
 }
 
-char *trd_sentence_key(const char *s) {
+char *data_sentence_key(const char *s) {
     tok_wordpiece_opts o = {1, 1, 1, 1, "##", 100, 0};
     key_buf k = {as_malloc(64), 0, 64};
     if (!k.buf) return NULL;
@@ -189,28 +189,28 @@ char *trd_sentence_key(const char *s) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-#define TRD_MIN_SUBSTR_KEY 24
+#define DATA_MIN_SUBSTR_KEY 24
 
 static int cmp_prefix(const void *a, const void *b) {
-    return strncmp(*(char *const *)a, *(char *const *)b, TRD_MIN_SUBSTR_KEY);
+    return strncmp(*(char *const *)a, *(char *const *)b, DATA_MIN_SUBSTR_KEY);
 }
 
-as_status trd_filter(trd_text *t, const char *const *exclude, int n_exclude, int *n_dropped, as_error *err) {
+as_status data_filter(data_text *t, const char *const *exclude, int n_exclude, int *n_dropped, as_error *err) {
     *n_dropped = 0;
     if (n_exclude <= 0) return AS_OK;
     char **keys = NULL, **pre = NULL;
     int nk = 0, kcap = 0, npre = 0;
     as_status rc = AS_OK;
     for (int f = 0; f < n_exclude; f++) {
-        trd_text ex;
-        if ((rc = trd_read_sentences(exclude[f], &ex, 0, err))) goto cleanup;
+        data_text ex;
+        if ((rc = data_read_sentences(exclude[f], &ex, 0, err))) goto cleanup;
         for (int i = 0; i < ex.n; i++) {
-            char *k = trd_sentence_key(ex.text[i]);
+            char *k = data_sentence_key(ex.text[i]);
             if (!k || nk == kcap) {
                 char **nkeys = k ? realloc(keys, (size_t)(kcap ? kcap * 2 : 1024) * sizeof *nkeys) : NULL;
                 if (!nkeys) {
                     free(k);
-                    trd_text_free(&ex);
+                    data_text_free(&ex);
                     rc = as_err_set(err, AS_ERR_INTERNAL, "filter: out of memory");
                     goto cleanup;
                 }
@@ -220,10 +220,10 @@ as_status trd_filter(trd_text *t, const char *const *exclude, int n_exclude, int
             if (k[0]) keys[nk++] = k;
             else free(k);
         }
-        trd_text_free(&ex);
+        data_text_free(&ex);
     }
     qsort(keys, (size_t)nk, sizeof *keys, cmp_str);
-    /* the keys of >= TRD_MIN_SUBSTR_KEY characters by their first TRD_MIN_SUBSTR_KEY
+    /* the keys of >= DATA_MIN_SUBSTR_KEY characters by their first DATA_MIN_SUBSTR_KEY
        characters, to find them inside longer sentences with one lookup per offset */
     pre = as_malloc_array((size_t)nk + 1, sizeof *pre);
     if (!pre) {
@@ -231,18 +231,18 @@ as_status trd_filter(trd_text *t, const char *const *exclude, int n_exclude, int
         goto cleanup;
     }
     for (int i = 0; i < nk; i++)
-        if (strlen(keys[i]) >= TRD_MIN_SUBSTR_KEY) pre[npre++] = keys[i];
+        if (strlen(keys[i]) >= DATA_MIN_SUBSTR_KEY) pre[npre++] = keys[i];
     qsort(pre, (size_t)npre, sizeof *pre, cmp_prefix);
     int w = 0;
     for (int i = 0; i < t->n; i++) {
-        char *k = trd_sentence_key(t->text[i]);
+        char *k = data_sentence_key(t->text[i]);
         if (!k) {
             rc = as_err_set(err, AS_ERR_INTERNAL, "filter: out of memory");
             goto cleanup;
         }
         int hit = k[0] && bsearch(&k, keys, (size_t)nk, sizeof *keys, cmp_str) != NULL;
         size_t kl = strlen(k);
-        for (size_t o = 0; !hit && o + TRD_MIN_SUBSTR_KEY <= kl; o++) {
+        for (size_t o = 0; !hit && o + DATA_MIN_SUBSTR_KEY <= kl; o++) {
             const char *q = k + o;
             char *const *f = bsearch(&q, pre, (size_t)npre, sizeof *pre, cmp_prefix);
             if (!f) continue;
@@ -269,16 +269,16 @@ cleanup:
     return rc;
 }
 
-as_status trd_read_corpus(const char *const *files, int n_files, const char *const *exclude, int n_exclude,
-                          trd_text *out, int *n_dropped, as_error *err) {
+as_status data_read_corpus(const char *const *files, int n_files, const char *const *exclude, int n_exclude,
+                          data_text *out, int *n_dropped, as_error *err) {
     memset(out, 0, sizeof *out);
     *n_dropped = 0;
     if (n_files <= 0) return as_err_set(err, AS_ERR_INPUT, "no corpus files given");
     int cap = 0, doc = 0;
     as_status rc = AS_OK;
     for (int f = 0; f < n_files; f++) {
-        trd_text one;
-        if ((rc = trd_read_sentences(files[f], &one, doc, err))) goto fail;
+        data_text one;
+        if ((rc = data_read_sentences(files[f], &one, doc, err))) goto fail;
         for (int i = 0; i < one.n; i++) {
             if (out->n == cap) {
                 int nc = cap ? cap * 2 : 4096;
@@ -287,7 +287,7 @@ as_status trd_read_corpus(const char *const *files, int n_files, const char *con
                 int32_t *nd = realloc(out->doc, (size_t)nc * sizeof *nd);
                 if (nd) out->doc = nd;
                 if (!nt || !nd) {
-                    trd_text_free(&one);
+                    data_text_free(&one);
                     rc = as_err_set(err, AS_ERR_INTERNAL, "corpus: out of memory");
                     goto fail;
                 }
@@ -298,29 +298,29 @@ as_status trd_read_corpus(const char *const *files, int n_files, const char *con
             one.text[i] = NULL;
         }
         doc = one.doc[one.n - 1] + 1;
-        trd_text_free(&one);
+        data_text_free(&one);
     }
-    if ((rc = trd_filter(out, exclude, n_exclude, n_dropped, err))) goto fail;
+    if ((rc = data_filter(out, exclude, n_exclude, n_dropped, err))) goto fail;
     return AS_OK;
 fail:
-    trd_text_free(out);
+    data_text_free(out);
     return rc;
 }
 
 /* ---- tokenizer over a vocab.txt ---- */
 
-struct trd_tok {
+struct data_tok {
     tok_vocab *v;
     tok_wordpiece_opts o;
 };
 
-as_status trd_tok_load(const char *vocab_path, trd_tok **out, as_error *err) {
+as_status data_tok_load(const char *vocab_path, data_tok **out, as_error *err) {
     *out = NULL;
     char *buf = NULL;
     size_t len = 0;
     as_status rc = as_read_file(vocab_path, (size_t)64 << 20, &buf, &len, err);
     if (rc) return rc;
-    trd_tok *t = as_calloc(1, sizeof *t);
+    data_tok *t = as_calloc(1, sizeof *t);
     if (!t || !(t->v = tok_vocab_new())) {
         free(t);
         free(buf);
@@ -338,33 +338,33 @@ as_status trd_tok_load(const char *vocab_path, trd_tok **out, as_error *err) {
         }
         p = e + 1;
     }
-    static const char *const sp[TRV_N_SPECIAL] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-    for (int i = 0; i < TRV_N_SPECIAL; i++)
+    static const char *const sp[VOCAB_TRAIN_N_SPECIAL] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int i = 0; i < VOCAB_TRAIN_N_SPECIAL; i++)
         if (tok_vocab_get(t->v, sp[i], strlen(sp[i])) != i) {
             rc = as_err_set(err, AS_ERR_INPUT, "%s: line %d must be %s (attnscope vocabularies put the specials "
                                                "at ids 0..4)", vocab_path, i + 1, sp[i]);
             goto fail;
         }
-    tok_wordpiece_opts o = {1, 1, 1, 1, "##", 100, TRV_UNK};
+    tok_wordpiece_opts o = {1, 1, 1, 1, "##", 100, VOCAB_TRAIN_UNK};
     t->o = o;
     free(buf);
     *out = t;
     return AS_OK;
 fail:
     free(buf);
-    trd_tok_free(t);
+    data_tok_free(t);
     return rc;
 }
 
-void trd_tok_free(trd_tok *t) {
+void data_tok_free(data_tok *t) {
     if (!t) return;
     tok_vocab_free(t->v);
     free(t);
 }
 
-int trd_tok_vocab(const trd_tok *t) { return tok_vocab_size(t->v); }
+int data_tok_vocab(const data_tok *t) { return tok_vocab_size(t->v); }
 
-as_status trd_tok_encode(const trd_tok *t, const char *text, int32_t **ids, int *n, as_error *err) {
+as_status data_tok_encode(const data_tok *t, const char *text, int32_t **ids, int *n, as_error *err) {
     tok_ids ti = {0};
     *ids = NULL;
     *n = 0;
@@ -380,7 +380,7 @@ as_status trd_tok_encode(const trd_tok *t, const char *text, int32_t **ids, int 
     return AS_OK;
 }
 
-void trd_corpus_free(trd_corpus *c) {
+void data_corpus_free(data_corpus *c) {
     if (!c) return;
     free(c->off);
     free(c->len);
@@ -389,7 +389,7 @@ void trd_corpus_free(trd_corpus *c) {
     memset(c, 0, sizeof *c);
 }
 
-as_status trd_tokenize(const trd_tok *tk, const trd_text *txt, trd_corpus *out, as_error *err) {
+as_status data_tokenize(const data_tok *tk, const data_text *txt, data_corpus *out, as_error *err) {
     memset(out, 0, sizeof *out);
     size_t cap = 1 << 20;
     out->off = as_malloc_array((size_t)txt->n + 1, sizeof(int32_t));
@@ -400,9 +400,9 @@ as_status trd_tokenize(const trd_tok *tk, const trd_text *txt, trd_corpus *out, 
     for (int i = 0; i < txt->n; i++) {
         int32_t *ids;
         int n;
-        as_status rc = trd_tok_encode(tk, txt->text[i], &ids, &n, err);
+        as_status rc = data_tok_encode(tk, txt->text[i], &ids, &n, err);
         if (rc) {
-            trd_corpus_free(out);
+            data_corpus_free(out);
             return rc;
         }
         if (!n) {
@@ -411,7 +411,7 @@ as_status trd_tokenize(const trd_tok *tk, const trd_text *txt, trd_corpus *out, 
         }
         if (out->n_tok + (size_t)n > INT32_MAX) {
             free(ids);
-            trd_corpus_free(out);
+            data_corpus_free(out);
             return as_err_set(err, AS_ERR_INPUT, "corpus has more than 2^31 tokens");
         }
         while (out->n_tok + (size_t)n > cap) {
@@ -431,22 +431,22 @@ as_status trd_tokenize(const trd_tok *tk, const trd_text *txt, trd_corpus *out, 
         out->n_tok += (size_t)n;
     }
     if (!out->n_sent) {
-        trd_corpus_free(out);
+        data_corpus_free(out);
         return as_err_set(err, AS_ERR_INPUT, "corpus has no tokens");
     }
     return AS_OK;
 oom:
-    trd_corpus_free(out);
+    data_corpus_free(out);
     return as_err_set(err, AS_ERR_INTERNAL, "tokenize corpus: out of memory");
 }
 
 /* ---- masked-LM batches ---- */
 
-int trd_max_predictions(int b, int T, float prob) {
+int data_max_predictions(int b, int T, float prob) {
     return b * ((int)(prob * (T - 3) + 0.5) + 1);
 }
 
-as_status trd_mlm_batch_init(trd_mlm_batch *mb, int B, int T, as_error *err) {
+as_status data_mlm_batch_init(data_mlm_batch *mb, int B, int T, as_error *err) {
     memset(mb, 0, sizeof *mb);
     if (B <= 0 || T < 8) return as_err_set(err, AS_ERR_INPUT, "batch %d x %d: need B >= 1 and T >= 8", B, T);
     size_t n = (size_t)B * (size_t)T;
@@ -455,16 +455,16 @@ as_status trd_mlm_batch_init(trd_mlm_batch *mb, int B, int T, as_error *err) {
     mb->mask = as_malloc_array(n, sizeof(int32_t));
     mb->labels = as_malloc_array(n, sizeof(int32_t));
     if (!mb->ids || !mb->type_ids || !mb->mask || !mb->labels) {
-        trd_mlm_batch_free(mb);
+        data_mlm_batch_free(mb);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     }
     mb->B = B;
     mb->T = T;
-    mb->mask_prob = TRD_MASK_PROB;
+    mb->mask_prob = DATA_MASK_PROB;
     return AS_OK;
 }
 
-void trd_mlm_batch_free(trd_mlm_batch *mb) {
+void data_mlm_batch_free(data_mlm_batch *mb) {
     if (!mb) return;
     free(mb->ids);
     free(mb->type_ids);
@@ -473,33 +473,33 @@ void trd_mlm_batch_free(trd_mlm_batch *mb) {
     memset(mb, 0, sizeof *mb);
 }
 
-int trd_mask(int32_t *ids, int32_t *labels, int t, int V, float prob, trr_rng *rng) {
+int data_mask(int32_t *ids, int32_t *labels, int t, int V, float prob, train_rng *rng) {
     int cand[4096], nc = 0;
     for (int i = 0; i < t; i++) {
-        labels[i] = TR_IGNORE;
-        if (ids[i] >= TRV_N_SPECIAL && nc < 4096) cand[nc++] = i;
+        labels[i] = TRAIN_IGNORE;
+        if (ids[i] >= VOCAB_TRAIN_N_SPECIAL && nc < 4096) cand[nc++] = i;
     }
     if (!nc) return 0;
     int np = (int)(prob * nc + 0.5);
     if (np < 1) np = 1;
     /* partial Fisher-Yates: the first np candidates are a uniform sample */
     for (int i = 0; i < np; i++) {
-        int j = i + (int)trr_below(rng, (uint32_t)(nc - i));
+        int j = i + (int)train_rng_below(rng, (uint32_t)(nc - i));
         int tmp = cand[i];
         cand[i] = cand[j];
         cand[j] = tmp;
         int p = cand[i];
         labels[p] = ids[p];
-        double u = trr_uniform(rng);
-        if (u < 0.8) ids[p] = TRV_MASK;
-        else if (u < 0.9) ids[p] = TRV_N_SPECIAL + (int32_t)trr_below(rng, (uint32_t)(V - TRV_N_SPECIAL));
+        double u = train_rng_uniform(rng);
+        if (u < 0.8) ids[p] = VOCAB_TRAIN_MASK;
+        else if (u < 0.9) ids[p] = VOCAB_TRAIN_N_SPECIAL + (int32_t)train_rng_below(rng, (uint32_t)(V - VOCAB_TRAIN_N_SPECIAL));
     }
     return np;
 }
 
 /* Appends sentences from s onward while they stay in doc and len < want; returns the
  * end sentence (exclusive) and adds tokens to *n (capped at cap by truncation). */
-static int take(const trd_corpus *c, int s, int want, int32_t *dst, int *n, int cap) {
+static int take(const data_corpus *c, int s, int want, int32_t *dst, int *n, int cap) {
     int doc = c->doc[s];
     while (s < c->n_sent && c->doc[s] == doc && *n < want) {
         int k = c->len[s];
@@ -511,7 +511,7 @@ static int take(const trd_corpus *c, int s, int want, int32_t *dst, int *n, int 
     return s;
 }
 
-void trd_mlm_batch_make(trd_mlm_batch *mb, const trd_corpus *c, int b, int V, trr_rng *rng) {
+void data_mlm_batch_make(data_mlm_batch *mb, const data_corpus *c, int b, int V, train_rng *rng) {
     ASSERT(b > 0 && b <= mb->B);
     int T = mb->T, budget = T - 3;
     int32_t A[4096], Bs[4096];
@@ -525,12 +525,12 @@ void trd_mlm_batch_make(trd_mlm_batch *mb, const trd_corpus *c, int b, int V, tr
         int na = 0, nb = 0;
         /* A: half the budget, at a random length in [budget/4, budget/2] like BERT's
            random split of a target-length chunk */
-        int want_a = budget / 4 + (int)trr_below(rng, (uint32_t)(budget / 4 + 1));
+        int want_a = budget / 4 + (int)train_rng_below(rng, (uint32_t)(budget / 4 + 1));
         if (want_a < 1) want_a = 1;
-        int s = (int)trr_below(rng, (uint32_t)c->n_sent);
+        int s = (int)train_rng_below(rng, (uint32_t)c->n_sent);
         int e = take(c, s, want_a, A, &na, budget - 1);
-        int next = trr_uniform(rng) < 0.5 && e < c->n_sent && c->doc[e] == c->doc[s];
-        int sb = next ? e : (int)trr_below(rng, (uint32_t)c->n_sent);
+        int next = train_rng_uniform(rng) < 0.5 && e < c->n_sent && c->doc[e] == c->doc[s];
+        int sb = next ? e : (int)train_rng_below(rng, (uint32_t)c->n_sent);
         take(c, sb, budget - na, Bs, &nb, budget - na);
         if (nb == 0) { /* A filled the budget: give B its last token */
             Bs[nb++] = A[--na];
@@ -538,11 +538,11 @@ void trd_mlm_batch_make(trd_mlm_batch *mb, const trd_corpus *c, int b, int V, tr
         mb->n_next += next;
         int32_t *ids = mb->ids + (size_t)q * T, *ty = mb->type_ids + (size_t)q * T;
         int t = 0;
-        ids[t] = TRV_CLS, ty[t++] = 0;
+        ids[t] = VOCAB_TRAIN_CLS, ty[t++] = 0;
         for (int i = 0; i < na; i++) ids[t] = A[i], ty[t++] = 0;
-        ids[t] = TRV_SEP, ty[t++] = 0;
+        ids[t] = VOCAB_TRAIN_SEP, ty[t++] = 0;
         for (int i = 0; i < nb; i++) ids[t] = Bs[i], ty[t++] = 1;
-        ids[t] = TRV_SEP, ty[t++] = 1;
+        ids[t] = VOCAB_TRAIN_SEP, ty[t++] = 1;
         lens[q] = t;
         if (t > mb->t) mb->t = t;
     }
@@ -553,9 +553,9 @@ void trd_mlm_batch_make(trd_mlm_batch *mb, const trd_corpus *c, int b, int V, tr
         int32_t *di = mb->ids + (size_t)q * t, *dt = mb->type_ids + (size_t)q * t;
         memmove(di, src_i, (size_t)lens[q] * sizeof(int32_t));
         memmove(dt, src_t, (size_t)lens[q] * sizeof(int32_t));
-        for (int i = lens[q]; i < t; i++) di[i] = TRV_PAD, dt[i] = 0;
+        for (int i = lens[q]; i < t; i++) di[i] = VOCAB_TRAIN_PAD, dt[i] = 0;
         int32_t *mk = mb->mask + (size_t)q * t;
         for (int i = 0; i < t; i++) mk[i] = i < lens[q];
-        mb->n_pred += trd_mask(di, mb->labels + (size_t)q * t, t, V, mb->mask_prob, rng);
+        mb->n_pred += data_mask(di, mb->labels + (size_t)q * t, t, V, mb->mask_prob, rng);
     }
 }

@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-void trk_opts_default(trk_opts *o) {
+void distill_opts_default(distill_opts *o) {
     memset(o, 0, sizeof *o);
     o->steps = 1000;
     o->batch = 32;
@@ -37,10 +37,10 @@ void trk_opts_default(trk_opts *o) {
 }
 
 /* Student arena from the teacher: all non-layer tensors copied, layer l <- teacher 2l. */
-static void init_student(tr_model *s, const tr_model *t) {
+static void init_student(train_model *s, const train_model *t) {
     size_t so = 0, to = 0;
     int Ls = s->cfg.n_layer, Lt = t->cfg.n_layer;
-    for (int k = 0; k < TR_N_TENSORS; k++) {
+    for (int k = 0; k < TRAIN_N_TENSORS; k++) {
         int per_layer = k >= 5 && k <= 16;
         if (!per_layer) {
             ASSERT(s->sizes[k] == t->sizes[k]);
@@ -57,7 +57,7 @@ static void init_student(tr_model *s, const tr_model *t) {
     }
 }
 
-double trk_kl_grad(const float *zs_all, const float *zt_all, float *d_all, int M, int V, float T, float alpha) {
+double distill_kl_grad(const float *zs_all, const float *zt_all, float *d_all, int M, int V, float T, float alpha) {
     double kl = 0.0;
     for (int i = 0; i < M; i++) {
         const float *zs = zs_all + (size_t)i * V, *zt = zt_all + (size_t)i * V;
@@ -83,7 +83,7 @@ double trk_kl_grad(const float *zs_all, const float *zt_all, float *d_all, int M
     return M ? kl / M : 0.0;
 }
 
-double trk_cos_grad(const float *hs, const float *ht, const int32_t *mask, float *d_out, int N, int D, float alpha) {
+double distill_cos_grad(const float *hs, const float *ht, const int32_t *mask, float *d_out, int N, int D, float alpha) {
     int n = 0;
     for (int r = 0; r < N; r++) n += mask[r] != 0;
     if (!n) return 0.0;
@@ -105,48 +105,48 @@ double trk_cos_grad(const float *hs, const float *ht, const int32_t *mask, float
     return tot / n;
 }
 
-as_status trk_distill(const trk_opts *o, as_error *err) {
+as_status distill_run(const distill_opts *o, as_error *err) {
     as_status rc = AS_OK;
-    tr_model *tm = NULL, *sm = NULL;
-    tr_acts *ta = NULL, *sa = NULL;
-    tro_adamw opt = {0};
-    trd_tok *tk = NULL;
-    trd_text txt = {0};
-    trd_corpus cor = {0};
-    trd_mlm_batch mb = {0};
+    train_model *tm = NULL, *sm = NULL;
+    train_acts *ta = NULL, *sa = NULL;
+    trainop_adamw opt = {0};
+    data_tok *tk = NULL;
+    data_text txt = {0};
+    data_corpus cor = {0};
+    data_mlm_batch mb = {0};
     char vp[4096];
     if (o->steps < 1 || o->batch < 1 || o->max_len < 16 || !(o->lr > 0.0f) || !(o->temperature > 0.0f) ||
         !(o->dropout >= 0.0f && o->dropout < 1.0f))
         return as_err_set(err, AS_ERR_INPUT, "bad distillation options: need steps >= 1, batch >= 1, max-len >= 16, "
                                              "lr > 0, temperature > 0, dropout in [0, 1)");
-    tr_set_threads(o->threads);
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_set_threads(o->threads);
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.num_labels = 0;
-    if ((rc = trc_model_load(o->teacher, &fo, &tm, err))) return rc;
+    if ((rc = checkpoint_model_load(o->teacher, &fo, &tm, err))) return rc;
     if (!tm->cfg.mlm || tm->cfg.arch != ARCH_BERT || tm->cfg.n_layer < 2) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: the teacher must be a BERT masked-LM model with >= 2 layers", o->teacher);
         goto cleanup;
     }
-    tr_config sc = tm->cfg;
+    train_config sc = tm->cfg;
     sc.n_layer = tm->cfg.n_layer / 2;
-    if ((rc = tr_model_init(&sc, o->seed, 1, &sm, err))) goto cleanup;
+    if ((rc = train_model_init(&sc, o->seed, 1, &sm, err))) goto cleanup;
     init_student(sm, tm);
     if ((rc = as_path_join(vp, sizeof vp, o->teacher, "vocab.txt", err))) goto cleanup;
-    if ((rc = trd_tok_load(vp, &tk, err))) goto cleanup;
+    if ((rc = data_tok_load(vp, &tk, err))) goto cleanup;
     int V = tm->cfg.vocab_size, D = tm->cfg.d_model, drop = 0;
-    if (trd_tok_vocab(tk) != V) {
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: %d tokens, the teacher has %d", vp, trd_tok_vocab(tk), V);
+    if (data_tok_vocab(tk) != V) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: %d tokens, the teacher has %d", vp, data_tok_vocab(tk), V);
         goto cleanup;
     }
-    if ((rc = trd_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &drop, err))) goto cleanup;
-    if ((rc = trd_tokenize(tk, &txt, &cor, err))) goto cleanup;
-    trd_text_free(&txt);
+    if ((rc = data_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &drop, err))) goto cleanup;
+    if ((rc = data_tokenize(tk, &txt, &cor, err))) goto cleanup;
+    data_text_free(&txt);
     int T = o->max_len < tm->cfg.max_pos ? o->max_len : tm->cfg.max_pos;
-    int max_mlm = trd_max_predictions(o->batch, T, TRD_MASK_PROB);
-    if ((rc = tr_acts_init(tm, o->batch, T, max_mlm, &ta, err))) goto cleanup;
-    if ((rc = tr_acts_init(sm, o->batch, T, max_mlm, &sa, err))) goto cleanup;
-    if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
-    if ((rc = tro_adamw_init(&opt, sm->n_params, err))) goto cleanup;
+    int max_mlm = data_max_predictions(o->batch, T, DATA_MASK_PROB);
+    if ((rc = train_acts_init(tm, o->batch, T, max_mlm, &ta, err))) goto cleanup;
+    if ((rc = train_acts_init(sm, o->batch, T, max_mlm, &sa, err))) goto cleanup;
+    if ((rc = data_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
+    if ((rc = trainop_adamw_init(&opt, sm->n_params, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -161,24 +161,24 @@ as_status trk_distill(const trk_opts *o, as_error *err) {
     int cnt = 0;
     size_t BTcap = (size_t)o->batch * T;
     while (opt.step < o->steps) {
-        trr_rng rng = trr_seeded(o->seed, (uint64_t)opt.step);
-        trd_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
-        tr_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+        train_rng rng = train_rng_seeded(o->seed, (uint64_t)opt.step);
+        data_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
+        train_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
                       .mlm_labels = mb.labels};
-        if ((rc = tr_forward(tm, ta, &b, err))) goto cleanup;
+        if ((rc = train_forward(tm, ta, &b, err))) goto cleanup;
         sa->p_hidden = sa->p_attn = o->dropout;
-        trr_rng dr = trr_seeded(o->seed ^ 0xD15711ull, (uint64_t)opt.step);
-        sa->seed = trr_next(&dr);
-        tr_zero_grad(sm);
-        if ((rc = tr_forward(sm, sa, &b, err))) goto cleanup;
+        train_rng dr = train_rng_seeded(o->seed ^ 0xD15711ull, (uint64_t)opt.step);
+        sa->seed = train_rng_next(&dr);
+        train_zero_grad(sm);
+        if ((rc = train_forward(sm, sa, &b, err))) goto cleanup;
         int M = sa->n_mlm;
         for (size_t i = 0; i < (size_t)M * V; i++) sa->d_mlm_logits[i] *= o->alpha_mlm;
-        double kl = trk_kl_grad(sa->mlm_logits, ta->mlm_logits, sa->d_mlm_logits, M, V, o->temperature, o->alpha_kl);
+        double kl = distill_kl_grad(sa->mlm_logits, ta->mlm_logits, sa->d_mlm_logits, M, V, o->temperature, o->alpha_kl);
         const float *hs = sa->resid + (size_t)sc.n_layer * BTcap * D;
         const float *ht = ta->resid + (size_t)tm->cfg.n_layer * BTcap * D;
-        double cs = trk_cos_grad(hs, ht, mb.mask, sa->d_out, mb.b * mb.t, D, o->alpha_cos);
-        tr_backward(sm, sa, &b, 1);
-        float gn = tro_adamw_step(&opt, sm);
+        double cs = distill_cos_grad(hs, ht, mb.mask, sa->d_out, mb.b * mb.t, D, o->alpha_cos);
+        train_backward(sm, sa, &b, 1);
+        float gn = trainop_adamw_step(&opt, sm);
         if (!isfinite(sa->loss) || !isfinite(gn) || !isfinite(kl)) {
             rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)opt.step);
             goto cleanup;
@@ -186,7 +186,7 @@ as_status trk_distill(const trk_opts *o, as_error *err) {
         s_kl += kl;
         s_ce += sa->loss_mlm;
         s_cos += cs;
-        ok += tr_mlm_correct(sa, V);
+        ok += train_mlm_correct(sa, V);
         np += M;
         cnt++;
         if (opt.step % o->log_every == 0 || opt.step == o->steps) {
@@ -198,18 +198,18 @@ as_status trk_distill(const trk_opts *o, as_error *err) {
             cnt = 0;
         }
     }
-    if ((rc = tr_model_save(sm, o->out, o->dtype, err))) goto cleanup;
-    if ((rc = tr_copy_tokenizer(o->teacher, o->out, err))) goto cleanup;
+    if ((rc = train_model_save(sm, o->out, o->dtype, err))) goto cleanup;
+    if ((rc = train_copy_tokenizer(o->teacher, o->out, err))) goto cleanup;
     fprintf(stderr, "distill: done in %.0fs; student in %s\n", as_now() - start, o->out);
 cleanup:
-    tro_adamw_free(&opt);
-    trd_mlm_batch_free(&mb);
-    trd_corpus_free(&cor);
-    trd_text_free(&txt);
-    trd_tok_free(tk);
-    tr_acts_free(ta);
-    tr_acts_free(sa);
-    tr_model_free(tm);
-    tr_model_free(sm);
+    trainop_adamw_free(&opt);
+    data_mlm_batch_free(&mb);
+    data_corpus_free(&cor);
+    data_text_free(&txt);
+    data_tok_free(tk);
+    train_acts_free(ta);
+    train_acts_free(sa);
+    train_model_free(tm);
+    train_model_free(sm);
     return rc;
 }

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-void trf_opts_default(trf_opts *o) {
+void finetune_opts_default(finetune_opts *o) {
     memset(o, 0, sizeof *o);
     o->task = "sst2";
     o->epochs = 3;
@@ -104,7 +104,7 @@ static int max_len_of(const enc_set *s) {
 }
 
 /* Accuracy of m on s (dropout off); a sized for (B, >= longest). */
-static as_status accuracy(const tr_model *m, tr_acts *a, const enc_set *s, int B, float *acc, as_error *err) {
+static as_status accuracy(const train_model *m, train_acts *a, const enc_set *s, int B, float *acc, as_error *err) {
     int32_t *ids = as_malloc_array((size_t)a->B * a->T, sizeof(int32_t));
     int32_t *mask = as_malloc_array((size_t)a->B * a->T, sizeof(int32_t));
     int *idx = as_malloc_array((size_t)B, sizeof(int));
@@ -120,8 +120,8 @@ static as_status accuracy(const tr_model *m, tr_acts *a, const enc_set *s, int B
         int b = s->n - i0 < B ? s->n - i0 : B;
         for (int i = 0; i < b; i++) idx[i] = i0 + i;
         int T = fill_batch(s, idx, b, ids, mask, NULL);
-        tr_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask};
-        if ((rc = tr_forward(m, a, &tb, err))) break;
+        train_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask};
+        if ((rc = train_forward(m, a, &tb, err))) break;
         for (int i = 0; i < b; i++) {
             const float *l = a->cls_logits + (size_t)i * C;
             int best = 0;
@@ -154,11 +154,11 @@ static int cmp_ord(const void *a, const void *b) {
 /* The epoch's batches: shuffled, length-bucketed in windows of 50 batches, batch order
  * shuffled. order (n) receives row indices; batch k = order[k * B ...]. */
 static void epoch_order(const enc_set *s, int B, uint64_t seed, int epoch, int *order, ord_t *tmp, int *bperm) {
-    trr_rng r = trr_seeded(seed, 0x5eed0000u + (uint64_t)epoch);
+    train_rng r = train_rng_seeded(seed, 0x5eed0000u + (uint64_t)epoch);
     int n = s->n;
     for (int i = 0; i < n; i++) order[i] = i;
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)trr_below(&r, (uint32_t)(i + 1));
+        int j = (int)train_rng_below(&r, (uint32_t)(i + 1));
         int t = order[i];
         order[i] = order[j];
         order[j] = t;
@@ -169,7 +169,7 @@ static void epoch_order(const enc_set *s, int B, uint64_t seed, int epoch, int *
         for (int i = 0; i < m; i++) {
             tmp[i].idx = order[w0 + i];
             tmp[i].len = s->len[order[w0 + i]];
-            tmp[i].key = trr_next(&r);
+            tmp[i].key = train_rng_next(&r);
         }
         qsort(tmp, (size_t)m, sizeof *tmp, cmp_ord);
         for (int i = 0; i < m; i++) order[w0 + i] = tmp[i].idx;
@@ -177,19 +177,19 @@ static void epoch_order(const enc_set *s, int B, uint64_t seed, int epoch, int *
     int nb = (n + B - 1) / B;
     for (int i = 0; i < nb; i++) bperm[i] = i;
     for (int i = nb - 1; i > 0; i--) {
-        int j = (int)trr_below(&r, (uint32_t)(i + 1));
+        int j = (int)train_rng_below(&r, (uint32_t)(i + 1));
         int t = bperm[i];
         bperm[i] = bperm[j];
         bperm[j] = t;
     }
 }
 
-as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
+as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
     as_status rc = AS_OK;
     as_model *am = NULL;
-    tr_model *m = NULL;
-    tr_acts *a = NULL;
-    tro_adamw opt = {0};
+    train_model *m = NULL;
+    train_acts *a = NULL;
+    trainop_adamw opt = {0};
     enc_set tr = {0}, dv = {0};
     int32_t *ids = NULL, *mask = NULL, *y = NULL;
     int *order = NULL, *bperm = NULL, *idx = NULL;
@@ -199,19 +199,19 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
     if (strcmp(o->task, "sst2")) return as_err_set(err, AS_ERR_INPUT, "unknown task '%s' (supported: sst2)", o->task);
     if (o->epochs < 1 || o->batch < 1 || !(o->lr > 0.0f) || !(o->dropout >= 0.0f && o->dropout < 1.0f))
         return as_err_set(err, AS_ERR_INPUT, "bad options: need epochs >= 1, batch >= 1, lr > 0, dropout in [0, 1)");
-    tr_set_threads(o->threads);
+    train_set_threads(o->threads);
     if ((rc = as_model_load(o->model, &am, err))) return rc;
     if (!as_model_has_tokenizer(am)) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: no tokenizer files", o->model);
         goto cleanup;
     }
     /* the model first, so that an untrainable one fails before the data is read */
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.with_grads = 1;
     fo.num_labels = 2;
     fo.mlm = 0;
     fo.seed = o->seed;
-    if ((rc = tr_model_from_as(am, &fo, &m, err))) goto cleanup;
+    if ((rc = train_model_from_as(am, &fo, &m, err))) goto cleanup;
     int maxl = o->max_len > 0 && o->max_len < as_model_max_tokens(am) ? o->max_len : as_model_max_tokens(am);
     double t0 = as_now();
     if ((rc = encode_tsv(am, o->train, maxl, o->max_train, &tr, err))) goto cleanup;
@@ -234,7 +234,7 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
         }
     }
     int B = o->batch, Tmax = max_len_of(&tr) > max_len_of(&dv) ? max_len_of(&tr) : max_len_of(&dv);
-    if ((rc = tr_acts_init(m, B, Tmax, 0, &a, err))) goto cleanup;
+    if ((rc = train_acts_init(m, B, Tmax, 0, &a, err))) goto cleanup;
     int nb = (tr.n + B - 1) / B;
     ids = as_malloc_array((size_t)B * Tmax, sizeof(int32_t));
     mask = as_malloc_array((size_t)B * Tmax, sizeof(int32_t));
@@ -247,7 +247,7 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    if ((rc = tro_adamw_init(&opt, m->n_params, err))) goto cleanup;
+    if ((rc = trainop_adamw_init(&opt, m->n_params, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -265,14 +265,14 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
         for (int k = 0; k < nb; k++) {
             int s0 = bperm[k] * B, b = tr.n - s0 < B ? tr.n - s0 : B;
             int T = fill_batch(&tr, order + s0, b, ids, mask, y);
-            tr_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
+            train_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
             a->p_hidden = a->p_attn = o->dropout;
-            trr_rng dr = trr_seeded(o->seed ^ 0xF17Eull, (uint64_t)opt.step);
-            a->seed = trr_next(&dr);
-            tr_zero_grad(m);
-            if ((rc = tr_forward(m, a, &tb, err))) goto cleanup;
-            tr_backward(m, a, &tb, 1);
-            tro_adamw_step(&opt, m);
+            train_rng dr = train_rng_seeded(o->seed ^ 0xF17Eull, (uint64_t)opt.step);
+            a->seed = train_rng_next(&dr);
+            train_zero_grad(m);
+            if ((rc = train_forward(m, a, &tb, err))) goto cleanup;
+            train_backward(m, a, &tb, 1);
+            trainop_adamw_step(&opt, m);
             if (!isfinite(a->loss)) {
                 rc = as_err_set(err, AS_ERR_INPUT, "epoch %d: loss is not finite (lower --lr)", ep + 1);
                 goto cleanup;
@@ -303,11 +303,11 @@ as_status trf_finetune(const trf_opts *o, float *best_acc, as_error *err) {
         }
     }
     memcpy(m->params_mem, best, m->n_params * sizeof(float));
-    if ((rc = tr_model_save(m, o->out, o->dtype, err))) goto cleanup;
-    if ((rc = tr_copy_tokenizer(o->model, o->out, err))) goto cleanup;
+    if ((rc = train_model_save(m, o->out, o->dtype, err))) goto cleanup;
+    if ((rc = train_copy_tokenizer(o->model, o->out, err))) goto cleanup;
     printf("best: epoch %d, dev accuracy %.4f; saved to %s\n", best_epoch + 1, (double)*best_acc, o->out);
 cleanup:
-    tro_adamw_free(&opt);
+    trainop_adamw_free(&opt);
     free(ids);
     free(mask);
     free(y);
@@ -318,19 +318,19 @@ cleanup:
     free(idx);
     enc_free(&tr);
     enc_free(&dv);
-    tr_acts_free(a);
-    tr_model_free(m);
+    train_acts_free(a);
+    train_model_free(m);
     as_model_free(am);
     return rc;
 }
 
-as_status trf_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
+as_status finetune_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
                        as_error *err) {
     as_model *am = NULL;
-    tr_model *m = NULL;
-    tr_acts *a = NULL;
+    train_model *m = NULL;
+    train_acts *a = NULL;
     enc_set s = {0};
-    tr_set_threads(threads);
+    train_set_threads(threads);
     as_status rc = as_model_load(model_dir, &am, err);
     if (rc) return rc;
     if (!(as_model_heads(am) & HEAD_CLASSIFIER)) {
@@ -339,70 +339,70 @@ as_status trf_eval_cls(const char *model_dir, const char *tsv, int threads, int 
     }
     int maxl = max_len > 0 && max_len < as_model_max_tokens(am) ? max_len : as_model_max_tokens(am);
     if ((rc = encode_tsv(am, tsv, maxl, 0, &s, err))) goto cleanup;
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.mlm = 0;
-    if ((rc = tr_model_from_as(am, &fo, &m, err))) goto cleanup;
+    if ((rc = train_model_from_as(am, &fo, &m, err))) goto cleanup;
     for (int i = 0; i < s.n; i++)
         if (s.label[i] >= m->cfg.num_labels) {
             rc = as_err_set(err, AS_ERR_INPUT, "%s: label %d but the model has %d classes", tsv, s.label[i],
                             m->cfg.num_labels);
             goto cleanup;
         }
-    if ((rc = tr_acts_init(m, 64, max_len_of(&s), 0, &a, err))) goto cleanup;
+    if ((rc = train_acts_init(m, 64, max_len_of(&s), 0, &a, err))) goto cleanup;
     rc = accuracy(m, a, &s, 64, acc, err);
     *n = s.n;
 cleanup:
     enc_free(&s);
-    tr_acts_free(a);
-    tr_model_free(m);
+    train_acts_free(a);
+    train_model_free(m);
     as_model_free(am);
     return rc;
 }
 
-as_status trf_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
+as_status finetune_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
                        int max_len, uint64_t seed, float *acc, float *loss, as_error *err) {
     as_status rc;
-    tr_model *m = NULL;
-    tr_acts *a = NULL;
-    trd_tok *tk = NULL;
-    trd_text txt = {0};
-    trd_corpus cor = {0};
-    trd_mlm_batch mb = {0};
+    train_model *m = NULL;
+    train_acts *a = NULL;
+    data_tok *tk = NULL;
+    data_text txt = {0};
+    data_corpus cor = {0};
+    data_mlm_batch mb = {0};
     char vp[4096];
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.num_labels = 0;
-    if ((rc = trc_model_load(model_dir, &fo, &m, err))) return rc;
+    if ((rc = checkpoint_model_load(model_dir, &fo, &m, err))) return rc;
     if (!m->cfg.mlm) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: the model has no masked-LM head", model_dir);
         goto cleanup;
     }
     if ((rc = as_path_join(vp, sizeof vp, model_dir, "vocab.txt", err))) goto cleanup;
-    if ((rc = trd_tok_load(vp, &tk, err))) goto cleanup;
+    if ((rc = data_tok_load(vp, &tk, err))) goto cleanup;
     int drop = 0;
-    if ((rc = trd_read_corpus(files, n_files, NULL, 0, &txt, &drop, err))) goto cleanup;
-    if ((rc = trd_tokenize(tk, &txt, &cor, err))) goto cleanup;
+    if ((rc = data_read_corpus(files, n_files, NULL, 0, &txt, &drop, err))) goto cleanup;
+    if ((rc = data_tokenize(tk, &txt, &cor, err))) goto cleanup;
     int T = max_len < m->cfg.max_pos ? max_len : m->cfg.max_pos;
-    if ((rc = tr_acts_init(m, batch, T, 0, &a, err))) goto cleanup;
-    if ((rc = trd_mlm_batch_init(&mb, batch, T, err))) goto cleanup;
+    if ((rc = train_acts_init(m, batch, T, 0, &a, err))) goto cleanup;
+    if ((rc = data_mlm_batch_init(&mb, batch, T, err))) goto cleanup;
     double ok = 0, tot = 0, ls = 0;
     for (int k = 0; k < n_batches; k++) {
-        trr_rng r = trr_seeded(seed, (uint64_t)k);
-        trd_mlm_batch_make(&mb, &cor, batch, m->cfg.vocab_size, &r);
-        tr_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+        train_rng r = train_rng_seeded(seed, (uint64_t)k);
+        data_mlm_batch_make(&mb, &cor, batch, m->cfg.vocab_size, &r);
+        train_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
                       .mlm_labels = mb.labels};
-        if ((rc = tr_forward(m, a, &b, err))) goto cleanup;
-        ok += tr_mlm_correct(a, m->cfg.vocab_size);
+        if ((rc = train_forward(m, a, &b, err))) goto cleanup;
+        ok += train_mlm_correct(a, m->cfg.vocab_size);
         tot += a->n_mlm;
         ls += (double)a->loss_mlm * a->n_mlm;
     }
     *acc = tot > 0 ? (float)(ok / tot) : 0.0f;
     *loss = tot > 0 ? (float)(ls / tot) : 0.0f;
 cleanup:
-    trd_mlm_batch_free(&mb);
-    trd_corpus_free(&cor);
-    trd_text_free(&txt);
-    trd_tok_free(tk);
-    tr_acts_free(a);
-    tr_model_free(m);
+    data_mlm_batch_free(&mb);
+    data_corpus_free(&cor);
+    data_text_free(&txt);
+    data_tok_free(tk);
+    train_acts_free(a);
+    train_model_free(m);
     return rc;
 }

@@ -1,5 +1,5 @@
 /* optim.c — AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay
- * Regularization", Algorithm 2) over the flat parameter arena of a tr_model, with
+ * Regularization", Algorithm 2) over the flat parameter arena of a train_model, with
  * global-norm gradient clipping (Pascanu et al. 2013, sec. 3.2) and the BERT learning
  * rate schedule: linear warmup, then linear decay to 0 (Devlin et al. 2019, A.2).
  * Bias correction as torch.optim.AdamW. Weight decay applies to weight matrices and
@@ -12,30 +12,30 @@
 #include <math.h>
 #include <string.h>
 
-/* Arena order of tr_params (tr_model.c): 1 = decayed weight / embedding. */
-static const int decayed[TR_N_TENSORS] = {1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0,
+/* Arena order of train_params (train_model.c): 1 = decayed weight / embedding. */
+static const int decayed[TRAIN_N_TENSORS] = {1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0,
                                           1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0};
 
-as_status tro_adamw_init(tro_adamw *o, size_t n, as_error *err) {
+as_status trainop_adamw_init(trainop_adamw *o, size_t n, as_error *err) {
     o->m = as_calloc(n, sizeof(float));
     o->v = as_calloc(n, sizeof(float));
     o->n = n;
     o->step = 0;
     if (!o->m || !o->v) {
-        tro_adamw_free(o);
+        trainop_adamw_free(o);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory for optimizer state");
     }
     return AS_OK;
 }
 
-void tro_adamw_free(tro_adamw *o) {
+void trainop_adamw_free(trainop_adamw *o) {
     if (!o) return;
     free(o->m);
     free(o->v);
     o->m = o->v = NULL;
 }
 
-float tro_adamw_lr(const tro_adamw *o, int64_t step) {
+float trainop_adamw_lr(const trainop_adamw *o, int64_t step) {
     if (o->warmup > 0 && step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
     if (o->total <= o->warmup) return o->lr;
     double f = (double)(o->total - step) / (double)(o->total - o->warmup);
@@ -58,7 +58,7 @@ static void adamw_span(float *restrict p, const float *restrict g, float *restri
     }
 }
 
-float tro_adamw_step(tro_adamw *o, tr_model *m) {
+float trainop_adamw_step(trainop_adamw *o, train_model *m) {
     ASSERT(m->grads_mem && o->n == m->n_params);
     size_t n = o->n, chunk = (n + ADAM_CHUNKS - 1) / ADAM_CHUNKS;
     const float *gm = m->grads_mem;
@@ -75,19 +75,19 @@ float tro_adamw_step(tro_adamw *o, tr_model *m) {
     for (int k = 0; k < ADAM_CHUNKS; k++) ss += part[k];
     float norm = (float)sqrt(ss);
     float gscale = (o->clip > 0.0f && norm > o->clip) ? o->clip / (norm + 1e-6f) : 1.0f;
-    float lr = tro_adamw_lr(o, o->step);
+    float lr = trainop_adamw_lr(o, o->step);
     o->step++;
     float b1 = o->beta1, b2 = o->beta2;
     float bc1 = 1.0f - powf(b1, (float)o->step), bc2 = 1.0f - powf(b2, (float)o->step);
     float step_size = lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
-    size_t off[TR_N_TENSORS + 1];
+    size_t off[TRAIN_N_TENSORS + 1];
     off[0] = 0;
-    for (int k = 0; k < TR_N_TENSORS; k++) off[k + 1] = off[k] + m->sizes[k];
-    ASSERT(off[TR_N_TENSORS] == n);
+    for (int k = 0; k < TRAIN_N_TENSORS; k++) off[k + 1] = off[k] + m->sizes[k];
+    ASSERT(off[TRAIN_N_TENSORS] == n);
 #pragma omp parallel for schedule(dynamic, 16)
     for (int c = 0; c < ADAM_CHUNKS; c++) {
         size_t i0 = (size_t)c * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
-        for (int k = 0; k < TR_N_TENSORS; k++) {
+        for (int k = 0; k < TRAIN_N_TENSORS; k++) {
             size_t s0 = off[k] > i0 ? off[k] : i0, s1 = off[k + 1] < i1 ? off[k + 1] : i1;
             if (s0 >= s1) continue;
             float decay = decayed[k] ? 1.0f - lr * o->wd : 1.0f;

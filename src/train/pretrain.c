@@ -1,7 +1,7 @@
 /* pretrain.c — the masked-LM pretraining loop (BERT, Devlin et al. 2019, sec. 3.1,
  * without the next-sentence loss, as RoBERTa found it unnecessary; the pairs still
  * teach position and segment embeddings): batches from data.c, forward/backward from
- * tr_forward.c, AdamW from optim.c, checkpoints from checkpoint.c; a progress line on
+ * train_forward.c, AdamW from optim.c, checkpoints from checkpoint.c; a progress line on
  * stderr and a TSV log of the curve. Step s draws its batch, masks and dropout from
  * (seed, s) only, so a resumed run equals an uninterrupted one.
  * What it does not: distributed training, gradient accumulation.
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void trp_opts_default(trp_opts *o) {
+void pretrain_opts_default(pretrain_opts *o) {
     memset(o, 0, sizeof *o);
     o->layers = 4;
     o->width = 256;
@@ -36,14 +36,14 @@ void trp_opts_default(trp_opts *o) {
     o->dtype = DTYPE_F16;
 }
 
-void tr_set_threads(int threads) {
+void train_set_threads(int threads) {
     if (threads <= 0) threads = as_n_cores();
     openblas_set_num_threads(threads);
     omp_set_num_threads(threads);
 }
 
 /* Fraction of the MLM rows whose argmax is the target. */
-float tr_mlm_correct(const tr_acts *a, int V) {
+float train_mlm_correct(const train_acts *a, int V) {
     int ok = 0;
     for (int i = 0; i < a->n_mlm; i++) {
         const float *l = a->mlm_logits + (size_t)i * V;
@@ -60,12 +60,12 @@ static as_status make_dir(const char *d, as_error *err) {
     return AS_OK;
 }
 
-static as_status save_checkpoint(const trp_opts *o, const char *ck, const tr_model *m, const tro_adamw *opt,
+static as_status save_checkpoint(const pretrain_opts *o, const char *ck, const train_model *m, const trainop_adamw *opt,
                                  as_error *err) {
     as_status rc;
-    if ((rc = tr_model_save(m, ck, DTYPE_F32, err))) return rc;
-    if ((rc = trv_write_tokenizer(o->vocab, ck, o->max_len, err))) return rc;
-    return trc_state_save(ck, opt, o->seed, err);
+    if ((rc = train_model_save(m, ck, DTYPE_F32, err))) return rc;
+    if ((rc = vocab_train_write_tokenizer(o->vocab, ck, o->max_len, err))) return rc;
+    return checkpoint_state_save(ck, opt, o->seed, err);
 }
 
 static void fmt_eta(double s, char *b, size_t n) {
@@ -76,19 +76,19 @@ static void fmt_eta(double s, char *b, size_t n) {
 }
 
 static uint64_t mix(uint64_t a, uint64_t b) {
-    trr_rng r = trr_seeded(a, b);
-    return trr_next(&r);
+    train_rng r = train_rng_seeded(a, b);
+    return train_rng_next(&r);
 }
 
-as_status trp_pretrain(const trp_opts *o, as_error *err) {
+as_status pretrain_run(const pretrain_opts *o, as_error *err) {
     as_status rc = AS_OK;
-    trd_tok *tk = NULL;
-    trd_text txt = {0};
-    trd_corpus cor = {0};
-    tr_model *m = NULL;
-    tr_acts *a = NULL;
-    tro_adamw opt = {0};
-    trd_mlm_batch mb = {0};
+    data_tok *tk = NULL;
+    data_text txt = {0};
+    data_corpus cor = {0};
+    train_model *m = NULL;
+    train_acts *a = NULL;
+    trainop_adamw opt = {0};
+    data_mlm_batch mb = {0};
     FILE *log = NULL;
     char ck[4096], logp[4096];
     if (o->steps < 1 || o->batch < 1 || o->max_len < 16 || !(o->lr > 0.0f) || o->save_every < 1 ||
@@ -97,7 +97,7 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
                           "bad training options: need steps >= 1, batch >= 1, max-len >= 16, lr > 0, "
                           "dropout in [0, 1), save-every >= 1");
     if (o->max_len > 4000) return as_err_set(err, AS_ERR_INPUT, "max-len %d is above 4000", o->max_len);
-    tr_set_threads(o->threads);
+    train_set_threads(o->threads);
     if ((rc = make_dir(o->out, err))) return rc;
     if ((rc = as_path_join(ck, sizeof ck, o->out, "checkpoint", err))) return rc;
     if (o->resume) {
@@ -106,26 +106,26 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
         if (!as_file_exists(sp))
             return as_err_set(err, AS_ERR_INPUT, "--resume: no checkpoint to resume from (%s is missing)", sp);
     }
-    if ((rc = trd_tok_load(o->vocab, &tk, err))) goto cleanup;
-    int V = trd_tok_vocab(tk);
-    tr_config cfg = {ARCH_BERT, o->layers, o->heads, o->width, o->ff, V, o->max_len, 2, 0, 1, 1e-12f,
-                     ACT_GELU,  ACT_GELU,  TR_CLS_TANH, TRV_PAD, 0, 0.0f};
+    if ((rc = data_tok_load(o->vocab, &tk, err))) goto cleanup;
+    int V = data_tok_vocab(tk);
+    train_config cfg = {ARCH_BERT, o->layers, o->heads, o->width, o->ff, V, o->max_len, 2, 0, 1, 1e-12f,
+                     ACT_GELU,  ACT_GELU,  TRAIN_CLS_TANH, VOCAB_TRAIN_PAD, 0, 0.0f};
     cfg.init_range = o->init_range;
-    if ((rc = tr_config_check(&cfg, err))) goto cleanup;
+    if ((rc = train_config_check(&cfg, err))) goto cleanup;
     int dropped = 0;
     double t0 = as_now();
-    if ((rc = trd_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &dropped, err))) goto cleanup;
-    if ((rc = trd_tokenize(tk, &txt, &cor, err))) goto cleanup;
+    if ((rc = data_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &dropped, err))) goto cleanup;
+    if ((rc = data_tokenize(tk, &txt, &cor, err))) goto cleanup;
     if (!o->quiet)
         fprintf(stderr, "pretrain: %d sentences, %zu tokens (%d held-out sentences dropped) in %.1fs\n", cor.n_sent,
             cor.n_tok, dropped, as_now() - t0);
-    trd_text_free(&txt);
+    data_text_free(&txt);
     if (o->resume) {
-        tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+        train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
         fo.with_grads = 1;
         fo.num_labels = 0;
         fo.mlm = 1;
-        if ((rc = trc_model_load(ck, &fo, &m, err))) {
+        if ((rc = checkpoint_model_load(ck, &fo, &m, err))) {
             as_err_prefix(err, "--resume");
             goto cleanup;
         }
@@ -134,17 +134,17 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
             goto cleanup;
         }
     } else {
-        if ((rc = tr_model_init(&cfg, o->seed, 1, &m, err))) goto cleanup;
-        if (o->pos_sinusoidal) tr_model_init_sinusoidal_positions(m);
+        if ((rc = train_model_init(&cfg, o->seed, 1, &m, err))) goto cleanup;
+        if (o->pos_sinusoidal) train_model_init_sinusoidal_positions(m);
     }
     int T = o->seq_len > 0 ? o->seq_len : o->max_len;
     if (T > m->cfg.max_pos) T = m->cfg.max_pos;
-    float mask_prob = o->mask_prob > 0 ? o->mask_prob : TRD_MASK_PROB;
-    int max_mlm = trd_max_predictions(o->batch, T, mask_prob);
-    if ((rc = tr_acts_init(m, o->batch, T, max_mlm, &a, err))) goto cleanup;
-    if ((rc = trd_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
+    float mask_prob = o->mask_prob > 0 ? o->mask_prob : DATA_MASK_PROB;
+    int max_mlm = data_max_predictions(o->batch, T, mask_prob);
+    if ((rc = train_acts_init(m, o->batch, T, max_mlm, &a, err))) goto cleanup;
+    if ((rc = data_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
     mb.mask_prob = mask_prob;
-    if ((rc = tro_adamw_init(&opt, m->n_params, err))) goto cleanup;
+    if ((rc = trainop_adamw_init(&opt, m->n_params, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -155,7 +155,7 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
     opt.warmup = o->warmup >= 0 ? o->warmup : o->steps / 20;
     if (o->resume) {
         uint64_t seed = 0;
-        if ((rc = trc_state_load(ck, &opt, &seed, err))) goto cleanup;
+        if ((rc = checkpoint_state_load(ck, &opt, &seed, err))) goto cleanup;
         if (seed != o->seed) {
             rc = as_err_set(err, AS_ERR_INPUT, "--resume: the checkpoint was trained with --seed %llu, not %llu",
                             (unsigned long long)seed, (unsigned long long)o->seed);
@@ -180,24 +180,24 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
     int64_t first = opt.step;
     while (opt.step < o->steps) {
         int64_t step = opt.step;
-        trr_rng rng = trr_seeded(o->seed, (uint64_t)step);
-        trd_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
-        tr_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+        train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
+        data_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
+        train_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
                       .mlm_labels = mb.labels};
         a->p_hidden = a->p_attn = o->dropout;
         a->seed = mix(o->seed ^ 0xD0D0D0D0ull, (uint64_t)step);
-        tr_zero_grad(m);
-        if ((rc = tr_forward(m, a, &b, err))) goto cleanup;
-        tr_backward(m, a, &b, 1);
-        float lr = tro_adamw_lr(&opt, step);
-        float gn = tro_adamw_step(&opt, m);
+        train_zero_grad(m);
+        if ((rc = train_forward(m, a, &b, err))) goto cleanup;
+        train_backward(m, a, &b, 1);
+        float lr = trainop_adamw_lr(&opt, step);
+        float gn = trainop_adamw_step(&opt, m);
         if (!isfinite(a->loss) || !isfinite(gn)) {
             rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)step);
             goto cleanup;
         }
         loss_acc += a->loss;
         nacc++;
-        ncorrect += tr_mlm_correct(a, V);
+        ncorrect += train_mlm_correct(a, V);
         npred += a->n_mlm;
         for (size_t i = 0; i < (size_t)mb.b * mb.t; i++) ntok_tick += mb.mask[i];
         if (opt.step % o->log_every == 0 || opt.step == o->steps) {
@@ -223,17 +223,17 @@ as_status trp_pretrain(const trp_opts *o, as_error *err) {
         if (o->stop_after > 0 && opt.step == o->stop_after) goto cleanup;
     }
     if ((rc = save_checkpoint(o, ck, m, &opt, err))) goto cleanup;
-    if ((rc = tr_model_save(m, o->out, o->dtype, err))) goto cleanup;
-    if ((rc = trv_write_tokenizer(o->vocab, o->out, m->cfg.max_pos, err))) goto cleanup;
+    if ((rc = train_model_save(m, o->out, o->dtype, err))) goto cleanup;
+    if ((rc = vocab_train_write_tokenizer(o->vocab, o->out, m->cfg.max_pos, err))) goto cleanup;
     if (!o->quiet) fprintf(stderr, "pretrain: done in %.1fs; model in %s\n", as_now() - start, o->out);
 cleanup:
     if (log) fclose(log);
-    tro_adamw_free(&opt);
-    trd_mlm_batch_free(&mb);
-    tr_acts_free(a);
-    tr_model_free(m);
-    trd_corpus_free(&cor);
-    trd_text_free(&txt);
-    trd_tok_free(tk);
+    trainop_adamw_free(&opt);
+    data_mlm_batch_free(&mb);
+    train_acts_free(a);
+    train_model_free(m);
+    data_corpus_free(&cor);
+    data_text_free(&txt);
+    data_tok_free(tk);
     return rc;
 }

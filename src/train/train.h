@@ -20,16 +20,16 @@
  * TV token types, C classes, M masked-LM rows (labels != -100) in a batch.
  *
  * Usage:
- *   tr_model *tm; tr_from_as_opts fo = TR_FROM_AS_DEFAULTS; fo.with_grads = 1;
- *   tr_model_from_as(m, &fo, &tm, &err);
- *   tr_acts *a; tr_acts_init(tm, B, T, 0, &a, &err);
- *   tr_batch b = {.B = B, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
- *   tr_zero_grad(tm);
- *   tr_forward(tm, a, &b, &err);        // a->loss, a->cls_logits, dL/dlogits
- *   tr_backward(tm, a, &b, 1);          // += into tm->grads; a->d_emb_out, a->d_emb_sum
+ *   train_model *tm; train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS; fo.with_grads = 1;
+ *   train_model_from_as(m, &fo, &tm, &err);
+ *   train_acts *a; train_acts_init(tm, B, T, 0, &a, &err);
+ *   train_batch b = {.B = B, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
+ *   train_zero_grad(tm);
+ *   train_forward(tm, a, &b, &err);        // a->loss, a->cls_logits, dL/dlogits
+ *   train_backward(tm, a, &b, 1);          // += into tm->grads; a->d_emb_out, a->d_emb_sum
  *   ... optimizer over tm->params_mem / tm->grads_mem (tm->n_params floats) ...
- *   tr_model_save(tm, "out/dir", DTYPE_F16, &err);
- *   tr_acts_free(a); tr_model_free(tm);
+ *   train_model_save(tm, "out/dir", DTYPE_F16, &err);
+ *   train_acts_free(a); train_model_free(tm);
  */
 #ifndef AS_TRAIN_H
 #define AS_TRAIN_H
@@ -37,10 +37,10 @@
 #include "core/core.h"
 
 /* Label value that masked-LM cross-entropy ignores (torch CrossEntropyLoss default). */
-#define TR_IGNORE (-100)
+#define TRAIN_IGNORE (-100)
 
 /* Activation after the classifier's first dense layer. */
-typedef enum { TR_CLS_TANH = 0, TR_CLS_RELU = 1 } tr_cls_act;
+typedef enum { TRAIN_CLS_TANH = 0, TRAIN_CLS_RELU = 1 } train_cls_act;
 
 typedef struct {
     as_arch arch;       /* ARCH_BERT, ARCH_ROBERTA or ARCH_DISTILBERT */
@@ -56,12 +56,12 @@ typedef struct {
     float ln_eps;
     as_act act;         /* feed-forward activation (gelu = erf form) */
     as_act mlm_act;     /* activation in the MLM transform (RoBERTa: always gelu) */
-    tr_cls_act cls_act; /* BERT pooler / RoBERTa classifier.dense: tanh; DistilBERT: ReLU */
+    train_cls_act cls_act; /* BERT pooler / RoBERTa classifier.dense: tanh; DistilBERT: ReLU */
     int pad_token_id;   /* -1 none; RoBERTa position ids count non-pad tokens */
     int pos_offset;     /* RoBERTa: pad_token_id + 1 = first position id; else 0 */
     float init_range;   /* std of the normal initialisation (config.json initializer_range);
                            0 = Hugging Face's default 0.02 */
-} tr_config;
+} train_config;
 
 /* Parameter tensors, in arena order. Pointers into one block; NULL when the
  * config has no such tensor (wtt when TV = 0, heads absent). The gradient struct
@@ -86,20 +86,20 @@ typedef struct {
     float *mlm_w, *mlm_b;    /* (D, D), (D) MLM transform dense */
     float *mlm_ln_g, *mlm_ln_b; /* (D) */
     float *mlm_bias;         /* (V) decoder bias */
-} tr_params;
+} train_params;
 
-#define TR_N_TENSORS 26
+#define TRAIN_N_TENSORS 26
 
 typedef struct {
-    tr_config cfg;
-    tr_params params;       /* views into params_mem */
-    tr_params grads;        /* views into grads_mem; all NULL when built without gradients */
+    train_config cfg;
+    train_params params;       /* views into params_mem */
+    train_params grads;        /* views into grads_mem; all NULL when built without gradients */
     float *params_mem;      /* (n_params) owned */
     float *grads_mem;       /* (n_params) owned, or NULL */
     size_t n_params;
-    size_t sizes[TR_N_TENSORS]; /* element count of each tensor in arena order (0 = absent) */
+    size_t sizes[TRAIN_N_TENSORS]; /* element count of each tensor in arena order (0 = absent) */
     char **labels;          /* (C) id2label names, owned; NULL = none */
-} tr_model;
+} train_model;
 
 /* A named view of one Hugging Face tensor inside the arena (q/k/v are row blocks of
  * qkv_w). name is owned by the view array; data is borrowed from the model. */
@@ -109,28 +109,28 @@ typedef struct {
     int ndim;
     int64_t shape[2];
     size_t n;
-} tr_named;
+} train_named;
 
-/* ---- building and saving (tr_model.c) ---- */
+/* ---- building and saving (train_model.c) ---- */
 
 /* Checks a config (architecture, sizes against the AS_MAX_* limits, D % H == 0,
  * pad id, positions). AS_ERR_INPUT naming the field. */
-as_status tr_config_check(const tr_config *c, as_error *err);
+as_status train_config_check(const train_config *c, as_error *err);
 
 /* Allocates a model with Hugging Face's initialisation (_init_weights): weights and
  * embeddings N(0, cfg->init_range or 0.02) from a seeded RNG, biases 0, LayerNorm gains 1, the padding
  * row of the word embeddings 0. with_grads: also allocate a zeroed gradient arena.
- * *out owned by the caller (tr_model_free). */
-as_status tr_model_init(const tr_config *cfg, uint64_t seed, int with_grads, tr_model **out,
+ * *out owned by the caller (train_model_free). */
+as_status train_model_init(const train_config *cfg, uint64_t seed, int with_grads, train_model **out,
                         as_error *err);
 /* Overwrites the position embeddings with the sinusoids of Vaswani et al. 2017
  * (sec. 3.5: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...)), scaled to the
  * root-mean-square of the normal initialisation (init_range). They stay trainable: this is
  * only a starting point in which a fixed offset is a linear map of the embedding,
  * so that heads attending to the previous / next token are easy to learn. */
-void tr_model_init_sinusoidal_positions(tr_model *m);
+void train_model_init_sinusoidal_positions(train_model *m);
 /* The initialisation std of c: c->init_range, or 0.02 when unset. */
-double tr_init_std(const tr_config *c);
+double train_init_std(const train_config *c);
 
 typedef struct {
     int with_grads;  /* allocate the gradient arena */
@@ -138,36 +138,36 @@ typedef struct {
                         model has C classes, else add a freshly initialised C-class head */
     int mlm;         /* -1 keep; 0 drop; 1 keep or add a freshly initialised MLM head */
     uint64_t seed;   /* for freshly initialised heads */
-} tr_from_as_opts;
-#define TR_FROM_AS_DEFAULTS {0, -1, -1, 1234}
+} train_from_as_opts;
+#define TRAIN_FROM_AS_DEFAULTS {0, -1, -1, 1234}
 
 /* Copies a loaded model's weights into a new arena (any stored dtype; the as_model
  * keeps its own). The MLM decoder must be tied to (equal to) the word embeddings.
  * Errors: AS_ERR_INPUT for GPT-2, ELECTRA with a projection, an untied decoder. */
-as_status tr_model_from_as(const as_model *m, const tr_from_as_opts *o, tr_model **out,
+as_status train_model_from_as(const as_model *m, const train_from_as_opts *o, train_model **out,
                            as_error *err);
-void tr_model_free(tr_model *m);
-void tr_zero_grad(tr_model *m);
+void train_model_free(train_model *m);
+void train_zero_grad(train_model *m);
 
 /* Fills out[0..n) with the Hugging Face names and views of the parameters
  * (which = 0) or gradients (which = 1; requires grads_mem) in the layout the model's
  * architecture uses (bert./roberta./distilbert. prefixed base, head names as
  * BertForSequenceClassification / BertForMaskedLM / Roberta... / DistilBert...).
- * Returns n (<= cap), or -1 when cap is too small. TR_MAX_NAMED always suffices
+ * Returns n (<= cap), or -1 when cap is too small. TRAIN_MAX_NAMED always suffices
  * for L <= AS_MAX_LAYERS. */
-#define TR_MAX_NAMED (16 * AS_MAX_LAYERS + 32)
-int tr_model_named(const tr_model *m, int which, tr_named *out, int cap);
+#define TRAIN_MAX_NAMED (16 * AS_MAX_LAYERS + 32)
+int train_model_named(const train_model *m, int which, train_named *out, int cap);
 
 /* Writes DIR/config.json and DIR/model.safetensors (F32 or F16; tied decoder
  * omitted, as Hugging Face does) so that as_model_load(DIR) reads the same model.
  * Creates DIR when missing. Errors: AS_ERR_INPUT for another dtype, AS_ERR_INTERNAL
  * for I/O failures (naming the path). */
-as_status tr_model_save(const tr_model *m, const char *dir, as_dtype dtype, as_error *err);
+as_status train_model_save(const train_model *m, const char *dir, as_dtype dtype, as_error *err);
 /* Copies the tokenizer files present in src_dir (tokenizer.json, tokenizer_config.json,
  * special_tokens_map.json, vocab.txt, vocab.json, merges.txt) into dst_dir. */
-as_status tr_copy_tokenizer(const char *src_dir, const char *dst_dir, as_error *err);
+as_status train_copy_tokenizer(const char *src_dir, const char *dst_dir, as_error *err);
 
-/* ---- batches, activations, forward, backward (tr_forward.c) ---- */
+/* ---- batches, activations, forward, backward (train_forward.c) ---- */
 
 typedef struct {
     int B, T;
@@ -175,25 +175,25 @@ typedef struct {
     const int32_t *type_ids;   /* (B, T) segment ids, or NULL = all 0 */
     const int32_t *mask;       /* (B, T) 1 = real token, 0 = padding; NULL = all real */
     const int32_t *cls_labels; /* (B) class per sequence, or NULL = no classifier loss */
-    const int32_t *mlm_labels; /* (B, T) target id or TR_IGNORE, or NULL = no MLM head run */
+    const int32_t *mlm_labels; /* (B, T) target id or TRAIN_IGNORE, or NULL = no MLM head run */
     const float *word_embeds;  /* (B, T, D) replaces wte[ids] (saliency, integrated gradients);
                                   NULL = look up. No wte gradient is accumulated when set. */
-} tr_batch;
+} train_batch;
 
 /* Saved activations and gradient scratch for batches of at most B x T (one float
  * arena sized from B, T and the config). Dropout probabilities and seed are read by
- * both tr_forward and tr_backward: set them before tr_forward and leave them until
- * tr_backward has run (masks are recomputed from (seed, site, index), not stored). */
+ * both train_forward and train_backward: set them before train_forward and leave them until
+ * train_backward has run (masks are recomputed from (seed, site, index), not stored). */
 typedef struct {
     int B, T, M_max;           /* capacity */
     int nthr;                  /* attention scratch slots */
-    int nblk;                  /* blocks of sequences (tr_forward.c) at capacity */
-    int direct;                /* this pass multiplies the unpacked weights (few rows, tr_forward.c) */
+    int nblk;                  /* blocks of sequences (train_forward.c) at capacity */
+    int direct;                /* this pass multiplies the unpacked weights (few rows, train_forward.c) */
     size_t n_floats;           /* size of the arena */
     float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
     float p_attn;              /* dropout on attention probabilities */
     uint64_t seed;             /* dropout seed; change it every step */
-    /* saved by tr_forward; row r = b * T + t */
+    /* saved by train_forward; row r = b * T + t */
     int32_t *pos;              /* (BT) position ids */
     float *emb_sum;            /* (BT, D) word + position + segment (embedding LayerNorm input) */
     float *emb_mean, *emb_rstd;/* (BT) */
@@ -212,7 +212,7 @@ typedef struct {
     float *cls_pool;           /* (B, D) after dense + activation */
     float *cls_poold;          /* (B, D) after dropout */
     float *cls_logits;         /* (B, C) */
-    float *d_cls_logits;       /* (B, C) dLoss/dlogits (set by tr_forward; caller may change) */
+    float *d_cls_logits;       /* (B, C) dLoss/dlogits (set by train_forward; caller may change) */
     int n_mlm;                 /* M rows in this batch */
     int32_t *mlm_rows;         /* (M_max) row index b * T + t of each MLM row */
     int32_t *mlm_tgt;          /* (M_max) target ids */
@@ -225,9 +225,9 @@ typedef struct {
     float loss_cls, loss_mlm;  /* mean cross-entropies (0 when absent) */
     float loss;                /* loss_cls + loss_mlm */
     /* gradients w.r.t. activations */
-    float *d_out;              /* (BT, D) dLoss/d final states beyond the heads: zeroed by tr_forward,
+    float *d_out;              /* (BT, D) dLoss/d final states beyond the heads: zeroed by train_forward,
                                   the caller may add (e.g. a hidden-state distillation loss) */
-    float *d_emb_out;          /* (BT, D) dLoss/d embedding output (input of layer 0) after tr_backward */
+    float *d_emb_out;          /* (BT, D) dLoss/d embedding output (input of layer 0) after train_backward */
     float *d_emb_sum;          /* (BT, D) dLoss/d (word + position + segment) = dLoss/d word vectors */
     /* scratch; (2, ...): one set for even layers, one for odd */
     float *d_x, *d_y, *d_h1, *d_ctx; /* (BT, D) each */
@@ -236,34 +236,34 @@ typedef struct {
     float *d_ff;               /* (2, BT, F) */
     float *d_qkv;              /* (2, BT, 3D) */
     float *d_m1, *d_m2, *d_m3; /* (max(M_max, B), D) */
-    float *scr;                /* (nthr, ...) per-thread attention scratch (tr_forward.c) */
-    float *wpack;              /* the weights of the current pass, packed for tro_gemm (tr_forward.c) */
-    float *part;               /* per-block partial sums of bias and LayerNorm gradients (tr_forward.c) */
+    float *scr;                /* (nthr, ...) per-thread attention scratch (train_forward.c) */
+    float *wpack;              /* the weights of the current pass, packed for trainop_gemm (train_forward.c) */
+    float *part;               /* per-block partial sums of bias and LayerNorm gradients (train_forward.c) */
     double *row_loss;          /* (max(M_max, B)) cross-entropy of each row, summed in row order */
     float *block;              /* the arena */
     int32_t *iblock;
-} tr_acts;
+} train_acts;
 
 /* Allocates activations for batches up to B x T; max_mlm = capacity in MLM rows
- * (0 = B * T). Dropout starts at 0. *out owned by the caller (tr_acts_free). */
-as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **out, as_error *err);
-void tr_acts_free(tr_acts *a);
-size_t tr_acts_bytes(const tr_acts *a);
+ * (0 = B * T). Dropout starts at 0. *out owned by the caller (train_acts_free). */
+as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train_acts **out, as_error *err);
+void train_acts_free(train_acts *a);
+size_t train_acts_bytes(const train_acts *a);
 
 /* Runs the forward pass on b (b->B <= a->B, b->T == a->T), saving activations.
  * With labels: a->loss_* and the dLoss/dlogits buffers are filled (total loss =
  * loss_cls + loss_mlm); without: the dlogit buffers are zero. Zeroes a->d_out.
  * Errors: AS_ERR_INPUT for ids / type ids / labels out of range, more MLM rows than
  * capacity, a batch larger than the activations. */
-as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error *err);
+as_status train_forward(const train_model *m, train_acts *a, const train_batch *b, as_error *err);
 
 /* Back-propagates a->d_cls_logits, a->d_mlm_logits and a->d_out through the saved
- * activations of the last tr_forward on the same batch. param_grads = 1: adds into
- * m->grads (call tr_zero_grad first; requires grads_mem); 0: computes only the
+ * activations of the last train_forward on the same batch. param_grads = 1: adds into
+ * m->grads (call train_zero_grad first; requires grads_mem); 0: computes only the
  * gradients w.r.t. activations (a->d_emb_out, a->d_emb_sum), about twice as fast. */
-void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads);
+void train_backward(train_model *m, train_acts *a, const train_batch *b, int param_grads);
 
 /* The dropout keep decision used for site/index: 1 with probability 1 - p. */
-int tr_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p);
+int train_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p);
 
 #endif

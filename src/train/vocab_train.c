@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <utf8proc.h>
 
-#define TRV_MIN_SIZE 64
-#define TRV_MAX_WORD_CHARS 100
+#define VOCAB_TRAIN_MIN_SIZE 64
+#define VOCAB_TRAIN_MAX_WORD_CHARS 100
 
 /* ---- a string -> index map (FNV-1a, open addressing) ---- */
 
@@ -120,7 +120,7 @@ static int count_word(const char *w, size_t n, void *ctx) {
 }
 
 static tok_wordpiece_opts bert_uncased_opts(void) {
-    tok_wordpiece_opts o = {1, 1, 1, 1, "##", TRV_MAX_WORD_CHARS, TRV_UNK};
+    tok_wordpiece_opts o = {1, 1, 1, 1, "##", VOCAB_TRAIN_MAX_WORD_CHARS, VOCAB_TRAIN_UNK};
     return o;
 }
 
@@ -269,10 +269,10 @@ static int word_pairs(pair_map *pm, heap *h, const tword *w, int64_t f) {
     return 0;
 }
 
-as_status trv_train(const char *const *files, int n_files, const trv_opts *o, const char *out_path, int *n_out,
+as_status vocab_train_run(const char *const *files, int n_files, const vocab_train_opts *o, const char *out_path, int *n_out,
                     as_error *err) {
     as_status rc = AS_OK;
-    trd_text txt = {0};
+    data_text txt = {0};
     word_count wc = {0};
     pieces P = {0};
     pair_map pm = {0};
@@ -286,11 +286,11 @@ as_status trv_train(const char *const *files, int n_files, const trv_opts *o, co
     char *buf = NULL;
     str_map cmap = {0};
     *n_out = 0;
-    if (o->size < TRV_MIN_SIZE || o->size > AS_MAX_VOCAB)
-        return as_err_set(err, AS_ERR_INPUT, "vocabulary size %d is outside [%d, %d]", o->size, TRV_MIN_SIZE,
+    if (o->size < VOCAB_TRAIN_MIN_SIZE || o->size > AS_MAX_VOCAB)
+        return as_err_set(err, AS_ERR_INPUT, "vocabulary size %d is outside [%d, %d]", o->size, VOCAB_TRAIN_MIN_SIZE,
                           AS_MAX_VOCAB);
     int drop = 0;
-    if ((rc = trd_read_corpus(files, n_files, o->exclude, o->n_exclude, &txt, &drop, err))) goto cleanup;
+    if ((rc = data_read_corpus(files, n_files, o->exclude, o->n_exclude, &txt, &drop, err))) goto cleanup;
     tok_wordpiece_opts wo = bert_uncased_opts();
     for (int i = 0; i < txt.n; i++)
         if ((rc = tok_wordpiece_words(&wo, txt.text[i], strlen(txt.text[i]), count_word, &wc, err))) goto cleanup;
@@ -342,16 +342,16 @@ as_status trv_train(const char *const *files, int n_files, const trv_opts *o, co
         if (acount[i] >= minc) keep[n_keep++] = alpha[i];
     smap_free(&cmap);
     qsort(keep, (size_t)n_keep, sizeof *keep, cmp_i32);
-    if (TRV_N_SPECIAL + 2 * n_keep > o->size) {
+    if (VOCAB_TRAIN_N_SPECIAL + 2 * n_keep > o->size) {
         free(keep);
         rc = as_err_set(err, AS_ERR_INPUT,
                         "vocabulary size %d is smaller than the %d specials + 2 x %d characters need (raise --size or "
                         "--min-char-count)",
-                        o->size, TRV_N_SPECIAL, n_keep);
+                        o->size, VOCAB_TRAIN_N_SPECIAL, n_keep);
         goto cleanup;
     }
-    static const char *const specials[TRV_N_SPECIAL] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-    for (int i = 0; i < TRV_N_SPECIAL; i++)
+    static const char *const specials[VOCAB_TRAIN_N_SPECIAL] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int i = 0; i < VOCAB_TRAIN_N_SPECIAL; i++)
         if (piece_add(&P, specials[i], strlen(specials[i])) < 0) goto oom_keep;
     char cb[8];
     for (int pass = 0; pass < 2; pass++)
@@ -385,7 +385,7 @@ as_status trv_train(const char *const *files, int n_files, const trv_opts *o, co
             sym[n++] = id;
             i += (size_t)k;
         }
-        if (!ok || n > TRV_MAX_WORD_CHARS) {
+        if (!ok || n > VOCAB_TRAIN_MAX_WORD_CHARS) {
             free(sym);
             continue;
         }
@@ -474,7 +474,7 @@ cleanup:
     free(wc.counts);
     free(alpha);
     free(acount);
-    trd_text_free(&txt);
+    data_text_free(&txt);
     return rc;
 }
 
@@ -493,7 +493,7 @@ static json_t *special_tok(const char *name, int type_id) {
     return json_pack("{s:{s:s,s:i}}", "SpecialToken", "id", name, "type_id", type_id);
 }
 
-as_status trv_write_tokenizer(const char *vocab_path, const char *dir, int max_len, as_error *err) {
+as_status vocab_train_write_tokenizer(const char *vocab_path, const char *dir, int max_len, as_error *err) {
     char *buf = NULL;
     size_t len = 0;
     as_status rc = as_read_file(vocab_path, (size_t)64 << 20, &buf, &len, err);
@@ -534,7 +534,7 @@ as_status trv_write_tokenizer(const char *vocab_path, const char *dir, int max_l
         if (e > p && e[-1] == '\r') e[-1] = 0;
         *e = 0;
         json_object_set_new(vocab, p, json_integer(id));
-        if (id < TRV_N_SPECIAL)
+        if (id < VOCAB_TRAIN_N_SPECIAL)
             json_array_append_new(added, json_pack("{s:i,s:s,s:b,s:b,s:b,s:b,s:b}", "id", id, "content", p,
                                                    "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0,
                                                    "special", 1));
@@ -552,15 +552,15 @@ as_status trv_write_tokenizer(const char *vocab_path, const char *dir, int max_l
     json_t *pair = json_pack("[o,{s:{s:s,s:i}},o,{s:{s:s,s:i}},o]", special_tok("[CLS]", 0), "Sequence", "id", "A",
                              "type_id", 0, special_tok("[SEP]", 0), "Sequence", "id", "B", "type_id", 1,
                              special_tok("[SEP]", 1));
-    json_t *sp = json_pack("{s:{s:s,s:[i],s:[s]},s:{s:s,s:[i],s:[s]}}", "[CLS]", "id", "[CLS]", "ids", TRV_CLS,
-                           "tokens", "[CLS]", "[SEP]", "id", "[SEP]", "ids", TRV_SEP, "tokens", "[SEP]");
+    json_t *sp = json_pack("{s:{s:s,s:[i],s:[s]},s:{s:s,s:[i],s:[s]}}", "[CLS]", "id", "[CLS]", "ids", VOCAB_TRAIN_CLS,
+                           "tokens", "[CLS]", "[SEP]", "id", "[SEP]", "ids", VOCAB_TRAIN_SEP, "tokens", "[SEP]");
     json_object_set_new(tj, "post_processor",
                         json_pack("{s:s,s:o,s:o,s:o}", "type", "TemplateProcessing", "single", single, "pair", pair,
                                   "special_tokens", sp));
     json_object_set_new(tj, "decoder", json_pack("{s:s,s:s,s:b}", "type", "WordPiece", "prefix", "##", "cleanup", 1));
     json_object_set_new(tj, "model", json_pack("{s:s,s:s,s:s,s:i,s:o}", "type", "WordPiece", "unk_token", "[UNK]",
                                                "continuing_subword_prefix", "##", "max_input_chars_per_word",
-                                               TRV_MAX_WORD_CHARS, "vocab", vocab));
+                                               VOCAB_TRAIN_MAX_WORD_CHARS, "vocab", vocab));
     rc = write_json(tj, dir, "tokenizer.json", err);
     goto cleanup;
 cleanup_oom:

@@ -38,9 +38,9 @@
 typedef struct {
     as_model *am;
     st_file *exp;
-    tr_model *tm;
-    tr_acts *a;
-    tr_batch b;
+    train_model *tm;
+    train_acts *a;
+    train_batch b;
     int32_t ids[64], tt[64], mask[64], cls[8], mlm[64];
 } fixture;
 
@@ -57,7 +57,7 @@ static void read_i32(const fixture *f, const char *name, int32_t *dst, size_t n)
     memcpy(dst, t->data, n * sizeof(int32_t));
 }
 
-/* Loads fixture arch, builds a tr_model with gradients and a B x T batch. */
+/* Loads fixture arch, builds a train_model with gradients and a B x T batch. */
 static void load(fixture *f, const char *arch) {
     memset(f, 0, sizeof *f);
     char dir[1024], path[1100];
@@ -66,9 +66,9 @@ static void load(fixture *f, const char *arch) {
     as_error err = {0};
     if (as_model_load(dir, &f->am, &err)) fail_msg("%s", err.msg);
     if (st_file_open(path, &f->exp, &err)) fail_msg("%s", err.msg);
-    tr_from_as_opts o = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts o = TRAIN_FROM_AS_DEFAULTS;
     o.with_grads = 1;
-    if (tr_model_from_as(f->am, &o, &f->tm, &err)) fail_msg("%s", err.msg);
+    if (train_model_from_as(f->am, &o, &f->tm, &err)) fail_msg("%s", err.msg);
     const st_tensor *ids = want(f, "in.ids", DTYPE_I32, 0);
     int B = (int)ids->shape[0], T = (int)ids->shape[1];
     assert_true(B * T <= 64);
@@ -77,15 +77,15 @@ static void load(fixture *f, const char *arch) {
     read_i32(f, "in.mask", f->mask, (size_t)B * T);
     read_i32(f, "in.cls_labels", f->cls, (size_t)B);
     read_i32(f, "in.mlm_labels", f->mlm, (size_t)B * T);
-    tr_batch b = {.B = B, .T = T, .ids = f->ids, .type_ids = f->tt, .mask = f->mask, .cls_labels = f->cls,
+    train_batch b = {.B = B, .T = T, .ids = f->ids, .type_ids = f->tt, .mask = f->mask, .cls_labels = f->cls,
                   .mlm_labels = f->mlm};
     f->b = b;
-    if (tr_acts_init(f->tm, B, T, 0, &f->a, &err)) fail_msg("%s", err.msg);
+    if (train_acts_init(f->tm, B, T, 0, &f->a, &err)) fail_msg("%s", err.msg);
 }
 
 static void unload(fixture *f) {
-    tr_acts_free(f->a);
-    tr_model_free(f->tm);
+    train_acts_free(f->a);
+    train_model_free(f->tm);
     st_file_free(f->exp);
     as_model_free(f->am);
 }
@@ -116,9 +116,9 @@ static void check_out(const fixture *f, const char *name, const float *c, size_t
 
 static void run_fwd_bwd(fixture *f) {
     as_error err = {0};
-    tr_zero_grad(f->tm);
-    if (tr_forward(f->tm, f->a, &f->b, &err)) fail_msg("%s", err.msg);
-    tr_backward(f->tm, f->a, &f->b, 1);
+    train_zero_grad(f->tm);
+    if (train_forward(f->tm, f->a, &f->b, &err)) fail_msg("%s", err.msg);
+    train_backward(f->tm, f->a, &f->b, 1);
 }
 
 static void parity(const char *arch) {
@@ -126,7 +126,7 @@ static void parity(const char *arch) {
     load(&f, arch);
     printf("%s:\n", arch);
     run_fwd_bwd(&f);
-    const tr_config *c = &f.tm->cfg;
+    const train_config *c = &f.tm->cfg;
     size_t BTD = (size_t)f.b.B * f.b.T * c->d_model;
     check_out(&f, "out.loss_cls", &f.a->loss_cls, 1);
     check_out(&f, "out.loss_mlm", &f.a->loss_mlm, 1);
@@ -142,9 +142,9 @@ static void parity(const char *arch) {
         printf("  %-22s max rel diff %.2e (scale %.3g)\n", acts[i].name, r, scale);
         assert_true(r <= GRAD_TOL);
     }
-    tr_named *nv = malloc(TR_MAX_NAMED * sizeof *nv);
+    train_named *nv = malloc(TRAIN_MAX_NAMED * sizeof *nv);
     assert_non_null(nv);
-    int n = tr_model_named(f.tm, 1, nv, TR_MAX_NAMED);
+    int n = train_model_named(f.tm, 1, nv, TRAIN_MAX_NAMED);
     int n_exp = 0;
     for (int i = 0; i < st_file_count(f.exp); i++)
         if (!strncmp(st_file_tensor(f.exp, i)->name, "grad.", 5)) n_exp++;
@@ -172,7 +172,7 @@ static void parity(const char *arch) {
     float *keep = malloc(BTD * sizeof(float));
     assert_non_null(keep);
     memcpy(keep, f.a->d_emb_sum, BTD * sizeof(float));
-    tr_backward(f.tm, f.a, &f.b, 0);
+    train_backward(f.tm, f.a, &f.b, 0);
     assert_memory_equal(keep, f.a->d_emb_sum, BTD * sizeof(float));
     free(keep);
     free(nv);
@@ -195,10 +195,10 @@ static void finite_diff(int with_dropout) {
         f.a->seed = 99;
     }
     run_fwd_bwd(&f);
-    tr_named *pv = malloc(TR_MAX_NAMED * sizeof *pv), *gv = malloc(TR_MAX_NAMED * sizeof *gv);
+    train_named *pv = malloc(TRAIN_MAX_NAMED * sizeof *pv), *gv = malloc(TRAIN_MAX_NAMED * sizeof *gv);
     assert_true(pv && gv);
-    int n = tr_model_named(f.tm, 0, pv, TR_MAX_NAMED);
-    assert_int_equal(tr_model_named(f.tm, 1, gv, TR_MAX_NAMED), n);
+    int n = train_model_named(f.tm, 0, pv, TRAIN_MAX_NAMED);
+    assert_int_equal(train_model_named(f.tm, 1, gv, TRAIN_MAX_NAMED), n);
     const float eps = 1e-3f;
     double worst = 0.0;
     int checked = 0;
@@ -211,10 +211,10 @@ static void finite_diff(int with_dropout) {
         if (fabsf(g) < 1e-3f) continue; /* below what a float difference resolves */
         float *p = (float *)pv[i].data + best, old = *p;
         *p = old + eps;
-        if (tr_forward(f.tm, f.a, &f.b, &err)) fail_msg("%s", err.msg);
+        if (train_forward(f.tm, f.a, &f.b, &err)) fail_msg("%s", err.msg);
         double lp = f.a->loss;
         *p = old - eps;
-        if (tr_forward(f.tm, f.a, &f.b, &err)) fail_msg("%s", err.msg);
+        if (train_forward(f.tm, f.a, &f.b, &err)) fail_msg("%s", err.msg);
         double lm = f.a->loss;
         *p = old;
         double fd = (lp - lm) / (2.0 * eps);
@@ -259,7 +259,7 @@ static void test_dropout_reproducible(void **state) {
     printf("dropout: loss p=0 %.6f, p=0.1 seed 7 %.6f (twice), seed 8 %.6f\n", loss0, loss1, f.a->loss);
     /* about 10% of the mask is dropped */
     int dropped = 0;
-    for (int i = 0; i < 100000; i++) dropped += !tr_dropout_keep(7, 3, (uint64_t)i, 0.1f);
+    for (int i = 0; i < 100000; i++) dropped += !train_dropout_keep(7, 3, (uint64_t)i, 0.1f);
     assert_true(dropped > 9500 && dropped < 10500);
     free(g1);
     unload(&f);
@@ -276,8 +276,8 @@ static void test_matches_inference(void **state) {
     as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 1};
     as_run *run = NULL;
     if (as_forward(f.am, &enc, &spec, &run, &err)) fail_msg("%s", err.msg);
-    tr_batch b1 = {.B = 1, .T = T, .ids = f.ids, .type_ids = f.tt};
-    if (tr_forward(f.tm, f.a, &b1, &err)) fail_msg("%s", err.msg);
+    train_batch b1 = {.B = 1, .T = T, .ids = f.ids, .type_ids = f.tt};
+    if (train_forward(f.tm, f.a, &b1, &err)) fail_msg("%s", err.msg);
     for (int c = 0; c < run->logits_cols; c++) assert_true(fabsf(run->logits[c] - f.a->cls_logits[c]) < 1e-5f);
     as_run_free(run);
     as_encoding_free(&enc);
@@ -293,15 +293,15 @@ static void save_roundtrip(const char *arch, as_dtype dt) {
     char sub[256];
     snprintf(sub, sizeof sub, "%s/model", dir);
     as_error err = {0};
-    if (tr_model_save(f.tm, sub, dt, &err)) fail_msg("%s", err.msg);
+    if (train_model_save(f.tm, sub, dt, &err)) fail_msg("%s", err.msg);
     as_model *m2 = NULL;
     if (as_model_load(sub, &m2, &err)) fail_msg("%s", err.msg);
     assert_int_equal(as_model_heads(m2), as_model_heads(f.am));
     assert_int_equal(as_model_dtype(m2), dt);
     assert_string_equal(as_model_config(m2)->id2label[1], "class_1");
-    tr_model *t2 = NULL;
-    tr_from_as_opts o = TR_FROM_AS_DEFAULTS;
-    if (tr_model_from_as(m2, &o, &t2, &err)) fail_msg("%s", err.msg);
+    train_model *t2 = NULL;
+    train_from_as_opts o = TRAIN_FROM_AS_DEFAULTS;
+    if (train_model_from_as(m2, &o, &t2, &err)) fail_msg("%s", err.msg);
     assert_int_equal(t2->n_params, f.tm->n_params);
     double md = 0.0;
     for (size_t i = 0; i < t2->n_params; i++) {
@@ -311,7 +311,7 @@ static void save_roundtrip(const char *arch, as_dtype dt) {
     printf("save %s %s -> load: max rel param diff %.2e\n", arch, as_dtype_name(dt), md);
     if (dt == DTYPE_F32) assert_memory_equal(t2->params_mem, f.tm->params_mem, t2->n_params * sizeof(float));
     else assert_true(md < 1e-3);
-    tr_model_free(t2);
+    train_model_free(t2);
     as_model_free(m2);
     char p[300];
     snprintf(p, sizeof p, "%s/config.json", sub);
@@ -336,20 +336,20 @@ static void test_init_and_new_heads(void **state) {
     fixture f;
     load(&f, "bert");
     as_error err = {0};
-    tr_from_as_opts o = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts o = TRAIN_FROM_AS_DEFAULTS;
     o.with_grads = 1;
     o.num_labels = 5; /* replaces the 3-class head */
     o.mlm = 0;
-    tr_model *t = NULL;
-    if (tr_model_from_as(f.am, &o, &t, &err)) fail_msg("%s", err.msg);
+    train_model *t = NULL;
+    if (train_model_from_as(f.am, &o, &t, &err)) fail_msg("%s", err.msg);
     assert_int_equal(t->cfg.num_labels, 5);
     assert_int_equal(t->cfg.mlm, 0);
     assert_null(t->params.mlm_w);
     assert_true(t->params.cls_b[0] == 0.0f && t->params.cls_w[0] != 0.0f);
     assert_null(t->labels); /* 3 names do not fit 5 classes */
-    tr_config c = t->cfg;
-    tr_model *r = NULL;
-    if (tr_model_init(&c, 1, 1, &r, &err)) fail_msg("%s", err.msg);
+    train_config c = t->cfg;
+    train_model *r = NULL;
+    if (train_model_init(&c, 1, 1, &r, &err)) fail_msg("%s", err.msg);
     double sum2 = 0.0;
     size_t n = (size_t)c.vocab_size * c.d_model;
     for (size_t i = 0; i < n; i++) sum2 += (double)r->params.wte[i] * r->params.wte[i];
@@ -358,41 +358,41 @@ static void test_init_and_new_heads(void **state) {
     assert_true(sd > 0.017 && sd < 0.023);
     for (int i = 0; i < c.d_model; i++) assert_true(r->params.wte[(size_t)c.pad_token_id * c.d_model + i] == 0.0f);
     assert_true(r->params.ln1_g[0] == 1.0f && r->params.qkv_b[0] == 0.0f);
-    tr_acts *a = NULL;
-    if (tr_acts_init(r, 2, 7, 0, &a, &err)) fail_msg("%s", err.msg);
+    train_acts *a = NULL;
+    if (train_acts_init(r, 2, 7, 0, &a, &err)) fail_msg("%s", err.msg);
     int32_t lab[2] = {4, 1};
-    tr_batch b = f.b;
+    train_batch b = f.b;
     b.cls_labels = lab;
     b.mlm_labels = NULL;
-    if (tr_forward(r, a, &b, &err)) fail_msg("%s", err.msg);
+    if (train_forward(r, a, &b, &err)) fail_msg("%s", err.msg);
     assert_true(fabsf(a->loss_cls - logf(5.0f)) < 0.05f); /* near-uniform at init */
-    tr_backward(r, a, &b, 1);
+    train_backward(r, a, &b, 1);
     /* bad input is an error, not a crash */
     b.mlm_labels = f.mlm;
-    assert_int_equal(tr_forward(r, a, &b, &err), AS_ERR_INPUT);
+    assert_int_equal(train_forward(r, a, &b, &err), AS_ERR_INPUT);
     printf("bad input: %s\n", err.msg);
     b.mlm_labels = NULL;
     lab[0] = 5;
-    assert_int_equal(tr_forward(r, a, &b, &err), AS_ERR_INPUT);
+    assert_int_equal(train_forward(r, a, &b, &err), AS_ERR_INPUT);
     lab[0] = 0;
     int32_t bad[14];
     memcpy(bad, f.ids, sizeof bad);
     bad[3] = 50;
     b.ids = bad;
-    assert_int_equal(tr_forward(r, a, &b, &err), AS_ERR_INPUT);
+    assert_int_equal(train_forward(r, a, &b, &err), AS_ERR_INPUT);
     printf("bad input: %s\n", err.msg);
     b.ids = f.ids;
     b.B = 3;
-    assert_int_equal(tr_forward(r, a, &b, &err), AS_ERR_INPUT);
-    tr_config bc = c;
+    assert_int_equal(train_forward(r, a, &b, &err), AS_ERR_INPUT);
+    train_config bc = c;
     bc.n_head = 3;
-    tr_model *none = NULL;
-    assert_int_equal(tr_model_init(&bc, 1, 0, &none, &err), AS_ERR_INPUT);
+    train_model *none = NULL;
+    assert_int_equal(train_model_init(&bc, 1, 0, &none, &err), AS_ERR_INPUT);
     assert_null(none);
     printf("bad config: %s\n", err.msg);
-    tr_acts_free(a);
-    tr_model_free(r);
-    tr_model_free(t);
+    train_acts_free(a);
+    train_model_free(r);
+    train_model_free(t);
     unload(&f);
 }
 

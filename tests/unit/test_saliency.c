@@ -137,13 +137,13 @@ static void test_target_and_errors(void **state) {
     as_encoding empty = {0};
     assert_int_equal(sal_compute(f.m, &empty, &o, &r0, &err), AS_ERR_INPUT);
     /* a model without a classifier */
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.num_labels = 0;
-    tr_model *tm = NULL;
-    if (tr_model_from_as(f.m, &fo, &tm, &err)) fail_msg("%s", err.msg);
+    train_model *tm = NULL;
+    if (train_model_from_as(f.m, &fo, &tm, &err)) fail_msg("%s", err.msg);
     assert_int_equal(sal_compute_tr(tm, &f.enc, &o, &r0, &err), AS_ERR_INPUT);
     printf("error: %s\n", err.msg);
-    tr_model_free(tm);
+    train_model_free(tm);
     /* the default step count */
     if (sal_compute(f.m, &f.enc, &o, &r0, &err)) fail_msg("%s", err.msg);
     assert_int_equal(r0.steps, SAL_DEFAULT_STEPS);

@@ -45,13 +45,13 @@ static void test_loss_curve(void **state) {
     (void)state;
     as_error err = {0};
     st_file *exp = NULL;
-    tr_model *m = NULL;
-    tr_acts *a = NULL;
-    tro_adamw opt = {0};
-    tr_set_threads(1);
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
+    train_model *m = NULL;
+    train_acts *a = NULL;
+    trainop_adamw opt = {0};
+    train_set_threads(1);
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.with_grads = 1;
-    if (trc_model_load(FIX "tiny", &fo, &m, &err)) fail_msg("%s", err.msg);
+    if (checkpoint_model_load(FIX "tiny", &fo, &m, &err)) fail_msg("%s", err.msg);
     assert_true(m->cfg.mlm && m->cfg.num_labels == 3);
     if (st_file_open(FIX "expected.safetensors", &exp, &err)) fail_msg("%s", err.msg);
     const st_tensor *ids = want(exp, "in.ids"), *tt = want(exp, "in.type_ids"), *mk = want(exp, "in.mask"),
@@ -59,8 +59,8 @@ static void test_loss_curve(void **state) {
     int S = (int)ids->shape[0], B = (int)ids->shape[1], T = (int)ids->shape[2];
     assert_int_equal(S, 30);
     assert_int_equal(ls->n_elems, (size_t)S);
-    if (tr_acts_init(m, B, T, 0, &a, &err)) fail_msg("%s", err.msg);
-    if (tro_adamw_init(&opt, m->n_params, &err)) fail_msg("%s", err.msg);
+    if (train_acts_init(m, B, T, 0, &a, &err)) fail_msg("%s", err.msg);
+    if (trainop_adamw_init(&opt, m->n_params, &err)) fail_msg("%s", err.msg);
     opt.lr = 1e-2f;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -73,22 +73,22 @@ static void test_loss_curve(void **state) {
     const float *ref = ls->data;
     for (int s = 0; s < S; s++) {
         size_t o = (size_t)s * B * T;
-        tr_batch b = {.B = B, .T = T, .ids = (const int32_t *)ids->data + o, .type_ids = (const int32_t *)tt->data + o,
+        train_batch b = {.B = B, .T = T, .ids = (const int32_t *)ids->data + o, .type_ids = (const int32_t *)tt->data + o,
                       .mask = (const int32_t *)mk->data + o, .cls_labels = (const int32_t *)cl->data + (size_t)s * B,
                       .mlm_labels = (const int32_t *)ml->data + o};
-        tr_zero_grad(m);
-        if (tr_forward(m, a, &b, &err)) fail_msg("%s", err.msg);
-        tr_backward(m, a, &b, 1);
-        tro_adamw_step(&opt, m);
+        train_zero_grad(m);
+        if (train_forward(m, a, &b, &err)) fail_msg("%s", err.msg);
+        train_backward(m, a, &b, 1);
+        trainop_adamw_step(&opt, m);
         double d = fabs((double)a->loss - ref[s]) / fmax(1.0, fabs(ref[s]));
         worst = d > worst ? d : worst;
         if (d > LOSS_TOL) fail_msg("step %d: loss %.6f, torch %.6f", s, (double)a->loss, (double)ref[s]);
     }
     printf("loss curve: %d steps, max relative loss diff %.2e (tol %.0e); loss %.4f -> %.4f\n", S, worst, LOSS_TOL,
            (double)ref[0], (double)ref[S - 1]);
-    tr_named *nv = calloc(TR_MAX_NAMED, sizeof *nv);
+    train_named *nv = calloc(TRAIN_MAX_NAMED, sizeof *nv);
     assert_non_null(nv);
-    int n = tr_model_named(m, 0, nv, TR_MAX_NAMED);
+    int n = train_model_named(m, 0, nv, TRAIN_MAX_NAMED);
     double pmax = 0.0;
     int found = 0;
     for (int i = 0; i < n; i++) {
@@ -108,9 +108,9 @@ static void test_loss_curve(void **state) {
     assert_true(found >= 20);
     assert_true(pmax <= PARAM_TOL);
     free(nv);
-    tro_adamw_free(&opt);
-    tr_acts_free(a);
-    tr_model_free(m);
+    trainop_adamw_free(&opt);
+    train_acts_free(a);
+    train_model_free(m);
     st_file_free(exp);
 }
 
@@ -143,14 +143,14 @@ static void make_corpus(void) {
     const char *files[1] = {p};
     char vp[512];
     snprintf(vp, sizeof vp, "%s/vocab.txt", tmpdir);
-    trv_opts vo = {.size = 120, .min_char_count = 1};
+    vocab_train_opts vo = {.size = 120, .min_char_count = 1};
     int n = 0;
     as_error err = {0};
-    if (trv_train(files, 1, &vo, vp, &n, &err)) fail_msg("%s", err.msg);
+    if (vocab_train_run(files, 1, &vo, vp, &n, &err)) fail_msg("%s", err.msg);
 }
 
-static void tiny_opts(trp_opts *o, const char **files, const char *out, char *vp) {
-    trp_opts_default(o);
+static void tiny_opts(pretrain_opts *o, const char **files, const char *out, char *vp) {
+    pretrain_opts_default(o);
     snprintf(vp, 512, "%s/vocab.txt", tmpdir);
     o->corpus = files;
     o->n_corpus = 1;
@@ -190,15 +190,15 @@ static void test_resume_identical(void **state) {
     snprintf(outb, sizeof outb, "%s/b", tmpdir);
     const char *files[1] = {cp};
     as_error err = {0};
-    trp_opts o;
+    pretrain_opts o;
     tiny_opts(&o, files, outa, vp);
-    if (trp_pretrain(&o, &err)) fail_msg("uninterrupted: %s", err.msg);
+    if (pretrain_run(&o, &err)) fail_msg("uninterrupted: %s", err.msg);
     tiny_opts(&o, files, outb, vp);
     o.stop_after = 5;
-    if (trp_pretrain(&o, &err)) fail_msg("interrupted: %s", err.msg);
+    if (pretrain_run(&o, &err)) fail_msg("interrupted: %s", err.msg);
     tiny_opts(&o, files, outb, vp);
     o.resume = 1;
-    if (trp_pretrain(&o, &err)) fail_msg("resumed: %s", err.msg);
+    if (pretrain_run(&o, &err)) fail_msg("resumed: %s", err.msg);
     snprintf(cka, sizeof cka, "%s/checkpoint", outa);
     snprintf(ckb, sizeof ckb, "%s/checkpoint", outb);
     st_file *fa = open_weights(cka), *fb = open_weights(ckb);
@@ -216,11 +216,11 @@ static void test_resume_identical(void **state) {
     st_file_free(fb);
 
     /* save -> load round trip: the final F32 folder reloads to the same parameters */
-    tr_from_as_opts fo = TR_FROM_AS_DEFAULTS;
-    tr_model *m1 = NULL, *m2 = NULL;
-    if (trc_model_load(cka, &fo, &m1, &err)) fail_msg("%s", err.msg);
-    if (tr_model_save(m1, outa, DTYPE_F32, &err)) fail_msg("%s", err.msg);
-    if (trc_model_load(outa, &fo, &m2, &err)) fail_msg("%s", err.msg);
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
+    train_model *m1 = NULL, *m2 = NULL;
+    if (checkpoint_model_load(cka, &fo, &m1, &err)) fail_msg("%s", err.msg);
+    if (train_model_save(m1, outa, DTYPE_F32, &err)) fail_msg("%s", err.msg);
+    if (checkpoint_model_load(outa, &fo, &m2, &err)) fail_msg("%s", err.msg);
     assert_int_equal(m1->n_params, m2->n_params);
     assert_memory_equal(m1->params_mem, m2->params_mem, m1->n_params * sizeof(float));
     assert_true(m2->cfg.mlm);
@@ -230,12 +230,12 @@ static void test_resume_identical(void **state) {
     as_encoding enc = {0};
     as_encode_opts eo = {0, 1};
     if (as_encode(am, "the cat sat on a mat .", "it was good .", &eo, &enc, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(enc.ids[0], TRV_CLS);
-    for (int i = 0; i < enc.n; i++) assert_int_not_equal(enc.ids[i], TRV_UNK);
+    assert_int_equal(enc.ids[0], VOCAB_TRAIN_CLS);
+    for (int i = 0; i < enc.n; i++) assert_int_not_equal(enc.ids[i], VOCAB_TRAIN_UNK);
     as_encoding_free(&enc);
     as_model_free(am);
-    tr_model_free(m1);
-    tr_model_free(m2);
+    train_model_free(m1);
+    train_model_free(m2);
 }
 
 static void test_errors(void **state) {
@@ -246,29 +246,29 @@ static void test_errors(void **state) {
     const char *missing[1] = {"/nonexistent/corpus.txt"};
     const char *files[1] = {cp};
     as_error err = {0};
-    trp_opts o;
+    pretrain_opts o;
     tiny_opts(&o, missing, out, vp);
-    assert_int_equal(trp_pretrain(&o, &err), AS_ERR_INPUT);
+    assert_int_equal(pretrain_run(&o, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "/nonexistent/corpus.txt"));
     assert_null(strchr(err.msg, '\n'));
     printf("unreadable corpus: %s\n", err.msg);
     tiny_opts(&o, files, out, vp);
     o.width = 18; /* not divisible by 4 heads */
     o.heads = 4;
-    assert_int_equal(trp_pretrain(&o, &err), AS_ERR_INPUT);
+    assert_int_equal(pretrain_run(&o, &err), AS_ERR_INPUT);
     printf("bad config: %s\n", err.msg);
     tiny_opts(&o, files, out, vp);
     o.vocab = "/nonexistent/vocab.txt";
-    assert_int_equal(trp_pretrain(&o, &err), AS_ERR_INPUT);
+    assert_int_equal(pretrain_run(&o, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "vocab.txt"));
     tiny_opts(&o, files, out, vp);
     o.resume = 1; /* nothing to resume from */
-    assert_int_equal(trp_pretrain(&o, &err), AS_ERR_INPUT);
+    assert_int_equal(pretrain_run(&o, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "--resume: no checkpoint"));
     printf("resume without checkpoint: %s\n", err.msg);
     tiny_opts(&o, files, out, vp);
     o.dropout = 1.5f;
-    assert_int_equal(trp_pretrain(&o, &err), AS_ERR_INPUT);
+    assert_int_equal(pretrain_run(&o, &err), AS_ERR_INPUT);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     assert_int_equal(system(cmd), 0);
@@ -294,15 +294,15 @@ static void test_distill_grads(void **state) {
     }
     const float T = 2.0f, a = 3.0f, eps = 1e-2f;
     memset(d, 0, sizeof d);
-    trk_kl_grad(zs, zt, d, M, V, T, a);
+    distill_kl_grad(zs, zt, d, M, V, T, a);
     double worst = 0, gmax = 0;
     for (int i = 0; i < M * V; i++) gmax = fmax(gmax, fabs(d[i]));
     for (int i = 0; i < M * V; i++) {
         float keep = zs[i], scratch[M * V];
         zs[i] = keep + eps;
-        double up = trk_kl_grad(zs, zt, scratch, M, V, T, 0.0f);
+        double up = distill_kl_grad(zs, zt, scratch, M, V, T, 0.0f);
         zs[i] = keep - eps;
-        double dn = trk_kl_grad(zs, zt, scratch, M, V, T, 0.0f);
+        double dn = distill_kl_grad(zs, zt, scratch, M, V, T, 0.0f);
         zs[i] = keep;
         double fd = a * T * T * (up - dn) / (2 * eps);
         worst = fmax(worst, fabs(fd - d[i]));
@@ -310,15 +310,15 @@ static void test_distill_grads(void **state) {
     printf("distill KL gradient vs finite differences: max |diff| %.2e (max |g| %.2e)\n", worst, gmax);
     assert_true(worst <= 2e-3 * gmax + 1e-5);
     memset(dh, 0, sizeof dh);
-    trk_cos_grad(hs, ht, mask, dh, N, D, a);
+    distill_cos_grad(hs, ht, mask, dh, N, D, a);
     worst = gmax = 0;
     for (int i = 0; i < N * D; i++) gmax = fmax(gmax, fabs(dh[i]));
     for (int i = 0; i < N * D; i++) {
         float keep = hs[i], scratch[N * D];
         hs[i] = keep + eps;
-        double up = trk_cos_grad(hs, ht, mask, scratch, N, D, 0.0f);
+        double up = distill_cos_grad(hs, ht, mask, scratch, N, D, 0.0f);
         hs[i] = keep - eps;
-        double dn = trk_cos_grad(hs, ht, mask, scratch, N, D, 0.0f);
+        double dn = distill_cos_grad(hs, ht, mask, scratch, N, D, 0.0f);
         hs[i] = keep;
         double fd = a * (up - dn) / (2 * eps);
         worst = fmax(worst, fabs(fd - dh[i]));

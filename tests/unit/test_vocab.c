@@ -6,7 +6,7 @@
  *     with the written tokenizer.json) encodes held-out text with < 2% [UNK] and the
  *     two agree;
  *   - SST-2 style and raw sentences share one filter key; filtered sentences are gone;
- *   - masked-LM batches (trd_mlm_batch_make): [CLS] A [SEP] B [SEP] layout, segment ids,
+ *   - masked-LM batches (data_mlm_batch_make): [CLS] A [SEP] B [SEP] layout, segment ids,
  *     padding, round(p x tokens) predictions per pair at p = 0.15 and 0.4, 80/10/10
  *     replacement, and B following A in about half the pairs.
  */
@@ -63,11 +63,11 @@ static void test_vocab_train(void **state) {
     snprintf(v2, sizeof v2, "%s/v2.txt", dir);
     write_file(cp, TRAIN);
     const char *files[1] = {cp};
-    trv_opts o = {.size = 200, .min_char_count = 1};
+    vocab_train_opts o = {.size = 200, .min_char_count = 1};
     int n1 = 0, n2 = 0;
     as_error err = {0};
-    if (trv_train(files, 1, &o, v1, &n1, &err)) fail_msg("%s", err.msg);
-    if (trv_train(files, 1, &o, v2, &n2, &err)) fail_msg("%s", err.msg);
+    if (vocab_train_run(files, 1, &o, v1, &n1, &err)) fail_msg("%s", err.msg);
+    if (vocab_train_run(files, 1, &o, v2, &n2, &err)) fail_msg("%s", err.msg);
     assert_int_equal(n1, n2);
     assert_true(n1 <= 200 && n1 > 150);
     char *a = slurp(v1), *b = slurp(v2);
@@ -86,8 +86,8 @@ static void test_vocab_train(void **state) {
     /* the engine's tokenizer on held-out text, from vocab.txt and from tokenizer.json */
     snprintf(tdir, sizeof tdir, "%s/tok", dir);
     snprintf(tdir2, sizeof tdir2, "%s/tok2", dir);
-    if (trv_write_tokenizer(v1, tdir, 128, &err)) fail_msg("%s", err.msg);
-    if (trv_write_tokenizer(v1, tdir2, 128, &err)) fail_msg("%s", err.msg);
+    if (vocab_train_write_tokenizer(v1, tdir, 128, &err)) fail_msg("%s", err.msg);
+    if (vocab_train_write_tokenizer(v1, tdir2, 128, &err)) fail_msg("%s", err.msg);
     char tj[600];
     snprintf(tj, sizeof tj, "%s/tokenizer.json", tdir2);
     assert_int_equal(unlink(tj), 0);
@@ -107,11 +107,11 @@ static void test_vocab_train(void **state) {
     if (tok_encode(t2, held, "It's summer.", 128, 1, &e2, &err)) fail_msg("%s", err.msg);
     assert_int_equal(e1.n, e2.n);
     assert_memory_equal(e1.ids, e2.ids, (size_t)e1.n * sizeof(int32_t));
-    assert_int_equal(e1.ids[0], TRV_CLS);
-    assert_int_equal(e1.ids[e1.n - 1], TRV_SEP);
+    assert_int_equal(e1.ids[0], VOCAB_TRAIN_CLS);
+    assert_int_equal(e1.ids[e1.n - 1], VOCAB_TRAIN_SEP);
     int unk = 0, sep_b = 0;
     for (int i = 0; i < e1.n; i++) {
-        unk += e1.ids[i] == TRV_UNK;
+        unk += e1.ids[i] == VOCAB_TRAIN_UNK;
         sep_b += e1.type_ids[i];
     }
     printf("held-out text: %d tokens, %d [UNK]\n", e1.n, unk);
@@ -124,25 +124,25 @@ static void test_vocab_train(void **state) {
 
     /* too small for the alphabet: a clear error */
     o.size = 64;
-    assert_int_equal(trv_train(files, 1, &o, v1, &n1, &err), AS_ERR_INPUT);
+    assert_int_equal(vocab_train_run(files, 1, &o, v1, &n1, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "characters"));
     const char *bad[1] = {"/nonexistent/x.txt"};
     o.size = 200;
-    assert_int_equal(trv_train(bad, 1, &o, v1, &n1, &err), AS_ERR_INPUT);
+    assert_int_equal(vocab_train_run(bad, 1, &o, v1, &n1, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "/nonexistent/x.txt"));
 }
 
 static void test_filter(void **state) {
     (void)state;
-    char *k1 = trd_sentence_key("It's (sic) a CHARMING, often affecting journey.");
-    char *k2 = trd_sentence_key("it 's -lrb- sic -rrb- a charming , often affecting journey . ");
+    char *k1 = data_sentence_key("It's (sic) a CHARMING, often affecting journey.");
+    char *k2 = data_sentence_key("it 's -lrb- sic -rrb- a charming , often affecting journey . ");
     assert_non_null(k1);
     assert_string_equal(k1, k2);
     assert_string_equal(k1, "itssicacharmingoftenaffectingjorney");
     free(k1);
     free(k2);
-    k1 = trd_sentence_key("He has not learnt that humour is what the movies are about.");
-    k2 = trd_sentence_key("he has not learned that humor is what the movies are about . ");
+    k1 = data_sentence_key("He has not learnt that humour is what the movies are about.");
+    k2 = data_sentence_key("he has not learned that humor is what the movies are about . ");
     assert_string_equal(k1, k2);
     free(k1);
     free(k2);
@@ -151,17 +151,17 @@ static void test_filter(void **state) {
     snprintf(ex, sizeof ex, "%s/dev.tsv", dir);
     write_file(ex, "sentence\tlabel\nan uneasy mishmash of styles and genres . \t0\n"
                    "the actors are wonderful ; the story is thin \t1\n");
-    trd_text t = {0};
+    data_text t = {0};
     const char *files[1] = {cp}, *excl[1] = {ex};
     int dropped = 0;
     as_error err = {0};
-    if (trd_read_corpus(files, 1, excl, 1, &t, &dropped, &err)) fail_msg("%s", err.msg);
+    if (data_read_corpus(files, 1, excl, 1, &t, &dropped, &err)) fail_msg("%s", err.msg);
     /* the exact sentence and the sentence that contains a >= 24-character key */
     assert_int_equal(dropped, 2);
     assert_int_equal(t.n, 7);
     for (int i = 0; i < t.n; i++) assert_null(strstr(t.text[i], "mishmash"));
     assert_int_equal(t.doc[t.n - 1], 1); /* the blank line starts document 1 */
-    trd_text_free(&t);
+    data_text_free(&t);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
@@ -169,7 +169,7 @@ static void test_filter(void **state) {
 
 /* A synthetic corpus: 40 documents of 6 sentences; sentence s holds tokens
  * 1000 + 10 s + i (i < its length 3..9), so a token tells its sentence. */
-static void synthetic_corpus(trd_corpus *c, int32_t *off, int32_t *len, int32_t *doc, int32_t *tok) {
+static void synthetic_corpus(data_corpus *c, int32_t *off, int32_t *len, int32_t *doc, int32_t *tok) {
     size_t n = 0;
     for (int s = 0; s < 240; s++) {
         off[s] = (int32_t)n;
@@ -177,52 +177,52 @@ static void synthetic_corpus(trd_corpus *c, int32_t *off, int32_t *len, int32_t 
         doc[s] = s / 6;
         for (int i = 0; i < len[s]; i++) tok[n++] = 1000 + 10 * s + i;
     }
-    *c = (trd_corpus){.n_sent = 240, .off = off, .len = len, .doc = doc, .tok = tok, .n_tok = n};
+    *c = (data_corpus){.n_sent = 240, .off = off, .len = len, .doc = doc, .tok = tok, .n_tok = n};
 }
 
 static void test_mlm_batch(void **state) {
     (void)state;
     static int32_t off[240], len[240], doc[240], tok[240 * 10];
-    trd_corpus c;
+    data_corpus c;
     synthetic_corpus(&c, off, len, doc, tok);
     const int B = 64, T = 40, V = 4000;
-    trd_mlm_batch mb;
+    data_mlm_batch mb;
     as_error err = {0};
-    assert_int_equal(trd_mlm_batch_init(&mb, B, 4, &err), AS_ERR_INPUT); /* T < 8 */
-    if (trd_mlm_batch_init(&mb, B, T, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(data_mlm_batch_init(&mb, B, 4, &err), AS_ERR_INPUT); /* T < 8 */
+    if (data_mlm_batch_init(&mb, B, T, &err)) fail_msg("%s", err.msg);
     const float probs[2] = {0.15f, 0.4f};
     for (int pi = 0; pi < 2; pi++) {
         mb.mask_prob = probs[pi];
         int n_mask = 0, n_kept = 0, n_pred = 0, n_next = 0, n_next_said = 0;
         for (int round = 0; round < 20; round++) {
-            trr_rng rng = trr_seeded(7, (uint64_t)(round + 100 * pi));
-            trd_mlm_batch_make(&mb, &c, B, V, &rng);
+            train_rng rng = train_rng_seeded(7, (uint64_t)(round + 100 * pi));
+            data_mlm_batch_make(&mb, &c, B, V, &rng);
             assert_int_equal(mb.b, B);
             assert_true(mb.t <= T);
-            assert_true(mb.n_pred <= trd_max_predictions(B, T, probs[pi]));
+            assert_true(mb.n_pred <= data_max_predictions(B, T, probs[pi]));
             int preds = 0;
             for (int q = 0; q < B; q++) {
                 const int32_t *ids = mb.ids + (size_t)q * mb.t, *ty = mb.type_ids + (size_t)q * mb.t;
                 const int32_t *mk = mb.mask + (size_t)q * mb.t, *lb = mb.labels + (size_t)q * mb.t;
                 int n = 0, seps[2], ns = 0, content = 0, row_pred = 0, last_a = -1, first_b = -1;
                 while (n < mb.t && mk[n]) n++;
-                for (int i = n; i < mb.t; i++) assert_int_equal(mk[i], 0), assert_int_equal(ids[i], TRV_PAD);
-                assert_int_equal(ids[0], TRV_CLS);
+                for (int i = n; i < mb.t; i++) assert_int_equal(mk[i], 0), assert_int_equal(ids[i], VOCAB_TRAIN_PAD);
+                assert_int_equal(ids[0], VOCAB_TRAIN_CLS);
                 for (int i = 0; i < n; i++) {
-                    if (ids[i] == TRV_SEP && lb[i] == TR_IGNORE) {
+                    if (ids[i] == VOCAB_TRAIN_SEP && lb[i] == TRAIN_IGNORE) {
                         assert_true(ns < 2);
                         seps[ns++] = i;
                     }
-                    if (i > 0 && ids[i] != TRV_SEP) content++;
+                    if (i > 0 && ids[i] != VOCAB_TRAIN_SEP) content++;
                     /* segment 0 through the first [SEP], then 1 */
                     assert_int_equal(ty[i], ns == 0 || (ns == 1 && i == seps[0]) ? 0 : 1);
                     int32_t orig = lb[i] >= 0 ? lb[i] : ids[i];
                     if (lb[i] >= 0) {
                         row_pred++;
                         assert_true(orig >= 1000);
-                        if (ids[i] == TRV_MASK) n_mask++;
+                        if (ids[i] == VOCAB_TRAIN_MASK) n_mask++;
                         else if (ids[i] == orig) n_kept++;
-                        else assert_true(ids[i] >= TRV_N_SPECIAL && ids[i] < V);
+                        else assert_true(ids[i] >= VOCAB_TRAIN_N_SPECIAL && ids[i] < V);
                     }
                     if (orig >= 1000 && ns == 0) last_a = orig;
                     if (orig >= 1000 && ns == 1 && first_b < 0) first_b = orig;
@@ -247,7 +247,7 @@ static void test_mlm_batch(void **state) {
         assert_in_range(n_next - n_next_said, 0, 20 * B / 50);
         assert_in_range(n_next_said * 1000 / (20 * B), 200, 520);
     }
-    trd_mlm_batch_free(&mb);
+    data_mlm_batch_free(&mb);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* tr_ops.c — kernels of the training pass (see tr_ops.h): sgemm-based linear maps,
+/* train_ops.c — kernels of the training pass (see train_ops.h): sgemm-based linear maps,
  * register-blocked products on packed right-hand sides, LayerNorm, activations and
  * their derivatives, softmax, cross-entropy and dropout masks. All single-threaded.
  *
@@ -11,7 +11,7 @@
  * two copies differ in the last bits (vector width, fused rounding), never between
  * runs on one machine.
  */
-#include "train/tr_ops.h"
+#include "train/train_ops.h"
 
 #include "core/fastmath.h"
 
@@ -21,15 +21,15 @@
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX2__)
-#define TRO_DISPATCH 1
-#define TRO_AVX2 __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
-static int tro_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#define TRAINOP_DISPATCH 1
+#define TRAINOP_AVX2 __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+static int trainop_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #endif
-#define TRO_BODY static inline __attribute__((always_inline))
+#define TRAINOP_BODY static inline __attribute__((always_inline))
 
 /* ---- linear maps (sgemm) ---- */
 
-void tro_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int Ni, int No) {
+void trainop_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int Ni, int No) {
     float beta = 0.0f;
     if (b) {
         for (int n = 0; n < N; n++) memcpy(y + (size_t)n * No, b, (size_t)No * sizeof(float));
@@ -38,19 +38,19 @@ void tro_linear_fwd(float *y, const float *x, const float *w, const float *b, in
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, No, Ni, 1.0f, x, Ni, w, Ni, beta, y, No);
 }
 
-void tro_linear_dx(float *dx, int accum, const float *dy, const float *w, int N, int Ni, int No) {
+void trainop_linear_dx(float *dx, int accum, const float *dy, const float *w, int N, int Ni, int No) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Ni, No, 1.0f, dy, No, w, Ni, accum ? 1.0f : 0.0f,
                 dx, Ni);
 }
 
-void tro_linear_dw(float *dw, const float *dy, const float *x, int N, int Ni, int No, int o0, int o1, int i0,
+void trainop_linear_dw(float *dw, const float *dy, const float *x, int N, int Ni, int No, int o0, int o1, int i0,
                    int i1) {
     if (o1 <= o0 || i1 <= i0) return;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, i1 - i0, N, 1.0f, dy + o0, No, x + i0, Ni, 1.0f,
                 dw + (size_t)o0 * Ni + i0, Ni);
 }
 
-void tro_colsum(float *db, const float *x, int N, int C, int ld) {
+void trainop_colsum(float *db, const float *x, int N, int C, int ld) {
     for (int n = 0; n < N; n++) {
         const float *r = x + (size_t)n * ld;
         for (int c = 0; c < C; c++) db[c] += r[c];
@@ -59,57 +59,57 @@ void tro_colsum(float *db, const float *x, int N, int C, int ld) {
 
 /* ---- products: 6 x 16 register blocks (12 accumulators of 8 floats) ---- */
 
-typedef float tro_v8 __attribute__((vector_size(32)));
-#define V8_LOAD(v, p) memcpy(&(v), (p), sizeof(tro_v8))
-#define V8_STORE(p, v) memcpy((p), &(v), sizeof(tro_v8))
-#define TRO_MR 6
-#define TRO_KB 256 /* rows of a panel per pass over C: a (256, 16) panel block is 16 KiB */
+typedef float trainop_v8 __attribute__((vector_size(32)));
+#define V8_LOAD(v, p) memcpy(&(v), (p), sizeof(trainop_v8))
+#define V8_STORE(p, v) memcpy((p), &(v), sizeof(trainop_v8))
+#define TRAINOP_MR 6
+#define TRAINOP_KB 256 /* rows of a panel per pass over C: a (256, 16) panel block is 16 KiB */
 
-void tro_pack_b(float *bp, const float *b, ptrdiff_t sk, ptrdiff_t sn, int K, int N, int p0, int p1) {
+void trainop_pack_b(float *bp, const float *b, ptrdiff_t sk, ptrdiff_t sn, int K, int N, int p0, int p1) {
     for (int p = p0; p < p1; p++) {
-        float *d = bp + (size_t)p * K * TRO_NR;
-        int j0 = p * TRO_NR, nc = N - j0 < TRO_NR ? N - j0 : TRO_NR;
-        if (nc < TRO_NR) memset(d, 0, (size_t)K * TRO_NR * sizeof(float));
-        if (sn == 1 && nc == TRO_NR) {
-            for (int k = 0; k < K; k++) memcpy(d + (size_t)k * TRO_NR, b + k * sk + j0, TRO_NR * sizeof(float));
+        float *d = bp + (size_t)p * K * TRAINOP_NR;
+        int j0 = p * TRAINOP_NR, nc = N - j0 < TRAINOP_NR ? N - j0 : TRAINOP_NR;
+        if (nc < TRAINOP_NR) memset(d, 0, (size_t)K * TRAINOP_NR * sizeof(float));
+        if (sn == 1 && nc == TRAINOP_NR) {
+            for (int k = 0; k < K; k++) memcpy(d + (size_t)k * TRAINOP_NR, b + k * sk + j0, TRAINOP_NR * sizeof(float));
         } else if (sn == 1) {
-            for (int k = 0; k < K; k++) memcpy(d + (size_t)k * TRO_NR, b + k * sk + j0, (size_t)nc * sizeof(float));
+            for (int k = 0; k < K; k++) memcpy(d + (size_t)k * TRAINOP_NR, b + k * sk + j0, (size_t)nc * sizeof(float));
         } else {
             /* a transposed source: read its rows (columns j) sequentially */
             for (int j = 0; j < nc; j++) {
                 const float *src = b + (j0 + j) * sn;
-                for (int k = 0; k < K; k++) d[(size_t)k * TRO_NR + j] = src[k * sk];
+                for (int k = 0; k < K; k++) d[(size_t)k * TRAINOP_NR + j] = src[k * sk];
             }
         }
     }
 }
 
-void tro_pack_heads(float *dst, const float *src, int ld, int T, int H, int Dh, int trans) {
-    size_t a = tro_packed_size(T, Dh), b = tro_packed_size(Dh, T), hs = a > b ? a : b;
+void trainop_pack_heads(float *dst, const float *src, int ld, int T, int H, int Dh, int trans) {
+    size_t a = trainop_packed_size(T, Dh), b = trainop_packed_size(Dh, T), hs = a > b ? a : b;
     for (int h = 0; h < H; h++) {
         const float *x = src + (size_t)h * Dh;
         float *d = dst + (size_t)h * hs;
         if (trans) { /* B (k = e, j = t): panel t / 16 holds rows e of 16 tokens */
-            for (int t0 = 0; t0 < T; t0 += TRO_NR) {
-                int n = T - t0 < TRO_NR ? T - t0 : TRO_NR;
+            for (int t0 = 0; t0 < T; t0 += TRAINOP_NR) {
+                int n = T - t0 < TRAINOP_NR ? T - t0 : TRAINOP_NR;
                 float *o = d + (size_t)t0 * Dh;
-                for (int e = 0; e < Dh; e++, o += TRO_NR) {
+                for (int e = 0; e < Dh; e++, o += TRAINOP_NR) {
                     int j = 0;
                     for (; j < n; j++) o[j] = x[(size_t)(t0 + j) * ld + e];
-                    for (; j < TRO_NR; j++) o[j] = 0.0f;
+                    for (; j < TRAINOP_NR; j++) o[j] = 0.0f;
                 }
             }
         } else { /* B (k = t, j = e): panel e / 16 holds 16 columns of every row t */
-            for (int e0 = 0; e0 < Dh; e0 += TRO_NR) {
-                int n = Dh - e0 < TRO_NR ? Dh - e0 : TRO_NR;
+            for (int e0 = 0; e0 < Dh; e0 += TRAINOP_NR) {
+                int n = Dh - e0 < TRAINOP_NR ? Dh - e0 : TRAINOP_NR;
                 float *o = d + (size_t)e0 * T;
-                for (int t = 0; t < T; t++, o += TRO_NR) {
+                for (int t = 0; t < T; t++, o += TRAINOP_NR) {
                     const float *r = x + (size_t)t * ld + e0;
-                    if (n == TRO_NR) {
-                        memcpy(o, r, TRO_NR * sizeof(float));
+                    if (n == TRAINOP_NR) {
+                        memcpy(o, r, TRAINOP_NR * sizeof(float));
                     } else {
                         memcpy(o, r, (size_t)n * sizeof(float));
-                        memset(o + n, 0, (size_t)(TRO_NR - n) * sizeof(float));
+                        memset(o + n, 0, (size_t)(TRAINOP_NR - n) * sizeof(float));
                     }
                 }
             }
@@ -118,10 +118,10 @@ void tro_pack_heads(float *dst, const float *src, int ld, int T, int H, int Dh, 
 }
 
 /* c[0, nc) = alpha * (lo, hi) + cin[0, nc) (cin NULL: 0) + bias[0, nc) (NULL: 0) */
-TRO_BODY void store16(float *c, const tro_v8 *lo, const tro_v8 *hi, int nc, float alpha, const float *cin,
+TRAINOP_BODY void store16(float *c, const trainop_v8 *lo, const trainop_v8 *hi, int nc, float alpha, const float *cin,
                       const float *bias) {
-    if (nc == TRO_NR) {
-        tro_v8 o0 = alpha * *lo, o1 = alpha * *hi, t0, t1;
+    if (nc == TRAINOP_NR) {
+        trainop_v8 o0 = alpha * *lo, o1 = alpha * *hi, t0, t1;
         if (cin) {
             V8_LOAD(t0, cin);
             V8_LOAD(t1, cin + 8);
@@ -138,7 +138,7 @@ TRO_BODY void store16(float *c, const tro_v8 *lo, const tro_v8 *hi, int nc, floa
         V8_STORE(c + 8, o1);
         return;
     }
-    float t[TRO_NR];
+    float t[TRAINOP_NR];
     V8_STORE(t, *lo);
     V8_STORE(t + 8, *hi);
     for (int j = 0; j < nc; j++) c[j] = alpha * t[j] + (cin ? cin[j] : 0.0f) + (bias ? bias[j] : 0.0f);
@@ -146,14 +146,14 @@ TRO_BODY void store16(float *c, const tro_v8 *lo, const tro_v8 *hi, int nc, floa
 
 /* Rows [0, mr) (mr <= 6) of C against kc rows of a packed panel (bk): a block of
  * fewer than 6 rows repeats its last row in the unused accumulators. */
-TRO_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bk, int mr,
+TRAINOP_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bk, int mr,
                         int kc, int nc, float alpha, const float *cin, int ldcin, const float *bias) {
     const float *a0 = a, *a1 = mr > 1 ? a0 + sai : a0, *a2 = mr > 2 ? a1 + sai : a1, *a3 = mr > 3 ? a2 + sai : a2,
                 *a4 = mr > 4 ? a3 + sai : a3, *a5 = mr > 5 ? a4 + sai : a4;
-    tro_v8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0};
-    tro_v8 s30 = {0}, s31 = {0}, s40 = {0}, s41 = {0}, s50 = {0}, s51 = {0};
-    for (int k = 0; k < kc; k++, bk += TRO_NR) {
-        tro_v8 b0, b1;
+    trainop_v8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0};
+    trainop_v8 s30 = {0}, s31 = {0}, s40 = {0}, s41 = {0}, s50 = {0}, s51 = {0};
+    for (int k = 0; k < kc; k++, bk += TRAINOP_NR) {
+        trainop_v8 b0, b1;
         V8_LOAD(b0, bk);
         V8_LOAD(b1, bk + 8);
         ptrdiff_t ko = k * sak;
@@ -171,32 +171,32 @@ TRO_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdif
         s50 += x5 * b0;
         s51 += x5 * b1;
     }
-    tro_v8 *acc[TRO_MR][2] = {{&s00, &s01}, {&s10, &s11}, {&s20, &s21}, {&s30, &s31}, {&s40, &s41}, {&s50, &s51}};
+    trainop_v8 *acc[TRAINOP_MR][2] = {{&s00, &s01}, {&s10, &s11}, {&s20, &s21}, {&s30, &s31}, {&s40, &s41}, {&s50, &s51}};
     for (int r = 0; r < mr; r++)
         store16(c + (size_t)r * ldc, acc[r][0], acc[r][1], nc, alpha, cin ? cin + (size_t)r * ldcin : NULL, bias);
 }
 
-/* For each block of TRO_KB rows of B: when that block of all panels fits in L2
- * (TRO_L2_B bytes), 6 rows of A at a time against every panel (the rows of A stay in
+/* For each block of TRAINOP_KB rows of B: when that block of all panels fits in L2
+ * (TRAINOP_L2_B bytes), 6 rows of A at a time against every panel (the rows of A stay in
  * L1, B streams from L2); otherwise (the decoder, V = 8192 columns) panel by panel,
  * each panel block staying in L1 for all rows of A. */
-#define TRO_L2_B (256 * 1024)
-TRO_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M,
+#define TRAINOP_L2_B (256 * 1024)
+TRAINOP_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M,
                         int N, int K, float alpha, const float *cin, int ldcin, const float *bias) {
-    int np = (N + TRO_NR - 1) / TRO_NR;
-    for (int k0 = 0; k0 < K; k0 += TRO_KB) {
-        int kc = K - k0 < TRO_KB ? K - k0 : TRO_KB;
+    int np = (N + TRAINOP_NR - 1) / TRAINOP_NR;
+    for (int k0 = 0; k0 < K; k0 += TRAINOP_KB) {
+        int kc = K - k0 < TRAINOP_KB ? K - k0 : TRAINOP_KB;
         /* later row blocks of B add to what the earlier ones stored */
         const float *ci = k0 == 0 ? cin : c, *bi = k0 == 0 ? bias : NULL;
         int ldci = k0 == 0 ? ldcin : ldc;
-        int rows_outer = (size_t)kc * np * TRO_NR * sizeof(float) <= TRO_L2_B, nr = (M + TRO_MR - 1) / TRO_MR;
+        int rows_outer = (size_t)kc * np * TRAINOP_NR * sizeof(float) <= TRAINOP_L2_B, nr = (M + TRAINOP_MR - 1) / TRAINOP_MR;
         int n_outer = rows_outer ? nr : np, n_inner = rows_outer ? np : nr;
         for (int u = 0; u < n_outer; u++)
             for (int v = 0; v < n_inner; v++) {
-                int p = rows_outer ? v : u, i = (rows_outer ? u : v) * TRO_MR;
-                int j0 = p * TRO_NR, nc = N - j0 < TRO_NR ? N - j0 : TRO_NR;
+                int p = rows_outer ? v : u, i = (rows_outer ? u : v) * TRAINOP_MR;
+                int j0 = p * TRAINOP_NR, nc = N - j0 < TRAINOP_NR ? N - j0 : TRAINOP_NR;
                 gemm_6x16(c + (size_t)i * ldc + j0, ldc, a + i * sai + k0 * sak, sai, sak,
-                          bp + ((size_t)p * K + k0) * TRO_NR, M - i < TRO_MR ? M - i : TRO_MR, kc, nc, alpha,
+                          bp + ((size_t)p * K + k0) * TRAINOP_NR, M - i < TRAINOP_MR ? M - i : TRAINOP_MR, kc, nc, alpha,
                           ci ? ci + (size_t)i * ldci + j0 : NULL, ldci, bi ? bi + j0 : NULL);
             }
     }
@@ -208,24 +208,24 @@ TRO_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdif
  * derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi), where
  * exp(-x^2 / 2) = exp(-u^2) at u = x / sqrt 2 is also the exponential inside erf(u)
  * (Abramowitz & Stegun 7.1.26), so one exp serves both terms. */
-#define TRO_SQRT1_2 0.70710678118654752f
-#define TRO_INV_SQRT_2PI 0.39894228040143268f
-#define TRO_SQRT_2_PI 0.79788456080286536f
+#define TRAINOP_SQRT1_2 0.70710678118654752f
+#define TRAINOP_INV_SQRT_2PI 0.39894228040143268f
+#define TRAINOP_SQRT_2_PI 0.79788456080286536f
 
-TRO_BODY void gelu_fwd_body(float *y, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * TRO_SQRT1_2));
+TRAINOP_BODY void gelu_fwd_body(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * TRAINOP_SQRT1_2));
 }
 
-TRO_BODY void gelu_bwd_body(float *d, const float *x, size_t n) {
+TRAINOP_BODY void gelu_bwd_body(float *d, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        float v = x[i], u = v * TRO_SQRT1_2;
+        float v = x[i], u = v * TRAINOP_SQRT1_2;
         float e = as_fast_expf(-u * u);
         float cdf = 0.5f * (1.0f + as_fast_erff_e(u, e));
-        d[i] *= cdf + v * (TRO_INV_SQRT_2PI * e);
+        d[i] *= cdf + v * (TRAINOP_INV_SQRT_2PI * e);
     }
 }
 
-TRO_BODY void softmax_body(float *s, const int32_t *keep, int N, int C) {
+TRAINOP_BODY void softmax_body(float *s, const int32_t *keep, int N, int C) {
     for (int n = 0; n < N; n++) {
         float *r = s + (size_t)n * C;
         float mx = -FLT_MAX;
@@ -265,7 +265,7 @@ TRO_BODY void softmax_body(float *s, const int32_t *keep, int N, int C) {
 
 /* log-softmax in one pass over exp: max, then e = exp(l - max) kept in dlogits and
  * summed, lse = max + log(sum); dlogits = e * scale / sum - scale onehot. */
-TRO_BODY void xent_body(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N,
+TRAINOP_BODY void xent_body(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N,
                         int C, float scale) {
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * C;
@@ -294,50 +294,50 @@ TRO_BODY void xent_body(float *dlogits, double *row_loss, const float *logits, c
 
 /* ---- the two copies and their dispatch ---- */
 
-#ifdef TRO_DISPATCH
-TRO_AVX2 static void gemm_avx2(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp,
+#ifdef TRAINOP_DISPATCH
+TRAINOP_AVX2 static void gemm_avx2(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp,
                                int M, int N, int K, float alpha, const float *cin, int ldcin, const float *bias) {
     gemm_body(c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
 }
-TRO_AVX2 static void gelu_fwd_avx2(float *y, const float *x, size_t n) { gelu_fwd_body(y, x, n); }
-TRO_AVX2 static void gelu_bwd_avx2(float *d, const float *x, size_t n) { gelu_bwd_body(d, x, n); }
-TRO_AVX2 static void softmax_avx2(float *s, const int32_t *keep, int N, int C) { softmax_body(s, keep, N, C); }
-TRO_AVX2 static void xent_avx2(float *dlogits, double *row_loss, const float *logits, const int32_t *targets,
+TRAINOP_AVX2 static void gelu_fwd_avx2(float *y, const float *x, size_t n) { gelu_fwd_body(y, x, n); }
+TRAINOP_AVX2 static void gelu_bwd_avx2(float *d, const float *x, size_t n) { gelu_bwd_body(d, x, n); }
+TRAINOP_AVX2 static void softmax_avx2(float *s, const int32_t *keep, int N, int C) { softmax_body(s, keep, N, C); }
+TRAINOP_AVX2 static void xent_avx2(float *dlogits, double *row_loss, const float *logits, const int32_t *targets,
                                int N, int C, float scale) {
     xent_body(dlogits, row_loss, logits, targets, N, C, scale);
 }
-#define TRO_RUN(name, ...)                                                                                         \
+#define TRAINOP_RUN(name, ...)                                                                                         \
     do {                                                                                                           \
-        if (tro_avx2()) name##_avx2(__VA_ARGS__);                                                                  \
+        if (trainop_avx2()) name##_avx2(__VA_ARGS__);                                                                  \
         else name##_body(__VA_ARGS__);                                                                             \
     } while (0)
 #else
-#define TRO_RUN(name, ...) name##_body(__VA_ARGS__)
+#define TRAINOP_RUN(name, ...) name##_body(__VA_ARGS__)
 #endif
 
-void tro_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
+void trainop_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
               float alpha, const float *cin, int ldcin, const float *bias) {
-    TRO_RUN(gemm, c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
+    TRAINOP_RUN(gemm, c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
 }
 
-void tro_softmax_rows(float *s, const int32_t *keep, int N, int C) { TRO_RUN(softmax, s, keep, N, C); }
+void trainop_softmax_rows(float *s, const int32_t *keep, int N, int C) { TRAINOP_RUN(softmax, s, keep, N, C); }
 
-void tro_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
+void trainop_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
               float scale) {
-    TRO_RUN(xent, dlogits, row_loss, logits, targets, N, C, scale);
+    TRAINOP_RUN(xent, dlogits, row_loss, logits, targets, N, C, scale);
 }
 
 /* gelu_new: 0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3), derivative
  * 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)(1 + 3 * 0.044715 x^2). */
-void tro_act_fwd(as_act a, float *y, const float *x, size_t n) {
+void trainop_act_fwd(as_act a, float *y, const float *x, size_t n) {
     switch (a) {
     case ACT_GELU:
-        TRO_RUN(gelu_fwd, y, x, n);
+        TRAINOP_RUN(gelu_fwd, y, x, n);
         break;
     case ACT_GELU_NEW:
         for (size_t i = 0; i < n; i++) {
             float v = x[i];
-            y[i] = 0.5f * v * (1.0f + tanhf(TRO_SQRT_2_PI * (v + 0.044715f * v * v * v)));
+            y[i] = 0.5f * v * (1.0f + tanhf(TRAINOP_SQRT_2_PI * (v + 0.044715f * v * v * v)));
         }
         break;
     case ACT_RELU:
@@ -346,16 +346,16 @@ void tro_act_fwd(as_act a, float *y, const float *x, size_t n) {
     }
 }
 
-void tro_act_bwd(as_act a, float *d, const float *x, size_t n) {
+void trainop_act_bwd(as_act a, float *d, const float *x, size_t n) {
     switch (a) {
     case ACT_GELU:
-        TRO_RUN(gelu_bwd, d, x, n);
+        TRAINOP_RUN(gelu_bwd, d, x, n);
         break;
     case ACT_GELU_NEW:
         for (size_t i = 0; i < n; i++) {
             float v = x[i];
-            float th = tanhf(TRO_SQRT_2_PI * (v + 0.044715f * v * v * v));
-            float du = TRO_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
+            float th = tanhf(TRAINOP_SQRT_2_PI * (v + 0.044715f * v * v * v));
+            float du = TRAINOP_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
             d[i] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
         }
         break;
@@ -367,7 +367,7 @@ void tro_act_bwd(as_act a, float *d, const float *x, size_t n) {
 
 /* ---- LayerNorm ---- */
 
-void tro_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
+void trainop_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
                        const float *b, int N, int C, float eps) {
     for (int n = 0; n < N; n++) {
         const float *r = x + (size_t)n * C;
@@ -386,7 +386,7 @@ void tro_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const
     }
 }
 
-void tro_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
+void trainop_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
                       const float *g, int N, int C) {
     for (int n = 0; n < N; n++) {
         const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
@@ -404,7 +404,7 @@ void tro_layernorm_dx(float *dx, const float *dy, const float *x, const float *m
     }
 }
 
-void tro_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
+void trainop_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
                            const float *rstd, int N, int C, int c0, int c1) {
     for (int n = 0; n < N; n++) {
         const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
@@ -426,20 +426,20 @@ static uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-uint64_t tro_drop_key(uint64_t seed, uint32_t site) { return mix64(seed ^ mix64((uint64_t)site + 0x632be59bd9b4e019ULL)); }
+uint64_t trainop_drop_key(uint64_t seed, uint32_t site) { return mix64(seed ^ mix64((uint64_t)site + 0x632be59bd9b4e019ULL)); }
 
-int tro_drop_keep_k(uint64_t key, uint64_t idx, float p) {
+int trainop_drop_keep_k(uint64_t key, uint64_t idx, float p) {
     uint64_t h = mix64(key + idx * 0x9e3779b97f4a7c15ULL);
     return (float)(h >> 40) * (1.0f / 16777216.0f) >= p; /* uniform [0, 1) with 24 bits */
 }
 
-int tr_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p) {
-    return tro_drop_keep_k(tro_drop_key(seed, site), idx, p);
+int train_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p) {
+    return trainop_drop_keep_k(trainop_drop_key(seed, site), idx, p);
 }
 
-void tro_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site) {
+void trainop_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site) {
     if (p <= 0.0f) return;
     float s = 1.0f / (1.0f - p);
-    uint64_t key = tro_drop_key(seed, site);
-    for (size_t i = 0; i < n; i++) x[i] = tro_drop_keep_k(key, (uint64_t)(i0 + i), p) ? x[i] * s : 0.0f;
+    uint64_t key = trainop_drop_key(seed, site);
+    for (size_t i = 0; i < n; i++) x[i] = trainop_drop_keep_k(key, (uint64_t)(i0 + i), p) ? x[i] * s : 0.0f;
 }

@@ -1,4 +1,4 @@
-/* tr_forward.c — the training forward pass with saved activations and its backward
+/* train_forward.c — the training forward pass with saved activations and its backward
  * pass for the post-LN encoder family (see train.h). Row r = b * T + t throughout.
  *
  * Forward (Devlin et al. 2019, sec. 3; Vaswani et al. 2017, sec. 3.2):
@@ -30,11 +30,11 @@
  * then over the blocks in block order. OpenBLAS runs single-threaded inside a pass,
  * so one pool of threads works and sleeps when idle. No result depends on the
  * thread count: blocks are fixed by the shapes and every sum has a fixed order.
- * Products: with the layer weights, the decoder and inside attention, tro_gemm on
+ * Products: with the layer weights, the decoder and inside attention, trainop_gemm on
  * right-hand sides packed once per pass (per sequence in attention); the weight
  * gradients (long sums over rows) and the small heads, OpenBLAS sgemm.
  */
-#include "train/tr_ops.h"
+#include "train/train_ops.h"
 #include "core/gemm_small.h"
 
 #include <cblas.h>
@@ -59,11 +59,11 @@ enum { K_ATT = 0, K_ATTOUT = 1, K_FFOUT = 2 };
  * of the H heads' packed right-hand sides, each (T, Dh) or (Dh, T) */
 static size_t scr_floats(int T, int D, int H) {
     int Dh = D / H;
-    size_t a = tro_packed_size(T, Dh), b = tro_packed_size(Dh, T);
+    size_t a = trainop_packed_size(T, Dh), b = trainop_packed_size(Dh, T);
     return 2 * (size_t)T * T + 4 * (size_t)H * (a > b ? a : b);
 }
 
-/* The packed weights of a pass (tro_pack_b layout), in arena order. Forward (fwd 1):
+/* The packed weights of a pass (trainop_pack_b layout), in arena order. Forward (fwd 1):
  * the right-hand sides W^T (Ni, No) of y = x W^T of each layer, then wte^T (D, V);
  * backward: those of dx = dy W, W (No, Ni), then wte (V, D). Packed copies keep the
  * rows of a panel contiguous: read in place, rows of W 512 B to 2 KiB apart would
@@ -72,31 +72,31 @@ typedef struct {
     float *qkv, *o, *f1, *f2;
 } layer_pk;
 
-static size_t layer_pk_size(const tr_config *c, int fwd) {
+static size_t layer_pk_size(const train_config *c, int fwd) {
     int D = c->d_model, F = c->d_ff;
-    return fwd ? tro_packed_size(D, 3 * D) + tro_packed_size(D, D) + tro_packed_size(D, F) + tro_packed_size(F, D)
-               : tro_packed_size(3 * D, D) + tro_packed_size(D, D) + tro_packed_size(F, D) + tro_packed_size(D, F);
+    return fwd ? trainop_packed_size(D, 3 * D) + trainop_packed_size(D, D) + trainop_packed_size(D, F) + trainop_packed_size(F, D)
+               : trainop_packed_size(3 * D, D) + trainop_packed_size(D, D) + trainop_packed_size(F, D) + trainop_packed_size(D, F);
 }
 
-static layer_pk layer_pack_of(const tr_acts *a, const tr_config *c, int l, int fwd) {
+static layer_pk layer_pack_of(const train_acts *a, const train_config *c, int l, int fwd) {
     int D = c->d_model, F = c->d_ff;
     layer_pk r;
     r.qkv = a->wpack + (size_t)l * layer_pk_size(c, fwd);
-    r.o = r.qkv + (fwd ? tro_packed_size(D, 3 * D) : tro_packed_size(3 * D, D));
-    r.f1 = r.o + tro_packed_size(D, D);
-    r.f2 = r.f1 + (fwd ? tro_packed_size(D, F) : tro_packed_size(F, D));
+    r.o = r.qkv + (fwd ? trainop_packed_size(D, 3 * D) : trainop_packed_size(3 * D, D));
+    r.f1 = r.o + trainop_packed_size(D, D);
+    r.f2 = r.f1 + (fwd ? trainop_packed_size(D, F) : trainop_packed_size(F, D));
     return r;
 }
 
-static float *wte_pack_of(const tr_acts *a, const tr_config *c, int fwd) {
+static float *wte_pack_of(const train_acts *a, const train_config *c, int fwd) {
     return a->wpack + (size_t)c->n_layer * layer_pk_size(c, fwd);
 }
 
-static size_t wpack_floats(const tr_config *c) {
+static size_t wpack_floats(const train_config *c) {
     size_t f = (size_t)c->n_layer * layer_pk_size(c, 1), b = (size_t)c->n_layer * layer_pk_size(c, 0);
     if (c->mlm) {
-        f += tro_packed_size(c->d_model, c->vocab_size);
-        b += tro_packed_size(c->vocab_size, c->d_model);
+        f += trainop_packed_size(c->d_model, c->vocab_size);
+        b += trainop_packed_size(c->vocab_size, c->d_model);
     }
     return f > b ? f : b;
 }
@@ -109,28 +109,28 @@ static int block_seqs(int T) { return T >= BLOCK_ROWS ? 1 : BLOCK_ROWS / T; }
  * block): the biases of ff2, ff1, the attention output and qkv, then LN2's and LN1's
  * gain and bias. */
 enum { PL_B2, PL_B1, PL_BO, PL_BQKV, PL_G2, PL_BL2, PL_G1, PL_BL1, PL_N };
-static size_t pl_off(const tr_config *c, int k) {
+static size_t pl_off(const train_config *c, int k) {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
     static const int nd[PL_N] = {0, 1, 1, 2, 5, 6, 7, 8}; /* D-sized pieces before piece k (F after PL_B1) */
     return (size_t)nd[k] * D + (k > PL_B1 ? F : 0);
 }
-static size_t pl_size(const tr_config *c) { return 9 * (size_t)c->d_model + (size_t)c->d_ff; }
+static size_t pl_size(const train_config *c) { return 9 * (size_t)c->d_model + (size_t)c->d_ff; }
 /* then the MLM head's dense bias, LayerNorm gain and bias (3 D a block) and the
  * embedding LayerNorm's gain and bias (2 D a block) */
-static float *part_layer(const tr_acts *a, const tr_config *c, int l, int blk) {
+static float *part_layer(const train_acts *a, const train_config *c, int l, int blk) {
     return a->part + ((size_t)(l & 1) * a->nblk + blk) * pl_size(c);
 }
-static float *part_mlm(const tr_acts *a, const tr_config *c, int blk) {
+static float *part_mlm(const train_acts *a, const train_config *c, int blk) {
     return a->part + (2 * (size_t)a->nblk * pl_size(c)) + (size_t)blk * 3 * c->d_model;
 }
-static float *part_emb(const tr_acts *a, const tr_config *c, int blk) {
+static float *part_emb(const train_acts *a, const train_config *c, int blk) {
     return a->part + (2 * (size_t)a->nblk * pl_size(c)) + (size_t)a->nblk * 3 * c->d_model +
            (size_t)blk * 2 * c->d_model;
 }
 
-as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **out, as_error *err) {
+as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train_acts **out, as_error *err) {
     *out = NULL;
-    const tr_config *c = &m->cfg;
+    const train_config *c = &m->cfg;
     if (B <= 0 || T <= 0 || T > c->max_pos - c->pos_offset || max_mlm < 0)
         return as_err_set(err, AS_ERR_INPUT, "batch %d x %d does not fit the model (at most %d tokens)", B, T,
                           c->max_pos - c->pos_offset);
@@ -161,13 +161,13 @@ as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **o
             return as_err_set(err, AS_ERR_INPUT, "batch %d x %d is too large for activations", B, T);
         total += n[i];
     }
-    tr_acts *a = as_calloc(1, sizeof *a);
+    train_acts *a = as_calloc(1, sizeof *a);
     if (!a) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     a->block = as_calloc(total, sizeof(float));
     a->iblock = as_malloc_array(BT + 2 * (M ? M : 1) + (size_t)nblk + 1, sizeof(int32_t));
     a->row_loss = as_calloc(MB, sizeof(double));
     if (!a->block || !a->iblock || !a->row_loss) {
-        tr_acts_free(a);
+        train_acts_free(a);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory for activations (%zu MB)",
                           total * sizeof(float) >> 20);
     }
@@ -198,7 +198,7 @@ as_status tr_acts_init(const tr_model *m, int B, int T, int max_mlm, tr_acts **o
     return AS_OK;
 }
 
-void tr_acts_free(tr_acts *a) {
+void train_acts_free(train_acts *a) {
     if (!a) return;
     free(a->block);
     free(a->iblock);
@@ -206,12 +206,12 @@ void tr_acts_free(tr_acts *a) {
     free(a);
 }
 
-size_t tr_acts_bytes(const tr_acts *a) { return a ? a->n_floats * sizeof(float) : 0; }
+size_t train_acts_bytes(const train_acts *a) { return a ? a->n_floats * sizeof(float) : 0; }
 
 /* ---- input checks ---- */
 
-static as_status check_batch(const tr_model *m, const tr_acts *a, const tr_batch *b, as_error *err) {
-    const tr_config *c = &m->cfg;
+static as_status check_batch(const train_model *m, const train_acts *a, const train_batch *b, as_error *err) {
+    const train_config *c = &m->cfg;
     if (!b->ids || b->B <= 0 || b->T <= 0 || b->B > a->B || b->T > a->T)
         return as_err_set(err, AS_ERR_INPUT, "batch %d x %d does not fit the activations (%d x %d)", b->B, b->T,
                           a->B, a->T);
@@ -230,7 +230,7 @@ static as_status check_batch(const tr_model *m, const tr_acts *a, const tr_batch
         if (b->mask && b->mask[r] != 0 && b->mask[r] != 1)
             return as_err_set(err, AS_ERR_INPUT, "sequence %d position %d: attention mask %d is not 0 or 1", bb, t,
                               (int)b->mask[r]);
-        if (b->mlm_labels && b->mlm_labels[r] != TR_IGNORE &&
+        if (b->mlm_labels && b->mlm_labels[r] != TRAIN_IGNORE &&
             (b->mlm_labels[r] < 0 || b->mlm_labels[r] >= c->vocab_size))
             return as_err_set(err, AS_ERR_INPUT, "sequence %d position %d: MLM label %d is outside [0, %d)", bb, t,
                               (int)b->mlm_labels[r], c->vocab_size);
@@ -251,7 +251,7 @@ static as_status check_batch(const tr_model *m, const tr_acts *a, const tr_batch
 /* Position ids: t (BERT, DistilBERT); RoBERTa: Hugging Face's
  * create_position_ids_from_input_ids, padding_idx + running count of non-pad
  * tokens, pads at padding_idx. */
-static void positions(const tr_config *c, const tr_batch *b, int32_t *pos) {
+static void positions(const train_config *c, const train_batch *b, int32_t *pos) {
     for (int bb = 0; bb < b->B; bb++) {
         int count = 0;
         for (int t = 0; t < b->T; t++) {
@@ -270,12 +270,12 @@ static void positions(const tr_config *c, const tr_batch *b, int32_t *pos) {
 /* ---- threads and blocks ---- */
 
 /* OpenMP threads for a pass: at most the scratch slots allocated */
-static int pass_threads(const tr_acts *a) {
+static int pass_threads(const train_acts *a) {
     int n = omp_get_max_threads();
     return n < 1 ? 1 : n < a->nthr ? n : a->nthr;
 }
 
-static float *thread_scr(const tr_acts *a, const tr_config *c) {
+static float *thread_scr(const train_acts *a, const train_config *c) {
     return a->scr + (size_t)omp_get_thread_num() * scr_floats(a->T, c->d_model, c->n_head);
 }
 
@@ -304,7 +304,7 @@ typedef struct {
 /* Packed right-hand sides of every head of a sequence: hp(s, h) is head h of one
  * packed (T, Dh) slice set (or (Dh, T) transposed), in the scratch after P and dP. */
 static size_t head_pack_size(const att_dims *d) {
-    size_t a = tro_packed_size(d->T, d->Dh), b = tro_packed_size(d->Dh, d->T);
+    size_t a = trainop_packed_size(d->T, d->Dh), b = trainop_packed_size(d->Dh, d->T);
     return a > b ? a : b;
 }
 static float *hp(const att_dims *d, float *scr, int set, int h) {
@@ -314,25 +314,25 @@ static float *hp(const att_dims *d, float *scr, int set, int h) {
 /* For every head h of sequence bb: P_h (T, T) = softmax_rows(scale * Q_h K_h^T + mask)
  * saved; ctx_h (T, Dh) = dropout(P_h) V_h. qkv: the sequence's (T, 3D) block; att:
  * its (H, T, T) probabilities; ctx: its (T, D) block; scr: scr_floats. */
-static void att_fwd(const att_dims *d, const tr_batch *b, int bb, const float *qkv, float *att, float *ctx,
+static void att_fwd(const att_dims *d, const train_batch *b, int bb, const float *qkv, float *att, float *ctx,
                     float *scr) {
     int T = d->T, D3 = 3 * d->D, Dh = d->Dh;
     size_t TT = (size_t)T * T;
-    tro_pack_heads(hp(d, scr, 0, 0), qkv + d->D, D3, T, d->H, Dh, 1); /* K_h^T */
-    tro_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 0); /* V_h */
+    trainop_pack_heads(hp(d, scr, 0, 0), qkv + d->D, D3, T, d->H, Dh, 1); /* K_h^T */
+    trainop_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 0); /* V_h */
     for (int h = 0; h < d->H; h++) {
         float *P = att + (size_t)h * TT;
-        tro_gemm(P, T, qkv + (size_t)h * Dh, D3, 1, hp(d, scr, 0, h), T, T, Dh, d->scale, NULL, 0, NULL);
-        tro_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
+        trainop_gemm(P, T, qkv + (size_t)h * Dh, D3, 1, hp(d, scr, 0, h), T, T, Dh, d->scale, NULL, 0, NULL);
+        trainop_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
         const float *Pd = P;
         if (d->p > 0.0f) {
             size_t base = ((size_t)bb * d->H + h) * TT;
             float s = 1.0f / (1.0f - d->p);
-            uint64_t key = tro_drop_key(d->seed, d->site);
-            for (size_t i = 0; i < TT; i++) scr[i] = tro_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+            uint64_t key = trainop_drop_key(d->seed, d->site);
+            for (size_t i = 0; i < TT; i++) scr[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
             Pd = scr;
         }
-        tro_gemm(ctx + (size_t)h * Dh, d->D, Pd, T, 1, hp(d, scr, 1, h), T, Dh, T, 1.0f, NULL, 0, NULL);
+        trainop_gemm(ctx + (size_t)h * Dh, d->D, Pd, T, 1, hp(d, scr, 1, h), T, Dh, T, 1.0f, NULL, 0, NULL);
     }
 }
 
@@ -346,22 +346,22 @@ static void att_bwd(const att_dims *d, int bb, const float *qkv, const float *at
     float *Pd = scr, *dP = scr + TT;
     int drop = d->p > 0.0f;
     float s = drop ? 1.0f / (1.0f - d->p) : 1.0f;
-    uint64_t key = tro_drop_key(d->seed, d->site);
-    tro_pack_heads(hp(d, scr, 0, 0), dctx, d->D, T, d->H, Dh, 0);          /* dctx_h */
-    tro_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 1);  /* V_h^T */
-    tro_pack_heads(hp(d, scr, 2, 0), qkv + d->D, D3, T, d->H, Dh, 0);      /* K_h */
-    tro_pack_heads(hp(d, scr, 3, 0), qkv, D3, T, d->H, Dh, 0);             /* Q_h */
+    uint64_t key = trainop_drop_key(d->seed, d->site);
+    trainop_pack_heads(hp(d, scr, 0, 0), dctx, d->D, T, d->H, Dh, 0);          /* dctx_h */
+    trainop_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 1);  /* V_h^T */
+    trainop_pack_heads(hp(d, scr, 2, 0), qkv + d->D, D3, T, d->H, Dh, 0);      /* K_h */
+    trainop_pack_heads(hp(d, scr, 3, 0), qkv, D3, T, d->H, Dh, 0);             /* Q_h */
     for (int h = 0; h < d->H; h++) {
         const float *P = att + (size_t)h * TT;
         float *dq = dqkv + (size_t)h * Dh, *dk = dq + d->D, *dv = dq + 2 * d->D;
         size_t base = ((size_t)bb * d->H + h) * TT;
         if (drop)
-            for (size_t i = 0; i < TT; i++) Pd[i] = tro_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
-        tro_gemm(dv, D3, drop ? Pd : P, 1, T, hp(d, scr, 0, h), T, Dh, T, 1.0f, NULL, 0, NULL);
-        tro_gemm(dP, T, dctx + (size_t)h * Dh, d->D, 1, hp(d, scr, 1, h), T, T, Dh, 1.0f, NULL, 0, NULL);
+            for (size_t i = 0; i < TT; i++) Pd[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+        trainop_gemm(dv, D3, drop ? Pd : P, 1, T, hp(d, scr, 0, h), T, Dh, T, 1.0f, NULL, 0, NULL);
+        trainop_gemm(dP, T, dctx + (size_t)h * Dh, d->D, 1, hp(d, scr, 1, h), T, T, Dh, 1.0f, NULL, 0, NULL);
         if (drop)
             for (size_t i = 0; i < TT; i++)
-                dP[i] = Pd[i] != 0.0f || tro_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
+                dP[i] = Pd[i] != 0.0f || trainop_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
         for (int i = 0; i < T; i++) {
             const float *pi = P + (size_t)i * T;
             float *gi = dP + (size_t)i * T;
@@ -370,8 +370,8 @@ static void att_bwd(const att_dims *d, int bb, const float *qkv, const float *at
             for (int j = 0; j < T; j++) dot += gi[j] * pi[j];
             for (int j = 0; j < T; j++) gi[j] = pi[j] * (gi[j] - dot);
         }
-        tro_gemm(dq, D3, dP, T, 1, hp(d, scr, 2, h), T, Dh, T, d->scale, NULL, 0, NULL);
-        tro_gemm(dk, D3, dP, 1, T, hp(d, scr, 3, h), T, Dh, T, d->scale, NULL, 0, NULL);
+        trainop_gemm(dq, D3, dP, T, 1, hp(d, scr, 2, h), T, Dh, T, d->scale, NULL, 0, NULL);
+        trainop_gemm(dk, D3, dP, 1, T, hp(d, scr, 3, h), T, Dh, T, d->scale, NULL, 0, NULL);
     }
 }
 
@@ -382,7 +382,7 @@ typedef struct {
     float *qkv_w, *qkv_b, *o_w, *o_b, *ln1_g, *ln1_b, *f1_w, *f1_b, *f2_w, *f2_b, *ln2_g, *ln2_b;
 } layer_p;
 
-static layer_p layer_slice(const tr_params *p, const tr_config *c, int l) {
+static layer_p layer_slice(const train_params *p, const train_config *c, int l) {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, L = (size_t)l;
     layer_p r = {p->qkv_w + L * 3 * D * D, p->qkv_b + L * 3 * D, p->o_w + L * D * D, p->o_b + L * D,
                  p->ln1_g + L * D,         p->ln1_b + L * D,     p->f1_w + L * F * D, p->f1_b + L * F,
@@ -395,7 +395,7 @@ typedef struct {
     float *x, *y, *qkv, *att, *ctx, *res1, *mean1, *rstd1, *h1, *fpre, *fact, *res2, *mean2, *rstd2;
 } layer_a;
 
-static layer_a layer_acts(const tr_acts *a, const tr_config *c, int l) {
+static layer_a layer_acts(const train_acts *a, const train_config *c, int l) {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, H = (size_t)c->n_head, L = (size_t)l;
     size_t BT = (size_t)a->B * a->T, BHTT = (size_t)a->B * H * a->T * a->T;
     layer_a r = {a->resid + L * BT * D, a->resid + (L + 1) * BT * D, a->qkv + L * BT * 3 * D, a->att + L * BHTT,
@@ -405,7 +405,7 @@ static layer_a layer_acts(const tr_acts *a, const tr_config *c, int l) {
     return r;
 }
 
-static att_dims att_dims_of(const tr_config *c, const tr_acts *a, int T, int l) {
+static att_dims att_dims_of(const train_config *c, const train_acts *a, int T, int l) {
     int Dh = c->d_model / c->n_head;
     att_dims d = {T, c->d_model, Dh, c->n_head, 1.0f / sqrtf((float)Dh), a->p_attn, a->seed, site_of(l, K_ATT)};
     return d;
@@ -427,7 +427,7 @@ typedef struct {
 
 #define PACK_TASK_PANELS 32
 
-static int panels(int N) { return (N + TRO_NR - 1) / TRO_NR; }
+static int panels(int N) { return (N + TRAINOP_NR - 1) / TRAINOP_NR; }
 
 /* queues B (K, N), element (k, j) at src[k * sk + j * sn], in tasks of panels */
 static void pj_add(pack_jobs *q, float *dst, const float *src, ptrdiff_t sk, ptrdiff_t sn, int K, int N) {
@@ -441,8 +441,8 @@ static void pj_add(pack_jobs *q, float *dst, const float *src, ptrdiff_t sk, ptr
 /* Packs the right-hand sides of the products with the weights into a->wpack:
  * forward (fwd 1): W^T of y = x W^T, and wte^T; backward: W of dx = dy W, and wte
  * (the decoder only when with_wte). */
-static void pack_weights(const tr_model *m, tr_acts *a, int fwd, int with_wte, int nt) {
-    const tr_config *c = &m->cfg;
+static void pack_weights(const train_model *m, train_acts *a, int fwd, int with_wte, int nt) {
+    const train_config *c = &m->cfg;
     int D = c->d_model, F = c->d_ff, V = c->vocab_size;
     pack_jobs q = {NULL, 0, 4 * c->n_layer * (panels(F > 3 * D ? F : 3 * D) / PACK_TASK_PANELS + 1) +
                                 panels(V) / PACK_TASK_PANELS + 1};
@@ -471,7 +471,7 @@ static void pack_weights(const tr_model *m, tr_acts *a, int fwd, int with_wte, i
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int i = 0; i < q.n; i++) {
         const pack_job *j = &q.j[i];
-        tro_pack_b(j->dst, j->src, j->sk, j->sn, j->K, j->N, j->p0, j->p1);
+        trainop_pack_b(j->dst, j->src, j->sk, j->sn, j->K, j->N, j->p0, j->p1);
     }
     free(q.j);
 }
@@ -480,14 +480,14 @@ static void pack_weights(const tr_model *m, tr_acts *a, int fwd, int with_wte, i
  * weights: packing all of BERT-base's costs more than the products on 25 rows. The
  * products then run on the unpacked [out, in] weights (core/gemm_small.c forward,
  * sgemm backward). Not when the MLM decoder runs (its products stay packed). */
-#define TR_DIRECT_MAX_ROWS 32
+#define TRAIN_DIRECT_MAX_ROWS 32
 
 /* y (N, No) = x (N, Ni) W^T + b (+ res (N, No) when non-NULL) with wp the packed W^T,
  * or, when direct, W (No, Ni) itself */
 static void lin_fwd(int direct, float *y, const float *x, const float *wp, const float *w, const float *b,
                     const float *res, int N, int Ni, int No) {
     if (!direct) {
-        tro_gemm(y, No, x, Ni, 1, wp, N, No, Ni, 1.0f, res, No, b);
+        trainop_gemm(y, No, x, Ni, 1, wp, N, No, Ni, 1.0f, res, No, b);
         return;
     }
     for (int n = 0; n < N; n++) {
@@ -500,7 +500,7 @@ static void lin_fwd(int direct, float *y, const float *x, const float *wp, const
 /* y (N, No) = res + dropout(x W^T + b): elements [o, o + N * No) of the dropout site
  * (o: the rows' offset in the whole batch). Without dropout the residual is added by
  * the product itself. */
-static void lin_drop_res(const tr_acts *a, float *y, const float *x, const float *wp, const float *w,
+static void lin_drop_res(const train_acts *a, float *y, const float *x, const float *wp, const float *w,
                          const float *b, const float *res, int N, int Ni, int No, size_t o, uint32_t site) {
     if (a->p_hidden <= 0.0f) {
         lin_fwd(a->direct, y, x, wp, w, b, res, N, Ni, No);
@@ -508,7 +508,7 @@ static void lin_drop_res(const tr_acts *a, float *y, const float *x, const float
     }
     size_t n = (size_t)N * No;
     lin_fwd(a->direct, y, x, wp, w, b, NULL, N, Ni, No);
-    tro_dropout(y, o, n, a->p_hidden, a->seed, site);
+    trainop_dropout(y, o, n, a->p_hidden, a->seed, site);
     for (size_t i = 0; i < n; i++) y[i] += res[i];
 }
 
@@ -517,7 +517,7 @@ static void lin_drop_res(const tr_acts *a, float *y, const float *x, const float
 static void lin_dx(int direct, float *dx, const float *res, const float *dy, const float *wp, const float *w, int N,
                    int Ni, int No) {
     if (!direct) {
-        tro_gemm(dx, Ni, dy, No, 1, wp, N, Ni, No, 1.0f, res, Ni, NULL);
+        trainop_gemm(dx, Ni, dy, No, 1, wp, N, Ni, No, 1.0f, res, Ni, NULL);
         return;
     }
     if (res) memcpy(dx, res, (size_t)N * Ni * sizeof(float));
@@ -528,9 +528,9 @@ static void lin_dx(int direct, float *dx, const float *res, const float *dy, con
 /* ---- forward ---- */
 
 /* Embedding output of rows [r0, r0 + nr). */
-static void embed_rows(const tr_model *m, tr_acts *a, const tr_batch *b, int r0, int nr) {
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->params;
+static void embed_rows(const train_model *m, train_acts *a, const train_batch *b, int r0, int nr) {
+    const train_config *c = &m->cfg;
+    const train_params *p = &m->params;
     int D = c->d_model;
     for (int r = r0; r < r0 + nr; r++) {
         const float *w = b->word_embeds ? b->word_embeds + (size_t)r * D : p->wte + (size_t)b->ids[r] * D;
@@ -540,14 +540,14 @@ static void embed_rows(const tr_model *m, tr_acts *a, const tr_batch *b, int r0,
         for (int i = 0; i < D; i++) e[i] = (te ? w[i] + te[i] : w[i]) + pe[i];
     }
     size_t o = (size_t)r0 * D;
-    tro_layernorm_fwd(a->resid + o, a->emb_mean + r0, a->emb_rstd + r0, a->emb_sum + o, p->ln_e_g, p->ln_e_b, nr,
+    trainop_layernorm_fwd(a->resid + o, a->emb_mean + r0, a->emb_rstd + r0, a->emb_sum + o, p->ln_e_g, p->ln_e_b, nr,
                       D, c->ln_eps);
-    tro_dropout(a->resid + o, o, (size_t)nr * D, a->p_hidden, a->seed, SITE_EMB);
+    trainop_dropout(a->resid + o, o, (size_t)nr * D, a->p_hidden, a->seed, SITE_EMB);
 }
 
 /* Layer l on sequences [b0, b0 + nb). */
-static void layer_fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, int l, int b0, int nb, float *scr) {
-    const tr_config *c = &m->cfg;
+static void layer_fwd_block(const train_model *m, train_acts *a, const train_batch *b, int l, int b0, int nb, float *scr) {
+    const train_config *c = &m->cfg;
     int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
     size_t o = (size_t)r0 * D, TT = (size_t)T * T;
     layer_p w = layer_slice(&m->params, c, l);
@@ -560,35 +560,35 @@ static void layer_fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, in
                 scr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
     lin_drop_res(a, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, s.x + o, nr, D, D, o, site_of(l, K_ATTOUT));
-    tro_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
+    trainop_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
     /* res2 = h1 + dropout(act(h1 W1^T + b1) W2^T + b2); y = LN2(res2) */
     size_t of = (size_t)r0 * F;
     lin_fwd(a->direct, s.fpre + of, s.h1 + o, k.f1, w.f1_w, w.f1_b, NULL, nr, D, F);
-    tro_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
+    trainop_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
     lin_drop_res(a, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, s.h1 + o, nr, F, D, o, site_of(l, K_FFOUT));
-    tro_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
+    trainop_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
 }
 
 /* The masked-LM head on MLM rows [i0, i0 + ni) (gathered from the final states out):
  * logits, dLoss/dlogits (scale 1 / n_mlm) and the rows' cross-entropies. */
-static void mlm_fwd_rows(const tr_model *m, tr_acts *a, const float *out, int i0, int ni) {
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->params;
+static void mlm_fwd_rows(const train_model *m, train_acts *a, const float *out, int i0, int ni) {
+    const train_config *c = &m->cfg;
+    const train_params *p = &m->params;
     int D = c->d_model, V = c->vocab_size;
     size_t o = (size_t)i0 * D, ov = (size_t)i0 * V;
     for (int i = i0; i < i0 + ni; i++)
         memcpy(a->mlm_h + (size_t)i * D, out + (size_t)a->mlm_rows[i] * D, (size_t)D * sizeof(float));
-    tro_linear_fwd(a->mlm_t1 + o, a->mlm_h + o, p->mlm_w, p->mlm_b, ni, D, D);
-    tro_act_fwd(c->mlm_act, a->mlm_t2 + o, a->mlm_t1 + o, (size_t)ni * D);
-    tro_layernorm_fwd(a->mlm_t3 + o, a->mlm_mean + i0, a->mlm_rstd + i0, a->mlm_t2 + o, p->mlm_ln_g, p->mlm_ln_b,
+    trainop_linear_fwd(a->mlm_t1 + o, a->mlm_h + o, p->mlm_w, p->mlm_b, ni, D, D);
+    trainop_act_fwd(c->mlm_act, a->mlm_t2 + o, a->mlm_t1 + o, (size_t)ni * D);
+    trainop_layernorm_fwd(a->mlm_t3 + o, a->mlm_mean + i0, a->mlm_rstd + i0, a->mlm_t2 + o, p->mlm_ln_g, p->mlm_ln_b,
                       ni, D, c->ln_eps);
-    tro_gemm(a->mlm_logits + ov, V, a->mlm_t3 + o, D, 1, wte_pack_of(a, c, 1), ni, V, D, 1.0f, NULL, 0, p->mlm_bias);
-    tro_xent(a->d_mlm_logits + ov, a->row_loss + i0, a->mlm_logits + ov, a->mlm_tgt + i0, ni, V, 1.0f / a->n_mlm);
+    trainop_gemm(a->mlm_logits + ov, V, a->mlm_t3 + o, D, 1, wte_pack_of(a, c, 1), ni, V, D, 1.0f, NULL, 0, p->mlm_bias);
+    trainop_xent(a->d_mlm_logits + ov, a->row_loss + i0, a->mlm_logits + ov, a->mlm_tgt + i0, ni, V, 1.0f / a->n_mlm);
 }
 
 /* One block of sequences through the embeddings, every layer and the MLM head. */
-static void fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, int blk, int sb, float *scr) {
-    const tr_config *c = &m->cfg;
+static void fwd_block(const train_model *m, train_acts *a, const train_batch *b, int blk, int sb, float *scr) {
+    const train_config *c = &m->cfg;
     int T = b->T, D = c->d_model, b0 = blk * sb, nb = b->B - b0 < sb ? b->B - b0 : sb;
     size_t BTcap = (size_t)a->B * a->T;
     embed_rows(m, a, b, b0 * T, nb * T);
@@ -598,10 +598,10 @@ static void fwd_block(const tr_model *m, tr_acts *a, const tr_batch *b, int blk,
     if (c->mlm && m1 > m0) mlm_fwd_rows(m, a, a->resid + (size_t)c->n_layer * BTcap * D, m0, m1 - m0);
 }
 
-static float cls_act_fwd(tr_cls_act k, float x) { return k == TR_CLS_TANH ? tanhf(x) : (x > 0.0f ? x : 0.0f); }
+static float cls_act_fwd(train_cls_act k, float x) { return k == TRAIN_CLS_TANH ? tanhf(x) : (x > 0.0f ? x : 0.0f); }
 /* derivative from the activation's output y: tanh' = 1 - y^2, relu' = [y > 0] */
-static float cls_act_grad(tr_cls_act k, float y) {
-    return k == TR_CLS_TANH ? 1.0f - y * y : (y > 0.0f ? 1.0f : 0.0f);
+static float cls_act_grad(train_cls_act k, float y) {
+    return k == TRAIN_CLS_TANH ? 1.0f - y * y : (y > 0.0f ? 1.0f : 0.0f);
 }
 
 static double sum_rows(const double *v, int n) {
@@ -610,18 +610,18 @@ static double sum_rows(const double *v, int n) {
     return s;
 }
 
-as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error *err) {
+as_status train_forward(const train_model *m, train_acts *a, const train_batch *b, as_error *err) {
     as_status s;
     if ((s = check_batch(m, a, b, err))) return s;
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->params;
+    const train_config *c = &m->cfg;
+    const train_params *p = &m->params;
     int B = b->B, T = b->T, N = B * T, D = c->d_model, L = c->n_layer, C = c->num_labels;
     size_t BTcap = (size_t)a->B * a->T;
     /* MLM rows, in row order, and the first of each block */
     a->n_mlm = 0;
     if (b->mlm_labels) {
         for (int r = 0; r < N; r++)
-            if (b->mlm_labels[r] != TR_IGNORE) {
+            if (b->mlm_labels[r] != TRAIN_IGNORE) {
                 if (a->n_mlm == a->M_max)
                     return as_err_set(err, AS_ERR_INPUT, "batch has more than %d masked-LM targets (the capacity)",
                                       a->M_max);
@@ -637,7 +637,7 @@ as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error 
     positions(c, b, a->pos);
     pass_state ps = pass_begin();
     int nt = pass_threads(a);
-    a->direct = B * T <= TR_DIRECT_MAX_ROWS && !(c->mlm && a->n_mlm > 0) && as_gemm_small_ok();
+    a->direct = B * T <= TRAIN_DIRECT_MAX_ROWS && !(c->mlm && a->n_mlm > 0) && as_gemm_small_ok();
     if (!a->direct) pack_weights(m, a, 1, c->mlm && a->n_mlm > 0, nt);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int blk = 0; blk < nblk; blk++) fwd_block(m, a, b, blk, sb, thread_scr(a, c));
@@ -648,14 +648,14 @@ as_status tr_forward(const tr_model *m, tr_acts *a, const tr_batch *b, as_error 
     if (C > 0) {
         for (int bb = 0; bb < B; bb++)
             memcpy(a->cls_h0 + (size_t)bb * D, out + (size_t)bb * T * D, (size_t)D * sizeof(float));
-        tro_linear_fwd(a->cls_pool, a->cls_h0, p->pool_w, p->pool_b, B, D, D);
+        trainop_linear_fwd(a->cls_pool, a->cls_h0, p->pool_w, p->pool_b, B, D, D);
         for (size_t i = 0; i < (size_t)B * D; i++) a->cls_pool[i] = cls_act_fwd(c->cls_act, a->cls_pool[i]);
         memcpy(a->cls_poold, a->cls_pool, (size_t)B * D * sizeof(float));
-        tro_dropout(a->cls_poold, 0, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
-        tro_linear_fwd(a->cls_logits, a->cls_poold, p->cls_w, p->cls_b, B, D, C);
+        trainop_dropout(a->cls_poold, 0, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
+        trainop_linear_fwd(a->cls_logits, a->cls_poold, p->cls_w, p->cls_b, B, D, C);
         memset(a->d_cls_logits, 0, (size_t)B * C * sizeof(float));
         if (b->cls_labels) {
-            tro_xent(a->d_cls_logits, a->row_loss, a->cls_logits, b->cls_labels, B, C, 1.0f / B);
+            trainop_xent(a->d_cls_logits, a->row_loss, a->cls_logits, b->cls_labels, B, C, 1.0f / B);
             a->loss_cls = (float)(sum_rows(a->row_loss, B) / B);
         }
     }
@@ -672,7 +672,7 @@ typedef struct {
     float *h, *t, *ff, *r1, *ao, *qkv;
 } grad_set;
 
-static grad_set grad_set_of(const tr_acts *a, const tr_config *c, int l) {
+static grad_set grad_set_of(const train_acts *a, const train_config *c, int l) {
     size_t BT = (size_t)a->B * a->T, D = (size_t)c->d_model, F = (size_t)c->d_ff, k = (size_t)(l & 1);
     grad_set g = {a->d_h + k * BT * D, a->d_t + k * BT * D, a->d_ff + k * BT * F,
                   a->d_r1 + k * BT * D, a->d_ao + k * BT * D, a->d_qkv + k * BT * 3 * D};
@@ -738,14 +738,14 @@ static void reduce_blocks(float *dst, const float *part, size_t stride, int nblk
         for (int c = 0; c < n; c++) dst[c] += part[(size_t)b * stride + c];
 }
 
-static void gt_one(tr_model *m, const tr_acts *a, const tr_batch *b, int nblk, const grad_task *t) {
-    const tr_config *c = &m->cfg;
-    const tr_params *g = &m->grads;
+static void gt_one(train_model *m, const train_acts *a, const train_batch *b, int nblk, const grad_task *t) {
+    const train_config *c = &m->cfg;
+    const train_params *g = &m->grads;
     int D = c->d_model, F = c->d_ff;
     switch (t->kind) {
     case GT_DW:
-        tro_linear_dw(t->dw, t->dy, t->x, t->N, t->Ni, t->No, t->o0, t->o1, t->i0, t->i1);
-        if (t->db) tro_colsum(t->db + t->o0, t->dy + t->o0, t->N, t->o1 - t->o0, t->No);
+        trainop_linear_dw(t->dw, t->dy, t->x, t->N, t->Ni, t->No, t->o0, t->o1, t->i0, t->i1);
+        if (t->db) trainop_colsum(t->db + t->o0, t->dy + t->o0, t->N, t->o1 - t->o0, t->No);
         break;
     case GT_RED_LAYER: {
         layer_p gr = layer_slice(g, c, t->l);
@@ -781,8 +781,8 @@ static void gt_one(tr_model *m, const tr_acts *a, const tr_batch *b, int nblk, c
 }
 
 /* Weight gradients of layer l from its grad_set, and the reduction of its partials. */
-static void gt_layer(grad_tasks *g, tr_model *m, const tr_acts *a, const tr_batch *b, int l) {
-    const tr_config *c = &m->cfg;
+static void gt_layer(grad_tasks *g, train_model *m, const train_acts *a, const train_batch *b, int l) {
+    const train_config *c = &m->cfg;
     int N = b->B * b->T, D = c->d_model, F = c->d_ff;
     layer_p gr = layer_slice(&m->grads, c, l);
     layer_a s = layer_acts(a, c, l);
@@ -799,33 +799,33 @@ static void gt_layer(grad_tasks *g, tr_model *m, const tr_acts *a, const tr_batc
  * when NULL), dw += dy^T x, db += colsum(dy) (each skipped when NULL). */
 static void linear_bwd(float *dx, int accum, float *dw, float *db, const float *dy, const float *x, const float *w,
                        int N, int Ni, int No) {
-    if (dx) tro_linear_dx(dx, accum, dy, w, N, Ni, No);
-    if (dw) tro_linear_dw(dw, dy, x, N, Ni, No, 0, No, 0, Ni);
-    if (db) tro_colsum(db, dy, N, No, No);
+    if (dx) trainop_linear_dx(dx, accum, dy, w, N, Ni, No);
+    if (dw) trainop_linear_dw(dw, dy, x, N, Ni, No, 0, No, 0, Ni);
+    if (db) trainop_colsum(db, dy, N, No, No);
 }
 
 /* Masked-LM head backward on MLM rows [i0, i0 + ni): dLoss/d final states added into
  * their rows of dy; part (3 D, or NULL): partial sums of the dense bias and LayerNorm
  * gradients. */
-static void mlm_bwd_rows(tr_model *m, tr_acts *a, float *dy, int i0, int ni, float *part) {
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->params;
+static void mlm_bwd_rows(train_model *m, train_acts *a, float *dy, int i0, int ni, float *part) {
+    const train_config *c = &m->cfg;
+    const train_params *p = &m->params;
     int D = c->d_model, V = c->vocab_size;
     size_t o = (size_t)i0 * D;
     float *d3 = a->d_m1 + o, *d2 = a->d_m2 + o, *dh = a->d_m3 + o;
     /* logits = t3 wte^T + bias; t3 = LN(act(h Wm^T + bm)) */
     lin_dx(0, d3, NULL, a->d_mlm_logits + (size_t)i0 * V, wte_pack_of(a, c, 0), NULL, ni, D, V);
-    tro_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
-    tro_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
-    tro_linear_dx(dh, 0, d2, p->mlm_w, ni, D, D);
+    trainop_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
+    trainop_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
+    trainop_linear_dx(dh, 0, d2, p->mlm_w, ni, D, D);
     for (int i = 0; i < ni; i++) {
         float *y = dy + (size_t)a->mlm_rows[i0 + i] * D;
         for (int j = 0; j < D; j++) y[j] += dh[(size_t)i * D + j];
     }
     if (!part) return;
     memset(part, 0, 3 * (size_t)D * sizeof(float));
-    tro_colsum(part, d2, ni, D, D);
-    tro_layernorm_dparams(part + D, part + 2 * D, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, ni, D, 0,
+    trainop_colsum(part, d2, ni, D, D);
+    trainop_layernorm_dparams(part + D, part + 2 * D, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, ni, D, 0,
                           D);
 }
 
@@ -833,9 +833,9 @@ static void mlm_bwd_rows(tr_model *m, tr_acts *a, float *dy, int i0, int ni, flo
  * dx: dLoss/d layer input, overwritten. Leaves the per-row gradients its weight
  * gradients need in grad_set_of(l) and, when part (pl_size) is non-NULL, the block's
  * partial sums of the bias and LayerNorm gradients. */
-static void layer_bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, const float *dy, float *dx, int b0,
+static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b, int l, const float *dy, float *dx, int b0,
                             int nb, float *scr, float *part) {
-    const tr_config *c = &m->cfg;
+    const train_config *c = &m->cfg;
     int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
     size_t o = (size_t)r0 * D, nd = (size_t)nr * D, of = (size_t)r0 * F, TT = (size_t)T * T;
     layer_p w = layer_slice(&m->params, c, l);
@@ -844,27 +844,27 @@ static void layer_bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, c
     grad_set q = grad_set_of(a, c, l);
     if (part) {
         memset(part, 0, pl_size(c) * sizeof(float));
-        tro_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
+        trainop_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
                               s.rstd2 + r0, nr, D, 0, D);
     }
     /* y = LN2(res2) */
-    tro_layernorm_dx(q.h + o, dy + o, s.res2 + o, s.mean2 + r0, s.rstd2 + r0, w.ln2_g, nr, D);
+    trainop_layernorm_dx(q.h + o, dy + o, s.res2 + o, s.mean2 + r0, s.rstd2 + r0, w.ln2_g, nr, D);
     /* res2 = h1 + dropout(ff2(act(ff1(h1)))) */
     const float *dff2 = q.h;
     if (a->p_hidden > 0.0f) {
         memcpy(q.t + o, q.h + o, nd * sizeof(float));
-        tro_dropout(q.t + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
+        trainop_dropout(q.t + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
         dff2 = q.t;
     }
     lin_dx(a->direct, q.ff + of, NULL, dff2 + o, k.f2, w.f2_w, nr, F, D);
-    tro_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
+    trainop_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
     lin_dx(a->direct, a->d_h1 + o, q.h + o, q.ff + of, k.f1, w.f1_w, nr, D, F);
     /* h1 = LN1(res1); res1 = x + dropout(ctx Wo^T + bo) */
-    tro_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
+    trainop_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
     const float *dao = q.r1;
     if (a->p_hidden > 0.0f) {
         memcpy(q.ao + o, q.r1 + o, nd * sizeof(float));
-        tro_dropout(q.ao + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
+        trainop_dropout(q.ao + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
         dao = q.ao;
     }
     lin_dx(a->direct, a->d_ctx + o, NULL, dao + o, k.o, w.o_w, nr, D, D);
@@ -875,34 +875,34 @@ static void layer_bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, c
     /* qkv = x Wqkv^T + bqkv; dx = d res1 (the residual path) + dqkv Wqkv */
     lin_dx(a->direct, dx + o, q.r1 + o, q.qkv + o * 3, k.qkv, w.qkv_w, nr, D, 3 * D);
     if (!part) return;
-    tro_colsum(part + pl_off(c, PL_B2), dff2 + o, nr, D, D);
-    tro_colsum(part + pl_off(c, PL_B1), q.ff + of, nr, F, F);
-    tro_colsum(part + pl_off(c, PL_BO), dao + o, nr, D, D);
-    tro_colsum(part + pl_off(c, PL_BQKV), q.qkv + o * 3, nr, 3 * D, 3 * D);
-    tro_layernorm_dparams(part + pl_off(c, PL_G1), part + pl_off(c, PL_BL1), a->d_h1 + o, s.res1 + o, s.mean1 + r0,
+    trainop_colsum(part + pl_off(c, PL_B2), dff2 + o, nr, D, D);
+    trainop_colsum(part + pl_off(c, PL_B1), q.ff + of, nr, F, F);
+    trainop_colsum(part + pl_off(c, PL_BO), dao + o, nr, D, D);
+    trainop_colsum(part + pl_off(c, PL_BQKV), q.qkv + o * 3, nr, 3 * D, 3 * D);
+    trainop_layernorm_dparams(part + pl_off(c, PL_G1), part + pl_off(c, PL_BL1), a->d_h1 + o, s.res1 + o, s.mean1 + r0,
                           s.rstd1 + r0, nr, D, 0, D);
 }
 
 /* Embeddings backward on rows [r0, r0 + nr): x0 = dropout(LN_e(e)) with dy = dLoss/dx0
  * (dropped out in place); part (2 D, or NULL): the block's LayerNorm partial sums. */
-static void emb_bwd_rows(tr_model *m, tr_acts *a, float *dy, int r0, int nr, float *part) {
-    const tr_config *c = &m->cfg;
+static void emb_bwd_rows(train_model *m, train_acts *a, float *dy, int r0, int nr, float *part) {
+    const train_config *c = &m->cfg;
     int D = c->d_model;
     size_t o = (size_t)r0 * D, nd = (size_t)nr * D;
     memcpy(a->d_emb_out + o, dy + o, nd * sizeof(float));
-    tro_dropout(dy + o, o, nd, a->p_hidden, a->seed, SITE_EMB);
-    tro_layernorm_dx(a->d_emb_sum + o, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, m->params.ln_e_g,
+    trainop_dropout(dy + o, o, nd, a->p_hidden, a->seed, SITE_EMB);
+    trainop_layernorm_dx(a->d_emb_sum + o, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, m->params.ln_e_g,
                      nr, D);
     if (!part) return;
     memset(part, 0, 2 * (size_t)D * sizeof(float));
-    tro_layernorm_dparams(part, part + D, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, nr, D, 0, D);
+    trainop_layernorm_dparams(part, part + D, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, nr, D, 0, D);
 }
 
 /* Block blk at layer l: the MLM rows' backward first (top layer), then the layer,
  * then the embeddings (layer 0). */
-static void bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, int blk, int sb, float *dy, float *dx,
+static void bwd_block(train_model *m, train_acts *a, const train_batch *b, int l, int blk, int sb, float *dy, float *dx,
                       int pg, float *scr) {
-    const tr_config *c = &m->cfg;
+    const train_config *c = &m->cfg;
     int T = b->T, b0 = blk * sb, nb = b->B - b0 < sb ? b->B - b0 : sb;
     int m0 = a->blk_mlm[blk], m1 = a->blk_mlm[blk + 1];
     if (l == c->n_layer - 1 && c->mlm && a->n_mlm > 0) {
@@ -915,7 +915,7 @@ static void bwd_block(tr_model *m, tr_acts *a, const tr_batch *b, int l, int blk
 
 /* Layer l's blocks and the tasks in g as one parallel region, handed out in order:
  * the tasks of g (the larger ones), then the blocks. l < 0: the tasks only. */
-static void run_region(tr_model *m, tr_acts *a, const tr_batch *b, int l, int nblk, int sb, float *dy, float *dx,
+static void run_region(train_model *m, train_acts *a, const train_batch *b, int l, int nblk, int sb, float *dy, float *dx,
                        int pg, const grad_tasks *g, int nt) {
     int nb = l >= 0 ? nblk : 0;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
@@ -928,13 +928,13 @@ static void run_region(tr_model *m, tr_acts *a, const tr_batch *b, int l, int nb
 /* Regions: layer L-1's blocks (with the MLM rows) + the decoder's weight gradient;
  * layer l's blocks + layer l+1's weight gradients (+ the MLM head's, after the top
  * layer); last, layer 0's weight gradients + the embeddings'. */
-void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads) {
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->params;
+void train_backward(train_model *m, train_acts *a, const train_batch *b, int param_grads) {
+    const train_config *c = &m->cfg;
+    const train_params *p = &m->params;
     int pg = param_grads != 0;
     ASSERT(!pg || m->grads_mem);
-    tr_params gz = {0};
-    const tr_params *g = pg ? &m->grads : &gz;
+    train_params gz = {0};
+    const train_params *g = pg ? &m->grads : &gz;
     int B = b->B, T = b->T, N = B * T, D = c->d_model, L = c->n_layer, C = c->num_labels, V = c->vocab_size;
     int M = a->n_mlm, mlm = c->mlm && M > 0;
     grad_tasks *gts = as_malloc_array(1, sizeof *gts);
@@ -949,7 +949,7 @@ void tr_backward(tr_model *m, tr_acts *a, const tr_batch *b, int param_grads) {
     if (C > 0) {
         float *dpool = a->d_m1, *dh0 = a->d_m2;
         linear_bwd(dpool, 0, g->cls_w, g->cls_b, a->d_cls_logits, a->cls_poold, p->cls_w, B, D, C);
-        tro_dropout(dpool, 0, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
+        trainop_dropout(dpool, 0, (size_t)B * D, a->p_hidden, a->seed, SITE_POOL);
         for (size_t i = 0; i < (size_t)B * D; i++) dpool[i] *= cls_act_grad(c->cls_act, a->cls_pool[i]);
         linear_bwd(dh0, 0, g->pool_w, g->pool_b, dpool, a->cls_h0, p->pool_w, B, D, D);
         for (int bb = 0; bb < B; bb++) {

@@ -1,13 +1,13 @@
-/* tr_ops.h — forward and backward kernels of the training pass: linear maps
+/* train_ops.h — forward and backward kernels of the training pass: linear maps
  * (OpenBLAS sgemm), register-blocked products on packed right-hand sides (the
  * layers' weights, the decoder, attention), LayerNorm, activations, softmax,
  * cross-entropy, dropout masks. Each backward kernel names what it
  * overwrites and what it accumulates into.
  * Every kernel here is single-threaded and works on the rows (or the column range)
- * it is given; tr_forward.c splits the batch into blocks and runs the blocks on
+ * it is given; train_forward.c splits the batch into blocks and runs the blocks on
  * OpenMP threads, with OpenBLAS set to one thread. A reduction over rows always runs
  * over all rows in row order, so results do not depend on the thread count.
- * It does not know about layers, models or batches (tr_forward.c composes them).
+ * It does not know about layers, models or batches (train_forward.c composes them).
  *
  * Shapes: N rows, Ni inputs, No outputs, C columns.
  */
@@ -19,69 +19,69 @@
 #include "train/train.h"
 
 /* y (N, No) = x (N, Ni) W^T + b; W (No, Ni) as nn.Linear, b (No) or NULL. */
-void tro_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int Ni, int No);
+void trainop_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int Ni, int No);
 /* dx (N, Ni) = dy (N, No) W: overwritten (accum 0) or added (accum 1). */
-void tro_linear_dx(float *dx, int accum, const float *dy, const float *w, int N, int Ni, int No);
+void trainop_linear_dx(float *dx, int accum, const float *dy, const float *w, int N, int Ni, int No);
 /* Block [o0, o1) x [i0, i1) of dW (No, Ni) += dy^T x, dy (N, No), x (N, Ni). */
-void tro_linear_dw(float *dw, const float *dy, const float *x, int N, int Ni, int No, int o0, int o1, int i0,
+void trainop_linear_dw(float *dw, const float *dy, const float *x, int N, int Ni, int No, int o0, int o1, int i0,
                    int i1);
 /* db[c] += sum_n x[n * ld + c] for c in [0, C), rows in order. */
-void tro_colsum(float *db, const float *x, int N, int C, int ld);
+void trainop_colsum(float *db, const float *x, int N, int C, int ld);
 
 /* Products with register blocking (6 x 16), for the shapes of these models where
  * sgemm would repack the same weights for every block of rows.
  * The right-hand side B (K, N) is packed: ceil(N / 16) panels of (K, 16), each
- * contiguous, the last padded with zeros (tro_packed_size floats). */
-#define TRO_NR 16
-static inline size_t tro_packed_size(int K, int N) { return (size_t)K * (size_t)((N + TRO_NR - 1) / TRO_NR * TRO_NR); }
+ * contiguous, the last padded with zeros (trainop_packed_size floats). */
+#define TRAINOP_NR 16
+static inline size_t trainop_packed_size(int K, int N) { return (size_t)K * (size_t)((N + TRAINOP_NR - 1) / TRAINOP_NR * TRAINOP_NR); }
 /* Packs panels [p0, p1) of B, element (k, j) at b[k * sk + j * sn] (sn = 1: B row-major;
  * sk = 1: B^T row-major), into bp. */
-void tro_pack_b(float *bp, const float *b, ptrdiff_t sk, ptrdiff_t sn, int K, int N, int p0, int p1);
+void trainop_pack_b(float *bp, const float *b, ptrdiff_t sk, ptrdiff_t sn, int K, int N, int p0, int p1);
 /* Packs, for each head h < H, the (T, Dh) slice of columns [h Dh, (h + 1) Dh) of src
  * (T rows, row stride ld) as B (trans 0: K = T, N = Dh) or B^T (trans 1: K = Dh,
- * N = T), head h at dst + h * max(tro_packed_size(T, Dh), tro_packed_size(Dh, T)).
+ * N = T), head h at dst + h * max(trainop_packed_size(T, Dh), trainop_packed_size(Dh, T)).
  * The per-head products of attention read their right-hand sides from here. */
-void tro_pack_heads(float *dst, const float *src, int ld, int T, int H, int Dh, int trans);
+void trainop_pack_heads(float *dst, const float *src, int ld, int T, int H, int Dh, int trans);
 /* C (M, N) = alpha * A B + Cin + bias: element (i, k) of A at a[i * sai + k * sak] (A or
  * A^T of a row-major matrix); bp: B packed; C with row stride ldc; Cin (row stride
  * ldcin) and bias (N) are added when non-NULL, and Cin may be C itself (accumulate). */
-void tro_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
+void trainop_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
               float alpha, const float *cin, int ldcin, const float *bias);
 /* LayerNorm (Ba et al. 2016), biased variance as torch: y = (x - mean) * rstd * g + b,
  * rstd = 1 / sqrt(var + eps). x, y (N, C) may alias; mean, rstd (N) saved. */
-void tro_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
+void trainop_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
                        const float *b, int N, int C, float eps);
 /* LayerNorm backward to the input (llm.c layernorm_backward): with
  * xhat = (x - mean) * rstd and dn = dy * g, dx = rstd * (dn - mean(dn) - xhat * mean(dn * xhat))
  * overwritten (N, C). */
-void tro_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
+void trainop_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
                       const float *g, int N, int C);
 /* LayerNorm parameter gradients for columns [c0, c1): dg += sum_n dy * xhat,
  * db += sum_n dy (either may be NULL), over all N rows in order. */
-void tro_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
+void trainop_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
                            const float *rstd, int N, int C, int c0, int c1);
 
 /* y = act(x) elementwise (gelu: erf form, gelu_new: tanh form, relu). */
-void tro_act_fwd(as_act a, float *y, const float *x, size_t n);
+void trainop_act_fwd(as_act a, float *y, const float *x, size_t n);
 /* d (in place) *= act'(x) with x the activation's input. */
-void tro_act_bwd(as_act a, float *d, const float *x, size_t n);
+void trainop_act_bwd(as_act a, float *d, const float *x, size_t n);
 
 /* Softmax of each row of s (N, C) in place over the columns with keep[c] != 0
  * (keep NULL = all); other columns, and rows with no kept column, become 0. */
-void tro_softmax_rows(float *s, const int32_t *keep, int N, int C);
+void trainop_softmax_rows(float *s, const int32_t *keep, int N, int C);
 
 /* Softmax cross-entropy per row: logits (N, C), targets (N); dlogits (N, C) =
  * scale * (softmax - onehot); row_loss[n] = -log softmax[target] (double). */
-void tro_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
+void trainop_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
               float scale);
 
 /* Inverted dropout (Srivastava et al. 2014): x[i] *= keep / (1 - p) with keep drawn by
- * tr_dropout_keep(seed, site, i0 + i) for i in [0, n): element i of the slice x is
+ * train_dropout_keep(seed, site, i0 + i) for i in [0, n): element i of the slice x is
  * element i0 + i of the site. Used forward and backward alike. */
-void tro_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site);
+void trainop_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site);
 /* The same keep decision with the per-(seed, site) key hoisted out of a loop:
- * tr_dropout_keep(seed, site, i, p) == tro_drop_keep_k(tro_drop_key(seed, site), i, p). */
-uint64_t tro_drop_key(uint64_t seed, uint32_t site);
-int tro_drop_keep_k(uint64_t key, uint64_t idx, float p);
+ * train_dropout_keep(seed, site, i, p) == trainop_drop_keep_k(trainop_drop_key(seed, site), i, p). */
+uint64_t trainop_drop_key(uint64_t seed, uint32_t site);
+int trainop_drop_keep_k(uint64_t key, uint64_t idx, float p);
 
 #endif

@@ -1,8 +1,8 @@
-/* tr_model.c — the parameter / gradient arenas of a trainable encoder: config
+/* train_model.c — the parameter / gradient arenas of a trainable encoder: config
  * checks, Hugging Face-style random initialisation, copying from a loaded as_model,
  * Hugging Face tensor names for each architecture, and saving a model folder
  * (config.json + model.safetensors) that as_model_load reads back.
- * It does not run the model (tr_forward.c) or optimise it.
+ * It does not run the model (train_forward.c) or optimise it.
  */
 #include "train/train.h"
 #include "model/model.h"
@@ -18,30 +18,30 @@
 enum { INIT_NORMAL = 0, INIT_ZERO, INIT_ONE };
 
 /* The tensors of p in arena order; init kind of each. */
-static void fields(tr_params *p, float **out[TR_N_TENSORS]) {
-    float **f[TR_N_TENSORS] = {&p->wte,   &p->wpe,    &p->wtt,    &p->ln_e_g,   &p->ln_e_b,   &p->qkv_w, &p->qkv_b,
+static void fields(train_params *p, float **out[TRAIN_N_TENSORS]) {
+    float **f[TRAIN_N_TENSORS] = {&p->wte,   &p->wpe,    &p->wtt,    &p->ln_e_g,   &p->ln_e_b,   &p->qkv_w, &p->qkv_b,
                                &p->o_w,   &p->o_b,    &p->ln1_g,  &p->ln1_b,    &p->f1_w,     &p->f1_b,  &p->f2_w,
                                &p->f2_b,  &p->ln2_g,  &p->ln2_b,  &p->pool_w,   &p->pool_b,   &p->cls_w, &p->cls_b,
                                &p->mlm_w, &p->mlm_b,  &p->mlm_ln_g, &p->mlm_ln_b, &p->mlm_bias};
     memcpy(out, f, sizeof f);
 }
 
-static const int init_kind[TR_N_TENSORS] = {
+static const int init_kind[TRAIN_N_TENSORS] = {
     INIT_NORMAL, INIT_NORMAL, INIT_NORMAL, INIT_ONE,  INIT_ZERO,   INIT_NORMAL, INIT_ZERO, INIT_NORMAL, INIT_ZERO,
     INIT_ONE,    INIT_ZERO,   INIT_NORMAL, INIT_ZERO, INIT_NORMAL, INIT_ZERO,   INIT_ONE,  INIT_ZERO,   INIT_NORMAL,
     INIT_ZERO,   INIT_NORMAL, INIT_ZERO,   INIT_NORMAL, INIT_ZERO, INIT_ONE,    INIT_ZERO, INIT_ZERO};
 
-static void tensor_sizes(const tr_config *c, size_t s[TR_N_TENSORS]) {
+static void tensor_sizes(const train_config *c, size_t s[TRAIN_N_TENSORS]) {
     size_t L = (size_t)c->n_layer, D = (size_t)c->d_model, F = (size_t)c->d_ff, V = (size_t)c->vocab_size;
     size_t C = (size_t)c->num_labels, cls = c->num_labels > 0, mlm = c->mlm != 0;
-    size_t v[TR_N_TENSORS] = {V * D,     (size_t)c->max_pos * D, (size_t)c->type_vocab * D, D, D,
+    size_t v[TRAIN_N_TENSORS] = {V * D,     (size_t)c->max_pos * D, (size_t)c->type_vocab * D, D, D,
                               L * 3 * D * D, L * 3 * D, L * D * D, L * D, L * D, L * D, L * F * D, L * F, L * D * F,
                               L * D, L * D, L * D, cls * D * D, cls * D, C * D, C,
                               mlm * D * D, mlm * D, mlm * D, mlm * D, mlm * V};
     memcpy(s, v, sizeof v);
 }
 
-as_status tr_config_check(const tr_config *c, as_error *err) {
+as_status train_config_check(const train_config *c, as_error *err) {
     if (c->arch != ARCH_BERT && c->arch != ARCH_ROBERTA && c->arch != ARCH_DISTILBERT)
         return as_err_set(err, AS_ERR_INPUT, "training supports bert, roberta and distilbert, not %s",
                           as_arch_name(c->arch));
@@ -69,40 +69,40 @@ as_status tr_config_check(const tr_config *c, as_error *err) {
         return as_err_set(err, AS_ERR_INPUT, "RoBERTa needs pad_token_id >= 0 and positions offset pad + 1");
     if (!(c->ln_eps > 0.0f && c->ln_eps < 1.0f))
         return as_err_set(err, AS_ERR_INPUT, "layer_norm_eps %g out of range (0, 1)", c->ln_eps);
-    if (c->cls_act != TR_CLS_TANH && c->cls_act != TR_CLS_RELU)
+    if (c->cls_act != TRAIN_CLS_TANH && c->cls_act != TRAIN_CLS_RELU)
         return as_err_set(err, AS_ERR_INPUT, "unknown classifier activation %d", (int)c->cls_act);
     /* the whole arena must be addressable */
-    size_t s[TR_N_TENSORS], total = 0;
+    size_t s[TRAIN_N_TENSORS], total = 0;
     tensor_sizes(c, s);
-    for (int i = 0; i < TR_N_TENSORS; i++) total += s[i];
+    for (int i = 0; i < TRAIN_N_TENSORS; i++) total += s[i];
     if (total > ((size_t)1 << 34)) return as_err_set(err, AS_ERR_INPUT, "model of %zu parameters is too large", total);
     return AS_OK;
 }
 
-static void bind(tr_params *p, float *mem, const size_t s[TR_N_TENSORS]) {
-    float **f[TR_N_TENSORS];
+static void bind(train_params *p, float *mem, const size_t s[TRAIN_N_TENSORS]) {
+    float **f[TRAIN_N_TENSORS];
     memset(p, 0, sizeof *p);
     fields(p, f);
-    for (int i = 0; i < TR_N_TENSORS; i++) {
+    for (int i = 0; i < TRAIN_N_TENSORS; i++) {
         *f[i] = s[i] ? mem : NULL;
         mem += s[i];
     }
 }
 
-static as_status alloc_model(const tr_config *cfg, int with_grads, tr_model **out, as_error *err) {
+static as_status alloc_model(const train_config *cfg, int with_grads, train_model **out, as_error *err) {
     as_status s;
     *out = NULL;
-    if ((s = tr_config_check(cfg, err))) return s;
-    tr_model *m = as_calloc(1, sizeof *m);
+    if ((s = train_config_check(cfg, err))) return s;
+    train_model *m = as_calloc(1, sizeof *m);
     if (!m) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     m->cfg = *cfg;
     tensor_sizes(cfg, m->sizes);
-    for (int i = 0; i < TR_N_TENSORS; i++) m->n_params += m->sizes[i];
+    for (int i = 0; i < TRAIN_N_TENSORS; i++) m->n_params += m->sizes[i];
     m->params_mem = as_calloc(m->n_params, sizeof(float));
     if (with_grads) m->grads_mem = as_calloc(m->n_params, sizeof(float));
     if (!m->params_mem || (with_grads && !m->grads_mem)) {
         size_t np = m->n_params;
-        tr_model_free(m);
+        train_model_free(m);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory for %zu parameters", np);
     }
     bind(&m->params, m->params_mem, m->sizes);
@@ -111,7 +111,7 @@ static as_status alloc_model(const tr_config *cfg, int with_grads, tr_model **ou
     return AS_OK;
 }
 
-double tr_init_std(const tr_config *c) { return c->init_range > 0 ? c->init_range : 0.02; }
+double train_init_std(const train_config *c) { return c->init_range > 0 ? c->init_range : 0.02; }
 
 /* splitmix64 stream + Box-Muller normals, for initialisation. */
 typedef struct {
@@ -146,13 +146,13 @@ static void init_tensor(float *x, size_t n, int kind, double std, init_rng *r) {
 
 /* Initialises tensors [lo, hi) of the arena (arena order) as Hugging Face's
  * _init_weights does; padding rows of the embeddings set to 0. */
-static void init_range(tr_model *m, uint64_t seed, int lo, int hi) {
+static void init_range(train_model *m, uint64_t seed, int lo, int hi) {
     init_rng r = {seed * 0x2545f4914f6cdd1dULL + 0x1234567ULL};
-    float **f[TR_N_TENSORS];
+    float **f[TRAIN_N_TENSORS];
     fields(&m->params, f);
-    const tr_config *c = &m->cfg;
+    const train_config *c = &m->cfg;
     for (int i = lo; i < hi; i++)
-        if (m->sizes[i]) init_tensor(*f[i], m->sizes[i], init_kind[i], tr_init_std(c), &r);
+        if (m->sizes[i]) init_tensor(*f[i], m->sizes[i], init_kind[i], train_init_std(c), &r);
     size_t D = (size_t)c->d_model;
     if (lo == 0 && c->pad_token_id >= 0) {
         memset(m->params.wte + (size_t)c->pad_token_id * D, 0, D * sizeof(float));
@@ -162,16 +162,16 @@ static void init_range(tr_model *m, uint64_t seed, int lo, int hi) {
 
 enum { T_POOL_W = 17, T_CLS_B = 20, T_MLM_W = 21, T_MLM_BIAS = 25 };
 
-as_status tr_model_init(const tr_config *cfg, uint64_t seed, int with_grads, tr_model **out, as_error *err) {
+as_status train_model_init(const train_config *cfg, uint64_t seed, int with_grads, train_model **out, as_error *err) {
     as_status s = alloc_model(cfg, with_grads, out, err);
     if (s) return s;
-    init_range(*out, seed, 0, TR_N_TENSORS);
+    init_range(*out, seed, 0, TRAIN_N_TENSORS);
     return AS_OK;
 }
 
-void tr_model_init_sinusoidal_positions(tr_model *m) {
+void train_model_init_sinusoidal_positions(train_model *m) {
     int P = m->cfg.max_pos, D = m->cfg.d_model;
-    double scale = tr_init_std(&m->cfg) * sqrt(2.0); /* a sinusoid's RMS is 1/sqrt(2) */
+    double scale = train_init_std(&m->cfg) * sqrt(2.0); /* a sinusoid's RMS is 1/sqrt(2) */
     for (int p = 0; p < P; p++) {
         int pos = p - m->cfg.pos_offset; /* RoBERTa: rows before the offset are unused */
         float *row = m->params.wpe + (size_t)p * (size_t)D;
@@ -182,7 +182,7 @@ void tr_model_init_sinusoidal_positions(tr_model *m) {
     }
 }
 
-void tr_model_free(tr_model *m) {
+void train_model_free(train_model *m) {
     if (!m) return;
     if (m->labels)
         for (int i = 0; i < m->cfg.num_labels; i++) free(m->labels[i]);
@@ -192,7 +192,7 @@ void tr_model_free(tr_model *m) {
     free(m);
 }
 
-void tr_zero_grad(tr_model *m) {
+void train_zero_grad(train_model *m) {
     if (m && m->grads_mem) memset(m->grads_mem, 0, m->n_params * sizeof(float));
 }
 
@@ -210,10 +210,10 @@ static void copy_ln(float *g, float *b, const ln_t *ln) {
     memcpy(b, ln->b, (size_t)ln->n * sizeof(float));
 }
 
-as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_model **out, as_error *err) {
+as_status train_model_from_as(const as_model *am, const train_from_as_opts *o, train_model **out, as_error *err) {
     as_status s;
     *out = NULL;
-    tr_from_as_opts def = TR_FROM_AS_DEFAULTS;
+    train_from_as_opts def = TRAIN_FROM_AS_DEFAULTS;
     if (!o) o = &def;
     const as_config *ac = &am->cfg;
     if (ac->arch == ARCH_GPT2 || !strcmp(ac->model_type, "electra") || ac->d_embed != ac->d_model || am->pre_ln)
@@ -229,7 +229,7 @@ as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_mode
     if (has_mlm && am->mlm_decoder != am->wte &&
         memcmp(am->mlm_decoder, am->wte, (size_t)V * D * sizeof(float)) != 0)
         return as_err_set(err, AS_ERR_INPUT, "%s: the MLM decoder is not tied to the word embeddings", am->dir);
-    tr_config c = {0};
+    train_config c = {0};
     c.arch = ac->arch;
     c.n_layer = ac->n_layer;
     c.n_head = ac->n_head;
@@ -241,8 +241,8 @@ as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_mode
     c.ln_eps = ac->ln_eps;
     c.act = ac->act;
     c.mlm_act = has_mlm ? am->mlm_act : (ac->arch == ARCH_ROBERTA ? ACT_GELU : ac->act);
-    c.cls_act = ac->arch == ARCH_DISTILBERT ? TR_CLS_RELU : TR_CLS_TANH;
-    if (has_cls) c.cls_act = am->cls_pre_act == CLS_ACT_RELU ? TR_CLS_RELU : TR_CLS_TANH;
+    c.cls_act = ac->arch == ARCH_DISTILBERT ? TRAIN_CLS_RELU : TRAIN_CLS_TANH;
+    if (has_cls) c.cls_act = am->cls_pre_act == CLS_ACT_RELU ? TRAIN_CLS_RELU : TRAIN_CLS_TANH;
     c.pad_token_id = ac->pad_token_id;
     c.pos_offset = am->pos_offset;
     int C_have = has_cls ? am->cls_out.n_out : 0;
@@ -250,9 +250,9 @@ as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_mode
     c.num_labels = o->num_labels < 0 ? C_have : o->num_labels;
     int keep_mlm = has_mlm && o->mlm != 0;
     c.mlm = o->mlm < 0 ? has_mlm : o->mlm != 0;
-    tr_model *m = NULL;
+    train_model *m = NULL;
     if ((s = alloc_model(&c, o->with_grads, &m, err))) return as_err_prefix(err, "%s", am->dir);
-    tr_params *p = &m->params;
+    train_params *p = &m->params;
     size_t Dz = (size_t)D;
     memcpy(p->wte, am->wte, (size_t)V * Dz * sizeof(float));
     memcpy(p->wpe, am->wpe, (size_t)c.max_pos * Dz * sizeof(float));
@@ -283,12 +283,12 @@ as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_mode
             for (int i = 0; m->labels && i < c.num_labels; i++) {
                 m->labels[i] = as_strdup(ac->id2label[i] ? ac->id2label[i] : "");
                 if (!m->labels[i]) {
-                    tr_model_free(m);
+                    train_model_free(m);
                     return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
                 }
             }
             if (!m->labels) {
-                tr_model_free(m);
+                train_model_free(m);
                 return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             }
         }
@@ -309,14 +309,14 @@ as_status tr_model_from_as(const as_model *am, const tr_from_as_opts *o, tr_mode
 /* ---- Hugging Face names ---- */
 
 typedef struct {
-    tr_named *out;
+    train_named *out;
     int n, cap;
 } named_list;
 
 static void add(named_list *l, const char *name, const float *data, int64_t d0, int64_t d1) {
     if (!data) return;
     if (l->n < l->cap) {
-        tr_named *t = &l->out[l->n];
+        train_named *t = &l->out[l->n];
         size_t len = strlen(name);
         ASSERT(len < sizeof t->name); /* the longest HF name here is under 64 bytes */
         memcpy(t->name, name, len + 1);
@@ -342,9 +342,9 @@ static void add_ln(named_list *l, const char *base, const float *g, const float 
     add_lin(l, base, g, b, n, -1);
 }
 
-int tr_model_named(const tr_model *m, int which, tr_named *out, int cap) {
-    const tr_config *c = &m->cfg;
-    const tr_params *p = which ? &m->grads : &m->params;
+int train_model_named(const train_model *m, int which, train_named *out, int cap) {
+    const train_config *c = &m->cfg;
+    const train_params *p = which ? &m->grads : &m->params;
     if (which && !m->grads_mem) return 0;
     named_list l = {out, 0, cap};
     int D = c->d_model, F = c->d_ff, V = c->vocab_size;
@@ -424,8 +424,8 @@ static const char *act_name(as_act a) {
     return "gelu";
 }
 
-static json_t *config_json(const tr_model *m, as_dtype dtype) {
-    const tr_config *c = &m->cfg;
+static json_t *config_json(const train_model *m, as_dtype dtype) {
+    const train_config *c = &m->cfg;
     json_t *j = json_object(), *archs = json_array();
     int dist = c->arch == ARCH_DISTILBERT, rob = c->arch == ARCH_ROBERTA;
     const char *cls = dist ? "DistilBert" : rob ? "Roberta" : "Bert";
@@ -461,7 +461,7 @@ static json_t *config_json(const tr_model *m, as_dtype dtype) {
         json_object_set_new(j, "attention_probs_dropout_prob", json_real(0.1));
         json_object_set_new(j, "type_vocab_size", json_integer(c->type_vocab));
         json_object_set_new(j, "layer_norm_eps", json_real(c->ln_eps));
-        json_object_set_new(j, "initializer_range", json_real(tr_init_std(c)));
+        json_object_set_new(j, "initializer_range", json_real(train_init_std(c)));
         json_object_set_new(j, "position_embedding_type", json_string("absolute"));
     }
     json_object_set_new(j, "max_position_embeddings", json_integer(c->max_pos));
@@ -494,13 +494,13 @@ static as_status ensure_dir(const char *dir, as_error *err) {
     return AS_OK;
 }
 
-as_status tr_model_save(const tr_model *m, const char *dir, as_dtype dtype, as_error *err) {
+as_status train_model_save(const train_model *m, const char *dir, as_dtype dtype, as_error *err) {
     as_status s;
     if (dtype != DTYPE_F32 && dtype != DTYPE_F16)
         return as_err_set(err, AS_ERR_INPUT, "%s: weights can be saved as F32 or F16, not %s", dir, as_dtype_name(dtype));
     if ((s = ensure_dir(dir, err))) return s;
     char path[4096];
-    tr_named *nv = NULL;
+    train_named *nv = NULL;
     st_tensor *ts = NULL;
     uint16_t **half = NULL;
     int n = 0;
@@ -510,12 +510,12 @@ as_status tr_model_save(const tr_model *m, const char *dir, as_dtype dtype, as_e
         s = as_err_set(err, AS_ERR_INTERNAL, "%s: cannot write", path);
         goto cleanup;
     }
-    nv = as_malloc_array(TR_MAX_NAMED, sizeof *nv);
+    nv = as_malloc_array(TRAIN_MAX_NAMED, sizeof *nv);
     if (!nv) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    n = tr_model_named(m, 0, nv, TR_MAX_NAMED);
+    n = train_model_named(m, 0, nv, TRAIN_MAX_NAMED);
     ASSERT(n > 0);
     ts = as_calloc((size_t)n, sizeof *ts);
     half = as_calloc((size_t)n, sizeof *half);
@@ -558,7 +558,7 @@ cleanup:
     return s;
 }
 
-as_status tr_copy_tokenizer(const char *src_dir, const char *dst_dir, as_error *err) {
+as_status train_copy_tokenizer(const char *src_dir, const char *dst_dir, as_error *err) {
     static const char *names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                   "vocab.txt",      "vocab.json",            "merges.txt"};
     as_status s;
