@@ -14,15 +14,10 @@
 # Usage: test_analyze.sh BINARY. Needs sqlite3 (Debian package sqlite3). CPU: --threads 1.
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 SHARED=$ROOT/../shared/data
 M=$ROOT/models/demo-bert
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing (apt-get install sqlite3)"; exit 1; }
+need_sqlite3
 
 # corpora: from ../shared when present, else small ones written here
 if [ -f "$SHARED/sst2/dev.tsv" ] && [ -f "$SHARED/ud/en_ewt-ud-dev.conllu" ]; then

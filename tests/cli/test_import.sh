@@ -19,16 +19,11 @@
 # Usage: test_import.sh BINARY. Needs sqlite3 and /usr/bin/python3 (for corrupting copies).
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 F=$ROOT/tests/ref/fixtures/import_files
 D0=$ROOT/tests/ref/fixtures/analysis/import
 SHARED=$ROOT/../shared/data
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing (apt-get install sqlite3)"; exit 1; }
+need_sqlite3
 AGG="head_scores rel_accuracy head_pairs patterns"
 # rows of table $2 for run $3 without the run column
 rows() { sqlite3 "$1" "SELECT * FROM $2 WHERE run=$3" | cut -d'|' -f2-; }

@@ -10,34 +10,10 @@
 # Usage: test_loaders.sh BINARY
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+EXPECT_TIMEOUT=10 # a loader that waits on a FIFO fails in 10 s instead of hanging
 M=$ROOT/models/demo-bert
 F=$ROOT/tests/ref/fixtures/import_files
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-# expect STATUS PATTERN -- args...: runs BIN args under timeout 10; checks the exit
-# status and, for non-zero ones, that stderr has one non-warning line containing PATTERN.
-expect() {
-  local want=$1 pat=$2; shift 3
-  timeout 10 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
-  local got=$?
-  if [ "$got" = 124 ]; then
-    echo "FAIL: attnscope $* -> still running after 10 s"; fails=$((fails+1)); return
-  fi
-  if [ "$got" != "$want" ]; then
-    echo "FAIL: attnscope $* -> exit $got, want $want: $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
-  fi
-  if [ "$want" != 0 ]; then
-    if ! grep -q -- "$pat" "$TMP/err"; then
-      echo "FAIL: attnscope $* -> stderr lacks '$pat': $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
-    fi
-    if [ "$(grep -vc 'warning' "$TMP/err")" -gt 1 ]; then
-      echo "FAIL: attnscope $* -> error is not one line: $(head -c 600 "$TMP/err")"; fails=$((fails+1)); return
-    fi
-  fi
-  echo "ok: attnscope $* -> $got"
-}
 
 # ---- 1. not regular files ---------------------------------------------------------------
 mkfifo "$TMP/fifo"

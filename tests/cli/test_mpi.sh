@@ -12,17 +12,12 @@
 # Usage: test_mpi.sh BINARY. Needs sqlite3.
 set -u
 BIN=$1
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 SHARED=$ROOT/../shared/data
 M=$ROOT/models/demo-bert
 command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not found (make deps installs openmpi-bin libopenmpi-dev; then rebuild)"; exit 77; }
 "$BIN" analyze --help | grep -q "MPI enabled" || { echo "SKIPPED: $BIN was built without MPI (CMake did not find it)"; exit 77; }
-command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing (apt-get install sqlite3)"; exit 1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
+need_sqlite3
 # OpenMPI in containers, as root: shared-memory transport without single-copy (no CMA/ptrace)
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)

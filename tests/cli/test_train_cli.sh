@@ -5,26 +5,7 @@
 # Usage: test_train_cli.sh BINARY
 set -u
 BIN=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-expect() {
-  local want=$1 pat=$2; shift 3
-  OMP_NUM_THREADS=1 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [ "$got" != "$want" ]; then
-    echo "FAIL: attnscope $* -> exit $got, want $want: $(head -c 300 "$TMP/err")"; fails=$((fails+1)); return
-  fi
-  if [ "$want" != 0 ]; then
-    if ! grep -q -- "$pat" "$TMP/err"; then
-      echo "FAIL: attnscope $* -> stderr lacks '$pat': $(cat "$TMP/err")"; fails=$((fails+1)); return
-    fi
-    if [ "$(wc -l < "$TMP/err")" -gt 1 ]; then
-      echo "FAIL: attnscope $* -> error is not one line: $(cat "$TMP/err")"; fails=$((fails+1)); return
-    fi
-  fi
-  echo "ok: attnscope $* -> $got"
-}
+. "$(dirname "$0")/lib.sh"
 # a small corpus and labelled TSVs
 for i in $(seq 1 60); do
   echo "the film was good and the actors were great number $i ."
