@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, startServer as startServerAt, stopServer } from './harness.mjs';
+import { openBrowser, startServer as startServerAt, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -38,17 +38,8 @@ before(async () => {
   const s = await startServer(['--model', DEMO, '--model', join(tmp, 'long-bert'), '--model', join(tmp, 'gpt2-tiny')]);
   server = s.p;
   base = s.url;
-  browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
-    ...CHROMIUM,
-    viewport: { width: 1400, height: 1000 },
-    deviceScaleFactor: 1,
-    locale: 'en-US', // the English UI these tests read, whatever the machine's language
-    acceptDownloads: true,
-  });
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { acceptDownloads: true }));
   ctx = browser;
-  page = ctx.pages()[0] ?? (await ctx.newPage());
-  page.setDefaultTimeout(60_000); // generous: CI machines may be loaded (every wait still has a bound)
-  page.on('pageerror', (e) => console.log('pageerror:', e.message));
 });
 
 after(async () => {

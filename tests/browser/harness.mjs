@@ -37,3 +37,21 @@ export function stopServer(p) {
   p.kill('SIGTERM');
   return done;
 }
+
+// A persistent Chromium context in profileDir (English UI, scale 1, the given viewport
+// height and extra context options) and its first page, with a 60 s default timeout
+// (generous: CI machines may be loaded; every wait still has a bound) and page errors
+// logged. Resolves {browser, page}; the caller closes browser.
+export async function openBrowser(chromium, profileDir, { height = 1000, ...extra } = {}) {
+  const browser = await chromium.launchPersistentContext(profileDir, {
+    ...CHROMIUM,
+    viewport: { width: 1400, height },
+    deviceScaleFactor: 1,
+    locale: 'en-US', // the English UI the tests read, whatever the machine's language
+    ...extra,
+  });
+  const page = browser.pages()[0] ?? (await browser.newPage());
+  page.setDefaultTimeout(60_000);
+  page.on('pageerror', (e) => console.log('pageerror:', e.message));
+  return { browser, page };
+}

@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, startServer as startServerAt, stopServer } from './harness.mjs';
+import { openBrowser, startServer as startServerAt, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -48,15 +48,7 @@ before(async () => {
   const s = await startServer(['--model', join(tmp, 'bert-sst'), '--model', join(tmp, 'distil-sst'), '--db', db, '--import-dir', dir]);
   server = s.p;
   base = s.url;
-  browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
-    ...CHROMIUM,
-    viewport: { width: 1400, height: 1400 },
-    deviceScaleFactor: 1,
-    locale: 'en-US', // the English UI these tests read, whatever the machine's language
-  });
-  page = browser.pages()[0] ?? (await browser.newPage());
-  page.setDefaultTimeout(60_000);
-  page.on('pageerror', (e) => console.log('pageerror:', e.message));
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { height: 1400 }));
 });
 
 after(async () => {

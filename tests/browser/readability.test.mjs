@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, startServer as startServerAt } from './harness.mjs';
+import { openBrowser, startServer as startServerAt } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -61,16 +61,7 @@ before(async () => {
   execFileSync(BIN, ['analyze', '--model', join(tmp, 'db', 'bert-sst'), '--conllu', join(tmp, 'dense.conllu'), '--db', db, '--min-rel', '1', '--quiet']);
   plain = await startServer(['--model', DEMO, '--model', MLM, '--model', join(tmp, 'long12'), '--model', join(tmp, 'wide32')]);
   withDb = await startServer(['--model', join(tmp, 'db', 'bert-sst'), '--model', join(tmp, 'db', 'distil-sst'), '--db', db]);
-  browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
-    ...CHROMIUM,
-    viewport: { width: 1400, height: 1000 },
-    deviceScaleFactor: 1,
-    locale: 'en-US', // the English UI these tests read, whatever the machine's language
-    acceptDownloads: true,
-  });
-  page = browser.pages()[0] ?? (await browser.newPage());
-  page.setDefaultTimeout(60_000);
-  page.on('pageerror', (e) => console.log('pageerror:', e.message));
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { acceptDownloads: true }));
 });
 
 after(async () => {
