@@ -23,7 +23,9 @@ export class ApiError extends Error {
   }
 }
 
-async function check(r: Response): Promise<Response> {
+/** r itself when it is 2xx; otherwise throws ApiError with the server's one-line
+ * `error` message (or the status line when the body is not JSON). */
+export async function check(r: Response): Promise<Response> {
   if (r.ok) return r;
   let msg = `${r.status} ${r.statusText}`;
   try {

@@ -1,6 +1,6 @@
 // dbclient.ts — typed calls to the /api/v1/db routes (the analysis database), with
 // small caches so switching views does not refetch. No drawing here.
-import { ApiError } from './client';
+import { check } from './client';
 import type {
   DbRunsResponse,
   HeadsResponse,
@@ -12,21 +12,11 @@ import type {
   SentencesResponse,
 } from './dbtypes';
 import { decodeTensors } from './tensor';
-import type { ErrorResponse } from './types';
 
 const BASE = '/api/v1/db';
 
 async function fetchOk(url: string): Promise<Response> {
-  const r = await fetch(url);
-  if (r.ok) return r;
-  let msg = `${r.status} ${r.statusText}`;
-  try {
-    const body = (await r.json()) as ErrorResponse;
-    if (body && typeof body.error === 'string') msg = body.error;
-  } catch {
-    /* not JSON */
-  }
-  throw new ApiError(r.status, msg);
+  return check(await fetch(url));
 }
 
 async function json<T>(url: string): Promise<T> {

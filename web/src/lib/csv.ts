@@ -1,6 +1,8 @@
 // csv.ts — RFC 4180 CSV text from rows of cells (quoted when a cell holds a comma, a
 // quote, a CR or LF; quotes doubled; CRLF line ends) and its download as a file.
 
+import { download } from './export';
+
 export type Cell = string | number | boolean | null | undefined;
 
 function cell(v: Cell): string {
@@ -14,12 +16,5 @@ export function toCsv(header: string[], rows: Cell[][]): string {
 }
 
 export function downloadCsv(text: string, filename: string): void {
-  const url = URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = filename;
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  download(new Blob([text], { type: 'text/csv;charset=utf-8' }), filename);
 }

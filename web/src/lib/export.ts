@@ -8,7 +8,8 @@ export interface Scene {
   draw: (p: Painter) => void;
 }
 
-function download(blob: Blob, filename: string): void {
+/** Saves blob as a file named filename through a temporary link. */
+export function download(blob: Blob, filename: string): void {
   const url = URL.createObjectURL(blob);
   const a = document.createElement('a');
   a.href = url;
