@@ -16,12 +16,12 @@
 // (`bash tests/browser/run.sh BIN` or `npm ci` in tests/browser), opens each view through its
 // URL state (docs/views.md, docs/server.md) and saves a PNG cropped to the view. OUTDIR
 // defaults to docs/img. Not part of `make test`.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CHROMIUM, startServer } from '../../tests/browser/harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -52,31 +52,10 @@ const TEXT_B = 'i would watch it again .';
 const DEP_TEXT = ['conllu', 'The US troops fired into the hostile crowd']; // UD EWT dev
 const GRAPH_TEXT = ['sst2', 'the mesmerizing performances of the leads']; // SST-2 dev
 
-function startServer() {
-  const args = ['serve', '--model', join(ROOT, 'models', 'attnscope-sst2'), '--model', join(ROOT, 'models', 'attnscope-sst2-student'),
-    '--db', DB, '--port', '0', '--threads', '2'];
-  return new Promise((res, rej) => {
-    const p = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    const t = setTimeout(() => rej(new Error(`server did not start: ${out}`)), 60_000);
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
-      if (m) {
-        clearTimeout(t);
-        res({ p, url: m[1] });
-      }
-    });
-    p.on('exit', (c) => rej(new Error(`server exited ${c}: ${out}`)));
-  });
-}
 
-const { p: server, url: base } = await startServer();
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { p: server, url: base } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-sst2'),
+  '--model', join(ROOT, 'models', 'attnscope-sst2-student'), '--db', DB]);
+const browser = await chromium.launch(CHROMIUM);
 const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1, locale: 'en-US' }); /* English UI */
 page.on('pageerror', (e) => console.log('pageerror:', e.message));
 mkdirSync(OUT, { recursive: true });
