@@ -57,14 +57,34 @@ as_status as_file_fopen_regular(const char *path, uint64_t max_bytes, FILE **f, 
     return AS_OK;
 }
 
+/* 1 for the code points of a well-formed multi-byte sequence that show as themselves:
+ * not C1 controls, and not what a reader could not tell apart from a space or from
+ * nothing (no-break and other Unicode spaces, the soft hyphen, zero-width and
+ * direction marks, line/paragraph separators, the byte-order mark). */
+static int shows_as_itself(uint32_t cp) {
+    if (cp <= 0xA0 || cp == 0xAD || cp == 0x1680 || cp == 0x202F || cp == 0x205F || cp == 0x3000) return 0;
+    if (cp >= 0x2000 && cp <= 0x200A) return 0; /* spaces that look like ' ' */
+    if ((cp >= 0x200B && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2064)) return 0;
+    return cp != 0xFEFF && !(cp >= 0xFFF9 && cp <= 0xFFFB);
+}
+
 char *as_quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     if (cap == 0) return dst;
     size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        int plain = c >= 0x20 && c < 0x7f;
-        size_t need = plain ? 1 : 4;
+    for (size_t i = 0; i < n;) {
+        const unsigned char *p = (const unsigned char *)s + i;
+        size_t len = 1;
+        int plain = p[0] >= 0x20 && p[0] < 0x7f;
+        if (!plain && p[0] >= 0x80) {
+            int k = as_utf8_seq_len(p, n - i);
+            if (k > 1) {
+                uint32_t cp = p[0] & (0x7Fu >> k);
+                for (int j = 1; j < k; j++) cp = (cp << 6) | (p[j] & 0x3Fu);
+                if (shows_as_itself(cp)) plain = 1, len = (size_t)k;
+            }
+        }
+        size_t need = plain ? len : 4;
         if (o + need + 4 > cap) { /* room for "..." and the NUL */
             if (o + 4 <= cap) {
                 memcpy(dst + o, "...", 3);
@@ -73,13 +93,15 @@ char *as_quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
             break;
         }
         if (plain) {
-            dst[o++] = (char)c;
+            memcpy(dst + o, p, len);
+            o += len;
         } else {
             dst[o++] = '\\';
             dst[o++] = 'x';
-            dst[o++] = hex[c >> 4];
-            dst[o++] = hex[c & 15];
+            dst[o++] = hex[p[0] >> 4];
+            dst[o++] = hex[p[0] & 15];
         }
+        i += len;
     }
     dst[o < cap ? o : cap - 1] = 0;
     return dst;

@@ -22,8 +22,11 @@ as_status as_file_fopen_regular(const char *path, uint64_t max_bytes, FILE **f, 
                                 as_error *err);
 
 /* Writes s[0..n) into dst (cap bytes, NUL-terminated) for quoting in a message:
- * printable ASCII as is, every other byte (control characters, a byte-order mark,
- * binary data, non-ASCII) as \xNN, so a message never carries raw bytes of the file.
+ * printable ASCII and well-formed UTF-8 characters that show as themselves (words in
+ * any script) as they are; every other byte (control characters, C1 controls, Unicode
+ * spaces other than ' ', a byte-order mark or other invisible format character,
+ * invalid UTF-8, binary data) as
+ * \xNN, so a message never carries raw control bytes or hides what is in the file.
  * Truncated with "..." when it does not fit. Returns dst. */
 char *as_quote_bytes(char *dst, size_t cap, const char *s, size_t n);
 

@@ -4,9 +4,15 @@
  */
 #include "io/conllu.h"
 
+#include "core/file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+
+/* A field or form of the file quoted for a message (as_quote_bytes: no raw control or
+ * invalid bytes), in a buffer that lives until the end of the enclosing statement. */
+#define QUOTE(p, n) as_quote_bytes((char[96]){0}, 96, (p), (n))
 
 typedef struct {
     int a, b;      /* 1-based word range of a multi-word token */
@@ -158,7 +164,7 @@ static as_status finish_sentence(cu_state *st, cu_corpus *out, int *cap, as_erro
             int s0, e0;
             if (find_form(st->text, tlen, &pos, m->form, &s0, &e0))
                 return as_err_set(err, AS_ERR_INPUT, "%s:%d: form '%s' is not in the sentence text", st->name, m->line,
-                                  m->form);
+                                  QUOTE(m->form, strlen(m->form)));
             /* sub-spans when the words' forms concatenate to the surface form */
             int o = s0, ok = 1;
             for (int w = m->a - 1; w < m->b && ok; w++) {
@@ -182,7 +188,7 @@ static as_status finish_sentence(cu_state *st, cu_corpus *out, int *cap, as_erro
         } else {
             if (find_form(st->text, tlen, &pos, st->w[i].form, &st->w[i].start, &st->w[i].end))
                 return as_err_set(err, AS_ERR_INPUT, "%s:%d: form '%s' is not in the sentence text", st->name,
-                                  st->w[i].line, st->w[i].form);
+                                  st->w[i].line, QUOTE(st->w[i].form, strlen(st->w[i].form)));
             i++;
         }
     }
@@ -232,14 +238,14 @@ static as_status parse_word_line(cu_state *st, const char *p, size_t n, int line
     const char *dash = memchr(f[0], '-', fl[0]), *dot = memchr(f[0], '.', fl[0]);
     if (dot) {
         if (parse_uint(f[0], (size_t)(dot - f[0])) < 0 || parse_uint(dot + 1, fl[0] - (size_t)(dot - f[0]) - 1) < 1)
-            return as_err_set(err, AS_ERR_INPUT, "%s:%d: bad ID '%.*s'", st->name, lineno, (int)fl[0], f[0]);
+            return as_err_set(err, AS_ERR_INPUT, "%s:%d: bad ID '%s'", st->name, lineno, QUOTE(f[0], fl[0]));
         return AS_OK; /* empty node of the enhanced graph */
     }
     if (dash) {
         long a = parse_uint(f[0], (size_t)(dash - f[0])), b = parse_uint(dash + 1, fl[0] - (size_t)(dash - f[0]) - 1);
         if (a < 1 || b <= a || a != st->nw + 1 || b > CU_MAX_WORDS)
-            return as_err_set(err, AS_ERR_INPUT, "%s:%d: bad multi-word token range '%.*s' (next word is %d)", st->name,
-                              lineno, (int)fl[0], f[0], st->nw + 1);
+            return as_err_set(err, AS_ERR_INPUT, "%s:%d: bad multi-word token range '%s' (next word is %d)", st->name,
+                              lineno, QUOTE(f[0], fl[0]), st->nw + 1);
         if (st->nm && st->m[st->nm - 1].b >= a)
             return as_err_set(err, AS_ERR_INPUT, "%s:%d: overlapping multi-word token range", st->name, lineno);
         if (st->nm == st->capm) {
@@ -260,13 +266,13 @@ static as_status parse_word_line(cu_state *st, const char *p, size_t n, int line
     }
     long id = parse_uint(f[0], fl[0]);
     if (id != st->nw + 1)
-        return as_err_set(err, AS_ERR_INPUT, "%s:%d: ID '%.*s' out of sequence (expected %d)", st->name, lineno,
-                          (int)fl[0], f[0], st->nw + 1);
+        return as_err_set(err, AS_ERR_INPUT, "%s:%d: ID '%s' out of sequence (expected %d)", st->name, lineno,
+                          QUOTE(f[0], fl[0]), st->nw + 1);
     if (id > CU_MAX_WORDS)
         return as_err_set(err, AS_ERR_INPUT, "%s:%d: more than %d words in a sentence", st->name, lineno, CU_MAX_WORDS);
     long head = parse_uint(f[6], fl[6]);
     if (head < 0)
-        return as_err_set(err, AS_ERR_INPUT, "%s:%d: HEAD '%.*s' is not a word index", st->name, lineno, (int)fl[6], f[6]);
+        return as_err_set(err, AS_ERR_INPUT, "%s:%d: HEAD '%s' is not a word index", st->name, lineno, QUOTE(f[6], fl[6]));
     if (head == id) return as_err_set(err, AS_ERR_INPUT, "%s:%d: word %ld is its own HEAD", st->name, lineno, id);
     if (fl[7] == 1 && f[7][0] == '_') return as_err_set(err, AS_ERR_INPUT, "%s:%d: DEPREL is '_'", st->name, lineno);
     if (st->nw == st->capw) {

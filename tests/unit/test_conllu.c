@@ -100,6 +100,8 @@ static void test_malformed(void **state) {
     expect_bad("# text = a b\n1\ta\ta\tX\tX\t_\t0\troot\t_\t_\n3\tb\tb\tX\tX\t_\t1\tdep\t_\t_\n", "bad.conllu:3: ID '3' out of sequence");
     expect_bad("# text = a b\n1\ta\ta\tX\tX\t_\t0\troot\t_\t_\n2\tb\tb\tX\tX\t_\t9\tdep\t_\t_\n", "bad.conllu:3: HEAD 9 is beyond");
     expect_bad("# text = a\n1\ta\ta\tX\tX\t_\tx\troot\t_\t_\n", "bad.conllu:2: HEAD 'x'");
+    /* quoted fields carry no raw control bytes */
+    expect_bad("# text = a\n1\ta\ta\tX\tX\t_\tx\x1b[2J\troot\t_\t_\n", "bad.conllu:2: HEAD 'x\\x1b[2J'");
     expect_bad("# text = a\n1\ta\ta\tX\tX\t_\t0\t_\t_\t_\n", "bad.conllu:2: DEPREL");
     expect_bad("# text = a c\n1\ta\ta\tX\tX\t_\t0\troot\t_\t_\n2\tb\tb\tX\tX\t_\t1\tdep\t_\t_\n", "bad.conllu:3: form 'b' is not in the sentence text");
     expect_bad("# text = ab\n1-3\tab\t_\t_\t_\t_\t_\t_\t_\t_\n1\ta\ta\tX\tX\t_\t0\troot\t_\t_\n2\tb\tb\tX\tX\t_\t1\tdep\t_\t_\n\n", "range 1-3 is beyond");
@@ -194,6 +196,14 @@ static void test_tsv(void **state) {
     char q[16];
     assert_string_equal(as_quote_bytes(q, sizeof q, "abc\tdefghijklmnop", 17), "abc\\x09defgh...");
     assert_string_equal(as_quote_bytes(q, sizeof q, "", 0), "");
+    /* words in any script show as themselves; look-alike spaces, invisible format
+     * characters, C1 controls and invalid UTF-8 are escaped */
+    char q2[96];
+    assert_string_equal(as_quote_bytes(q2, sizeof q2, "caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd", 12), "caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd");
+    assert_string_equal(as_quote_bytes(q2, sizeof q2, "a\xc2\xa0" "b\xe2\x80\x8b" "c\xef\xbb\xbf" "d\xc2\x85" "e\xe4\xbd", 17),
+                        "a\\xc2\\xa0b\\xe2\\x80\\x8bc\\xef\\xbb\\xbfd\\xc2\\x85e\\xe4\\xbd");
+    /* a character is never cut by the "..." */
+    assert_string_equal(as_quote_bytes(q, 9, "ab\xe4\xbd\xa0\xe5\xa5\xbd", 8), "ab\xe4\xbd\xa0...");
     FILE *f = fopen(SST, "r");
     if (!f) {
         printf("skip: %s absent (../shared)\n", SST);
