@@ -226,6 +226,13 @@ void as_encoding_free(as_encoding *e);
  * template (seq < 0). Returns NUL-terminated UTF-8 owned by the caller (free), or NULL
  * when out of memory. m and enc are only read. */
 char *as_tokens_json(const as_model *m, const as_encoding *enc);
+/* The same tokens as a jansson array (for tools that build JSON with jansson, e.g. the
+ * server): new reference (json_decref), or NULL when out of memory. */
+struct json_t;
+struct json_t *as_tokens_json_value(const as_model *m, const as_encoding *enc);
+/* A jansson string of s that is always valid UTF-8 (ill-formed sequences become U+FFFD,
+ * as_utf8_clean); json null for NULL s or when out of memory. New reference. */
+struct json_t *as_json_string_utf8(const char *s);
 
 /* ---- forward with capture ------------------------------------------------- */
 

@@ -151,14 +151,7 @@ static json_t *col_json(sqlite3_stmt *q, int i) {
         return isfinite(v) ? json_real(v) : json_null();
     }
     case SQLITE_TEXT: {
-        const char *s = (const char *)sqlite3_column_text(q, i);
-        json_t *t = json_string(s);
-        if (!t) { /* not UTF-8: cleaned */
-            char *clean = as_utf8_clean(s);
-            t = clean ? json_string(clean) : NULL;
-            free(clean);
-        }
-        return t ? t : json_null();
+        return as_json_string_utf8((const char *)sqlite3_column_text(q, i)); /* not UTF-8: cleaned */
     }
     default: return json_null();
     }

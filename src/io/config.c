@@ -321,22 +321,25 @@ static as_status parse_gpt2(const cfg_ctx *c, as_config *o) {
     return AS_OK;
 }
 
+json_t *as_json_loadb_hf(const char *buf, size_t len, size_t flags, json_error_t *je) {
+    json_t *root = json_loadb(buf, len, flags, je);
+    if (root || !strstr(je->text, "too big")) return root;
+    char *copy = as_malloc(len + 1);
+    if (!copy) return NULL; /* je keeps jansson's message */
+    memcpy(copy, buf, len);
+    copy[len] = 0;
+    as_json_null_big_ints(copy, len);
+    root = json_loadb(copy, len, flags, je);
+    free(copy);
+    return root;
+}
+
 as_status as_config_parse(const char *json, size_t len, const char *path, as_config *out,
                           as_error *err) {
     as_status rc = AS_OK;
     memset(out, 0, sizeof *out);
     json_error_t jerr;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root && strstr(jerr.text, "too big")) {
-        /* an integer beyond int64 (transformers' "no limit"): read it as null */
-        char *copy = as_malloc(len + 1);
-        if (!copy) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
-        memcpy(copy, json, len);
-        copy[len] = 0;
-        as_json_null_big_ints(copy, len);
-        root = json_loadb(copy, len, JSON_REJECT_DUPLICATES, &jerr);
-        free(copy);
-    }
+    json_t *root = as_json_loadb_hf(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return as_err_set(err, AS_ERR_INPUT, "%s: invalid JSON: %s (line %d)", path, jerr.text,
                           jerr.line);

@@ -1,6 +1,8 @@
-/* tokens_json.c — as_tokens_json (attnscope.h): an input's tokens in the one JSON
- * format of `attnscope run --format json` and of the server. It does not tokenize: it
- * describes an as_encoding the caller made.
+/* tokens_json.c — as_tokens_json / as_tokens_json_value (attnscope.h): an input's
+ * tokens in the one JSON format of `attnscope run --format json` and of the server;
+ * and as_json_string_utf8, the jansson string that is always valid UTF-8, which the
+ * library and the server share. It does not tokenize: it describes an as_encoding the
+ * caller made.
  */
 #include "attnscope.h"
 #include "core/core.h"
@@ -9,14 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A JSON string of s (NULL as ""); ill-formed UTF-8 becomes U+FFFD. New reference or NULL. */
-static json_t *utf8_string(const char *s) {
-    json_t *j = json_string(s ? s : "");
+json_t *as_json_string_utf8(const char *s) {
+    if (!s) return json_null();
+    json_t *j = json_string(s);
     if (j) return j;
     char *clean = as_utf8_clean(s);
     j = clean ? json_string(clean) : NULL;
     free(clean);
-    return j;
+    return j ? j : json_null();
 }
 
 /* The bytes of s as a JSON string of lowercase hex digits. New reference or NULL. */
@@ -31,7 +33,7 @@ static json_t *hex_string(const char *s) {
     return j;
 }
 
-char *as_tokens_json(const as_model *m, const as_encoding *enc) {
+json_t *as_tokens_json_value(const as_model *m, const as_encoding *enc) {
     json_t *arr = json_array();
     int seg = 0;
     for (int i = 0; arr && i < enc->n; i++) {
@@ -39,7 +41,8 @@ char *as_tokens_json(const as_model *m, const as_encoding *enc) {
         if (seq >= 0) seg = seq; /* specials belong to the sentence before them */
         char *text = as_model_token_text(m, enc->ids[i]);
         json_t *t = json_pack("{s:i, s:i, s:o, s:o, s:o, s:i, s:i, s:i, s:i, s:b}", "i", i, "id", (int)enc->ids[i],
-                              "piece", utf8_string(enc->pieces ? enc->pieces[i] : NULL), "text", utf8_string(text),
+                              "piece", as_json_string_utf8(enc->pieces && enc->pieces[i] ? enc->pieces[i] : ""),
+                              "text", as_json_string_utf8(text ? text : ""),
                               "bytes", hex_string(text), "start", enc->start ? (int)enc->start[i] : -1, "end",
                               enc->end ? (int)enc->end[i] : -1, "type_id", enc->type_ids ? (int)enc->type_ids[i] : 0,
                               "segment", seg, "special", seq < 0);
@@ -49,6 +52,11 @@ char *as_tokens_json(const as_model *m, const as_encoding *enc) {
             arr = NULL;
         }
     }
+    return arr;
+}
+
+char *as_tokens_json(const as_model *m, const as_encoding *enc) {
+    json_t *arr = as_tokens_json_value(m, enc);
     char *out = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
     json_decref(arr);
     return out;

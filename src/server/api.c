@@ -30,7 +30,7 @@ static json_t *model_json(const srv_model *sm) {
     if (heads & HEAD_LM) json_array_append_new(hp, json_string("lm"));
     json_t *labels = json_array(); /* (C) the config's id2label names; [] when it has none */
     for (int i = 0; c->id2label && i < c->num_labels; i++)
-        json_array_append_new(labels, c->id2label[i] ? reply_string(c->id2label[i]) : json_null());
+        json_array_append_new(labels, c->id2label[i] ? as_json_string_utf8(c->id2label[i]) : json_null());
     return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I, s:o}",
                      "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
                      "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
@@ -89,7 +89,7 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
     for (int i = 0; i < s->n_models; i++)
         if (!strcmp(s->models[i].name, json_string_value(jm))) q->model = i;
     if (q->model < 0) {
-        json_t *n = reply_string(json_string_value(jm));
+        json_t *n = as_json_string_utf8(json_string_value(jm));
         reply_error(rs, 400, "field 'model': unknown model '%.100s' (GET /api/v1/models lists them)",
                   json_string_value(n) ? json_string_value(n) : "");
         json_decref(n);
@@ -162,15 +162,6 @@ static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_r
 
 /* ---- runs -------------------------------------------------------------------- */
 
-/* The tokens of enc in the one token format (as_tokens_json) as a JSON value; NULL when
- * out of memory. */
-static json_t *tokens_value(const as_model *m, const as_encoding *enc) {
-    char *txt = as_tokens_json(m, enc);
-    json_t *j = txt ? json_loads(txt, 0, NULL) : NULL;
-    free(txt);
-    return j;
-}
-
 static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
     const srv_model *sm = &s->models[e->model];
     const as_config *c = as_model_config(sm->m);
@@ -178,9 +169,9 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
     json_t *sizes = json_pack("{s:i, s:i, s:i, s:i, s:i}", "tokens", r->T, "layers", r->L, "heads", r->H,
                               "d_model", r->D, "d_head", r->Dh);
     return json_pack("{s:s, s:s, s:b, s:o, s:o, s:b, s:o, s:o, s:o}", "id", e->id, "model", sm->name, "cached",
-                     cached, "text", reply_string(e->text), "text_b", reply_string(e->text_b), "causal", c->causal != 0,
-                     "sizes", sizes, "tokens", tokens_value(sm->m, &e->enc), "warning",
-                     e->enc.n_warnings ? reply_string(e->enc.warning) : json_null());
+                     cached, "text", as_json_string_utf8(e->text), "text_b", as_json_string_utf8(e->text_b), "causal", c->causal != 0,
+                     "sizes", sizes, "tokens", as_tokens_json_value(sm->m, &e->enc), "warning",
+                     e->enc.n_warnings ? as_json_string_utf8(e->enc.warning) : json_null());
 }
 
 static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
@@ -511,14 +502,14 @@ static void route_mlm(srv_state *s, const srv_request *rq, srv_response *rs) {
         for (int j = 0; j < nb; j++) {
             char *txt = as_model_token_text(sm->m, best[j]);
             json_array_append_new(top, json_pack("{s:i, s:o, s:f, s:f}", "id", best[j], "text",
-                                                 reply_string(txt ? txt : ""), "prob",
+                                                 as_json_string_utf8(txt ? txt : ""), "prob",
                                                  exp((double)(row[best[j]] - mx)) / z, "logit",
                                                  (double)row[best[j]]));
             free(txt);
         }
         json_array_append_new(preds, json_pack("{s:i, s:o}", "position", i, "top", top));
     }
-    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "model", sm->name, "tokens", tokens_value(sm->m, &enc),
+    reply_json(rs, 200, json_pack("{s:s, s:o, s:o}", "model", sm->name, "tokens", as_tokens_json_value(sm->m, &enc),
                                   "predictions", preds));
     preds = NULL;
 cleanup:

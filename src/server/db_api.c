@@ -102,7 +102,7 @@ static json_t *col(sqlite3_stmt *st, int i) {
         double v = sqlite3_column_double(st, i);
         return isfinite(v) ? json_real(v) : json_null();
     }
-    case SQLITE_TEXT: return reply_string((const char *)sqlite3_column_text(st, i));
+    case SQLITE_TEXT: return as_json_string_utf8((const char *)sqlite3_column_text(st, i));
     default: return json_null();
     }
 }
@@ -208,7 +208,7 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
     json_t *params = parse_json_col(st, 7);
     json_t *o = json_pack("{s:I, s:o, s:o, s:o, s:i, s:i, s:i, s:o, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:i, s:b, s:b, s:o, s:o}",
                           "id", (json_int_t)sqlite3_column_int64(st, 0), "model_name", col(st, 1), "name",
-                          reply_string(base), "arch", col(st, 2), "layers", L, "heads", H, "d_head",
+                          as_json_string_utf8(base), "arch", col(st, 2), "layers", L, "heads", H, "d_head",
                           sqlite3_column_int(st, 5), "corpus", parse_json_col(st, 6), "params", params, "version",
                           col(st, 8), "n_total", sqlite3_column_int(st, 9), "n_done", sqlite3_column_int(st, 10),
                           "status", col(st, 11), "created", col(st, 12), "finished", col(st, 13), "n_sentences",
@@ -217,7 +217,7 @@ static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
                           sm >= 0 ? json_string(s->models[sm].name) : json_null());
     /* where per-sentence attention comes from: recomputed by a served model, read from an import folder, or nowhere */
     json_object_set_new(o, "attention", sm >= 0 ? json_string("model") : im >= 0 ? json_string("import") : json_null());
-    json_object_set_new(o, "import_dir", im >= 0 ? reply_string(s->imports.dirs[im].dir) : json_null());
+    json_object_set_new(o, "import_dir", im >= 0 ? as_json_string_utf8(s->imports.dirs[im].dir) : json_null());
     return o;
 }
 
@@ -358,7 +358,7 @@ static void route_relations(req *r, const run_info *ri) {
         if (!cur || strcmp(rel, cur_rel)) {
             FLUSH_LAYERS();
             snprintf(cur_rel, sizeof cur_rel, "%s", rel);
-            cur = json_pack("{s:o, s:i, s:[]}", "relation", reply_string(rel), "n", sqlite3_column_int(st, 4), "dirs");
+            cur = json_pack("{s:o, s:i, s:[]}", "relation", as_json_string_utf8(rel), "n", sqlite3_column_int(st, 4), "dirs");
             json_array_append_new(rels, cur);
             dirs[0] = dirs[1] = NULL;
             for (int i = 0; i < 2 * ri->L; i++) by_layer[i] = 0.0;
@@ -608,7 +608,7 @@ static void route_sentences(req *r, const run_info *ri) {
             size_t n = strcspn(p, " ");
             char buf[128];
             snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf ? n : sizeof buf - 1), p);
-            json_array_append_new(rels, reply_string(buf));
+            json_array_append_new(rels, as_json_string_utf8(buf));
             p += n;
             p += *p == ' ';
         }
@@ -856,7 +856,7 @@ static void route_parents(req *r, const run_info *ri, int64_t idx) {
         int excluded = !strcmp(rel, "root") || !strcmp(rel, "punct") || !strncmp(rel, "punct:", 6) || !strncmp(rel, "root:", 5);
         int scored = p >= 0 && has[w] && has[p] && !excluded;
         json_array_append_new(arcs, json_pack("{s:i, s:i, s:o, s:b, s:o, s:o}", "dep", w, "parent", p, "relation",
-                                              reply_string(rel), "scored", scored, "dep_correct",
+                                              as_json_string_utf8(rel), "scored", scored, "dep_correct",
                                               scored ? json_boolean(pred[w] == p) : json_null(), "parent_correct",
                                               scored ? json_boolean(pred[p] == w) : json_null()));
     }

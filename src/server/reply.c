@@ -65,16 +65,6 @@ void reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta
     rs->len = len;
 }
 
-json_t *reply_string(const char *s) {
-    if (!s) return json_null();
-    json_t *j = json_string(s);
-    if (j) return j;
-    char *clean = as_utf8_clean(s);
-    j = clean ? json_string(clean) : NULL;
-    free(clean);
-    return j ? j : json_null();
-}
-
 const char *reply_query(const srv_request *rq, const char *key) {
     return rq->query ? rq->query(rq->query_ctx, key) : NULL;
 }

@@ -57,9 +57,6 @@ void reply_json(srv_response *rs, int status, json_t *o);
 /* Sets rs to a 200 with the binary tensor container of t (tensor.h; t borrowed, meta
  * stolen); a failure to build it is a 500. */
 void reply_tensors(srv_response *rs, const srv_tb_tensor *t, int n, json_t *meta);
-/* A JSON string for bytes that may not be valid UTF-8 (U+FFFD replaces each bad
- * sequence); json null for NULL or out of memory. New reference. */
-json_t *reply_string(const char *s);
 /* The query parameter key of rq, or NULL when absent. */
 const char *reply_query(const srv_request *rq, const char *key);
 /* Parses "a-b" or "a" (decimal, a <= b) into [lo, hi] within [0, n); NULL s = the whole

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "io/config.h"
 #include "tokenize/bpe.h"
 #include "tokenize/vocab.h"
 #include "tokenize/wordpiece.h"
@@ -841,8 +842,7 @@ static as_status load_json(const char *path, json_t **out, as_error *err) {
     as_status rc = as_read_file(path, TOK_MAX_FILE_BYTES, &buf, &n, err);
     if (rc != AS_OK) return rc;
     json_error_t je;
-    as_json_null_big_ints(buf, n); /* "model_max_length": 1e30-style "no limit" */
-    json_t *root = json_loadb(buf, n, JSON_ALLOW_NUL, &je);
+    json_t *root = as_json_loadb_hf(buf, n, JSON_ALLOW_NUL, &je);
     free(buf);
     if (!root)
         return as_err_set(err, AS_ERR_INPUT, "%s: bad JSON at line %d: %s", path, je.line, je.text);

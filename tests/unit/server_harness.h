@@ -1,9 +1,18 @@
-/* server_harness.h — shared by the server tests (test_server.c, test_server_db.c):
- * starting the real attnscope binary on an ephemeral loopback port, a minimal HTTP
- * client, and decoding of the binary tensor responses. Static functions: include it
- * once per test program, after the system and cmocka headers. */
+/* server_harness.h — shared by the server tests (test_server.c, test_server_db.c,
+ * test_server_hostile.c): the binary and source paths (AS_BINARY, AS_SOURCE_DIR, set by
+ * CMake), starting the real attnscope binary on an ephemeral loopback port, a minimal
+ * HTTP client, and decoding of the binary tensor responses. Static functions: include
+ * it once per test program, after the system and cmocka headers. */
 #ifndef AS_SERVER_HARNESS_H
 #define AS_SERVER_HARNESS_H
+
+#ifndef AS_SOURCE_DIR
+#define AS_SOURCE_DIR "."
+#endif
+#ifndef AS_BINARY
+#define AS_BINARY "build/attnscope"
+#endif
+#define DEMO AS_SOURCE_DIR "/models/demo-bert"
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

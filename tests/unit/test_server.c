@@ -29,14 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef AS_SOURCE_DIR
-#define AS_SOURCE_DIR "."
-#endif
-#ifndef AS_BINARY
-#define AS_BINARY "build/attnscope"
-#endif
 
-#define DEMO AS_SOURCE_DIR "/models/demo-bert"
 #define MLM_FIXTURE AS_SOURCE_DIR "/tests/ref/fixtures/models/bert_noprefix_mlm"
 
 #include "server_harness.h"

@@ -41,12 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef AS_SOURCE_DIR
-#define AS_SOURCE_DIR "."
-#endif
-#ifndef AS_BINARY
-#define AS_BINARY "build/attnscope"
-#endif
 
 #include "server_harness.h"
 

@@ -32,14 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef AS_SOURCE_DIR
-#define AS_SOURCE_DIR "."
-#endif
-#ifndef AS_BINARY
-#define AS_BINARY "build/attnscope"
-#endif
 
-#define DEMO AS_SOURCE_DIR "/models/demo-bert"
 
 #include "server_harness.h"
 

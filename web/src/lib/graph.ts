@@ -104,39 +104,48 @@ function clampNode(n: { x?: number; y?: number }, r: number, lw: number, o: Grap
   n.y = Math.max(hh + 4, Math.min(o.height - hh - 4, n.y ?? 0));
 }
 
+/** The box (circle plus label, as nodeBox) of a simulation node at its current position. */
+function boxOf(n: Node, o: GraphLayoutOptions): [number, number, number, number] {
+  return nodeBox([n.x ?? 0, n.y ?? 0], [o.radii[n.i]], [o.labelW[n.i]], 0);
+}
+
 /**
- * A d3-force that pushes apart nodes whose boxes (circle plus label, nodeBox) overlap,
- * along the axis of least overlap, through their velocities.
+ * Calls push(na, nb, axis, d, s) for every pair of nodes whose boxes overlap, PAD
+ * included: axis is the one of least overlap, d the overlap along it and s the side na
+ * goes to (-1 or 1; on x by the boxes' centres). Returns whether any pair overlapped.
+ */
+function forOverlaps(
+  nodes: Node[],
+  o: GraphLayoutOptions,
+  push: (na: Node, nb: Node, axis: 'x' | 'y', d: number, s: number) => void,
+): boolean {
+  let any = false;
+  for (let a = 0; a < nodes.length; a++)
+    for (let b = a + 1; b < nodes.length; b++) {
+      const A = boxOf(nodes[a], o); // current positions: push may have moved them
+      const B = boxOf(nodes[b], o);
+      const ox = Math.min(A[2], B[2]) - Math.max(A[0], B[0]) + PAD;
+      const oy = Math.min(A[3], B[3]) - Math.max(A[1], B[1]) + PAD;
+      if (ox <= 0 || oy <= 0) continue;
+      any = true;
+      if (ox < oy) push(nodes[a], nodes[b], 'x', ox, A[0] + A[2] < B[0] + B[2] ? -1 : 1);
+      else push(nodes[a], nodes[b], 'y', oy, A[1] + A[3] < B[1] + B[3] ? -1 : 1);
+    }
+  return any;
+}
+
+/**
+ * A d3-force that pushes apart nodes whose boxes overlap, along the axis of least
+ * overlap, through their velocities.
  */
 function boxCollide(nodes: Node[], o: GraphLayoutOptions, strength = 0.6): () => void {
   return () => {
-    for (let a = 0; a < nodes.length; a++)
-      for (let b = a + 1; b < nodes.length; b++) {
-        const na = nodes[a];
-        const nb = nodes[b];
-        const ox = overlap(na, nb, o, 'x');
-        const oy = overlap(na, nb, o, 'y');
-        if (ox <= 0 || oy <= 0) continue;
-        if (ox < oy) {
-          const s = (na.x ?? 0) + o.labelW[na.i] / 2 < (nb.x ?? 0) + o.labelW[nb.i] / 2 ? -1 : 1;
-          na.vx = (na.vx ?? 0) + (s * ox * strength) / 2;
-          nb.vx = (nb.vx ?? 0) - (s * ox * strength) / 2;
-        } else {
-          const s = (na.y ?? 0) < (nb.y ?? 0) ? -1 : 1;
-          na.vy = (na.vy ?? 0) + (s * oy * strength) / 2;
-          nb.vy = (nb.vy ?? 0) - (s * oy * strength) / 2;
-        }
-      }
+    forOverlaps(nodes, o, (na, nb, axis, d, s) => {
+      const v = axis === 'x' ? 'vx' : 'vy';
+      na[v] = (na[v] ?? 0) + (s * d * strength) / 2;
+      nb[v] = (nb[v] ?? 0) - (s * d * strength) / 2;
+    });
   };
-}
-
-/** How far the boxes of two nodes overlap on one axis, PAD included (<= 0: apart). */
-function overlap(na: Node, nb: Node, o: GraphLayoutOptions, axis: 'x' | 'y'): number {
-  const pa = [na.x ?? 0, na.y ?? 0];
-  const pb = [nb.x ?? 0, nb.y ?? 0];
-  const A = nodeBox(pa, [o.radii[na.i]], [o.labelW[na.i]], 0);
-  const B = nodeBox(pb, [o.radii[nb.i]], [o.labelW[nb.i]], 0);
-  return axis === 'x' ? Math.min(A[2], B[2]) - Math.max(A[0], B[0]) + PAD : Math.min(A[3], B[3]) - Math.max(A[1], B[1]) + PAD;
 }
 
 /**
@@ -145,29 +154,13 @@ function overlap(na: Node, nb: Node, o: GraphLayoutOptions, axis: 'x' | 'y'): nu
  */
 function separate(nodes: Node[], o: GraphLayoutOptions, rounds = 400): void {
   for (let k = 0; k < rounds; k++) {
-    let moved = false;
-    for (let a = 0; a < nodes.length; a++)
-      for (let b = a + 1; b < nodes.length; b++) {
-        const na = nodes[a];
-        const nb = nodes[b];
-        const ox = overlap(na, nb, o, 'x');
-        const oy = overlap(na, nb, o, 'y');
-        if (ox <= 0 || oy <= 0) continue;
-        moved = true;
-        const fa = na.fx != null ? 0 : nb.fx != null ? 1 : 0.5;
-        const fb = 1 - fa;
-        if (ox < oy) {
-          const s = (na.x ?? 0) + o.labelW[na.i] / 2 < (nb.x ?? 0) + o.labelW[nb.i] / 2 ? -1 : 1;
-          na.x = (na.x ?? 0) + s * (ox + 0.5) * fa;
-          nb.x = (nb.x ?? 0) - s * (ox + 0.5) * fb;
-        } else {
-          const s = (na.y ?? 0) < (nb.y ?? 0) ? -1 : 1;
-          na.y = (na.y ?? 0) + s * (oy + 0.5) * fa;
-          nb.y = (nb.y ?? 0) - s * (oy + 0.5) * fb;
-        }
-        clampNode(na, o.radii[na.i], o.labelW[na.i], o);
-        clampNode(nb, o.radii[nb.i], o.labelW[nb.i], o);
-      }
+    const moved = forOverlaps(nodes, o, (na, nb, axis, d, s) => {
+      const fa = na.fx != null ? 0 : nb.fx != null ? 1 : 0.5;
+      na[axis] = (na[axis] ?? 0) + s * (d + 0.5) * fa;
+      nb[axis] = (nb[axis] ?? 0) - s * (d + 0.5) * (1 - fa);
+      clampNode(na, o.radii[na.i], o.labelW[na.i], o);
+      clampNode(nb, o.radii[nb.i], o.labelW[nb.i], o);
+    });
     if (!moved) return;
   }
 }
