@@ -114,8 +114,13 @@ void as_set_quiet(int quiet);
 
 /* ---- configuration ------------------------------------------------------ */
 
-typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2 } as_arch;
-typedef enum { ACT_GELU = 0, ACT_GELU_NEW, ACT_RELU } as_act; /* gelu = erf form; gelu_new = tanh form */
+/* ARCH_LLAMA: the decoder LLM family (model_type llama, mistral, qwen2, qwen3, gemma2,
+ * gemma3_text, phi3), one block description in as_config's decoder fields below. */
+typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2, ARCH_LLAMA } as_arch;
+/* gelu = erf form; gelu_new = tanh form (also gelu_pytorch_tanh); silu = x * sigmoid(x) */
+typedef enum { ACT_GELU = 0, ACT_GELU_NEW, ACT_RELU, ACT_SILU } as_act;
+/* rope_scaling "type"/"rope_type" values the engine computes (others are refused by name). */
+typedef enum { ROPE_SCALE_NONE = 0, ROPE_SCALE_LINEAR, ROPE_SCALE_LLAMA3, ROPE_SCALE_YARN } as_rope_scale;
 typedef enum { DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16, DTYPE_I64, DTYPE_I32, DTYPE_OTHER } as_dtype;
 
 typedef struct {
@@ -139,6 +144,41 @@ typedef struct {
     int sinusoidal_pos;  /* DistilBERT sinusoidal_pos_embds (weights still read from file) */
     int attn_unscaled;   /* GPT-2 scale_attn_weights false: scores are q.k, not q.k / sqrt(Dh) */
     int attn_layer_scale; /* GPT-2 scale_attn_by_inverse_layer_idx: scores also / (layer + 1) */
+    /* Decoder LLM block description (ARCH_LLAMA; zero for the other families). The layer is
+     * pre-norm: x += [post_norm](Attn(norm1(x))); x += [post_norm](MLP(norm2(x))); then the
+     * final norm and the LM head. */
+    int n_kv_head;       /* key/value heads (grouped-query attention: query head h reads kv head
+                            h / (n_head / n_kv_head)); == n_head for the other families */
+    int rms_norm;        /* RMSNorm (Zhang & Sennrich 2019) instead of LayerNorm; eps in ln_eps */
+    int norm_add_one;    /* Gemma: RMSNorm scales by (1 + w) */
+    int post_norms;      /* Gemma 2/3: post_attention_layernorm and post_feedforward_layernorm on each
+                            sub-layer's output before the residual add */
+    int gated_mlp;       /* MLP = down(act(gate(x)) * up(x)) (SwiGLU / GeGLU); act is the activation */
+    int qkv_bias;        /* biases on q, k, v (attention_bias; Qwen2 always) */
+    int o_bias;          /* bias on the attention output projection (attention_bias) */
+    int mlp_bias;        /* biases on gate, up and down (mlp_bias) */
+    int qk_norm;         /* Qwen3 / Gemma 3: RMSNorm over each head's q and k (Dh) before RoPE */
+    int tie_word_embeddings; /* LM head = embed_tokens^T */
+    float emb_scale;     /* Gemma: embeddings times sqrt(D) (rounded to the weights' dtype); 0 = none */
+    float query_scale;   /* factor on q.k when the config fixes it (Gemma: query_pre_attn_scalar^-1/2);
+                            0 = 1/sqrt(Dh) */
+    float attn_softcap;  /* Gemma 2: scores = c * tanh(scores / c); 0 = none */
+    float final_softcap; /* Gemma 2: logits = c * tanh(logits / c); 0 = none */
+    int rope_dim;        /* rotated dimensions of each head (partial_rotary_factor * Dh, even);
+                            0 = no rotary embedding */
+    float rope_theta;    /* rotary base (global layers) */
+    float rope_local_theta; /* Gemma 3 sliding-window layers' base (rope_local_base_freq), no
+                               scaling there; 0 = rope_theta for every layer */
+    as_rope_scale rope_scaling; /* applies to the global (non-sliding) layers */
+    float rope_factor;   /* linear / llama3 / yarn factor */
+    float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int rope_orig_max_pos; /* original_max_position_embeddings (llama3, yarn) */
+    float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* yarn (defaults 32, 1, 0 = computed) */
+    int sliding_window;  /* on layers marked in layer_sliding, query i sees keys j with
+                            i - sliding_window < j <= i; 0 = none */
+    unsigned char layer_sliding[AS_MAX_LAYERS]; /* 1 = layer l uses the sliding window */
+    int bos_token_id;    /* -1 when none */
+    int eos_token_id;    /* -1 when none (the first when config.json lists several) */
 } as_config;
 
 /* Factor applied to q.k in layer l (0-based): 1/sqrt(Dh) (unless attn_unscaled),

@@ -321,6 +321,13 @@ static as_status parse_gpt2(const cfg_ctx *c, as_config *o) {
     return AS_OK;
 }
 
+/* The decoder LLM family (ARCH_LLAMA): llama, mistral, qwen2, qwen3, gemma2, gemma3_text,
+ * phi3. Fills the block description of as_config (see attnscope.h). */
+static as_status parse_llama(const cfg_ctx *c, as_config *o) {
+    (void)o;
+    return as_err_set(c->err, AS_ERR_INPUT, "%s: model_type '%s' is not supported yet", c->path, o->model_type);
+}
+
 json_t *as_json_loadb_hf(const char *buf, size_t len, size_t flags, json_error_t *je) {
     json_t *root = json_loadb(buf, len, flags, je);
     if (root || !strstr(je->text, "too big")) return root;
@@ -354,8 +361,10 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
     case ARCH_ROBERTA: rc = parse_bert(&c, out); break;
     case ARCH_DISTILBERT: rc = parse_distilbert(&c, out); break;
     case ARCH_GPT2: rc = parse_gpt2(&c, out); break;
+    case ARCH_LLAMA: rc = parse_llama(&c, out); break;
     }
     if (rc != AS_OK) goto cleanup;
+    if (out->arch == ARCH_LLAMA) goto labels; /* parse_llama checks its own head layout */
     const char *hk = out->arch == ARCH_GPT2         ? "n_embd"
                      : out->arch == ARCH_DISTILBERT ? "dim"
                                                     : "hidden_size";
@@ -368,6 +377,9 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
         goto cleanup;
     }
     out->d_head = out->d_model / out->n_head;
+    out->n_kv_head = out->n_head;
+    out->bos_token_id = out->eos_token_id = -1;
+labels:
     if (out->pad_token_id >= out->vocab_size) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: field 'pad_token_id' (%d) is not below vocab_size (%d)",
                         path, out->pad_token_id, out->vocab_size);

@@ -169,6 +169,9 @@ static void act_range(void *ctx, size_t lo, size_t hi) {
     case ACT_RELU:
         for (size_t i = lo; i < hi; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
+    case ACT_SILU:
+        for (size_t i = lo; i < hi; i++) x[i] = x[i] / (1.0f + as_fast_expf(-x[i]));
+        break;
     }
 }
 
@@ -485,6 +488,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
     case ARCH_DISTILBERT: distilbert_embed(m, enc, spec->ablate, ws.x); break;
     case ARCH_GPT2: gpt2_embed(m, enc, spec->ablate, ws.x); break;
+    case ARCH_LLAMA: break;
     }
     size_t TD = (size_t)T * D;
     if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));

@@ -25,6 +25,7 @@ const char *as_arch_name(as_arch a) {
     case ARCH_ROBERTA: return "roberta";
     case ARCH_DISTILBERT: return "distilbert";
     case ARCH_GPT2: return "gpt2";
+    case ARCH_LLAMA: return "llama";
     }
     return "unknown";
 }
@@ -36,6 +37,7 @@ static const char *arch_prefix(const as_config *c) {
     case ARCH_ROBERTA: return "roberta.";
     case ARCH_DISTILBERT: return "distilbert.";
     case ARCH_GPT2: return "transformer.";
+    case ARCH_LLAMA: return "model.";
     }
     return "";
 }
@@ -287,6 +289,7 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     case ARCH_ROBERTA: s = bert_bind(m, err); break;
     case ARCH_DISTILBERT: s = distilbert_bind(m, err); break;
     case ARCH_GPT2: s = gpt2_bind(m, err); break;
+    case ARCH_LLAMA: s = as_err_set(err, AS_ERR_INPUT, "%s: the llama family is not supported yet", dir); break;
     }
     if (s) goto cleanup;
     if ((s = mean_rows(m, err))) goto cleanup;

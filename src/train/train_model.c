@@ -420,6 +420,7 @@ static const char *act_name(as_act a) {
     case ACT_GELU: return "gelu";
     case ACT_GELU_NEW: return "gelu_new";
     case ACT_RELU: return "relu";
+    case ACT_SILU: return "silu";
     }
     return "gelu";
 }

@@ -343,6 +343,9 @@ void trainop_act_fwd(as_act a, float *y, const float *x, size_t n) {
     case ACT_RELU:
         for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
+    case ACT_SILU:
+        for (size_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + as_fast_expf(-x[i]));
+        break;
     }
 }
 
@@ -361,6 +364,12 @@ void trainop_act_bwd(as_act a, float *d, const float *x, size_t n) {
         break;
     case ACT_RELU:
         for (size_t i = 0; i < n; i++) d[i] = x[i] > 0.0f ? d[i] : 0.0f;
+        break;
+    case ACT_SILU: /* silu' = s (1 + x (1 - s)), s = sigmoid(x) */
+        for (size_t i = 0; i < n; i++) {
+            float sg = 1.0f / (1.0f + as_fast_expf(-x[i]));
+            d[i] *= sg * (1.0f + x[i] * (1.0f - sg));
+        }
         break;
     }
 }
