@@ -11,6 +11,7 @@
  * restored after), so no second thread pool competes for the cores.
  */
 #include "model/model.h"
+#include "model/ops.h"
 #include "core/fastmath.h"
 #include "core/gemm_small.h"
 #include "core/pool.h"
@@ -118,25 +119,10 @@ typedef struct {
     float *x;
 } ln_job;
 
-/* LayerNorm over the last dimension (Ba et al. 2016), biased variance as torch. */
-AS_SIMD_CLONES
 static void layernorm_rows(void *ctx, size_t lo, size_t hi) {
     const ln_job *j = ctx;
-    int n = j->ln->n;
-    for (size_t t = lo; t < hi; t++) {
-        float *r = j->x + t * (size_t)n;
-        double mean = 0.0, var = 0.0;
-        for (int i = 0; i < n; i++) mean += r[i];
-        mean /= n;
-        for (int i = 0; i < n; i++) {
-            double d = r[i] - mean;
-            var += d * d;
-        }
-        var /= n;
-        float inv = (float)(1.0 / sqrt(var + (double)j->eps));
-        float fm = (float)mean;
-        for (int i = 0; i < n; i++) r[i] = (r[i] - fm) * inv * j->ln->g[i] + j->ln->b[i];
-    }
+    float *r = j->x + lo * (size_t)j->ln->n;
+    op_layernorm_fwd(r, NULL, NULL, r, j->ln->g, j->ln->b, (int)(hi - lo), j->ln->n, j->eps);
 }
 
 void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
@@ -150,29 +136,9 @@ typedef struct {
     const float *src;
 } elem_job;
 
-/* gelu: x * Phi(x) with erf (Hendrycks & Gimpel 2016); gelu_new: the tanh
- * approximation used by GPT-2 (same paper, eq. for the approximation). */
-AS_SIMD_CLONES
 static void act_range(void *ctx, size_t lo, size_t hi) {
     const elem_job *j = ctx;
-    float *x = j->x;
-    switch (j->a) {
-    case ACT_GELU:
-        for (size_t i = lo; i < hi; i++) x[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * 0.70710678118654752f));
-        break;
-    case ACT_GELU_NEW:
-        for (size_t i = lo; i < hi; i++) {
-            float v = x[i];
-            x[i] = 0.5f * v * (1.0f + as_fast_tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-        }
-        break;
-    case ACT_RELU:
-        for (size_t i = lo; i < hi; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case ACT_SILU:
-        for (size_t i = lo; i < hi; i++) x[i] = x[i] / (1.0f + as_fast_expf(-x[i]));
-        break;
-    }
+    op_act_fwd(j->a, j->x + lo, j->x + lo, hi - lo);
 }
 
 void op_act(as_act a, float *x, size_t n) {
@@ -321,10 +287,10 @@ static void cls_act(int a, float *x, int n) {
         switch (a) {
         case CLS_ACT_TANH: x[i] = tanhf(x[i]); break;
         case CLS_ACT_RELU: x[i] = x[i] > 0 ? x[i] : 0; break;
-        case CLS_ACT_GELU: x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f)); break;
         default: break;
         }
     }
+    if (a == CLS_ACT_GELU) op_act_fwd(ACT_GELU, x, x, (size_t)n);
 }
 
 /* Task heads. Classifier: the first token's state (the last non-padding token for

@@ -323,7 +323,7 @@ static void att_fwd(const att_dims *d, const train_batch *b, int bb, const float
     for (int h = 0; h < d->H; h++) {
         float *P = att + (size_t)h * TT;
         trainop_gemm(P, T, qkv + (size_t)h * Dh, D3, 1, hp(d, scr, 0, h), T, T, Dh, d->scale, NULL, 0, NULL);
-        trainop_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
+        op_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
         const float *Pd = P;
         if (d->p > 0.0f) {
             size_t base = ((size_t)bb * d->H + h) * TT;
@@ -540,7 +540,7 @@ static void embed_rows(const train_model *m, train_acts *a, const train_batch *b
         for (int i = 0; i < D; i++) e[i] = (te ? w[i] + te[i] : w[i]) + pe[i];
     }
     size_t o = (size_t)r0 * D;
-    trainop_layernorm_fwd(a->resid + o, a->emb_mean + r0, a->emb_rstd + r0, a->emb_sum + o, p->ln_e_g, p->ln_e_b, nr,
+    op_layernorm_fwd(a->resid + o, a->emb_mean + r0, a->emb_rstd + r0, a->emb_sum + o, p->ln_e_g, p->ln_e_b, nr,
                       D, c->ln_eps);
     trainop_dropout(a->resid + o, o, (size_t)nr * D, a->p_hidden, a->seed, SITE_EMB);
 }
@@ -560,13 +560,13 @@ static void layer_fwd_block(const train_model *m, train_acts *a, const train_bat
                 scr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
     lin_drop_res(a, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, s.x + o, nr, D, D, o, site_of(l, K_ATTOUT));
-    trainop_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
+    op_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
     /* res2 = h1 + dropout(act(h1 W1^T + b1) W2^T + b2); y = LN2(res2) */
     size_t of = (size_t)r0 * F;
     lin_fwd(a->direct, s.fpre + of, s.h1 + o, k.f1, w.f1_w, w.f1_b, NULL, nr, D, F);
-    trainop_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
+    op_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
     lin_drop_res(a, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, s.h1 + o, nr, F, D, o, site_of(l, K_FFOUT));
-    trainop_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
+    op_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
 }
 
 /* The masked-LM head on MLM rows [i0, i0 + ni) (gathered from the final states out):
@@ -579,8 +579,8 @@ static void mlm_fwd_rows(const train_model *m, train_acts *a, const float *out, 
     for (int i = i0; i < i0 + ni; i++)
         memcpy(a->mlm_h + (size_t)i * D, out + (size_t)a->mlm_rows[i] * D, (size_t)D * sizeof(float));
     trainop_linear_fwd(a->mlm_t1 + o, a->mlm_h + o, p->mlm_w, p->mlm_b, ni, D, D);
-    trainop_act_fwd(c->mlm_act, a->mlm_t2 + o, a->mlm_t1 + o, (size_t)ni * D);
-    trainop_layernorm_fwd(a->mlm_t3 + o, a->mlm_mean + i0, a->mlm_rstd + i0, a->mlm_t2 + o, p->mlm_ln_g, p->mlm_ln_b,
+    op_act_fwd(c->mlm_act, a->mlm_t2 + o, a->mlm_t1 + o, (size_t)ni * D);
+    op_layernorm_fwd(a->mlm_t3 + o, a->mlm_mean + i0, a->mlm_rstd + i0, a->mlm_t2 + o, p->mlm_ln_g, p->mlm_ln_b,
                       ni, D, c->ln_eps);
     trainop_gemm(a->mlm_logits + ov, V, a->mlm_t3 + o, D, 1, wte_pack_of(a, c, 1), ni, V, D, 1.0f, NULL, 0, p->mlm_bias);
     trainop_xent(a->d_mlm_logits + ov, a->row_loss + i0, a->mlm_logits + ov, a->mlm_tgt + i0, ni, V, 1.0f / a->n_mlm);
@@ -815,8 +815,8 @@ static void mlm_bwd_rows(train_model *m, train_acts *a, float *dy, int i0, int n
     float *d3 = a->d_m1 + o, *d2 = a->d_m2 + o, *dh = a->d_m3 + o;
     /* logits = t3 wte^T + bias; t3 = LN(act(h Wm^T + bm)) */
     lin_dx(0, d3, NULL, a->d_mlm_logits + (size_t)i0 * V, wte_pack_of(a, c, 0), NULL, ni, D, V);
-    trainop_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
-    trainop_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
+    op_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
+    op_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
     trainop_linear_dx(dh, 0, d2, p->mlm_w, ni, D, D);
     for (int i = 0; i < ni; i++) {
         float *y = dy + (size_t)a->mlm_rows[i0 + i] * D;
@@ -825,7 +825,7 @@ static void mlm_bwd_rows(train_model *m, train_acts *a, float *dy, int i0, int n
     if (!part) return;
     memset(part, 0, 3 * (size_t)D * sizeof(float));
     trainop_colsum(part, d2, ni, D, D);
-    trainop_layernorm_dparams(part + D, part + 2 * D, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, ni, D, 0,
+    op_layernorm_dparams(part + D, part + 2 * D, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, ni, D, 0,
                           D);
 }
 
@@ -844,11 +844,11 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
     grad_set q = grad_set_of(a, c, l);
     if (part) {
         memset(part, 0, pl_size(c) * sizeof(float));
-        trainop_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
+        op_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
                               s.rstd2 + r0, nr, D, 0, D);
     }
     /* y = LN2(res2) */
-    trainop_layernorm_dx(q.h + o, dy + o, s.res2 + o, s.mean2 + r0, s.rstd2 + r0, w.ln2_g, nr, D);
+    op_layernorm_dx(q.h + o, dy + o, s.res2 + o, s.mean2 + r0, s.rstd2 + r0, w.ln2_g, nr, D);
     /* res2 = h1 + dropout(ff2(act(ff1(h1)))) */
     const float *dff2 = q.h;
     if (a->p_hidden > 0.0f) {
@@ -857,10 +857,10 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
         dff2 = q.t;
     }
     lin_dx(a->direct, q.ff + of, NULL, dff2 + o, k.f2, w.f2_w, nr, F, D);
-    trainop_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
+    op_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
     lin_dx(a->direct, a->d_h1 + o, q.h + o, q.ff + of, k.f1, w.f1_w, nr, D, F);
     /* h1 = LN1(res1); res1 = x + dropout(ctx Wo^T + bo) */
-    trainop_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
+    op_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
     const float *dao = q.r1;
     if (a->p_hidden > 0.0f) {
         memcpy(q.ao + o, q.r1 + o, nd * sizeof(float));
@@ -879,7 +879,7 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
     trainop_colsum(part + pl_off(c, PL_B1), q.ff + of, nr, F, F);
     trainop_colsum(part + pl_off(c, PL_BO), dao + o, nr, D, D);
     trainop_colsum(part + pl_off(c, PL_BQKV), q.qkv + o * 3, nr, 3 * D, 3 * D);
-    trainop_layernorm_dparams(part + pl_off(c, PL_G1), part + pl_off(c, PL_BL1), a->d_h1 + o, s.res1 + o, s.mean1 + r0,
+    op_layernorm_dparams(part + pl_off(c, PL_G1), part + pl_off(c, PL_BL1), a->d_h1 + o, s.res1 + o, s.mean1 + r0,
                           s.rstd1 + r0, nr, D, 0, D);
 }
 
@@ -891,11 +891,11 @@ static void emb_bwd_rows(train_model *m, train_acts *a, float *dy, int r0, int n
     size_t o = (size_t)r0 * D, nd = (size_t)nr * D;
     memcpy(a->d_emb_out + o, dy + o, nd * sizeof(float));
     trainop_dropout(dy + o, o, nd, a->p_hidden, a->seed, SITE_EMB);
-    trainop_layernorm_dx(a->d_emb_sum + o, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, m->params.ln_e_g,
+    op_layernorm_dx(a->d_emb_sum + o, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, m->params.ln_e_g,
                      nr, D);
     if (!part) return;
     memset(part, 0, 2 * (size_t)D * sizeof(float));
-    trainop_layernorm_dparams(part, part + D, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, nr, D, 0, D);
+    op_layernorm_dparams(part, part + D, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, nr, D, 0, D);
 }
 
 /* Block blk at layer l: the MLM rows' backward first (top layer), then the layer,

@@ -1,15 +1,10 @@
-/* train_ops.c — kernels of the training pass (see train_ops.h): sgemm-based linear maps,
- * register-blocked products on packed right-hand sides, LayerNorm, activations and
- * their derivatives, softmax, cross-entropy and dropout masks. All single-threaded.
+/* train_ops.c — kernels only the training pass uses (see train_ops.h): sgemm-based
+ * linear maps and their gradients, register-blocked products on packed right-hand sides,
+ * cross-entropy and dropout masks. All single-threaded. The element-wise operations
+ * shared with inference (norms, activations, softmax) are in model/ops.c.
  *
- * Vectorisation: the elementwise loops use the branch-free exp/erf of
- * core/fastmath.h so that GCC vectorises them; the products use GCC vector types.
- * The compute-bound kernels (products, GELU, softmax, cross-entropy) are compiled
- * twice from the same C code, for the baseline ISA and for AVX2 + FMA (with
- * a * b + c contracted to fused multiply-adds), and the AVX2 copy runs when the CPU
- * has both (x86-64, GCC); elsewhere only the baseline copy exists. Results of the
- * two copies differ in the last bits (vector width, fused rounding), never between
- * runs on one machine.
+ * Vectorisation: the products use GCC vector types; the products and the cross-entropy
+ * are compiled for the baseline ISA and for AVX2 + FMA (core/fastmath.h AS_KERNEL_*).
  */
 #include "train/train_ops.h"
 
@@ -19,13 +14,6 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX2__)
-#define TRAINOP_DISPATCH 1
-#define TRAINOP_AVX2 __attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
-static int trainop_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-#endif
-#define TRAINOP_BODY static inline __attribute__((always_inline))
 
 /* ---- linear maps (sgemm) ---- */
 
@@ -118,7 +106,7 @@ void trainop_pack_heads(float *dst, const float *src, int ld, int T, int H, int 
 }
 
 /* c[0, nc) = alpha * (lo, hi) + cin[0, nc) (cin NULL: 0) + bias[0, nc) (NULL: 0) */
-TRAINOP_BODY void store16(float *c, const trainop_v8 *lo, const trainop_v8 *hi, int nc, float alpha, const float *cin,
+AS_KERNEL_BODY void store16(float *c, const trainop_v8 *lo, const trainop_v8 *hi, int nc, float alpha, const float *cin,
                       const float *bias) {
     if (nc == TRAINOP_NR) {
         trainop_v8 o0 = alpha * *lo, o1 = alpha * *hi, t0, t1;
@@ -146,7 +134,7 @@ TRAINOP_BODY void store16(float *c, const trainop_v8 *lo, const trainop_v8 *hi, 
 
 /* Rows [0, mr) (mr <= 6) of C against kc rows of a packed panel (bk): a block of
  * fewer than 6 rows repeats its last row in the unused accumulators. */
-TRAINOP_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bk, int mr,
+AS_KERNEL_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bk, int mr,
                         int kc, int nc, float alpha, const float *cin, int ldcin, const float *bias) {
     const float *a0 = a, *a1 = mr > 1 ? a0 + sai : a0, *a2 = mr > 2 ? a1 + sai : a1, *a3 = mr > 3 ? a2 + sai : a2,
                 *a4 = mr > 4 ? a3 + sai : a3, *a5 = mr > 5 ? a4 + sai : a4;
@@ -181,7 +169,7 @@ TRAINOP_BODY void gemm_6x16(float *c, int ldc, const float *a, ptrdiff_t sai, pt
  * L1, B streams from L2); otherwise (the decoder, V = 8192 columns) panel by panel,
  * each panel block staying in L1 for all rows of A. */
 #define TRAINOP_L2_B (256 * 1024)
-TRAINOP_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M,
+AS_KERNEL_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M,
                         int N, int K, float alpha, const float *cin, int ldcin, const float *bias) {
     int np = (N + TRAINOP_NR - 1) / TRAINOP_NR;
     for (int k0 = 0; k0 < K; k0 += TRAINOP_KB) {
@@ -202,70 +190,11 @@ TRAINOP_BODY void gemm_body(float *c, int ldc, const float *a, ptrdiff_t sai, pt
     }
 }
 
-/* ---- GELU, softmax, cross-entropy ---- */
-
-/* gelu(x) = x Phi(x) (Hendrycks & Gimpel 2016), Phi(x) = (1 + erf(x / sqrt 2)) / 2;
- * derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi), where
- * exp(-x^2 / 2) = exp(-u^2) at u = x / sqrt 2 is also the exponential inside erf(u)
- * (Abramowitz & Stegun 7.1.26), so one exp serves both terms. */
-#define TRAINOP_SQRT1_2 0.70710678118654752f
-#define TRAINOP_INV_SQRT_2PI 0.39894228040143268f
-#define TRAINOP_SQRT_2_PI 0.79788456080286536f
-
-TRAINOP_BODY void gelu_fwd_body(float *y, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + as_fast_erff(x[i] * TRAINOP_SQRT1_2));
-}
-
-TRAINOP_BODY void gelu_bwd_body(float *d, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i], u = v * TRAINOP_SQRT1_2;
-        float e = as_fast_expf(-u * u);
-        float cdf = 0.5f * (1.0f + as_fast_erff_e(u, e));
-        d[i] *= cdf + v * (TRAINOP_INV_SQRT_2PI * e);
-    }
-}
-
-TRAINOP_BODY void softmax_body(float *s, const int32_t *keep, int N, int C) {
-    for (int n = 0; n < N; n++) {
-        float *r = s + (size_t)n * C;
-        float mx = -FLT_MAX;
-        int kept = C;
-        if (keep) {
-            kept = 0;
-            for (int c = 0; c < C; c++) kept += keep[c] != 0;
-#pragma omp simd reduction(max : mx)
-            for (int c = 0; c < C; c++) {
-                float v = keep[c] ? r[c] : -FLT_MAX;
-                mx = v > mx ? v : mx;
-            }
-        } else {
-#pragma omp simd reduction(max : mx)
-            for (int c = 0; c < C; c++) mx = r[c] > mx ? r[c] : mx;
-        }
-        float sum = 0.0f;
-        if (keep) {
-#pragma omp simd reduction(+ : sum)
-            for (int c = 0; c < C; c++) {
-                float e = keep[c] ? as_fast_expf(r[c] - mx) : 0.0f;
-                r[c] = e;
-                sum += e;
-            }
-        } else {
-#pragma omp simd reduction(+ : sum)
-            for (int c = 0; c < C; c++) {
-                float e = as_fast_expf(r[c] - mx);
-                r[c] = e;
-                sum += e;
-            }
-        }
-        float inv = kept > 0 && sum > 0.0f ? 1.0f / sum : 0.0f;
-        for (int c = 0; c < C; c++) r[c] *= inv;
-    }
-}
+/* ---- cross-entropy ---- */
 
 /* log-softmax in one pass over exp: max, then e = exp(l - max) kept in dlogits and
  * summed, lse = max + log(sum); dlogits = e * scale / sum - scale onehot. */
-TRAINOP_BODY void xent_body(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N,
+AS_KERNEL_BODY void xent_body(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N,
                         int C, float scale) {
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * C;
@@ -292,137 +221,25 @@ TRAINOP_BODY void xent_body(float *dlogits, double *row_loss, const float *logit
     }
 }
 
-/* ---- the two copies and their dispatch ---- */
+/* ---- the two copies (fastmath.h AS_KERNEL_*) ---- */
 
-#ifdef TRAINOP_DISPATCH
-TRAINOP_AVX2 static void gemm_avx2(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp,
-                               int M, int N, int K, float alpha, const float *cin, int ldcin, const float *bias) {
-    gemm_body(c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
-}
-TRAINOP_AVX2 static void gelu_fwd_avx2(float *y, const float *x, size_t n) { gelu_fwd_body(y, x, n); }
-TRAINOP_AVX2 static void gelu_bwd_avx2(float *d, const float *x, size_t n) { gelu_bwd_body(d, x, n); }
-TRAINOP_AVX2 static void softmax_avx2(float *s, const int32_t *keep, int N, int C) { softmax_body(s, keep, N, C); }
-TRAINOP_AVX2 static void xent_avx2(float *dlogits, double *row_loss, const float *logits, const int32_t *targets,
-                               int N, int C, float scale) {
-    xent_body(dlogits, row_loss, logits, targets, N, C, scale);
-}
-#define TRAINOP_RUN(name, ...)                                                                                         \
-    do {                                                                                                           \
-        if (trainop_avx2()) name##_avx2(__VA_ARGS__);                                                                  \
-        else name##_body(__VA_ARGS__);                                                                             \
-    } while (0)
-#else
-#define TRAINOP_RUN(name, ...) name##_body(__VA_ARGS__)
-#endif
+AS_KERNEL_AVX2(gemm,
+               (float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
+                float alpha, const float *cin, int ldcin, const float *bias),
+               (c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias))
+AS_KERNEL_AVX2(xent,
+               (float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
+                float scale),
+               (dlogits, row_loss, logits, targets, N, C, scale))
 
 void trainop_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
               float alpha, const float *cin, int ldcin, const float *bias) {
-    TRAINOP_RUN(gemm, c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
+    AS_KERNEL_RUN(gemm, c, ldc, a, sai, sak, bp, M, N, K, alpha, cin, ldcin, bias);
 }
-
-void trainop_softmax_rows(float *s, const int32_t *keep, int N, int C) { TRAINOP_RUN(softmax, s, keep, N, C); }
 
 void trainop_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
               float scale) {
-    TRAINOP_RUN(xent, dlogits, row_loss, logits, targets, N, C, scale);
-}
-
-/* gelu_new: 0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3), derivative
- * 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)(1 + 3 * 0.044715 x^2). */
-void trainop_act_fwd(as_act a, float *y, const float *x, size_t n) {
-    switch (a) {
-    case ACT_GELU:
-        TRAINOP_RUN(gelu_fwd, y, x, n);
-        break;
-    case ACT_GELU_NEW:
-        for (size_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = 0.5f * v * (1.0f + tanhf(TRAINOP_SQRT_2_PI * (v + 0.044715f * v * v * v)));
-        }
-        break;
-    case ACT_RELU:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case ACT_SILU:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + as_fast_expf(-x[i]));
-        break;
-    }
-}
-
-void trainop_act_bwd(as_act a, float *d, const float *x, size_t n) {
-    switch (a) {
-    case ACT_GELU:
-        TRAINOP_RUN(gelu_bwd, d, x, n);
-        break;
-    case ACT_GELU_NEW:
-        for (size_t i = 0; i < n; i++) {
-            float v = x[i];
-            float th = tanhf(TRAINOP_SQRT_2_PI * (v + 0.044715f * v * v * v));
-            float du = TRAINOP_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
-            d[i] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
-        }
-        break;
-    case ACT_RELU:
-        for (size_t i = 0; i < n; i++) d[i] = x[i] > 0.0f ? d[i] : 0.0f;
-        break;
-    case ACT_SILU: /* silu' = s (1 + x (1 - s)), s = sigmoid(x) */
-        for (size_t i = 0; i < n; i++) {
-            float sg = 1.0f / (1.0f + as_fast_expf(-x[i]));
-            d[i] *= sg * (1.0f + x[i] * (1.0f - sg));
-        }
-        break;
-    }
-}
-
-/* ---- LayerNorm ---- */
-
-void trainop_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
-                       const float *b, int N, int C, float eps) {
-    for (int n = 0; n < N; n++) {
-        const float *r = x + (size_t)n * C;
-        float *o = y + (size_t)n * C;
-        float m = 0.0f, v = 0.0f;
-#pragma omp simd reduction(+ : m)
-        for (int i = 0; i < C; i++) m += r[i];
-        m /= (float)C;
-#pragma omp simd reduction(+ : v)
-        for (int i = 0; i < C; i++) v += (r[i] - m) * (r[i] - m);
-        v /= (float)C;
-        float s = (float)(1.0 / sqrt((double)v + (double)eps));
-        mean[n] = m;
-        rstd[n] = s;
-        for (int i = 0; i < C; i++) o[i] = (r[i] - m) * s * g[i] + b[i];
-    }
-}
-
-void trainop_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
-                      const float *g, int N, int C) {
-    for (int n = 0; n < N; n++) {
-        const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
-        float *o = dx + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        float sum_dn = 0.0f, sum_dnx = 0.0f;
-#pragma omp simd reduction(+ : sum_dn, sum_dnx)
-        for (int i = 0; i < C; i++) {
-            float dn = dr[i] * g[i];
-            sum_dn += dn;
-            sum_dnx += dn * ((r[i] - m) * s);
-        }
-        float a = sum_dn / (float)C, c = sum_dnx / (float)C;
-        for (int i = 0; i < C; i++) o[i] = s * (dr[i] * g[i] - a - (r[i] - m) * s * c);
-    }
-}
-
-void trainop_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
-                           const float *rstd, int N, int C, int c0, int c1) {
-    for (int n = 0; n < N; n++) {
-        const float *dr = dy + (size_t)n * C, *r = x + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        if (dg)
-            for (int i = c0; i < c1; i++) dg[i] += dr[i] * ((r[i] - m) * s);
-        if (db)
-            for (int i = c0; i < c1; i++) db[i] += dr[i];
-    }
+    AS_KERNEL_RUN(xent, dlogits, row_loss, logits, targets, N, C, scale);
 }
 
 /* ---- dropout ---- */

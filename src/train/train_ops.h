@@ -1,7 +1,7 @@
 /* train_ops.h — forward and backward kernels of the training pass: linear maps
  * (OpenBLAS sgemm), register-blocked products on packed right-hand sides (the
- * layers' weights, the decoder, attention), LayerNorm, activations, softmax,
- * cross-entropy, dropout masks. Each backward kernel names what it
+ * layers' weights, the decoder, attention), cross-entropy, dropout masks (norms,
+ * activations and softmax, shared with inference, are in model/ops.h). Each backward kernel names what it
  * overwrites and what it accumulates into.
  * Every kernel here is single-threaded and works on the rows (or the column range)
  * it is given; train_forward.c splits the batch into blocks and runs the blocks on
@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "model/ops.h"
 #include "train/train.h"
 
 /* y (N, No) = x (N, Ni) W^T + b; W (No, Ni) as nn.Linear, b (No) or NULL. */
@@ -47,29 +48,6 @@ void trainop_pack_heads(float *dst, const float *src, int ld, int T, int H, int 
  * ldcin) and bias (N) are added when non-NULL, and Cin may be C itself (accumulate). */
 void trainop_gemm(float *c, int ldc, const float *a, ptrdiff_t sai, ptrdiff_t sak, const float *bp, int M, int N, int K,
               float alpha, const float *cin, int ldcin, const float *bias);
-/* LayerNorm (Ba et al. 2016), biased variance as torch: y = (x - mean) * rstd * g + b,
- * rstd = 1 / sqrt(var + eps). x, y (N, C) may alias; mean, rstd (N) saved. */
-void trainop_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *g,
-                       const float *b, int N, int C, float eps);
-/* LayerNorm backward to the input (llm.c layernorm_backward): with
- * xhat = (x - mean) * rstd and dn = dy * g, dx = rstd * (dn - mean(dn) - xhat * mean(dn * xhat))
- * overwritten (N, C). */
-void trainop_layernorm_dx(float *dx, const float *dy, const float *x, const float *mean, const float *rstd,
-                      const float *g, int N, int C);
-/* LayerNorm parameter gradients for columns [c0, c1): dg += sum_n dy * xhat,
- * db += sum_n dy (either may be NULL), over all N rows in order. */
-void trainop_layernorm_dparams(float *dg, float *db, const float *dy, const float *x, const float *mean,
-                           const float *rstd, int N, int C, int c0, int c1);
-
-/* y = act(x) elementwise (gelu: erf form, gelu_new: tanh form, relu). */
-void trainop_act_fwd(as_act a, float *y, const float *x, size_t n);
-/* d (in place) *= act'(x) with x the activation's input. */
-void trainop_act_bwd(as_act a, float *d, const float *x, size_t n);
-
-/* Softmax of each row of s (N, C) in place over the columns with keep[c] != 0
- * (keep NULL = all); other columns, and rows with no kept column, become 0. */
-void trainop_softmax_rows(float *s, const int32_t *keep, int N, int C);
-
 /* Softmax cross-entropy per row: logits (N, C), targets (N); dlogits (N, C) =
  * scale * (softmax - onehot); row_loss[n] = -log softmax[target] (double). */
 void trainop_xent(float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
