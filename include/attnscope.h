@@ -133,7 +133,8 @@ typedef struct {
     int d_ff;            /* F */
     int d_embed;         /* embedding width (ELECTRA may differ from D; else == D) */
     int vocab_size;      /* V */
-    int max_pos;         /* max_position_embeddings / n_positions */
+    int max_pos;         /* max_position_embeddings / n_positions (rotary models: at most
+                            AS_MAX_POSITIONS; config.json may say more, e.g. 131072) */
     int type_vocab;      /* number of segment types; 0 when the model has none */
     int pad_token_id;    /* -1 when none */
     int causal;          /* 1 for GPT-2 */
@@ -169,20 +170,23 @@ typedef struct {
     float rope_theta;    /* rotary base (global layers) */
     float rope_local_theta; /* Gemma 3 sliding-window layers' base (rope_local_base_freq), no
                                scaling there; 0 = rope_theta for every layer */
-    as_rope_scale rope_scaling; /* applies to the global (non-sliding) layers */
+    as_rope_scale rope_scaling; /* applies to every layer, except the sliding layers of a model
+                                   with rope_local_theta (Gemma 3), which use unscaled RoPE */
     float rope_factor;   /* linear / llama3 / yarn factor */
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
     int rope_orig_max_pos; /* original_max_position_embeddings (llama3, yarn) */
-    float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* yarn (defaults 32, 1, 0 = computed) */
+    float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* yarn (defaults 32, 1); the parser
+                                   always fills yarn_attn_factor (explicit, or from factor / mscale) */
     int sliding_window;  /* on layers marked in layer_sliding, query i sees keys j with
-                            i - sliding_window < j <= i; 0 = none */
-    unsigned char layer_sliding[AS_MAX_LAYERS]; /* 1 = layer l uses the sliding window */
+                            i - sliding_window < j <= i; 0 = none (no layer is windowed) */
+    unsigned char layer_sliding[AS_MAX_LAYERS]; /* 1 = layer l is a sliding layer (Gemma 3 keeps
+                            the marks when sliding_window is 0: they still pick the local RoPE) */
     int bos_token_id;    /* -1 when none */
     int eos_token_id;    /* -1 when none (the first when config.json lists several) */
 } as_config;
 
-/* Factor applied to q.k in layer l (0-based): 1/sqrt(Dh) (unless attn_unscaled),
- * divided by l + 1 when attn_layer_scale. */
+/* Factor applied to q.k in layer l (0-based): query_scale when set (Gemma), else 1/sqrt(Dh)
+ * (unless attn_unscaled), divided by l + 1 when attn_layer_scale. */
 float as_attn_scale(const as_config *c, int layer);
 
 /* ---- model --------------------------------------------------------------- */

@@ -2,9 +2,13 @@
  *
  * What it does: reads the fields each supported family names its sizes with
  * (BERT / ELECTRA / RoBERTa / CamemBERT / XLM-R: num_hidden_layers ...; DistilBERT:
- * n_layers ...; GPT-2: n_layer ...), applies the transformers library's defaults for
+ * n_layers ...; GPT-2: n_layer ...; the decoder LLMs llama / mistral / qwen2 / qwen3 /
+ * gemma2 / gemma3 / phi3: sizes, GQA heads, RoPE and its scaling, sliding-window layers,
+ * Gemma's scales and soft-caps), applies the transformers library's defaults for
  * optional fields, maps activation names, reads id2label, and checks every size
- * against the AS_MAX_* limits. Errors name the file and the field.
+ * against the AS_MAX_* limits. Options a family's modeling code has that the engine
+ * does not compute (dynamic / longrope RoPE, bidirectional Gemma 3, ...) are refused
+ * by name. Errors name the file and the field ("text_config.rope_scaling.factor").
  * What it does not: look at weights or tokenizer files, or accept model types whose
  * layout attnscope cannot run.
  */
@@ -19,7 +23,15 @@ typedef struct {
     json_t *root;
     const char *path;
     as_error *err;
+    const char *scope; /* "" or the enclosing object's name with a dot ("text_config.") */
 } cfg_ctx;
+
+/* Upper bound of max_position_embeddings, original_max_position_embeddings and
+ * sliding_window for rotary models (no position table; Llama 3.1 and Gemma 3 say 131072).
+ * as_config.max_pos keeps min(value, AS_MAX_POSITIONS). */
+#define CFG_MAX_ROPE_POSITIONS (1L << 24)
+/* Upper bound of rope_theta and of the rope_scaling numbers (factor, beta_*, ...) */
+#define CFG_MAX_ROPE_NUMBER 1e12
 
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
@@ -34,6 +46,9 @@ static const char *json_kind(const json_t *v) {
     }
 }
 
+/* key with the context's scope prefix, for messages ("rope_scaling.factor"). */
+#define QKEY(c, key, buf) (snprintf((buf), sizeof(buf), "%s%s", (c)->scope ? (c)->scope : "", (key)), (buf))
+
 /* Field value or NULL when absent or null. */
 static json_t *field(const cfg_ctx *c, const char *key) {
     json_t *v = json_object_get(c->root, key);
@@ -44,57 +59,88 @@ static json_t *field(const cfg_ctx *c, const char *key) {
  * required, else *out = def. */
 static as_status get_int(const cfg_ctx *c, const char *key, int required, int def, long lo,
                          long hi, int *out) {
+    char qb[160];
     json_t *v = field(c, key);
     if (!v) {
         if (required)
-            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' missing", c->path, key);
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' missing", c->path,
+                              QKEY(c, key, qb));
         *out = def;
         return AS_OK;
     }
     if (!json_is_integer(v))
         return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be an integer, got %s",
-                          c->path, key, json_kind(v));
+                          c->path, QKEY(c, key, qb), json_kind(v));
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
         return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %lld out of range [%ld, %ld]",
-                          c->path, key, (long long)x, lo, hi);
+                          c->path, QKEY(c, key, qb), (long long)x, lo, hi);
     *out = (int)x;
     return AS_OK;
 }
 
 /* Reads a string field; *out = def when absent (NULL def + absent = missing error). */
 static as_status get_str(const cfg_ctx *c, const char *key, const char *def, const char **out) {
+    char qb[160];
     json_t *v = field(c, key);
     if (!v) {
-        if (!def) return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' missing", c->path, key);
+        if (!def)
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' missing", c->path,
+                              QKEY(c, key, qb));
         *out = def;
         return AS_OK;
     }
     if (!json_is_string(v))
         return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be a string, got %s", c->path,
-                          key, json_kind(v));
+                          QKEY(c, key, qb), json_kind(v));
     *out = json_string_value(v);
+    return AS_OK;
+}
+
+/* Reads a number field (integer or real) into *out, checking lo < v <= hi (lo_incl: lo <= v).
+ * When absent or null: error if required (def unused), else *out = def. */
+static as_status get_num(const cfg_ctx *c, const char *key, int required, double def, double lo,
+                         int lo_incl, double hi, double *out) {
+    char qb[160];
+    json_t *v = field(c, key);
+    if (!v) {
+        if (required)
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' missing", c->path,
+                              QKEY(c, key, qb));
+        *out = def;
+        return AS_OK;
+    }
+    if (!json_is_number(v))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be a number, got %s", c->path,
+                          QKEY(c, key, qb), json_kind(v));
+    double x = json_number_value(v);
+    if (!(lo_incl ? x >= lo : x > lo) || !(x <= hi))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g out of range %c%g, %g]",
+                          c->path, QKEY(c, key, qb), x, lo_incl ? '[' : '(', lo, hi);
+    *out = x;
     return AS_OK;
 }
 
 /* Layer-norm epsilon: a number in (0, 1). */
 static as_status get_eps(const cfg_ctx *c, const char *key, double def, float *out) {
+    char qb[160];
     json_t *v = field(c, key);
     double x = def;
     if (v) {
         if (!json_is_number(v))
             return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be a number, got %s",
-                              c->path, key, json_kind(v));
+                              c->path, QKEY(c, key, qb), json_kind(v));
         x = json_number_value(v);
     }
     if (!(x > 0.0 && x < 1.0))
         return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g out of range (0, 1)", c->path,
-                          key, x);
+                          QKEY(c, key, qb), x);
     *out = (float)x;
     return AS_OK;
 }
 
 static as_status get_bool(const cfg_ctx *c, const char *key, int def, int *out) {
+    char qb[160];
     json_t *v = field(c, key);
     if (!v) {
         *out = def;
@@ -102,12 +148,16 @@ static as_status get_bool(const cfg_ctx *c, const char *key, int def, int *out) 
     }
     if (!json_is_boolean(v))
         return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be a boolean, got %s",
-                          c->path, key, json_kind(v));
+                          c->path, QKEY(c, key, qb), json_kind(v));
     *out = json_is_true(v);
     return AS_OK;
 }
 
-static as_status get_act(const cfg_ctx *c, const char *key, const char *def, as_act *out) {
+/* Activation name -> as_act. silu (swish is transformers' alias) only where allow_silu:
+ * the decoder LLM family's gated MLP. */
+static as_status get_act(const cfg_ctx *c, const char *key, const char *def, int allow_silu,
+                         as_act *out) {
+    char qb[160];
     const char *s = NULL;
     as_status rc = get_str(c, key, def, &s);
     if (rc != AS_OK) return rc;
@@ -118,13 +168,19 @@ static as_status get_act(const cfg_ctx *c, const char *key, const char *def, as_
              strcmp(s, "gelu_fast") == 0 || strcmp(s, "gelu_accurate") == 0)
         *out = ACT_GELU_NEW;
     else if (strcmp(s, "relu") == 0) *out = ACT_RELU;
+    else if (allow_silu && (strcmp(s, "silu") == 0 || strcmp(s, "swish") == 0)) *out = ACT_SILU;
     else
         return as_err_set(c->err, AS_ERR_INPUT,
                           "%s: field '%s' = '%.64s' is not supported (gelu, gelu_python, gelu_new, "
-                          "gelu_pytorch_tanh, gelu_fast, gelu_accurate, relu)",
-                          c->path, key, s);
+                          "gelu_pytorch_tanh, gelu_fast, gelu_accurate, relu%s)",
+                          c->path, QKEY(c, key, qb), s, allow_silu ? ", silu, swish" : "");
     return AS_OK;
 }
+
+/* The decoder LLM family's model_types (ARCH_LLAMA). gemma3 is the multimodal
+ * Gemma3ForConditionalGeneration config: its text model is under "text_config". */
+static const char *const LLM_TYPES[] = {"llama",  "mistral",     "qwen2", "qwen3",
+                                        "gemma2", "gemma3_text", "gemma3", "phi3"};
 
 /* Maps a model_type to its architecture; -1 when unsupported. */
 static int arch_of(const char *t) {
@@ -133,19 +189,42 @@ static int arch_of(const char *t) {
         return ARCH_ROBERTA;
     if (strcmp(t, "distilbert") == 0) return ARCH_DISTILBERT;
     if (strcmp(t, "gpt2") == 0) return ARCH_GPT2;
+    for (size_t i = 0; i < sizeof LLM_TYPES / sizeof LLM_TYPES[0]; i++)
+        if (strcmp(t, LLM_TYPES[i]) == 0) return ARCH_LLAMA;
     return -1;
 }
 
-/* model_type from an "architectures" class name (BertForMaskedLM -> bert), or NULL. */
+/* model_type from an "architectures" class name (BertForMaskedLM -> bert), or NULL.
+ * The decoder family's names must be exactly PREFIX + "For..." or PREFIX + "Model", so
+ * that Qwen2MoeForCausalLM or Phi3VForCausalLM (other layouts) are not taken for qwen2
+ * or phi3. */
 static const char *type_from_class(const char *cls) {
     static const struct {
         const char *prefix, *type;
-    } map[] = {{"DistilBert", "distilbert"}, {"XLMRoberta", "xlm-roberta"},
-               {"Camembert", "camembert"},   {"Roberta", "roberta"},
-               {"Electra", "electra"},       {"Bert", "bert"},
-               {"GPT2", "gpt2"}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strncmp(cls, map[i].prefix, strlen(map[i].prefix)) == 0) return map[i].type;
+        int exact; /* 1: the rest must be "For..." or "Model" */
+    } map[] = {{"DistilBert", "distilbert", 0},
+               {"XLMRoberta", "xlm-roberta", 0},
+               {"Camembert", "camembert", 0},
+               {"Roberta", "roberta", 0},
+               {"Electra", "electra", 0},
+               {"Bert", "bert", 0},
+               {"GPT2", "gpt2", 0},
+               {"Gemma3ForConditionalGeneration", "gemma3", 1},
+               {"Gemma3Text", "gemma3_text", 1},
+               {"Gemma3", "gemma3_text", 1},
+               {"Gemma2", "gemma2", 1},
+               {"Llama", "llama", 1},
+               {"Mistral", "mistral", 1},
+               {"Qwen2", "qwen2", 1},
+               {"Qwen3", "qwen3", 1},
+               {"Phi3", "phi3", 1}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t n = strlen(map[i].prefix);
+        if (strncmp(cls, map[i].prefix, n) != 0) continue;
+        const char *rest = cls + n;
+        if (!map[i].exact || *rest == 0 || strncmp(rest, "For", 3) == 0 || strcmp(rest, "Model") == 0)
+            return map[i].type;
+    }
     return NULL;
 }
 
@@ -175,7 +254,8 @@ static as_status parse_model_type(const cfg_ctx *c, as_config *out) {
     if (arch < 0)
         return as_err_set(c->err, AS_ERR_INPUT,
                           "%s: field 'model_type' = '%.64s' is not supported (bert, electra, "
-                          "roberta, camembert, xlm-roberta, distilbert, gpt2)",
+                          "roberta, camembert, xlm-roberta, distilbert, gpt2, llama, mistral, "
+                          "qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3)",
                           c->path, t);
     out->arch = (as_arch)arch;
     snprintf(out->model_type, sizeof out->model_type, "%s", t);
@@ -234,7 +314,7 @@ static as_status parse_bert(const cfg_ctx *c, as_config *o) {
         (rc = get_int(c, "num_attention_heads", 1, 0, 1, AS_MAX_HEADS, &o->n_head)) ||
         (rc = get_int(c, "hidden_size", 1, 0, 1, AS_MAX_DMODEL, &o->d_model)) ||
         (rc = get_int(c, "intermediate_size", 1, 0, 1, 4L * AS_MAX_DMODEL, &o->d_ff)) ||
-        (rc = get_act(c, "hidden_act", "gelu", &o->act)) ||
+        (rc = get_act(c, "hidden_act", "gelu", 0, &o->act)) ||
         (rc = get_int(c, "max_position_embeddings", 1, 0, 1, AS_MAX_POSITIONS, &o->max_pos)) ||
         (rc = get_int(c, "type_vocab_size", 0, 2, 0, AS_MAX_POSITIONS, &o->type_vocab)) ||
         (rc = get_eps(c, "layer_norm_eps", 1e-12, &o->ln_eps)) ||
@@ -275,7 +355,7 @@ static as_status parse_distilbert(const cfg_ctx *c, as_config *o) {
         (rc = get_int(c, "n_heads", 1, 0, 1, AS_MAX_HEADS, &o->n_head)) ||
         (rc = get_int(c, "dim", 1, 0, 1, AS_MAX_DMODEL, &o->d_model)) ||
         (rc = get_int(c, "hidden_dim", 1, 0, 1, 4L * AS_MAX_DMODEL, &o->d_ff)) ||
-        (rc = get_act(c, "activation", "gelu", &o->act)) ||
+        (rc = get_act(c, "activation", "gelu", 0, &o->act)) ||
         (rc = get_int(c, "max_position_embeddings", 1, 0, 1, AS_MAX_POSITIONS, &o->max_pos)) ||
         (rc = get_int(c, "vocab_size", 1, 0, 1, AS_MAX_VOCAB, &o->vocab_size)) ||
         (rc = get_bool(c, "sinusoidal_pos_embds", 0, &o->sinusoidal_pos)) ||
@@ -293,7 +373,7 @@ static as_status parse_gpt2(const cfg_ctx *c, as_config *o) {
         (rc = get_int(c, "n_head", 1, 0, 1, AS_MAX_HEADS, &o->n_head)) ||
         (rc = get_int(c, "n_embd", 1, 0, 1, AS_MAX_DMODEL, &o->d_model)) ||
         (rc = get_eps(c, "layer_norm_epsilon", 1e-5, &o->ln_eps)) ||
-        (rc = get_act(c, "activation_function", "gelu_new", &o->act)) ||
+        (rc = get_act(c, "activation_function", "gelu_new", 0, &o->act)) ||
         (rc = get_int(c, "vocab_size", 1, 0, 1, AS_MAX_VOCAB, &o->vocab_size)))
         return rc;
     if (field(c, "n_positions") || !field(c, "n_ctx"))
@@ -321,11 +401,441 @@ static as_status parse_gpt2(const cfg_ctx *c, as_config *o) {
     return AS_OK;
 }
 
+/* ---- the decoder LLM family (ARCH_LLAMA) -----------------------------------
+ * Semantics of transformers' main branch (configuration_*.py defaults, modeling_*.py use)
+ * for llama, mistral, qwen2, qwen3, gemma2, gemma3_text / gemma3, phi3. docs/llama_family.md
+ * has the formulas the fields feed. */
+
+/* Defaults of the configuration classes, per model_type. */
+typedef struct {
+    const char *type;
+    int vocab, hidden, inter, layers, heads, kv_heads; /* kv_heads 0 = heads */
+    int head_dim;                                      /* 0 = hidden / heads */
+    long max_pos;
+    double eps, theta;
+    int tie, pad, bos, eos;                            /* -1 = None */
+    const char *act;
+} llm_defaults;
+
+static const llm_defaults LLM_DEFAULTS[] = {
+    {"llama", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1e-6, 10000.0, 0, -1, 1, 2, "silu"},
+    {"mistral", 32000, 4096, 14336, 32, 32, 8, 0, 4096L * 32, 1e-6, 10000.0, 0, -1, 1, 2, "silu"},
+    {"qwen2", 151936, 4096, 22016, 32, 32, 32, 0, 32768, 1e-6, 10000.0, 0, -1, -1, -1, "silu"},
+    {"qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, 0, -1, -1, -1, "silu"},
+    {"gemma2", 256000, 2304, 9216, 26, 8, 4, 256, 8192, 1e-6, 10000.0, 1, 0, 2, 1,
+     "gelu_pytorch_tanh"},
+    {"gemma3_text", 262208, 2304, 9216, 26, 8, 4, 256, 131072, 1e-6, 1000000.0, 1, 0, 2, 1,
+     "gelu_pytorch_tanh"},
+    {"phi3", 32064, 3072, 8192, 32, 32, 0, 0, 4096, 1e-5, 10000.0, 0, 32000, 1, 32000, "silu"},
+};
+
+/* A token id field: integer in [0, AS_MAX_VOCAB], or a list whose first entry is taken
+ * (eos_token_id: [128001, 128008, 128009]); absent or null = def. */
+static as_status get_token_id(const cfg_ctx *c, const char *key, int def, int *out) {
+    char qb[160];
+    json_t *v = field(c, key);
+    if (json_is_array(v)) {
+        if (json_array_size(v) == 0) {
+            *out = -1;
+            return AS_OK;
+        }
+        v = json_array_get(v, 0);
+        if (!json_is_integer(v))
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must list integers, got %s",
+                              c->path, QKEY(c, key, qb), json_kind(v));
+        json_int_t x = json_integer_value(v);
+        if (x < 0 || x > AS_MAX_VOCAB)
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' entry %lld out of range [0, %d]",
+                              c->path, QKEY(c, key, qb), (long long)x, AS_MAX_VOCAB);
+        *out = (int)x;
+        return AS_OK;
+    }
+    return get_int(c, key, 0, def, 0, AS_MAX_VOCAB, out);
+}
+
+/* An object-valued field (absent or null: *out = NULL). */
+static as_status get_obj(const cfg_ctx *c, const char *key, json_t **out) {
+    char qb[160];
+    json_t *v = field(c, key);
+    *out = NULL;
+    if (!v) return AS_OK;
+    if (!json_is_object(v))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be an object, got %s", c->path,
+                          QKEY(c, key, qb), json_kind(v));
+    *out = v;
+    return AS_OK;
+}
+
+/* Refuses key = true where the family's modeling code has no such option (a checkpoint
+ * saying so carries weights transformers would not load). */
+static as_status refuse_true(const cfg_ctx *c, const char *key, const char *why) {
+    char qb[160];
+    int v = 0;
+    as_status rc = get_bool(c, key, 0, &v);
+    if (rc != AS_OK) return rc;
+    if (v)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = true is not supported (%s)", c->path,
+                          QKEY(c, key, qb), why);
+    return AS_OK;
+}
+
+/* One rope_scaling / rope_parameters object r (its scope, e.g. "rope_scaling.", in rc).
+ * Fills the scaling fields of o; rope_theta too when r holds one (transformers 5 moves it
+ * there). allow_scaling 0 (Gemma 3's sliding layers): only "default" is accepted.
+ * max_pos_raw: max_position_embeddings as written; orig_top: Phi-3's top-level
+ * original_max_position_embeddings (0 = none), which wins over r's for llama3 / yarn.
+ * Source: modeling_rope_utils.py (_compute_*_parameters, standardize_rope_params). */
+static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scaling,
+                                double max_pos_raw, int orig_top, double *theta) {
+    as_status rc;
+    const cfg_ctx *c = rc_;
+    char qb[160];
+    json_t *tv = field(c, "rope_type");
+    const char *key = "rope_type";
+    if (!tv) {
+        tv = field(c, "type");
+        key = "type";
+    }
+    const char *t = "default";
+    if (tv && (rc = get_str(c, key, "default", &t))) return rc;
+    if ((rc = get_num(c, "rope_theta", 0, *theta, 1.0, 0, CFG_MAX_ROPE_NUMBER, theta))) return rc;
+    if (strcmp(t, "default") == 0) {
+        if (allow_scaling) o->rope_scaling = ROPE_SCALE_NONE;
+        return AS_OK;
+    }
+    int known = strcmp(t, "linear") == 0 || strcmp(t, "llama3") == 0 || strcmp(t, "yarn") == 0;
+    if (!known || !allow_scaling)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' = '%.32s' is not supported (%s)", c->path,
+                          QKEY(c, key, qb), t,
+                          allow_scaling ? "default, linear, llama3, yarn"
+                                        : "default only on sliding-window layers");
+    double f = 0, orig = 0;
+    if (strcmp(t, "yarn") != 0 &&
+        (rc = get_num(c, "factor", 1, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &f)))
+        return rc;
+    if (strcmp(t, "linear") == 0) {
+        o->rope_scaling = ROPE_SCALE_LINEAR;
+        o->rope_factor = (float)f;
+        return AS_OK;
+    }
+    /* llama3 and yarn: the pre-extension context length, defaulting to
+       max_position_embeddings (Phi-3's top-level field first) */
+    if ((rc = get_num(c, "original_max_position_embeddings", 0, max_pos_raw, 1.0, 1,
+                      (double)CFG_MAX_ROPE_POSITIONS, &orig)))
+        return rc;
+    if (orig_top > 0) orig = orig_top;
+    if (orig != floor(orig))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g is not an integer", c->path,
+                          QKEY(c, "original_max_position_embeddings", qb), orig);
+    o->rope_orig_max_pos = (int)orig;
+    if (strcmp(t, "llama3") == 0) {
+        double lo = 0, hi = 0;
+        if ((rc = get_num(c, "low_freq_factor", 1, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &lo)) ||
+            (rc = get_num(c, "high_freq_factor", 1, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &hi)))
+            return rc;
+        if (!(hi > lo)) /* the smoothing divides by high - low */
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g is not above low_freq_factor (%g)",
+                              c->path, QKEY(c, "high_freq_factor", qb), hi, lo);
+        o->rope_scaling = ROPE_SCALE_LLAMA3;
+        o->rope_factor = (float)f;
+        o->rope_low_freq_factor = (float)lo;
+        o->rope_high_freq_factor = (float)hi;
+        return AS_OK;
+    }
+    /* yarn (Peng et al. 2023, YaRN section 3): factor null = max_pos / original; beta_fast /
+       beta_slow null or 0 = 32 / 1; attention_factor null = mscale formula below */
+    double fast = 0, slow = 0, att = 0, ms = 0, ms_all = 0;
+    int truncate = 1;
+    if ((rc = get_num(c, "factor", 0, max_pos_raw / orig, 0.0, 0, CFG_MAX_ROPE_NUMBER, &f)) ||
+        (rc = get_num(c, "beta_fast", 0, 0, 0.0, 1, CFG_MAX_ROPE_NUMBER, &fast)) ||
+        (rc = get_num(c, "beta_slow", 0, 0, 0.0, 1, CFG_MAX_ROPE_NUMBER, &slow)) ||
+        (rc = get_num(c, "attention_factor", 0, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &att)) ||
+        (rc = get_num(c, "mscale", 0, 0, 0.0, 1, CFG_MAX_ROPE_NUMBER, &ms)) ||
+        (rc = get_num(c, "mscale_all_dim", 0, 0, 0.0, 1, CFG_MAX_ROPE_NUMBER, &ms_all)) ||
+        (rc = get_bool(c, "truncate", 1, &truncate)))
+        return rc;
+    if (!truncate)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' = false is not supported (the correction range is "
+                          "always floored / ceiled)",
+                          c->path, QKEY(c, "truncate", qb));
+    if (att == 0) {
+        /* get_mscale(s, m) = 1 when s <= 1, else 0.1 * m * ln(s) + 1 */
+        double g1 = f <= 1 ? 1.0 : 0.1 * log(f) + 1.0;
+        if (ms > 0 && ms_all > 0) {
+            double gm = f <= 1 ? 1.0 : 0.1 * ms * log(f) + 1.0;
+            double ga = f <= 1 ? 1.0 : 0.1 * ms_all * log(f) + 1.0;
+            att = gm / ga;
+        } else {
+            att = g1;
+        }
+    }
+    o->rope_scaling = ROPE_SCALE_YARN;
+    o->rope_factor = (float)f;
+    o->yarn_beta_fast = (float)(fast > 0 ? fast : 32.0);
+    o->yarn_beta_slow = (float)(slow > 0 ? slow : 1.0);
+    o->yarn_attn_factor = (float)att;
+    return AS_OK;
+}
+
+/* Marks the sliding layers from "layer_types" (absent: *given = 0). */
+static as_status parse_layer_types(const cfg_ctx *c, as_config *o, int *given) {
+    char qb[160];
+    json_t *a = field(c, "layer_types");
+    *given = 0;
+    if (!a) return AS_OK;
+    if (!json_is_array(a))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be an array, got %s", c->path,
+                          QKEY(c, "layer_types", qb), json_kind(a));
+    if (json_array_size(a) != (size_t)o->n_layer)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' has %zu entries, not num_hidden_layers (%d)",
+                          c->path, QKEY(c, "layer_types", qb), json_array_size(a), o->n_layer);
+    for (int l = 0; l < o->n_layer; l++) {
+        json_t *v = json_array_get(a, (size_t)l);
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        if (s && strcmp(s, "sliding_attention") == 0) o->layer_sliding[l] = 1;
+        else if (s && strcmp(s, "full_attention") == 0) o->layer_sliding[l] = 0;
+        else
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field '%s' entry %d = '%.32s' is not supported (sliding_attention, "
+                              "full_attention)",
+                              c->path, QKEY(c, "layer_types", qb), l, s ? s : json_kind(v));
+    }
+    *given = 1;
+    return AS_OK;
+}
+
 /* The decoder LLM family (ARCH_LLAMA): llama, mistral, qwen2, qwen3, gemma2, gemma3_text,
- * phi3. Fills the block description of as_config (see attnscope.h). */
-static as_status parse_llama(const cfg_ctx *c, as_config *o) {
-    (void)o;
-    return as_err_set(c->err, AS_ERR_INPUT, "%s: model_type '%s' is not supported yet", c->path, o->model_type);
+ * gemma3 (text_config), phi3. Fills the block description of as_config (see attnscope.h). */
+static as_status parse_llama(const cfg_ctx *top, as_config *o) {
+    as_status rc;
+    char qb[160];
+    cfg_ctx sub;
+    const cfg_ctx *c = top;
+    const char *mt = o->model_type;
+    if (strcmp(mt, "gemma3") == 0) {
+        json_t *tc = NULL;
+        if ((rc = get_obj(top, "text_config", &tc))) return rc;
+        if (!tc)
+            return as_err_set(top->err, AS_ERR_INPUT, "%s: field 'text_config' missing (gemma3)",
+                              top->path);
+        sub = (cfg_ctx){tc, top->path, top->err, "text_config."};
+        c = &sub;
+        const char *inner = "gemma3_text";
+        if ((rc = get_str(c, "model_type", "gemma3_text", &inner))) return rc;
+        if (strcmp(inner, "gemma3_text") != 0)
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field 'text_config.model_type' = '%.32s' is not supported "
+                              "(gemma3_text)",
+                              c->path, inner);
+        mt = "gemma3_text";
+    }
+    const llm_defaults *d = NULL;
+    for (size_t i = 0; i < sizeof LLM_DEFAULTS / sizeof LLM_DEFAULTS[0]; i++)
+        if (strcmp(mt, LLM_DEFAULTS[i].type) == 0) d = &LLM_DEFAULTS[i];
+    AS_ASSERT(d); /* arch_of and LLM_DEFAULTS list the same types */
+    int gemma2 = strcmp(mt, "gemma2") == 0, gemma3 = strcmp(mt, "gemma3_text") == 0;
+    int gemma = gemma2 || gemma3, qwen2 = strcmp(mt, "qwen2") == 0, qwen3 = strcmp(mt, "qwen3") == 0;
+    int phi3 = strcmp(mt, "phi3") == 0, mistral = strcmp(mt, "mistral") == 0;
+    int llama = strcmp(mt, "llama") == 0;
+
+    /* sizes */
+    int max_pos_raw = 0;
+    if ((rc = get_int(c, "num_hidden_layers", 0, d->layers, 1, AS_MAX_LAYERS, &o->n_layer)) ||
+        (rc = get_int(c, "num_attention_heads", 0, d->heads, 1, AS_MAX_HEADS, &o->n_head)) ||
+        (rc = get_int(c, "hidden_size", 0, d->hidden, 1, AS_MAX_DMODEL, &o->d_model)) ||
+        (rc = get_int(c, "intermediate_size", 0, d->inter, 1, 4L * AS_MAX_DMODEL, &o->d_ff)) ||
+        (rc = get_int(c, "vocab_size", 0, d->vocab, 1, AS_MAX_VOCAB, &o->vocab_size)) ||
+        (rc = get_int(c, "max_position_embeddings", 0, (int)d->max_pos, 1, CFG_MAX_ROPE_POSITIONS,
+                      &max_pos_raw)) ||
+        (rc = get_eps(c, "rms_norm_eps", d->eps, &o->ln_eps)))
+        return rc;
+    o->max_pos = max_pos_raw < AS_MAX_POSITIONS ? max_pos_raw : AS_MAX_POSITIONS;
+    if ((rc = get_int(c, "num_key_value_heads", 0, d->kv_heads ? d->kv_heads : o->n_head, 1,
+                      AS_MAX_HEADS, &o->n_kv_head)))
+        return rc;
+    if (o->n_head % o->n_kv_head != 0)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' (%d) does not divide num_attention_heads (%d)", c->path,
+                          QKEY(c, "num_key_value_heads", qb), o->n_kv_head, o->n_head);
+    /* head_dim: explicit (getattr(config, "head_dim") in every family; Qwen3 and Gemma
+       default to 128 / 256), else hidden / heads */
+    if (!field(c, "head_dim") && !d->head_dim && o->d_model % o->n_head != 0)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' (%d) is not divisible by num_attention_heads (%d) and "
+                          "head_dim is not given",
+                          c->path, QKEY(c, "hidden_size", qb), o->d_model, o->n_head);
+    if ((rc = get_int(c, "head_dim", 0, d->head_dim ? d->head_dim : o->d_model / o->n_head, 1,
+                      AS_MAX_DMODEL, &o->d_head)))
+        return rc;
+    if ((long)o->n_head * o->d_head > 4L * AS_MAX_DMODEL)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' (%d) times num_attention_heads (%d) is over the limit of %ld",
+                          c->path, QKEY(c, "head_dim", qb), o->d_head, o->n_head, 4L * AS_MAX_DMODEL);
+
+    /* tokens */
+    if ((rc = get_int(c, "pad_token_id", 0, d->pad, -1, AS_MAX_VOCAB, &o->pad_token_id)) ||
+        (rc = get_token_id(c, "bos_token_id", d->bos, &o->bos_token_id)) ||
+        (rc = get_token_id(c, "eos_token_id", d->eos, &o->eos_token_id)))
+        return rc;
+
+    /* activation: Gemma's MLP reads hidden_activation (its hidden_act is not used) */
+    if ((rc = get_act(c, gemma ? "hidden_activation" : "hidden_act", d->act, 1, &o->act))) return rc;
+
+    /* block layout */
+    o->rms_norm = 1;
+    o->gated_mlp = 1;
+    o->causal = 1;
+    o->type_vocab = 0;
+    o->d_embed = o->d_model;
+    if ((rc = get_bool(c, "tie_word_embeddings", d->tie, &o->tie_word_embeddings))) return rc;
+    int attn_bias = 0;
+    if (llama || qwen3 || gemma) {
+        /* q, k, v and o all take bias=config.attention_bias */
+        if ((rc = get_bool(c, "attention_bias", 0, &attn_bias))) return rc;
+        o->qkv_bias = o->o_bias = attn_bias;
+    } else if ((rc = refuse_true(c, "attention_bias", "this family's attention has fixed biases"))) {
+        return rc;
+    }
+    if (qwen2) o->qkv_bias = 1; /* Qwen2Attention: q/k/v bias=True, o_proj bias=False */
+    if (llama) {
+        if ((rc = get_bool(c, "mlp_bias", 0, &o->mlp_bias))) return rc;
+    } else if ((rc = refuse_true(c, "mlp_bias", "this family's MLP has no biases"))) {
+        return rc;
+    }
+    o->qk_norm = qwen3 || gemma3;
+    o->norm_add_one = gemma;
+    o->post_norms = gemma;
+    if (gemma) {
+        double qs = 0, ac = 0, fc = 0;
+        if ((rc = get_num(c, "query_pre_attn_scalar", 0, 256.0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &qs)) ||
+            (rc = get_num(c, "attn_logit_softcapping", 0, gemma2 ? 50.0 : 0.0, 0.0, 0,
+                          CFG_MAX_ROPE_NUMBER, &ac)) ||
+            (rc = get_num(c, "final_logit_softcapping", 0, gemma2 ? 30.0 : 0.0, 0.0, 0,
+                          CFG_MAX_ROPE_NUMBER, &fc)))
+            return rc;
+        /* absent uses the class default; an explicit null turns soft-capping off */
+        json_t *tc = c->root;
+        if (json_is_null(json_object_get(tc, "attn_logit_softcapping"))) ac = 0;
+        if (json_is_null(json_object_get(tc, "final_logit_softcapping"))) fc = 0;
+        o->query_scale = (float)(1.0 / sqrt(qs)); /* query_pre_attn_scalar ** -0.5 */
+        o->attn_softcap = (float)ac;
+        o->final_softcap = (float)fc;
+        o->emb_scale = (float)sqrt((double)o->d_model); /* hidden_size ** 0.5 */
+        /* Gemma 3 embedding models (EmbeddingGemma) attend both ways */
+        if ((rc = refuse_true(c, "use_bidirectional_attention", "causal attention only"))) return rc;
+    }
+
+    /* rotary embedding: partial_rotary_factor (Phi-3 only; others would not broadcast) */
+    double prf = 1.0;
+    if ((rc = get_num(c, "partial_rotary_factor", 0, 1.0, 0.0, 0, 1.0, &prf))) return rc;
+    json_t *rs = NULL, *rp = NULL;
+    if ((rc = get_obj(c, "rope_scaling", &rs)) || (rc = get_obj(c, "rope_parameters", &rp))) return rc;
+    if (rs && json_object_size(rs) == 0) rs = NULL;
+    json_t *rope = rs ? rs : rp; /* transformers 5: rope_scaling, when set, wins */
+    const char *rope_key = rs ? "rope_scaling" : "rope_parameters";
+    json_t *rope_local = NULL;
+    if (rope && (json_object_get(rope, "full_attention") || json_object_get(rope, "sliding_attention"))) {
+        /* per-layer-type parameters (transformers 5 Gemma 3) */
+        if (!gemma3)
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field '%s' per layer type is not supported for %s", c->path,
+                              QKEY(c, rope_key, qb), mt);
+        rope_local = json_object_get(rope, "sliding_attention");
+        rope = json_object_get(rope, "full_attention");
+        if ((rope && !json_is_object(rope)) || (rope_local && !json_is_object(rope_local)))
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field '%s' entries must be objects", c->path, QKEY(c, rope_key, qb));
+    }
+    if (json_is_object(rope) && !phi3) {
+        json_t *p = json_object_get(rope, "partial_rotary_factor");
+        if (json_is_number(p)) prf = json_number_value(p);
+    }
+    if (prf != 1.0 && !phi3)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' = %g is not supported for %s (only phi3 rotates part of "
+                          "each head)",
+                          c->path, QKEY(c, "partial_rotary_factor", qb), prf, mt);
+    if (phi3 && json_is_object(rope)) {
+        json_t *p = json_object_get(rope, "partial_rotary_factor");
+        if (p && !(json_is_number(p) && json_number_value(p) > 0 && json_number_value(p) <= 1))
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' must be a number in (0, 1]",
+                              c->path, QKEY(c, "rope_parameters.partial_rotary_factor", qb));
+        if (p) prf = json_number_value(p);
+    }
+    o->rope_dim = (int)((double)o->d_head * prf); /* int(head_dim * partial_rotary_factor) */
+    if (o->rope_dim < 2 || o->rope_dim % 2 != 0)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: rotary dimension head_dim * partial_rotary_factor = %d x %g = %d is "
+                          "not a positive even number",
+                          c->path, o->d_head, prf, o->rope_dim);
+    int orig_top = 0;
+    if (phi3 && (rc = get_int(c, "original_max_position_embeddings", 0, 0, 1,
+                              CFG_MAX_ROPE_POSITIONS, &orig_top)))
+        return rc;
+    double theta = d->theta;
+    if ((rc = get_num(c, "rope_theta", 0, d->theta, 1.0, 0, CFG_MAX_ROPE_NUMBER, &theta))) return rc;
+    char scope[192];
+    if (json_is_object(rope)) {
+        snprintf(scope, sizeof scope, "%s%s.%s", c->scope, rope_key,
+                 rope_local || json_object_get(json_object_get(c->root, rope_key), "full_attention")
+                     ? "full_attention."
+                     : "");
+        cfg_ctx rcx = {rope, c->path, c->err, scope};
+        if ((rc = parse_rope_obj(&rcx, o, 1, max_pos_raw, orig_top, &theta))) return rc;
+    }
+    o->rope_theta = (float)theta;
+    if (gemma3) {
+        /* sliding layers: rope_local_base_freq, default rope (no scaling) */
+        double local = 10000.0;
+        if ((rc = get_num(c, "rope_local_base_freq", 0, 10000.0, 1.0, 0, CFG_MAX_ROPE_NUMBER, &local)))
+            return rc;
+        if (json_is_object(rope_local)) {
+            snprintf(scope, sizeof scope, "%s%s.sliding_attention.", c->scope, rope_key);
+            cfg_ctx rcx = {rope_local, c->path, c->err, scope};
+            if ((rc = parse_rope_obj(&rcx, o, 0, max_pos_raw, 0, &local))) return rc;
+        }
+        o->rope_local_theta = (float)local;
+    }
+
+    /* sliding windows: which layers, and the window (query i sees keys i - W < j <= i) */
+    int window = 0, given = 0;
+    if ((rc = parse_layer_types(c, o, &given))) return rc;
+    if (mistral || phi3) {
+        /* every layer, when sliding_window is set (Mistral's default 4096; Phi-3's None) */
+        if ((rc = get_int(c, "sliding_window", 0, mistral ? 4096 : 0, 1,
+                          CFG_MAX_ROPE_POSITIONS, &window)))
+            return rc;
+        for (int l = 0; l < o->n_layer; l++) o->layer_sliding[l] = window > 0;
+    } else if (qwen2 || qwen3) {
+        /* Qwen2Config: sliding_window = sliding_window if use_sliding_window else None;
+           layer_types default: sliding from layer max_window_layers on */
+        int use = 0, mwl = 28;
+        if ((rc = get_bool(c, "use_sliding_window", 0, &use))) return rc;
+        if (use) {
+            if ((rc = get_int(c, "sliding_window", 0, 4096, 1, CFG_MAX_ROPE_POSITIONS, &window)) ||
+                (rc = get_int(c, "max_window_layers", 0, 28, 0, AS_MAX_LAYERS, &mwl)))
+                return rc;
+        }
+        for (int l = 0; l < o->n_layer; l++)
+            o->layer_sliding[l] = window > 0 && (given ? o->layer_sliding[l] : l >= mwl);
+    } else if (gemma) {
+        if ((rc = get_int(c, "sliding_window", 0, 4096, 1, CFG_MAX_ROPE_POSITIONS, &window))) return rc;
+        int pattern = 2; /* Gemma 2: layers 0, 2, 4, ... slide */
+        if (gemma3 && (rc = get_int(c, "sliding_window_pattern", 0, 6, 1, AS_MAX_LAYERS, &pattern)))
+            return rc;
+        if (!given) /* every pattern-th layer (1-based) is global */
+            for (int l = 0; l < o->n_layer; l++) o->layer_sliding[l] = (l + 1) % pattern != 0;
+    } else {
+        /* llama: LlamaModel has no sliding window (a sliding_window key is not read) */
+        memset(o->layer_sliding, 0, sizeof o->layer_sliding);
+    }
+    /* an explicit "sliding_window": null means no window (the class default only when absent) */
+    if (json_is_null(json_object_get(c->root, "sliding_window"))) window = 0;
+    if (window == 0 && !gemma3) memset(o->layer_sliding, 0, sizeof o->layer_sliding);
+    o->sliding_window = window;
+    return AS_OK;
 }
 
 json_t *as_json_loadb_hf(const char *buf, size_t len, size_t flags, json_error_t *je) {
@@ -350,7 +860,7 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
     if (!root)
         return as_err_set(err, AS_ERR_INPUT, "%s: invalid JSON: %s (line %d)", path, jerr.text,
                           jerr.line);
-    cfg_ctx c = {root, path, err};
+    cfg_ctx c = {root, path, err, ""};
     if (!json_is_object(root)) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: not a JSON object", path);
         goto cleanup;
@@ -415,6 +925,7 @@ void as_config_clear(as_config *c) {
 }
 
 float as_attn_scale(const as_config *c, int layer) {
+    if (c->query_scale > 0) return c->query_scale; /* Gemma: query_pre_attn_scalar ** -0.5 */
     double s = c->attn_unscaled ? 1.0 : 1.0 / sqrt((double)c->d_head);
     if (c->attn_layer_scale) s /= (double)(layer + 1);
     return (float)s;

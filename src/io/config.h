@@ -1,5 +1,6 @@
 /* config.h — parses a Hugging Face config.json into an as_config for the
- * architectures attnscope runs (bert / electra / roberta / distilbert / gpt2), with
+ * architectures attnscope runs (bert / electra / roberta / distilbert / gpt2, and the
+ * decoder LLM family llama / mistral / qwen2 / qwen3 / gemma2 / gemma3 / phi3), with
  * every size checked against the AS_MAX_* limits. It does not look at weights.
  */
 #ifndef AS_CONFIG_H

@@ -2,6 +2,10 @@
  * supported family parsed field by field, the real bert-base-uncased config when
  * ../shared has it, and the errors (missing / wrong-typed field, unsupported
  * model_type, sizes out of range, hidden size not divisible by heads, bad id2label).
+ * The decoder LLM family (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3): each
+ * model_type's transformers defaults, published configs' shapes (Llama 3.1, Qwen2.5,
+ * Gemma 2 / 3, Phi-3, Mistral), RoPE scaling and sliding-window layouts, and every
+ * option refused by name.
  * It does not load weights.
  */
 #include <setjmp.h>
@@ -440,6 +444,496 @@ static void test_label_errors(void **state) {
     as_config_clear(&c);
 }
 
+
+/* ---- decoder LLM family --------------------------------------------------- */
+
+static void parse_ok(const char *json, as_config *c) {
+    as_error err = {0};
+    as_status rc = parse(json, c, &err);
+    if (rc != AS_OK) print_error("unexpected error: %s\n", err.msg);
+    assert_int_equal(rc, AS_OK);
+}
+
+static int n_sliding(const as_config *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += c->layer_sliding[l];
+    return n;
+}
+
+/* {"model_type": T} alone: every size, flag and id from the configuration class defaults */
+static void test_llm_defaults(void **state) {
+    (void)state;
+    as_config c;
+    parse_ok("{\"model_type\":\"llama\"}", &c);
+    assert_int_equal(c.arch, ARCH_LLAMA);
+    assert_int_equal(c.n_layer, 32);
+    assert_int_equal(c.n_head, 32);
+    assert_int_equal(c.n_kv_head, 32);
+    assert_int_equal(c.d_model, 4096);
+    assert_int_equal(c.d_head, 128);
+    assert_int_equal(c.d_ff, 11008);
+    assert_int_equal(c.d_embed, 4096);
+    assert_int_equal(c.vocab_size, 32000);
+    assert_int_equal(c.max_pos, 2048);
+    assert_int_equal(c.type_vocab, 0);
+    assert_int_equal(c.causal, 1);
+    assert_int_equal(c.act, ACT_SILU);
+    assert_true(c.ln_eps == 1e-6f);
+    assert_int_equal(c.rms_norm, 1);
+    assert_int_equal(c.gated_mlp, 1);
+    assert_int_equal(c.norm_add_one, 0);
+    assert_int_equal(c.post_norms, 0);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_int_equal(c.o_bias, 0);
+    assert_int_equal(c.mlp_bias, 0);
+    assert_int_equal(c.qk_norm, 0);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_true(c.emb_scale == 0.0f);
+    assert_true(c.query_scale == 0.0f);
+    assert_true(c.attn_softcap == 0.0f && c.final_softcap == 0.0f);
+    assert_int_equal(c.rope_dim, 128);
+    assert_true(c.rope_theta == 10000.0f);
+    assert_true(c.rope_local_theta == 0.0f);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_NONE);
+    assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(n_sliding(&c), 0);
+    assert_int_equal(c.pad_token_id, -1);
+    assert_int_equal(c.bos_token_id, 1);
+    assert_int_equal(c.eos_token_id, 2);
+    assert_int_equal(c.num_labels, 0);
+    assert_float_equal(as_attn_scale(&c, 5), 1.0 / sqrt(128.0), 1e-9);
+    as_config_clear(&c);
+
+    parse_ok("{\"model_type\":\"mistral\"}", &c);
+    assert_int_equal(c.n_kv_head, 8);
+    assert_int_equal(c.d_ff, 14336);
+    assert_int_equal(c.max_pos, AS_MAX_POSITIONS); /* 131072, kept at the engine's limit */
+    assert_int_equal(c.sliding_window, 4096);      /* MistralConfig default: every layer */
+    assert_int_equal(n_sliding(&c), 32);
+    assert_int_equal(c.qkv_bias, 0);
+    as_config_clear(&c);
+
+    parse_ok("{\"model_type\":\"qwen2\"}", &c);
+    assert_int_equal(c.vocab_size, 151936);
+    assert_int_equal(c.qkv_bias, 1); /* always, o_proj none */
+    assert_int_equal(c.o_bias, 0);
+    assert_int_equal(c.max_pos, 32768);
+    assert_int_equal(c.sliding_window, 0); /* use_sliding_window false */
+    assert_int_equal(n_sliding(&c), 0);
+    assert_int_equal(c.bos_token_id, -1);
+    assert_int_equal(c.eos_token_id, -1);
+    as_config_clear(&c);
+
+    parse_ok("{\"model_type\":\"qwen3\"}", &c);
+    assert_int_equal(c.d_head, 128);
+    assert_int_equal(c.qk_norm, 1);
+    assert_int_equal(c.qkv_bias, 0);
+    as_config_clear(&c);
+
+    parse_ok("{\"model_type\":\"gemma2\"}", &c);
+    assert_int_equal(c.vocab_size, 256000);
+    assert_int_equal(c.d_model, 2304);
+    assert_int_equal(c.n_layer, 26);
+    assert_int_equal(c.n_head, 8);
+    assert_int_equal(c.n_kv_head, 4);
+    assert_int_equal(c.d_head, 256);
+    assert_int_equal(c.act, ACT_GELU_NEW);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.norm_add_one, 1);
+    assert_int_equal(c.post_norms, 1);
+    assert_int_equal(c.qk_norm, 0);
+    assert_true(c.attn_softcap == 50.0f);
+    assert_true(c.final_softcap == 30.0f);
+    assert_float_equal(c.query_scale, 1.0 / 16.0, 1e-9); /* 256 ** -0.5 */
+    assert_float_equal(as_attn_scale(&c, 3), 1.0 / 16.0, 1e-9);
+    assert_float_equal(c.emb_scale, sqrt(2304.0), 1e-4);
+    assert_int_equal(c.sliding_window, 4096);
+    for (int l = 0; l < 26; l++) assert_int_equal(c.layer_sliding[l], l % 2 == 0);
+    assert_int_equal(c.pad_token_id, 0);
+    assert_int_equal(c.bos_token_id, 2);
+    assert_int_equal(c.eos_token_id, 1);
+    assert_true(c.rope_local_theta == 0.0f);
+    as_config_clear(&c);
+
+    parse_ok("{\"model_type\":\"gemma3_text\"}", &c);
+    assert_int_equal(c.vocab_size, 262208);
+    assert_int_equal(c.qk_norm, 1);
+    assert_int_equal(c.norm_add_one, 1);
+    assert_int_equal(c.post_norms, 1);
+    assert_true(c.attn_softcap == 0.0f && c.final_softcap == 0.0f);
+    assert_true(c.rope_theta == 1000000.0f);
+    assert_true(c.rope_local_theta == 10000.0f);
+    assert_int_equal(c.max_pos, AS_MAX_POSITIONS);
+    for (int l = 0; l < 26; l++) assert_int_equal(c.layer_sliding[l], (l + 1) % 6 != 0);
+    as_config_clear(&c);
+
+    parse_ok("{\"model_type\":\"phi3\"}", &c);
+    assert_int_equal(c.vocab_size, 32064);
+    assert_int_equal(c.d_ff, 8192);
+    assert_true(c.ln_eps == 1e-5f);
+    assert_int_equal(c.pad_token_id, 32000);
+    assert_int_equal(c.eos_token_id, 32000);
+    assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(c.rope_dim, 96);
+    as_config_clear(&c);
+}
+
+/* Shapes and options of published checkpoints' config.json */
+static void test_llm_published(void **state) {
+    (void)state;
+    as_config c;
+    /* Llama 3.1 8B: llama3 RoPE scaling, eos list, 131072 positions */
+    parse_ok("{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"bos_token_id\":128000,"
+             "\"eos_token_id\":[128001,128008,128009],\"hidden_act\":\"silu\",\"hidden_size\":4096,"
+             "\"intermediate_size\":14336,\"max_position_embeddings\":131072,\"mlp_bias\":false,"
+             "\"model_type\":\"llama\",\"num_attention_heads\":32,\"num_hidden_layers\":32,"
+             "\"num_key_value_heads\":8,\"pretraining_tp\":1,\"rms_norm_eps\":1e-05,"
+             "\"rope_scaling\":{\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+             "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},"
+             "\"rope_theta\":500000.0,\"tie_word_embeddings\":false,\"vocab_size\":128256}",
+             &c);
+    assert_int_equal(c.n_kv_head, 8);
+    assert_int_equal(c.bos_token_id, 128000);
+    assert_int_equal(c.eos_token_id, 128001);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_LLAMA3);
+    assert_true(c.rope_factor == 8.0f);
+    assert_true(c.rope_low_freq_factor == 1.0f);
+    assert_true(c.rope_high_freq_factor == 4.0f);
+    assert_int_equal(c.rope_orig_max_pos, 8192);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_true(c.ln_eps == 1e-5f);
+    as_config_clear(&c);
+
+    /* Qwen2.5: sliding_window 131072 present but use_sliding_window false */
+    parse_ok("{\"architectures\":[\"Qwen2ForCausalLM\"],\"bos_token_id\":151643,\"eos_token_id\":151645,"
+             "\"hidden_act\":\"silu\",\"hidden_size\":896,\"intermediate_size\":4864,"
+             "\"max_position_embeddings\":32768,\"max_window_layers\":21,\"model_type\":\"qwen2\","
+             "\"num_attention_heads\":14,\"num_hidden_layers\":24,\"num_key_value_heads\":2,"
+             "\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_window\":131072,"
+             "\"tie_word_embeddings\":true,\"use_sliding_window\":false,\"vocab_size\":151936}",
+             &c);
+    assert_int_equal(c.d_head, 64);
+    assert_int_equal(c.n_kv_head, 2);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(n_sliding(&c), 0);
+    as_config_clear(&c);
+    /* ... and with use_sliding_window: layers >= max_window_layers slide */
+    parse_ok("{\"model_type\":\"qwen2\",\"num_hidden_layers\":5,\"use_sliding_window\":true,"
+             "\"sliding_window\":7,\"max_window_layers\":3}",
+             &c);
+    assert_int_equal(c.sliding_window, 7);
+    for (int l = 0; l < 5; l++) assert_int_equal(c.layer_sliding[l], l >= 3);
+    as_config_clear(&c);
+    /* layer_types wins over max_window_layers */
+    parse_ok("{\"model_type\":\"qwen3\",\"num_hidden_layers\":3,\"use_sliding_window\":true,"
+             "\"sliding_window\":5,\"layer_types\":[\"sliding_attention\",\"full_attention\","
+             "\"sliding_attention\"]}",
+             &c);
+    assert_int_equal(c.layer_sliding[0], 1);
+    assert_int_equal(c.layer_sliding[1], 0);
+    assert_int_equal(c.layer_sliding[2], 1);
+    as_config_clear(&c);
+
+    /* Qwen3-0.6B: explicit head_dim 128 != 1024 / 16 */
+    parse_ok("{\"architectures\":[\"Qwen3ForCausalLM\"],\"attention_bias\":false,\"head_dim\":128,"
+             "\"hidden_size\":1024,\"intermediate_size\":3072,\"max_position_embeddings\":40960,"
+             "\"model_type\":\"qwen3\",\"num_attention_heads\":16,\"num_hidden_layers\":28,"
+             "\"num_key_value_heads\":8,\"rope_scaling\":null,\"rope_theta\":1000000,"
+             "\"sliding_window\":null,\"tie_word_embeddings\":true,\"use_sliding_window\":false,"
+             "\"vocab_size\":151936}",
+             &c);
+    assert_int_equal(c.d_head, 128);
+    assert_int_equal(c.rope_dim, 128);
+    assert_true(c.rope_theta == 1000000.0f);
+    assert_float_equal(as_attn_scale(&c, 0), 1.0 / sqrt(128.0), 1e-9);
+    as_config_clear(&c);
+
+    /* Gemma 3 4B (multimodal): the text model nested in text_config */
+    parse_ok("{\"architectures\":[\"Gemma3ForConditionalGeneration\"],\"model_type\":\"gemma3\","
+             "\"boi_token_index\":255999,\"text_config\":{\"hidden_size\":2560,"
+             "\"intermediate_size\":10240,\"model_type\":\"gemma3_text\",\"num_hidden_layers\":34,"
+             "\"rope_scaling\":{\"factor\":8.0,\"rope_type\":\"linear\"},\"sliding_window\":1024},"
+             "\"vision_config\":{\"hidden_size\":1152}}",
+             &c);
+    assert_string_equal(c.model_type, "gemma3");
+    assert_int_equal(c.d_model, 2560);
+    assert_int_equal(c.n_layer, 34);
+    assert_int_equal(c.d_head, 256);
+    assert_int_equal(c.n_head, 8);
+    assert_int_equal(c.sliding_window, 1024);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_LINEAR);
+    assert_true(c.rope_factor == 8.0f);
+    assert_true(c.rope_local_theta == 10000.0f);
+    assert_int_equal(c.layer_sliding[5], 0);
+    assert_int_equal(c.layer_sliding[6], 1);
+    as_config_clear(&c);
+    /* transformers 5 form: rope_parameters per layer type */
+    parse_ok("{\"model_type\":\"gemma3_text\",\"num_hidden_layers\":4,\"sliding_window_pattern\":2,"
+             "\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"linear\",\"factor\":4.0,"
+             "\"rope_theta\":500000.0},\"sliding_attention\":{\"rope_type\":\"default\","
+             "\"rope_theta\":12345.0}}}",
+             &c);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_LINEAR);
+    assert_true(c.rope_factor == 4.0f);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_true(c.rope_local_theta == 12345.0f);
+    for (int l = 0; l < 4; l++) assert_int_equal(c.layer_sliding[l], l % 2 == 0);
+    as_config_clear(&c);
+
+    /* Gemma 2 2B: soft-capping, query_pre_attn_scalar; null caps turn them off */
+    parse_ok("{\"model_type\":\"gemma2\",\"head_dim\":256,\"hidden_size\":2304,"
+             "\"query_pre_attn_scalar\":224,\"attn_logit_softcapping\":null,"
+             "\"final_logit_softcapping\":30.0,\"hidden_act\":\"gelu_pytorch_tanh\","
+             "\"hidden_activation\":\"gelu_pytorch_tanh\"}",
+             &c);
+    assert_float_equal(c.query_scale, 1.0 / sqrt(224.0), 1e-8);
+    assert_true(c.attn_softcap == 0.0f);
+    assert_true(c.final_softcap == 30.0f);
+    as_config_clear(&c);
+
+    /* Phi-3 mini 4k: sliding_window 2047 on every layer; partial rotary */
+    parse_ok("{\"architectures\":[\"Phi3ForCausalLM\"],\"hidden_size\":3072,\"model_type\":\"phi3\","
+             "\"num_hidden_layers\":32,\"original_max_position_embeddings\":4096,"
+             "\"rope_scaling\":null,\"sliding_window\":2047,\"pad_token_id\":32000}",
+             &c);
+    assert_int_equal(c.sliding_window, 2047);
+    assert_int_equal(n_sliding(&c), 32);
+    as_config_clear(&c);
+    parse_ok("{\"model_type\":\"phi3\",\"hidden_size\":64,\"num_attention_heads\":4,"
+             "\"partial_rotary_factor\":0.5,\"vocab_size\":100,\"pad_token_id\":0}",
+             &c);
+    assert_int_equal(c.d_head, 16);
+    assert_int_equal(c.rope_dim, 8);
+    as_config_clear(&c);
+
+    /* Mistral 7B v0.2: sliding_window null = none */
+    parse_ok("{\"model_type\":\"mistral\",\"sliding_window\":null,\"rope_theta\":1000000.0}", &c);
+    assert_int_equal(c.sliding_window, 0);
+    assert_int_equal(n_sliding(&c), 0);
+    as_config_clear(&c);
+}
+
+static void test_llm_arch_and_labels(void **state) {
+    (void)state;
+    as_config c;
+    parse_ok("{\"architectures\":[\"Qwen2ForSequenceClassification\"],\"hidden_size\":64,"
+             "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"vocab_size\":100,\"pad_token_id\":3,"
+             "\"id2label\":{\"0\":\"neg\",\"1\":\"pos\"}}",
+             &c);
+    assert_string_equal(c.model_type, "qwen2");
+    assert_int_equal(c.arch, ARCH_LLAMA);
+    assert_int_equal(c.num_labels, 2);
+    assert_string_equal(c.id2label[1], "pos");
+    assert_int_equal(c.pad_token_id, 3);
+    as_config_clear(&c);
+    const char *cls[] = {"LlamaForCausalLM", "MistralForCausalLM", "Gemma2ForCausalLM",
+                         "Gemma3ForCausalLM", "Phi3ForCausalLM", "Qwen3Model"};
+    const char *types[] = {"llama", "mistral", "gemma2", "gemma3_text", "phi3", "qwen3"};
+    for (int i = 0; i < 6; i++) {
+        char j[256];
+        snprintf(j, sizeof j, "{\"architectures\":[\"%s\"],\"num_labels\":3,\"pad_token_id\":0}", cls[i]);
+        parse_ok(j, &c);
+        assert_string_equal(c.model_type, types[i]);
+        assert_int_equal(c.num_labels, 3);
+        as_config_clear(&c);
+    }
+    /* other layouts whose class names start the same */
+    expect_error("{\"architectures\":[\"Qwen2MoeForCausalLM\"]}", "'model_type' missing", NULL);
+    expect_error("{\"architectures\":[\"Phi3VForCausalLM\"]}", "'model_type' missing", NULL);
+    expect_error("{\"model_type\":\"llama4\"}", "'model_type' = 'llama4' is not supported", "qwen3");
+}
+
+/* {"model_type":T,"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,
+ *  "num_hidden_layers":3,"vocab_size":100,"pad_token_id":0 EXTRA} */
+static void llm_with(char *out, size_t cap, const char *type, const char *extra) {
+    snprintf(out, cap,
+             "{\"model_type\":\"%s\",\"hidden_size\":64,\"num_attention_heads\":4,"
+             "\"num_key_value_heads\":2,\"num_hidden_layers\":3,\"vocab_size\":100,\"pad_token_id\":0%s}",
+             type, extra);
+}
+
+static void test_llm_rope(void **state) {
+    (void)state;
+    as_config c;
+    char j[1024];
+    /* yarn: attention factor computed from factor (0.1 ln s + 1), betas default 32 / 1 */
+    llm_with(j, sizeof j, "qwen2",
+             ",\"max_position_embeddings\":131072,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,"
+             "\"original_max_position_embeddings\":32768}");
+    parse_ok(j, &c);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_YARN);
+    assert_true(c.rope_factor == 4.0f);
+    assert_int_equal(c.rope_orig_max_pos, 32768);
+    assert_true(c.yarn_beta_fast == 32.0f && c.yarn_beta_slow == 1.0f);
+    assert_float_equal(c.yarn_attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
+    as_config_clear(&c);
+    /* explicit attention_factor and betas; mscale / mscale_all_dim ratio */
+    llm_with(j, sizeof j, "llama",
+             ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2,\"beta_fast\":16,\"beta_slow\":2,"
+             "\"attention_factor\":1.5}");
+    parse_ok(j, &c);
+    assert_true(c.yarn_attn_factor == 1.5f && c.yarn_beta_fast == 16.0f && c.yarn_beta_slow == 2.0f);
+    assert_int_equal(c.rope_orig_max_pos, 2048); /* default: max_position_embeddings */
+    as_config_clear(&c);
+    llm_with(j, sizeof j, "llama",
+             ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":40,\"mscale\":0.707,"
+             "\"mscale_all_dim\":1.0,\"original_max_position_embeddings\":1024}");
+    parse_ok(j, &c);
+    assert_float_equal(c.yarn_attn_factor, (0.1 * 0.707 * log(40.0) + 1) / (0.1 * log(40.0) + 1), 1e-6);
+    as_config_clear(&c);
+    /* factor null: max_position_embeddings / original */
+    llm_with(j, sizeof j, "llama",
+             ",\"max_position_embeddings\":8192,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":null,"
+             "\"original_max_position_embeddings\":2048}");
+    parse_ok(j, &c);
+    assert_true(c.rope_factor == 4.0f);
+    as_config_clear(&c);
+    /* transformers 5: rope_parameters with rope_theta inside; "default" = none */
+    llm_with(j, sizeof j, "mistral", ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":250000.0}");
+    parse_ok(j, &c);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_NONE);
+    assert_true(c.rope_theta == 250000.0f);
+    as_config_clear(&c);
+    /* gemma3 linear scaling, old form: global layers scaled, local base separate */
+    llm_with(j, sizeof j, "gemma3_text",
+             ",\"head_dim\":12,\"rope_local_base_freq\":500.0,\"rope_theta\":20000.0,"
+             "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2.0}");
+    parse_ok(j, &c);
+    assert_int_equal(c.d_head, 12);
+    assert_true(c.rope_local_theta == 500.0f && c.rope_theta == 20000.0f && c.rope_factor == 2.0f);
+    as_config_clear(&c);
+    /* phi3: the top-level original_max_position_embeddings wins for yarn */
+    llm_with(j, sizeof j, "phi3",
+             ",\"original_max_position_embeddings\":512,\"rope_scaling\":{\"rope_type\":\"yarn\","
+             "\"factor\":2.0,\"original_max_position_embeddings\":1024}");
+    parse_ok(j, &c);
+    assert_int_equal(c.rope_orig_max_pos, 512);
+    as_config_clear(&c);
+
+    /* refused by name */
+    const char *refused[] = {"dynamic", "longrope", "su", "ntk-by-parts"};
+    for (int i = 0; i < 4; i++) {
+        char r[256];
+        snprintf(r, sizeof r, ",\"rope_scaling\":{\"type\":\"%s\",\"factor\":2.0}", refused[i]);
+        llm_with(j, sizeof j, "llama", r);
+        expect_error(j, "'rope_scaling.type'", refused[i]);
+    }
+    llm_with(j, sizeof j, "phi3", ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1]}");
+    expect_error(j, "'rope_scaling.rope_type' = 'longrope' is not supported", "yarn");
+    llm_with(j, sizeof j, "llama", ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2,\"truncate\":false}");
+    expect_error(j, "'rope_scaling.truncate' = false", NULL);
+    llm_with(j, sizeof j, "gemma3_text",
+             ",\"head_dim\":16,\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"default\"},"
+             "\"sliding_attention\":{\"rope_type\":\"linear\",\"factor\":2}}");
+    expect_error(j, "'rope_parameters.sliding_attention.rope_type' = 'linear'", NULL);
+    llm_with(j, sizeof j, "llama", ",\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"default\"}}");
+    expect_error(j, "'rope_parameters' per layer type", NULL);
+    llm_with(j, sizeof j, "llama", ",\"partial_rotary_factor\":0.5");
+    expect_error(j, "'partial_rotary_factor' = 0.5 is not supported for llama", NULL);
+    /* bad values */
+    llm_with(j, sizeof j, "llama", ",\"rope_scaling\":{\"rope_type\":\"linear\"}");
+    expect_error(j, "'rope_scaling.factor' missing", NULL);
+    llm_with(j, sizeof j, "llama", ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":\"2\"}");
+    expect_error(j, "'rope_scaling.factor' must be a number", NULL);
+    llm_with(j, sizeof j, "llama", ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":-2}");
+    expect_error(j, "'rope_scaling.factor'", "range");
+    llm_with(j, sizeof j, "llama",
+             ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"high_freq_factor\":4}");
+    expect_error(j, "'rope_scaling.low_freq_factor' missing", NULL);
+    llm_with(j, sizeof j, "llama",
+             ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
+             "\"high_freq_factor\":4}");
+    expect_error(j, "'rope_scaling.high_freq_factor' = 4 is not above", NULL);
+    llm_with(j, sizeof j, "llama",
+             ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
+             "\"high_freq_factor\":4,\"original_max_position_embeddings\":8192.5}");
+    expect_error(j, "'rope_scaling.original_max_position_embeddings' = 8192.5 is not an integer", NULL);
+    llm_with(j, sizeof j, "llama", ",\"rope_scaling\":[1]");
+    expect_error(j, "'rope_scaling' must be an object", NULL);
+    llm_with(j, sizeof j, "llama", ",\"rope_theta\":1");
+    expect_error(j, "'rope_theta'", "range");
+    llm_with(j, sizeof j, "llama", ",\"rope_theta\":\"1e4\"");
+    expect_error(j, "'rope_theta' must be a number", NULL);
+    llm_with(j, sizeof j, "phi3", ",\"partial_rotary_factor\":0.3"); /* 16 * 0.3 = 4.8 -> 4: fine */
+    parse_ok(j, &c);
+    assert_int_equal(c.rope_dim, 4);
+    as_config_clear(&c);
+    llm_with(j, sizeof j, "phi3", ",\"partial_rotary_factor\":0.2"); /* 16 * 0.2 = 3: odd */
+    expect_error(j, "rotary dimension", "even");
+    llm_with(j, sizeof j, "phi3", ",\"partial_rotary_factor\":1.5");
+    expect_error(j, "'partial_rotary_factor'", "range");
+    llm_with(j, sizeof j, "llama", ",\"head_dim\":15");
+    expect_error(j, "rotary dimension", "even");
+}
+
+static void test_llm_refusals_and_bad_values(void **state) {
+    (void)state;
+    char j[1024];
+    as_config c;
+    /* options a family's modeling code does not have */
+    llm_with(j, sizeof j, "mistral", ",\"mlp_bias\":true");
+    expect_error(j, "'mlp_bias' = true is not supported", NULL);
+    llm_with(j, sizeof j, "phi3", ",\"attention_bias\":true");
+    expect_error(j, "'attention_bias' = true is not supported", NULL);
+    llm_with(j, sizeof j, "gemma3_text", ",\"head_dim\":16,\"use_bidirectional_attention\":true");
+    expect_error(j, "'use_bidirectional_attention' = true is not supported", NULL);
+    llm_with(j, sizeof j, "qwen3", ",\"use_sliding_window\":true,\"layer_types\":[\"full_attention\","
+                                   "\"chunked_attention\",\"full_attention\"]");
+    expect_error(j, "'layer_types' entry 1 = 'chunked_attention' is not supported", NULL);
+    llm_with(j, sizeof j, "gemma2", ",\"head_dim\":16,\"layer_types\":[\"full_attention\"]");
+    expect_error(j, "'layer_types' has 1 entries", NULL);
+    expect_error("{\"model_type\":\"gemma3\"}", "'text_config' missing", NULL);
+    expect_error("{\"model_type\":\"gemma3\",\"text_config\":{\"model_type\":\"siglip\"}}",
+                 "'text_config.model_type' = 'siglip'", NULL);
+    expect_error("{\"model_type\":\"gemma3\",\"text_config\":{\"num_hidden_layers\":0}}",
+                 "'text_config.num_hidden_layers'", "range");
+    /* honoured: llama biases */
+    llm_with(j, sizeof j, "llama", ",\"attention_bias\":true,\"mlp_bias\":true");
+    parse_ok(j, &c);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.o_bias, 1);
+    assert_int_equal(c.mlp_bias, 1);
+    as_config_clear(&c);
+    /* bad values of each kind */
+    expect_error("{\"model_type\":\"llama\",\"num_key_value_heads\":3}",
+                 "'num_key_value_heads' (3) does not divide num_attention_heads (32)", NULL);
+    expect_error("{\"model_type\":\"llama\",\"num_key_value_heads\":0}", "'num_key_value_heads'", "range");
+    expect_error("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":5}",
+                 "'hidden_size' (64) is not divisible by num_attention_heads (5)", NULL);
+    parse_ok("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":5,\"head_dim\":8}", &c);
+    assert_int_equal(c.d_head, 8);
+    as_config_clear(&c);
+    llm_with(j, sizeof j, "llama", ",\"head_dim\":\"8\"");
+    expect_error(j, "'head_dim' must be an integer", NULL);
+    expect_error("{\"model_type\":\"llama\",\"num_hidden_layers\":257}", "'num_hidden_layers'", "range");
+    expect_error("{\"model_type\":\"llama\",\"intermediate_size\":0}", "'intermediate_size'", "range");
+    expect_error("{\"model_type\":\"llama\",\"vocab_size\":4000001}", "'vocab_size'", "range");
+    expect_error("{\"model_type\":\"llama\",\"max_position_embeddings\":100000000}",
+                 "'max_position_embeddings'", "range");
+    expect_error("{\"model_type\":\"llama\",\"rms_norm_eps\":0}", "'rms_norm_eps'", "range");
+    expect_error("{\"model_type\":\"llama\",\"hidden_act\":\"mish\"}", "'hidden_act' = 'mish'", "silu");
+    expect_error("{\"model_type\":\"gemma2\",\"hidden_activation\":5}", "'hidden_activation'", "string");
+    expect_error("{\"model_type\":\"llama\",\"tie_word_embeddings\":1}", "'tie_word_embeddings'", "boolean");
+    expect_error("{\"model_type\":\"llama\",\"eos_token_id\":[\"x\"]}", "'eos_token_id' must list integers",
+                 NULL);
+    expect_error("{\"model_type\":\"llama\",\"eos_token_id\":-5}", "'eos_token_id'", "range");
+    expect_error("{\"model_type\":\"llama\",\"vocab_size\":100,\"pad_token_id\":100}", "'pad_token_id'",
+                 NULL);
+    expect_error("{\"model_type\":\"mistral\",\"sliding_window\":0}", "'sliding_window'", "range");
+    expect_error("{\"model_type\":\"gemma3_text\",\"sliding_window_pattern\":0}",
+                 "'sliding_window_pattern'", "range");
+    expect_error("{\"model_type\":\"qwen2\",\"use_sliding_window\":true,\"max_window_layers\":-1}",
+                 "'max_window_layers'", "range");
+    expect_error("{\"model_type\":\"gemma2\",\"query_pre_attn_scalar\":0}", "'query_pre_attn_scalar'",
+                 "range");
+    expect_error("{\"model_type\":\"gemma2\",\"attn_logit_softcapping\":-1}", "'attn_logit_softcapping'",
+                 "range");
+    expect_error("{\"model_type\":\"gemma2\",\"final_logit_softcapping\":\"30\"}",
+                 "'final_logit_softcapping' must be a number", NULL);
+    expect_error("{\"model_type\":\"llama\",\"id2label\":{\"1\":\"a\"}}", "'id2label'", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),
@@ -454,6 +948,11 @@ int main(void) {
         cmocka_unit_test(test_load_dir_missing),
         cmocka_unit_test(test_field_errors),
         cmocka_unit_test(test_label_errors),
+        cmocka_unit_test(test_llm_defaults),
+        cmocka_unit_test(test_llm_published),
+        cmocka_unit_test(test_llm_arch_and_labels),
+        cmocka_unit_test(test_llm_rope),
+        cmocka_unit_test(test_llm_refusals_and_bad_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
