@@ -5,7 +5,7 @@
  *      Split(behavior = Isolated) and ByteLevel(use_regex) do;
  *   2. map each piece's bytes through GPT-2's bytes_to_unicode table;
  *   3. merge adjacent symbols, lowest merge rank first and leftmost first among equal
- *      ranks (HF's Word::merge_all, a binary heap over candidate pairs: O(n log n));
+ *      ranks (merges.c: HF's Word::merge_all, a binary heap over candidate pairs);
  *   4. emit ids with byte offsets into the original text.
  * Offsets follow HF: a token covers whole UTF-8 characters of the input, so a token
  * holding only part of a multi-byte character gets that whole character's byte range
@@ -17,6 +17,7 @@
  * Encoding is re-entrant: tok_bpe is read-only after tok_bpe_init and its setters.
  */
 #include "tokenize/bpe.h"
+#include "tokenize/merges.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -36,15 +37,9 @@ struct tok_bpe {
     int add_prefix_space;
     int ignore_merges; /* Llama-3: a piece found whole in the vocab is one token */
     int32_t unk_id;    /* -1: a byte missing from the vocab is an error */
-    /* merge table: open addressing, key = left_id << 32 | right_id */
-    uint64_t *mkey;    /* (mcap) BPE_EMPTY when free */
-    int32_t *mrank;    /* (mcap) */
-    int32_t *mnew;     /* (mcap) id of the merged token */
-    size_t mcap;       /* power of two */
+    tok_merges *merges;
     int32_t byte_id[256];       /* vocab id of each byte's char; -1 when absent */
 };
-
-#define BPE_EMPTY UINT64_MAX
 
 /* ---- bytes_to_unicode (GPT-2 encoder.py) ----------------------------------- */
 
@@ -91,37 +86,6 @@ static const bpe_table *table(void) {
     return &g_table;
 }
 
-/* ---- merge table ------------------------------------------------------------ */
-
-static size_t pair_slot(uint64_t key, size_t cap) {
-    uint64_t x = key * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing */
-    x ^= x >> 29;
-    return (size_t)(x & (cap - 1));
-}
-
-static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32) | (uint32_t)r; }
-
-/* Returns the slot of (l, r) or -1. */
-static long pair_find(const tok_bpe *b, int32_t l, int32_t r) {
-    uint64_t k = pair_key(l, r);
-    size_t i = pair_slot(k, b->mcap);
-    while (b->mkey[i] != BPE_EMPTY) {
-        if (b->mkey[i] == k) return (long)i;
-        i = (i + 1) & (b->mcap - 1);
-    }
-    return -1;
-}
-
-/* A later duplicate pair overwrites the earlier one, as HF's HashMap collect does. */
-static void pair_put(tok_bpe *b, int32_t l, int32_t r, int32_t rank, int32_t new_id) {
-    uint64_t k = pair_key(l, r);
-    size_t i = pair_slot(k, b->mcap);
-    while (b->mkey[i] != BPE_EMPTY && b->mkey[i] != k) i = (i + 1) & (b->mcap - 1);
-    b->mkey[i] = k;
-    b->mrank[i] = rank;
-    b->mnew[i] = new_id;
-}
-
 /* ---- init / free ------------------------------------------------------------ */
 
 as_status tok_bpe_init(const tok_vocab *v, const char *const *merge_left,
@@ -130,8 +94,6 @@ as_status tok_bpe_init(const tok_vocab *v, const char *const *merge_left,
     ASSERT(v && out && n_merges >= 0 && (n_merges == 0 || (merge_left && merge_right)));
     *out = NULL;
     as_status st = AS_OK;
-    char *joined = NULL;
-    size_t joined_cap = 0;
     const bpe_table *tab = table();
     tok_bpe *b = as_calloc(1, sizeof *b);
     if (!b) return as_err_set(err, AS_ERR_INTERNAL, "bpe: out of memory");
@@ -164,54 +126,11 @@ as_status tok_bpe_init(const tok_vocab *v, const char *const *merge_left,
 
     for (int c = 0; c < 256; c++) b->byte_id[c] = tok_vocab_get(v, tab->s[c], tab->len[c]);
 
-    /* merges: load factor <= 1/2 */
-    b->mcap = 16;
-    while (b->mcap < (size_t)n_merges * 2) b->mcap *= 2;
-    b->mkey = as_malloc_array(b->mcap, sizeof *b->mkey);
-    b->mrank = as_malloc_array(b->mcap, sizeof *b->mrank);
-    b->mnew = as_malloc_array(b->mcap, sizeof *b->mnew);
-    if (!b->mkey || !b->mrank || !b->mnew) {
-        st = as_err_set(err, AS_ERR_INTERNAL, "bpe: out of memory for %d merges", n_merges);
-        goto cleanup;
-    }
-    for (size_t i = 0; i < b->mcap; i++) b->mkey[i] = BPE_EMPTY;
-    for (int i = 0; i < n_merges; i++) {
-        const char *l = merge_left[i], *r = merge_right[i];
-        if (!l || !r) {
-            st = as_err_set(err, AS_ERR_INPUT, "merges[%d]: missing a side", i);
-            goto cleanup;
-        }
-        size_t ll = strlen(l), rl = strlen(r);
-        int32_t lid = tok_vocab_get(v, l, ll), rid = tok_vocab_get(v, r, rl);
-        if (lid < 0 || rid < 0) {
-            st = as_err_set(err, AS_ERR_INPUT, "merges[%d] \"%.60s %.60s\": \"%.60s\" is not in the vocabulary",
-                            i, l, r, lid < 0 ? l : r);
-            goto cleanup;
-        }
-        if (ll + rl + 1 > joined_cap) {
-            size_t nc = (ll + rl + 1) * 2;
-            char *nj = realloc(joined, nc);
-            if (!nj) {
-                st = as_err_set(err, AS_ERR_INTERNAL, "bpe: out of memory");
-                goto cleanup;
-            }
-            joined = nj;
-            joined_cap = nc;
-        }
-        memcpy(joined, l, ll);
-        memcpy(joined + ll, r, rl);
-        int32_t nid = tok_vocab_get(v, joined, ll + rl);
-        if (nid < 0) {
-            st = as_err_set(err, AS_ERR_INPUT, "merges[%d] \"%.60s %.60s\": the merged token is not in the vocabulary",
-                            i, l, r);
-            goto cleanup;
-        }
-        pair_put(b, lid, rid, i, nid);
-    }
+    st = tok_merges_init(v, merge_left, merge_right, n_merges, &b->merges, err);
+    if (st != AS_OK) goto cleanup;
     *out = b;
     b = NULL;
 cleanup:
-    free(joined);
     tok_bpe_free(b);
     return st;
 }
@@ -230,89 +149,28 @@ void tok_bpe_free(tok_bpe *b) {
     if (!b) return;
     pcre2_match_context_free(b->mctx);
     pcre2_code_free(b->re);
-    free(b->mkey);
-    free(b->mrank);
-    free(b->mnew);
+    tok_merges_free(b->merges);
     free(b);
 }
 
 /* ---- encoding ----------------------------------------------------------------- */
 
-typedef struct {
-    int32_t id;
-    int32_t prev, next; /* symbol indices, -1 at the ends */
-    uint32_t start, len; /* bytes of the piece covered; len 0 = merged away */
-} bpe_sym;
-
-typedef struct {
-    int32_t rank, pos, new_id;
-} bpe_cand;
-
 /* Per-call scratch, grown to the longest piece. */
 typedef struct {
-    bpe_sym *sym;
-    bpe_cand *heap;
-    char *word; /* byte-level string of the piece (ignore_merges lookup) */
-    size_t cap; /* symbols; heap holds 3 * cap, word 2 * cap */
-    int n_heap;
+    tok_merge_work w;
+    char *word;    /* byte-level string of the piece (ignore_merges lookup) */
+    size_t wcap;   /* bytes in word */
 } bpe_scratch;
 
 static int scratch_reserve(bpe_scratch *s, size_t n) {
-    if (n <= s->cap) return 1;
-    size_t nc = s->cap ? s->cap : 64;
-    while (nc < n) nc *= 2;
-    bpe_sym *sym = realloc(s->sym, as_mul_size(nc, sizeof *sym));
-    if (!sym) return 0;
-    s->sym = sym;
-    bpe_cand *h = realloc(s->heap, as_mul_size(as_mul_size(nc, 3), sizeof *h));
-    if (!h) return 0;
-    s->heap = h;
-    char *w = realloc(s->word, as_mul_size(nc, 2));
-    if (!w) return 0;
-    s->word = w;
-    s->cap = nc;
+    if (!tok_merge_reserve(&s->w, n)) return 0;
+    if (2 * n > s->wcap) {
+        char *w = realloc(s->word, as_mul_size(n, 2));
+        if (!w) return 0;
+        s->word = w;
+        s->wcap = 2 * n;
+    }
     return 1;
-}
-
-static int cand_less(const bpe_cand *a, const bpe_cand *b) {
-    return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
-}
-
-static void heap_push(bpe_scratch *s, bpe_cand c) {
-    int i = s->n_heap++;
-    while (i > 0) {
-        int p = (i - 1) / 2;
-        if (!cand_less(&c, &s->heap[p])) break;
-        s->heap[i] = s->heap[p];
-        i = p;
-    }
-    s->heap[i] = c;
-}
-
-static bpe_cand heap_pop(bpe_scratch *s) {
-    bpe_cand top = s->heap[0], last = s->heap[--s->n_heap];
-    int i = 0, n = s->n_heap;
-    for (;;) {
-        int l = 2 * i + 1, m = i;
-        const bpe_cand *best = &last;
-        if (l < n && cand_less(&s->heap[l], best)) { m = l; best = &s->heap[l]; }
-        if (l + 1 < n && cand_less(&s->heap[l + 1], best)) m = l + 1;
-        if (m == i) break;
-        s->heap[i] = s->heap[m];
-        i = m;
-    }
-    if (n > 0) s->heap[i] = last;
-    return top;
-}
-
-/* Pushes the candidate merge of symbol pos with its next, if the pair has a merge. */
-static void push_pair(const tok_bpe *b, bpe_scratch *s, int32_t pos) {
-    int32_t nx = s->sym[pos].next;
-    if (nx < 0) return;
-    long k = pair_find(b, s->sym[pos].id, s->sym[nx].id);
-    if (k < 0) return;
-    bpe_cand c = {b->mrank[k], pos, b->mnew[k]};
-    heap_push(s, c);
 }
 
 /* Byte range in the original text for byte j of the (possibly prefixed) buffer:
@@ -378,28 +236,11 @@ static as_status encode_piece(const tok_bpe *b, bpe_scratch *s, const unsigned c
                               "bpe: byte 0x%02X (token \"%s\") is not in the vocabulary and there is no unk token",
                               c, tab->s[c]);
         }
-        s->sym[i] = (bpe_sym){id, i - 1, i + 1 < ns ? i + 1 : -1, (uint32_t)i, 1};
+        s->w.sym[i] = (tok_sym){id, i - 1, i + 1 < ns ? i + 1 : -1, (uint32_t)i, 1};
     }
-    s->n_heap = 0;
-    for (int32_t i = 0; i + 1 < ns; i++) push_pair(b, s, i);
-    while (s->n_heap > 0) {
-        bpe_cand top = heap_pop(s);
-        bpe_sym *cur = &s->sym[top.pos];
-        if (cur->len == 0 || cur->next < 0) continue;
-        int32_t nx = cur->next;
-        long k = pair_find(b, cur->id, s->sym[nx].id);
-        if (k < 0 || b->mnew[k] != top.new_id) continue; /* stale candidate */
-        bpe_sym *right = &s->sym[nx];
-        cur->id = top.new_id;
-        cur->len += right->len;
-        cur->next = right->next;
-        right->len = 0;
-        if (cur->next >= 0) s->sym[cur->next].prev = top.pos;
-        if (cur->prev >= 0) push_pair(b, s, cur->prev);
-        push_pair(b, s, top.pos);
-    }
-    for (int32_t i = 0; i >= 0 && i < ns; i = s->sym[i].next) {
-        const bpe_sym *y = &s->sym[i];
+    tok_merges_apply(b->merges, &s->w, ns);
+    for (int32_t i = 0; i >= 0 && i < ns; i = s->w.sym[i].next) {
+        const tok_sym *y = &s->w.sym[i];
         map_range(om, ps + y->start, ps + y->start + y->len, &ts, &te);
         as_status st = tok_ids_push(out, y->id, ts, te, err);
         if (st != AS_OK) return st;
@@ -490,8 +331,7 @@ cleanup:
     if (st != AS_OK) out->n = n_entry;
     pcre2_match_data_free(md);
     free(pref);
-    free(s.sym);
-    free(s.heap);
+    tok_merge_work_free(&s.w);
     free(s.word);
     return st;
 }
