@@ -308,13 +308,18 @@ typedef struct {
 } as_capture_spec;
 
 typedef struct as_run {
-    int T, L, H, D, Dh;  /* sizes of the model and input */
+    int T, L, H, D, Dh;  /* sizes of the model and input (H query heads) */
+    int Hkv;             /* key/value heads (== H without grouped-query attention) */
     int layer_lo, n_lay; /* captured layers [layer_lo, layer_lo + n_lay) */
     int head_lo, n_hd;   /* captured heads  [head_lo, head_lo + n_hd) */
     int n_run;           /* layers actually computed (forward stops after the deepest needed) */
     float *attn;         /* (n_lay, n_hd, T, T) or NULL */
     float *scores;       /* (n_lay, n_hd, T, T) or NULL; masked entries hold the additive mask value */
-    float *q, *k, *v;    /* (n_lay, n_hd, T, Dh) or NULL */
+    float *q, *k, *v;    /* (n_lay, n_hd, T, Dh) or NULL; q and k after RoPE when the model has it;
+                            k and v of query head h are those of its key/value head
+                            h / (H / Hkv) (grouped-query attention) */
+    float *q_pre, *k_pre; /* (n_lay, n_hd, T, Dh): q and k before RoPE (CAP_QKV on a rotary
+                             model), else NULL */
     float *hidden;       /* (n_run + 1, T, D) or NULL; [0] = embedding output */
     float *logits;       /* (logits_rows, logits_cols) or NULL */
     int logits_rows;     /* 1 for a sequence classifier, T for MLM / LM heads */
@@ -336,11 +341,13 @@ const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
 const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
+/* Key/value head that query head h reads (h itself without grouped-query attention). */
+int as_run_kv_group(const as_run *r, int h);
 /* The captured tensors of a run under their Hugging Face output names, in the order the
  * CLI writes them (attentions, attention_scores, queries, keys, values, hidden_states,
- * logits), with their shapes; data is NULL for what was not captured. Borrowed views
- * into r, valid until as_run_free. */
-#define AS_RUN_N_ARRAYS 7
+ * logits, queries_pre_rope, keys_pre_rope), with their shapes; data is NULL for what was
+ * not captured. Borrowed views into r, valid until as_run_free. */
+#define AS_RUN_N_ARRAYS 9
 typedef struct {
     const char *name;
     const float *data;

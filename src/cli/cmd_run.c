@@ -135,6 +135,8 @@ static int write_json(FILE *f, const as_model *m, const as_encoding *enc, const 
         if (i) fputc(',', f);
         json_num(f, as_attn_scale(c, r->layer_lo + i));
     }
+    fputs("],\n\"kv_group\":[", f); /* the key/value head each captured query head reads */
+    for (int i = 0; i < r->n_hd; i++) fprintf(f, "%s%d", i ? "," : "", as_run_kv_group(r, r->head_lo + i));
     fputc(']', f);
     as_run_array arr[AS_RUN_N_ARRAYS];
     as_run_arrays(r, arr);

@@ -116,6 +116,7 @@ static void parallel_range(size_t n, size_t min, range_fn fn, void *ctx) {
 typedef struct {
     const ln_t *ln;
     float eps;
+    int add_one;
     float *x;
 } ln_job;
 
@@ -126,8 +127,19 @@ static void layernorm_rows(void *ctx, size_t lo, size_t hi) {
 }
 
 void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
-    ln_job j = {ln, eps, x};
+    ln_job j = {ln, eps, 0, x};
     parallel_range((size_t)T, 8, layernorm_rows, &j);
+}
+
+static void rmsnorm_rows(void *ctx, size_t lo, size_t hi) {
+    const ln_job *j = ctx;
+    float *r = j->x + lo * (size_t)j->ln->n;
+    op_rmsnorm_fwd(r, NULL, r, j->ln->g, (int)(hi - lo), j->ln->n, j->eps, j->add_one);
+}
+
+void op_rmsnorm(const ln_t *ln, float eps, int add_one, float *x, int T) {
+    ln_job j = {ln, eps, add_one, x};
+    parallel_range((size_t)T, 8, rmsnorm_rows, &j);
 }
 
 typedef struct {
@@ -146,6 +158,16 @@ void op_act(as_act a, float *x, size_t n) {
     parallel_range(n, 16384, act_range, &j);
 }
 
+static void glu_range(void *ctx, size_t lo, size_t hi) {
+    const elem_job *j = ctx;
+    op_glu_fwd(j->a, j->x + lo, j->x + lo, j->src + lo, hi - lo);
+}
+
+void op_glu(as_act a, float *gate, const float *up, size_t n) {
+    elem_job j = {a, gate, up};
+    parallel_range(n, 16384, glu_range, &j);
+}
+
 static void add_range(void *ctx, size_t lo, size_t hi) {
     const elem_job *j = ctx;
     for (size_t i = lo; i < hi; i++) j->x[i] += j->src[i];
@@ -156,129 +178,197 @@ void op_add(float *y, const float *x, size_t n) {
     parallel_range(n, 16384, add_range, &j);
 }
 
-/* Per-forward scratch, one allocation. */
+/* Per-forward scratch, one allocation. Qw = H Dh (query width), Kw = Hkv Dh. */
 typedef struct {
     float *x;    /* (T, D) residual stream */
-    float *h;    /* (T, D) normalised input (pre-LN) / sub-layer output */
-    float *q, *k, *v, *ctx; /* (T, D) */
+    float *h;    /* (T, max(D, De)) normalised input (pre-norm) / sub-layer output */
+    float *q;    /* (T, Qw) */
+    float *k, *v; /* (T, Kw) */
+    float *ctx;  /* (T, Qw) */
     float *ff;   /* (T, F) */
+    float *up;   /* (T, F) gated MLP's up projection; NULL otherwise */
     float *s;    /* (nthreads, T, T) scores scratch when not captured */
     float *p;    /* (nthreads, T, T) probabilities scratch when not captured */
     float *keep; /* (T) 1 for real tokens, 0 for padding (attention mask as float) */
+    float *rope; /* (2, T, R) cos/sin tables of the global and the local layers; NULL without RoPE */
     float *block;
 } fwd_ws;
 
-/* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one head:
- * S = Qh Kh^T * scale (1/sqrt(Dh), see as_attn_scale) with disallowed keys set to
- * AS_MASK_VALUE (Hugging Face adds finfo.min: padding keys, and keys after the query
- * for causal models),
- * P = softmax(S) by row, ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding. */
+/* Which keys query i may see: j < n_hi (causal: i + 1) and j >= lo (sliding window:
+ * i - W + 1), padding keys never. */
+typedef struct {
+    int causal, window; /* window 0 = none */
+    float scale, softcap;
+} attn_rule;
+
+/* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one query head reading
+ * one key/value head: S = Qh Kh^T * scale (then c tanh(S / c) with a soft cap c), with
+ * disallowed keys set to AS_MASK_VALUE (Hugging Face adds finfo.min: padding keys, keys
+ * after the query for causal models, keys before its window), P = softmax(S) by row,
+ * ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding. qh, ctx: row stride ldq;
+ * kh, vh: row stride ldk. */
 AS_SIMD_CLONES
-static void attend_head(const float *keep, int causal, float scale, int T, int D, int Dh, int h,
-                        const float *q, const float *k, const float *v, float *S, float *P, float *ctx) {
-    const float *qh = q + (size_t)h * Dh, *kh = k + (size_t)h * Dh, *vh = v + (size_t)h * Dh;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, scale, qh, D, kh, D, 0.0f, S, T);
+static void attend_head(const float *keep, const attn_rule *ru, int T, int Dh, const float *qh, int ldq,
+                        const float *kh, const float *vh, int ldk, float *S, float *P, float *ctx) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
+    float cap = ru->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     for (int i = 0; i < T; i++) {
         float *si = S + (size_t)i * T, *pi = P + (size_t)i * T;
-        int n = causal ? i + 1 : T; /* keys j < n may be allowed */
+        int n = ru->causal ? i + 1 : T; /* keys j < n may be allowed */
+        int lo = ru->window > 0 && i - ru->window + 1 > 0 ? i - ru->window + 1 : 0;
         float mx = AS_MASK_VALUE;
-        for (int j = 0; j < n; j++) {
+        for (int j = 0; j < lo; j++) si[j] = AS_MASK_VALUE;
+        if (cap > 0.0f)
+            for (int j = lo; j < n; j++) si[j] = cap * as_fast_tanhf(si[j] * inv_cap);
+        for (int j = lo; j < n; j++) {
             si[j] = keep[j] != 0.0f ? si[j] : AS_MASK_VALUE;
             mx = si[j] > mx ? si[j] : mx;
         }
         for (int j = n; j < T; j++) si[j] = AS_MASK_VALUE;
-        if (mx == AS_MASK_VALUE) { /* every key masked (all padding): no attention at all */
-            memset(pi, 0, (size_t)T * sizeof(float));
-            continue;
-        }
+        memset(pi, 0, (size_t)T * sizeof(float));
+        if (mx == AS_MASK_VALUE) continue; /* every key masked (all padding): no attention at all */
         float sum = 0.0f;
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             float e = as_fast_expf(si[j] - mx) * keep[j];
             pi[j] = e;
             sum += e;
         }
-        for (int j = n; j < T; j++) pi[j] = 0.0f;
         float inv = 1.0f / sum;
-        for (int j = 0; j < n; j++) pi[j] *= inv;
+        for (int j = lo; j < n; j++) pi[j] *= inv;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, vh, D, 0.0f,
-                ctx + (size_t)h * Dh, D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, vh, ldk, 0.0f, ctx, ldq);
 }
 
-static void copy_head(float *dst, const float *src, int T, int D, int Dh, int h) {
+/* dst (T, Dh) = columns [h Dh, (h + 1) Dh) of src (T rows, stride ld). */
+static void copy_head(float *dst, const float *src, int T, int ld, int Dh, int h) {
     for (int t = 0; t < T; t++)
-        memcpy(dst + (size_t)t * Dh, src + (size_t)t * D + (size_t)h * Dh, (size_t)Dh * sizeof(float));
+        memcpy(dst + (size_t)t * Dh, src + (size_t)t * ld + (size_t)h * Dh, (size_t)Dh * sizeof(float));
 }
 
 typedef struct {
-    const as_encoding *enc;
     fwd_ws *ws;
     as_run *r;
     unsigned what;
-    int l, T, D, Dh, causal;
-    float scale; /* as_attn_scale of layer l */
+    int l, T, Dh, H, Hkv;
+    attn_rule rule;
 } attn_job;
 
-/* Head h of layer j->l, on thread tid (its scratch slot). */
+static int captured(const as_run *r, int l, int h) {
+    return l >= r->layer_lo && l < r->layer_lo + r->n_lay && h >= r->head_lo && h < r->head_lo + r->n_hd;
+}
+
+static size_t cap_slot(const as_run *r, int l, int h) {
+    return (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo);
+}
+
+/* Query head h of layer j->l, on thread tid (its scratch slot). */
 static void attn_task(void *ctx, int h, int tid) {
     const attn_job *j = ctx;
     as_run *r = j->r;
     fwd_ws *ws = j->ws;
-    int T = j->T, D = j->D, Dh = j->Dh, l = j->l;
+    int T = j->T, Dh = j->Dh, l = j->l, g = h / (j->H / j->Hkv), ldq = j->H * Dh, ldk = j->Hkv * Dh;
     size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
-    int cap = l >= r->layer_lo && l < r->layer_lo + r->n_lay && h >= r->head_lo && h < r->head_lo + r->n_hd;
-    size_t slot = cap ? (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo) : 0;
+    int cap = captured(r, l, h);
+    size_t slot = cap ? cap_slot(r, l, h) : 0;
     float *S = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
     float *P = (cap && (j->what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
-    attend_head(ws->keep, j->causal, j->scale, T, D, Dh, h, ws->q, ws->k, ws->v, S, P, ws->ctx);
+    attend_head(ws->keep, &j->rule, T, Dh, ws->q + (size_t)h * Dh, ldq, ws->k + (size_t)g * Dh,
+                ws->v + (size_t)g * Dh, ldk, S, P, ws->ctx + (size_t)h * Dh);
     if (cap && (j->what & CAP_QKV)) {
-        copy_head(r->q + slot * TD, ws->q, T, D, Dh, h);
-        copy_head(r->k + slot * TD, ws->k, T, D, Dh, h);
-        copy_head(r->v + slot * TD, ws->v, T, D, Dh, h);
+        copy_head(r->q + slot * TD, ws->q, T, ldq, Dh, h);
+        copy_head(r->k + slot * TD, ws->k, T, ldk, Dh, g);
+        copy_head(r->v + slot * TD, ws->v, T, ldk, Dh, g);
     }
 }
 
-static void attention(const as_model *m, const layer_w *lw, int l, const as_encoding *enc,
-                      const float *in, fwd_ws *ws, as_run *r, unsigned what, int nthreads) {
-    int T = enc->n, D = m->cfg.d_model, H = m->cfg.n_head, Dh = m->cfg.d_head;
+/* Normalises the rows of x (T, ln->n) in place: LayerNorm, or RMSNorm for models that
+ * use it; nothing when the model has no norm there (g NULL). */
+static void norm_rows(const as_model *m, const ln_t *ln, float *x, int T) {
+    if (!ln->g) return;
+    if (m->cfg.rms_norm) op_rmsnorm(ln, m->cfg.ln_eps, m->cfg.norm_add_one, x, T);
+    else op_layernorm(ln, m->cfg.ln_eps, x, T);
+}
+
+/* The rotary table of layer l: the local one on Gemma 3's sliding layers. */
+static const float *rope_of(const as_model *m, const fwd_ws *ws, int l, int T) {
+    int local = m->cfg.rope_local_theta > 0 && m->cfg.layer_sliding[l];
+    return ws->rope + (local ? (size_t)T * m->cfg.rope_dim : 0);
+}
+
+/* Queries / keys of the captured heads before RoPE: q of query head h, k of its group. */
+static void capture_pre_rope(const as_run *r, const fwd_ws *ws, int l, int T, int H, int Hkv, int Dh) {
+    size_t TD = (size_t)T * Dh;
+    for (int h = 0; h < H; h++) {
+        if (!captured(r, l, h)) continue;
+        size_t slot = cap_slot(r, l, h);
+        copy_head(r->q_pre + slot * TD, ws->q, T, H * Dh, Dh, h);
+        copy_head(r->k_pre + slot * TD, ws->k, T, Hkv * Dh, Dh, h / (H / Hkv));
+    }
+}
+
+static void attention(const as_model *m, const layer_w *lw, int l, int T, const float *in, fwd_ws *ws, as_run *r,
+                      unsigned what, int nthreads) {
+    const as_config *c = &m->cfg;
+    int H = c->n_head, Hkv = c->n_kv_head, Dh = c->d_head;
     op_linear(&lw->q, in, T, ws->q);
     op_linear(&lw->k, in, T, ws->k);
     op_linear(&lw->v, in, T, ws->v);
-    attn_job j = {enc, ws, r, what, l, T, D, Dh, m->cfg.causal, as_attn_scale(&m->cfg, l)};
+    if (lw->q_norm.g) { /* each head's (Dh) vector: rows of Dh in the (T, H Dh) buffers */
+        op_rmsnorm(&lw->q_norm, c->ln_eps, c->norm_add_one, ws->q, T * H);
+        op_rmsnorm(&lw->k_norm, c->ln_eps, c->norm_add_one, ws->k, T * Hkv);
+    }
+    if (c->rope_dim > 0) {
+        if ((what & CAP_QKV) && r->q_pre) capture_pre_rope(r, ws, l, T, H, Hkv, Dh);
+        const float *cs = rope_of(m, ws, l, T);
+        op_rope_fwd(ws->q, T, (size_t)H * Dh, H, Dh, c->rope_dim, cs);
+        op_rope_fwd(ws->k, T, (size_t)Hkv * Dh, Hkv, Dh, c->rope_dim, cs);
+    }
+    attn_job j = {ws, r, what, l, T, Dh, H, Hkv,
+                  {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap}};
     as_parallel_for(H, nthreads, attn_task, &j);
 }
 
+/* The feed-forward sub-layer on in (T, D) into out (T, D): ff2(act(ff1(in))) or, gated,
+ * ff2(act(ff1(in)) * up(in)). */
+static void mlp(const as_model *m, const layer_w *lw, int T, const float *in, fwd_ws *ws, float *out) {
+    size_t TF = (size_t)T * m->cfg.d_ff;
+    op_linear(&lw->ff1, in, T, ws->ff);
+    if (lw->up.w) {
+        op_linear(&lw->up, in, T, ws->up);
+        op_glu(m->cfg.act, ws->ff, ws->up, TF);
+    } else {
+        op_act(m->cfg.act, ws->ff, TF);
+    }
+    op_linear(&lw->ff2, ws->ff, T, out);
+}
+
 /* One transformer layer on ws->x (T, D). Post-LN (BERT, Devlin et al. 2019):
- * x = LN1(x + Attn(x)); x = LN2(x + FF(x)). Pre-LN (GPT-2, Radford et al. 2019):
- * x = x + Attn(LN1(x)); x = x + FF(LN2(x)). */
-static void layer_forward(const as_model *m, int l, const as_encoding *enc, fwd_ws *ws, as_run *r,
-                          unsigned what, int nthreads) {
+ * x = LN1(x + Attn(x)); x = LN2(x + FF(x)). Pre-norm (GPT-2, Radford et al. 2019; the
+ * LLaMA family): x = x + [N_pa](Attn(N1(x))); x = x + [N_pf](FF(N2(x))), with the
+ * bracketed output norms only in Gemma 2/3. */
+static void layer_forward(const as_model *m, int l, int T, fwd_ws *ws, as_run *r, unsigned what, int nthreads) {
     const layer_w *lw = &m->layers[l];
-    int T = enc->n, D = m->cfg.d_model, F = m->cfg.d_ff;
-    size_t TD = (size_t)T * D;
-    float eps = m->cfg.ln_eps;
+    size_t TD = (size_t)T * m->cfg.d_model;
     if (m->pre_ln) {
         memcpy(ws->h, ws->x, TD * sizeof(float));
-        op_layernorm(&lw->ln1, eps, ws->h, T);
-        attention(m, lw, l, enc, ws->h, ws, r, what, nthreads);
+        norm_rows(m, &lw->ln1, ws->h, T);
+        attention(m, lw, l, T, ws->h, ws, r, what, nthreads);
         op_linear(&lw->o, ws->ctx, T, ws->h);
+        norm_rows(m, &lw->post_attn, ws->h, T);
         op_add(ws->x, ws->h, TD);
         memcpy(ws->h, ws->x, TD * sizeof(float));
-        op_layernorm(&lw->ln2, eps, ws->h, T);
-        op_linear(&lw->ff1, ws->h, T, ws->ff);
-        op_act(m->cfg.act, ws->ff, (size_t)T * F);
-        op_linear(&lw->ff2, ws->ff, T, ws->h);
+        norm_rows(m, &lw->ln2, ws->h, T);
+        mlp(m, lw, T, ws->h, ws, ws->h);
+        norm_rows(m, &lw->post_ff, ws->h, T);
         op_add(ws->x, ws->h, TD);
     } else {
-        attention(m, lw, l, enc, ws->x, ws, r, what, nthreads);
+        attention(m, lw, l, T, ws->x, ws, r, what, nthreads);
         op_linear(&lw->o, ws->ctx, T, ws->h);
         op_add(ws->x, ws->h, TD);
-        op_layernorm(&lw->ln1, eps, ws->x, T);
-        op_linear(&lw->ff1, ws->x, T, ws->ff);
-        op_act(m->cfg.act, ws->ff, (size_t)T * F);
-        op_linear(&lw->ff2, ws->ff, T, ws->h);
+        norm_rows(m, &lw->ln1, ws->x, T);
+        mlp(m, lw, T, ws->x, ws, ws->h);
         op_add(ws->x, ws->h, TD);
-        op_layernorm(&lw->ln2, eps, ws->x, T);
+        norm_rows(m, &lw->ln2, ws->x, T);
     }
 }
 
@@ -325,6 +415,9 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
     }
     lin_t dec = {.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = V, .ldw = D, .in_out = 0};
     op_linear(&dec, in, T, logits);
+    float cap = m->cfg.final_softcap;
+    if (cap > 0.0f) /* Gemma 2: logits = c tanh(logits / c) */
+        for (size_t i = 0; i < (size_t)T * V; i++) logits[i] = cap * tanhf(logits[i] / cap);
 }
 
 static as_status check_input(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
@@ -393,6 +486,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     r->H = H;
     r->D = D;
     r->Dh = Dh;
+    r->Hkv = c->n_kv_head;
     r->n_run = n_run;
     r->layer_lo = spec->layer >= 0 ? spec->layer : 0;
     r->n_lay = spec->layer >= 0 ? 1 : L;
@@ -415,6 +509,10 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
             r->q = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
             r->k = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
             r->v = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+            if (c->rope_dim > 0) {
+                r->q_pre = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+                r->k_pre = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+            }
         }
         if (what & CAP_HIDDEN)
             r->hidden = cap_take(base, &off, &r->bytes, (size_t)n_run + 1, (size_t)T, (size_t)D, &fail);
@@ -427,24 +525,39 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         goto cleanup;
     }
     {
-        size_t TD = (size_t)T * (size_t)(c->d_embed > D ? c->d_embed : D);
-        size_t n = 6 * TD + (size_t)T * c->d_ff + 2 * (size_t)nthreads * TT + (size_t)T;
+        size_t W = (size_t)(c->d_embed > D ? c->d_embed : D), Qw = (size_t)H * Dh, Kw = (size_t)c->n_kv_head * Dh;
+        size_t TF = (size_t)T * c->d_ff, R = (size_t)c->rope_dim;
+        size_t n = (size_t)T * (2 * W + 2 * Qw + 2 * Kw) + TF * (c->gated_mlp ? 2 : 1) +
+                   2 * (size_t)nthreads * TT + (size_t)T + 2 * (size_t)T * R;
         ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &ws_cap) : NULL;
         if (!ws.block) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
             goto cleanup;
         }
         ws.x = ws.block;
-        ws.h = ws.x + TD;
-        ws.q = ws.h + TD;
-        ws.k = ws.q + TD;
-        ws.v = ws.k + TD;
-        ws.ctx = ws.v + TD;
-        ws.ff = ws.ctx + TD;
-        ws.s = ws.ff + (size_t)T * c->d_ff;
+        ws.h = ws.x + (size_t)T * W;
+        ws.q = ws.h + (size_t)T * W;
+        ws.k = ws.q + (size_t)T * Qw;
+        ws.v = ws.k + (size_t)T * Kw;
+        ws.ctx = ws.v + (size_t)T * Kw;
+        ws.ff = ws.ctx + (size_t)T * Qw;
+        ws.up = c->gated_mlp ? ws.ff + TF : NULL;
+        ws.s = ws.ff + TF * (c->gated_mlp ? 2 : 1);
         ws.p = ws.s + (size_t)nthreads * TT;
         ws.keep = ws.p + (size_t)nthreads * TT;
+        ws.rope = R ? ws.keep + T : NULL;
         for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
+        if (R) { /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
+            int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
+            if (!pos) {
+                s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
+                goto cleanup;
+            }
+            for (int i = 0; i < T; i++) pos[i] = (spec->ablate & ABLATE_POSITION) ? 0 : i;
+            op_rope_table(ws.rope, pos, T, m->rope_inv_freq, (int)R, m->rope_mscale);
+            op_rope_table(ws.rope + (size_t)T * R, pos, T, m->rope_inv_freq + R / 2, (int)R, 1.0f);
+            free(pos);
+        }
     }
     int old_threads = t_threads, old_blas = openblas_get_num_threads();
     t_threads = nthreads;
@@ -454,13 +567,13 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
     case ARCH_DISTILBERT: distilbert_embed(m, enc, spec->ablate, ws.x); break;
     case ARCH_GPT2: gpt2_embed(m, enc, spec->ablate, ws.x); break;
-    case ARCH_LLAMA: break;
+    case ARCH_LLAMA: llama_embed(m, enc, spec->ablate, ws.x); break;
     }
     size_t TD = (size_t)T * D;
     if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));
     for (int l = 0; l < n_run; l++) {
-        layer_forward(m, l, enc, &ws, r, what, nthreads);
-        if (m->pre_ln && l == L - 1) op_layernorm(&m->ln_f, c->ln_eps, ws.x, T);
+        layer_forward(m, l, T, &ws, r, what, nthreads);
+        if (m->pre_ln && l == L - 1) norm_rows(m, &m->ln_f, ws.x, T);
         if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws.x, TD * sizeof(float));
     }
     if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);

@@ -231,9 +231,9 @@ static float *mean_of(const float *tab, int rows, int cols) {
 static as_status mean_rows(as_model *m, as_error *err) {
     int De = m->cfg.d_embed;
     m->mean_wte = mean_of(m->wte, m->cfg.vocab_size, De);
-    m->mean_wpe = mean_of(m->wpe, m->cfg.max_pos, De);
+    if (m->wpe) m->mean_wpe = mean_of(m->wpe, m->cfg.max_pos, De);
     if (m->wtt) m->mean_wtt = mean_of(m->wtt, m->cfg.type_vocab, De);
-    if (!m->mean_wte || !m->mean_wpe || (m->wtt && !m->mean_wtt))
+    if (!m->mean_wte || (m->wpe && !m->mean_wpe) || (m->wtt && !m->mean_wtt))
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     return AS_OK;
 }
@@ -279,7 +279,9 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     /* Which prefix does this file use? Probe a tensor every layout has. */
     m->prefix = arch_prefix(&m->cfg);
     {
-        const char *probe = m->cfg.arch == ARCH_GPT2 ? "wte.weight" : "embeddings.word_embeddings.weight";
+        const char *probe = m->cfg.arch == ARCH_GPT2    ? "wte.weight"
+                            : m->cfg.arch == ARCH_LLAMA ? "embed_tokens.weight"
+                                                        : "embeddings.word_embeddings.weight";
         char buf[256];
         snprintf(buf, sizeof buf, "%s%s", m->prefix, probe);
         if (!st_set_find(m->st, buf)) m->prefix = "";
@@ -289,7 +291,7 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     case ARCH_ROBERTA: s = bert_bind(m, err); break;
     case ARCH_DISTILBERT: s = distilbert_bind(m, err); break;
     case ARCH_GPT2: s = gpt2_bind(m, err); break;
-    case ARCH_LLAMA: s = as_err_set(err, AS_ERR_INPUT, "%s: the llama family is not supported yet", dir); break;
+    case ARCH_LLAMA: s = llama_bind(m, err); break;
     }
     if (s) goto cleanup;
     if ((s = mean_rows(m, err))) goto cleanup;
@@ -332,6 +334,7 @@ void as_model_free(as_model *m) {
     free(m->mean_wte);
     free(m->mean_wpe);
     free(m->mean_wtt);
+    free(m->rope_inv_freq);
     tok_free(m->tok);
     st_set_free(m->st);
     as_config_clear(&m->cfg);

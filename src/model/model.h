@@ -25,18 +25,24 @@ typedef struct {
     int in_out;     /* 1 = Conv1D layout (n_in, n_out) */
 } lin_t;
 
+/* LayerNorm (g, b) or RMSNorm (g only, b NULL); g NULL = no norm there. */
 typedef struct {
     const float *g, *b; /* (n) */
     int n;
 } ln_t;
 
 typedef struct {
-    lin_t q, k, v;  /* (D -> D) each */
-    lin_t o;        /* (D -> D) */
-    ln_t ln1;       /* post-LN: after attention; pre-LN (GPT-2): before attention */
-    lin_t ff1;      /* (D -> F) */
+    lin_t q;        /* (D -> H Dh) */
+    lin_t k, v;     /* (D -> Hkv Dh); Hkv = H except with grouped-query attention */
+    lin_t o;        /* (H Dh -> D) */
+    ln_t ln1;       /* post-LN: after attention; pre-norm (GPT-2, LLaMA family): before attention */
+    lin_t ff1;      /* (D -> F); the gate projection of a gated MLP */
+    lin_t up;       /* (D -> F) gated MLP's up projection; w NULL otherwise */
     lin_t ff2;      /* (F -> D) */
-    ln_t ln2;       /* post-LN: after the feed-forward; pre-LN: before it */
+    ln_t ln2;       /* post-LN: after the feed-forward; pre-norm: before it */
+    ln_t post_attn; /* Gemma 2/3: norm of the attention output before the residual add */
+    ln_t post_ff;   /* Gemma 2/3: norm of the MLP output before the residual add */
+    ln_t q_norm, k_norm; /* (Dh) Qwen3 / Gemma 3: RMSNorm of each head's q and k */
 } layer_w;
 
 enum { CLS_ACT_NONE = 0, CLS_ACT_TANH, CLS_ACT_RELU, CLS_ACT_GELU };
@@ -52,11 +58,11 @@ struct as_model {
     size_t n_params;
     float **owned;        /* converted (F16/BF16/unaligned) tensors, owned */
     int n_owned, cap_owned;
-    int pre_ln;           /* 1 for GPT-2 */
+    int pre_ln;           /* 1 for GPT-2 and the LLaMA family */
     int pos_offset;       /* RoBERTa: padding_idx + 1 first position; else 0 */
     /* embeddings */
     const float *wte;     /* (V, De) */
-    const float *wpe;     /* (P, De) */
+    const float *wpe;     /* (P, De); NULL with rotary positions */
     const float *wtt;     /* (type_vocab, De) or NULL */
     ln_t ln_emb;          /* (De) BERT family; unused for GPT-2 */
     float *mean_wte;      /* (De) mean word embedding, owned (for ABLATE_TOKEN) */
@@ -64,7 +70,9 @@ struct as_model {
     float *mean_wtt;      /* (De) mean token-type embedding, owned; NULL without types */
     lin_t emb_proj;       /* ELECTRA embeddings_project (De -> D); w NULL when absent */
     layer_w *layers;      /* (L) */
-    ln_t ln_f;            /* GPT-2 final LayerNorm (D) */
+    ln_t ln_f;            /* final norm of pre-norm models (D): GPT-2 ln_f, LLaMA model.norm */
+    float *rope_inv_freq; /* (2, rope_dim / 2) owned: global layers, then local (sliding) ones */
+    float rope_mscale;    /* attention factor on cos/sin of the global layers (YaRN), else 1 */
     unsigned heads;       /* bit set of as_task_head */
     /* sequence classifier */
     lin_t cls_pre;        /* BERT pooler / RoBERTa+ELECTRA classifier.dense / DistilBERT pre_classifier */
@@ -101,6 +109,7 @@ as_status model_classes_from(as_model *m, const char *name, as_error *err);
 as_status bert_bind(as_model *m, as_error *err);
 as_status distilbert_bind(as_model *m, as_error *err);
 as_status gpt2_bind(as_model *m, as_error *err);
+as_status llama_bind(as_model *m, as_error *err);
 
 /* ---- compute (encoder.c) ---- */
 
@@ -110,6 +119,8 @@ as_status gpt2_bind(as_model *m, as_error *err);
 
 void op_linear(const lin_t *l, const float *x, int T, float *y);          /* x (T, n_in) -> y (T, n_out) */
 void op_layernorm(const ln_t *ln, float eps, float *x, int T);            /* in place, x (T, n) */
+void op_rmsnorm(const ln_t *ln, float eps, int add_one, float *x, int T); /* in place, x (T, n) */
+void op_glu(as_act a, float *gate, const float *up, size_t n);            /* gate = act(gate) * up */
 void op_act(as_act a, float *x, size_t n);                                /* in place */
 void op_add(float *y, const float *x, size_t n);                         /* y += x */
 
@@ -117,6 +128,8 @@ void op_add(float *y, const float *x, size_t n);                         /* y +=
 void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x, float *tmp);
 void distilbert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
 void gpt2_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
+/* LLaMA family: word embeddings (times emb_scale for Gemma) into x (T, D). */
+void llama_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
 /* Rows of the embedding tables to add for token t, honouring ablation. */
 const float *model_emb_word(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);

@@ -6,6 +6,8 @@
 #include "attnscope.h"
 #include "io/npz.h"
 
+int as_run_kv_group(const as_run *r, int h) { return r->Hkv > 0 && r->Hkv < r->H ? h / (r->H / r->Hkv) : h; }
+
 void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
     int64_t T = r->T;
     const as_run_array a[AS_RUN_N_ARRAYS] = {
@@ -16,6 +18,8 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
         {"values", r->v, 4, {r->n_lay, r->n_hd, T, r->Dh}},
         {"hidden_states", r->hidden, 3, {r->n_run + 1, T, r->D, 0}},
         {"logits", r->logits, 2, {r->logits_rows, r->logits_cols, 0, 0}},
+        {"queries_pre_rope", r->q_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
+        {"keys_pre_rope", r->k_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
     };
     for (int i = 0; i < AS_RUN_N_ARRAYS; i++) out[i] = a[i];
 }
@@ -31,8 +35,9 @@ as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_r
     int32_t *off = as_malloc_array((size_t)T * 2, sizeof(int32_t));
     int32_t *layers = as_malloc_array((size_t)r->n_lay, sizeof(int32_t));
     int32_t *heads = as_malloc_array((size_t)r->n_hd, sizeof(int32_t));
+    int32_t *group = as_malloc_array((size_t)r->n_hd, sizeof(int32_t));
     float *scale = as_malloc_array((size_t)r->n_lay, sizeof(float));
-    if (!off || !layers || !heads || !scale || !text) {
+    if (!off || !layers || !heads || !group || !scale || !text) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
@@ -47,13 +52,17 @@ as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_r
         layers[i] = r->layer_lo + i;
         scale[i] = as_attn_scale(as_model_config(m), r->layer_lo + i);
     }
-    for (int i = 0; i < r->n_hd; i++) heads[i] = r->head_lo + i;
+    for (int i = 0; i < r->n_hd; i++) {
+        heads[i] = r->head_lo + i;
+        group[i] = as_run_kv_group(r, r->head_lo + i);
+    }
     if ((s = npz_add(w, "input_ids", NPY_I32, enc->ids, 1, one, err))) goto cleanup;
     if ((s = npz_add(w, "token_type_ids", NPY_I32, enc->type_ids, 1, one, err))) goto cleanup;
     if ((s = npz_add(w, "attention_mask", NPY_I32, enc->mask, 1, one, err))) goto cleanup;
     if ((s = npz_add(w, "offsets", NPY_I32, off, 2, off_shape, err))) goto cleanup;
     if ((s = npz_add(w, "layers", NPY_I32, layers, 1, nl, err))) goto cleanup;
     if ((s = npz_add(w, "heads", NPY_I32, heads, 1, nh, err))) goto cleanup;
+    if ((s = npz_add(w, "kv_group", NPY_I32, group, 1, nh, err))) goto cleanup;
     if ((s = npz_add(w, "score_scale", NPY_F32, scale, 1, nl, err))) goto cleanup;
     as_run_array arr[AS_RUN_N_ARRAYS];
     as_run_arrays(r, arr);
@@ -72,5 +81,6 @@ cleanup:
     free(layers);
     free(scale);
     free(heads);
+    free(group);
     return s;
 }
