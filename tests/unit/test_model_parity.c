@@ -58,6 +58,10 @@ static const fixture FIXTURES[] = {
     {"bert", 0},     {"bert_noprefix_mlm", 0}, {"roberta", 0},   {"distilbert", 0},
     {"gpt2", 0},     {"bert_f16", 1},          {"bert_bf16", 1}, {"gpt2_f16", 1},
     {"electra", 0},  {"gpt2_scaling", 0}, /* scale_attn_weights false, scale_attn_by_inverse_layer_idx */
+    /* the LLaMA family (tests/ref/gen_llama.py) */
+    {"llama", 0},    {"llama3_scaled", 0},     {"llama_bf16", 1}, {"llama_cls", 0},
+    {"mistral_swa", 0}, {"qwen2_noprefix", 0}, {"qwen3", 0},      {"gemma2", 0},
+    {"gemma3", 0},   {"phi3", 0},              {"yarn", 0},
 };
 static const char *const CASES[] = {"single", "pair", "padded"};
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
@@ -193,7 +197,10 @@ static int compare_case(const as_model *m, const st_file *ex, const char *fx, co
             for (int i = 0; i < T; i++)
                 for (int j = 0; j < T; j++) {
                     size_t idx = (size_t)lh * TT + (size_t)i * T + j;
-                    int allowed = mask[j] != 0 && (!cfg->causal || j <= i);
+                    /* the reference holds finfo.min where attention is disallowed
+                       (padding, causal, sliding window) */
+                    int allowed = e[idx] > -1e30f;
+                    if (allowed != (mask[j] != 0 && (!cfg->causal || j <= i)) && !cfg->sliding_window) bad++;
                     if (!allowed) {
                         /* a disallowed entry must stay hugely negative */
                         if (!(run->scores[idx] < -1e30f)) bad++;
@@ -217,6 +224,33 @@ static int compare_case(const as_model *m, const st_file *ex, const char *fx, co
         e = copy_data(t);
         bad += report(fx, case_name, qkv_names[i], max_abs_diff(qkv_run[i], e, t->n_elems), tol->qkv);
         free(e);
+    }
+
+    /* rotary models: q and k before RoPE, and the key/value head of each query head */
+    if (cfg->rope_dim > 0) {
+        static const char *const pre_names[2] = {"queries_pre_rope", "keys_pre_rope"};
+        const float *const pre_run[2] = {run->q_pre, run->k_pre};
+        for (int i = 0; i < 2; i++) {
+            assert_non_null(pre_run[i]);
+            t = want_tensor(ex, fx, case_name, pre_names[i], DTYPE_F32, 4);
+            assert_int_equal(t->n_elems, (size_t)L * H * T * Dh);
+            e = copy_data(t);
+            bad += report(fx, case_name, pre_names[i], max_abs_diff(pre_run[i], e, t->n_elems), tol->qkv);
+            free(e);
+        }
+    } else {
+        assert_null(run->q_pre);
+        assert_null(run->k_pre);
+    }
+    char kvname[128];
+    snprintf(kvname, sizeof kvname, "%s.kv_group", case_name);
+    if ((t = st_file_find(ex, kvname)) != NULL) {
+        int32_t *g = copy_data(t);
+        assert_int_equal(t->n_elems, (size_t)H);
+        for (int h = 0; h < H; h++) assert_int_equal(as_run_kv_group(run, h), g[h]);
+        free(g);
+    } else {
+        for (int h = 0; h < H; h++) assert_int_equal(as_run_kv_group(run, h), h);
     }
 
     /* hidden states: embedding output, then each layer (GPT-2: the last after ln_f) */
@@ -292,16 +326,20 @@ static void test_fixture(void **state) {
     if (!strcmp(head, "lm")) assert_true(heads & HEAD_LM);
     if (!strcmp(fx->name, "bert")) assert_true(heads & HEAD_MLM); /* both heads present */
 
-    int bad = 0;
-    for (int c = 0; c < N_CASES; c++)
-        bad += compare_case(m, ex, fx->name, CASES[c], fx->lowp ? &TOL_LOWP : &TOL_F32, head);
-    /* GPT-2 fixtures also hold "typed": token_type_ids passed (wte[type id] added) */
-    if (as_model_config(m)->arch == ARCH_GPT2) {
-        const char *cases = st_file_metadata(ex, "cases");
-        assert_non_null(cases);
-        assert_non_null(strstr(cases, "typed"));
-        bad += compare_case(m, ex, fx->name, "typed", fx->lowp ? &TOL_LOWP : &TOL_F32, head);
-    }
+    /* every case the generator wrote (metadata "cases"): the encoder fixtures hold single,
+       pair and padded; GPT-2's also "typed" (token_type_ids passed, wte[type id] added);
+       the LLaMA family's single, padded and long (past the sliding windows) */
+    const char *cases = st_file_metadata(ex, "cases");
+    assert_non_null(cases);
+    if (as_model_config(m)->arch == ARCH_GPT2) assert_non_null(strstr(cases, "typed"));
+    if (as_model_config(m)->arch != ARCH_LLAMA)
+        for (int c = 0; c < N_CASES; c++) assert_non_null(strstr(cases, CASES[c]));
+    int bad = 0, n_cases = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", cases);
+    for (char *save = NULL, *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save), n_cases++)
+        bad += compare_case(m, ex, fx->name, c, fx->lowp ? &TOL_LOWP : &TOL_F32, head);
+    assert_true(n_cases >= 3);
     st_file_free(ex);
     as_model_free(m);
     if (bad) fail_msg("%s: %d comparison(s) out of tolerance (see the max|diff| lines above)", fx->name, bad);
