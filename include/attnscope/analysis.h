@@ -150,15 +150,16 @@ as_status store_check(struct sqlite3 *db, const char *path, as_error *err);
 int store_run_shape_ok(int n_layer, int n_head);
 
 struct json_t;
-/* The per-head results of run (n_layer x n_head heads, store_run_shape_ok) of an open
- * database, as `export` writes them under "columns" and GET /api/v1/db/runs/{id}/heads
- * sends them: {"n_scored": heads with a row, "columns": {field: [n_layer * n_head
- * values, index layer * n_head + head, null where a head has no row]}} (fields:
- * docs/analysis.md, "Export"). A row whose layer or head is outside the run is an
- * AS_ERR_INPUT naming path when strict, else skipped. *out: new reference (json_decref).
- * Errors: AS_ERR_INTERNAL when the database cannot be read. */
-as_status an_heads_json(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
-                        struct json_t **out, as_error *err);
+/* The per-head results of run (n_layer x n_head heads; ASSERTs store_run_shape_ok) of an
+ * open database, the one JSON writer of GET /api/v1/db/runs/{id}/heads and of each
+ * model's "heads" in `export`: {"run", "layers", "heads", "n_scored": heads with a row,
+ * "columns": {field: [n_layer * n_head values, index layer * n_head + head, null where a
+ * head has no row]}} (docs/api/db.schema.json, HeadsResponse; the fields are the columns
+ * of tables head_scores and patterns). A row whose layer or head is outside the run is
+ * an AS_ERR_INPUT naming path when strict, else skipped. *out: new reference
+ * (json_decref). Errors: AS_ERR_INTERNAL when the database cannot be read. */
+as_status store_heads_json(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
+                           struct json_t **out, as_error *err);
 
 /* Word-level attention (Clark et al. 2019, sec. 4.1): Wm[a,b] = mean over the pieces i
  * of word a of sum over the pieces j of word b of A[i,j]. word: (T) word index of each

@@ -1,4 +1,6 @@
-/* report.c — text report and JSON export of the analysis store (see report.h). */
+/* report.c — text report and JSON export of the analysis store (see report.h). The
+ * per-head results of the export are the store's (store_heads_json), the same object
+ * the server sends; this file adds the run's fields, relations and head distances. */
 #include "analysis/report.h"
 
 #include <jansson.h>
@@ -123,130 +125,54 @@ cleanup:
     return rc;
 }
 
-/* ---- per-head results ----------------------------------------------------------------
- * One writer for the per-head results of a run: GET /api/v1/db/runs/{id}/heads sends its
- * object, and `export` puts the same object under each model's "columns" (and derives
- * its nested "heads" list from it). */
+/* ---- export ----------------------------------------------------------------------------
+ * Each model's per-head results are store_heads_json's object, the body of GET
+ * /api/v1/db/runs/{id}/heads; the per-head relation accuracies follow the same
+ * columnar shape (index layer * n_head + head). */
 
-/* The fields, in order: JSON name and the column of head_scores h or patterns p. */
-static const struct {
-    const char *name, *sql;
-} HEAD_FIELDS[] = {
-    {"importance", "h.importance"}, {"semantic", "h.semantic"}, {"syntactic", "h.syntactic"},
-    {"syntactic_relation", "h.syntactic_relation"}, {"syntactic_dir", "h.syntactic_dir"}, {"cls", "h.cls"},
-    {"sep", "h.sep"}, {"punct", "h.punct"}, {"self", "h.self"}, {"prev", "h.prev"}, {"next", "h.next"},
-    {"entropy", "h.entropy"}, {"entropy_norm", "h.entropy_norm"}, {"n_sentences", "h.n_sentences"},
-    {"n_semantic", "h.n_semantic"}, {"pattern", "p.label"}, {"confidence", "p.confidence"},
-    {"concentration", "p.concentration"}, {"n_links", "p.n_links"}, {"abl_token", "p.abl_token"},
-    {"abl_position", "p.abl_position"}, {"abl_segment", "p.abl_segment"}, {"depends_on", "p.depends_on"},
-};
-#define N_HEAD_FIELDS ((int)(sizeof HEAD_FIELDS / sizeof HEAD_FIELDS[0]))
-
-/* Column i as JSON: null, integer, finite real (else null) or string (invalid UTF-8 cleaned). */
-static json_t *col_json(sqlite3_stmt *q, int i) {
-    switch (sqlite3_column_type(q, i)) {
-    case SQLITE_INTEGER: return json_integer((json_int_t)sqlite3_column_int64(q, i));
-    case SQLITE_FLOAT: {
-        double v = sqlite3_column_double(q, i);
-        return isfinite(v) ? json_real(v) : json_null();
-    }
-    case SQLITE_TEXT: {
-        return as_json_string_utf8((const char *)sqlite3_column_text(q, i)); /* not UTF-8: cleaned */
-    }
-    default: return json_null();
-    }
+/* An array of n JSON nulls. */
+static json_t *nulls(int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_null());
+    return a;
 }
 
-as_status an_heads_json(sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
-                        json_t **out, as_error *err) {
-    const int L = n_layer, H = n_head, LH = L * H;
-    char sql[1400];
-    size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT h.layer, h.head");
-    for (int c = 0; c < N_HEAD_FIELDS; c++) n += (size_t)snprintf(sql + n, sizeof sql - n, ", %s", HEAD_FIELDS[c].sql);
-    snprintf(sql + n, sizeof sql - n, " FROM head_scores h LEFT JOIN patterns p ON p.run = h.run AND p.layer = h.layer"
-             " AND p.head = h.head WHERE h.run = ?1 ORDER BY h.layer, h.head");
-    ASSERT(n < sizeof sql - 200);
-    *out = NULL;
+/* The relations of run as {relation: {"n", direction: {"baseline_accuracy",
+ * "baseline_offset", "accuracy": [L*H], "counted": [L*H]}}} into *out (null where a
+ * head has no row). */
+static as_status export_relations(store *s, int64_t run, int L, int H, json_t **out, as_error *err) {
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
-        return as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+    json_t *rels = json_object();
+    as_status rc = store_prepare(s, "SELECT relation, dir, layer, head, accuracy, counted, n, baseline, baseline_offset"
+                                    " FROM rel_accuracy WHERE run=? ORDER BY relation, dir, layer, head", &q, err);
+    if (rc) goto cleanup;
     sqlite3_bind_int64(q, 1, run);
-    json_t *cols = json_object(), *arr[N_HEAD_FIELDS];
-    for (int c = 0; c < N_HEAD_FIELDS; c++) {
-        arr[c] = json_array();
-        for (int i = 0; i < LH; i++) json_array_append_new(arr[c], json_null());
-        json_object_set_new(cols, HEAD_FIELDS[c].name, arr[c]);
-    }
-    as_status rc = AS_OK;
-    int r, scored = 0;
-    while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-        int l = col_index(q, 0, L), h = col_index(q, 1, H);
-        if (l < 0 || h < 0) {
-            if (!strict) continue;
-            rc = as_err_set(err, AS_ERR_INPUT,
-                            "%s: run %lld: a row of table head_scores has a layer, head or direction outside the run's "
-                            "%d layers x %d heads (damaged database?)",
-                            path, (long long)run, L, H);
-            break;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *rel = (const char *)sqlite3_column_text(q, 0);
+        int d = col_index(q, 1, 2), l = col_index(q, 2, L), h = col_index(q, 3, H);
+        if (!rel || d < 0 || l < 0 || h < 0) {
+            rc = damaged_row(s, run, "rel_accuracy", L, H, err);
+            goto cleanup;
         }
-        for (int c = 0; c < N_HEAD_FIELDS; c++) json_array_set_new(arr[c], (size_t)(l * H + h), col_json(q, 2 + c));
-        scored++;
+        json_t *r = json_object_get(rels, rel);
+        if (!r) {
+            r = json_pack("{s:I}", "n", (json_int_t)sqlite3_column_int64(q, 6));
+            json_object_set_new(rels, rel, r);
+        }
+        json_t *e = json_object_get(r, DIR_KEY[d]);
+        if (!e) {
+            e = json_pack("{s:f, s:i, s:o, s:o}", "baseline_accuracy", sqlite3_column_double(q, 7), "baseline_offset",
+                          sqlite3_column_int(q, 8), "accuracy", nulls(L * H), "counted", nulls(L * H));
+            json_object_set_new(r, DIR_KEY[d], e);
+        }
+        json_array_set_new(json_object_get(e, "accuracy"), (size_t)(l * H + h), json_real(sqlite3_column_double(q, 4)));
+        json_array_set_new(json_object_get(e, "counted"), (size_t)(l * H + h), json_boolean(sqlite3_column_int(q, 5)));
     }
-    if (!rc && r != SQLITE_DONE) rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+cleanup:
     sqlite3_finalize(q);
-    if (rc) {
-        json_decref(cols);
-        return rc;
-    }
-    *out = json_pack("{s:i, s:o}", "n_scored", scored, "columns", cols);
-    return *out ? AS_OK : as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-}
-
-/* Value of field name for head i of columns (borrowed; NULL when absent). */
-static json_t *field(json_t *columns, const char *name, int i) {
-    return json_array_get(json_object_get(columns, name), (size_t)i);
-}
-
-static json_t *field_copy(json_t *columns, const char *name, int i) {
-    json_t *v = field(columns, name, i);
-    return v ? json_incref(v) : json_null();
-}
-
-/* The nested per-head objects of `export` (docs/analysis.md, "Export"), made from the
- * columns of an_heads_json: one per head with scores and a pattern, in layer, head
- * order; hv[layer * H + head] is set to each (borrowed from the returned array). */
-static json_t *heads_nested(json_t *columns, int L, int H, json_t **hv) {
-    static const char *stat[] = {"cls", "sep", "punct", "self", "prev", "next", "entropy", "entropy_norm"};
-    json_t *heads = json_array();
-    for (int i = 0; i < L * H; i++) {
-        if (json_is_null(field(columns, "n_sentences", i)) || json_is_null(field(columns, "pattern", i))) continue;
-        json_t *o = json_object(), *st = json_object(), *pat = json_object(), *abl = json_object();
-        json_object_set_new(o, "layer", json_integer(i / H));
-        json_object_set_new(o, "head", json_integer(i % H));
-        json_object_set_new(o, "importance", field_copy(columns, "importance", i));
-        json_object_set_new(o, "semantic", field_copy(columns, "semantic", i));
-        json_object_set_new(o, "syntactic", field_copy(columns, "syntactic", i));
-        json_object_set_new(o, "syntactic_relation", field_copy(columns, "syntactic_relation", i));
-        json_t *d = field(columns, "syntactic_dir", i);
-        json_object_set_new(o, "syntactic_direction",
-                            json_is_integer(d) ? json_string(DIR_KEY[json_integer_value(d) & 1]) : json_null());
-        for (int k = 0; k < 8; k++) json_object_set_new(st, stat[k], field_copy(columns, stat[k], i));
-        json_object_set_new(o, "statistics", st);
-        json_object_set_new(o, "relations", json_object());
-        json_object_set_new(pat, "label", field_copy(columns, "pattern", i));
-        json_object_set_new(pat, "confidence", field_copy(columns, "confidence", i));
-        json_object_set_new(pat, "concentration", field_copy(columns, "concentration", i));
-        json_object_set_new(pat, "n_links", field_copy(columns, "n_links", i));
-        json_object_set_new(abl, "token", field_copy(columns, "abl_token", i));
-        json_object_set_new(abl, "position", field_copy(columns, "abl_position", i));
-        json_object_set_new(abl, "segment", field_copy(columns, "abl_segment", i));
-        json_object_set_new(pat, "ablation", abl);
-        json_object_set_new(pat, "depends_on", field_copy(columns, "depends_on", i));
-        json_object_set_new(o, "pattern", pat);
-        hv[i] = o;
-        json_array_append_new(heads, o);
-    }
-    return heads;
+    if (rc) json_decref(rels);
+    else *out = rels;
+    return rc;
 }
 
 /* The head distances of run: (L*H, L*H) matrix of mean JSD per token, index = layer *
@@ -293,22 +219,14 @@ cleanup:
     return rc;
 }
 
-/* Builds the JSON object of one finished run. */
+/* Builds the JSON object of one finished run (docs/analysis.md, "Export"). */
 static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *err) {
     int64_t run = sqlite3_column_int64(rq, 0);
     int L = sqlite3_column_int(rq, 3), H = sqlite3_column_int(rq, 4);
     if (!store_run_shape_ok(L, H))
         return as_err_set(err, AS_ERR_INPUT, "%s: run %lld has %d layers x %d heads (at most %d x %d, %d in all)", s->path,
                           (long long)run, L, H, AS_MAX_LAYERS, AS_MAX_HEADS, AS_MAX_RUN_HEADS);
-    int LH = L * H;
-    json_t *hj = NULL, **hv = as_calloc((size_t)LH, sizeof *hv);
-    if (!hv) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    as_status rc = an_heads_json(s->db, s->path, run, L, H, 1, &hj, err);
-    if (rc) {
-        free(hv);
-        return rc;
-    }
-    json_t *m = json_object(), *rels = json_object();
+    json_t *m = json_object(), *part = NULL;
     json_error_t je;
     json_object_set_new(m, "run", json_integer(run));
     json_object_set_new(m, "model", json_string((const char *)sqlite3_column_text(rq, 1)));
@@ -324,53 +242,14 @@ static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *
     json_t *params = json_loads((const char *)sqlite3_column_text(rq, 8), 0, &je);
     json_object_set_new(m, "params", params ? params : json_null());
     json_object_set_new(m, "version", json_string((const char *)sqlite3_column_text(rq, 12)));
-    json_object_set_new(m, "heads", heads_nested(json_object_get(hj, "columns"), L, H, hv));
-    json_object_set_new(m, "relations", rels);
-    json_object_set(m, "n_scored", json_object_get(hj, "n_scored"));
-    json_object_set(m, "columns", json_object_get(hj, "columns"));
-    json_decref(hj);
-    sqlite3_stmt *q = NULL;
-    if ((rc = store_prepare(s, "SELECT relation, dir, layer, head, accuracy, counted, n, baseline, baseline_offset FROM rel_accuracy WHERE run=? ORDER BY relation, dir, layer, head", &q, err)))
-        goto cleanup;
-    sqlite3_bind_int64(q, 1, run);
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *rel = (const char *)sqlite3_column_text(q, 0);
-        int d = col_index(q, 1, 2), l = col_index(q, 2, L), h = col_index(q, 3, H);
-        if (!rel || d < 0 || l < 0 || h < 0) {
-            rc = damaged_row(s, run, "rel_accuracy", L, H, err);
-            goto cleanup;
-        }
-        if (!hv[l * H + h]) continue; /* a head without scores: nothing to attach to */
-        json_t *hr = json_object_get(hv[l * H + h], "relations"), *e = json_object_get(hr, rel);
-        if (!e) {
-            e = json_object();
-            json_object_set_new(hr, rel, e);
-        }
-        json_t *a = json_object();
-        json_object_set_new(a, "accuracy", json_real(sqlite3_column_double(q, 4)));
-        json_object_set_new(a, "counted", json_boolean(sqlite3_column_int(q, 5)));
-        json_object_set_new(e, DIR_KEY[d], a);
-        json_t *r = json_object_get(rels, rel);
-        if (!r) {
-            r = json_object();
-            json_object_set_new(r, "n", json_integer(sqlite3_column_int64(q, 6)));
-            json_object_set_new(rels, rel, r);
-        }
-        if (!json_object_get(r, DIR_KEY[d])) {
-            json_t *b = json_object();
-            json_object_set_new(b, "baseline_accuracy", json_real(sqlite3_column_double(q, 7)));
-            json_object_set_new(b, "baseline_offset", json_integer(sqlite3_column_int(q, 8)));
-            json_object_set_new(r, DIR_KEY[d], b);
-        }
-    }
-    sqlite3_finalize(q);
-    q = NULL;
-    json_t *jm = NULL;
-    if ((rc = export_jsd(s, run, L, H, &jm, err))) goto cleanup;
-    json_object_set_new(m, "head_jsd", jm);
+    as_status rc = store_heads_json(s->db, s->path, run, L, H, 1, &part, err);
+    if (rc) goto cleanup;
+    json_object_set_new(m, "heads", part);
+    if ((rc = export_relations(s, run, L, H, &part, err))) goto cleanup;
+    json_object_set_new(m, "relations", part);
+    if ((rc = export_jsd(s, run, L, H, &part, err))) goto cleanup;
+    json_object_set_new(m, "head_jsd", part);
 cleanup:
-    sqlite3_finalize(q);
-    free(hv);
     if (rc) json_decref(m);
     else *out = m;
     return rc;
@@ -385,7 +264,7 @@ as_status an_export(store *s, const char *path, as_error *err) {
     if (rc) return rc;
     json_t *root = json_object(), *models = json_array();
     json_object_set_new(root, "format", json_string("attnscope-heads"));
-    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "format_version", json_integer(2));
     json_object_set_new(root, "attnscope_version", json_string(AS_VERSION));
     json_object_set_new(root, "models", models);
     while (sqlite3_step(rq) == SQLITE_ROW) {

@@ -1,7 +1,7 @@
 /* report.h — reads finished analysis runs back from the SQLite store: the text report
- * of `attnscope report`, the JSON of `attnscope export` (format: docs/analysis.md) and
- * the per-head results both export and the server send (an_heads_json, declared in
- * include/attnscope/analysis.h).
+ * of `attnscope report` and the JSON of `attnscope export` (format: docs/analysis.md,
+ * schema: docs/api/export.schema.json), whose per-head results are the store's
+ * (store_heads_json, the body of the server's GET /api/v1/db/runs/{id}/heads).
  * What it does not: compute scores (the corpus runner: analysis/records.c,
  * finalize.c) or change the database.
  */

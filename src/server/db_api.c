@@ -272,19 +272,16 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
 
 /* ---- heads: columnar JSON, index = layer * H + head ---------------------------------- */
 
-/* The per-head results as analysis/report.c writes them for `export` too (an_heads_json);
+/* The per-head results as the store writes them for `export` too (store_heads_json);
  * rows with a layer or head outside the run are skipped. */
 static void route_heads(req *r, const run_info *ri) {
     json_t *hj = NULL;
     as_error err = {0};
-    if (an_heads_json(r->d->db, r->d->name, ri->id, ri->L, ri->H, 0, &hj, &err)) {
+    if (store_heads_json(r->d->db, r->d->name, ri->id, ri->L, ri->H, 0, &hj, &err)) {
         reply_error(r->rs, 500, "database %s", err.msg);
         return;
     }
-    reply_json(r->rs, 200, json_pack("{s:I, s:i, s:i, s:O, s:O}", "run", (json_int_t)ri->id, "layers", ri->L, "heads",
-                                     ri->H, "n_scored", json_object_get(hj, "n_scored"), "columns",
-                                     json_object_get(hj, "columns")));
-    json_decref(hj);
+    reply_json(r->rs, 200, hj);
 }
 
 /* Head-pair Jensen-Shannon divergence (Clark et al. 2019 sec. 6) as one float32 tensor

@@ -10,10 +10,12 @@
 // checks that `attnscope run --format json` writes its tokens in the server's format
 // (the same objects for the same input), and that the committed TypeScript types are
 // what the schemas generate. A second server without --db answers db: false and a 404.
+// `attnscope export` of the same database is validated against export.schema.json, and
+// each model's heads equal the server's GET /api/v1/db/runs/{id}/heads (one writer).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +27,8 @@ const ROOT = join(HERE, '..', '..');
 const BIN = process.env.ATTNSCOPE_BIN;
 const API = 'api.schema.json';
 const DB = 'db.schema.json';
-const schemas = new SchemaSet(join(ROOT, 'docs', 'api'), [API, DB]);
+const EXPORT = 'export.schema.json';
+const schemas = new SchemaSet(join(ROOT, 'docs', 'api'), [API, DB, EXPORT]);
 
 let tmp, server, base, bare, bareBase;
 /** x-routes entries ("METHOD path") that a validated response covered */
@@ -238,6 +241,32 @@ test('attnscope run --format json writes tokens in the server format', async () 
     const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: c.name, text: c.text, text_b: c.text_b });
     assert.deepEqual(out.tokens, run.tokens, `${c.name}: CLI and server tokens`);
     for (const t of out.tokens) assert.equal(Buffer.from(t.bytes, 'hex').toString('utf8'), t.text, 'text is bytes decoded, U+FFFD for partial characters');
+  }
+});
+
+test('attnscope export: an Export document whose heads are the server\'s GET .../heads', async () => {
+  const out = join(tmp, 'heads.json');
+  execFileSync(BIN, ['export', '--db', join(tmp, 'analysis.sqlite'), '--out', out]);
+  const doc = JSON.parse(readFileSync(out, 'utf8'));
+  conforms(EXPORT, 'Export', doc, 'export');
+  assert.equal(doc.models.length, 3, 'two analysed runs and one import');
+  for (const m of doc.models) {
+    const api = (await getJson(`${base}/api/v1/db/runs/${m.run}/heads`)).json;
+    const { columns: ec, ...eh } = m.heads;
+    const { columns: ac, ...ah } = api;
+    assert.deepEqual(eh, ah, `run ${m.run}: heads`);
+    assert.deepEqual(Object.keys(ec), Object.keys(ac), `run ${m.run}: fields`);
+    assert.ok(m.heads.n_scored > 0 && m.heads.n_scored === m.n_layer * m.n_head, `run ${m.run}: every head scored`);
+    for (const [k, col] of Object.entries(ac)) {
+      col.forEach((v, i) => {
+        const e = ec[k][i]; // the file rounds reals to 9 significant digits
+        if (typeof v === 'number' && !Number.isInteger(v)) assert.ok(Math.abs(e - v) <= 1e-8 * Math.max(1, Math.abs(v)), `run ${m.run} ${k}[${i}]: ${e} vs ${v}`);
+        else assert.equal(e, v, `run ${m.run} ${k}[${i}]`);
+      });
+    }
+    for (const [rel, r] of Object.entries(m.relations))
+      for (const d of ['dependent_to_parent', 'parent_to_dependent'])
+        if (r[d]) assert.equal(r[d].accuracy.length, m.n_layer * m.n_head, `run ${m.run} ${rel} ${d}: accuracy per head`);
   }
 });
 

@@ -98,15 +98,16 @@ grep -q "^run 1: .*demo-bert" "$TMP/report.txt" && grep -q "^run 2: .*clsmodel" 
 /usr/bin/python3 - "$TMP/heads.json" <<'PY' && ok "export JSON: 2 models x 8 heads with every documented field" || fail "export JSON"
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert j["format"] == "attnscope-heads" and len(j["models"]) == 2
+assert j["format"] == "attnscope-heads" and j["format_version"] == 2 and len(j["models"]) == 2
 for m in j["models"]:
-    assert len(m["heads"]) == 8 and len(m["head_jsd"]) == 8
-    for h in m["heads"]:
-        for k in ("layer", "head", "semantic", "importance", "syntactic", "relations", "statistics", "pattern"):
-            assert k in h, k
-        assert h["pattern"]["label"] in ("next-word", "previous-word", "self", "delimiter-focused", "broad", "other")
-assert all(h["semantic"] is None for h in j["models"][0]["heads"])
-assert all(0 < h["semantic"] <= 1 for h in j["models"][1]["heads"])
+    hd, LH = m["heads"], m["n_layer"] * m["n_head"]
+    assert LH == 8 and hd["n_scored"] == 8 and (hd["layers"], hd["heads"]) == (m["n_layer"], m["n_head"]) and len(m["head_jsd"]) == 8
+    for k in ("semantic", "importance", "syntactic", "cls", "sep", "punct", "self", "prev", "next", "entropy", "entropy_norm", "pattern", "confidence", "abl_token"):
+        assert len(hd["columns"][k]) == LH, k
+    assert all(x in ("next-word", "previous-word", "self", "delimiter-focused", "broad", "other") for x in hd["columns"]["pattern"])
+    assert m["relations"] and all(len(r[d]["accuracy"]) == LH for r in m["relations"].values() for d in r if d != "n")
+assert all(x is None for x in j["models"][0]["heads"]["columns"]["semantic"])
+assert all(0 < x <= 1 for x in j["models"][1]["heads"]["columns"]["semantic"])
 PY
 
 # ---- 3. malformed inputs ----------------------------------------------------------------

@@ -4,7 +4,8 @@
  * (importance, semantic, syntactic, Clark statistics, pattern label and confidence),
  * every per-relation accuracy with its baseline, and every head-pair JSD with the
  * expected values (max-abs tolerance 1e-5). Also: a second import is a no-op (same row
- * counts, run still done), export writes the documented JSON, and malformed folders
+ * counts, run still done), export writes the documented JSON (format 2: each model's
+ * heads in the server's columnar shape), and malformed folders
  * (bad .npy, bad JSON, wrong shape) fail with AS_ERR_INPUT naming the file; SHA-256
  * (run digests) on the FIPS 180-4 example vectors; store_open_existing (the readers)
  * leaves the file byte for byte as it was, creates nothing, and refuses a database
@@ -154,17 +155,25 @@ static void test_import_matches_numpy(void **state) {
     char out[128];
     snprintf(out, sizeof out, "%s/heads.json", g_tmp);
     assert_int_equal(an_export(&s, out, &err), AS_OK);
+    const double acc01 = q1(&s, "SELECT accuracy FROM rel_accuracy WHERE relation='all' AND dir=0 AND layer=0 AND head=1");
     store_close(&s);
     json_t *j = json_load_file(out, 0, &je);
     assert_non_null(j);
     assert_string_equal(json_string_value(json_object_get(j, "format")), "attnscope-heads");
+    assert_int_equal(json_integer_value(json_object_get(j, "format_version")), 2);
     json_t *m = json_array_get(json_object_get(j, "models"), 0);
-    assert_int_equal(json_array_size(json_object_get(m, "heads")), 6);
-    json_t *h0 = json_array_get(json_object_get(m, "heads"), 1);
-    assert_int_equal(json_integer_value(json_object_get(h0, "layer")), 0);
-    assert_int_equal(json_integer_value(json_object_get(h0, "head")), 1);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(h0, "pattern"), "label")), "previous-word");
-    assert_non_null(json_object_get(json_object_get(json_object_get(h0, "relations"), "all"), "dependent_to_parent"));
+    /* heads: the server's columns, 6 heads with a row; entry 1 = layer 0, head 1 */
+    json_t *hd = json_object_get(m, "heads"), *cols = json_object_get(hd, "columns");
+    assert_int_equal(json_integer_value(json_object_get(hd, "n_scored")), 6);
+    assert_int_equal(json_integer_value(json_object_get(hd, "layers")), 2);
+    assert_int_equal(json_integer_value(json_object_get(hd, "heads")), 3);
+    const char *key;
+    json_t *col;
+    json_object_foreach(cols, key, col) assert_int_equal(json_array_size(col), 6);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(cols, "pattern"), 1)), "previous-word");
+    json_t *all = json_object_get(json_object_get(json_object_get(m, "relations"), "all"), "dependent_to_parent");
+    near(json_real_value(json_array_get(json_object_get(all, "accuracy"), 1)), acc01, "export accuracy L0H1");
+    assert_true(json_is_boolean(json_array_get(json_object_get(all, "counted"), 1)));
     assert_int_equal(json_array_size(json_object_get(m, "head_jsd")), 6);
     json_decref(j);
     json_decref(ex);
@@ -477,8 +486,11 @@ static void test_upgrade_v1(void **state) {
     assert_non_null(j);
     json_t *m = json_array_get(json_object_get(j, "models"), 0);
     assert_string_equal(json_string_value(json_object_get(m, "source")), "analyze");
-    assert_int_equal(json_array_size(json_object_get(m, "heads")), 2);
-    assert_int_equal(json_integer_value(json_object_get(m, "n_scored")), 2);
+    json_t *hd = json_object_get(m, "heads");
+    assert_int_equal(json_integer_value(json_object_get(hd, "n_scored")), 2);
+    json_t *imp = json_object_get(json_object_get(hd, "columns"), "importance");
+    assert_int_equal(json_array_size(imp), 2);
+    assert_true(json_real_value(json_array_get(imp, 0)) == 0.5 && json_real_value(json_array_get(imp, 1)) == 0.6);
     json_decref(j);
     /* a second open changes nothing */
     store s;
