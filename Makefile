@@ -123,6 +123,7 @@ serve: build
 # Regenerate the numerical fixtures (needs Debian's python3-torch; not run in CI).
 fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_models.py
+	/usr/bin/python3 tests/ref/gen_llama.py
 
 # Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about
 # 55 minutes on 2 cores; run it on a quiet machine): forward T=64..1024, training, and the

@@ -22,6 +22,7 @@
 
 #include "io/config.h"
 #include "tokenize/bpe.h"
+#include "tokenize/spm.h"
 #include "tokenize/vocab.h"
 #include "tokenize/wordpiece.h"
 
@@ -57,6 +58,9 @@ struct tok_tokenizer {
     tok_vocab *vocab; /* the model's vocabulary (added tokens live in `added`) */
     tok_wordpiece_opts wp;
     tok_bpe *bpe;
+    tok_spm *spm;          /* SentencePiece-style BPE (byte_fallback, "▁"); NULL for byte-level */
+    char disp_from[TOK_SPM_MAX_STR], disp_to[TOK_SPM_MAX_STR]; /* spm decoder's Replace ("▁" -> " ") */
+    int disp_bytes;        /* spm decoder has ByteFallback: "<0xNN>" shows as its byte */
     int nfc;               /* BPE: NFC normalizer */
     int trim_offsets;      /* ByteLevel / RobertaProcessing trim_offsets */
     int trim_prefix_space; /* their add_prefix_space */
@@ -458,9 +462,42 @@ int32_t tok_piece_to_id(const tok_tokenizer *t, const char *piece) {
     return tok_vocab_get(t->vocab, piece, strlen(piece));
 }
 
+/* The spm decoder's view of one piece: a byte-fallback piece as its byte (a NUL byte
+ * gives ""), else the piece with disp_from replaced by disp_to. */
+static char *spm_display(const tok_tokenizer *t, const char *p) {
+    int b = tok_spm_byte_piece(p);
+    if (b >= 0 && t->disp_bytes) {
+        char *o = as_malloc(2);
+        if (o) {
+            o[0] = (char)b;
+            o[1] = 0;
+        }
+        return o;
+    }
+    size_t fk = strlen(t->disp_from), tk = strlen(t->disp_to), n = strlen(p), hits = 0;
+    if (fk == 0) return as_strdup(p);
+    for (const char *q = strstr(p, t->disp_from); q; q = strstr(q + fk, t->disp_from)) hits++;
+    char *o = as_malloc(n - hits * fk + hits * tk + 1);
+    if (!o) return NULL;
+    size_t w = 0;
+    for (const char *q = p;;) {
+        const char *h = strstr(q, t->disp_from);
+        size_t keep = h ? (size_t)(h - q) : strlen(q);
+        memcpy(o + w, q, keep);
+        w += keep;
+        if (!h) break;
+        memcpy(o + w, t->disp_to, tk);
+        w += tk;
+        q = h + fk;
+    }
+    o[w] = 0;
+    return o;
+}
+
 char *tok_piece_display(const tok_tokenizer *t, int32_t id) {
     const char *p = tok_id_to_piece(t, id);
     if (!p) return NULL;
+    if (t->spm) return spm_display(t, p); /* HF decodes added tokens too */
     if (t->kind == KIND_BPE && !added_by_id(t, id)) return tok_bpe_piece_to_text(p);
     return as_strdup(p);
 }
@@ -481,6 +518,7 @@ void tok_free(tok_tokenizer *t) {
     free(t->trie);
     free(t->added_of);
     tok_bpe_free(t->bpe);
+    tok_spm_free(t->spm);
     tok_vocab_free(t->vocab);
     free(t);
 }
@@ -496,6 +534,8 @@ static as_status encode_plain(const tok_tokenizer *t, const char *s, size_t n, i
     if (n == 0) return AS_OK;
     if (t->kind == KIND_WORDPIECE) {
         rc = tok_wordpiece_encode(t->vocab, &t->wp, s, n, out, err);
+    } else if (t->spm) {
+        rc = tok_spm_encode(t->spm, s, n, base == 0, out, err);
     } else if (t->nfc) {
         tok_text nt;
         rc = nfc_text(s, n, &nt, err);
@@ -664,6 +704,10 @@ static int same_word(const tok_tokenizer *t, const tok_ids *x, int k, const char
         const char *p = tok_id_to_piece(t, x->ids[k]);
         size_t pl = strlen(t->wp.continuing_prefix);
         return p && pl > 0 && strncmp(p, t->wp.continuing_prefix, pl) == 0;
+    }
+    if (t->spm) {
+        const char *p0 = tok_id_to_piece(t, x->ids[k - 1]), *p1 = tok_id_to_piece(t, x->ids[k]);
+        return p0 && p1 && !tok_spm_word_start(t->spm, p0, p1);
     }
     int32_t s = x->start[k], e = x->end[k - 1];
     if (s < 0 || e <= 0 || (size_t)s >= len || (size_t)e > len) return 0;
@@ -991,7 +1035,7 @@ static as_status tpl_default(tok_tokenizer *t, const as_config *cfg, const char 
     else arch = (tok_vocab_get(t->vocab, "<s>", 3) >= 0 && tok_vocab_get(t->vocab, "</s>", 4) >= 0)
                     ? ARCH_ROBERTA
                     : ARCH_GPT2;
-    if (arch == ARCH_GPT2) {
+    if (arch == ARCH_GPT2 || arch == ARCH_LLAMA) { /* decoders: BOS comes from tokenizer_config.json */
         tpl_plain(t);
         return AS_OK;
     }
@@ -1004,6 +1048,65 @@ static as_status tpl_default(tok_tokenizer *t, const as_config *cfg, const char 
     if (arch == ARCH_ROBERTA) tpl_roberta(t, cls, sep);
     else tpl_bert(t, cls, sep);
     return AS_OK;
+}
+
+/* transformers' LlamaTokenizerFast / GemmaTokenizerFast rebuild the template from
+ * tokenizer_config.json when they load (update_post_processor): single
+ * [bos:0] $A:0 [eos:0], pair single + [bos:1] $B:1 [eos:1], the brackets present when
+ * add_bos_token (default true) / add_eos_token (default false) say so. Other tokenizer
+ * classes keep tokenizer.json's post_processor. */
+static as_status tpl_llama_config(tok_tokenizer *t, const char *dir, as_error *err) {
+    static const char *const classes[] = {"LlamaTokenizer", "LlamaTokenizerFast", "CodeLlamaTokenizer",
+                                          "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"};
+    char path[4096];
+    json_t *conf = NULL;
+    as_status rc = as_path_join(path, sizeof path, dir, "tokenizer_config.json", err);
+    if (rc != AS_OK || !as_file_exists(path)) return rc;
+    if ((rc = load_json(path, &conf, err)) != AS_OK) return rc;
+    const char *cls = json_string_value(json_object_get(conf, "tokenizer_class"));
+    int known = 0;
+    for (size_t i = 0; cls && i < sizeof classes / sizeof classes[0]; i++) known |= strcmp(cls, classes[i]) == 0;
+    if (!known) goto cleanup;
+    int bos = jbool(conf, "add_bos_token", 1), eos = jbool(conf, "add_eos_token", 0);
+    if (bos < 0 || eos < 0) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: add_bos_token / add_eos_token is not a boolean", path);
+        goto cleanup;
+    }
+    /* the names: special_tokens_map.json, tokenizer_config.json, else the class's defaults */
+    special_names sn;
+    if ((rc = read_special_names(dir, &sn, err)) != AS_OK) goto cleanup;
+    int gemma = strncmp(cls, "Gemma", 5) == 0;
+    const char *dflt[2] = {gemma ? "<bos>" : "<s>", gemma ? "<eos>" : "</s>"};
+    int32_t ids[2] = {-1, -1};
+    const char *keys[2] = {"bos_token", "eos_token"};
+    for (int k = 0; k < 2; k++) {
+        if (!(k == 0 ? bos : eos)) continue;
+        int which = k == 0 ? TOK_SP_BOS : TOK_SP_EOS;
+        const char *nm = sn.have[which] ? sn.names[which] : dflt[k];
+        ids[k] = nm ? tok_piece_to_id(t, nm) : -1;
+        if (ids[k] < 0) {
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: add_%.3s_token is true but %s \"%.40s\" is not a token", path,
+                            keys[k], keys[k], nm ? nm : "(none)");
+            goto cleanup;
+        }
+    }
+    t->n_single = t->n_pair = 0;
+    for (int seq = 0; seq < 2; seq++) {
+        if (bos) {
+            if (seq == 0) tpl_add(t->single, &t->n_single, -1, 0, ids[0]);
+            tpl_add(t->pair, &t->n_pair, -1, seq, ids[0]);
+        }
+        if (seq == 0) tpl_add(t->single, &t->n_single, 0, 0, 0);
+        tpl_add(t->pair, &t->n_pair, seq, seq, 0);
+        if (eos) {
+            if (seq == 0) tpl_add(t->single, &t->n_single, -1, 0, ids[1]);
+            tpl_add(t->pair, &t->n_pair, -1, seq, ids[1]);
+        }
+    }
+    tpl_count(t);
+cleanup:
+    json_decref(conf);
+    return rc;
 }
 
 /* ["[SEP]", 102] of BertProcessing / RobertaProcessing. */
@@ -1239,8 +1342,11 @@ static as_status build_bpe(tok_tokenizer *t, const char *const *ml, const char *
     return AS_OK;
 }
 
+/* Reads model.merges ("a b" strings or [a, b] pairs) and builds the model: spm.c's
+ * when spm is not NULL, else byte-level BPE with pattern and prefix_space. */
 static as_status bpe_merges_from_json(tok_tokenizer *t, const json_t *merges, const char *file,
-                                      const char *pattern, int prefix_space, as_error *err) {
+                                      const char *pattern, int prefix_space, const tok_spm_opts *spm,
+                                      as_error *err) {
     if (!json_is_array(merges))
         return as_err_set(err, AS_ERR_INPUT, "%s: model.merges is missing or not a list", file);
     size_t n = json_array_size(merges);
@@ -1269,7 +1375,12 @@ static as_status bpe_merges_from_json(tok_tokenizer *t, const json_t *merges, co
             goto cleanup;
         }
     }
-    rc = build_bpe(t, ml, mr, (int)n, pattern, prefix_space, file, err);
+    if (spm) {
+        rc = tok_spm_init(t->vocab, ml, mr, (int)n, spm, &t->spm, err);
+        if (rc != AS_OK) as_err_prefix(err, "%s", file);
+    } else {
+        rc = build_bpe(t, ml, mr, (int)n, pattern, prefix_space, file, err);
+    }
 cleanup:
     if (own)
         for (size_t i = 0; i < n; i++) free(own[i]);
@@ -1300,6 +1411,170 @@ static as_status parse_added_tokens(tok_tokenizer *t, const json_t *arr, const c
                                   jbool(it, "normalized", 1) == 1, file, err);
         if (rc != AS_OK) return rc;
     }
+    return AS_OK;
+}
+
+/* ---- loading: SentencePiece-style BPE ------------------------------------------------------ */
+
+/* A JSON string option of at most TOK_SPM_MAX_STR - 1 bytes (no NUL) copied into out. */
+static as_status spm_str(const json_t *v, char out[TOK_SPM_MAX_STR], int allow_empty, const char *file,
+                         const char *what, as_error *err) {
+    const char *s = json_string_value(v);
+    size_t n = s ? json_string_length(v) : 0;
+    if (!s || n != strlen(s) || n >= TOK_SPM_MAX_STR || (!allow_empty && n == 0))
+        return as_err_set(err, AS_ERR_INPUT, "%s: %s is not a string of 1 to %d bytes", file, what, TOK_SPM_MAX_STR - 1);
+    memcpy(out, s, n + 1);
+    return AS_OK;
+}
+
+/* One normalizer of a SentencePiece-style BPE: Prepend, Replace(String), Sequence of them. */
+static as_status spm_normalizer(const json_t *nm, tok_spm_opts *o, int depth, const char *file, as_error *err) {
+    if (!nm || json_is_null(nm)) return AS_OK;
+    const char *type = json_string_value(json_object_get(nm, "type"));
+    as_status rc;
+    if (type && strcmp(type, "Sequence") == 0 && depth == 0) {
+        const json_t *list = json_object_get(nm, "normalizers");
+        if (!json_is_array(list))
+            return as_err_set(err, AS_ERR_INPUT, "%s: normalizer.normalizers is not a list", file);
+        size_t i;
+        json_t *it;
+        json_array_foreach(list, i, it) {
+            if ((rc = spm_normalizer(it, o, depth + 1, file, err)) != AS_OK) return rc;
+        }
+        return AS_OK;
+    }
+    if (type && (strcmp(type, "Prepend") == 0 || strcmp(type, "Replace") == 0)) {
+        if (o->n_ops >= TOK_SPM_MAX_OPS)
+            return as_err_set(err, AS_ERR_INPUT, "%s: normalizer has more than %d steps", file, TOK_SPM_MAX_OPS);
+        tok_spm_op *op = &o->ops[o->n_ops];
+        if (type[0] == 'P') {
+            op->kind = TOK_SPM_PREPEND;
+            rc = spm_str(json_object_get(nm, "prepend"), op->to, 0, file, "normalizer Prepend.prepend", err);
+        } else {
+            op->kind = TOK_SPM_REPLACE;
+            const json_t *pat = json_object_get(nm, "pattern");
+            if (!json_is_string(json_object_get(pat, "String")))
+                return as_err_set(err, AS_ERR_INPUT, "%s: normalizer Replace: only a String pattern is supported (not Regex)",
+                                  file);
+            rc = spm_str(json_object_get(pat, "String"), op->from, 0, file, "normalizer Replace.pattern", err);
+            if (rc == AS_OK) rc = spm_str(json_object_get(nm, "content"), op->to, 1, file, "normalizer Replace.content", err);
+        }
+        if (rc != AS_OK) return rc;
+        o->n_ops++;
+        return AS_OK;
+    }
+    return as_err_set(err, AS_ERR_INPUT,
+                      "%s: unsupported normalizer \"%.40s\" for BPE with byte_fallback (Prepend, Replace, Sequence)",
+                      file, type ? type : "?");
+}
+
+static as_status spm_pretok(const json_t *pt, tok_spm_opts *o, int depth, const char *file, as_error *err) {
+    if (!pt || json_is_null(pt)) return AS_OK;
+    const char *type = json_string_value(json_object_get(pt, "type"));
+    if (type && strcmp(type, "Sequence") == 0 && depth == 0) {
+        const json_t *list = json_object_get(pt, "pretokenizers");
+        if (json_is_array(list) && json_array_size(list) == 0) return AS_OK;
+        if (json_is_array(list) && json_array_size(list) == 1)
+            return spm_pretok(json_array_get(list, 0), o, depth + 1, file, err);
+    } else if (type && strcmp(type, "Metaspace") == 0) {
+        o->pre = TOK_SPM_PRE_METASPACE;
+        as_status rc = spm_str(json_object_get(pt, "replacement"), o->pre_str, 0, file,
+                               "pre_tokenizer Metaspace.replacement", err);
+        if (rc != AS_OK) return rc;
+        const char *sc = json_string_value(json_object_get(pt, "prepend_scheme"));
+        int aps = jbool(pt, "add_prefix_space", 1); /* files older than prepend_scheme */
+        int split = jbool(pt, "split", 1);
+        if (sc ? strcmp(sc, "always") && strcmp(sc, "first") && strcmp(sc, "never") : aps < 0)
+            return as_err_set(err, AS_ERR_INPUT, "%s: pre_tokenizer Metaspace: prepend_scheme \"%.20s\" is not always, first or never",
+                              file, sc ? sc : "?");
+        if (split < 0)
+            return as_err_set(err, AS_ERR_INPUT, "%s: pre_tokenizer Metaspace: split is not a boolean", file);
+        o->scheme = sc ? (sc[0] == 'a' ? TOK_SPM_ALWAYS : sc[0] == 'f' ? TOK_SPM_FIRST : TOK_SPM_NEVER)
+                       : (aps ? TOK_SPM_ALWAYS : TOK_SPM_NEVER);
+        o->split = split;
+        return AS_OK;
+    } else if (type && strcmp(type, "Split") == 0) {
+        static const char *const names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+        const json_t *pat = json_object_get(json_object_get(pt, "pattern"), "String");
+        const char *beh = json_string_value(json_object_get(pt, "behavior"));
+        if (!json_is_string(pat) || jbool(pt, "invert", 0) != 0)
+            return as_err_set(err, AS_ERR_INPUT, "%s: pre_tokenizer Split with byte_fallback BPE: only a String pattern, not inverted",
+                              file);
+        o->pre = TOK_SPM_PRE_SPLIT;
+        as_status rc = spm_str(pat, o->pre_str, 0, file, "pre_tokenizer Split.pattern", err);
+        if (rc != AS_OK) return rc;
+        o->behavior = -1;
+        for (int k = 0; beh && k < 5; k++)
+            if (strcmp(beh, names[k]) == 0) o->behavior = k;
+        if (o->behavior < 0)
+            return as_err_set(err, AS_ERR_INPUT, "%s: pre_tokenizer Split: unknown behavior \"%.30s\"", file, beh ? beh : "?");
+        return AS_OK;
+    }
+    return as_err_set(err, AS_ERR_INPUT,
+                      "%s: unsupported pre_tokenizer \"%.40s\" for BPE with byte_fallback (none, Metaspace, Split on a string)",
+                      file, type ? type : "?");
+}
+
+/* What the decoder shows of a piece (tok_piece_display): Replace(String a, b) steps,
+ * ByteFallback, a Metaspace decoder ("▁" -> " "); the rest (Fuse, Strip) joins tokens and
+ * does not change a single piece's text. */
+static void spm_decoder(tok_tokenizer *t, const json_t *d, int depth) {
+    const char *type = json_string_value(json_object_get(d, "type"));
+    if (!type) return;
+    if (strcmp(type, "Sequence") == 0 && depth == 0) {
+        size_t i;
+        json_t *it;
+        json_array_foreach(json_object_get(d, "decoders"), i, it) spm_decoder(t, it, depth + 1);
+    } else if (strcmp(type, "ByteFallback") == 0) {
+        t->disp_bytes = 1;
+    } else if (strcmp(type, "Replace") == 0 && !t->disp_from[0]) {
+        if (spm_str(json_object_get(json_object_get(d, "pattern"), "String"), t->disp_from, 0, "", "", NULL) != AS_OK ||
+            spm_str(json_object_get(d, "content"), t->disp_to, 1, "", "", NULL) != AS_OK)
+            t->disp_from[0] = t->disp_to[0] = 0;
+    } else if (strcmp(type, "Metaspace") == 0 && !t->disp_from[0]) {
+        if (spm_str(json_object_get(d, "replacement"), t->disp_from, 0, "", "", NULL) == AS_OK) strcpy(t->disp_to, " ");
+        else t->disp_from[0] = 0;
+    }
+}
+
+/* 1 when tokenizer.json describes SentencePiece-style BPE: byte_fallback, a Metaspace
+ * pre-tokenizer, or a Prepend / Replace normalizer (none of which byte-level BPE uses). */
+static int is_spm(const json_t *root, const json_t *model) {
+    if (jbool(model, "byte_fallback", 0) == 1) return 1;
+    const json_t *pt = json_object_get(root, "pre_tokenizer");
+    const char *pty = json_string_value(json_object_get(pt, "type"));
+    if (pty && strcmp(pty, "Sequence") == 0 && json_array_size(json_object_get(pt, "pretokenizers")) == 1)
+        pty = json_string_value(json_object_get(json_array_get(json_object_get(pt, "pretokenizers"), 0), "type"));
+    if (pty && strcmp(pty, "Metaspace") == 0) return 1;
+    const json_t *nm = json_object_get(root, "normalizer");
+    const char *nty = json_string_value(json_object_get(nm, "type"));
+    if (nty && strcmp(nty, "Sequence") == 0 && json_array_size(json_object_get(nm, "normalizers")) > 0)
+        nty = json_string_value(json_object_get(json_array_get(json_object_get(nm, "normalizers"), 0), "type"));
+    return nty && (strcmp(nty, "Prepend") == 0 || strcmp(nty, "Replace") == 0);
+}
+
+static as_status load_spm(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path, as_error *err) {
+    tok_spm_opts o;
+    memset(&o, 0, sizeof o);
+    o.unk_id = -1;
+    as_status rc;
+    if ((rc = spm_normalizer(json_object_get(root, "normalizer"), &o, 0, path, err)) != AS_OK) return rc;
+    if ((rc = spm_pretok(json_object_get(root, "pre_tokenizer"), &o, 0, path, err)) != AS_OK) return rc;
+    int bf = jbool(m, "byte_fallback", 0), fu = jbool(m, "fuse_unk", 0), im = jbool(m, "ignore_merges", 0);
+    if (bf < 0 || fu < 0 || im < 0)
+        return as_err_set(err, AS_ERR_INPUT, "%s: model.byte_fallback / fuse_unk / ignore_merges is not a boolean", path);
+    o.byte_fallback = bf;
+    o.fuse_unk = fu;
+    o.ignore_merges = im;
+    const char *unk = json_string_value(json_object_get(m, "unk_token"));
+    if (unk) {
+        o.unk_id = tok_vocab_get(t->vocab, unk, strlen(unk));
+        if (o.unk_id < 0)
+            return as_err_set(err, AS_ERR_INPUT, "%s: unk_token \"%.40s\" is not in model.vocab", path, unk);
+    }
+    /* the merges are read as for byte-level BPE, then handed to spm.c */
+    if ((rc = bpe_merges_from_json(t, json_object_get(m, "merges"), path, NULL, 0, &o, err)) != AS_OK) return rc;
+    spm_decoder(t, json_object_get(root, "decoder"), 0);
     return AS_OK;
 }
 
@@ -1355,6 +1630,19 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
                             pty ? pty : "?");
             goto cleanup;
         }
+    } else if (is_spm(root, model)) { /* BPE over "▁" text with byte_fallback */
+        t->kind = KIND_BPE;
+        const json_t *m = model;
+        if (json_is_number(json_object_get(m, "dropout")) ||
+            (json_is_string(json_object_get(m, "continuing_subword_prefix")) &&
+             json_string_length(json_object_get(m, "continuing_subword_prefix")) > 0) ||
+            (json_is_string(json_object_get(m, "end_of_word_suffix")) &&
+             json_string_length(json_object_get(m, "end_of_word_suffix")) > 0)) {
+            rc = as_err_set(err, AS_ERR_INPUT,
+                            "%s: BPE with dropout or subword prefix/suffix is not supported", path);
+            goto cleanup;
+        }
+        if ((rc = load_spm(t, root, m, path, err)) != AS_OK) goto cleanup;
     } else { /* BPE */
         t->kind = KIND_BPE;
         const json_t *m = model;
@@ -1376,7 +1664,7 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
                                    &prefix_space, err)) != AS_OK)
             goto cleanup;
         if ((rc = bpe_merges_from_json(t, json_object_get(m, "merges"), path, pattern, prefix_space,
-                                       err)) != AS_OK)
+                                       NULL, err)) != AS_OK)
             goto cleanup;
         tok_bpe_set_ignore_merges(t->bpe, jbool(m, "ignore_merges", 0) == 1);
         const char *unk = json_string_value(json_object_get(m, "unk_token"));
@@ -1398,6 +1686,7 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
     if ((rc = parse_post(t, json_object_get(root, "post_processor"), path, &have_tpl, 0, err)) != AS_OK)
         goto cleanup;
     if (!have_tpl && (rc = tpl_default(t, cfg, path, err)) != AS_OK) goto cleanup;
+    if ((rc = tpl_llama_config(t, dir, err)) != AS_OK) goto cleanup;
 cleanup:
     json_decref(root);
     return rc;

@@ -775,6 +775,16 @@ EXPECTED_KEYS = ("attentions", "attention_scores", "queries", "keys", "values", 
                  "logits")
 
 
+def fixture_generator(d):
+    """The generator named in a fixture folder's expected.safetensors metadata, or None."""
+    p = os.path.join(d, "expected.safetensors")
+    if not os.path.exists(p):
+        return None
+    with open(p, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n)).get("__metadata__", {}).get("generator")
+
+
 def write_fixture(fx):
     d = os.path.join(OUT_DIR, fx["name"])
     os.makedirs(d, exist_ok=True)
@@ -817,9 +827,10 @@ def main():
         make_gpt2("gpt2_scaling", 1007, scale_weights=False, inverse_layer=True),
     ]
     if os.path.isdir(OUT_DIR):
+        # only the folders this script wrote (gen_llama.py writes others here)
         for entry in os.listdir(OUT_DIR):
             p = os.path.join(OUT_DIR, entry)
-            if os.path.isdir(p):
+            if os.path.isdir(p) and fixture_generator(p) in (None, "tests/ref/gen_models.py"):
                 shutil.rmtree(p)
     os.makedirs(OUT_DIR, exist_ok=True)
     for fx in fixtures:

@@ -934,6 +934,101 @@ static void test_llm_refusals_and_bad_values(void **state) {
     expect_error("{\"model_type\":\"llama\",\"id2label\":{\"1\":\"a\"}}", "'id2label'", NULL);
 }
 
+/* The config.json of every decoder fixture written by tests/ref/gen_llama.py, read as the
+ * generator's torch forward reads it (the parity test runs the forward on these). */
+static void test_llm_fixture_configs(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int L, kv, Dh, rope_dim, tie, qkv_bias, o_bias, mlp_bias, qk_norm, gemma, window;
+        const char *sliding; /* per layer */
+        as_rope_scale scaling;
+    } fx[] = {
+        {"llama", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_NONE},
+        {"llama3_scaled", 2, 2, 8, 8, 1, 1, 1, 1, 0, 0, 0, "00", ROPE_SCALE_LLAMA3},
+        {"mistral_swa", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 5, "11", ROPE_SCALE_NONE},
+        {"qwen2_noprefix", 2, 2, 8, 8, 1, 1, 0, 0, 0, 0, 6, "01", ROPE_SCALE_NONE},
+        {"qwen3", 2, 1, 10, 10, 0, 0, 0, 0, 1, 0, 0, "00", ROPE_SCALE_NONE},
+        {"gemma2", 2, 2, 10, 10, 1, 0, 0, 0, 0, 1, 5, "10", ROPE_SCALE_NONE},
+        {"gemma3", 3, 2, 10, 10, 1, 0, 0, 0, 1, 1, 4, "110", ROPE_SCALE_LINEAR},
+        {"phi3", 2, 2, 8, 4, 0, 0, 0, 0, 0, 0, 8, "11", ROPE_SCALE_NONE},
+        {"yarn", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_YARN},
+        {"llama_bf16", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_NONE},
+        {"llama_cls", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_NONE},
+    };
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/llama/config.json", AS_SOURCE_DIR);
+    if (!as_file_exists(dir)) {
+        print_message("skipping: %s not found\n", dir);
+        skip();
+    }
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/%s", AS_SOURCE_DIR, fx[i].name);
+        as_config c;
+        as_error err = {0};
+        as_status rc = as_config_load_dir(dir, &c, &err);
+        if (rc != AS_OK) print_error("%s: %s\n", fx[i].name, err.msg);
+        assert_int_equal(rc, AS_OK);
+        assert_int_equal(c.arch, ARCH_LLAMA);
+        assert_int_equal(c.n_layer, fx[i].L);
+        assert_int_equal(c.n_head, 4);
+        assert_int_equal(c.n_kv_head, fx[i].kv);
+        assert_int_equal(c.d_model, 32);
+        assert_int_equal(c.d_head, fx[i].Dh);
+        assert_int_equal(c.d_ff, 20);
+        assert_int_equal(c.vocab_size, 53);
+        assert_int_equal(c.rope_dim, fx[i].rope_dim);
+        assert_int_equal(c.tie_word_embeddings, fx[i].tie);
+        assert_int_equal(c.qkv_bias, fx[i].qkv_bias);
+        assert_int_equal(c.o_bias, fx[i].o_bias);
+        assert_int_equal(c.mlp_bias, fx[i].mlp_bias);
+        assert_int_equal(c.qk_norm, fx[i].qk_norm);
+        assert_int_equal(c.norm_add_one, fx[i].gemma);
+        assert_int_equal(c.post_norms, fx[i].gemma);
+        assert_int_equal(c.act, fx[i].gemma ? ACT_GELU_NEW : ACT_SILU);
+        assert_int_equal(c.sliding_window, fx[i].window);
+        for (int l = 0; l < c.n_layer; l++) assert_int_equal(c.layer_sliding[l], fx[i].sliding[l] == '1');
+        assert_int_equal(c.rope_scaling, fx[i].scaling);
+        as_config_clear(&c);
+    }
+    /* the values beyond the table */
+    as_config c;
+    as_error err = {0};
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/gemma2", AS_SOURCE_DIR);
+    assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
+    assert_float_equal(as_attn_scale(&c, 0), 1.0 / sqrt(20.0), 1e-8);
+    assert_true(c.attn_softcap == 3.0f && c.final_softcap == 4.0f);
+    assert_float_equal(c.emb_scale, sqrt(32.0), 1e-6);
+    as_config_clear(&c);
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/gemma3", AS_SOURCE_DIR);
+    assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
+    assert_true(c.rope_theta == 50000.0f && c.rope_local_theta == 100.0f && c.rope_factor == 2.0f);
+    assert_float_equal(as_attn_scale(&c, 2), 0.25, 1e-8);
+    as_config_clear(&c);
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/llama3_scaled", AS_SOURCE_DIR);
+    assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
+    assert_true(c.rope_factor == 8.0f && c.rope_low_freq_factor == 1.0f && c.rope_high_freq_factor == 4.0f);
+    assert_int_equal(c.rope_orig_max_pos, 64);
+    assert_int_equal(c.eos_token_id, 2);
+    as_config_clear(&c);
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/yarn", AS_SOURCE_DIR);
+    assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
+    assert_true(c.rope_factor == 4.0f && c.yarn_beta_fast == 32.0f && c.yarn_beta_slow == 1.0f);
+    assert_int_equal(c.rope_orig_max_pos, 64);
+    assert_float_equal(c.yarn_attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
+    as_config_clear(&c);
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/phi3", AS_SOURCE_DIR);
+    assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
+    assert_true(c.ln_eps == 1e-5f);
+    as_config_clear(&c);
+    snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/llama_cls", AS_SOURCE_DIR);
+    assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
+    assert_int_equal(c.num_labels, 3);
+    assert_string_equal(c.id2label[2], "positive");
+    assert_int_equal(c.pad_token_id, 0);
+    as_config_clear(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),
@@ -953,6 +1048,7 @@ int main(void) {
         cmocka_unit_test(test_llm_arch_and_labels),
         cmocka_unit_test(test_llm_rope),
         cmocka_unit_test(test_llm_refusals_and_bad_values),
+        cmocka_unit_test(test_llm_fixture_configs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

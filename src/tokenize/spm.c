@@ -1,0 +1,406 @@
+/* spm.c — SentencePiece-style BPE exactly as Hugging Face `tokenizers` runs the
+ * tokenizer.json files of Llama 2, Mistral, Phi-3 and Gemma (models/bpe/model.rs with
+ * byte_fallback; normalizers/{prepend,replace}.rs; pre_tokenizers/{metaspace,split}.rs):
+ *   1. the normalizer steps in order: Prepend(s) puts s before a non-empty text,
+ *      Replace(a, b) replaces every (non-overlapping, leftmost) a by b;
+ *   2. the pre-tokenizer: none (the whole text is one word), Metaspace (" " -> "▁",
+ *      "▁" prepended per prepend_scheme unless the text already starts with it, then
+ *      optionally split before every "▁"), or Split on a literal string;
+ *   3. per word: the whole word when ignore_merges finds it in the vocabulary; else one
+ *      symbol per character in the vocabulary, its bytes as <0xNN> tokens (byte_fallback)
+ *      otherwise, else the unk token (consecutive ones fused with fuse_unk); then the
+ *      merges (merges.c), lowest rank first.
+ * Every byte of the normalized text remembers the byte range of the original character
+ * it came from (an inserted string: the character it stands before), so a token's
+ * offsets are the range from its first byte's character to its last byte's, as HF's
+ * NormalizedString alignments give them. HF quirks kept: a pending unk is emitted after
+ * byte-fallback tokens that follow it; characters with no token and no unk are dropped.
+ *
+ * It does not: match added tokens (tokenizer.c does, before calling in), run regex
+ * splits, Unicode normalization forms, dropout, or decode (tok_spm_byte_piece helps).
+ */
+#include "tokenize/spm.h"
+
+#include <string.h>
+
+#include "tokenize/merges.h"
+
+/* A normalized text may grow (" " -> "▁" triples it); past this it is refused. */
+#define SPM_MAX_NORM_BYTES (4u * TOK_MAX_TEXT_BYTES + 4096u)
+
+struct tok_spm {
+    const tok_vocab *vocab; /* borrowed */
+    tok_merges *merges;
+    tok_spm_opts o;
+    int32_t byte_id[256]; /* id of "<0xNN>", -1 when absent */
+};
+
+/* ---- init / free ------------------------------------------------------------------ */
+
+static void byte_piece_name(char out[8], int b) {
+    static const char hex[] = "0123456789ABCDEF";
+    memcpy(out, "<0x", 3);
+    out[3] = hex[b >> 4];
+    out[4] = hex[b & 15];
+    out[5] = '>';
+    out[6] = 0;
+}
+
+as_status tok_spm_init(const tok_vocab *v, const char *const *merge_left,
+                       const char *const *merge_right, int n_merges, const tok_spm_opts *o,
+                       tok_spm **out, as_error *err) {
+    ASSERT(v && o && out && o->n_ops >= 0 && o->n_ops <= TOK_SPM_MAX_OPS);
+    *out = NULL;
+    tok_spm *s = as_calloc(1, sizeof *s);
+    if (!s) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    s->vocab = v;
+    s->o = *o;
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        byte_piece_name(name, b);
+        s->byte_id[b] = tok_vocab_get(v, name, 6);
+    }
+    as_status st = tok_merges_init(v, merge_left, merge_right, n_merges, &s->merges, err);
+    if (st != AS_OK) {
+        tok_spm_free(s);
+        return st;
+    }
+    *out = s;
+    return AS_OK;
+}
+
+void tok_spm_free(tok_spm *s) {
+    if (!s) return;
+    tok_merges_free(s->merges);
+    free(s);
+}
+
+int tok_spm_byte_piece(const char *p) {
+    if (!p || strncmp(p, "<0x", 3) != 0 || p[5] != '>' || p[6] != 0) return -1;
+    int v = 0;
+    for (int k = 3; k < 5; k++) {
+        char c = p[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* ---- the normalized text --------------------------------------------------------------- */
+
+typedef struct {
+    char *s;          /* (n) */
+    int32_t *os, *oe; /* (n) original byte range of each byte's character */
+    size_t n;
+} spm_text;
+
+static void text_free(spm_text *t) {
+    free(t->s);
+    free(t->os);
+    free(t->oe);
+    memset(t, 0, sizeof *t);
+}
+
+static int text_alloc(spm_text *t, size_t n) {
+    t->s = as_malloc(n + 1);
+    t->os = as_malloc_array(n + 1, sizeof *t->os);
+    t->oe = as_malloc_array(n + 1, sizeof *t->oe);
+    t->n = n;
+    if (t->s && t->os && t->oe) return 1;
+    text_free(t);
+    return 0;
+}
+
+static size_t utf8_len(unsigned char c) {
+    return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+}
+
+static as_status text_init(spm_text *t, const char *s, size_t n, as_error *err) {
+    if (!text_alloc(t, n)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    memcpy(t->s, s, n);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len((unsigned char)s[i]);
+        if (i + k > n) k = n - i;
+        for (size_t q = 0; q < k; q++) {
+            t->os[i + q] = (int32_t)i;
+            t->oe[i + q] = (int32_t)(i + k);
+        }
+        i += k;
+    }
+    return AS_OK;
+}
+
+static int starts_with(const spm_text *t, const char *p) {
+    size_t k = strlen(p);
+    return t->n >= k && memcmp(t->s, p, k) == 0;
+}
+
+/* Puts p before a non-empty text, aligned with its first character. */
+static as_status text_prepend(spm_text *t, const char *p, as_error *err) {
+    size_t k = strlen(p);
+    if (t->n == 0 || k == 0) return AS_OK;
+    if (t->n + k > SPM_MAX_NORM_BYTES)
+        return as_err_set(err, AS_ERR_INPUT, "text: over %u bytes once normalized", SPM_MAX_NORM_BYTES);
+    spm_text o;
+    if (!text_alloc(&o, t->n + k)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    memcpy(o.s, p, k);
+    memcpy(o.s + k, t->s, t->n);
+    for (size_t q = 0; q < k; q++) {
+        o.os[q] = t->os[0];
+        o.oe[q] = t->oe[0];
+    }
+    memcpy(o.os + k, t->os, t->n * sizeof *o.os);
+    memcpy(o.oe + k, t->oe, t->n * sizeof *o.oe);
+    text_free(t);
+    *t = o;
+    return AS_OK;
+}
+
+/* Leftmost non-overlapping occurrence of p (k bytes) in t at or after i; t->n if none. */
+static size_t find_from(const spm_text *t, const char *p, size_t k, size_t i) {
+    if (k == 0) return t->n;
+    while (i + k <= t->n) {
+        const char *hit = memchr(t->s + i, p[0], t->n - i - k + 1);
+        if (!hit) return t->n;
+        i = (size_t)(hit - t->s);
+        if (memcmp(hit, p, k) == 0) return i;
+        i++;
+    }
+    return t->n;
+}
+
+/* Replaces every occurrence of from by to; the new bytes take the range covered by
+ * the bytes they replace. */
+static as_status text_replace(spm_text *t, const char *from, const char *to, as_error *err) {
+    size_t fk = strlen(from), tk = strlen(to), hits = 0;
+    for (size_t i = find_from(t, from, fk, 0); i < t->n; i = find_from(t, from, fk, i + fk)) hits++;
+    if (hits == 0) return AS_OK;
+    size_t nn = t->n - hits * fk;
+    if (tk > 0 && hits > (SPM_MAX_NORM_BYTES - nn) / tk)
+        return as_err_set(err, AS_ERR_INPUT, "text: over %u bytes once normalized", SPM_MAX_NORM_BYTES);
+    nn += hits * tk;
+    spm_text o;
+    if (!text_alloc(&o, nn)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    size_t r = 0, w = 0;
+    while (r < t->n) {
+        size_t h = find_from(t, from, fk, r);
+        size_t keep = h - r;
+        memcpy(o.s + w, t->s + r, keep);
+        memcpy(o.os + w, t->os + r, keep * sizeof *o.os);
+        memcpy(o.oe + w, t->oe + r, keep * sizeof *o.oe);
+        w += keep;
+        if (h >= t->n) break;
+        memcpy(o.s + w, to, tk);
+        for (size_t q = 0; q < tk; q++) {
+            o.os[w + q] = t->os[h];
+            o.oe[w + q] = t->oe[h + fk - 1];
+        }
+        w += tk;
+        r = h + fk;
+    }
+    ASSERT(w == nn);
+    text_free(t);
+    *t = o;
+    return AS_OK;
+}
+
+/* ---- pre-tokenization: word ranges -------------------------------------------------- */
+
+typedef struct {
+    size_t *a, *b; /* (n) [a, b) in the normalized text */
+    size_t n, cap;
+} spm_words;
+
+static int words_push(spm_words *w, size_t a, size_t b) {
+    if (b <= a) return 1; /* HF drops empty splits */
+    if (w->n == w->cap) {
+        size_t nc = w->cap ? w->cap * 2 : 16;
+        size_t *na = realloc(w->a, as_mul_size(nc, sizeof *na));
+        if (!na) return 0;
+        w->a = na;
+        size_t *nb = realloc(w->b, as_mul_size(nc, sizeof *nb));
+        if (!nb) return 0;
+        w->b = nb;
+        w->cap = nc;
+    }
+    w->a[w->n] = a;
+    w->b[w->n] = b;
+    w->n++;
+    return 1;
+}
+
+/* HF NormalizedString::split on a literal with the given behaviour. */
+static int split_literal(const spm_text *t, const char *p, int behavior, spm_words *w) {
+    size_t k = strlen(p), prev = 0; /* prev: end of what is already assigned */
+    size_t run_s = 0, run_e = 0;    /* Contiguous: the current run of matches */
+    int in_run = 0;
+    for (size_t h = find_from(t, p, k, 0); h < t->n; h = find_from(t, p, k, h + k)) {
+        switch (behavior) {
+        case TOK_SPM_REMOVED:
+            if (!words_push(w, prev, h)) return 0;
+            prev = h + k;
+            break;
+        case TOK_SPM_ISOLATED:
+            if (!words_push(w, prev, h) || !words_push(w, h, h + k)) return 0;
+            prev = h + k;
+            break;
+        case TOK_SPM_MERGED_PREV:
+            if (!words_push(w, prev, h + k)) return 0;
+            prev = h + k;
+            break;
+        case TOK_SPM_MERGED_NEXT:
+            if (!words_push(w, prev, h)) return 0;
+            prev = h;
+            break;
+        default: /* TOK_SPM_CONTIGUOUS */
+            if (in_run && h == run_e) {
+                run_e = h + k;
+            } else {
+                if (in_run && (!words_push(w, prev, run_s) || !words_push(w, run_s, run_e))) return 0;
+                if (in_run) prev = run_e;
+                run_s = h;
+                run_e = h + k;
+                in_run = 1;
+            }
+            break;
+        }
+    }
+    if (in_run) {
+        if (!words_push(w, prev, run_s) || !words_push(w, run_s, run_e)) return 0;
+        prev = run_e;
+    }
+    return words_push(w, prev, t->n);
+}
+
+/* ---- the model -------------------------------------------------------------------------- */
+
+typedef struct {
+    tok_merge_work w;
+    int32_t n;
+    uint32_t pos; /* bytes covered so far, in the order symbols are added */
+} spm_word;
+
+static void sym_add(spm_word *x, int32_t id, uint32_t len) {
+    int32_t i = x->n++;
+    x->w.sym[i] = (tok_sym){id, i - 1, -1, x->pos, len};
+    if (i > 0) x->w.sym[i - 1].next = i;
+    x->pos += len;
+}
+
+/* Encodes word t->s[a, b) and appends its tokens with offsets mapped to the original. */
+static as_status encode_word(const tok_spm *s, spm_word *x, const spm_text *t, size_t a, size_t b,
+                             tok_ids *out, as_error *err) {
+    const char *w = t->s + a;
+    size_t n = b - a;
+    if (s->o.ignore_merges) {
+        int32_t id = tok_vocab_get(s->vocab, w, n);
+        if (id >= 0) return tok_ids_push(out, id, t->os[a], t->oe[b - 1], err);
+    }
+    if (!tok_merge_reserve(&x->w, n)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    x->n = 0;
+    x->pos = 0;
+    int have_unk = 0;
+    uint32_t unk_len = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len((unsigned char)w[i]);
+        if (i + k > n) k = n - i;
+        int32_t id = tok_vocab_get(s->vocab, w + i, k);
+        if (id >= 0) {
+            if (have_unk) sym_add(x, s->o.unk_id, unk_len);
+            have_unk = 0;
+            sym_add(x, id, (uint32_t)k);
+            i += k;
+            continue;
+        }
+        if (s->o.byte_fallback) {
+            int all = 1;
+            for (size_t q = 0; q < k; q++) all &= s->byte_id[(unsigned char)w[i + q]] >= 0;
+            if (all) { /* HF leaves a pending unk pending here */
+                for (size_t q = 0; q < k; q++) sym_add(x, s->byte_id[(unsigned char)w[i + q]], 1);
+                i += k;
+                continue;
+            }
+        }
+        if (s->o.unk_id >= 0) {
+            if (have_unk && s->o.fuse_unk) {
+                unk_len += (uint32_t)k;
+            } else {
+                if (have_unk) sym_add(x, s->o.unk_id, unk_len);
+                have_unk = 1;
+                unk_len = (uint32_t)k;
+            }
+        }
+        i += k;
+    }
+    if (have_unk) sym_add(x, s->o.unk_id, unk_len);
+    if (x->n > 1) tok_merges_apply(s->merges, &x->w, x->n);
+    for (int32_t i = 0; i >= 0 && i < x->n; i = x->w.sym[i].next) {
+        const tok_sym *y = &x->w.sym[i];
+        size_t ys = a + y->start, ye = a + y->start + y->len;
+        if (y->len == 0 || ye > b) continue; /* cannot happen: lengths sum to at most n */
+        as_status st = tok_ids_push(out, y->id, t->os[ys], t->oe[ye - 1], err);
+        if (st != AS_OK) return st;
+    }
+    return AS_OK;
+}
+
+as_status tok_spm_encode(const tok_spm *s, const char *text, size_t len, int at_start,
+                         tok_ids *out, as_error *err) {
+    ASSERT(s && out && (text || len == 0));
+    if (len > TOK_MAX_TEXT_BYTES)
+        return as_err_set(err, AS_ERR_INPUT, "text is %zu bytes, over the limit of %u", len,
+                          TOK_MAX_TEXT_BYTES);
+    if (len == 0) return AS_OK;
+    int n_entry = out->n;
+    spm_text t = {0};
+    spm_words words = {0};
+    spm_word x = {0};
+    as_status st = text_init(&t, text, len, err);
+    for (int k = 0; st == AS_OK && k < s->o.n_ops; k++) {
+        const tok_spm_op *op = &s->o.ops[k];
+        st = op->kind == TOK_SPM_PREPEND ? text_prepend(&t, op->to, err)
+                                         : text_replace(&t, op->from, op->to, err);
+    }
+    if (st != AS_OK) goto cleanup;
+    int ok = 1;
+    if (s->o.pre == TOK_SPM_PRE_METASPACE) {
+        const char *rep = s->o.pre_str;
+        if ((st = text_replace(&t, " ", rep, err)) != AS_OK) goto cleanup;
+        int pre = s->o.scheme == TOK_SPM_ALWAYS || (s->o.scheme == TOK_SPM_FIRST && at_start);
+        if (pre && !starts_with(&t, rep) && (st = text_prepend(&t, rep, err)) != AS_OK) goto cleanup;
+        ok = s->o.split ? split_literal(&t, rep, TOK_SPM_MERGED_NEXT, &words) : words_push(&words, 0, t.n);
+    } else if (s->o.pre == TOK_SPM_PRE_SPLIT) {
+        ok = split_literal(&t, s->o.pre_str, s->o.behavior, &words);
+    } else {
+        ok = words_push(&words, 0, t.n);
+    }
+    if (!ok) {
+        st = as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < words.n && st == AS_OK; i++)
+        st = encode_word(s, &x, &t, words.a[i], words.b[i], out, err);
+cleanup:
+    if (st != AS_OK) out->n = n_entry;
+    tok_merge_work_free(&x.w);
+    free(words.a);
+    free(words.b);
+    text_free(&t);
+    return st;
+}
+
+int tok_spm_word_start(const tok_spm *s, const char *prev, const char *piece) {
+    ASSERT(s && prev && piece);
+    const char *p = s->o.pre_str;
+    size_t k = strlen(p), pl = strlen(prev);
+    int starts = strncmp(piece, p, k) == 0;
+    int prev_ends = pl >= k && memcmp(prev + pl - k, p, k) == 0;
+    if (s->o.pre == TOK_SPM_PRE_METASPACE) return s->o.split && starts;
+    if (s->o.pre != TOK_SPM_PRE_SPLIT || k == 0) return 0;
+    switch (s->o.behavior) {
+    case TOK_SPM_MERGED_NEXT: return starts;
+    case TOK_SPM_MERGED_PREV: return prev_ends;
+    default: return starts || prev_ends;
+    }
+}
