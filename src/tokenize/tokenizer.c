@@ -1,11 +1,14 @@
 /* tokenizer.c — loads a model folder's tokenizer and runs it the way Hugging Face
  * `tokenizers` does: invalid UTF-8 replaced by U+FFFD, added/special tokens matched
  * in the raw text first (leftmost-longest, with lstrip / rstrip / single_word), the
- * rest normalized and split by the model (wordpiece.c or bpe.c), then truncation
- * (longest_first) and the post-processor's template ([CLS] A [SEP] B [SEP], ...).
+ * rest normalized and split by the model (wordpiece.c, bpe.c for byte-level BPE, spm.c
+ * for SentencePiece-style BPE with byte_fallback), then truncation (longest_first) and
+ * the post-processor's template ([CLS] A [SEP] B [SEP], <s> A, ...).
  *
  * Files: DIR/tokenizer.json when present (model WordPiece or BPE, normalizer,
- * pre_tokenizer, added_tokens, post_processor); else the legacy files: vocab.txt
+ * pre_tokenizer, added_tokens, post_processor, and the decoder for readable token text;
+ * tokenizer_config.json's add_bos_token / add_eos_token rebuild the template for the
+ * Llama and Gemma tokenizer classes, as transformers does); else the legacy files: vocab.txt
  * (+ tokenizer_config.json) for WordPiece, vocab.json + merges.txt for byte-level BPE,
  * with special_tokens_map.json naming the specials when present.
  * Offsets are byte offsets into the caller's text, whatever normalization did.

@@ -1,5 +1,6 @@
 /* tokenizer.h — the model's tokenizer, matching Hugging Face `tokenizers`:
- * WordPiece (BERT, DistilBERT, ELECTRA) and byte-level BPE (GPT-2, RoBERTa),
+ * WordPiece (BERT, DistilBERT, ELECTRA), byte-level BPE (GPT-2, RoBERTa, Llama 3, Qwen)
+ * and SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Phi-3, Gemma),
  * loaded from tokenizer.json or from the legacy files (vocab.txt; vocab.json +
  * merges.txt) plus tokenizer_config.json / special_tokens_map.json when present.
  * Adds the model's special tokens for single sentences and pairs, and keeps a byte
@@ -61,7 +62,9 @@ int tok_n_vocab(const tok_tokenizer *t);
 const char *tok_id_to_piece(const tok_tokenizer *t, int32_t id);
 /* id for an exact vocabulary string, or -1. */
 int32_t tok_piece_to_id(const tok_tokenizer *t, const char *piece);
-/* Human-readable form of a token (byte-level BPE pieces decoded to UTF-8, "##" kept). Owned by caller. */
+/* Human-readable form of a token, owned by the caller: byte-level BPE pieces decoded to
+ * their bytes ("Ġthe" -> " the"), SentencePiece-style pieces through the file's decoder
+ * ("▁the" -> " the", "<0x0A>" -> the byte 0x0A; a NUL byte gives ""), "##" kept. */
 char *tok_piece_display(const tok_tokenizer *t, int32_t id);
 const char *tok_kind_name(const tok_tokenizer *t); /* "wordpiece" or "bpe" */
 
