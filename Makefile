@@ -15,6 +15,8 @@ APT_PACKAGES += zlib1g-dev libopenmpi-dev openmpi-bin
 APT_PACKAGES += python3 python3-numpy coreutils util-linux
 # server (src/server) + browser tests (tests/browser)
 APT_PACKAGES += libmicrohttpd-dev chromium
+# the Python package's tests (tests/python): a notebook executed by a real kernel
+APT_PACKAGES += python3-nbformat python3-nbclient python3-ipykernel python3-jupyter-client
 # a Simplified Chinese font, so the explorer's zh-CN pages and screenshots render its text
 APT_PACKAGES += fonts-wqy-microhei
 BUILD := build

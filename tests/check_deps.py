@@ -12,6 +12,8 @@ What it checks:
   snippets embedded in the shell and C tests (`python3 -c '...'` strings and
   `<<'PY'` here-documents), so a new import in a test is checked without editing
   this file;
+- the modules in PY_RUNTIME (needed without an import: the notebook test's kernel), and
+  the project's own package python/attnscope, imported with python/ on the path;
 - every bare npm package imported by the browser tests and the reference generators
   resolves from that folder's node_modules.
 
@@ -38,7 +40,13 @@ COMMANDS = {
 }
 # Python module -> Debian package (for the message)
 PY_PACKAGES = {"numpy": "python3-numpy", "torch": "python3-torch",
-               "networkx": "python3-networkx", "sentencepiece": "python3-sentencepiece"}
+               "networkx": "python3-networkx", "sentencepiece": "python3-sentencepiece",
+               "nbformat": "python3-nbformat", "nbclient": "python3-nbclient",
+               "ipykernel": "python3-ipykernel", "jupyter_client": "python3-jupyter-client"}
+# modules a test needs without importing them: the kernel tests/python/test_notebook.py starts
+PY_RUNTIME = {"ipykernel": "tests/python/test_notebook.py"}
+# the project's own package (python/attnscope): importable with python/ on the path
+PY_LOCAL_PATH = os.path.join(ROOT, "python")
 # generators and references that `make fixtures` / `make bench` run, not the tests
 PY_EXCLUDE_DIRS = ("tests/ref",)
 NODE_DIRS = ("tests/browser", "tests/ref")
@@ -99,9 +107,12 @@ def main():
             problems.append(f"command '{cmd}' not found (Debian package {pkg})")
 
     mods = python_imports()
+    for mod, by in PY_RUNTIME.items():
+        mods.setdefault(mod, by)
+    env = dict(os.environ, PYTHONPATH=PY_LOCAL_PATH)
     for mod in sorted(mods):
         r = subprocess.run(["/usr/bin/python3", "-c", f"import {mod}"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=env)
         if r.returncode != 0:
             pkg = PY_PACKAGES.get(mod, "python3-" + mod.lower())
             problems.append(f"Python module '{mod}' (imported by {mods[mod]}) is not importable "

@@ -26,7 +26,9 @@ export function f16ToF32(h: number): number {
   return s * (1 + m / 1024) * 2 ** (e - 15);
 }
 
-function decodeOne(buf: ArrayBuffer, base: number, t: TensorEntry): Float32Array {
+/** Decodes one tensor entry whose bytes start at base + t.offset (the embedded data source
+ * decodes one layer at a time through it). */
+export function decodeOne(buf: ArrayBuffer, base: number, t: TensorEntry): Float32Array {
   const n = t.shape.reduce((a, b) => a * b, 1);
   const start = base + t.offset;
   if (start + t.nbytes > buf.byteLength) throw new Error(`tensor ${t.name}: data runs past the response`);

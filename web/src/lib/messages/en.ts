@@ -19,6 +19,7 @@ export const en = {
   'tab.head': 'Head view',
   'tab.model': 'Model view',
   'tab.neuron': 'Neuron view',
+  'embed.subset': 'layers {layers} and heads {heads} of the model, numbered from 0 here',
 
   // Input bar and masked-token predictions
   'input.model': 'Model',

@@ -19,6 +19,7 @@ export const zhCN: Messages = {
   'tab.head': '头视图',
   'tab.model': '模型视图',
   'tab.neuron': '神经元视图',
+  'embed.subset': '模型的第 {layers} 层和第 {heads} 个头，此处从 0 编号',
 
   // Input bar and masked-token predictions
   'input.model': '模型',

@@ -1,0 +1,204 @@
+"""_lib.py — libattnscope.so through ctypes: finding the library, the C structures of
+include/attnscope.h and include/attnscope/analysis.h mirrored field by field, and the
+prototypes of the functions the package calls. Nothing here owns memory; core.py does.
+
+as_run and as_model stay opaque pointers (read through as_run_arrays, as_run_attn, ...). The
+structures mirrored here must match the headers; tests/python/test_attnscope.py compiles a small C
+program that prints every mirrored field's offset and compares them with these.
+"""
+import ctypes
+import ctypes.util
+import os
+
+AS_ERR_MSG_MAX = 512
+AS_MAX_LAYERS = 256
+# as_run_arrays writes AS_RUN_N_ARRAYS entries (9 today); the package passes room for
+# RUN_ARRAYS_ROOM and reads the entries that have a name, so a header that adds arrays
+# needs no change here (as_run itself stays opaque: its fields are read through functions)
+RUN_ARRAYS_ROOM = 64
+
+CAP = {"attn": 1, "scores": 2, "qkv": 4, "hidden": 8, "logits": 16, "all": 31}
+ARCH_NAMES = ("bert", "roberta", "distilbert", "gpt2", "llama")
+ACT_NAMES = ("gelu", "gelu_new", "relu", "silu")
+DTYPE_NAMES = ("F32", "F16", "BF16", "I64", "I32", "other")
+HEAD_BITS = {"classifier": 1, "mlm": 2, "lm": 4}
+SAL_METHODS = ("grad", "gxi", "ig")
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * AS_ERR_MSG_MAX)]
+
+
+class Config(ctypes.Structure):
+    """as_config (include/attnscope.h)."""
+    _fields_ = [
+        ("arch", ctypes.c_int), ("model_type", ctypes.c_char * 32), ("n_layer", ctypes.c_int),
+        ("n_head", ctypes.c_int), ("d_model", ctypes.c_int), ("d_head", ctypes.c_int), ("d_ff", ctypes.c_int),
+        ("d_embed", ctypes.c_int), ("vocab_size", ctypes.c_int), ("max_pos", ctypes.c_int),
+        ("type_vocab", ctypes.c_int), ("pad_token_id", ctypes.c_int), ("causal", ctypes.c_int),
+        ("ln_eps", ctypes.c_float), ("act", ctypes.c_int), ("num_labels", ctypes.c_int),
+        ("id2label", ctypes.POINTER(ctypes.c_char_p)), ("sinusoidal_pos", ctypes.c_int),
+        ("attn_unscaled", ctypes.c_int), ("attn_layer_scale", ctypes.c_int),
+        ("n_kv_head", ctypes.c_int), ("rms_norm", ctypes.c_int), ("norm_add_one", ctypes.c_int),
+        ("post_norms", ctypes.c_int), ("gated_mlp", ctypes.c_int), ("qkv_bias", ctypes.c_int),
+        ("o_bias", ctypes.c_int), ("mlp_bias", ctypes.c_int), ("qk_norm", ctypes.c_int),
+        ("tie_word_embeddings", ctypes.c_int), ("emb_scale", ctypes.c_float), ("query_scale", ctypes.c_float),
+        ("attn_softcap", ctypes.c_float), ("final_softcap", ctypes.c_float), ("rope_dim", ctypes.c_int),
+        ("rope_theta", ctypes.c_float), ("rope_local_theta", ctypes.c_float), ("rope_scaling", ctypes.c_int),
+        ("rope_factor", ctypes.c_float), ("rope_low_freq_factor", ctypes.c_float),
+        ("rope_high_freq_factor", ctypes.c_float), ("rope_orig_max_pos", ctypes.c_int),
+        ("yarn_beta_fast", ctypes.c_float), ("yarn_beta_slow", ctypes.c_float), ("yarn_attn_factor", ctypes.c_float),
+        ("sliding_window", ctypes.c_int), ("layer_sliding", ctypes.c_ubyte * AS_MAX_LAYERS),
+        ("bos_token_id", ctypes.c_int), ("eos_token_id", ctypes.c_int),
+    ]
+
+
+class Encoding(ctypes.Structure):
+    """as_encoding."""
+    _fields_ = [
+        ("n", ctypes.c_int), ("ids", ctypes.POINTER(ctypes.c_int32)), ("type_ids", ctypes.POINTER(ctypes.c_int32)),
+        ("mask", ctypes.POINTER(ctypes.c_int32)), ("start", ctypes.POINTER(ctypes.c_int32)),
+        ("end", ctypes.POINTER(ctypes.c_int32)), ("seq", ctypes.POINTER(ctypes.c_int8)),
+        ("pieces", ctypes.POINTER(ctypes.c_char_p)), ("n_warnings", ctypes.c_int), ("warning", ctypes.c_char * 256),
+        ("type_ids_given", ctypes.c_int),
+    ]
+
+
+class EncodeOpts(ctypes.Structure):
+    _fields_ = [("max_len", ctypes.c_int), ("truncate", ctypes.c_int)]
+
+
+class CaptureSpec(ctypes.Structure):
+    _fields_ = [("what", ctypes.c_uint), ("layer", ctypes.c_int), ("head", ctypes.c_int),
+                ("threads", ctypes.c_int), ("ablate", ctypes.c_uint)]
+
+
+class RunArray(ctypes.Structure):
+    """as_run_array."""
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * 4)]
+
+
+class SalOpts(ctypes.Structure):
+    """sal_opts (include/attnscope/analysis.h)."""
+    _fields_ = [("method", ctypes.c_int), ("target", ctypes.c_int), ("steps", ctypes.c_int),
+                ("attn_out", ctypes.POINTER(ctypes.c_float))]
+
+
+class SalResult(ctypes.Structure):
+    """sal_result."""
+    _fields_ = [
+        ("method", ctypes.c_int), ("T", ctypes.c_int), ("C", ctypes.c_int), ("target", ctypes.c_int),
+        ("predicted", ctypes.c_int), ("scores", ctypes.POINTER(ctypes.c_float)),
+        ("logits", ctypes.POINTER(ctypes.c_float)), ("probs", ctypes.POINTER(ctypes.c_float)),
+        ("steps", ctypes.c_int), ("ig_sum", ctypes.c_float), ("ig_delta", ctypes.c_float), ("ig_gap", ctypes.c_float),
+    ]
+
+
+class AnOpts(ctypes.Structure):
+    """an_opts."""
+    _fields_ = [
+        ("model_dir", ctypes.c_char_p), ("sst2", ctypes.c_char_p), ("conllu", ctypes.c_char_p),
+        ("limit", ctypes.c_int), ("threads", ctypes.c_int), ("chunk", ctypes.c_int), ("explain", ctypes.c_int),
+        ("min_rel", ctypes.c_int), ("progress", ctypes.c_int), ("quiet", ctypes.c_int),
+    ]
+
+
+# (struct, C name) pairs the layout test checks against the header
+STRUCTS = [(Error, "as_error"), (Config, "as_config"), (Encoding, "as_encoding"), (EncodeOpts, "as_encode_opts"),
+           (CaptureSpec, "as_capture_spec"), (RunArray, "as_run_array"), (SalOpts, "sal_opts"),
+           (SalResult, "sal_result"), (AnOpts, "an_opts")]
+
+_P = ctypes.POINTER
+_PROTOS = {
+    # name: (restype, argtypes)
+    "as_model_load": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_void_p), _P(Error)]),
+    "as_model_free": (None, [ctypes.c_void_p]),
+    "as_model_config": (_P(Config), [ctypes.c_void_p]),
+    "as_model_heads": (ctypes.c_uint, [ctypes.c_void_p]),
+    "as_model_dtype": (ctypes.c_int, [ctypes.c_void_p]),
+    "as_model_n_params": (ctypes.c_size_t, [ctypes.c_void_p]),
+    "as_model_dir": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "as_model_max_tokens": (ctypes.c_int, [ctypes.c_void_p]),
+    "as_model_has_tokenizer": (ctypes.c_int, [ctypes.c_void_p]),
+    "as_model_tokenizer_problem": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "as_model_token_text": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int32]),
+    "as_encode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, _P(EncodeOpts), _P(Encoding),
+                                 _P(Error)]),
+    "as_encoding_from_ids": (ctypes.c_int, [ctypes.c_void_p, _P(ctypes.c_int32), _P(ctypes.c_int32), ctypes.c_int,
+                                            _P(Encoding), _P(Error)]),
+    "as_encoding_free": (None, [_P(Encoding)]),
+    "as_tokens_json": (ctypes.c_void_p, [ctypes.c_void_p, _P(Encoding)]),
+    "as_forward": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(CaptureSpec), _P(ctypes.c_void_p), _P(Error)]),
+    "as_run_free": (None, [ctypes.c_void_p]),
+    "as_run_attn": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]),
+    "as_run_scores": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]),
+    "as_run_kv_group": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "as_run_arrays": (None, [ctypes.c_void_p, RunArray * RUN_ARRAYS_ROOM]),
+    "as_run_write_npz": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), ctypes.c_void_p, ctypes.c_char_p, _P(Error)]),
+    "as_attn_scale": (ctypes.c_float, [_P(Config), ctypes.c_int]),
+    "as_set_quiet": (None, [ctypes.c_int]),
+    "sal_compute": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(SalOpts), _P(SalResult), _P(Error)]),
+    "sal_result_free": (None, [_P(SalResult)]),
+    "an_analyze": (ctypes.c_int, [ctypes.c_char_p, _P(AnOpts), _P(Error)]),
+    "an_import_dir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(AnOpts), _P(Error)]),
+}
+
+
+def _candidates():
+    env = os.environ.get("ATTNSCOPE_LIB")
+    if env:
+        yield env
+        return
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # the build folders of the repository (this package lives in <repo>/python/attnscope)
+    for b in ("build", "build-py", "build-release"):
+        yield os.path.join(root, b, "libattnscope.so")
+    found = ctypes.util.find_library("attnscope")
+    if found:
+        yield found
+
+
+def find_library():
+    """Path of libattnscope.so: $ATTNSCOPE_LIB, else <repo>/build*/libattnscope.so, else
+    the system's. Raises OSError naming where it looked."""
+    tried = []
+    for c in _candidates():
+        tried.append(c)
+        if os.path.isfile(c) or (not os.path.dirname(c) and c):
+            return c
+    raise OSError("attnscope: libattnscope.so not found (looked at %s); build it with cmake "
+                  "(-DAS_SHARED=ON, the default) or set ATTNSCOPE_LIB" % ", ".join(tried))
+
+
+_lib = None
+
+
+def lib():
+    """The loaded library with its prototypes set (loaded once)."""
+    global _lib
+    if _lib is None:
+        path = find_library()
+        dll = ctypes.CDLL(path)  # CDLL: the GIL is released during every call
+        for name, (res, args) in _PROTOS.items():
+            f = getattr(dll, name)
+            f.restype = res
+            f.argtypes = args
+        dll.path = path
+        _lib = dll
+    return _lib
+
+
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
+
+
+def take_string(ptr):
+    """The NUL-terminated UTF-8 string at ptr (malloc'd by the library), freed; None for NULL."""
+    if not ptr:
+        return None
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", errors="replace")
+    finally:
+        _libc.free(ptr)

@@ -1,0 +1,186 @@
+"""analysis.py — corpus analysis (the library's an_analyze / an_import_dir, as `attnscope
+analyze` / `import --dir` run them) and a reader of the analysis database (SQLite,
+schema in docs/analysis.md, "Store") into lists of dicts and numpy arrays.
+
+The reader opens the database read-only with Python's sqlite3; it writes nothing (a
+version-1 database must be upgraded first by `attnscope report --db FILE`).
+"""
+import ctypes
+import json
+import os
+import sqlite3
+import stat
+import urllib.parse
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+from .core import Error, _bytes, _check
+
+STORE_SCHEMA_VERSION = 2
+
+
+def _opts(model=None, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
+          quiet=True):
+    return _lib.AnOpts(model_dir=_bytes(model and os.fspath(model), "model"), sst2=_bytes(sst2 and os.fspath(sst2), "sst2"),
+                       conllu=_bytes(conllu and os.fspath(conllu), "conllu"), limit=int(limit), threads=int(threads),
+                       chunk=int(chunk), explain=int(explain), min_rel=int(min_rel), progress=1 if progress else 0,
+                       quiet=1 if quiet else 0)
+
+
+def analyze(model, db, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
+            quiet=True):
+    """Analyzes the model folder on the corpora (an SST-2 TSV and/or a CoNLL-U file) into the
+    database db, exactly as `attnscope analyze` (resumable: a second call continues or does
+    nothing). limit: sentences per corpus (0 = all); chunk: sentences per transaction (0 =
+    16); explain: sentences with concentration + ablation (-1 = 64); min_rel: instances a
+    relation needs (0 = 100). Returns db. Raises Error with the engine's message."""
+    if sst2 is None and conllu is None:
+        raise Error("analyze needs sst2 and/or conllu")
+    o = _opts(model, sst2, conllu, limit, threads, chunk, explain, min_rel, progress, quiet)
+    err = _lib.Error()
+    _check(lib().an_analyze(_bytes(os.fspath(db), "db"), ctypes.byref(o), ctypes.byref(err)), err)
+    return db
+
+
+def import_dir(folder, db, limit=0, chunk=0, min_rel=0, progress=False, quiet=True):
+    """Imports a folder of NNNN.attention.npy + NNNN.json files (`attnscope import --dir`)."""
+    o = _opts(limit=limit, chunk=chunk, min_rel=min_rel, progress=progress, quiet=quiet)
+    err = _lib.Error()
+    _check(lib().an_import_dir(_bytes(os.fspath(db), "db"), _bytes(os.fspath(folder), "folder"), ctypes.byref(o),
+                               ctypes.byref(err)), err)
+    return db
+
+
+def open_db(path):
+    """Opens an analysis database read-only (Database). Raises Error when it is missing, not
+    a regular file, not an attnscope database or of another schema version."""
+    return Database(path)
+
+
+class Database:
+    """An analysis database, read-only. Each method takes a run id (default: the newest
+    finished run)."""
+
+    # head_scores and patterns columns read per head (docs/analysis.md, "Store")
+    SCORE_COLUMNS = ("importance", "semantic", "syntactic", "syntactic_relation", "syntactic_dir", "cls", "sep",
+                     "punct", "self", "prev", "next", "entropy", "entropy_norm", "n_sentences", "n_semantic")
+    PATTERN_COLUMNS = ("label", "confidence", "concentration", "n_links", "abl_token", "abl_position",
+                       "abl_segment", "depends_on")
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise Error("%s: cannot open the analysis database (%s)" % (path, e.strerror)) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise Error("%s: not a regular file" % path)
+        self.path = path
+        uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(path))
+        try:
+            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error as e:
+            raise Error("%s: not an attnscope analysis database (%s)" % (path, e)) from None
+        if row is None or str(row[0]) != str(STORE_SCHEMA_VERSION):
+            raise Error("%s: schema version %s, expected %d (upgrade it with `attnscope report --db %s`)" % (
+                path, None if row is None else row[0], STORE_SCHEMA_VERSION, path))
+
+    def close(self):
+        self._db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _rows(self, sql, args=()):
+        try:
+            return [dict(r) for r in self._db.execute(sql, args)]
+        except sqlite3.Error as e:
+            raise Error("%s: %s" % (self.path, e)) from None
+
+    @property
+    def runs(self):
+        """Every run (finished or not) as a dict of the runs table; corpus and params parsed."""
+        out = self._rows("SELECT * FROM runs ORDER BY id")
+        for r in out:
+            for k in ("corpus", "params"):
+                if isinstance(r.get(k), str):
+                    try:
+                        r[k] = json.loads(r[k])
+                    except ValueError:
+                        pass
+        return out
+
+    def _run(self, run):
+        runs = {r["id"]: r for r in self.runs}
+        if run is None:
+            done = [i for i, r in runs.items() if r["status"] == "done"]
+            if not done:
+                raise Error("%s: no finished run" % self.path)
+            run = max(done)
+        if run not in runs:
+            raise Error("%s: no run %s" % (self.path, run))
+        return runs[run]
+
+    def heads(self, run=None):
+        """One dict per head (layer, head order): layer, head, the head_scores columns and the
+        pattern's (label, confidence, concentration, n_links, abl_*, depends_on); None where a
+        head has no row or a value does not apply."""
+        r = self._run(run)
+        scores = {(x["layer"], x["head"]): x for x in self._rows("SELECT * FROM head_scores WHERE run = ?", (r["id"],))}
+        pats = {(x["layer"], x["head"]): x for x in self._rows("SELECT * FROM patterns WHERE run = ?", (r["id"],))}
+        out = []
+        for layer in range(r["n_layer"]):
+            for head in range(r["n_head"]):
+                s, p = scores.get((layer, head), {}), pats.get((layer, head), {})
+                d = {"layer": layer, "head": head}
+                d.update({c: s.get(c) for c in self.SCORE_COLUMNS})
+                d.update({("pattern" if c == "label" else c): p.get(c) for c in self.PATTERN_COLUMNS})
+                out.append(d)
+        return out
+
+    def head_matrix(self, column, run=None):
+        """A numeric per-head column (importance, semantic, ..., confidence) as float64 [L, H];
+        NaN where a head has no value."""
+        r = self._run(run)
+        key = "pattern" if column == "label" else column
+        rows = self.heads(r["id"])
+        if rows and key not in rows[0]:
+            raise Error("unknown head column '%s'" % column)
+        m = np.full((r["n_layer"], r["n_head"]), np.nan)
+        for d in rows:
+            v = d[key]
+            if v is not None:
+                if isinstance(v, str):
+                    raise Error("head column '%s' is not numeric" % column)
+                m[d["layer"], d["head"]] = v
+        return m
+
+    def head_pairs(self, run=None):
+        """The head-pair Jensen-Shannon distances as float64 [L*H, L*H] (index layer*H + head),
+        symmetric, diagonal 0, as `attnscope export` writes head_jsd; NaN for a missing pair."""
+        r = self._run(run)
+        H = r["n_head"]
+        n = r["n_layer"] * H
+        m = np.full((n, n), np.nan)
+        np.fill_diagonal(m, 0.0)
+        for x in self._rows("SELECT a_layer, a_head, b_layer, b_head, jsd FROM head_pairs WHERE run = ?", (r["id"],)):
+            a, b = x["a_layer"] * H + x["a_head"], x["b_layer"] * H + x["b_head"]
+            m[a, b] = m[b, a] = x["jsd"]
+        return m
+
+    def sentences(self, run=None):
+        """The analysed sentences (sentences table rows) in index order."""
+        r = self._run(run)
+        return self._rows("SELECT * FROM sentences WHERE run = ? ORDER BY idx", (r["id"],))
+
+    def relations(self, run=None):
+        """rel_accuracy rows: relation, dir, layer, head, n, correct, accuracy, baseline, ..."""
+        r = self._run(run)
+        return self._rows("SELECT * FROM rel_accuracy WHERE run = ? ORDER BY relation, dir, layer, head", (r["id"],))

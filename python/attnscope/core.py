@@ -1,0 +1,318 @@
+"""core.py — models, runs and saliency over libattnscope (ctypes; see _lib.py).
+
+A Result's arrays are numpy views over the run's own memory (the as_run's one block):
+nothing is copied. Every array's base is a small holder that keeps the run alive, and the
+run is freed (as_run_free) when the Result and every array taken from it are gone.
+The forward, the tokenizer and saliency run inside the library with the GIL released
+(ctypes.CDLL), so several Python threads can run forwards at once.
+"""
+import ctypes
+import json
+import os
+import threading
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+
+
+class Error(Exception):
+    """An error of the engine: its one-line message (str(e)) and code (2 bad input, 1 internal)."""
+
+    def __init__(self, msg, code=2):
+        super().__init__(msg)
+        self.code = code
+
+
+def _check(status, err):
+    if status != 0:
+        raise Error(err.msg.decode("utf-8", errors="replace"), status)
+
+
+def _bytes(s, what):
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    if not isinstance(s, str):
+        raise TypeError("%s must be a str, not %s" % (what, type(s).__name__))
+    return s.encode("utf-8", errors="surrogateescape")
+
+
+class _RunOwner:
+    """Owns one as_run (and nothing else); frees it when the last reference goes."""
+    live = 0  # runs not yet freed (the tests read it)
+    _lock = threading.Lock()
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        with _RunOwner._lock:
+            _RunOwner.live += 1
+
+    def __del__(self):
+        if self.ptr:
+            lib().as_run_free(self.ptr)
+            self.ptr = None
+            with _RunOwner._lock:
+                _RunOwner.live -= 1
+
+
+class _View:
+    """numpy's view of run memory (__array_interface__), holding the run's owner."""
+
+    def __init__(self, owner, addr, shape):
+        self.owner = owner
+        self.__array_interface__ = {"shape": tuple(int(s) for s in shape), "typestr": "<f4",
+                                    "data": (addr, False), "version": 3}
+
+
+def _parse_capture(capture):
+    if isinstance(capture, int):
+        return capture
+    what = 0
+    parts = capture if isinstance(capture, (list, tuple)) else str(capture).split(",")
+    for p in parts:
+        p = p.strip()
+        if p not in _lib.CAP:
+            raise Error("bad capture '%s' (all, attn, scores, qkv, hidden, logits)" % p)
+        what |= _lib.CAP[p]
+    if not what:
+        raise Error("bad capture '%s' (all, attn, scores, qkv, hidden, logits)" % capture)
+    return what
+
+
+class Result:
+    """One forward: the captured tensors as numpy arrays named as `attnscope run --format npz`
+    writes them (attentions [L,H,T,T], attention_scores, queries, keys, values [L,H,T,Dh],
+    hidden_states [L_run+1,T,D], logits; None when not captured), the input arrays
+    (input_ids, token_type_ids, attention_mask, offsets, layers, heads, score_scale,
+    kv_group, token_pieces, token_text) and tokens, the list of token dicts of the JSON output."""
+
+    def __init__(self, model, run_ptr, enc, text, text_b, layer, head):
+        self.model = model
+        self.text, self.text_b = text, text_b
+        self._owner = _RunOwner(run_ptr)
+        c = model.config
+        T = enc.n
+        self.sizes = {"tokens": T, "layers": c["n_layer"], "heads": c["n_head"], "d_model": c["d_model"],
+                      "d_head": c["d_head"]}
+        arr = (_lib.RunArray * _lib.RUN_ARRAYS_ROOM)()
+        lib().as_run_arrays(run_ptr, arr)
+        self._names = []
+        for a in arr:
+            if not a.name:
+                break
+            name = a.name.decode()
+            self._names.append(name)
+            view = np.asarray(_View(self._owner, a.data, a.shape[:a.ndim])) if a.data else None
+            setattr(self, name, view)
+        # the captured layers and heads, as the capture spec asked (npz: layers, heads)
+        self.layers = np.array([layer] if layer is not None else range(c["n_layer"]), dtype=np.int32)
+        self.heads = np.array([head] if head is not None else range(c["n_head"]), dtype=np.int32)
+        self.kv_group = np.array([lib().as_run_kv_group(run_ptr, int(h)) for h in self.heads], dtype=np.int32)
+        hs = getattr(self, "hidden_states", None)
+        self.layers_run = hs.shape[0] - 1 if hs is not None else None
+        self.input_ids = np.ctypeslib.as_array(enc.ids, (T,)).copy()
+        self.token_type_ids = np.ctypeslib.as_array(enc.type_ids, (T,)).copy()
+        self.attention_mask = np.ctypeslib.as_array(enc.mask, (T,)).copy()
+        off = np.full((T, 2), -1, np.int32)
+        if enc.start:
+            off[:, 0] = np.ctypeslib.as_array(enc.start, (T,))
+        if enc.end:
+            off[:, 1] = np.ctypeslib.as_array(enc.end, (T,))
+        self.offsets = off
+        cfg = lib().as_model_config(model._ptr)
+        self.score_scale = np.array([lib().as_attn_scale(cfg, int(l)) for l in self.layers], np.float32)
+        self.tokens = json.loads(_lib.take_string(lib().as_tokens_json(model._ptr, ctypes.byref(enc))))
+        self.token_pieces = [enc.pieces[i].decode("utf-8", errors="replace") for i in range(T)]
+        self.token_text = [t["text"] for t in self.tokens]
+        self.warning = enc.warning.decode("utf-8", errors="replace") if enc.n_warnings else None
+
+    @property
+    def nbytes(self):
+        """Bytes of the captured tensors (the run's memory, not copied)."""
+        return sum(a.nbytes for a in self.arrays().values())
+
+    def arrays(self):
+        """{name: array} of every captured tensor, in the npz's order (views, not copies)."""
+        return {n: getattr(self, n) for n in self._names if getattr(self, n) is not None}
+
+    def __repr__(self):
+        caught = ", ".join("%s%s" % (n, list(a.shape)) for n, a in self.arrays().items())
+        return "<attnscope.Result %d tokens: %s>" % (self.sizes["tokens"], caught)
+
+
+class Model:
+    """A loaded model folder (attnscope.load). Thread-safe for concurrent run()s: the model
+    is only read by a forward."""
+
+    def __init__(self, path):
+        self._ptr = None
+        err = _lib.Error()
+        p = ctypes.c_void_p()
+        _check(lib().as_model_load(_bytes(os.fspath(path), "path"), ctypes.byref(p), ctypes.byref(err)), err)
+        self._ptr = p
+        self.path = os.fspath(path)
+        self.config = self._config()
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            lib().as_model_free(self._ptr)
+            self._ptr = None
+
+    def _config(self):
+        L = lib()
+        c = L.as_model_config(self._ptr).contents
+        d = {}
+        for name, _t in _lib.Config._fields_:
+            v = getattr(c, name)
+            if name == "id2label":
+                v = [c.id2label[i].decode("utf-8", "replace") if c.id2label and c.id2label[i] else None
+                     for i in range(c.num_labels)] if c.id2label else []
+            elif name == "model_type":
+                v = v.decode("utf-8", "replace")
+            elif name == "layer_sliding":
+                v = [int(x) for x in v[:c.n_layer]]
+            elif name == "arch":
+                v = _lib.ARCH_NAMES[v] if 0 <= v < len(_lib.ARCH_NAMES) else str(v)
+            elif name == "act":
+                v = _lib.ACT_NAMES[v] if 0 <= v < len(_lib.ACT_NAMES) else str(v)
+            elif isinstance(v, float):
+                v = float(np.float32(v))
+            d[name] = v
+        heads = L.as_model_heads(self._ptr)
+        d["heads_present"] = [n for n, b in _lib.HEAD_BITS.items() if heads & b]
+        d["dtype"] = _lib.DTYPE_NAMES[L.as_model_dtype(self._ptr)]
+        d["n_params"] = int(L.as_model_n_params(self._ptr))
+        d["max_tokens"] = L.as_model_max_tokens(self._ptr)
+        d["tokenizer"] = bool(L.as_model_has_tokenizer(self._ptr))
+        prob = L.as_model_tokenizer_problem(self._ptr)
+        d["tokenizer_problem"] = prob.decode("utf-8", "replace") if prob else None
+        d["dir"] = L.as_model_dir(self._ptr).decode("utf-8", "replace")
+        return d
+
+    @property
+    def name(self):
+        return os.path.basename(os.path.normpath(self.path))
+
+    def __repr__(self):
+        c = self.config
+        return "<attnscope.Model %s: %s, %d layers x %d heads, width %d>" % (
+            self.path, c["model_type"], c["n_layer"], c["n_head"], c["d_model"])
+
+    # ---- encodings ----
+    def _encode(self, text, text_b, max_tokens, truncate):
+        if text is None:
+            raise Error("text is required")
+        enc = _lib.Encoding()
+        err = _lib.Error()
+        opts = _lib.EncodeOpts(max_len=int(max_tokens or 0), truncate=1 if truncate else 0)
+        _check(lib().as_encode(self._ptr, _bytes(text, "text"), _bytes(text_b, "text_b"), ctypes.byref(opts),
+                               ctypes.byref(enc), ctypes.byref(err)), err)
+        return enc
+
+    def _encode_ids(self, ids, type_ids):
+        ids = np.ascontiguousarray(np.asarray(ids, dtype=np.int64))
+        if ids.ndim != 1:
+            raise Error("ids must be a 1-d sequence of token ids")
+        if np.any(ids < np.iinfo(np.int32).min) or np.any(ids > np.iinfo(np.int32).max):
+            raise Error("ids: a token id is out of the 32-bit range")
+        ids32 = np.ascontiguousarray(ids.astype(np.int32))
+        tptr = None
+        if type_ids is not None:
+            t32 = np.ascontiguousarray(np.asarray(type_ids, dtype=np.int32))
+            if t32.shape != ids32.shape:
+                raise Error("type_ids: %d values for %d ids" % (t32.size, ids32.size))
+            tptr = t32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        enc = _lib.Encoding()
+        err = _lib.Error()
+        _check(lib().as_encoding_from_ids(self._ptr, ids32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), tptr,
+                                          int(ids32.size), ctypes.byref(enc), ctypes.byref(err)), err)
+        return enc
+
+    def _forward(self, enc, capture, layer, head, threads, text, text_b):
+        try:
+            spec = _lib.CaptureSpec(what=_parse_capture(capture), layer=-1 if layer is None else int(layer),
+                                    head=-1 if head is None else int(head), threads=int(threads or 0), ablate=0)
+            run = ctypes.c_void_p()
+            err = _lib.Error()
+            _check(lib().as_forward(self._ptr, ctypes.byref(enc), ctypes.byref(spec), ctypes.byref(run),
+                                    ctypes.byref(err)), err)
+            try:
+                return Result(self, run, enc, text, text_b, layer, head)
+            except BaseException:
+                if run:
+                    lib().as_run_free(run)
+                raise
+        finally:
+            lib().as_encoding_free(ctypes.byref(enc))
+
+    def run(self, text, text_b=None, capture="all", layer=None, head=None, threads=0, max_tokens=0,
+            truncate=True):
+        """Tokenizes text (and text_b) and runs the model, capturing `capture` ("all" or a
+        comma list of attn, scores, qkv, hidden, logits) of every layer and head, or of
+        `layer` / `head` only. threads 0 = every core. Returns a Result; raises Error with
+        the engine's one-line message on bad input."""
+        enc = self._encode(text, text_b, max_tokens, truncate)
+        return self._forward(enc, capture, layer, head, threads, text, text_b)
+
+    def run_ids(self, ids, type_ids=None, capture="all", layer=None, head=None, threads=0):
+        """Runs raw token ids (and optional token type ids, as Hugging Face passes them)."""
+        enc = self._encode_ids(ids, type_ids)
+        return self._forward(enc, capture, layer, head, threads, None, None)
+
+    def tokenize(self, text, text_b=None, max_tokens=0, truncate=True):
+        """The tokens of text (and text_b) as the list of token dicts of `attnscope run`'s JSON."""
+        enc = self._encode(text, text_b, max_tokens, truncate)
+        try:
+            return json.loads(_lib.take_string(lib().as_tokens_json(self._ptr, ctypes.byref(enc))))
+        finally:
+            lib().as_encoding_free(ctypes.byref(enc))
+
+    def saliency(self, text, text_b=None, method="grad", target=None, steps=0, ids=None):
+        """Per-token saliency of the classifier's prediction (sal_compute): method "grad"
+        (gradient L1 norm), "gxi" (gradient x input) or "ig" (integrated gradients, `steps`
+        steps, 0 = 32); target = class index or label name (None = the predicted class).
+        Returns a dict: method, target, predicted, labels, scores (np.float32 [T]), logits,
+        probs, tokens (token dicts), and for ig: steps, ig_sum, ig_delta, ig_gap."""
+        if method not in _lib.SAL_METHODS:
+            raise Error("bad method '%s': expected grad, gxi or ig" % method)
+        labels = self.config["id2label"]
+        if isinstance(target, str):
+            if target not in labels:
+                raise Error("bad target '%s': expected a class index or label name" % target)
+            target = labels.index(target)
+        enc = self._encode_ids(ids, None) if ids is not None else self._encode(text, text_b, 0, True)
+        res = _lib.SalResult()
+        try:
+            opts = _lib.SalOpts(method=_lib.SAL_METHODS.index(method), target=-1 if target is None else int(target),
+                                steps=int(steps or 0), attn_out=None)
+            err = _lib.Error()
+            _check(lib().sal_compute(self._ptr, ctypes.byref(enc), ctypes.byref(opts), ctypes.byref(res),
+                                     ctypes.byref(err)), err)
+            out = {
+                "method": method, "target": res.target, "predicted": res.predicted,
+                "labels": [labels[i] if i < len(labels) and labels[i] else "LABEL_%d" % i for i in range(res.C)],
+                "scores": np.ctypeslib.as_array(res.scores, (res.T,)).copy(),
+                "logits": np.ctypeslib.as_array(res.logits, (res.C,)).copy(),
+                "probs": np.ctypeslib.as_array(res.probs, (res.C,)).copy(),
+                "tokens": json.loads(_lib.take_string(lib().as_tokens_json(self._ptr, ctypes.byref(enc)))),
+            }
+            if method == "ig":
+                out.update(steps=res.steps, ig_sum=res.ig_sum, ig_delta=res.ig_delta, ig_gap=res.ig_gap)
+            return out
+        finally:
+            lib().sal_result_free(ctypes.byref(res))
+            lib().as_encoding_free(ctypes.byref(enc))
+
+
+def load(path):
+    """Loads a Hugging Face model folder (config.json, model.safetensors, tokenizer files).
+    Raises Error naming the file, field or tensor."""
+    return Model(path)
+
+
+def set_quiet(quiet=True):
+    """Silences the engine's warnings on stderr (truncation, replaced UTF-8, ...)."""
+    lib().as_set_quiet(1 if quiet else 0)

@@ -1,0 +1,317 @@
+"""views.py — the explorer's head, model and neuron views (the Svelte app of web/) in a
+notebook cell or a standalone HTML file, fully offline.
+
+The page is one HTML document: the built web bundle (CMake builds it into
+<build>/web-dist; its script and stylesheet are inlined, nothing is fetched) and the run,
+embedded as the server's binary tensor container (docs/server.md: "ASTB", JSON header,
+data) in base64 inside <script id="attnscope-data" type="application/octet-stream">;
+web/src/api/embedded.ts reads it instead of the HTTP API. Attention is embedded as
+float16 (what the server sends the head and model views); the neuron view's q, k and
+scores as float32 (it prints exact values). In a notebook the document is shown in an
+<iframe srcdoc>, so its styles and scripts stay inside the frame.
+
+With server="http://127.0.0.1:8080" the views are instead an iframe on a running
+`attnscope serve` (for inputs too big to embed); nothing is embedded then.
+"""
+import base64
+import html
+import json
+import os
+import re
+import struct
+import urllib.parse
+
+import numpy as np
+
+from . import _lib
+from .core import Error, Result
+
+VIEWS = ("head", "model", "neuron")
+
+
+# ---- the web bundle ---------------------------------------------------------------------
+
+def find_web_dist():
+    """The built web front end (a folder with index.html and assets/): $ATTNSCOPE_WEB, else
+    web-dist next to libattnscope.so, else <repo>/build*/web-dist, else <repo>/web/dist.
+    Raises Error naming where it looked."""
+    tried = []
+    env = os.environ.get("ATTNSCOPE_WEB")
+    cands = [env] if env else []
+    if not env:
+        try:
+            cands.append(os.path.join(os.path.dirname(os.path.abspath(_lib.find_library())), "web-dist"))
+        except OSError:
+            pass
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cands += [os.path.join(root, b, "web-dist") for b in ("build", "build-py", "build-release")]
+        cands.append(os.path.join(root, "web", "dist"))
+    for c in cands:
+        tried.append(c)
+        if os.path.isfile(os.path.join(c, "index.html")):
+            return c
+    raise Error("the built web front end was not found (looked at %s); build attnscope with cmake "
+                "(it builds web/ into <build>/web-dist) or set ATTNSCOPE_WEB" % ", ".join(tried))
+
+
+_bundle_cache = {}
+
+
+def _script_safe(js):
+    """js made safe inside an inline <script>: '</script' and '<!--' only occur in string
+    literals of the bundle, where '\\x3C' is the same '<'."""
+    return re.sub(r"<(?=/script|!--)", r"\\x3C", js, flags=re.I)
+
+
+def web_bundle():
+    """(js, css) of the built front end, read from its index.html's references."""
+    dist = find_web_dist()
+    index = os.path.join(dist, "index.html")
+    key = (dist, os.path.getmtime(index))
+    if key not in _bundle_cache:
+        text = open(index, encoding="utf-8").read()
+        js = re.findall(r'<script[^>]*\ssrc="([^"]+)"', text)
+        css = re.findall(r'<link[^>]*rel="stylesheet"[^>]*href="([^"]+)"', text)
+        if not js:
+            raise Error("%s: no script in the built front end (a notice page? build with npm)" % index)
+
+        def read(ref):
+            p = os.path.join(dist, ref.lstrip("/"))
+            if not os.path.isfile(p):
+                raise Error("%s: missing asset %s" % (index, ref))
+            return open(p, encoding="utf-8").read()
+        _bundle_cache.clear()
+        _bundle_cache[key] = ("\n".join(_script_safe(read(r)) for r in js), "\n".join(read(r) for r in css))
+    return _bundle_cache[key]
+
+
+# ---- the embedded run -------------------------------------------------------------------
+
+def _container(meta, tensors):
+    """The binary tensor container of docs/server.md: b"ASTB", uint32 LE header length N, N
+    bytes of JSON (space-padded so 8 + N is a multiple of 8), then each tensor 8-aligned."""
+    entries, blobs, off = [], [], 0
+    for name, a in tensors:
+        dt = {np.dtype("<f2"): "f16", np.dtype("<f4"): "f32"}[a.dtype]
+        raw = np.ascontiguousarray(a).tobytes()
+        entries.append({"name": name, "dtype": dt, "shape": list(a.shape), "offset": off, "nbytes": len(raw)})
+        pad = (-len(raw)) % 8
+        blobs += [raw, b"\0" * pad]
+        off += len(raw) + pad
+    head = json.dumps({"version": 1, "meta": meta, "tensors": entries}, ensure_ascii=False,
+                      separators=(",", ":")).encode("utf-8")
+    head += b" " * ((-(8 + len(head))) % 8)
+    return b"ASTB" + struct.pack("<I", len(head)) + head + b"".join(blobs)
+
+
+def _as_numpy(a, what):
+    """a as a float32 numpy array: numpy arrays, lists, or tensors with .detach()/.numpy()."""
+    if hasattr(a, "detach"):
+        a = a.detach()
+    if hasattr(a, "cpu") and not isinstance(a, np.ndarray):
+        a = a.cpu()
+    if hasattr(a, "numpy") and not isinstance(a, np.ndarray):
+        a = a.numpy()
+    try:
+        return np.asarray(a, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise Error("%s: not an array of numbers (%s)" % (what, e)) from None
+
+
+class ViewData:
+    """What a view embeds: attention [L, H, T, T], the tokens (token dicts), and for the
+    neuron view q, k [L, H, T, Dh], scores [L, H, T, T] and the factor on q.k per layer."""
+
+    def __init__(self, attention, tokens, model="", text="", text_b=None, causal=False, queries=None, keys=None,
+                 scores=None, scale=None, layer_ids=None, head_ids=None, config=None, kv_group=None):
+        a = _as_numpy(attention, "attention")
+        if a.ndim != 4 or a.shape[2] != a.shape[3]:
+            raise Error("attention must be [layers, heads, T, T], not %s" % (list(a.shape),))
+        L, H, T, _ = a.shape
+        if len(tokens) != T:
+            raise Error("%d tokens for attention over %d positions" % (len(tokens), T))
+        self.attention, self.tokens = a, tokens
+        self.model, self.text, self.text_b, self.causal = model, text or "", text_b, bool(causal)
+        self.queries, self.keys, self.scores = queries, keys, scores
+        self.d_head = int(queries.shape[3]) if queries is not None else 0
+        self.scale = [float(s) for s in scale] if scale is not None else (
+            [1.0 / np.sqrt(self.d_head)] * L if self.d_head else [1.0] * L)
+        self.layer_ids = list(layer_ids) if layer_ids is not None else list(range(L))
+        self.head_ids = list(head_ids) if head_ids is not None else list(range(H))
+        self.config = config or {}
+        self.kv_group = [int(g) for g in kv_group] if kv_group is not None else list(range(H))
+
+    def block(self):
+        """The run's block as the server describes it (docs/api/api.schema.json, Block), for
+        the embedded layers and heads; a model's config gives grouped-query heads, sliding
+        windows, soft-caps and the rotary embedding, raw arrays none of them."""
+        c = self.config
+        slide = c.get("layer_sliding") or []
+        win = [int(c.get("sliding_window", 0)) if l < len(slide) and slide[l] else 0 for l in self.layer_ids]
+        rope = None
+        if c.get("rope_dim"):
+            local = c.get("rope_local_theta") or 0.0
+            rope = {"dim": c["rope_dim"], "theta": c["rope_theta"], "local_theta": local or None,
+                    "layer_theta": [local if (local and w) else c["rope_theta"] for w in win],
+                    "scaling": ("none", "linear", "llama3", "yarn")[c.get("rope_scaling", 0)],
+                    "factor": c.get("rope_factor") if c.get("rope_scaling") else None}
+        return {"n_kv_head": int(c.get("n_kv_head") or len(self.head_ids)), "kv_group": self.kv_group,
+                "causal": self.causal, "window": win, "scale": self.scale,
+                "attn_softcap": float(c.get("attn_softcap", 0.0)), "final_softcap": float(c.get("final_softcap", 0.0)),
+                "rope": rope}
+
+    @classmethod
+    def from_result(cls, r, layers=None, neuron=False):
+        """The view data of a Result: its attentions (every layer and head must be captured,
+        or give the subset with layers=[...]), and q, k, scores for the neuron view."""
+        if r.attentions is None:
+            raise Error("the run has no attentions: run with capture='all' or 'attn'")
+        need = [("queries", r.queries), ("keys", r.keys), ("attention_scores", r.attention_scores)] if neuron else []
+        for n, a in need:
+            if a is None:
+                raise Error("the neuron view needs %s: run with capture='all' or 'attn,scores,qkv'" % n)
+        lay = np.arange(r.attentions.shape[0]) if layers is None else np.asarray(layers, dtype=int)
+        if lay.size == 0 or lay.min() < 0 or lay.max() >= r.attentions.shape[0]:
+            raise Error("layers %s: the run has %d captured layers" % (list(lay), r.attentions.shape[0]))
+        cfg = r.model.config
+        sel = (lambda a: a[lay]) if layers is not None else (lambda a: a)
+        return cls(sel(r.attentions), r.tokens, model=r.model.name, text=r.text, text_b=r.text_b,
+                   causal=bool(cfg["causal"]),
+                   queries=sel(r.queries) if neuron else None, keys=sel(r.keys) if neuron else None,
+                   scores=sel(r.attention_scores) if neuron else None, scale=sel(r.score_scale),
+                   layer_ids=[int(r.layers[i]) for i in lay], head_ids=[int(h) for h in r.heads], config=cfg,
+                   kv_group=r.kv_group)
+
+    def blob(self, view, layer=0, head=0, heads=None, token=-1, lang=None, dtype="f16"):
+        L, H, T, _ = self.attention.shape
+        views = ["head", "model"] + (["neuron"] if self.queries is not None else [])
+        if view not in views:
+            raise Error("view '%s' needs q, k and scores: use neuron_view()" % view if view == "neuron"
+                        else "unknown view '%s' (head, model, neuron)" % view)
+        if not 0 <= layer < L:
+            raise Error("layer %d out of range (0..%d)" % (layer, L - 1))
+        if not 0 <= head < H:
+            raise Error("head %d out of range (0..%d)" % (head, H - 1))
+        if heads is not None and any(not 0 <= h < H for h in heads):
+            raise Error("heads %s out of range (0..%d)" % (list(heads), H - 1))
+        block = self.block()
+        run = {"id": "embedded", "model": self.model, "arch": self.config.get("arch", "bert"),
+               "model_type": self.config.get("model_type", ""), "cached": False, "text": self.text,
+               "text_b": self.text_b, "ids": None, "causal": self.causal,
+               "sizes": {"tokens": T, "layers": L, "heads": H, "kv_heads": block["n_kv_head"],
+                         "d_model": int(self.config.get("d_model", 0)), "d_head": self.d_head},
+               "block": block, "tokens": self.tokens, "warning": None}
+        meta = {"run": run, "view": view, "views": views, "layer": int(layer), "head": int(head),
+                "heads": None if heads is None else [int(h) for h in heads], "token": int(token),
+                "scale": self.scale, "layer_ids": self.layer_ids, "head_ids": self.head_ids, "lang": lang,
+                "qk": {"kv_group": block["kv_group"], "window": block["window"], "rope": block["rope"] is not None,
+                       "softcap": block["attn_softcap"]}}
+        att = self.attention.astype("<f2" if dtype == "f16" else "<f4")
+        tensors = [("attention", att)]
+        if self.queries is not None:
+            tensors += [("q", np.asarray(self.queries, "<f4")), ("k", np.asarray(self.keys, "<f4")),
+                        ("scores", np.asarray(self.scores, "<f4"))]
+        return _container(meta, tensors)
+
+
+# ---- the page ---------------------------------------------------------------------------
+
+def standalone_html(data, view, title=None, **kw):
+    """The whole page: bundle and run inlined; opens no connection."""
+    js, css = web_bundle()
+    b64 = base64.b64encode(data.blob(view, **kw)).decode("ascii")
+    title = title or "attnscope %s view: %s" % (view, data.model or "attention")
+    return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            "<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<div id=\"app\"></div>\n"
+            "<script id=\"attnscope-data\" type=\"application/octet-stream\">%s</script>\n"
+            "<script type=\"module\">\n%s\n</script>\n</body>\n</html>\n") % (html.escape(title), css, b64, js)
+
+
+class View:
+    """A view of one run: shown by Jupyter (_repr_html_: an <iframe srcdoc> holding the
+    standalone page, or an iframe on a running server), html() the standalone page,
+    save(path) writes it."""
+
+    def __init__(self, view, data=None, server=None, server_query=None, height=None, **kw):
+        self.view, self.data, self.server, self.kw = view, data, server, kw
+        self._query = server_query
+        T = data.attention.shape[2] if data is not None else 32
+        self.height = height or min(900, 260 + 18 * T)
+        self._html = None
+
+    def html(self):
+        """The standalone HTML document (str)."""
+        if self.server:
+            raise Error("a server view has no standalone page (it shows %s)" % self.server)
+        if self._html is None:
+            self._html = standalone_html(self.data, self.view, **self.kw)
+        return self._html
+
+    def save(self, path):
+        """Writes the standalone page to path; returns path."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.html())
+        return path
+
+    def url(self):
+        return "%s/?%s" % (self.server.rstrip("/"), urllib.parse.urlencode(self._query))
+
+    def _repr_html_(self):
+        if self.server:
+            return ('<iframe src="%s" style="width:100%%;height:%dpx;border:1px solid #ddd" '
+                    'title="attnscope %s view"></iframe>') % (html.escape(self.url()), max(self.height, 700), self.view)
+        return ('<iframe srcdoc="%s" style="width:100%%;height:%dpx;border:0" title="attnscope %s view">'
+                '</iframe>') % (html.escape(self.html(), quote=True), self.height, self.view)
+
+    def __repr__(self):
+        where = self.server or "%d tokens embedded" % self.data.attention.shape[2]
+        return "<attnscope %s view (%s)>" % (self.view, where)
+
+
+def _server_query(r, view, layer, head, token):
+    if not isinstance(r, Result) or r.text is None:
+        raise Error("server= shows a run of text (Model.run), not of ids or raw arrays")
+    q = {"model": r.model.name, "text": r.text, "view": view, "layer": layer, "head": head}
+    if r.text_b:
+        q["text_b"] = r.text_b
+    if token >= 0:
+        q["token"] = token
+    return q
+
+
+def _show(r, view, layer, head, heads, token, layers, html_action, server, lang, height, dtype):
+    if html_action not in ("view", "return"):
+        raise Error("html_action must be 'view' or 'return', not '%s'" % html_action)
+    if server:
+        if html_action == "return":
+            raise Error("html_action='return' needs the embedded page, not server=")
+        return View(view, server=server, server_query=_server_query(r, view, layer, head, token), height=height)
+    data = r if isinstance(r, ViewData) else ViewData.from_result(r, layers=layers, neuron=view == "neuron")
+    v = View(view, data, height=height, layer=layer, head=head, heads=heads, token=token, lang=lang, dtype=dtype)
+    return v.html() if html_action == "return" else v
+
+
+def head_view(r, layer=0, heads=None, token=-1, layers=None, html_action="view", server=None, lang=None, height=None,
+              dtype="f16"):
+    """bertviz's head view of run r (a Result with attentions): returns a View (Jupyter shows
+    it), or with html_action="return" the standalone HTML page (str). layer: the layer shown
+    first; heads: the heads shown (None = all); token: a pinned query; layers: embed only
+    these layers (renumbered 0..); server: show a running `attnscope serve` instead;
+    dtype: "f16" (default) or "f32" attention."""
+    return _show(r, "head", layer, 0, heads, token, layers, html_action, server, lang, height, dtype)
+
+
+def model_view(r, layer=0, head=0, layers=None, html_action="view", server=None, lang=None, height=None, dtype="f16"):
+    """bertviz's model view of run r: every layer x head as a thumbnail; (layer, head) is the
+    head opened below the grid. Arguments as head_view."""
+    return _show(r, "model", layer, head, None, -1, layers, html_action, server, lang, height, dtype)
+
+
+def neuron_view(r, layer=0, head=0, token=-1, layers=None, html_action="view", server=None, lang=None, height=None,
+                dtype="f16"):
+    """bertviz's neuron view of run r (needs queries, keys and attention_scores: capture
+    'all'): q, k, q x k, the scores and the softmax of one query. It embeds q, k and scores
+    as float32 for every embedded layer (give layers=[...] to embed fewer). Arguments as
+    head_view."""
+    return _show(r, "neuron", layer, head, None, token, layers, html_action, server, lang, height, dtype)

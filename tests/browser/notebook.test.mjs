@@ -1,0 +1,124 @@
+// notebook.test.mjs — the Python package's standalone views (attnscope.head_view(r,
+// html_action="return"), neuron_view, python/attnscope/views.py) in headless Chromium with
+// every network request blocked: the page holds the web bundle and the run and needs
+// nothing else. Checks the head view's token labels against the run's tokens, its links'
+// weights against the run's float16 attention (computed in Python), the model view's
+// thumbnails and the neuron view's scores; no request, no page error. Screenshot:
+// artifacts/notebook-head.png.
+// Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
+// front end (ATTNSCOPE_WEB or <build>/web-dist next to the library); CTest sets both.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { openBrowser } from './harness.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+const ART = join(HERE, 'artifacts');
+let tmp, browser, page;
+
+// Writes the pages and what the checks compare with (tokens, float16 attention of the
+// layer shown, the neuron view's scores) from Python.
+const PY = String.raw`
+import json, os, sys
+import numpy as np
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import attnscope
+out = sys.argv[2]
+m = attnscope.load(os.path.join(sys.argv[1], "models", "attnscope-sst2"))
+r = m.run("the movie was surprisingly good .", text_b="i would watch it again .")
+attnscope.head_view(r, layer=2).save(os.path.join(out, "head.html"))
+attnscope.neuron_view(r, layer=1, head=3, token=4).save(os.path.join(out, "neuron.html"))
+labels = [t["piece"] if t["special"] else (t["text"] or t["piece"]) for t in r.tokens]
+json.dump({"labels": labels, "L": int(r.attentions.shape[0]), "H": int(r.attentions.shape[1]),
+           "att2": r.attentions[2].astype(np.float16).astype(np.float32).tolist(),
+           "scores13": r.attention_scores[1, 3, 4].tolist()}, open(os.path.join(out, "expect.json"), "w"))
+`;
+
+/** Opens a standalone page with every request refused; returns the requests it tried. */
+async function open(file) {
+  const requests = [];
+  const errors = [];
+  page.removeAllListeners('request');
+  page.on('request', (r) => requests.push(r.url()));
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.setContent(readFileSync(join(tmp, file), 'utf8'), { waitUntil: 'load' });
+  return { requests, errors };
+}
+
+async function ink(testid) {
+  return page.evaluate((testid) => {
+    const c = document.querySelector(`[data-testid="${testid}"]`);
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 735 && d[i + 3] > 0) n++;
+    return n;
+  }, testid);
+}
+
+before(async () => {
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-nb-'));
+  const p = spawnSync('/usr/bin/python3', ['-c', PY, ROOT, tmp], { encoding: 'utf8', timeout: 300_000 });
+  assert.equal(p.status, 0, `python: ${p.stderr}`);
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { height: 1000, offline: true }));
+  await browser.route('**/*', (route) => route.abort()); // nothing may come from the network
+});
+
+after(async () => {
+  await browser?.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+test('standalone head view: drawn offline with the run\'s tokens and weights', async () => {
+  const exp = JSON.parse(readFileSync(join(tmp, 'expect.json'), 'utf8'));
+  const { requests, errors } = await open('head.html');
+  await page.waitForFunction(() => window.__attnscope?.headDraw?.links > 0, null, { timeout: 30_000 });
+  assert.equal(await page.inputValue('[data-testid=layer]'), '2', 'the layer asked for');
+  // the query and key buttons laid over the canvas, one per token, with the token labels
+  const labels = await page.$$eval('[data-testid=head-focus] button', (bs) => bs.map((b) => b.getAttribute('aria-label')));
+  const T = exp.labels.length;
+  assert.equal(labels.length, 2 * T);
+  exp.labels.forEach((tok, i) => assert.equal(labels[2 * i], `query ${i}: ${tok}`));
+  assert.ok(exp.labels.includes('surprisingly') && exp.labels.includes('[SEP]'));
+  // every drawn link's weight is the run's float16 attention of layer 2, exactly
+  const links = await page.evaluate(() => window.__attnscope.headLinks.map((h) => ({ head: h.head, i: Array.from(h.i), j: Array.from(h.j), w: Array.from(h.w) })));
+  assert.equal(links.length, exp.H);
+  let n = 0;
+  for (const h of links)
+    h.i.forEach((q, k) => {
+      assert.equal(h.w[k], exp.att2[h.head][q][h.j[k]], `L2 H${h.head} ${q}->${h.j[k]}`);
+      n++;
+    });
+  assert.ok(n > T, `links drawn (${n})`);
+  assert.ok((await ink('head-canvas')) > 2000, 'the head view is drawn');
+  assert.match(await page.textContent('[data-testid=embed-title]'), new RegExp(`attnscope-sst2 · ${T} tokens`));
+  mkdirSync(ART, { recursive: true });
+  await page.screenshot({ path: join(ART, 'notebook-head.png') });
+  // the model view from the same page: thumbnails max-pooled in the page
+  await page.click('[data-testid=tab-model]');
+  await page.waitForFunction(() => window.__attnscope?.modelView?.pool > 0);
+  assert.equal(await page.evaluate(() => window.__attnscope.modelView.pool), Math.min(64, T));
+  assert.deepEqual(requests, [], 'no request left the page');
+  assert.deepEqual(errors, []);
+});
+
+test('standalone neuron view: the run\'s scores of the pinned query', async () => {
+  const exp = JSON.parse(readFileSync(join(tmp, 'expect.json'), 'utf8'));
+  const { requests, errors } = await open('neuron.html');
+  await page.waitForSelector('[data-testid=neuron-canvas]');
+  assert.equal(await page.inputValue('[data-testid=n-token]'), '4');
+  await page.waitForSelector('[data-testid=neuron-table] tr[data-key]');
+  // the numbers table: each listed key's score is the run's attention_scores[1, 3, 4, key], exactly
+  const rows = await page.$$eval('[data-testid=neuron-table] tr[data-key]', (trs) =>
+    trs.map((tr) => ({ j: +tr.dataset.key, score: Number(tr.querySelector('[data-score]').dataset.score) })));
+  assert.ok(rows.length > 0);
+  for (const r of rows) assert.equal(r.score, exp.scores13[r.j], `score of key ${r.j}`);
+  assert.ok((await ink('neuron-canvas')) > 1000);
+  assert.deepEqual(requests, []);
+  assert.deepEqual(errors, []);
+});

@@ -1,0 +1,428 @@
+#!/usr/bin/python3
+"""test_attnscope.py — the Python package (python/attnscope) against the CLI and the C
+headers: every array equals `attnscope run --format npz` bit for bit (fixture BERT and
+GPT-2 on ids, the shipped models on text and pairs, partial captures); arrays are views
+of the run's memory (no copy) that keep it alive; engine errors raise attnscope.Error
+with the CLI's one-line message; two threads run forwards at once; saliency equals
+`attnscope saliency --format json`; analyze + open_db equal `attnscope export`; the
+ctypes structures match the headers (offsets printed by a compiled C program); the
+shared library exports exactly the public API; the notebook views embed the bundle and
+the run, and the bertviz drop-in embeds the same data.
+
+Usage: ATTNSCOPE_BIN=build/attnscope ATTNSCOPE_LIB=build/libattnscope.so \
+       /usr/bin/python3 tests/python/test_attnscope.py
+"""
+import base64
+import ctypes
+import gc
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import attnscope  # noqa: E402
+from attnscope import _lib, core, views  # noqa: E402
+
+BIN = os.environ.get("ATTNSCOPE_BIN", os.path.join(ROOT, "build", "attnscope"))
+FIX = os.path.join(ROOT, "tests", "ref", "fixtures", "models")
+SST2 = os.path.join(ROOT, "models", "attnscope-sst2")
+DEMO = os.path.join(ROOT, "models", "demo-bert")
+
+
+def cli(*args, check=True):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=600)
+    if check and p.returncode != 0:
+        raise AssertionError("attnscope %s: %s" % (" ".join(args), p.stderr))
+    return p
+
+
+def cli_npz(model, *args):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "run.npz")
+        cli("run", "--model", model, *args, "--format", "npz", "--out", out, "--quiet")
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+
+
+class TestArrays(unittest.TestCase):
+    """Every array of a run equals the CLI's npz, bit for bit."""
+
+    def assert_same(self, r, z):
+        """Every array of the npz is an attribute of r with the same dtype, shape and bytes, and
+        every captured tensor of r is in the npz."""
+        strings = {"tokens": r.token_pieces, "token_text": r.token_text}
+        for name, want in z.items():
+            if name in strings:
+                self.assertEqual(strings[name], [str(s) for s in want], name)
+                continue
+            got = getattr(r, name, None)
+            self.assertIsNotNone(got, "%s is in the npz but not in the Result" % name)
+            self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape), name)
+            self.assertEqual(got.tobytes(), want.tobytes(), "%s differs from the npz" % name)
+        self.assertLessEqual(set(r.arrays()), set(z))
+        self.assertEqual(len(r.tokens), r.sizes["tokens"])
+
+    def test_fixture_models_on_ids(self):
+        for name, ids in (("bert", [2, 17, 33, 5, 91, 3]), ("gpt2", [11, 40, 7, 93, 2, 64, 5])):
+            with self.subTest(model=name):
+                m = attnscope.load(os.path.join(FIX, name))
+                r = m.run_ids(ids)
+                self.assert_same(r, cli_npz(m.path, "--ids", ",".join(map(str, ids))))
+                r = m.run_ids(ids, type_ids=[0] * len(ids))
+                self.assert_same(r, cli_npz(m.path, "--ids", ",".join(map(str, ids)),
+                                            "--type-ids", ",".join("0" * len(ids))))
+
+    def test_text_and_pairs(self):
+        for path in (SST2, DEMO):
+            if not os.path.isdir(path):
+                continue
+            m = attnscope.load(path)
+            with self.subTest(model=path, kind="single"):
+                r = m.run("the movie was surprisingly good .")
+                self.assert_same(r, cli_npz(path, "--text", "the movie was surprisingly good ."))
+                self.assertEqual(r.tokens, json.loads(cli("run", "--model", path, "--text",
+                                                          "the movie was surprisingly good .",
+                                                          "--format", "json", "--capture", "attn").stdout)["tokens"])
+            with self.subTest(model=path, kind="pair"):
+                r = m.run("the movie was good .", text_b="i would watch it again .")
+                self.assert_same(r, cli_npz(path, "--text", "the movie was good .", "--text-b",
+                                            "i would watch it again ."))
+                self.assertTrue(any(t["segment"] == 1 for t in r.tokens))
+
+    def test_partial_capture(self):
+        m = attnscope.load(SST2)
+        r = m.run("a fine film .", layer=2, head=1, capture="attn,qkv")
+        z = cli_npz(SST2, "--text", "a fine film .", "--layer", "2", "--head", "1", "--capture", "attn,qkv")
+        self.assert_same(r, z)
+        self.assertEqual(r.attentions.shape[:2], (1, 1))
+        self.assertIsNone(r.attention_scores)
+        self.assertEqual(list(r.layers), [2])
+
+
+class TestMemory(unittest.TestCase):
+    """Arrays are views of the run's one block; the run lives while any array does."""
+
+    def test_views_of_the_run(self):
+        m = attnscope.load(SST2)
+        r = m.run("the plot was thin but the acting was great .")
+        L, H, T, _ = r.attentions.shape
+        for name, a in r.arrays().items():
+            self.assertFalse(a.flags["OWNDATA"], name)
+            self.assertIs(a.base.owner, r._owner, name)
+        run_ptr = r._owner.ptr
+        for l in range(L):
+            for h in range(H):
+                addr = _lib.lib().as_run_attn(run_ptr, l, h)
+                self.assertEqual(r.attentions[l, h].ctypes.data, addr)
+                other = np.ctypeslib.as_array((ctypes.c_float * (T * T)).from_address(addr)).reshape(T, T)
+                self.assertTrue(np.shares_memory(other, r.attentions))
+        for l in range(L):  # scores too: the run's own pointers, not copies
+            for h in range(H):
+                self.assertEqual(r.attention_scores[l, h].ctypes.data, _lib.lib().as_run_scores(run_ptr, l, h))
+
+    def test_run_freed_when_no_array_is_left(self):
+        m = attnscope.load(SST2)
+        gc.collect()
+        live0 = core._RunOwner.live
+        r = m.run("keep me alive .")
+        a = r.attentions
+        want = a.copy()
+        del r
+        gc.collect()
+        self.assertEqual(core._RunOwner.live, live0 + 1, "an array keeps the run")
+        self.assertTrue(np.array_equal(a, want))
+        del a
+        gc.collect()
+        self.assertEqual(core._RunOwner.live, live0, "run freed with its last array")
+
+
+class TestErrors(unittest.TestCase):
+    """attnscope.Error carries the engine's one-line message (the CLI prints the same)."""
+
+    def cli_error(self, *args):
+        p = cli("run", *args, "--format", "npz", "--out", os.path.join(tempfile.gettempdir(), "x.npz"), check=False)
+        self.assertEqual(p.returncode, 2)
+        return p.stderr.strip().removeprefix("attnscope: ")
+
+    def test_messages(self):
+        missing = os.path.join(ROOT, "models", "no-such-model")
+        with self.assertRaises(attnscope.Error) as e:
+            attnscope.load(missing)
+        self.assertEqual(str(e.exception), self.cli_error("--model", missing, "--text", "a"))
+        self.assertEqual(e.exception.code, 2)
+        m = attnscope.load(SST2)
+        for kw, args in (({"text": ""}, ("--text", "")),
+                         ({"text": "a", "layer": 9}, ("--text", "a", "--layer", "9"))):
+            with self.subTest(args=args), self.assertRaises(attnscope.Error) as e:
+                m.run(**kw)
+            self.assertEqual(str(e.exception), self.cli_error("--model", SST2, *args))
+            self.assertNotIn("\n", str(e.exception))
+        fx = attnscope.load(os.path.join(FIX, "bert"))
+        with self.assertRaises(attnscope.Error) as e:
+            fx.run("a")
+        self.assertEqual(str(e.exception), self.cli_error("--model", fx.path, "--text", "a"))
+        with self.assertRaises(attnscope.Error) as e:
+            fx.run_ids([1, 99999])
+        self.assertEqual(str(e.exception), self.cli_error("--model", fx.path, "--ids", "1,99999"))
+        with self.assertRaisesRegex(attnscope.Error, "bad capture 'nope'"):
+            m.run("a", capture="nope")
+
+
+class TestThreads(unittest.TestCase):
+    def test_two_threads_run_forwards(self):
+        """ctypes releases the GIL in as_forward: two Python threads run forwards at once and
+        both finish with the same arrays as a run alone."""
+        m = attnscope.load(SST2)
+        text = " ".join(["the film is long and the jokes are old but the cast is warm ."] * 6)
+        alone = m.run(text, threads=1).attentions.copy()
+        out, errs = {}, []
+
+        def work(k):
+            try:
+                for _ in range(3):
+                    out[k] = m.run(text, threads=1).attentions.copy()
+            except Exception as e:  # reported below
+                errs.append(e)
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(300)
+        self.assertFalse(any(t.is_alive() for t in ts), "a forward thread did not finish")
+        self.assertEqual(errs, [])
+        for k in range(2):
+            self.assertEqual(out[k].tobytes(), alone.tobytes())
+
+
+class TestModel(unittest.TestCase):
+    def test_config(self):
+        m = attnscope.load(SST2)
+        with open(os.path.join(SST2, "config.json")) as f:
+            cfg = json.load(f)
+        c = m.config
+        self.assertEqual(c["n_layer"], cfg["num_hidden_layers"])
+        self.assertEqual(c["n_head"], cfg["num_attention_heads"])
+        self.assertEqual(c["d_model"], cfg["hidden_size"])
+        self.assertEqual(c["model_type"], "bert")
+        self.assertEqual(c["arch"], "bert")
+        self.assertEqual(c["id2label"], [cfg["id2label"][str(i)] for i in range(len(cfg["id2label"]))])
+        self.assertIn("classifier", c["heads_present"])
+        self.assertTrue(c["tokenizer"])
+        g = attnscope.load(os.path.join(FIX, "gpt2")).config
+        self.assertEqual((g["arch"], g["causal"], g["tokenizer"]), ("gpt2", 1, False))
+
+    def test_saliency_equals_cli(self):
+        m = attnscope.load(SST2)
+        text = "a gorgeous , witty , seductive movie ."
+        for method in ("grad", "gxi", "ig"):
+            with self.subTest(method=method):
+                s = m.saliency(text, method=method, target=0)
+                j = json.loads(cli("saliency", "--model", SST2, "--text", text, "--method", method, "--target", "0",
+                                   "--format", "json").stdout)
+                self.assertEqual((s["target"], s["predicted"]), (j["target"], j["predicted"]))
+                self.assertEqual(s["labels"], j["labels"])
+                want = np.array([t["score"] for t in j["tokens"]], np.float32)
+                np.testing.assert_allclose(s["scores"], want, rtol=2e-6, atol=1e-30)  # JSON keeps 7 digits
+                np.testing.assert_allclose(s["probs"], np.array(j["probs"], np.float32), rtol=2e-6)
+        self.assertEqual(m.saliency(text, target="POSITIVE")["target"], 1)
+        gpt2 = os.path.join(FIX, "gpt2")
+        with self.assertRaises(attnscope.Error) as e:
+            attnscope.load(gpt2).saliency(None, ids=[1, 2, 3])
+        p = cli("saliency", "--model", gpt2, "--ids", "1,2,3", check=False)
+        self.assertEqual(str(e.exception), p.stderr.strip().removeprefix("attnscope: "))
+
+
+def small_corpora(d):
+    sst, cu = os.path.join(d, "sst.tsv"), os.path.join(d, "ud.conllu")
+    with open(sst, "w") as f:
+        f.write("sentence\tlabel\n")
+        for i in range(12):
+            f.write("it is a good film number %d .\t1\nthe story was not funny at all %d .\t0\n" % (i, i))
+    with open(cu, "w") as f:
+        for i in range(12):
+            f.write("# text = The cat sat %d.\n1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n"
+                    "2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n"
+                    "4\t%d\t%d\tNUM\tCD\t_\t3\tobj\t_\tSpaceAfter=No\n5\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n\n"
+                    % (i, i, i))
+    return sst, cu
+
+
+class TestAnalysis(unittest.TestCase):
+    def test_analyze_and_read_equal_export(self):
+        with tempfile.TemporaryDirectory() as d:
+            sst, cu = small_corpora(d)
+            db = os.path.join(d, "a.sqlite")
+            attnscope.analyze(SST2, db, sst2=sst, conllu=cu, limit=10, threads=1, chunk=4, explain=4, min_rel=2)
+            out = os.path.join(d, "heads.json")
+            cli("export", "--db", db, "--out", out)
+            with open(out) as f:
+                exp = json.load(f)["models"][0]
+            with attnscope.open_db(db) as h:
+                self.assertEqual([r["status"] for r in h.runs], ["done"])
+                self.assertEqual(len(h.sentences()), exp["n_sentences"])
+                pairs = h.head_pairs()
+                # export prints 9 significant digits (JSON_REAL_PRECISION(9)): equal to that
+                np.testing.assert_allclose(pairs, np.array(exp["head_jsd"], dtype=float), rtol=1e-8, atol=0)
+                heads = h.heads()
+                self.assertEqual(len(heads), exp["n_layer"] * exp["n_head"])
+                cols = exp["heads"]["columns"]  # export format 2
+                for c in ("importance", "semantic", "syntactic", "cls", "entropy", "confidence", "n_links"):
+                    want = np.array([np.nan if v is None else v for v in cols[c]], dtype=float)
+                    np.testing.assert_allclose(h.head_matrix(c).ravel(), want, rtol=1e-8, atol=0, err_msg=c)
+                self.assertEqual([x["pattern"] for x in heads], cols["pattern"])
+            with self.assertRaisesRegex(attnscope.Error, "analyze needs sst2 and/or conllu"):
+                attnscope.analyze(SST2, db)
+            with self.assertRaises(attnscope.Error) as e:
+                attnscope.analyze(SST2, db, sst2=os.path.join(d, "missing.tsv"))
+            p = cli("analyze", "--model", SST2, "--sst2", os.path.join(d, "missing.tsv"), "--db", db, check=False)
+            self.assertEqual(str(e.exception), p.stderr.strip().removeprefix("attnscope: "))
+            with self.assertRaisesRegex(attnscope.Error, "not a regular file"):
+                attnscope.open_db(d)
+
+
+class TestAbi(unittest.TestCase):
+    def test_struct_layout_matches_headers(self):
+        """Each mirrored field's offset and each struct's size, printed by C, equal ctypes'."""
+        lines = ['#include "attnscope.h"', '#include "attnscope/analysis.h"', "#include <stddef.h>",
+                 "#include <stdio.h>", "int main(void) {"]
+        want = []
+        for cls, cname in _lib.STRUCTS:
+            lines.append('printf("%%s %%zu\\n", "%s", sizeof(%s));' % (cname, cname))
+            want.append("%s %d" % (cname, ctypes.sizeof(cls)))
+            for f in cls._fields_:
+                lines.append('printf("%%s.%%s %%zu\\n", "%s", "%s", offsetof(%s, %s));' % (cname, f[0], cname, f[0]))
+                want.append("%s.%s %d" % (cname, f[0], getattr(cls, f[0]).offset))
+        lines.append("return 0; }")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "abi.c"), os.path.join(d, "abi")
+            with open(src, "w") as f:
+                f.write("\n".join(lines))
+            subprocess.run(["cc", "-I", os.path.join(ROOT, "include"), "-o", exe, src], check=True)
+            got = subprocess.run([exe], capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+        self.assertEqual(got, want)
+
+    def test_exports_only_the_public_api(self):
+        so = _lib.find_library()
+        names = set(subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True,
+                                   check=True).stdout.split()[2::3])
+        build = os.path.dirname(os.path.abspath(so))
+        with open(os.path.join(build, "attnscope.map")) as f:
+            mp = f.read()
+        public = set(re.findall(r"^\s+([A-Za-z_]\w*);", mp, re.M))
+        self.assertTrue(names, "no exported symbol")
+        self.assertLessEqual(names, public, "exported but not in the public headers")
+        for f in ("as_model_load", "as_forward", "as_run_arrays", "sal_compute", "an_analyze", "as_run_write_npz"):
+            self.assertIn(f, names)
+
+
+def decode_page(page):
+    """(meta, {name: array}) of the run embedded in a standalone page."""
+    m = re.search(r'<script id="attnscope-data" type="application/octet-stream">([A-Za-z0-9+/=]+)</script>', page)
+    raw = base64.b64decode(m.group(1))
+    assert raw[:4] == b"ASTB"
+    n = struct.unpack("<I", raw[4:8])[0]
+    assert (8 + n) % 8 == 0
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for t in head["tensors"]:
+        dt = {"f16": "<f2", "f32": "<f4"}[t["dtype"]]
+        b = raw[8 + n + t["offset"]: 8 + n + t["offset"] + t["nbytes"]]
+        out[t["name"]] = np.frombuffer(b, dtype=dt).reshape(t["shape"])
+    return head["meta"], out
+
+
+EXTERNAL = re.compile(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", re.I)
+
+
+class TestViews(unittest.TestCase):
+    def test_head_view_page(self):
+        m = attnscope.load(SST2)
+        r = m.run("the movie was good .", text_b="i liked it .")
+        page = attnscope.head_view(r, layer=2, html_action="return")
+        js, css = views.web_bundle()
+        self.assertIn(js, page)
+        self.assertIn(css, page)
+        self.assertIsNone(EXTERNAL.search(page), "a reference to another origin")
+        self.assertNotRegex(page, r"<script[^>]*\ssrc=|<link[^>]*\shref=")
+        meta, t = decode_page(page)
+        self.assertEqual(meta["view"], "head")
+        self.assertEqual(meta["layer"], 2)
+        self.assertEqual(meta["run"]["tokens"], r.tokens)
+        self.assertEqual(t["attention"].tobytes(), r.attentions.astype("<f2").tobytes())
+        self.assertNotIn("q", t)
+        v = attnscope.head_view(r)
+        self.assertIn("srcdoc=", v._repr_html_())
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(open(v.save(os.path.join(d, "h.html")), encoding="utf-8").read(), v.html())
+
+    def test_neuron_view_embeds_qk(self):
+        m = attnscope.load(SST2)
+        r = m.run("a fine film .")
+        meta, t = decode_page(attnscope.neuron_view(r, layer=1, head=3, html_action="return"))
+        self.assertEqual(meta["views"], ["head", "model", "neuron"])
+        self.assertEqual(t["q"].tobytes(), r.queries.tobytes())
+        self.assertEqual(t["k"].tobytes(), r.keys.tobytes())
+        self.assertEqual(t["scores"].tobytes(), r.attention_scores.tobytes())
+        self.assertEqual(meta["scale"], [float(s) for s in r.score_scale])
+        with self.assertRaisesRegex(attnscope.Error, "neuron view needs queries"):
+            attnscope.neuron_view(m.run("a fine film .", capture="attn"))
+        with self.assertRaisesRegex(attnscope.Error, "layer 7 out of range"):
+            attnscope.head_view(r, layer=7, html_action="return")
+
+    def test_server_iframe(self):
+        m = attnscope.load(SST2)
+        r = m.run("the movie was good .")
+        h = attnscope.model_view(r, server="http://127.0.0.1:8080")._repr_html_()
+        self.assertIn('src="http://127.0.0.1:8080/?model=attnscope-sst2&amp;text=the+movie+was+good+.&amp;view=model',
+                      h)
+        self.assertNotIn("attnscope-data", h)
+
+    def test_bertviz_drop_in(self):
+        from attnscope.bertviz import head_view, model_view
+        m = attnscope.load(SST2)
+        r = m.run("the movie was good .", text_b="i liked it .")
+
+        class Tensor:  # what torch gives: .detach().numpy()
+            def __init__(self, a):
+                self.a = a
+
+            def detach(self):
+                return self
+
+            def numpy(self):
+                return self.a
+        att = tuple(Tensor(r.attentions[l][None]) for l in range(r.attentions.shape[0]))
+        toks = [t["piece"] for t in r.tokens]
+        b = toks.index("[SEP]") + 1
+        page = head_view(att, toks, sentence_b_start=b, layer=1, heads=[0, 2], html_action="return")
+        meta, t = decode_page(page)
+        self.assertEqual(t["attention"].tobytes(), r.attentions.astype("<f2").tobytes())
+        self.assertEqual((meta["layer"], meta["heads"]), (1, [0, 2]))
+        self.assertEqual([x["segment"] for x in meta["run"]["tokens"]], [x["segment"] for x in r.tokens])
+        self.assertEqual([x["special"] for x in meta["run"]["tokens"]], [x["special"] for x in r.tokens])
+        meta, t = decode_page(model_view(att, toks, include_layers=[1, 3], include_heads=[2], html_action="return"))
+        self.assertEqual(t["attention"].tobytes(), r.attentions[[1, 3]][:, [2]].astype("<f2").tobytes())
+        self.assertEqual((meta["layer_ids"], meta["head_ids"]), ([1, 3], [2]))
+        gp = head_view([np.full((1, 2, 3, 3), 1 / 3)], ["Ġthe", "Ġcat", "<|endoftext|>"], html_action="return")
+        meta, _ = decode_page(gp)
+        self.assertEqual([x["text"] for x in meta["run"]["tokens"]], [" the", " cat", "<|endoftext|>"])
+        with self.assertRaisesRegex(attnscope.Error, "batch size 2"):
+            head_view([np.zeros((2, 2, 3, 3))], ["a", "b", "c"], html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "2 tokens for attention over 3 positions"):
+            head_view([np.zeros((1, 2, 3, 3))], ["a", "b"], html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "encoder_attention"):
+            head_view(encoder_attention=att, html_action="return")
+
+
+if __name__ == "__main__":
+    attnscope.set_quiet(True)
+    unittest.main(verbosity=2)

@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""test_notebook.py — a real notebook executed headless: nbclient starts an ipykernel
+(Debian's python3-ipykernel) and runs cells that load a model, run a sentence pair and
+show attnscope.head_view, model_view and the bertviz drop-in's head_view. The cells'
+HTML outputs must hold the inlined web bundle (the exact script of <build>/web-dist) and
+the embedded run, and no reference to another origin (no http(s):// or // src/href).
+
+Usage: ATTNSCOPE_LIB=build/libattnscope.so /usr/bin/python3 tests/python/test_notebook.py
+"""
+import html
+import os
+import re
+import sys
+import unittest
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from attnscope import views  # noqa: E402
+
+CELLS = [
+    "import sys; sys.path.insert(0, %r)\nimport attnscope" % os.path.join(ROOT, "python"),
+    "m = attnscope.load(%r)\nr = m.run('the movie was good .', text_b='i liked it .')\nr.attentions.shape"
+    % os.path.join(ROOT, "models", "attnscope-sst2"),
+    "attnscope.head_view(r, layer=1)",
+    "attnscope.model_view(r)",
+    "from attnscope.bertviz import head_view\n"
+    "head_view(tuple(r.attentions[l][None] for l in range(4)), [t['piece'] for t in r.tokens], sentence_b_start=7)",
+]
+EXTERNAL = re.compile(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", re.I)
+
+
+class TestNotebook(unittest.TestCase):
+    def test_views_in_a_kernel(self):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": ROOT}}).execute()
+        for c in nb.cells:
+            errs = [o for o in c.outputs if o.output_type == "error"]
+            self.assertEqual(errs, [], "cell failed: %s" % c.source)
+        self.assertEqual(nb.cells[1].outputs[0]["data"]["text/plain"], "(4, 4, 12, 12)")
+        js, css = views.web_bundle()
+        for c in nb.cells[2:]:
+            with self.subTest(cell=c.source):
+                out = [o for o in c.outputs if "text/html" in o.get("data", {})]
+                self.assertEqual(len(out), 1, "one HTML output")
+                frame = out[0]["data"]["text/html"]
+                self.assertTrue(frame.startswith("<iframe srcdoc="))
+                self.assertIsNone(EXTERNAL.search(frame))
+                page = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+                self.assertIn(js, page, "the inlined bundle")
+                self.assertIn(css, page)
+                self.assertRegex(page, r'<script id="attnscope-data" type="application/octet-stream">[A-Za-z0-9+/=]{100,}</script>')
+                self.assertIsNone(EXTERNAL.search(page), "a reference to another origin")
+                self.assertNotRegex(page, r"<script[^>]*\ssrc=|<link[^>]*\shref=", "a script or style not inlined")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,171 @@
+// embedded.ts — the run data of a standalone page (the Python package's notebook views,
+// python/attnscope/views.py): instead of the HTTP API, the page carries one run in a
+// <script id="attnscope-data" type="application/octet-stream"> element holding the
+// server's binary tensor container (tensor.ts: "ASTB", JSON header, data) in base64.
+// Its header's meta is EmbeddedMeta; its tensors are attention [L, H, T, T] (f16 or
+// f32) and, for the neuron view, q and k [L, H, T, Dh] and scores [L, H, T, T] (f32).
+// EmbeddedRunData answers the views' calls (layer, pooled, head, qk) from those bytes,
+// decoding one layer or head at a time. No network here.
+import { RunData, type HeadQk, type LayerAttention, type PooledAttention } from './client';
+import { decodeOne, TENSOR_MAGIC, type Tensor } from './tensor';
+import type { RunResponse, TensorEntry, TensorHeader } from './types';
+
+export type EmbeddedView = 'head' | 'model' | 'neuron';
+
+/** meta of the embedded container (written by python/attnscope/views.py). */
+export interface EmbeddedMeta {
+  run: RunResponse;
+  /** the view shown first, and every view the embedded tensors allow */
+  view: EmbeddedView;
+  views: EmbeddedView[];
+  layer: number;
+  head: number;
+  /** heads shown in the head view (null = all) */
+  heads: number[] | null;
+  /** pinned query token (-1 = none) */
+  token: number;
+  /** the factor on q.k of each embedded layer (neuron view) */
+  scale: number[];
+  /** the absolute layer and head indices of the embedded ones (a subset is renumbered 0..) */
+  layer_ids: number[];
+  head_ids: number[];
+  /** 'en' or 'zh-CN'; null = the browser's language */
+  lang: string | null;
+  /** per embedded layer and head: what the neuron view's q.k needs besides q and k
+   *  (the run's block, also in run.block) */
+  qk: { kv_group: number[]; window: number[]; rope: boolean; softcap: number };
+}
+
+export const EMBED_ELEMENT_ID = 'attnscope-data';
+
+/** The embedded container's bytes, or null when the page has none (server mode). */
+export function embeddedBytes(doc: Document = document): ArrayBuffer | null {
+  const el = doc.getElementById(EMBED_ELEMENT_ID);
+  if (!el || !el.textContent) return null;
+  const s = atob(el.textContent.replace(/\s+/g, ''));
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out.buffer;
+}
+
+type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta };
+
+/** The container's header and where its data starts; throws with one line when malformed. */
+function parseContainer(buf: ArrayBuffer): { header: EmbeddedHeader; base: number } {
+  if (buf.byteLength < 8) throw new Error('embedded data: too short');
+  const magic = new TextDecoder().decode(new Uint8Array(buf, 0, 4));
+  if (magic !== TENSOR_MAGIC) throw new Error(`embedded data: bad magic ${JSON.stringify(magic)}`);
+  const n = new DataView(buf).getUint32(4, true);
+  if (8 + n > buf.byteLength) throw new Error('embedded data: header runs past the data');
+  return { header: JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 8, n))) as EmbeddedHeader, base: 8 + n };
+}
+
+/** A run given as bytes: the views read it through the RunData interface. */
+export class EmbeddedRunData extends RunData {
+  readonly meta: EmbeddedMeta;
+  private readonly buf: ArrayBuffer;
+  private readonly base: number;
+  private readonly entries = new Map<string, TensorEntry>();
+  private readonly pooledCache = new Map<number, PooledAttention>();
+
+  constructor(buf: ArrayBuffer) {
+    const { header, base } = parseContainer(buf);
+    super(header.meta.run);
+    this.meta = header.meta;
+    this.buf = buf;
+    this.base = base;
+    for (const t of header.tensors) this.entries.set(t.name, t);
+    if (!this.entries.has('attention')) throw new Error('embedded data: no attention tensor');
+  }
+
+  /** Decodes [l, h0..h0+nh) of a 4-d tensor (L, H, X, Y) as (nh, X, Y). */
+  private slice(name: string, l: number, h0: number, nh: number): Tensor {
+    const t = this.entries.get(name);
+    if (!t) throw new Error(`${name} is not embedded in this view (python: neuron_view() embeds q, k and scores)`);
+    const [L, H, X, Y] = t.shape;
+    if (l < 0 || l >= L || h0 < 0 || h0 + nh > H) throw new Error(`layer ${l} head ${h0} is not embedded`);
+    const per = t.nbytes / (L * H);
+    const entry: TensorEntry = { ...t, shape: [nh, X, Y], offset: t.offset + (l * H + h0) * per, nbytes: nh * per };
+    return { name, shape: entry.shape, data: decodeOne(this.buf, this.base, entry) };
+  }
+
+  override layer(l: number): Promise<LayerAttention> {
+    try {
+      const H = this.run.sizes.heads;
+      const t = this.slice('attention', l, 0, H);
+      return Promise.resolve({ layer: l, heads: H, T: this.run.sizes.tokens, data: t.data });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  override head(l: number, h: number): Promise<Float32Array> {
+    try {
+      return Promise.resolve(this.slice('attention', l, h, 1).data);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Max pooling as the server's (src/server/maxpool.c): block i covers tokens
+   *  [floor(i*T/P), floor((i+1)*T/P)); P = min(n, T). */
+  override pooled(n: number): Promise<PooledAttention> {
+    const hit = this.pooledCache.get(n);
+    if (hit) return Promise.resolve(hit);
+    const { layers: L, heads: H, tokens: T } = this.run.sizes;
+    const P = Math.min(n, T);
+    const start = (i: number): number => Math.floor((i * T) / P);
+    const out = new Float32Array(L * H * P * P);
+    const col = new Float32Array(T);
+    try {
+      for (let l = 0; l < L; l++) {
+        const a = this.slice('attention', l, 0, H).data;
+        for (let h = 0; h < H; h++) {
+          const m = a.subarray(h * T * T, (h + 1) * T * T);
+          const o = out.subarray((l * H + h) * P * P, (l * H + h + 1) * P * P);
+          for (let bi = 0; bi < P; bi++) {
+            col.fill(-Infinity);
+            for (let i = start(bi); i < start(bi + 1); i++)
+              for (let j = 0; j < T; j++) if (m[i * T + j] > col[j]) col[j] = m[i * T + j];
+            for (let bj = 0; bj < P; bj++) {
+              let v = -Infinity;
+              for (let j = start(bj); j < start(bj + 1); j++) if (col[j] > v) v = col[j];
+              o[bi * P + bj] = v;
+            }
+          }
+        }
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const r: PooledAttention = { pool: P, layers: L, heads: H, T, data: out };
+    this.pooledCache.set(n, r);
+    return Promise.resolve(r);
+  }
+
+  override qk(l: number, h: number): Promise<HeadQk> {
+    try {
+      const { tokens: T, d_head: Dh } = this.run.sizes;
+      const one = (name: string): Tensor => {
+        const t = this.slice(name, l, h, 1);
+        return { name, shape: t.shape.slice(1), data: t.data };
+      };
+      const b = this.meta.qk;
+      const meta = {
+        run: this.run.id,
+        layer: l,
+        head: h,
+        tokens: T,
+        d_head: Dh,
+        scale: this.meta.scale[l],
+        kv_group: b.kv_group[h] ?? h,
+        window: b.window[l] ?? 0,
+        rope: b.rope,
+        softcap: b.softcap,
+      };
+      return Promise.resolve({ meta, q: one('q'), k: one('k'), scores: one('scores'), attention: one('attention') });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+}
