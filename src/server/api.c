@@ -2,8 +2,11 @@
  * fetch attention for layer/head ranges (whole, or max-pooled thumbnails with
  * server/maxpool.h) and q/k/scores for one head as binary tensors, streamed from the
  * cached run while they are sent (no copy; runs held by streams are bounded by the
- * cache), and masked-token predictions. Every failure is a one-line JSON error
- * with a 4xx/5xx status; no request input can abort the process.
+ * cache), and masked-token predictions. A run is made from a text (or pair) or from
+ * token ids (models without a tokenizer). Models and runs carry the description of the
+ * attention block (block_json: key/value groups, masks, RoPE, soft-caps), and the qk
+ * route of a rotary model adds q and k before the rotation. Every failure is a one-line
+ * JSON error with a 4xx/5xx status; no request input can abort the process.
  * It does not speak HTTP (server.c does) and serves no files.
  */
 #include "api.h"
@@ -19,6 +22,56 @@
 #include <string.h>
 #include <time.h>
 
+/* ---- the attention block's description ------------------------------------- */
+
+static const char *rope_scaling_name(as_rope_scale k) {
+    switch (k) {
+    case ROPE_SCALE_LINEAR: return "linear";
+    case ROPE_SCALE_LLAMA3: return "llama3";
+    case ROPE_SCALE_YARN: return "yarn";
+    default: return "none";
+    }
+}
+
+/* Query head h's key/value head under config c (h itself without grouped-query attention). */
+static int kv_group_of(const as_config *c, int h) {
+    int hkv = c->n_kv_head > 0 ? c->n_kv_head : c->n_head;
+    return h / (c->n_head / hkv);
+}
+
+/* Window of layer l: query i sees the keys i - w < j <= i; 0 = no window. */
+static int layer_window(const as_config *c, int l) {
+    return c->sliding_window > 0 && c->layer_sliding[l] ? c->sliding_window : 0;
+}
+
+/* Rotary base of layer l: Gemma 3's local base on its sliding layers, else rope_theta. */
+static double layer_theta(const as_config *c, int l) {
+    return c->rope_local_theta > 0 && c->layer_sliding[l] ? (double)c->rope_local_theta : (double)c->rope_theta;
+}
+
+/* What a view needs to know about the attention of model c (docs/api/api.schema.json,
+ * Block): key/value groups, the masks (causal, per-layer sliding windows), the score's
+ * factor and soft-cap, and the rotary embedding (null without one). New reference. */
+static json_t *block_json(const as_config *c) {
+    json_t *kv = json_array(), *win = json_array(), *scale = json_array(), *rope = json_null();
+    for (int h = 0; h < c->n_head; h++) json_array_append_new(kv, json_integer(kv_group_of(c, h)));
+    for (int l = 0; l < c->n_layer; l++) {
+        json_array_append_new(win, json_integer(layer_window(c, l)));
+        json_array_append_new(scale, json_real((double)as_attn_scale(c, l)));
+    }
+    if (c->rope_dim > 0) {
+        json_t *lt = json_array();
+        for (int l = 0; l < c->n_layer; l++) json_array_append_new(lt, json_real(layer_theta(c, l)));
+        rope = json_pack("{s:i, s:f, s:o, s:o, s:s, s:o}", "dim", c->rope_dim, "theta", (double)c->rope_theta,
+                         "local_theta", c->rope_local_theta > 0 ? json_real((double)c->rope_local_theta) : json_null(),
+                         "layer_theta", lt, "scaling", rope_scaling_name(c->rope_scaling), "factor",
+                         c->rope_scaling != ROPE_SCALE_NONE ? json_real((double)c->rope_factor) : json_null());
+    }
+    return json_pack("{s:i, s:o, s:b, s:o, s:o, s:f, s:f, s:o}", "n_kv_head", c->n_kv_head > 0 ? c->n_kv_head : c->n_head,
+                     "kv_group", kv, "causal", c->causal != 0, "window", win, "scale", scale, "attn_softcap",
+                     (double)c->attn_softcap, "final_softcap", (double)c->final_softcap, "rope", rope);
+}
+
 /* ---- models ---------------------------------------------------------------- */
 
 static json_t *model_json(const srv_model *sm) {
@@ -31,8 +84,8 @@ static json_t *model_json(const srv_model *sm) {
     json_t *labels = json_array(); /* (C) the config's id2label names; [] when it has none */
     for (int i = 0; c->id2label && i < c->num_labels; i++)
         json_array_append_new(labels, c->id2label[i] ? as_json_string_utf8(c->id2label[i]) : json_null());
-    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I, s:o}",
-                     "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
+    return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I, s:o}",
+                     "block", block_json(c), "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
                      "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
                      c->d_head, "vocab_size", c->vocab_size, "max_tokens", as_model_max_tokens(sm->m),
                      "type_vocab", c->type_vocab, "causal", c->causal != 0, "tokenizer",
@@ -55,10 +108,49 @@ static void route_models(srv_state *s, srv_response *rs) {
 typedef struct {
     json_t *root;
     int model;
-    const char *text, *text_b; /* borrowed from root */
+    const char *text, *text_b; /* borrowed from root; text is the cache key for ids */
+    int32_t *ids;              /* owned: (n_ids) token ids, or NULL for a text */
+    int n_ids;
+    char *key;                 /* owned: the cache key of ids (SRV_IDS_KEY, then the ids) */
 } run_req;
 
-/* Parses {model, text, text_b?} into q. Returns 0, or sets a 400 and returns -1. */
+static void run_req_free(run_req *q) {
+    json_decref(q->root);
+    free(q->ids);
+    free(q->key);
+}
+
+/* Parses the array ids into q (ids, n_ids, and text = key = SRV_IDS_KEY "1,5,9"). Returns 0,
+ * or sets a 400 and returns -1. */
+static int parse_ids(const json_t *ja, int max, run_req *q, srv_response *rs) {
+    size_t n = json_is_array(ja) ? json_array_size(ja) : 0;
+    if (!json_is_array(ja) || n == 0 || n > (size_t)max) {
+        reply_error(rs, 400, "field 'ids': expected an array of 1 to %d token ids", max);
+        return -1;
+    }
+    q->ids = malloc(n * sizeof *q->ids);
+    q->key = malloc(n * 11 + sizeof SRV_IDS_KEY);
+    if (!q->ids || !q->key) {
+        reply_error(rs, 500, "out of memory");
+        return -1;
+    }
+    char *k = q->key + sprintf(q->key, "%s", SRV_IDS_KEY);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(ja, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            reply_error(rs, 400, "field 'ids': element %zu is not a token id (an integer >= 0)", i);
+            return -1;
+        }
+        q->ids[i] = (int32_t)json_integer_value(v);
+        k += sprintf(k, i ? ",%d" : "%d", (int)q->ids[i]);
+    }
+    q->n_ids = (int)n;
+    q->text = q->key;
+    return 0;
+}
+
+/* Parses {model, text, text_b?} or {model, ids} into q. Returns 0, or sets a 400 and
+ * returns -1; run_req_free(q) either way. */
 static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_response *rs) {
     memset(q, 0, sizeof *q);
     if (!rq->body || !rq->body_len) {
@@ -76,7 +168,7 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
         return -1;
     }
     json_t *jm = json_object_get(q->root, "model"), *jt = json_object_get(q->root, "text"),
-           *jb = json_object_get(q->root, "text_b");
+           *jb = json_object_get(q->root, "text_b"), *ji = json_object_get(q->root, "ids");
     if (!jm) {
         reply_error(rs, 400, "field 'model': missing");
         return -1;
@@ -95,8 +187,15 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
         json_decref(n);
         return -1;
     }
+    if (ji && !json_is_null(ji)) { /* token ids: any model, with or without a tokenizer */
+        if ((jt && !json_is_null(jt)) || (jb && !json_is_null(jb))) {
+            reply_error(rs, 400, "field 'ids': give either ids or text (and text_b), not both");
+            return -1;
+        }
+        return parse_ids(ji, as_model_max_tokens(s->models[q->model].m), q, rs);
+    }
     if (!jt || !json_is_string(jt)) {
-        reply_error(rs, 400, "field 'text': %s", jt ? "expected a string" : "missing");
+        reply_error(rs, 400, "field 'text': %s", jt ? "expected a string" : "missing (or give ids)");
         return -1;
     }
     q->text = json_string_value(jt);
@@ -150,13 +249,15 @@ as_status api_forward(srv_state *s, const as_model *m, const as_encoding *enc, u
     return st;
 }
 
-/* Encodes without truncation: longer than the model's positions is a 400. */
+/* Encodes the text without truncation (longer than the model's positions is a 400), or
+ * takes the ids as they are (an id outside the vocabulary is a 400). */
 static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_response *rs) {
     as_error err = {0};
     as_encode_opts eo = {.max_len = 0, .truncate = 0};
-    as_status st = as_encode(sm->m, q->text, q->text_b, &eo, enc, &err);
+    as_status st = q->ids ? as_encoding_from_ids(sm->m, q->ids, NULL, q->n_ids, enc, &err)
+                          : as_encode(sm->m, q->text, q->text_b, &eo, enc, &err);
     if (st == AS_OK) return 0;
-    reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "text: %s", err.msg);
+    reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "%s: %s", q->ids ? "ids" : "text", err.msg);
     return -1;
 }
 
@@ -166,11 +267,21 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
     const srv_model *sm = &s->models[e->model];
     const as_config *c = as_model_config(sm->m);
     const as_run *r = e->run;
-    json_t *sizes = json_pack("{s:i, s:i, s:i, s:i, s:i}", "tokens", r->T, "layers", r->L, "heads", r->H,
-                              "d_model", r->D, "d_head", r->Dh);
-    return json_pack("{s:s, s:s, s:b, s:o, s:o, s:b, s:o, s:o, s:o}", "id", e->id, "model", sm->name, "cached",
-                     cached, "text", as_json_string_utf8(e->text), "text_b", as_json_string_utf8(e->text_b), "causal", c->causal != 0,
-                     "sizes", sizes, "tokens", as_tokens_json_value(sm->m, &e->enc), "warning",
+    int from_ids = srv_entry_from_ids(e);
+    json_t *sizes = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "tokens", r->T, "layers", r->L, "heads", r->H,
+                              "kv_heads", r->Hkv, "d_model", r->D, "d_head", r->Dh);
+    json_t *ids = json_null(), *block = block_json(c), *kv = json_array();
+    if (from_ids) {
+        ids = json_array();
+        for (int i = 0; i < e->enc.n; i++) json_array_append_new(ids, json_integer(e->enc.ids[i]));
+    }
+    for (int h = 0; h < r->H; h++) json_array_append_new(kv, json_integer(as_run_kv_group(r, h)));
+    json_object_set_new(block, "kv_group", kv); /* the run's own record of the groups */
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "id", e->id, "model",
+                     sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type, "cached", cached, "text",
+                     from_ids ? json_string("") : as_json_string_utf8(e->text), "text_b",
+                     as_json_string_utf8(e->text_b), "ids", ids, "causal", c->causal != 0, "sizes", sizes, "block",
+                     block, "tokens", as_tokens_json_value(sm->m, &e->enc), "warning",
                      e->enc.n_warnings ? as_json_string_utf8(e->enc.warning) : json_null());
 }
 
@@ -216,7 +327,7 @@ static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
 cleanup:
     srv_cache_release(&s->cache, e);
     as_encoding_free(&enc);
-    json_decref(q.root);
+    run_req_free(&q);
 }
 
 /* ---- tensors for a cached run ------------------------------------------------ */
@@ -407,19 +518,32 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
         return;
     }
     size_t T = (size_t)r->T, Dh = (size_t)r->Dh;
+    /* a rotary model's q and k before the rotation, laid out as q and k (run_npz.c's
+       queries_pre_rope / keys_pre_rope) */
+    const float *qp = NULL, *kp = NULL;
+    if (r->q_pre && r->k_pre && l >= r->layer_lo && l < r->layer_lo + r->n_lay && h >= r->head_lo &&
+        h < r->head_lo + r->n_hd) {
+        size_t off = ((size_t)(l - r->layer_lo) * (size_t)r->n_hd + (size_t)(h - r->head_lo)) * T * Dh;
+        qp = r->q_pre + off;
+        kp = r->k_pre + off;
+    }
     tensor_stream *ts = stream_new(s, e, rs);
     if (!ts) return;
-    const char *names[4] = {"q", "k", "scores", "attention"};
-    const float *src[4] = {q, k, sc, at};
-    for (int i = 0; i < 4; i++) {
+    const char *names[6] = {"q", "k", "scores", "attention", "q_pre_rope", "k_pre_rope"};
+    const float *src[6] = {q, k, sc, at, qp, kp};
+    ts->n = qp ? 6 : 4;
+    for (int i = 0; i < ts->n; i++) {
+        int vec = i < 2 || i >= 4; /* (T, Dh), else (T, T) */
         ts->one[i] = src[i];
         ts->t[i] = (srv_tb_tensor){.name = names[i], .dtype = TB_F32, .ndim = 2,
-                                   .shape = {r->T, i < 2 ? r->Dh : r->T}, .parts = &ts->one[i], .n_parts = 1,
-                                   .part_len = i < 2 ? T * Dh : T * T};
+                                   .shape = {r->T, vec ? r->Dh : r->T}, .parts = &ts->one[i], .n_parts = 1,
+                                   .part_len = vec ? T * Dh : T * T};
     }
-    ts->n = 4;
-    json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f}", "run", e->id, "layer", l, "head", h, "tokens", r->T,
-                             "d_head", r->Dh, "scale", (double)as_attn_scale(as_model_config(s->models[e->model].m), l));
+    const as_config *c = as_model_config(s->models[e->model].m);
+    json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:b, s:f}", "run", e->id, "layer", l, "head",
+                             h, "tokens", r->T, "d_head", r->Dh, "scale", (double)as_attn_scale(c, l), "kv_group",
+                             as_run_kv_group(r, h), "window", layer_window(c, l), "rope", qp != NULL, "softcap",
+                             (double)c->attn_softcap);
     reply_stream(rs, ts, meta);
 }
 
@@ -516,7 +640,7 @@ cleanup:
     json_decref(preds);
     as_run_free(run);
     as_encoding_free(&enc);
-    json_decref(q.root);
+    run_req_free(&q);
 }
 
 /* ---- router -------------------------------------------------------------------- */

@@ -14,12 +14,16 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <pthread.h>
 
 #define SRV_MAX_CACHED_RUNS 16
 #define SRV_MAX_CACHE_BYTES ((size_t)2 << 30) /* 2 GiB of captured tensors */
 #define SRV_RUN_ID_LEN 16                     /* hex digits */
+/* A run made from token ids is keyed by the text SRV_IDS_KEY followed by its ids
+ * ("\xff" "ids:1,5,9"): not UTF-8, so no posted text is ever equal to it. */
+#define SRV_IDS_KEY "\xff" "ids:"
 
 typedef struct srv_entry {
     char id[SRV_RUN_ID_LEN + 1]; /* hex, unique for the server's lifetime */
@@ -63,6 +67,10 @@ void srv_cache_release(srv_cache *c, srv_entry *e);
 int srv_cache_stream_begin(srv_cache *c, srv_entry *e);
 /* The response started by srv_cache_stream_begin ended: drops its reference. */
 void srv_cache_stream_end(srv_cache *c, srv_entry *e);
+/* 1 when e was run from token ids (its text is SRV_IDS_KEY...), else 0. */
+static inline int srv_entry_from_ids(const srv_entry *e) {
+    return e->text && !strncmp(e->text, SRV_IDS_KEY, sizeof SRV_IDS_KEY - 1);
+}
 /* Frees an entry that was never put (refs == 0). */
 void srv_entry_free(srv_entry *e);
 

@@ -1,9 +1,10 @@
 // contract.test.mjs — the server's API against its schema (docs/api/*.schema.json, from
 // which web/src/api/types.ts and dbtypes.ts are generated). Starts the real
-// `attnscope serve` (ATTNSCOPE_BIN) on an ephemeral loopback port with five models (two
+// `attnscope serve` (ATTNSCOPE_BIN) on an ephemeral loopback port with seven models (two
 // tiny SST-2 classifiers analysed into a real database by tests/ref/make_analysis_db.sh,
 // the shipped MLM and SST-2 models, a random causal GPT-2 written by
-// tests/browser/make_gpt2_model.mjs) and the database with an imported run served by
+// tests/browser/make_gpt2_model.mjs, and two tokenizer-less LLaMA-family fixtures, run
+// from token ids: grouped-query Llama and Mistral with a sliding window) and the database with an imported run served by
 // --import-dir, then calls every route of the schemas' x-routes and validates each JSON
 // body, each binary tensor header and its meta, and the errors (400, 404, 405) against
 // the schema: types, required fields, enums, and no unknown field at any depth. Also
@@ -28,6 +29,7 @@ const BIN = process.env.ATTNSCOPE_BIN;
 const API = 'api.schema.json';
 const DB = 'db.schema.json';
 const EXPORT = 'export.schema.json';
+const LLAMA_FIXTURES = join(ROOT, 'tests', 'ref', 'fixtures', 'models');
 const schemas = new SchemaSet(join(ROOT, 'docs', 'api'), [API, DB, EXPORT]);
 
 let tmp, server, base, bare, bareBase;
@@ -64,10 +66,13 @@ async function call(file, route, name, path, body) {
   return json;
 }
 
-/** GET a binary tensor route; validates the header, its meta and the tensors' layout. */
+/** GET a binary tensor route; validates the header, its meta and the tensors' layout.
+ *  names: the tensors expected, those of x-routes in order, the route's `optional` ones
+ *  left out or not. */
 async function binary(file, route, metaName, names, path) {
   assert.equal(routes.get(route)?.binary, metaName, `${route} in x-routes`);
-  assert.deepEqual(routes.get(route).tensors, names, `${route}: x-routes tensors`);
+  const optional = routes.get(route).optional ?? [];
+  assert.deepEqual(routes.get(route).tensors.filter((n) => names.includes(n) || !optional.includes(n)), names, `${route}: x-routes tensors`);
   const r = await fetch(base + path);
   assert.equal(r.status, 200, path);
   assert.equal(r.headers.get('content-type'), 'application/octet-stream', `${path}: content type`);
@@ -108,7 +113,8 @@ before(async () => {
   execFileSync(BIN, ['import', '--dir', imp, '--db', join(tmp, 'analysis.sqlite'), '--min-rel', '1', '--quiet']);
   execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_gpt2_model.mjs'), join(tmp, 'gpt2-tiny')]);
   const models = [join(tmp, 'bert-sst'), join(tmp, 'distil-sst'), join(ROOT, 'models', 'attnscope-mlm'),
-    join(ROOT, 'models', 'attnscope-sst2'), join(tmp, 'gpt2-tiny')].flatMap((m) => ['--model', m]);
+    join(ROOT, 'models', 'attnscope-sst2'), join(tmp, 'gpt2-tiny'), join(LLAMA_FIXTURES, 'llama'),
+    join(LLAMA_FIXTURES, 'mistral_swa')].flatMap((m) => ['--model', m]);
   ({ p: server, url: base } = await startServer(BIN, [...models, '--db', join(tmp, 'analysis.sqlite'), '--import-dir', imp]));
   ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm')]));
 });
@@ -131,7 +137,14 @@ test('every object schema is closed, and the committed TypeScript types are what
 test('GET /api/v1/models', async () => {
   const m = await call(API, 'GET /api/v1/models', 'ModelsResponse', '/api/v1/models');
   assert.equal(m.db, true);
-  assert.deepEqual(m.models.map((x) => x.name), ['bert-sst', 'distil-sst', 'attnscope-mlm', 'attnscope-sst2', 'gpt2-tiny']);
+  assert.deepEqual(m.models.map((x) => x.name), ['bert-sst', 'distil-sst', 'attnscope-mlm', 'attnscope-sst2', 'gpt2-tiny', 'llama', 'mistral_swa']);
+  const llama = m.models.find((x) => x.name === 'llama');
+  assert.equal(llama.arch, 'llama');
+  assert.equal(llama.tokenizer, false);
+  assert.deepEqual(llama.block.kv_group, [0, 0, 1, 1]);
+  assert.equal(llama.block.rope.scaling, 'none');
+  assert.deepEqual(m.models.find((x) => x.name === 'mistral_swa').block.window, [5, 5]);
+  assert.equal(m.models.find((x) => x.name === 'bert-sst').block.rope, null);
   assert.ok(m.models.some((x) => x.labels.length > 0), 'a model with class names');
   assert.ok(m.models.some((x) => x.heads_present.includes('mlm')), 'an MLM model');
   const b = await (await fetch(`${bareBase}/api/v1/models`)).json();
@@ -147,6 +160,8 @@ test('POST /api/v1/run, GET /api/v1/runs/{id}, attention and qk', async () => {
     { model: 'distil-sst', text: 'a very funny movie .' },
     { model: 'attnscope-sst2', text: 'the movie was surprisingly good .', text_b: null },
     { model: 'gpt2-tiny', text: '  Héllo wörld, 日本 café', text_b: ' and more' },
+    { model: 'llama', ids: [1, 5, 9, 17, 33, 2, 40] },
+    { model: 'mistral_swa', ids: [3, 8, 13, 21, 34, 4, 7, 11, 50] },
   ];
   for (const q of inputs) {
     const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', q);
@@ -164,8 +179,19 @@ test('POST /api/v1/run, GET /api/v1/runs/{id}, attention and qk', async () => {
     }
     const p = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'], `/api/v1/runs/${run.id}/attention?pool=8`);
     assert.equal(p.meta.pool_op, 'max');
-    const qk = await binary(API, 'GET /api/v1/runs/{id}/qk', 'QkMeta', ['q', 'k', 'scores', 'attention'], `/api/v1/runs/${run.id}/qk?layer=${L - 1}&head=0`);
+    const rotary = run.block.rope !== null;
+    const names = ['q', 'k', 'scores', 'attention', ...(rotary ? ['q_pre_rope', 'k_pre_rope'] : [])];
+    const qk = await binary(API, 'GET /api/v1/runs/{id}/qk', 'QkMeta', names, `/api/v1/runs/${run.id}/qk?layer=${L - 1}&head=${H - 1}`);
     assert.equal(qk.meta.d_head, run.sizes.d_head);
+    assert.equal(qk.meta.rope, rotary);
+    assert.equal(qk.meta.kv_group, run.block.kv_group[H - 1]);
+    assert.equal(qk.meta.window, run.block.window[L - 1]);
+    if (q.ids) {
+      assert.deepEqual(run.ids, q.ids);
+      assert.deepEqual(run.tokens.map((t) => t.id), q.ids);
+      assert.equal(run.text, '');
+      assert.equal(run.sizes.kv_heads, 2);
+    } else assert.equal(run.ids, null);
   }
 });
 
@@ -181,6 +207,11 @@ test('errors are ErrorResponse bodies', async () => {
   await error(405, '/api/v1/run');
   await error(400, '/api/v1/run', post('{"model": '));
   await error(400, '/api/v1/run', post('{"model": "bert-sst"}'));
+  await error(400, '/api/v1/run', post('{"model": "llama", "text": "no tokenizer"}'));
+  await error(400, '/api/v1/run', post('{"model": "llama", "ids": [1, 99999]}'));
+  await error(400, '/api/v1/run', post('{"model": "llama", "ids": []}'));
+  await error(400, '/api/v1/run', post('{"model": "llama", "ids": [1, -2]}'));
+  await error(400, '/api/v1/run', post('{"model": "llama", "ids": [1, 2], "text": "both"}'));
   await error(400, '/api/v1/mlm', post('{"model": "bert-sst", "text": "no mask here"}'));
   await error(404, '/api/v1/runs/0123456789abcdef');
   const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'bert-sst', text: 'it is good .' });

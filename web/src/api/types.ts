@@ -13,9 +13,11 @@ export type TaskHead = 'classifier' | 'mlm' | 'lm';
 export interface ModelInfo {
   /** the folder's base name (a second folder of the same name gets -2, and so on) */
   name: string;
-  /** the architecture family that runs it */
-  arch: 'bert' | 'roberta' | 'distilbert' | 'gpt2';
-  /** as in config.json: bert, electra, roberta, distilbert, gpt2, ... */
+  arch: Arch;
+  /**
+   * as in config.json: bert, electra, roberta, distilbert, gpt2, llama, mistral, qwen2, qwen3, gemma2,
+   * gemma3_text, phi3, ...
+   */
   model_type: string;
   layers: number;
   heads: number;
@@ -35,6 +37,60 @@ export interface ModelInfo {
   n_params: number;
   /** the classifier's id2label names by class index; [] when the config has none */
   labels: (string | null)[];
+  block: Block;
+}
+
+/**
+ * the architecture family that runs the model (llama: the decoder LLM family, Llama, Mistral, Qwen2/3,
+ * Gemma 2/3, Phi-3)
+ */
+export type Arch = 'bert' | 'roberta' | 'distilbert' | 'gpt2' | 'llama';
+
+/**
+ * What the views need to know about a model's attention: which key/value head each query head reads,
+ * which cells are masked (causal, per-layer sliding windows), the factor and soft-cap on q.k, and the
+ * rotary position embedding. Query i of layer l sees key j when (not causal or j <= i) and (window[l]
+ * == 0 or j > i - window[l]).
+ */
+export interface Block {
+  /** key/value heads (grouped-query attention when fewer than the query heads) */
+  n_kv_head: number;
+  /**
+   * for each query head h, the key/value head it reads: h / (heads / n_kv_head); query heads of one
+   * group share their k and v
+   */
+  kv_group: number[];
+  /** query i sees only keys j <= i */
+  causal: boolean;
+  /** for each layer, its sliding window w (query i sees keys j > i - w), or 0 for none */
+  window: number[];
+  /** for each layer, the factor on q.k (1/sqrt(d_head) unless the config fixes it) */
+  scale: number[];
+  /** Gemma 2: scores = c tanh(scores / c) before the mask; 0 = none */
+  attn_softcap: number;
+  /** Gemma 2: logits = c tanh(logits / c); 0 = none */
+  final_softcap: number;
+  /** the rotary position embedding, or null (learned or sinusoidal positions) */
+  rope: Rope | null;
+}
+
+/**
+ * Rotary position embedding (Su et al. 2021, RoFormer): the first dim dimensions of each head's q and
+ * k are rotated by position-dependent angles before q.k
+ */
+export interface Rope {
+  /** rotated dimensions of each head (partial_rotary_factor * d_head) */
+  dim: number;
+  /** rotary base (rope_theta) */
+  theta: number;
+  /** Gemma 3: the base of the sliding-window layers (rope_local_base_freq), or null */
+  local_theta: number | null;
+  /** for each layer, the base it uses */
+  layer_theta: number[];
+  /** rope_scaling type (none, linear, llama3, yarn); Gemma 3's local layers are never scaled */
+  scaling: 'none' | 'linear' | 'llama3' | 'yarn';
+  /** the scaling factor, or null without scaling */
+  factor: number | null;
 }
 
 export interface Limits {
@@ -86,8 +142,10 @@ export interface RunSizes {
   tokens: number;
   /** L */
   layers: number;
-  /** H */
+  /** H (query heads) */
   heads: number;
+  /** Hkv: key/value heads (H without grouped-query attention) */
+  kv_heads: number;
   /** D */
   d_model: number;
   /** Dh */
@@ -99,23 +157,39 @@ export interface RunResponse {
   /** the cached run's id: 16 hex digits */
   id: string;
   model: string;
-  /** true when the same (model, text, text_b) was already in the cache */
+  arch: Arch;
+  /** as in config.json */
+  model_type: string;
+  /** true when the same (model, text, text_b) or (model, ids) was already in the cache */
   cached: boolean;
+  /** the text run; "" for a run from ids */
   text: string;
   text_b: string | null;
+  /** the token ids of a run made from ids, else null */
+  ids: number[] | null;
   causal: boolean;
   sizes: RunSizes;
+  block: Block;
   tokens: Token[];
   /** the tokenizer's last warning (invalid UTF-8 replaced, ...), or null */
   warning: string | null;
 }
 
-/** Body of POST /api/v1/run. Unknown fields are ignored. */
+/**
+ * Body of POST /api/v1/run: a text (and text_b), or token ids (any model; the only input of a model
+ * without a tokenizer). Unknown fields are ignored.
+ */
 export interface RunRequest {
   model: string;
-  text: string;
+  /** required unless ids is given */
+  text?: string;
   /** null or "" means a single sentence */
   text_b?: string | null;
+  /**
+   * token ids, 1 to max_tokens of them, each below vocab_size, run as they are (no special tokens
+   * added); not with text
+   */
+  ids?: number[];
 }
 
 /** Body of POST /api/v1/mlm. */
@@ -208,7 +282,11 @@ export interface AttentionMeta {
 /** [first, last], inclusive */
 export type IndexRange = [number, number];
 
-/** meta of GET /api/v1/runs/{id}/qk: tensors q, k (T, Dh), scores, attention (T, T), all f32 */
+/**
+ * meta of GET /api/v1/runs/{id}/qk: tensors q, k (T, Dh), scores, attention (T, T), and for a rotary
+ * model (rope true) q_pre_rope, k_pre_rope (T, Dh): q and k before the rotation; all f32. The server
+ * always sends kv_group, window, rope and softcap (optional for runs embedded in a page without them)
+ */
 export interface QkMeta {
   run: string;
   layer: number;
@@ -221,4 +299,15 @@ export interface QkMeta {
    * scale_attn_by_inverse_layer_idx: also / (layer + 1))
    */
   scale: number;
+  /** the key/value head this query head reads (k is that head's) */
+  kv_group?: number;
+  /** this layer's sliding window (query i sees keys j > i - window), 0 = none */
+  window?: number;
+  /**
+   * true when q and k are rotated (RoPE): q and k are after the rotation, q_pre_rope and k_pre_rope
+   * before it
+   */
+  rope?: boolean;
+  /** Gemma 2's soft-cap c on the scores (scores = c tanh(q.k scale / c) + mask), 0 = none */
+  softcap?: number;
 }
