@@ -12,8 +12,9 @@
 // and variants of the Llama-2 file written to fixtures/spm_variants/NAME/tokenizer.json
 // for what newer files say instead: the Metaspace pre-tokenizer (prepend_scheme first /
 // always / never, split on or off, as transformers writes for Mistral v0.3 and Llama
-// with legacy = false), Phi-3's rstrip added tokens, ignore_merges, and a vocabulary
-// without the byte tokens <0x80>..<0xFF> (unknown characters: fuse_unk on and off).
+// with legacy = false), Phi-3's rstrip added tokens, ignore_merges, a vocabulary
+// without the byte tokens <0x80>..<0xFF> (unknown characters: fuse_unk on and off), and
+// a Split on a string with each of its five behaviours.
 // The variants are not committed: the test rebuilds them from the npm file the same way
 // (spm_variant() in test_spm.c), so only the expected ids are committed.
 // It does not: test anything itself.
@@ -125,6 +126,11 @@ function variant(base, name) {
       '<|placeholder4|>', '<|system|>', '<|end|>', '<|placeholder5|>', '<|placeholder6|>', '<|user|>'];
     extra.forEach((content, k) => j.added_tokens.push({ id: 32000 + k, content, single_word: false, lstrip: false,
       rstrip: k > 0, normalized: false, special: true }));
+  } else if (name.startsWith('split_')) {
+    // the Llama-2 normalizer, then a Split on "▁" with each behaviour (Gemma 3 splits on " ")
+    const behavior = { split_removed: 'Removed', split_isolated: 'Isolated', split_prev: 'MergedWithPrevious',
+      split_next: 'MergedWithNext', split_contiguous: 'Contiguous' }[name];
+    j.pre_tokenizer = { type: 'Split', pattern: { String: '\u2581' }, behavior, invert: false };
   } else if (name === 'ignore_merges') j.model.ignore_merges = true;
   else if (name === 'unk_fused' || name === 'unk_unfused') {
     for (let b = 0x80; b <= 0xff; b++) delete j.model.vocab[`<0x${b.toString(16).toUpperCase()}>`];
@@ -192,10 +198,11 @@ async function main() {
   const base = JSON.parse(fs.readFileSync(path.join(HERE, LLAMA2), 'utf8'));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'spm-gen-'));
   for (const name of ['meta_first', 'meta_always_split', 'meta_never', 'phi3', 'ignore_merges', 'unk_fused',
-    'unk_unfused']) {
+    'unk_unfused', 'split_removed', 'split_isolated', 'split_prev', 'split_next', 'split_contiguous']) {
     const f = path.join(tmp, `${name}.json`);
     fs.writeFileSync(f, JSON.stringify(variant(base, name)));
-    writeDoc(name, `${LLAMA2} (variant ${name})`, await records(f, name !== 'ignore_merges'));
+    writeDoc(name, `${LLAMA2} (variant ${name})`,
+      await records(f, name !== 'ignore_merges' && !name.startsWith('split_')));
   }
   fs.rmSync(tmp, { recursive: true });
 }

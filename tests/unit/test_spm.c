@@ -9,9 +9,10 @@
  * `make node-deps` (missing files fail the test), and variants of the Llama-2 file made
  * here exactly as the generator makes them (Metaspace first / always+split / never,
  * Phi-3's rstrip added tokens, ignore_merges, unknown characters with fuse_unk on and
- * off). Also: readable token text (tok_piece_display), add_bos_token / add_eos_token
- * from tokenizer_config.json, refused options with one-line errors, 100 KB of text in
- * well under a second, and a 1 MiB text without spaces (one word) that must finish.
+ * off, a Split on "▁" with each behaviour). Also: readable token text
+ * (tok_piece_display), add_bos_token / add_eos_token from tokenizer_config.json, refused
+ * options with one-line errors, random bytes, 100 KB of text in well under a second, and
+ * a 1 MiB text without spaces (one word) that must finish.
  * It does not test byte-level BPE (test_bpe.c) or WordPiece (test_tokenizer.c).
  */
 #include <stdarg.h>
@@ -148,6 +149,17 @@ static json_t *spm_variant(const char *name) {
             json_array_append_new(json_object_get(j, "added_tokens"),
                                   json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 32000 + k, "content", extra[k],
                                             "single_word", 0, "lstrip", 0, "rstrip", k > 0, "normalized", 0, "special", 1));
+    } else if (strncmp(name, "split_", 6) == 0) {
+        static const char *const beh[][2] = {{"split_removed", "Removed"}, {"split_isolated", "Isolated"},
+                                             {"split_prev", "MergedWithPrevious"}, {"split_next", "MergedWithNext"},
+                                             {"split_contiguous", "Contiguous"}};
+        const char *b = NULL;
+        for (int k = 0; k < 5; k++)
+            if (strcmp(name, beh[k][0]) == 0) b = beh[k][1];
+        assert_non_null(b);
+        json_object_set_new(j, "pre_tokenizer",
+                            json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "String", "\xE2\x96\x81",
+                                      "behavior", b, "invert", 0));
     } else if (strcmp(name, "ignore_merges") == 0) {
         json_object_set_new(model, "ignore_merges", json_true());
     } else if (strcmp(name, "unk_fused") == 0 || strcmp(name, "unk_unfused") == 0) {
@@ -234,7 +246,8 @@ static void test_variants(void **state) {
     (void)state;
     need(LLAMA2_DIR);
     static const char *const names[] = {"meta_first", "meta_always_split", "meta_never", "phi3",
-                                        "ignore_merges", "unk_fused", "unk_unfused"};
+                                        "ignore_merges", "unk_fused", "unk_unfused", "split_removed",
+                                        "split_isolated", "split_prev", "split_next", "split_contiguous"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char dir[] = "/tmp/as_spm_var_XXXXXX", fx[512];
         write_dir(dir, spm_variant(names[i]), NULL);
@@ -355,6 +368,101 @@ static void test_refused(void **state) {
     }
 }
 
+static int put_utf8(char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Random bytes and random valid UTF-8 (no '<', so no added token): always encoded, offsets
+ * inside the text; for valid text the tokens' bytes (tok_piece_display) join to " " + the
+ * text with "▁" read as a space, which is what the Llama-2 decoder gives back. */
+static void test_random(void **state) {
+    (void)state;
+    need(LLAMA2_DIR);
+    tok_tokenizer *t = load(LLAMA2_DIR);
+    uint64_t seed = 0x2545F4914F6CDD1Dull;
+    char text[600], want[700], got[4 * 700];
+    int n_ok = 0;
+    for (int it = 0; it < 2000; it++) {
+        size_t n = 0, len;
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        len = 1 + (size_t)(seed % 100);
+        int valid = it % 2;
+        while (n < len) {
+            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+            if (!valid) {
+                char c = (char)(seed >> 24);
+                text[n++] = c ? c : 'z';
+                continue;
+            }
+            uint32_t cls = (uint32_t)(seed >> 60), cp;
+            if (cls < 6) cp = 0x20 + (uint32_t)(seed >> 32) % 0x60;
+            else if (cls < 7) cp = 1 + (uint32_t)(seed >> 32) % 0x1F;
+            else if (cls < 8) cp = 0x2581;
+            else if (cls < 11) cp = 0x80 + (uint32_t)(seed >> 32) % 0x780;
+            else if (cls < 14) cp = 0x800 + (uint32_t)(seed >> 32) % 0xF800;
+            else cp = 0x10000 + (uint32_t)(seed >> 32) % 0x100000;
+            if ((cp >= 0xD800 && cp < 0xE000) || cp == '<') cp = 'x';
+            n += (size_t)put_utf8(text + n, cp);
+        }
+        as_encoding e = {0};
+        as_error err = {0};
+        assert_int_equal(tok_encode_n(t, text, n, NULL, 0, 0, 1, &e, &err), AS_OK);
+        size_t gn = 0;
+        for (int k = 0; k < e.n; k++) {
+            if (e.seq[k] < 0) continue;
+            assert_true(e.start[k] >= 0 && e.start[k] <= e.end[k] && (size_t)e.end[k] <= n);
+            char *d = tok_piece_display(t, e.ids[k]);
+            assert_non_null(d);
+            size_t dl = strlen(d);
+            if (dl == 0 && strcmp(e.pieces[k], "<0x00>") == 0) dl = 1; /* the NUL byte */
+            assert_true(gn + dl <= sizeof got);
+            memcpy(got + gn, d, dl);
+            gn += dl;
+            free(d);
+        }
+        if (valid) {
+            size_t wn = 0;
+            want[wn++] = ' ';
+            for (size_t i = 0; i < n; i++) {
+                if (i + 3 <= n && memcmp(text + i, "\xE2\x96\x81", 3) == 0) {
+                    want[wn++] = ' ';
+                    i += 2;
+                } else {
+                    want[wn++] = text[i];
+                }
+            }
+            if (gn != wn || memcmp(got, want, wn) != 0) {
+                print_text("text", text, n);
+                print_text("decoded", got, gn);
+                fail_msg("random text %d does not decode back", it);
+            }
+        }
+        n_ok++;
+        as_encoding_free(&e);
+    }
+    printf("  %d random texts encoded\n", n_ok);
+    tok_free(t);
+}
+
 /* 100 KB of mixed text in well under a second; a 1 MiB text without spaces (one word
  * of the Llama-2 tokenizer) and 1 MiB of characters outside the vocabulary finish. */
 static void test_speed(void **state) {
@@ -404,6 +512,7 @@ int main(void) {
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_bos_eos_config),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_random),
         cmocka_unit_test(test_speed),
         cmocka_unit_test(test_gemma3),
     };
