@@ -312,6 +312,8 @@ def neuron_view(r, layer=0, head=0, token=-1, layers=None, html_action="view", s
                 dtype="f16"):
     """bertviz's neuron view of run r (needs queries, keys and attention_scores: capture
     'all'): q, k, q x k, the scores and the softmax of one query. It embeds q, k and scores
-    as float32 for every embedded layer (give layers=[...] to embed fewer). Arguments as
-    head_view."""
+    as float32, by default of the layer shown only (layers=None: [layer], shown as layer 0;
+    give layers=[...] to embed more). Arguments as head_view."""
+    if layers is None and not server:
+        layers, layer = [layer], 0
     return _show(r, "neuron", layer, head, None, token, layers, html_action, server, lang, height, dtype)

@@ -369,10 +369,18 @@ class TestViews(unittest.TestCase):
         r = m.run("a fine film .")
         meta, t = decode_page(attnscope.neuron_view(r, layer=1, head=3, html_action="return"))
         self.assertEqual(meta["views"], ["head", "model", "neuron"])
-        self.assertEqual(t["q"].tobytes(), r.queries.tobytes())
-        self.assertEqual(t["k"].tobytes(), r.keys.tobytes())
+        # by default the layer shown only, renumbered 0
+        self.assertEqual((meta["layer"], meta["head"], meta["layer_ids"]), (0, 3, [1]))
+        self.assertEqual(t["q"].tobytes(), r.queries[[1]].tobytes())
+        self.assertEqual(t["k"].tobytes(), r.keys[[1]].tobytes())
+        self.assertEqual(t["scores"].tobytes(), r.attention_scores[[1]].tobytes())
+        self.assertEqual(t["attention"].tobytes(), r.attentions[[1]].astype("<f2").tobytes())
+        self.assertEqual(meta["scale"], [float(r.score_scale[1])])
+        meta, t = decode_page(attnscope.neuron_view(r, layer=2, layers=range(4), html_action="return"))
+        self.assertEqual((meta["layer"], meta["layer_ids"]), (2, [0, 1, 2, 3]))
         self.assertEqual(t["scores"].tobytes(), r.attention_scores.tobytes())
-        self.assertEqual(meta["scale"], [float(s) for s in r.score_scale])
+        self.assertEqual(meta["qk"]["kv_group"], [0, 1, 2, 3])
+        self.assertEqual(meta["run"]["block"]["scale"], [float(s) for s in r.score_scale])
         with self.assertRaisesRegex(attnscope.Error, "neuron view needs queries"):
             attnscope.neuron_view(m.run("a fine film .", capture="attn"))
         with self.assertRaisesRegex(attnscope.Error, "layer 7 out of range"):
