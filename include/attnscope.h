@@ -217,6 +217,22 @@ char *as_model_token_text(const as_model *m, int32_t id);
 const char *as_dtype_name(as_dtype t);
 const char *as_arch_name(as_arch a);
 
+/* Arithmetic of a model's linear maps. F32 (default): the products of the stored weights
+ * in F32 (BF16 weights of the LLaMA family are widened block by block from the mapping,
+ * never copied whole). BF16: activations and weights rounded to BF16 (round to nearest
+ * even), products summed in F32 — AVX-512 BF16 where the CPU has it, about twice the
+ * F32 speed; F32/F16 checkpoints are converted to BF16 once. Norms, softmax, attention
+ * and the residual stream stay F32. Its error against F32 is measured in
+ * docs/engine.md. */
+typedef enum { AS_PRECISION_F32 = 0, AS_PRECISION_BF16 } as_precision;
+as_status as_model_set_precision(as_model *m, as_precision p, as_error *err);
+as_precision as_model_precision(const as_model *m);
+/* 1 when this CPU multiplies BF16 natively (AVX-512 BF16), else 0. */
+int as_cpu_bf16(void);
+const char *as_precision_name(as_precision p);
+/* "f32" / "bf16" -> *out; -1 when unknown. */
+int as_precision_parse(const char *s, as_precision *out);
+
 /* ---- tokenization ----------------------------------------------------------- */
 
 typedef struct {

@@ -10,12 +10,13 @@
 
 static const char *BENCH_HELP =
     "usage: attnscope bench --model DIR --tokens N [--repeat R] [--threads N]\n"
-    "                       [--capture all|attn,...]\n"
+    "                       [--capture all|attn|none] [--precision f32|bf16]\n"
     "\n"
     "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
     "with full capture (or --capture) and prints the median and minimum ms, the\n"
     "forward's GFLOP/s, the sgemm peak GFLOP/s measured in the same run on the model's\n"
-    "feed-forward shape (N x D x F), their ratio, captured MB and peak RSS MB.\n";
+    "feed-forward shape (N x D x F), their ratio, captured MB and peak RSS MB.\n"
+    "--precision bf16 multiplies in BF16 (see `attnscope run --help`).\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -46,7 +47,7 @@ static double sgemm_peak(int M, int N, int K, int R) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *dir = NULL, *capture = "all";
+    const char *dir = NULL, *capture = "all", *precision = "f32";
     int T = 128, R = 5, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
@@ -57,6 +58,7 @@ int cmd_bench(int argc, char **argv) {
         if (!(v = cli_value(argc, argv, &i, "bench"))) return AS_ERR_INPUT;
         if (!strcmp(o, "--model")) dir = v;
         else if (!strcmp(o, "--capture")) capture = v;
+        else if (!strcmp(o, "--precision")) precision = v;
         else if (!strcmp(o, "--tokens")) {
             if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &T)) return cli_usage_error("bench", "bad --tokens '%s'", v);
         } else if (!strcmp(o, "--repeat")) {
@@ -71,6 +73,8 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(capture, "attn")) what = CAP_ATTN;
     else if (!strcmp(capture, "none")) what = CAP_LOGITS;
     else return cli_usage_error("bench", "--capture must be all, attn or none");
+    as_precision prec;
+    if (as_precision_parse(precision, &prec)) return cli_usage_error("bench", "--precision must be f32 or bf16");
     as_error err = {0};
     as_model *m = NULL;
     as_encoding enc = {0};
@@ -78,6 +82,10 @@ int cmd_bench(int argc, char **argv) {
     double *ms = NULL;
     int rc = 0;
     if (as_model_load(dir, &m, &err)) return cli_fail(&err);
+    if (as_model_set_precision(m, prec, &err)) {
+        rc = cli_fail(&err);
+        goto cleanup;
+    }
     const as_config *c = as_model_config(m);
     if (T > as_model_max_tokens(m)) {
         rc = cli_usage_error("bench", "--tokens %d is over the model's %d positions", T, as_model_max_tokens(m));
@@ -115,15 +123,19 @@ int cmd_bench(int argc, char **argv) {
     }
     qsort(ms, (size_t)R, sizeof *ms, cmp_double);
     double med = R % 2 ? ms[R / 2] : 0.5 * (ms[R / 2 - 1] + ms[R / 2]);
+    /* per layer: q, k, v, o projections, the feed-forward (3 maps when gated), q.k and P.v */
     double D = c->d_model, F = c->d_ff, L = c->n_layer, Tt = T;
-    double flop = L * (2.0 * Tt * D * D * 4 + 2.0 * Tt * D * F * 2 + 2.0 * Tt * Tt * D * 2);
+    double Qw = (double)c->n_head * c->d_head, Kw = (double)c->n_kv_head * c->d_head;
+    double flop = L * (2.0 * Tt * D * (2 * Qw + 2 * Kw) + 2.0 * Tt * D * F * (c->gated_mlp ? 3 : 2) +
+                       2.0 * Tt * Tt * Qw * 2);
     double gflops = flop / (med * 1e-3) * 1e-9;
     /* the same thread count as the forward; OpenBLAS's own threads do the sgemm here */
     openblas_set_num_threads(threads ? threads : as_n_cores());
     double peak = sgemm_peak(T, c->d_ff, c->d_model, 5);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("model %s  tokens %d  threads %d  repeat %d\n", dir, T, threads ? threads : as_n_cores(), R);
+    printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s\n", dir, T, threads ? threads : as_n_cores(), R,
+           as_precision_name(prec), prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "");
     printf("median_ms %.2f  min_ms %.2f  gflop %.2f  gflops %.1f  sgemm_peak_gflops %.1f  "
            "efficiency %.0f%%  captured_mb %.1f  peak_rss_mb %.1f\n",
            med, ms[0], flop * 1e-9, gflops, peak, peak > 0 ? 100.0 * gflops / peak : 0.0,

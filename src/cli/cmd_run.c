@@ -15,6 +15,7 @@ static const char *RUN_HELP =
     "                     [--capture all|attn,scores,qkv,hidden,logits]\n"
     "                     [--format json|npz] [--out FILE] [--threads N]\n"
     "                     [--max-tokens N] [--no-truncate] [--top K] [--quiet]\n"
+    "                     [--precision f32|bf16]\n"
     "\n"
     "Runs the model folder DIR (config.json + model.safetensors + tokenizer files) on\n"
     "the text or sentence pair and captures attention internals.\n"
@@ -29,7 +30,13 @@ static const char *RUN_HELP =
     "masked entries hold -3.4028235e38), queries, keys, values [L,H,T,Dh],\n"
     "hidden_states [L+1,T,D] (embedding output first), logits ([1,C] classifier or\n"
     "[T,V] language-model head, when present), layers [L] and heads [H] (the\n"
-    "absolute indices captured), score_scale [L] (the factor on q.k per layer).\n"
+    "absolute indices captured), score_scale [L] (the factor on q.k per layer),\n"
+    "kv_group [H] (the key/value head each query head reads), and for rotary models\n"
+    "queries_pre_rope, keys_pre_rope [L,H,T,Dh] (q and k before the rotation).\n"
+    "\n"
+    "--precision bf16 multiplies the linear maps in BF16 (activations and weights\n"
+    "rounded to BF16, sums in F32; AVX-512 BF16 where the CPU has it, about twice the\n"
+    "F32 speed); attention, norms and softmax stay F32. Default f32.\n"
     "\n"
     "--layer / --head capture one layer / head (the forward stops after the deepest\n"
     "layer needed unless logits are requested). --capture selects what is kept\n"
@@ -37,7 +44,7 @@ static const char *RUN_HELP =
     "warning; --no-truncate makes it an error. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
-    const char *model, *text, *text_b, *ids, *type_ids, *format, *out, *capture;
+    const char *model, *text, *text_b, *ids, *type_ids, *format, *out, *capture, *precision;
     int layer, head, threads, max_tokens, truncate, top, quiet;
 } run_args;
 
@@ -251,6 +258,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--format")) { VAL(); a->format = v; }
         else if (!strcmp(o, "--out")) { VAL(); a->out = v; }
         else if (!strcmp(o, "--capture")) { VAL(); a->capture = v; }
+        else if (!strcmp(o, "--precision")) { VAL(); a->precision = v; }
         else if (!strcmp(o, "--layer")) {
             VAL();
             if (cli_parse_int(v, 0, AS_MAX_LAYERS - 1, &a->layer)) return cli_usage_error("run", "bad --layer '%s'", v);
@@ -299,13 +307,16 @@ int cmd_run(int argc, char **argv) {
     if (a.capture && parse_capture(a.capture, &what))
         return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits)", a.capture);
     if (!fmt_npz && !fmt_json) what |= CAP_ATTN | CAP_LOGITS; /* the summary needs them */
+    as_precision prec = AS_PRECISION_F32;
+    if (a.precision && as_precision_parse(a.precision, &prec))
+        return cli_usage_error("run", "--precision must be f32 or bf16, not '%s'", a.precision);
     as_set_quiet(a.quiet);
 
     as_error err = {0};
     as_model *m = NULL;
     as_encoding enc = {0};
     as_run *r = NULL;
-    if (as_model_load(a.model, &m, &err)) {
+    if (as_model_load(a.model, &m, &err) || as_model_set_precision(m, prec, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }

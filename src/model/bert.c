@@ -120,7 +120,7 @@ as_status bert_bind(as_model *m, as_error *err) {
 void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x, float *tmp) {
     const as_config *c = &m->cfg;
     int T = enc->n, De = c->d_embed;
-    float *e = m->emb_proj.w ? tmp : x;
+    float *e = lin_has(&m->emb_proj) ? tmp : x;
     int count = 0;
     for (int t = 0; t < T; t++) {
         int pos = t;
@@ -136,5 +136,5 @@ void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, floa
         for (int i = 0; i < De; i++) r[i] = (tt ? w[i] + tt[i] : w[i]) + p[i];
     }
     op_layernorm(&m->ln_emb, c->ln_eps, e, T);
-    if (m->emb_proj.w) op_linear(&m->emb_proj, e, T, x);
+    if (lin_has(&m->emb_proj)) op_linear(&m->emb_proj, e, T, x);
 }

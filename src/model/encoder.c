@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/ops.h"
 #include "core/fastmath.h"
+#include "core/gemm_bf16.h"
 #include "core/gemm_small.h"
 #include "core/pool.h"
 
@@ -38,27 +39,62 @@ static _Thread_local int t_threads = 1;
 #define AS_GEMM_SMALL_MAX_ROWS 32
 #endif
 
-/* One product for output columns [j0, j1): y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]). */
-static void linear_cols(const lin_t *l, const float *x, int T, float *y, int j0, int j1) {
+/* Scratch of the linear maps during a forward on this thread (as_forward sets it):
+ * conv, per pool thread, LIN_CONV_ROWS rows of a BF16 weight widened to F32 (or the
+ * BF16 fallback's blocks); xb, the BF16 copy of a product's input at precision bf16
+ * (set when the model computes in BF16, else NULL). */
+#define LIN_CONV_ROWS 64
+typedef struct {
+    float *conv;
+    size_t conv_per_thread; /* floats */
+    uint16_t *xb;           /* (T, max n_in) */
+} lin_scratch;
+static _Thread_local lin_scratch t_lin;
+
+/* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w. */
+static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const float *x, int T, float *y,
+                            int j0, int j1) {
     float beta = 0.0f;
     if (l->b) {
         for (int t = 0; t < T; t++)
             memcpy(y + (size_t)t * l->n_out + j0, l->b + j0, (size_t)(j1 - j0) * sizeof(float));
         beta = 1.0f;
     }
-    const float *w = l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw;
     if (!l->in_out && T <= AS_GEMM_SMALL_MAX_ROWS && as_gemm_small_ok()) {
-        as_gemm_small_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, (size_t)l->ldw, y + j0, (size_t)l->n_out,
-                          l->b != NULL);
+        as_gemm_small_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, ldw, y + j0, (size_t)l->n_out, l->b != NULL);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0,
-                l->n_in, 1.0f, x, l->n_in, w, l->ldw, beta, y + j0, l->n_out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0, l->n_in, 1.0f, x,
+                l->n_in, w, (int)ldw, beta, y + j0, l->n_out);
+}
+
+/* One product for output columns [j0, j1) on pool thread tid: F32 weights; BF16 weights
+ * in the mapping widened to F32 LIN_CONV_ROWS rows at a time (the same products as
+ * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
+static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
+                        int tid) {
+    if (l->wbf && xb) {
+        as_gemm_bf16_xwt(T, j1 - j0, l->n_in, xb, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in, (size_t)l->n_in,
+                         l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, t_lin.conv + (size_t)tid * t_lin.conv_per_thread);
+        return;
+    }
+    if (l->w) {
+        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1);
+        return;
+    }
+    float *wf = t_lin.conv + (size_t)tid * t_lin.conv_per_thread; /* (LIN_CONV_ROWS, n_in) */
+    for (int r0 = j0; r0 < j1; r0 += LIN_CONV_ROWS) {
+        int r1 = r0 + LIN_CONV_ROWS < j1 ? r0 + LIN_CONV_ROWS : j1;
+        for (int r = r0; r < r1; r++)
+            as_bf16_to_f32_n(wf + (size_t)(r - r0) * l->n_in, l->wbf + (size_t)r * l->n_in, (size_t)l->n_in);
+        linear_cols_f32(l, wf, (size_t)l->n_in, x, T, y, r0, r1);
+    }
 }
 
 typedef struct {
     const lin_t *l;
     const float *x;
+    const uint16_t *xb;
     float *y;
     int T, chunk;
 } linear_job;
@@ -66,23 +102,28 @@ typedef struct {
 static void linear_task(void *ctx, int b, int tid) {
     const linear_job *j = ctx;
     int j0 = b * j->chunk, j1 = j0 + j->chunk < j->l->n_out ? j0 + j->chunk : j->l->n_out;
-    linear_cols(j->l, j->x, j->T, j->y, j0, j1);
+    linear_cols(j->l, j->x, j->xb, j->T, j->y, j0, j1, tid);
 }
 
 /* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
- * running a single-threaded sgemm on its slice of W, so every weight is packed once. */
+ * running a single-threaded product on its slice of W, so every weight is read once. */
 void op_linear(const lin_t *l, const float *x, int T, float *y) {
     int nt = t_threads;
+    const uint16_t *xb = NULL;
+    if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
+        as_f32_to_bf16_n(t_lin.xb, x, (size_t)T * l->n_in);
+        xb = t_lin.xb;
+    }
     double work = (double)T * l->n_out * l->n_in;
     if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
-        linear_cols(l, x, T, y, 0, l->n_out);
+        linear_cols(l, x, xb, T, y, 0, l->n_out, 0);
         return;
     }
     /* 2 column blocks per thread, handed out dynamically: a thread that the OS
      * preempts delays only its block. Blocks are multiples of 16 columns. */
     int nb = 2 * nt;
     int chunk = ((l->n_out + nb - 1) / nb + 15) & ~15;
-    linear_job j = {l, x, y, T, chunk};
+    linear_job j = {l, x, xb, y, T, chunk};
     as_parallel_for((l->n_out + chunk - 1) / chunk, nt, linear_task, &j);
 }
 
@@ -191,6 +232,9 @@ typedef struct {
     float *p;    /* (nthreads, T, T) probabilities scratch when not captured */
     float *keep; /* (T) 1 for real tokens, 0 for padding (attention mask as float) */
     float *rope; /* (2, T, R) cos/sin tables of the global and the local layers; NULL without RoPE */
+    float *conv; /* (nthreads, conv_per_thread) linear maps' scratch (lin_scratch) */
+    size_t conv_per_thread;
+    uint16_t *xb; /* (T, max n_in) BF16 input of a product at precision bf16, else NULL */
     float *block;
 } fwd_ws;
 
@@ -333,7 +377,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
 static void mlp(const as_model *m, const layer_w *lw, int T, const float *in, fwd_ws *ws, float *out) {
     size_t TF = (size_t)T * m->cfg.d_ff;
     op_linear(&lw->ff1, in, T, ws->ff);
-    if (lw->up.w) {
+    if (m->cfg.gated_mlp) {
         op_linear(&lw->up, in, T, ws->up);
         op_glu(m->cfg.act, ws->ff, ws->up, TF);
     } else {
@@ -398,7 +442,7 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
                 if (enc->mask[i] && (m->cfg.pad_token_id < 0 || enc->ids[i] != m->cfg.pad_token_id)) t = i;
         }
         const float *h0 = x + (size_t)t * D;
-        if (m->cls_pre.w) {
+        if (lin_has(&m->cls_pre)) {
             op_linear(&m->cls_pre, h0, 1, work);
             cls_act(m->cls_pre_act, work, m->cls_pre.n_out);
             h0 = work;
@@ -407,14 +451,14 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
         return;
     }
     const float *in = x;
-    if (m->mlm_dense.w) {
+    if (lin_has(&m->mlm_dense)) {
         op_linear(&m->mlm_dense, x, T, work);
         op_act(m->mlm_act, work, (size_t)T * D);
         op_layernorm(&m->mlm_ln, m->cfg.ln_eps, work, T);
         in = work;
     }
     lin_t dec = {.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = V, .ldw = D, .in_out = 0};
-    op_linear(&dec, in, T, logits);
+    op_linear(lin_has(&m->lm_head) ? &m->lm_head : &dec, in, T, logits);
     float cap = m->cfg.final_softcap;
     if (cap > 0.0f) /* Gemma 2: logits = c tanh(logits / c) */
         for (size_t i = 0; i < (size_t)T * V; i++) logits[i] = cap * tanhf(logits[i] / cap);
@@ -527,8 +571,13 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     {
         size_t W = (size_t)(c->d_embed > D ? c->d_embed : D), Qw = (size_t)H * Dh, Kw = (size_t)c->n_kv_head * Dh;
         size_t TF = (size_t)T * c->d_ff, R = (size_t)c->rope_dim;
+        size_t max_in = W > Qw ? W : Qw;
+        if ((size_t)c->d_ff > max_in) max_in = (size_t)c->d_ff;
+        /* linear maps' scratch (per thread): BF16 rows widened, or the BF16 fallback's blocks */
+        size_t conv = as_gemm_bf16_scratch((int)max_in);
+        size_t xb = m->precision == AS_PRECISION_BF16 ? ((size_t)T * max_in + 1) / 2 : 0; /* in floats */
         size_t n = (size_t)T * (2 * W + 2 * Qw + 2 * Kw) + TF * (c->gated_mlp ? 2 : 1) +
-                   2 * (size_t)nthreads * TT + (size_t)T + 2 * (size_t)T * R;
+                   2 * (size_t)nthreads * TT + (size_t)T + 2 * (size_t)T * R + (size_t)nthreads * conv + xb;
         ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &ws_cap) : NULL;
         if (!ws.block) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
@@ -546,6 +595,9 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         ws.p = ws.s + (size_t)nthreads * TT;
         ws.keep = ws.p + (size_t)nthreads * TT;
         ws.rope = R ? ws.keep + T : NULL;
+        ws.conv = ws.keep + T + 2 * (size_t)T * R;
+        ws.conv_per_thread = conv;
+        ws.xb = xb ? (uint16_t *)(ws.conv + (size_t)nthreads * conv) : NULL;
         for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
         if (R) { /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
             int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
@@ -560,7 +612,9 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         }
     }
     int old_threads = t_threads, old_blas = openblas_get_num_threads();
+    lin_scratch old_lin = t_lin;
     t_threads = nthreads;
+    t_lin = (lin_scratch){ws.conv, ws.conv_per_thread, ws.xb};
     openblas_set_num_threads(1); /* parallelism comes from the pool (op_linear, heads) */
     switch (c->arch) {
     case ARCH_BERT:
@@ -578,6 +632,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     }
     if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);
     t_threads = old_threads;
+    t_lin = old_lin;
     openblas_set_num_threads(old_blas);
     *out = r;
     r = NULL;

@@ -145,6 +145,7 @@ as_status llama_bind(as_model *m, as_error *err) {
     as_config *c = &m->cfg;
     int D = c->d_model, L = c->n_layer, V = c->vocab_size;
     m->pre_ln = 1;
+    m->keep_bf16 = 1; /* BF16 matrices are multiplied from the mapping, not copied to F32 */
     if ((s = model_get(m, "embed_tokens.weight", V, D, 1, &m->wte, err))) return s;
     m->layers = as_calloc((size_t)L, sizeof *m->layers);
     if (!m->layers) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -158,7 +159,7 @@ as_status llama_bind(as_model *m, as_error *err) {
         m->heads |= HEAD_CLASSIFIER;
     } else {
         if (c->tie_word_embeddings) m->mlm_decoder = m->wte;
-        else if ((s = model_get(m, "@lm_head.weight", V, D, 1, &m->mlm_decoder, err))) return s;
+        else if ((s = get_lin(m, "@lm_head", D, V, 0, &m->lm_head, err))) return s;
         m->heads |= HEAD_LM;
     }
     if (c->rope_dim > 0) {

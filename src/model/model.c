@@ -3,6 +3,7 @@
  * itself is in encoder.c; per-architecture weights, embeddings and heads in bert.c,
  * distilbert.c and gpt2.c. */
 #include "model/model.h"
+#include "core/gemm_bf16.h"
 #include "io/config.h"
 
 #include <math.h>
@@ -171,13 +172,39 @@ as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int r
     return AS_OK;
 }
 
+/* The BF16 matrix `name` (d0, d1) borrowed from the mapping when the model keeps BF16
+ * weights (m->keep_bf16) and the tensor is BF16 and 2-byte aligned: *out set (NULL when
+ * not applicable, and the caller converts it through model_get). Non-finite values are
+ * refused as model_get refuses them. */
+static as_status get_bf16_in_place(as_model *m, const char *name, int64_t d0, int64_t d1, const uint16_t **out,
+                                   as_error *err) {
+    char used[512];
+    *out = NULL;
+    const st_tensor *t = m->keep_bf16 ? find_any(m, name, used, sizeof used) : NULL;
+    if (!t || t->dtype != DTYPE_BF16 || ((uintptr_t)t->data & 1) || t->ndim != 2 || t->shape[0] != d0 ||
+        t->shape[1] != d1)
+        return AS_OK;
+    const uint16_t *p = t->data;
+    for (size_t i = 0; i < t->n_elems; i++)
+        if ((p[i] & 0x7f80u) == 0x7f80u) /* exponent all ones: infinity or NaN */
+            return as_err_set(err, AS_ERR_INPUT,
+                              "%s: tensor '%s' holds a non-finite value (%s at element %zu of %zu): the "
+                              "checkpoint is damaged",
+                              m->dir, t->name, (p[i] & 0x7fu) ? "NaN" : "infinity", i, t->n_elems);
+    if (m->n_params == 0 || m->dtype == DTYPE_F32) m->dtype = DTYPE_BF16;
+    m->n_params += t->n_elems;
+    *out = p;
+    return AS_OK;
+}
+
 as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int in_out,
                         int bias_required, lin_t *out, as_error *err) {
     char name[512];
     memset(out, 0, sizeof *out);
     snprintf(name, sizeof name, "%s.weight", base);
-    as_status s = in_out ? model_get(m, name, n_in, n_out, 1, &out->w, err)
-                         : model_get(m, name, n_out, n_in, 1, &out->w, err);
+    as_status s = in_out ? AS_OK : get_bf16_in_place(m, name, n_out, n_in, &out->wbf, err);
+    if (!s && !out->wbf)
+        s = in_out ? model_get(m, name, n_in, n_out, 1, &out->w, err) : model_get(m, name, n_out, n_in, 1, &out->w, err);
     if (s) return s;
     snprintf(name, sizeof name, "%s.bias", base);
     if ((s = model_get(m, name, n_out, -1, bias_required, &out->b, err))) return s;
@@ -345,6 +372,64 @@ void as_model_free(as_model *m) {
 const as_config *as_model_config(const as_model *m) { return &m->cfg; }
 unsigned as_model_heads(const as_model *m) { return m->heads; }
 as_dtype as_model_dtype(const as_model *m) { return m->dtype; }
+
+int as_cpu_bf16(void) { return as_gemm_bf16_native(); }
+as_precision as_model_precision(const as_model *m) { return m->precision; }
+const char *as_precision_name(as_precision p) { return p == AS_PRECISION_BF16 ? "bf16" : "f32"; }
+int as_precision_parse(const char *s, as_precision *out) {
+    if (!strcmp(s, "f32")) *out = AS_PRECISION_F32;
+    else if (!strcmp(s, "bf16")) *out = AS_PRECISION_BF16;
+    else return -1;
+    return 0;
+}
+
+/* Gives l a BF16 copy of its F32 weights (rows n_out x n_in; GPT-2's Conv1D [in, out]
+ * layout transposed), owned by m. */
+static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
+    if (l->wbf || !l->w) return AS_OK;
+    size_t n = (size_t)l->n_out * l->n_in;
+    uint16_t *b = as_malloc_array((n + 1) / 2, sizeof(float)); /* owned as floats */
+    float *row = as_malloc_array((size_t)l->n_in, sizeof(float));
+    if (!b || !row) {
+        free(b);
+        free(row);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
+    }
+    for (int j = 0; j < l->n_out; j++) {
+        const float *src = l->w + (size_t)j * l->ldw;
+        if (l->in_out) { /* column j of the [in, out] matrix */
+            for (int i = 0; i < l->n_in; i++) row[i] = l->w[(size_t)i * l->ldw + j];
+            src = row;
+        }
+        as_f32_to_bf16_n(b + (size_t)j * l->n_in, src, (size_t)l->n_in);
+    }
+    free(row);
+    if (keep_owned(m, (float *)b, err)) return err->code;
+    l->wbf = b;
+    return AS_OK;
+}
+
+as_status as_model_set_precision(as_model *m, as_precision p, as_error *err) {
+    if (p != AS_PRECISION_F32 && p != AS_PRECISION_BF16)
+        return as_err_set(err, AS_ERR_INPUT, "unknown precision %d", (int)p);
+    if (p == AS_PRECISION_BF16) {
+        int D = m->cfg.d_model;
+        if (!lin_has(&m->lm_head) && m->mlm_decoder) /* the (tied) decoder as a linear map */
+            m->lm_head = (lin_t){.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = m->cfg.vocab_size, .ldw = D};
+        lin_t *heads[] = {&m->emb_proj, &m->cls_pre, &m->cls_out, &m->mlm_dense, &m->lm_head};
+        as_status s;
+        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
+            if ((s = lin_to_bf16(m, heads[i], err))) return s;
+        for (int l = 0; l < m->cfg.n_layer; l++) {
+            layer_w *w = &m->layers[l];
+            lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2};
+            for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
+                if ((s = lin_to_bf16(m, ls[i], err))) return s;
+        }
+    }
+    m->precision = p;
+    return AS_OK;
+}
 size_t as_model_n_params(const as_model *m) { return m->n_params; }
 const char *as_model_dir(const as_model *m) { return m->dir; }
 int as_model_has_tokenizer(const as_model *m) { return m->tok != NULL; }

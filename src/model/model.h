@@ -19,13 +19,19 @@
  * (GPT-2 Conv1D, w is (n_in, n_out) with row stride ldw, which may be wider than
  * n_out for views into fused c_attn). Borrowed pointers into model weights. */
 typedef struct {
-    const float *w; /* (n_out, n_in) or (n_in, ldw) */
+    const float *w; /* (n_out, n_in) or (n_in, ldw); NULL when only wbf is held */
+    const uint16_t *wbf; /* (n_out, n_in) BF16 weights, rows contiguous (nn.Linear layout): read in
+                            place from the mapping (then w is NULL), or the BF16 copy that
+                            precision bf16 makes of w */
     const float *b; /* (n_out) or NULL */
     int n_in, n_out, ldw;
     int in_out;     /* 1 = Conv1D layout (n_in, n_out) */
 } lin_t;
 
 /* LayerNorm (g, b) or RMSNorm (g only, b NULL); g NULL = no norm there. */
+/* 1 when the map exists (F32 or BF16 weights). */
+static inline int lin_has(const lin_t *l) { return l->w != NULL || l->wbf != NULL; }
+
 typedef struct {
     const float *g, *b; /* (n) */
     int n;
@@ -56,7 +62,9 @@ struct as_model {
     const char *prefix;   /* "bert.", "roberta.", ... or "" as found in the file */
     as_dtype dtype;       /* dtype of the stored float weights */
     size_t n_params;
-    float **owned;        /* converted (F16/BF16/unaligned) tensors, owned */
+    float **owned;        /* converted (F16/BF16/unaligned) tensors and BF16 copies, owned */
+    int keep_bf16;        /* BF16 matrices stay in the mapping (LLaMA family): no F32 copy */
+    as_precision precision; /* arithmetic of the linear maps (as_model_set_precision) */
     int n_owned, cap_owned;
     int pre_ln;           /* 1 for GPT-2 and the LLaMA family */
     int pos_offset;       /* RoBERTa: padding_idx + 1 first position; else 0 */
@@ -84,6 +92,8 @@ struct as_model {
     as_act mlm_act;       /* activation after mlm_dense */
     ln_t mlm_ln;          /* (D) */
     const float *mlm_decoder; /* (V, D): tied word embeddings or explicit decoder */
+    lin_t lm_head;        /* (D -> V) LLaMA family's untied lm_head (may be BF16 in place); w and wbf
+                             NULL otherwise (mlm_decoder is used) */
     const float *mlm_bias;    /* (V) or NULL */
 };
 

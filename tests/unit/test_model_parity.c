@@ -804,8 +804,58 @@ static void test_reused_buffers(void **state) {
     }
 }
 
+/* ---- precision bf16 -------------------------------------------------------- */
+
+static double max_abs(const float *a, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return m;
+}
+
+/* Precision bf16 against the F32 reference on every family (Conv1D GPT-2, fused Phi-3,
+ * BF16 weights in place): attention within BF16_ATTN_TOL, hidden states and logits within
+ * BF16_REL_TOL of their largest magnitude (BF16 keeps 8 bits of mantissa: relative
+ * rounding 2^-9 per operand, summed over a few layers); it must differ from F32 (the
+ * BF16 products ran), and switching back to F32 restores the F32 parity exactly. */
+#define BF16_ATTN_TOL 0.03
+#define BF16_REL_TOL 0.05
+static void test_precision_bf16(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "gpt2", "llama", "llama_bf16", "gemma2", "phi3", "qwen3"};
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
+        loaded_case lc;
+        load_case(names[fi], "single", &lc);
+        as_error err = {0};
+        if (as_model_set_precision(lc.m, AS_PRECISION_BF16, &err)) fail_msg("%s: %s", names[fi], err.msg);
+        assert_int_equal(as_model_precision(lc.m), AS_PRECISION_BF16);
+        as_run *r = forward_ok(&lc, CAP_ALL, -1, -1);
+        const char *what[] = {"attentions", "hidden_states", "logits"};
+        const float *got[] = {r->attn, r->hidden, r->logits};
+        for (int k = 0; k < 3; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "single.%s", what[k]);
+            const st_tensor *t = st_file_find(lc.ex, name);
+            assert_non_null(t);
+            float *e = copy_data(t);
+            double d = max_abs_diff(got[k], e, t->n_elems), scale = k ? max_abs(e, t->n_elems) : 1.0;
+            double tol = k ? BF16_REL_TOL * scale : BF16_ATTN_TOL;
+            printf("%s/single bf16 %s max|diff| = %.2e (%.2e of max |x|)\n", names[fi], what[k], d, d / scale);
+            if (!(d <= tol)) fail_msg("%s: bf16 %s differs by %.3g (tolerance %.3g)", names[fi], what[k], d, tol);
+            if (k == 2 && !(d > 0.0)) fail_msg("%s: bf16 logits equal F32's: the BF16 products did not run", names[fi]);
+            free(e);
+        }
+        as_run_free(r);
+        if (as_model_set_precision(lc.m, AS_PRECISION_F32, &err)) fail_msg("%s: %s", names[fi], err.msg);
+        int lowp = !strcmp(names[fi], "llama_bf16");
+        const char *head = st_file_metadata(lc.ex, "logits_head");
+        if (compare_case(lc.m, lc.ex, names[fi], "single", lowp ? &TOL_LOWP : &TOL_F32, head))
+            fail_msg("%s: back at F32, the forward no longer matches the reference", names[fi]);
+        free_case(&lc);
+    }
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 8];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 9];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -820,5 +870,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_unsupported_model_type);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_hf_layouts);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_reused_buffers);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }

@@ -1,0 +1,177 @@
+/* gemm_bf16.c — BF16 products (see gemm_bf16.h).
+ *
+ * Native kernel (x86-64 with AVX-512 BF16): every output y[m, n] is a dot product of
+ * row m of x with row n of W, both contiguous along K, so no operand is packed. A tile
+ * of 6 rows x 4 columns keeps 24 accumulators of 16 F32 lanes; each step over 32 values
+ * of K loads 4 + 6 vectors and issues 24 vdpbf16ps (each 32 products summed pairwise into
+ * 16 lanes); the lanes of 4 accumulators are summed together at the end of a K block
+ * (gb_sum4). Blocks: 64 columns of W x GB_KB values of K (256 KiB of BF16) stay in L2
+ * while every 6-row tile of x passes over them; K tails use masked loads; edge rows and
+ * columns are single dot products. Summation order: lanes, then K blocks in order.
+ * Fallback: blocks of x and W widened to F32 and one sgemm per block (exact products of
+ * the same BF16 inputs, F32 sums in sgemm's order).
+ */
+#include "core/gemm_bf16.h"
+#include "core/core.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#include <immintrin.h>
+#define GB_X86 1
+#endif
+
+#define GB_NB 64   /* columns (rows of W) per block */
+#define GB_KB 2048 /* values of K per block */
+
+void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = as_f32_to_bf16(src[i]);
+}
+
+void as_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &u, 4);
+    }
+}
+
+#ifdef GB_X86
+#define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+
+/* Sums of the 16 lanes of each of a, b, c, d, as one vector {sum a, sum b, sum c, sum d}. */
+GB_TARGET static inline __m128 gb_sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)); /* a0 b0 a1 b1 per 128 */
+    __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    __m512 s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* The full 6 x 4 tile over K values [k0, k1): out[r] = {y[r][0..3]} partial sums. */
+GB_TARGET static void gb_tile6x4(const uint16_t *const *xr, const uint16_t *const *wc, int k0, int k1,
+                                 __m128 out[6]) {
+    __m512 acc[6][4];
+    for (int r = 0; r < 6; r++)
+        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    int k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        __m512i b0 = _mm512_loadu_si512(wc[0] + k), b1 = _mm512_loadu_si512(wc[1] + k);
+        __m512i b2 = _mm512_loadu_si512(wc[2] + k), b3 = _mm512_loadu_si512(wc[3] + k);
+        for (int r = 0; r < 6; r++) {
+            __m512i a = _mm512_loadu_si512(xr[r] + k);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)a, (__m512bh)b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)a, (__m512bh)b1);
+            acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)a, (__m512bh)b2);
+            acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)a, (__m512bh)b3);
+        }
+    }
+    if (k < k1) { /* K tail: masked loads (zeros contribute nothing) */
+        __mmask32 mk = (__mmask32)((1ull << (k1 - k)) - 1u);
+        __m512i b0 = _mm512_maskz_loadu_epi16(mk, wc[0] + k), b1 = _mm512_maskz_loadu_epi16(mk, wc[1] + k);
+        __m512i b2 = _mm512_maskz_loadu_epi16(mk, wc[2] + k), b3 = _mm512_maskz_loadu_epi16(mk, wc[3] + k);
+        for (int r = 0; r < 6; r++) {
+            __m512i a = _mm512_maskz_loadu_epi16(mk, xr[r] + k);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)a, (__m512bh)b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)a, (__m512bh)b1);
+            acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)a, (__m512bh)b2);
+            acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)a, (__m512bh)b3);
+        }
+    }
+    for (int r = 0; r < 6; r++) out[r] = gb_sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+}
+
+/* One output y[m, n] over K values [k0, k1) (edge rows and columns). */
+GB_TARGET static float gb_dot(const uint16_t *x, const uint16_t *w, int k0, int k1) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int k = k0; k < k1; k += 32) {
+        __mmask32 mk = k1 - k >= 32 ? 0xffffffffu : (__mmask32)((1ull << (k1 - k)) - 1u);
+        acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(mk, x + k),
+                               (__m512bh)_mm512_maskz_loadu_epi16(mk, w + k));
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* y += (or =, first K block) partial sum t of element (m, n), with the bias on the first. */
+static inline void gb_put(float *y, float t, int first, const float *bias, int n) {
+    *y = (first ? (bias ? bias[n] : 0.0f) : *y) + t;
+}
+
+GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
+                                const float *bias, float *y, size_t ldy) {
+    for (int n0 = 0; n0 < N; n0 += GB_NB) {
+        int n1 = n0 + GB_NB < N ? n0 + GB_NB : N;
+        for (int k0 = 0; k0 < K; k0 += GB_KB) {
+            int k1 = k0 + GB_KB < K ? k0 + GB_KB : K, first = k0 == 0;
+            for (int m = 0; m < M; m += 6) {
+                int mr = M - m < 6 ? M - m : 6;
+                for (int n = n0; n < n1; n += 4) {
+                    int nc = n1 - n < 4 ? n1 - n : 4;
+                    if (mr == 6 && nc == 4) {
+                        const uint16_t *xr[6], *wc[4];
+                        for (int r = 0; r < 6; r++) xr[r] = x + (size_t)(m + r) * ldx;
+                        for (int c = 0; c < 4; c++) wc[c] = w + (size_t)(n + c) * ldw;
+                        __m128 t[6];
+                        gb_tile6x4(xr, wc, k0, k1, t);
+                        for (int r = 0; r < 6; r++) {
+                            float v[4];
+                            _mm_storeu_ps(v, t[r]);
+                            float *yr = y + (size_t)(m + r) * ldy + n;
+                            for (int c = 0; c < 4; c++) gb_put(yr + c, v[c], first, bias, n + c);
+                        }
+                        continue;
+                    }
+                    for (int r = 0; r < mr; r++)
+                        for (int c = 0; c < nc; c++)
+                            gb_put(y + (size_t)(m + r) * ldy + n + c,
+                                   gb_dot(x + (size_t)(m + r) * ldx, w + (size_t)(n + c) * ldw, k0, k1), first, bias,
+                                   n + c);
+                }
+            }
+        }
+    }
+}
+#endif
+
+static int gb_force_fallback;
+void as_gemm_bf16_force_fallback(int on) { gb_force_fallback = on; }
+
+int as_gemm_bf16_native(void) {
+#ifdef GB_X86
+    return !gb_force_fallback && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+size_t as_gemm_bf16_scratch(int K) { return 2 * (size_t)GB_NB * (size_t)K; }
+
+void as_gemm_bf16_xwt(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
+                      const float *bias, float *y, size_t ldy, float *scratch) {
+    if (M <= 0 || N <= 0) return;
+#ifdef GB_X86
+    if (as_gemm_bf16_native()) {
+        gb_native(M, N, K, x, ldx, w, ldw, bias, y, ldy);
+        return;
+    }
+#endif
+    float *xf = scratch, *wf = scratch + (size_t)GB_NB * K; /* blocks of x and W, (GB_NB, K) each */
+    for (int m0 = 0; m0 < M; m0 += GB_NB) {
+        int mb = M - m0 < GB_NB ? M - m0 : GB_NB;
+        for (int m = 0; m < mb; m++) as_bf16_to_f32_n(xf + (size_t)m * K, x + (size_t)(m0 + m) * ldx, (size_t)K);
+        for (int n0 = 0; n0 < N; n0 += GB_NB) {
+            int nb = N - n0 < GB_NB ? N - n0 : GB_NB;
+            for (int r = 0; r < nb; r++) as_bf16_to_f32_n(wf + (size_t)r * K, w + (size_t)(n0 + r) * ldw, (size_t)K);
+            float *yb = y + (size_t)m0 * ldy + n0;
+            float beta = 0.0f;
+            if (bias) {
+                for (int m = 0; m < mb; m++) memcpy(yb + (size_t)m * ldy, bias + n0, (size_t)nb * sizeof(float));
+                beta = 1.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, nb, K, 1.0f, xf, K, wf, K, beta, yb, (int)ldy);
+        }
+    }
+}

@@ -1,0 +1,32 @@
+/* gemm_bf16.h — y = x W^T with x (M, K) and W (N, K) both BF16, row-major with K
+ * contiguous (Hugging Face's [out, in] linear weights), products summed in F32: the
+ * arithmetic of precision bf16. On CPUs with AVX-512 BF16 (vdpbf16ps: 32 products per
+ * instruction, twice the F32 FMA rate) a register-blocked kernel; elsewhere the BF16
+ * values are widened to F32 in blocks and multiplied by sgemm (same inputs, slower).
+ * Also the F32 <-> BF16 conversions (round to nearest even, as torch).
+ * What it does not: threads (callers split N), transposed layouts.
+ */
+#ifndef AS_GEMM_BF16_H
+#define AS_GEMM_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 when this CPU runs the AVX-512 BF16 kernel. */
+int as_gemm_bf16_native(void);
+/* Tests: on = 1 makes as_gemm_bf16_xwt take the widening fallback (not thread-safe). */
+void as_gemm_bf16_force_fallback(int on);
+
+/* y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n] when bias is non-NULL), m < M, n < N,
+ * k < K; leading dimensions in elements. scratch: as_gemm_bf16_scratch(K) floats (the
+ * widening fallback's blocks; unused by the native kernel). */
+void as_gemm_bf16_xwt(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
+                      const float *bias, float *y, size_t ldy, float *scratch);
+size_t as_gemm_bf16_scratch(int K);
+
+/* dst[i] = BF16 of src[i] (round to nearest even; NaN stays NaN), i < n. */
+void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n);
+/* dst[i] = src[i] widened to F32 (exact), i < n. */
+void as_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+
+#endif

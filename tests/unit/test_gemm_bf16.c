@@ -1,0 +1,107 @@
+/* test_gemm_bf16.c — core/gemm_bf16.c: y = x W^T on BF16 operands with F32 sums, against
+ * a double reference on the same BF16 values, on every edge of the 4 x 4 tiles, the
+ * 32-wide K steps and the 64-column / 1024-K blocks: M = 1..9, N = 1..9 and 63..66,
+ * K in {1, 2, 31, 32, 33, 64, 1023, 1025, 2100}, leading dimensions larger than the
+ * operands, with and without bias. Tolerance 2e-6 relative to sum |x||w| (the products
+ * of BF16 values are exact in F32; only the order of the F32 sums differs). The same
+ * checks run the widening fallback, as on a CPU without AVX-512 BF16, by calling it
+ * through as_gemm_bf16_xwt with the native kernel forced off. Also the F32 -> BF16
+ * rounding: nearest even, exact for BF16 values, NaN kept.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/gemm_bf16.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void check(int M, int N, int K, int with_bias) {
+    size_t ldx = (size_t)K + 3, ldw = (size_t)K + 5, ldy = (size_t)N + 2;
+    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)M * ldx), *w = malloc(sizeof(uint16_t) * (size_t)N * ldw);
+    float *y = malloc(sizeof(float) * (size_t)M * ldy), *bias = malloc(sizeof(float) * (size_t)N);
+    float *scratch = malloc(sizeof(float) * as_gemm_bf16_scratch(K));
+    assert_true(x && w && y && bias && scratch);
+    unsigned s = (unsigned)(M * 1000 + N * 10 + K);
+    for (size_t i = 0; i < (size_t)M * ldx; i++) x[i] = as_f32_to_bf16(frand(&s));
+    for (size_t i = 0; i < (size_t)N * ldw; i++) w[i] = as_f32_to_bf16(frand(&s));
+    for (int n = 0; n < N; n++) bias[n] = frand(&s);
+    for (size_t i = 0; i < (size_t)M * ldy; i++) y[i] = 1234.0f; /* outside the columns: untouched */
+    as_gemm_bf16_xwt(M, N, K, x, ldx, w, ldw, with_bias ? bias : NULL, y, ldy, scratch);
+    for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+            double ref = with_bias ? bias[n] : 0.0, mag = fabs(ref);
+            for (int k = 0; k < K; k++) {
+                double p = (double)as_bf16_to_f32(x[(size_t)m * ldx + k]) * as_bf16_to_f32(w[(size_t)n * ldw + k]);
+                ref += p;
+                mag += fabs(p);
+            }
+            double got = y[(size_t)m * ldy + n];
+            if (fabs(got - ref) > 2e-6 * (mag + 1e-30))
+                fail_msg("M=%d N=%d K=%d bias=%d: y[%d,%d] = %.9g, reference %.9g", M, N, K, with_bias, m, n, got, ref);
+        }
+        for (size_t n = (size_t)N; n < ldy; n++) assert_true(y[(size_t)m * ldy + n] == 1234.0f);
+    }
+    free(x);
+    free(w);
+    free(y);
+    free(bias);
+    free(scratch);
+}
+
+static void run_shapes(void) {
+    static const int Ks[] = {1, 2, 31, 32, 33, 64, 1023, 1025, 2100};
+    static const int Ns[] = {1, 2, 3, 4, 5, 8, 9, 63, 64, 65, 66};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+            for (int M = 1; M <= 9; M++) check(M, Ns[ni], Ks[ki], (M + Ns[ni]) & 1);
+}
+
+static void test_native_or_fallback(void **state) {
+    (void)state;
+    printf("    kernel: %s\n", as_gemm_bf16_native() ? "AVX-512 BF16" : "widening fallback");
+    run_shapes();
+}
+
+static void test_fallback(void **state) {
+    (void)state;
+    as_gemm_bf16_force_fallback(1);
+    run_shapes();
+    as_gemm_bf16_force_fallback(0);
+}
+
+static void test_rounding(void **state) {
+    (void)state;
+    float v[] = {1.0f, -2.5f, 3.0e-40f, 1.00390625f /* 1 + 2^-8: halfway, ties to even -> 1 */,
+                 1.01171875f /* 1 + 3 * 2^-8: halfway -> 1 + 2^-6 (even) */, 65504.0f, NAN};
+    uint16_t b[7];
+    as_f32_to_bf16_n(b, v, 7);
+    assert_int_equal(b[0], 0x3f80);
+    assert_int_equal(b[1], 0xc020);
+    assert_int_equal(b[3], 0x3f80);
+    assert_int_equal(b[4], 0x3f82);
+    assert_true(isnan(as_bf16_to_f32(b[6])));
+    float back[7];
+    as_bf16_to_f32_n(back, b, 7);
+    assert_true(back[0] == 1.0f && back[1] == -2.5f && back[5] == 65536.0f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_native_or_fallback),
+        cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_rounding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
