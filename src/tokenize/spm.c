@@ -16,8 +16,12 @@
  * NormalizedString alignments give them. HF quirks kept: a pending unk is emitted after
  * byte-fallback tokens that follow it; characters with no token and no unk are dropped.
  *
- * It does not: match added tokens (tokenizer.c does, before calling in), run regex
- * splits, Unicode normalization forms, dropout, or decode (tok_spm_byte_piece helps).
+ * Added tokens with normalized = true are matched here, in the normalized text, as their
+ * normalized contents (tok_spm_add_normalized); the others tokenizer.c matches in the
+ * raw text before calling in.
+ *
+ * It does not: run regex splits, Unicode normalization forms, dropout, lstrip / rstrip /
+ * single_word of normalized added tokens, or decode (tok_spm_byte_piece helps).
  */
 #include "tokenize/spm.h"
 
@@ -28,11 +32,20 @@
 /* A normalized text may grow (" " -> "▁" triples it); past this it is refused. */
 #define SPM_MAX_NORM_BYTES (4u * TOK_MAX_TEXT_BYTES + 4096u)
 
+/* A byte trie over the normalized contents of normalized added tokens. */
+typedef struct {
+    int32_t child, next; /* first child / next sibling, -1 when none */
+    int32_t id;          /* added token ending here, -1 when none */
+    unsigned char byte;
+} spm_node;
+
 struct tok_spm {
     const tok_vocab *vocab; /* borrowed */
     tok_merges *merges;
     tok_spm_opts o;
     int32_t byte_id[256]; /* id of "<0xNN>", -1 when absent */
+    spm_node *trie;       /* (n_trie) node 0 is the root; NULL when no normalized added token */
+    int n_trie, cap_trie;
 };
 
 /* ---- init / free ------------------------------------------------------------------ */
@@ -72,6 +85,7 @@ as_status tok_spm_init(const tok_vocab *v, const char *const *merge_left,
 void tok_spm_free(tok_spm *s) {
     if (!s) return;
     tok_merges_free(s->merges);
+    free(s->trie);
     free(s);
 }
 
@@ -203,6 +217,75 @@ static as_status text_replace(spm_text *t, const char *from, const char *to, as_
     text_free(t);
     *t = o;
     return AS_OK;
+}
+
+/* The normalizer steps of s over t. */
+static as_status text_normalize(const tok_spm *s, spm_text *t, as_error *err) {
+    as_status st = AS_OK;
+    for (int k = 0; st == AS_OK && k < s->o.n_ops; k++) {
+        const tok_spm_op *op = &s->o.ops[k];
+        st = op->kind == TOK_SPM_PREPEND ? text_prepend(t, op->to, err) : text_replace(t, op->from, op->to, err);
+    }
+    return st;
+}
+
+static int trie_node(tok_spm *s, unsigned char byte) {
+    if (s->n_trie == s->cap_trie) {
+        int nc = s->cap_trie ? s->cap_trie * 2 : 64;
+        spm_node *nn = realloc(s->trie, (size_t)nc * sizeof *nn);
+        if (!nn) return -1;
+        s->trie = nn;
+        s->cap_trie = nc;
+    }
+    s->trie[s->n_trie] = (spm_node){-1, -1, -1, byte};
+    return s->n_trie++;
+}
+
+as_status tok_spm_add_normalized(tok_spm *s, const char *content, size_t len, int32_t id, as_error *err) {
+    ASSERT(s && (content || len == 0) && id >= 0);
+    if (len > TOK_MAX_TEXT_BYTES)
+        return as_err_set(err, AS_ERR_INPUT, "added token of %zu bytes, over the limit of %u", len, TOK_MAX_TEXT_BYTES);
+    spm_text t = {0};
+    as_status st = text_init(&t, content, len, err);
+    if (st == AS_OK) st = text_normalize(s, &t, err);
+    if (st != AS_OK || t.n == 0) goto cleanup;
+    if (s->n_trie == 0 && trie_node(s, 0) < 0) goto oom;
+    int node = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        unsigned char b = (unsigned char)t.s[i];
+        int c = s->trie[node].child;
+        while (c >= 0 && s->trie[c].byte != b) c = s->trie[c].next;
+        if (c < 0) {
+            if ((c = trie_node(s, b)) < 0) goto oom;
+            s->trie[c].next = s->trie[node].child;
+            s->trie[node].child = c;
+        }
+        node = c;
+    }
+    if (s->trie[node].id < 0) s->trie[node].id = id;
+    goto cleanup;
+oom:
+    st = as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+cleanup:
+    text_free(&t);
+    return st;
+}
+
+/* Longest normalized added token starting at t->s[i]: its id (or -1), *end its end. */
+static int32_t trie_match(const tok_spm *s, const spm_text *t, size_t i, size_t *end) {
+    int node = 0;
+    int32_t best = -1;
+    for (size_t j = i; j < t->n; j++) {
+        int c = s->trie[node].child;
+        while (c >= 0 && s->trie[c].byte != (unsigned char)t->s[j]) c = s->trie[c].next;
+        if (c < 0) break;
+        node = c;
+        if (s->trie[node].id >= 0) {
+            best = s->trie[node].id;
+            *end = j + 1;
+        }
+    }
+    return best;
 }
 
 /* ---- pre-tokenization: word ranges -------------------------------------------------- */
@@ -345,6 +428,49 @@ static as_status encode_word(const tok_spm *s, spm_word *x, const spm_text *t, s
     return AS_OK;
 }
 
+/* Pre-tokenizes and encodes t (normalized; modified by Metaspace) and appends its tokens. */
+static as_status encode_normalized(const tok_spm *s, spm_word *x, spm_text *t, int at_start, tok_ids *out,
+                                   as_error *err) {
+    spm_words words = {0};
+    as_status st = AS_OK;
+    int ok = 1;
+    if (s->o.pre == TOK_SPM_PRE_METASPACE) {
+        const char *rep = s->o.pre_str;
+        if ((st = text_replace(t, " ", rep, err)) != AS_OK) goto cleanup;
+        int pre = s->o.scheme == TOK_SPM_ALWAYS || (s->o.scheme == TOK_SPM_FIRST && at_start);
+        if (pre && !starts_with(t, rep) && (st = text_prepend(t, rep, err)) != AS_OK) goto cleanup;
+        ok = s->o.split ? split_literal(t, rep, TOK_SPM_MERGED_NEXT, &words) : words_push(&words, 0, t->n);
+    } else if (s->o.pre == TOK_SPM_PRE_SPLIT) {
+        ok = split_literal(t, s->o.pre_str, s->o.behavior, &words);
+    } else {
+        ok = words_push(&words, 0, t->n);
+    }
+    if (!ok) {
+        st = as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < words.n && st == AS_OK; i++)
+        st = encode_word(s, x, t, words.a[i], words.b[i], out, err);
+cleanup:
+    free(words.a);
+    free(words.b);
+    return st;
+}
+
+/* Encodes t->s[a, b) (a normalized span between added tokens) on a copy. */
+static as_status encode_span(const tok_spm *s, spm_word *x, const spm_text *t, size_t a, size_t b, int at_start,
+                             tok_ids *out, as_error *err) {
+    if (b <= a) return AS_OK;
+    spm_text u;
+    if (!text_alloc(&u, b - a)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    memcpy(u.s, t->s + a, b - a);
+    memcpy(u.os, t->os + a, (b - a) * sizeof *u.os);
+    memcpy(u.oe, t->oe + a, (b - a) * sizeof *u.oe);
+    as_status st = encode_normalized(s, x, &u, at_start && u.os[0] == 0, out, err);
+    text_free(&u);
+    return st;
+}
+
 as_status tok_spm_encode(const tok_spm *s, const char *text, size_t len, int at_start,
                          tok_ids *out, as_error *err) {
     ASSERT(s && out && (text || len == 0));
@@ -354,38 +480,31 @@ as_status tok_spm_encode(const tok_spm *s, const char *text, size_t len, int at_
     if (len == 0) return AS_OK;
     int n_entry = out->n;
     spm_text t = {0};
-    spm_words words = {0};
     spm_word x = {0};
     as_status st = text_init(&t, text, len, err);
-    for (int k = 0; st == AS_OK && k < s->o.n_ops; k++) {
-        const tok_spm_op *op = &s->o.ops[k];
-        st = op->kind == TOK_SPM_PREPEND ? text_prepend(&t, op->to, err)
-                                         : text_replace(&t, op->from, op->to, err);
-    }
+    if (st == AS_OK) st = text_normalize(s, &t, err);
     if (st != AS_OK) goto cleanup;
-    int ok = 1;
-    if (s->o.pre == TOK_SPM_PRE_METASPACE) {
-        const char *rep = s->o.pre_str;
-        if ((st = text_replace(&t, " ", rep, err)) != AS_OK) goto cleanup;
-        int pre = s->o.scheme == TOK_SPM_ALWAYS || (s->o.scheme == TOK_SPM_FIRST && at_start);
-        if (pre && !starts_with(&t, rep) && (st = text_prepend(&t, rep, err)) != AS_OK) goto cleanup;
-        ok = s->o.split ? split_literal(&t, rep, TOK_SPM_MERGED_NEXT, &words) : words_push(&words, 0, t.n);
-    } else if (s->o.pre == TOK_SPM_PRE_SPLIT) {
-        ok = split_literal(&t, s->o.pre_str, s->o.behavior, &words);
-    } else {
-        ok = words_push(&words, 0, t.n);
-    }
-    if (!ok) {
-        st = as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    if (!s->trie) {
+        st = encode_normalized(s, &x, &t, at_start, out, err);
         goto cleanup;
     }
-    for (size_t i = 0; i < words.n && st == AS_OK; i++)
-        st = encode_word(s, &x, &t, words.a[i], words.b[i], out, err);
+    /* HF added_vocabulary.rs: normalized added tokens split the normalized text */
+    size_t seg = 0, i = 0;
+    while (i < t.n && st == AS_OK) {
+        size_t end = 0;
+        int32_t id = trie_match(s, &t, i, &end);
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        st = encode_span(s, &x, &t, seg, i, at_start, out, err);
+        if (st == AS_OK) st = tok_ids_push(out, id, t.os[i], t.oe[end - 1], err);
+        seg = i = end;
+    }
+    if (st == AS_OK) st = encode_span(s, &x, &t, seg, t.n, at_start, out, err);
 cleanup:
     if (st != AS_OK) out->n = n_entry;
     tok_merge_work_free(&x.w);
-    free(words.a);
-    free(words.b);
     text_free(&t);
     return st;
 }

@@ -60,6 +60,14 @@ void tok_spm_free(tok_spm *s);
 as_status tok_spm_encode(const tok_spm *s, const char *text, size_t len, int at_start,
                          tok_ids *out, as_error *err);
 
+/* Registers an added token with normalized = true: HF matches it, in the normalized text
+ * before pre-tokenization, as its content normalized like the text (with a Prepend("▁")
+ * normalizer "<s>" becomes "▁<s>"); the longest match starting leftmost wins, and the
+ * first registered of equal strings. content (len bytes, valid UTF-8) is copied.
+ * Errors: AS_ERR_INTERNAL when out of memory; a content that normalizes to nothing is
+ * ignored. Not thread-safe; call before encoding. */
+as_status tok_spm_add_normalized(tok_spm *s, const char *content, size_t len, int32_t id, as_error *err);
+
 /* 1 when a token with vocabulary string piece begins a new pre-tokenized word (for
  * truncation that finishes the word in progress); prev is the token before it. */
 int tok_spm_word_start(const tok_spm *s, const char *prev, const char *piece);

@@ -14,8 +14,9 @@
  * Offsets are byte offsets into the caller's text, whatever normalization did.
  *
  * It does not: pad, decode ids back to text (beyond one piece), run Unigram or
- * WordLevel models, or match added tokens after normalization (normalized = true
- * tokens are matched in the raw text like the others).
+ * WordLevel models, or match added tokens after normalization except for
+ * SentencePiece-style BPE (spm.c does; elsewhere normalized = true tokens are matched in
+ * the raw text like the others).
  */
 #include "tokenize/tokenizer.h"
 
@@ -351,7 +352,7 @@ static as_status trie_build(tok_tokenizer *t, as_error *err) {
     if (trie_new_node(t, 0) < 0) goto oom;
     for (int k = 0; k < t->n_added; k++) {
         const tok_added *a = &t->added[k];
-        if (a->len == 0) continue;
+        if (a->len == 0 || (t->spm && a->normalized)) continue; /* spm.c matches those */
         int node = 0;
         for (size_t i = 0; i < a->len; i++) {
             unsigned char b = (unsigned char)a->content[i];
@@ -1926,6 +1927,10 @@ as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **ou
     }
     if (rc != AS_OK) goto fail;
     if ((rc = trie_build(t, err)) != AS_OK) goto fail;
+    for (int k = 0; t->spm && k < t->n_added; k++)
+        if (t->added[k].normalized &&
+            (rc = tok_spm_add_normalized(t->spm, t->added[k].content, t->added[k].len, t->added[k].id, err)) != AS_OK)
+            goto fail;
     if ((rc = check_ids(t, cfg, dir, err)) != AS_OK) goto fail;
     *out = t;
     return AS_OK;

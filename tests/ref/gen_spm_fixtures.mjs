@@ -13,8 +13,9 @@
 // for what newer files say instead: the Metaspace pre-tokenizer (prepend_scheme first /
 // always / never, split on or off, as transformers writes for Mistral v0.3 and Llama
 // with legacy = false), Phi-3's rstrip added tokens, ignore_merges, a vocabulary
-// without the byte tokens <0x80>..<0xFF> (unknown characters: fuse_unk on and off), and
-// a Split on a string with each of its five behaviours.
+// without the byte tokens <0x80>..<0xFF> (unknown characters: fuse_unk on and off),
+// added tokens with normalized = true (legacy and Metaspace), and a Split on a string
+// with each of its five behaviours.
 // The variants are not committed: the test rebuilds them from the npm file the same way
 // (spm_variant() in test_spm.c), so only the expected ids are committed.
 // It does not: test anything itself.
@@ -117,7 +118,11 @@ function variant(base, name) {
     j.pre_tokenizer = { type: 'Metaspace', replacement: '\u2581', prepend_scheme: scheme, split };
     j.decoder = { ...METASPACE_DECODER, prepend_scheme: scheme, split };
   };
-  if (name === 'meta_first') meta('first', false);
+  if (name === 'norm_added' || name === 'norm_added_meta') {
+    // added tokens matched in the normalized text (as normalized contents: "<s>" -> "▁<s>")
+    for (const t of j.added_tokens) t.normalized = true;
+    if (name === 'norm_added_meta') meta('first', false);
+  } else if (name === 'meta_first') meta('first', false);
   else if (name === 'meta_always_split') meta('always', true);
   else if (name === 'meta_never') meta('never', false);
   else if (name === 'phi3') {
@@ -198,7 +203,7 @@ async function main() {
   const base = JSON.parse(fs.readFileSync(path.join(HERE, LLAMA2), 'utf8'));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'spm-gen-'));
   for (const name of ['meta_first', 'meta_always_split', 'meta_never', 'phi3', 'ignore_merges', 'unk_fused',
-    'unk_unfused', 'split_removed', 'split_isolated', 'split_prev', 'split_next', 'split_contiguous']) {
+    'unk_unfused', 'norm_added', 'norm_added_meta', 'split_removed', 'split_isolated', 'split_prev', 'split_next', 'split_contiguous']) {
     const f = path.join(tmp, `${name}.json`);
     fs.writeFileSync(f, JSON.stringify(variant(base, name)));
     writeDoc(name, `${LLAMA2} (variant ${name})`,
