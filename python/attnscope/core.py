@@ -51,8 +51,9 @@ class _RunOwner:
             _RunOwner.live += 1
 
     def __del__(self):
-        if self.ptr:
-            lib().as_run_free(self.ptr)
+        dll = _lib._lib  # None only if the library was never loaded (or at interpreter exit)
+        if self.ptr and dll is not None:
+            dll.as_run_free(self.ptr)
             self.ptr = None
             with _RunOwner._lock:
                 _RunOwner.live -= 1
@@ -157,8 +158,9 @@ class Model:
         self.config = self._config()
 
     def __del__(self):
-        if getattr(self, "_ptr", None):
-            lib().as_model_free(self._ptr)
+        dll = _lib._lib
+        if getattr(self, "_ptr", None) and dll is not None:
+            dll.as_model_free(self._ptr)
             self._ptr = None
 
     def _config(self):
