@@ -72,17 +72,17 @@ static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const fl
  * in the mapping widened to F32 LIN_CONV_ROWS rows at a time (the same products as
  * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
 static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
-                        int tid) {
+                        const lin_scratch *sc, int tid) {
     if (l->wbf && xb) {
         as_gemm_bf16_xwt(T, j1 - j0, l->n_in, xb, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in, (size_t)l->n_in,
-                         l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, t_lin.conv + (size_t)tid * t_lin.conv_per_thread);
+                         l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, sc->conv + (size_t)tid * sc->conv_per_thread);
         return;
     }
     if (l->w) {
         linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1);
         return;
     }
-    float *wf = t_lin.conv + (size_t)tid * t_lin.conv_per_thread; /* (LIN_CONV_ROWS, n_in) */
+    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (LIN_CONV_ROWS, n_in) */
     for (int r0 = j0; r0 < j1; r0 += LIN_CONV_ROWS) {
         int r1 = r0 + LIN_CONV_ROWS < j1 ? r0 + LIN_CONV_ROWS : j1;
         for (int r = r0; r < r1; r++)
@@ -97,12 +97,13 @@ typedef struct {
     const uint16_t *xb;
     float *y;
     int T, chunk;
+    lin_scratch sc; /* the calling thread's (t_lin is thread-local) */
 } linear_job;
 
 static void linear_task(void *ctx, int b, int tid) {
     const linear_job *j = ctx;
     int j0 = b * j->chunk, j1 = j0 + j->chunk < j->l->n_out ? j0 + j->chunk : j->l->n_out;
-    linear_cols(j->l, j->x, j->xb, j->T, j->y, j0, j1, tid);
+    linear_cols(j->l, j->x, j->xb, j->T, j->y, j0, j1, &j->sc, tid);
 }
 
 /* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
@@ -116,14 +117,14 @@ void op_linear(const lin_t *l, const float *x, int T, float *y) {
     }
     double work = (double)T * l->n_out * l->n_in;
     if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
-        linear_cols(l, x, xb, T, y, 0, l->n_out, 0);
+        linear_cols(l, x, xb, T, y, 0, l->n_out, &t_lin, 0);
         return;
     }
     /* 2 column blocks per thread, handed out dynamically: a thread that the OS
      * preempts delays only its block. Blocks are multiples of 16 columns. */
     int nb = 2 * nt;
     int chunk = ((l->n_out + nb - 1) / nb + 15) & ~15;
-    linear_job j = {l, x, xb, y, T, chunk};
+    linear_job j = {l, x, xb, y, T, chunk, t_lin};
     as_parallel_for((l->n_out + chunk - 1) / chunk, nt, linear_task, &j);
 }
 

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -804,6 +805,116 @@ static void test_reused_buffers(void **state) {
     }
 }
 
+/* ---- BF16 weights read in place, on the threaded path ----------------------- */
+
+/* A Llama-shaped random model big enough that its linear maps split over threads
+ * (T x out x in >= 2e6), written twice to dir/bf16 and dir/f32: BF16 weights, and the
+ * same BF16-rounded values as F32. Loading the BF16 copy keeps its matrices in the
+ * mapping (widened 64 rows at a time on each thread); the F32 copy multiplies F32
+ * matrices; both must give the same forward to float rounding. */
+static void write_big_llama(const char *dir, int bf16) {
+    enum { D = 256, H = 4, KV = 2, DH = 64, F = 512, L = 2, V = 300 };
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"model_type\": \"llama\", \"hidden_size\": %d, \"num_attention_heads\": %d, "
+               "\"num_key_value_heads\": %d, \"head_dim\": %d, \"intermediate_size\": %d, "
+               "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 128, "
+               "\"rms_norm_eps\": 1e-5, \"tie_word_embeddings\": false}\n",
+            D, H, KV, DH, F, L, V);
+    fclose(f);
+    struct { char name[96]; int64_t d0, d1; } spec[4 + 9 * L];
+    int n = 0;
+#define ADD(nm, a, b) (snprintf(spec[n].name, sizeof spec[n].name, "%s", nm), spec[n].d0 = (a), spec[n].d1 = (b), n++)
+    ADD("model.embed_tokens.weight", V, D);
+    ADD("lm_head.weight", V, D);
+    ADD("model.norm.weight", D, 0);
+    for (int l = 0; l < L; l++) {
+        char b[96];
+        const struct { const char *s; int64_t a, b; } p[] = {
+            {"self_attn.q_proj.weight", H * DH, D}, {"self_attn.k_proj.weight", KV * DH, D},
+            {"self_attn.v_proj.weight", KV * DH, D}, {"self_attn.o_proj.weight", D, H * DH},
+            {"mlp.gate_proj.weight", F, D}, {"mlp.up_proj.weight", F, D}, {"mlp.down_proj.weight", D, F},
+            {"input_layernorm.weight", D, 0}, {"post_attention_layernorm.weight", D, 0}};
+        for (int i = 0; i < 9; i++) {
+            snprintf(b, sizeof b, "model.layers.%d.%s", l, p[i].s);
+            ADD(b, p[i].a, p[i].b);
+        }
+    }
+#undef ADD
+    st_tensor ts[4 + 9 * L];
+    void *bufs[4 + 9 * L];
+    unsigned seed = 777;
+    for (int i = 0; i < n; i++) {
+        size_t cnt = (size_t)spec[i].d0 * (spec[i].d1 ? (size_t)spec[i].d1 : 1);
+        float *v = malloc(cnt * sizeof(float));
+        uint16_t *h = malloc(cnt * sizeof(uint16_t));
+        assert_true(v && h);
+        for (size_t k = 0; k < cnt; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            float u = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+            h[k] = as_f32_to_bf16(spec[i].d1 ? 0.1f * u : 1.0f + 0.1f * u);
+            v[k] = as_bf16_to_f32(h[k]);
+        }
+        memset(&ts[i], 0, sizeof ts[i]);
+        ts[i].name = spec[i].name;
+        ts[i].dtype = bf16 ? DTYPE_BF16 : DTYPE_F32;
+        snprintf(ts[i].dtype_name, sizeof ts[i].dtype_name, "%s", bf16 ? "BF16" : "F32");
+        ts[i].ndim = spec[i].d1 ? 2 : 1;
+        ts[i].shape[0] = spec[i].d0;
+        ts[i].shape[1] = spec[i].d1;
+        ts[i].n_elems = cnt;
+        ts[i].data = bf16 ? (void *)h : (void *)v;
+        ts[i].nbytes = cnt * (bf16 ? 2 : 4);
+        bufs[i] = bf16 ? (void *)h : (void *)v;
+        free(bf16 ? (void *)v : (void *)h);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    as_error err = {0};
+    if (st_write(path, ts, n, &err) != AS_OK) fail_msg("st_write: %s", err.msg);
+    for (int i = 0; i < n; i++) free(bufs[i]);
+}
+
+static void test_bf16_in_place_threads(void **state) {
+    (void)state;
+    char root[64] = "/tmp/as_bf16_XXXXXX", dirs[2][128];
+    assert_non_null(mkdtemp(root));
+    as_model *m[2] = {NULL, NULL};
+    as_run *r[2] = {NULL, NULL};
+    as_encoding enc[2] = {{0}, {0}};
+    int32_t ids[48];
+    for (int i = 0; i < 48; i++) ids[i] = (i * 37 + 11) % 300;
+    for (int k = 0; k < 2; k++) {
+        snprintf(dirs[k], sizeof dirs[k], "%s/%s", root, k ? "f32" : "bf16");
+        assert_int_equal(mkdir(dirs[k], 0700), 0);
+        write_big_llama(dirs[k], !k);
+        as_error err = {0};
+        if (as_model_load(dirs[k], &m[k], &err)) fail_msg("%s: %s", dirs[k], err.msg);
+        assert_int_equal(as_model_dtype(m[k]), k ? DTYPE_F32 : DTYPE_BF16);
+        if (as_encoding_from_ids(m[k], ids, NULL, 48, &enc[k], &err)) fail_msg("%s", err.msg);
+        as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1, .threads = 2};
+        if (as_forward(m[k], &enc[k], &spec, &r[k], &err)) fail_msg("%s: %s", dirs[k], err.msg);
+    }
+    size_t na = (size_t)r[0]->n_lay * r[0]->n_hd * 48 * 48, nh = (size_t)(r[0]->n_run + 1) * 48 * 256;
+    double da = max_abs_diff(r[0]->attn, r[1]->attn, na), dh = max_abs_diff(r[0]->hidden, r[1]->hidden, nh);
+    double dl = max_abs_diff(r[0]->logits, r[1]->logits, (size_t)48 * 300);
+    printf("bf16 in place vs f32 copy: attentions %.2e hidden %.2e logits %.2e\n", da, dh, dl);
+    assert_true(da <= 1e-6 && dh <= 1e-5 && dl <= 1e-5);
+    for (int k = 0; k < 2; k++) {
+        as_run_free(r[k]);
+        as_encoding_free(&enc[k]);
+        as_model_free(m[k]);
+        char p[200];
+        snprintf(p, sizeof p, "%s/config.json", dirs[k]);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/model.safetensors", dirs[k]);
+        unlink(p);
+        rmdir(dirs[k]);
+    }
+    rmdir(root);
+}
+
 /* ---- precision bf16 -------------------------------------------------------- */
 
 static double max_abs(const float *a, size_t n) {
@@ -855,7 +966,7 @@ static void test_precision_bf16(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 9];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 10];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -871,5 +982,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_hf_layouts);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_reused_buffers);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bf16_in_place_threads);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }
