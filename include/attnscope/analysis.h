@@ -139,6 +139,11 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 /* 2: runs.source ('analyze' | 'import'). A version 1 database is upgraded in place by
  * analyze, import, report and export (docs/analysis.md, "Store"). */
 #define STORE_SCHEMA_VERSION 2
+/* runs.source: what wrote a run, and the only mark of an imported run (its model_name
+ * and params say nothing a reader should test). An import's params.source tells
+ * `import --dir` ("import") from single files ("import-files"). */
+#define STORE_SOURCE_ANALYZE "analyze"
+#define STORE_SOURCE_IMPORT "import"
 
 struct sqlite3;
 /* Checks an open database (the server's read-only connection too): schema version and

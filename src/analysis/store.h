@@ -10,12 +10,13 @@
  * the database file.
  * What it does not: compute anything (analysis/runner.h) or format reports
  * (analysis/report.h). What the server needs to read a database (the schema version,
- * store_check, store_run_shape_ok) is declared in include/attnscope/analysis.h.
+ * runs.source values, store_check, store_run_shape_ok, store_heads_json) is declared in
+ * include/attnscope/analysis.h.
  */
 #ifndef AS_STORE_H
 #define AS_STORE_H
 
-#include "attnscope/analysis.h" /* STORE_SCHEMA_VERSION, store_check, store_run_shape_ok */
+#include "attnscope/analysis.h" /* STORE_SCHEMA_VERSION, STORE_SOURCE_*, store_check, store_run_shape_ok */
 #include "core/core.h"
 
 #include <sqlite3.h>
@@ -77,10 +78,6 @@ int64_t store_get_int(sqlite3_stmt *st, const char *name);
 const char *store_get_text(sqlite3_stmt *st, const char *name);
 
 /* ---- runs ---------------------------------------------------------------------------- */
-
-/* runs.source of an analyzed and of an imported run. */
-#define STORE_SOURCE_ANALYZE "analyze"
-#define STORE_SOURCE_IMPORT "import"
 
 /* Integer key of a run's params JSON (runs.params), or dflt when params is NULL, not a
  * JSON object, or has no integer key. */

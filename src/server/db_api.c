@@ -141,15 +141,15 @@ typedef struct {
     int L, H, Dh;
     int n_total;
     char model_name[1024];
-    int is_import; /* runs.source is 'import' */
+    int is_import; /* runs.source is STORE_SOURCE_IMPORT */
     int served; /* index of the served model that can recompute its attention, -1 none */
     int import; /* index of the --import-dir folder holding its attention (imported runs), -1 none */
 } run_info;
 
-/* Base name of a run's model ("models/x/" -> "x"; an imported run's default name
- * "import:DIR" -> base of DIR). */
-static void model_base(const char *name, char *out, size_t cap) {
-    if (!strncmp(name, "import:", 7)) name += 7;
+/* Base name of a run's model ("models/x/" -> "x"; the default name "import:DIR" of an
+ * imported run, is_import, -> base of DIR). */
+static void model_base(const char *name, int is_import, char *out, size_t cap) {
+    if (is_import && !strncmp(name, "import:", 7)) name += 7;
     size_t n = strlen(name);
     while (n > 1 && name[n - 1] == '/') n--;
     size_t b = n;
@@ -162,7 +162,7 @@ static void model_base(const char *name, char *out, size_t cap) {
 static int served_model(const srv_state *s, int is_import, const char *model_name, int L, int H) {
     if (is_import) return -1;
     char base[256];
-    model_base(model_name, base, sizeof base);
+    model_base(model_name, 0, base, sizeof base);
     for (int i = 0; i < s->n_models; i++) {
         const as_config *c = as_model_config(s->models[i].m);
         if (c->n_layer != L || c->n_head != H || !as_model_has_tokenizer(s->models[i].m)) continue;
@@ -193,16 +193,18 @@ static json_t *parse_json_col(sqlite3_stmt *st, int i) {
 }
 
 /* 1 when the run of RUN_COLS row st was imported (runs.source). */
-static int row_is_import(sqlite3_stmt *st) {
-    const char *src = (const char *)sqlite3_column_text(st, 18);
-    return src && !strcmp(src, "import");
+/* 1 when runs.source src marks an imported run. */
+static int source_is_import(const unsigned char *src) {
+    return src && !strcmp((const char *)src, STORE_SOURCE_IMPORT);
 }
+
+static int row_is_import(sqlite3_stmt *st) { return source_is_import(sqlite3_column_text(st, 18)); }
 
 static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {
     const char *mn = (const char *)sqlite3_column_text(st, 1);
     char base[256];
-    model_base(mn ? mn : "", base, sizeof base);
     int L = sqlite3_column_int(st, 3), H = sqlite3_column_int(st, 4), is_import = row_is_import(st);
+    model_base(mn ? mn : "", is_import, base, sizeof base);
     int sm = served_model(s, is_import, mn ? mn : "", L, H);
     int im = import_dir_of(s, sqlite3_column_int64(st, 0), is_import, (const char *)sqlite3_column_text(st, 17));
     json_t *params = parse_json_col(st, 7);
@@ -924,8 +926,7 @@ void db_api_print_imports(srv_state *s, FILE *out) {
     }
     while (sqlite3_step(st) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
-        const char *src = (const char *)sqlite3_column_text(st, 1);
-        int i = import_dir_of(s, id, src && !strcmp(src, "import"), (const char *)sqlite3_column_text(st, 2));
+        int i = import_dir_of(s, id, source_is_import(sqlite3_column_text(st, 1)), (const char *)sqlite3_column_text(st, 2));
         if (i < 0) continue;
         served[i]++;
         fprintf(out, "attnscope serve: import folder %s serves the attention of run %lld\n", s->imports.dirs[i].dir,

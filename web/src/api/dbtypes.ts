@@ -16,10 +16,10 @@ import type { IndexRange } from './types';
 export type AttentionSource = 'model' | 'import';
 
 /**
- * what wrote the run: `attnscope analyze`, `attnscope import --dir`, or `attnscope import` of single
- * files
+ * runs.source, what wrote the run: `attnscope analyze`, or `attnscope import` (params.source tells
+ * --dir, "import", from single files, "import-files")
  */
-export type RunSource = 'analyze' | 'import' | 'import-files';
+export type RunSource = 'analyze' | 'import';
 
 /** GET /api/v1/db/runs -> runs[i], and GET /api/v1/db/runs/{id} */
 export interface DbRun {
