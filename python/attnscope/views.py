@@ -303,8 +303,9 @@ def head_view(r, layer=0, heads=None, token=-1, layers=None, html_action="view",
 
 
 def model_view(r, layer=0, head=0, layers=None, html_action="view", server=None, lang=None, height=None, dtype="f16"):
-    """bertviz's model view of run r: every layer x head as a thumbnail; (layer, head) is the
-    head opened below the grid. Arguments as head_view."""
+    """bertviz's model view of run r: every layer x head as a thumbnail (click one to open it
+    large); (layer, head) is the selected head, which the neuron view tab shows. Arguments
+    as head_view."""
     return _show(r, "model", layer, head, None, -1, layers, html_action, server, lang, height, dtype)
 
 

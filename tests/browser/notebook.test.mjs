@@ -3,7 +3,9 @@
 // every network request blocked: the page holds the web bundle and the run and needs
 // nothing else. Checks the head view's token labels against the run's tokens, its links'
 // weights against the run's float16 attention (computed in Python), the model view's
-// thumbnails and the neuron view's scores; no request, no page error. Screenshot:
+// thumbnails and the neuron view's scores; the notebook cell's output (an iframe srcdoc)
+// runs the view inside its frame, which grows to the content; no request, no page error.
+// Screenshot:
 // artifacts/notebook-head.png.
 // Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
 // front end (ATTNSCOPE_WEB or <build>/web-dist next to the library); CTest sets both.
@@ -34,6 +36,10 @@ m = attnscope.load(os.path.join(sys.argv[1], "models", "attnscope-sst2"))
 r = m.run("the movie was surprisingly good .", text_b="i would watch it again .")
 attnscope.head_view(r, layer=2).save(os.path.join(out, "head.html"))
 attnscope.neuron_view(r, layer=1, head=3, token=4).save(os.path.join(out, "neuron.html"))
+# what a notebook does with the cell's output: its HTML (an iframe srcdoc) inside the page
+open(os.path.join(out, "cell.html"), "w").write(
+    "<!doctype html><html><body><h1>notebook</h1><div class=output>%s</div></body></html>"
+    % attnscope.model_view(r, layer=2, head=1)._repr_html_())
 labels = [t["piece"] if t["special"] else (t["text"] or t["piece"]) for t in r.tokens]
 json.dump({"labels": labels, "L": int(r.attentions.shape[0]), "H": int(r.attentions.shape[1]),
            "att2": r.attentions[2].astype(np.float16).astype(np.float32).tolist(),
@@ -119,6 +125,23 @@ test('standalone neuron view: the run\'s scores of the pinned query', async () =
   assert.ok(rows.length > 0);
   for (const r of rows) assert.equal(r.score, exp.scores13[r.j], `score of key ${r.j}`);
   assert.ok((await ink('neuron-canvas')) > 1000);
+  assert.deepEqual(requests, []);
+  assert.deepEqual(errors, []);
+});
+
+test('a notebook cell\'s output: the view runs inside its srcdoc frame, which fits the content', async () => {
+  const { requests, errors } = await open('cell.html');
+  const frame = page.frameLocator('iframe');
+  await frame.locator('[data-testid=tab-model].active').waitFor();
+  const f = page.frames().find((x) => x !== page.mainFrame());
+  await f.waitForFunction(() => window.__attnscope?.modelView?.pool > 0);
+  assert.deepEqual(await f.evaluate(() => ({ pool: window.__attnscope.modelView.pool, tokens: window.__attnscope.modelView.tokens })), { pool: 15, tokens: 15 });
+  // the page's own styles stay in the frame; the frame follows its content's height
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).marginLeft), '8px');
+  await page.waitForFunction(() => {
+    const el = document.querySelector('iframe');
+    return Math.abs(el.getBoundingClientRect().height - el.contentDocument.documentElement.scrollHeight) <= 8;
+  });
   assert.deepEqual(requests, []);
   assert.deepEqual(errors, []);
 });
