@@ -299,8 +299,12 @@ struct json_t *as_json_string_utf8(const char *s);
 typedef enum {
     CAP_ATTN = 1,   /* attention probabilities after mask + softmax */
     CAP_SCORES = 2, /* q.k times the layer's as_attn_scale (1/sqrt(Dh) unless the config
-                       scales otherwise, e.g. GPT-2) + mask, before softmax */
-    CAP_QKV = 4,    /* per-head q, k (after projection + bias, before scaling) and v */
+                       sets it: GPT-2's flags, Gemma's query scale), soft-capped when the
+                       config has attn_softcap (Gemma 2), before softmax; masked keys
+                       (padding, later keys of a causal model, keys outside a sliding
+                       window) hold -FLT_MAX (HF's finfo.min) */
+    CAP_QKV = 4,    /* per-head q, k (after projection, bias, q/k norm and RoPE where the
+                       model has them, before scaling; q_pre / k_pre before RoPE) and v */
     CAP_HIDDEN = 8, /* hidden states: embedding output, then every layer's output */
     CAP_LOGITS = 16,/* task head logits when the model has one (forces all layers) */
     CAP_ALL = 31

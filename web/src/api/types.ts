@@ -294,9 +294,10 @@ export interface QkMeta {
   tokens: number;
   d_head: number;
   /**
-   * the factor the model applies to q.k in this layer: scores = q . k * scale (+ mask). 1/sqrt(d_head)
-   * unless the config says otherwise (GPT-2 scale_attn_weights false: 1;
-   * scale_attn_by_inverse_layer_idx: also / (layer + 1))
+   * the factor the model applies to q.k in this layer (as_attn_scale): scores = q . k * scale,
+   * soft-capped when softcap > 0, + mask. 1/sqrt(d_head) unless the config says otherwise (GPT-2
+   * scale_attn_weights false: 1, scale_attn_by_inverse_layer_idx: also / (layer + 1); Gemma:
+   * query_pre_attn_scalar^-1/2)
    */
   scale: number;
   /** the key/value head this query head reads (k is that head's) */
