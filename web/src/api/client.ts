@@ -37,6 +37,19 @@ export async function check(r: Response): Promise<Response> {
   throw new ApiError(r.status, msg);
 }
 
+/** The request that makes run r again: its ids, or its text and text_b. */
+export function runInput(r: RunResponse): RunRequest {
+  return r.ids ? { model: r.model, ids: r.ids } : { model: r.model, text: r.text, text_b: r.text_b };
+}
+
+/** Token ids typed as "1, 5, 9" or "1 5 9" (the input of a model without a tokenizer), or
+ *  null when s is not such a list. */
+export function parseIds(s: string): number[] | null {
+  const parts = s.trim().split(/[\s,]+/).filter((x) => x.length);
+  if (!parts.length || !parts.every((x) => /^\d+$/.test(x))) return null;
+  return parts.map(Number);
+}
+
 export async function getModels(): Promise<ModelsResponse> {
   return (await (await check(await fetch(`${BASE}/models`))).json()) as ModelsResponse;
 }
@@ -82,6 +95,9 @@ export interface HeadQk {
   k: Tensor; // (T, Dh)
   scores: Tensor; // (T, T)
   attention: Tensor; // (T, T)
+  /** a rotary model's q and k before the rotation (meta.rope), else absent */
+  qPre?: Tensor; // (T, Dh)
+  kPre?: Tensor; // (T, Dh)
 }
 
 /** Fetches and caches a run's tensors; re-posts the run when the server evicted it. */
@@ -100,7 +116,7 @@ export class RunData {
   private async fetchBinary(path: string): Promise<ArrayBuffer> {
     let r = await fetch(`${BASE}/runs/${this.run.id}/${path}`);
     if (r.status === 404) {
-      this.run = await postRun({ model: this.run.model, text: this.run.text, text_b: this.run.text_b });
+      this.run = await postRun(runInput(this.run));
       r = await fetch(`${BASE}/runs/${this.run.id}/${path}`);
     }
     const buf = await (await check(r)).arrayBuffer();
@@ -175,7 +191,8 @@ export class RunData {
           if (!t) throw new Error(`qk response without ${n}`);
           return t;
         };
-        return { meta: d.header.meta, q: get('q'), k: get('k'), scores: get('scores'), attention: get('attention') };
+        const pre = d.tensors.get('q_pre_rope') && d.tensors.get('k_pre_rope') ? { qPre: get('q_pre_rope'), kPre: get('k_pre_rope') } : {};
+        return { meta: d.header.meta, q: get('q'), k: get('k'), scores: get('scores'), attention: get('attention'), ...pre };
       });
       p.catch(() => this.qks.delete(key));
       this.qks.set(key, p);

@@ -2,7 +2,9 @@
 // lines (each query block's strongest key block) or as a heat map, drawn from the
 // server's max-pooled (n, n) thumbnails (docs/server.md, `pool`), and which cell is
 // under the pointer. The large heat map of one head is lib/heatmap.ts. Drawing goes
-// through a Painter.
+// through a Painter. Blocks where every cell is masked (causal, sliding window) are
+// grey, not weight 0; grouped-query models get a "kv g" label over each group's columns
+// and the selected head's group mates outlined.
 import { headColor } from './colors';
 import type { Painter } from './painter';
 
@@ -17,10 +19,10 @@ export interface GridLayout {
   height: number;
 }
 
-export function gridLayout(nLayers: number, nHeads: number, cell: number): GridLayout {
+export function gridLayout(nLayers: number, nHeads: number, cell: number, grouped = false): GridLayout {
   const gap = 6;
   const left = 56;
-  const top = 22;
+  const top = grouped ? 36 : 22;
   return { cell, gap, left, top, width: left + nHeads * (cell + gap), height: top + nLayers * (cell + gap) };
 }
 
@@ -39,6 +41,42 @@ export interface GridOptions {
   thumb: (layer: number, head: number) => Float32Array | null;
   heat: (v: number) => [number, number, number];
   selected: { layer: number; head: number } | null;
+  /** each head's key/value head (grouped-query attention), or null */
+  kvGroup?: number[] | null;
+  /** whether every cell of queries [q0, q1] × keys [k0, k1] of layer l is masked, or null (no mask) */
+  masked?: ((l: number, q0: number, q1: number, k0: number, k1: number) => boolean) | null;
+}
+
+/** Colour of a masked cell: grey, distinct from weight 0 (near white on the heat scale). */
+export const MASKED_RGB: [number, number, number] = [200, 200, 200];
+
+/** heat, with NaN (a masked cell) drawn grey. */
+export function maskedHeat(heat: (v: number) => [number, number, number]): (v: number) => [number, number, number] {
+  return (v) => (Number.isNaN(v) ? MASKED_RGB : heat(v));
+}
+
+/** Block i of n over T tokens: [floor(i*T/n), floor((i+1)*T/n) - 1]. */
+function blockRange(i: number, n: number, T: number): [number, number] {
+  return [Math.floor((i * T) / n), Math.floor(((i + 1) * T) / n) - 1];
+}
+
+/** The blocks of an (n, n) thumbnail of layer l whose cells are all masked: a (n, n) 0/1
+ *  array, or null when none is. */
+export function maskedBlocks(o: Pick<GridOptions, 'masked' | 'n' | 'T'>, l: number): Uint8Array | null {
+  if (!o.masked) return null;
+  const m = new Uint8Array(o.n * o.n);
+  let any = false;
+  for (let i = 0; i < o.n; i++) {
+    const [q0, q1] = blockRange(i, o.n, o.T);
+    for (let j = 0; j < o.n; j++) {
+      const [k0, k1] = blockRange(j, o.n, o.T);
+      if (o.masked(l, q0, q1, k0, k1)) {
+        m[i * o.n + j] = 1;
+        any = true;
+      }
+    }
+  }
+  return any ? m : null;
 }
 
 /** The centre of block i of n over T tokens, as a fraction of T (the server's blocks). */
@@ -71,28 +109,59 @@ function drawThumbLines(p: Painter, a: Float32Array, n: number, T: number, x: nu
   }
 }
 
+/** The "kv g" labels over each run of columns reading the same key/value head. */
+function drawGroupLabels(p: Painter, o: GridOptions, G: GridLayout): void {
+  const kv = o.kvGroup;
+  if (!kv) return;
+  let c0 = 0;
+  for (let c = 1; c <= o.heads.length; c++) {
+    if (c < o.heads.length && kv[o.heads[c]] === kv[o.heads[c0]]) continue;
+    const x0 = G.left + c0 * (G.cell + G.gap);
+    const x1 = G.left + (c - 1) * (G.cell + G.gap) + G.cell;
+    p.line(x0, 15, x1, 15, '#888', 1, 1);
+    p.line(x0, 15, x0, 19, '#888', 1, 1);
+    p.line(x1, 15, x1, 19, '#888', 1, 1);
+    p.text((x0 + x1) / 2, 7, `kv${kv[o.heads[c0]]}`, { align: 'center', size: 10, color: '#666' });
+    c0 = c;
+  }
+}
+
 export function drawGrid(p: Painter, o: GridOptions): void {
-  const G = gridLayout(o.layers.length, o.heads.length, o.cell);
-  o.heads.forEach((h, c) => p.text(G.left + c * (G.cell + G.gap) + G.cell / 2, 10, `H${h}`, { align: 'center', size: 11, color: '#555' }));
+  const grouped = !!o.kvGroup;
+  const G = gridLayout(o.layers.length, o.heads.length, o.cell, grouped);
+  drawGroupLabels(p, o, G);
+  o.heads.forEach((h, c) => p.text(G.left + c * (G.cell + G.gap) + G.cell / 2, G.top - 12, `H${h}`, { align: 'center', size: 11, color: '#555' }));
+  const sel = o.selected;
+  const mateGroup = sel && o.kvGroup ? o.kvGroup[sel.head] : -1;
+  const heat = maskedHeat(o.heat);
   o.layers.forEach((l, r) => {
     const y = G.top + r * (G.cell + G.gap);
     p.text(G.left - 8, y + G.cell / 2, `L${l}`, { align: 'right', size: 11, color: '#555' });
+    const mask = maskedBlocks(o, l);
+    /* lines mode: the masked blocks as a grey image under the lines (one per layer) */
+    const maskImage = mask ? Float32Array.from(mask, (m) => (m ? NaN : -1)) : null;
     o.heads.forEach((h, c) => {
       const x = G.left + c * (G.cell + G.gap);
       p.rect(x, y, G.cell, G.cell, '#f6f6f6');
       const a = o.thumb(l, h);
       if (a) {
-        if (o.mode === 'matrix') p.matrix(x, y, G.cell, G.cell, { cols: o.n, rows: o.n, values: a, color: o.heat });
-        else drawThumbLines(p, a, o.n, o.T, x, y, G.cell, headColor(h));
+        if (o.mode === 'matrix') {
+          const v = mask ? Float32Array.from(a, (w, k) => (mask[k] ? NaN : w)) : a;
+          p.matrix(x, y, G.cell, G.cell, { cols: o.n, rows: o.n, values: v, color: heat });
+        } else {
+          if (maskImage) p.matrix(x, y, G.cell, G.cell, { cols: o.n, rows: o.n, values: maskImage, color: (v) => (Number.isNaN(v) ? MASKED_RGB : [246, 246, 246]) });
+          drawThumbLines(p, a, o.n, o.T, x, y, G.cell, headColor(h));
+        }
       }
-      const sel = o.selected && o.selected.layer === l && o.selected.head === h;
-      p.strokeRect(x, y, G.cell, G.cell, sel ? '#d62728' : '#ccc', sel ? 2 : 1);
+      const isSel = sel && sel.layer === l && sel.head === h;
+      const mate = !isSel && sel && sel.layer === l && o.kvGroup && o.kvGroup[h] === mateGroup;
+      p.strokeRect(x, y, G.cell, G.cell, isSel ? '#d62728' : mate ? '#ff7f0e' : '#ccc', isSel || mate ? 2 : 1);
     });
   });
 }
 
 export function hitGrid(o: GridOptions, x: number, y: number): { layer: number; head: number } | null {
-  const G = gridLayout(o.layers.length, o.heads.length, o.cell);
+  const G = gridLayout(o.layers.length, o.heads.length, o.cell, !!o.kvGroup);
   const c = Math.floor((x - G.left) / (G.cell + G.gap));
   const r = Math.floor((y - G.top) / (G.cell + G.gap));
   if (c < 0 || r < 0 || c >= o.heads.length || r >= o.layers.length) return null;
@@ -110,6 +179,8 @@ export interface ThumbCell {
   k0: number;
   k1: number; // inclusive
   w: number;
+  /** every cell of the block is masked */
+  masked: boolean;
 }
 
 /** The thumbnail cell under (x, y), or null (outside a thumbnail, or while it loads). */
@@ -118,12 +189,13 @@ export function hitThumbCell(o: GridOptions, x: number, y: number): ThumbCell | 
   if (!hit) return null;
   const a = o.thumb(hit.layer, hit.head);
   if (!a) return null;
-  const G = gridLayout(o.layers.length, o.heads.length, o.cell);
+  const G = gridLayout(o.layers.length, o.heads.length, o.cell, !!o.kvGroup);
   const cx = x - G.left - o.heads.indexOf(hit.head) * (G.cell + G.gap);
   const cy = y - G.top - o.layers.indexOf(hit.layer) * (G.cell + G.gap);
   const bi = Math.min(o.n - 1, Math.floor((cy / G.cell) * o.n));
   const bj = Math.min(o.n - 1, Math.floor((cx / G.cell) * o.n));
   const lo = (b: number): number => Math.floor((b * o.T) / o.n);
   const hi = (b: number): number => Math.floor(((b + 1) * o.T) / o.n) - 1;
-  return { layer: hit.layer, head: hit.head, q0: lo(bi), q1: hi(bi), k0: lo(bj), k1: hi(bj), w: a[bi * o.n + bj] };
+  const c = { layer: hit.layer, head: hit.head, q0: lo(bi), q1: hi(bi), k0: lo(bj), k1: hi(bj), w: a[bi * o.n + bj] };
+  return { ...c, masked: !!o.masked?.(c.layer, c.q0, c.q1, c.k0, c.k1) };
 }

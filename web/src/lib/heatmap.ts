@@ -1,11 +1,13 @@
 // heatmap.ts — the model view's large heat map of one head's (T, T) attention: a square
 // window of it (zoom and pan), row labels (queries) on the left and column labels (keys)
 // rotated above, thinned to every k-th token when cells are smaller than a label, a
-// colour legend, and the cell under the pointer outlined. Drawing goes through a Painter;
-// the view keeps the window and the pointer.
+// colour legend, and the cell under the pointer outlined. Masked cells (a later key of a
+// causal model, a key outside a sliding window) are grey and hatched, so they never read
+// as weight 0. Drawing goes through a Painter; the view keeps the window and the pointer.
 import type { Token } from '../api/types';
 import { label } from './headview';
 import { t } from './i18n';
+import { MASKED_RGB, maskedHeat } from './grid';
 import type { Painter } from './painter';
 
 /** The visible window: rows r0 .. r0 + n - 1 (queries) and columns c0 .. c0 + n - 1 (keys). */
@@ -26,7 +28,12 @@ export interface HeatMapOptions {
   win: HeatWindow;
   /** the cell under the pointer (query, key), outlined, or null */
   cursor: { query: number; key: number } | null;
+  /** whether query i cannot see key j (lib/block.ts isMasked), or null: nothing masked */
+  masked?: ((i: number, j: number) => boolean) | null;
 }
+
+/** Cells at least this wide (px) get a hatch line besides the grey. */
+const HATCH_PX = 5;
 
 /** Smallest spacing (px) between two drawn labels. */
 const LABEL_PX = 12;
@@ -91,7 +98,20 @@ export function drawHeatMap(p: Painter, o: HeatMapOptions): void {
   if (zoomed) p.text(4, 28, t('heat.window', { r0, r1: r0 + n - 1, c0, c1: c0 + n - 1, T }), { size: 11, color: '#666' });
   const sub = new Float32Array(n * n);
   for (let r = 0; r < n; r++) sub.set(o.att.subarray((r0 + r) * T + c0, (r0 + r) * T + c0 + n), r * n);
-  p.matrix(L.left, L.top, o.size, o.size, { cols: n, rows: n, values: sub, color: o.heat });
+  const hatch: number[] = [];
+  if (o.masked)
+    for (let r = 0; r < n; r++)
+      for (let c = 0; c < n; c++) {
+        if (!o.masked(r0 + r, c0 + c)) continue;
+        sub[r * n + c] = NaN;
+        if (L.cell >= HATCH_PX) {
+          const x = L.left + c * L.cell;
+          const y = L.top + r * L.cell;
+          hatch.push(x, y + L.cell, x + L.cell, y);
+        }
+      }
+  p.matrix(L.left, L.top, o.size, o.size, { cols: n, rows: n, values: sub, color: maskedHeat(o.heat) });
+  if (hatch.length) p.lines(hatch, hatch.length / 4, '#8a8a8a', 1, 1);
   p.strokeRect(L.left, L.top, o.size, o.size, '#999', 1);
   for (const i of labelledTokens(r0, n, L.step))
     p.text(L.left - 4, L.top + (i - r0 + 0.5) * L.cell, label(o.tokens[i]), { align: 'right', size: L.font, color: '#222' });
@@ -103,6 +123,13 @@ export function drawHeatMap(p: Painter, o: HeatMapOptions): void {
       p.strokeRect(L.left + (key - c0) * L.cell, L.top + (query - r0) * L.cell, Math.max(2, L.cell), Math.max(2, L.cell), '#d62728', 1.5);
   }
   drawHeatLegend(p, L.left + o.size + 16, L.top, Math.min(o.size, 200), o.heat);
+  if (o.masked) {
+    const y = L.top + Math.min(o.size, 200) + 24;
+    const [r, g, b] = MASKED_RGB;
+    p.rect(L.left + o.size + 16, y, 14, 14, `rgb(${r},${g},${b})`);
+    p.line(L.left + o.size + 16, y + 14, L.left + o.size + 30, y, '#8a8a8a', 1, 1);
+    p.text(L.left + o.size + 34, y + 7, t('heat.masked'), { size: 10, color: '#444' });
+  }
 }
 
 /** A vertical colour bar from weight 1 (top) to 0 (bottom) with ticks. */

@@ -1,6 +1,8 @@
 // urlstate.ts — the explorer's shareable state, kept in the page URL's query string
 // (?model=..&text=..&text_b=..&view=head&layer=0&head=0&token=3&heads=0,2&dims=3,17) so a
-// view reloads as it was (and in the same UI language: lang=en|zh-CN).
+// view reloads as it was (and in the same UI language: lang=en|zh-CN). A model without a
+// tokenizer takes token ids, kept in `text` ("1,5,9"); `ids=1,5,9` is read as that too.
+// `rope=pre` shows a rotary model's q and k before the rotation in the neuron view.
 
 import { asLang, type Lang } from './i18n';
 
@@ -23,6 +25,7 @@ export interface UrlState {
   heads: number[] | null; // heads shown in the head view; null = all
   dims: number[] | null; // head dimensions the neuron view marks (from the pattern view); null = none
   mode: 'lines' | 'matrix';
+  rope: 'post' | 'pre'; // the neuron view's q and k of a rotary model: after or before RoPE
   dbrun: number; // analysis run id (0 = the first)
   sent: number; // analysed sentence index (-1 = none)
   cmp: number; // second run of the comparison (0 = the second)
@@ -40,6 +43,7 @@ export const DEFAULT_STATE: UrlState = {
   heads: null,
   dims: null,
   mode: 'lines',
+  rope: 'post',
   dbrun: 0,
   sent: -1,
   cmp: 0,
@@ -66,7 +70,7 @@ export function readUrlState(search: string): UrlState {
   const heads = p.get('heads');
   return {
     model: p.get('model') ?? '',
-    text: p.get('text') ?? '',
+    text: p.get('text') ?? p.get('ids') ?? '',
     text_b: p.get('text_b') ?? '',
     view: view === 'model' || view === 'neuron' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
@@ -75,6 +79,7 @@ export function readUrlState(search: string): UrlState {
     heads: intList(heads),
     dims: intList(p.get('dims')),
     mode: p.get('mode') === 'matrix' ? 'matrix' : 'lines',
+    rope: p.get('rope') === 'pre' ? 'pre' : 'post',
     dbrun: Math.max(0, int(p.get('dbrun'), 0)),
     sent: Math.max(-1, int(p.get('sent'), -1)),
     cmp: Math.max(0, int(p.get('cmp'), 0)),
@@ -94,6 +99,7 @@ export function writeUrlState(s: UrlState): string {
   if (s.heads) p.set('heads', s.heads.join(','));
   if (s.dims?.length) p.set('dims', s.dims.join(','));
   if (s.mode !== 'lines') p.set('mode', s.mode);
+  if (s.rope !== 'post') p.set('rope', s.rope);
   if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
   if (s.sent >= 0) p.set('sent', String(s.sent));
   if (s.cmp > 0) p.set('cmp', String(s.cmp));
