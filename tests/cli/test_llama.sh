@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# test_llama.sh — `attnscope run` on the LLaMA-family fixtures (tests/ref/fixtures/models,
+# written by tests/ref/gen_llama.py): every family runs and writes its grouped-query
+# layout (kv_group) and pre-RoPE queries/keys; the npz holds the same values as the
+# JSON; --precision bf16 runs and stays close to F32; and bad checkpoints of the
+# family give a one-line error naming what is wrong with exit 2 (sizes that do not match
+# the tensors, an unknown rope_scaling type, a truncated file, a shard index naming a
+# missing shard or a file outside the folder, NaN in BF16 weights, a bad precision).
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+FX=$ROOT/tests/ref/fixtures/models
+PY=/usr/bin/python3
+IDS=1,5,7,9,11,13,2,4,6,8,10,12
+
+# every family runs; kv_group as the config says; q/k before RoPE present
+for f in llama llama3_scaled llama_bf16 llama_cls mistral_swa qwen2_noprefix qwen3 gemma2 gemma3 phi3 yarn; do
+  expect 0 "" -- run --model "$FX/$f" --ids $IDS --format json --out "$TMP/$f.json"
+  $PY - "$FX/$f/config.json" "$TMP/$f.json" <<'PY' && ok "$f: kv_group and pre-RoPE arrays" || fail "$f: JSON output"
+import json, sys
+c = json.load(open(sys.argv[1])); c = c.get("text_config", c)
+d = json.load(open(sys.argv[2]))
+H = c["num_attention_heads"]; K = c.get("num_key_value_heads") or H
+assert d["kv_group"] == [h // (H // K) for h in range(H)], d["kv_group"]
+T = len(d["input_ids"])
+for k in ("queries_pre_rope", "keys_pre_rope"):
+    a = d[k]
+    assert len(a) == c["num_hidden_layers"] and len(a[0]) == H and len(a[0][0]) == T, k
+# keys of query heads in one group are the same vectors
+if K < H:
+    assert d["keys"][0][0] == d["keys"][0][H // K - 1]
+PY
+done
+
+# npz = JSON, for a GQA model with RoPE; bf16 precision within 0.05 of F32 attention
+expect 0 "" -- run --model "$FX/qwen3" --ids $IDS --format npz --out "$TMP/q.npz"
+expect 0 "" -- run --model "$FX/qwen3" --ids $IDS --format npz --out "$TMP/qb.npz" --precision bf16
+$PY - "$TMP/qwen3.json" "$TMP/q.npz" "$TMP/qb.npz" <<'PY' && ok "npz equals JSON; bf16 close to f32" || fail "npz/JSON/bf16 comparison"
+import json, sys
+import numpy as np
+d = json.load(open(sys.argv[1])); z = np.load(sys.argv[2]); b = np.load(sys.argv[3])
+for k in ("attentions", "queries", "keys", "queries_pre_rope", "keys_pre_rope", "logits"):
+    assert np.allclose(z[k], np.array(d[k], dtype=np.float32), atol=1e-6), k
+assert list(z["kv_group"]) == d["kv_group"]
+diff = np.abs(b["attentions"] - z["attentions"]).max()
+assert 0 < diff < 0.05, diff
+PY
+
+# bad input
+mk() { rm -rf "$TMP/bad"; mkdir -p "$TMP/bad"; cp "$FX/llama/config.json" "$FX/llama/model.safetensors" "$TMP/bad/"; }
+cfg() { $PY -c "import json,sys; c=json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c,open(sys.argv[1],'w'))" "$TMP/bad/config.json" "$1"; }
+mk; cfg "c['num_key_value_heads']=4"
+expect 2 "k_proj.weight' has shape" -- run --model "$TMP/bad" --ids $IDS
+mk; cfg "c['rope_scaling']={'rope_type':'longrope','factor':2.0}"
+expect 2 "longrope" -- run --model "$TMP/bad" --ids $IDS
+mk; cfg "c['rope_scaling']={'rope_type':'dynamic','factor':2.0}"
+expect 2 "dynamic" -- run --model "$TMP/bad" --ids $IDS
+mk; head -c 5000 "$FX/llama/model.safetensors" > "$TMP/bad/model.safetensors"
+expect 2 "model.safetensors" -- run --model "$TMP/bad" --ids $IDS
+mk; rm "$TMP/bad/model.safetensors"
+echo '{"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}' \
+  > "$TMP/bad/model.safetensors.index.json"
+expect 2 "model-00001-of-00002.safetensors" -- run --model "$TMP/bad" --ids $IDS
+echo '{"metadata": {}, "weight_map": {"model.embed_tokens.weight": "../outside.safetensors"}}' \
+  > "$TMP/bad/model.safetensors.index.json"
+expect 2 "outside" -- run --model "$TMP/bad" --ids $IDS
+# a NaN in a BF16 matrix read in place
+rm -rf "$TMP/bad"; mkdir -p "$TMP/bad"; cp "$FX/llama_bf16/config.json" "$TMP/bad/"
+$PY - "$FX/llama_bf16/model.safetensors" "$TMP/bad/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+t = h["model.layers.1.mlp.up_proj.weight"]; o = 8 + n + t["data_offsets"][0] + 2 * 5
+b[o:o + 2] = struct.pack("<H", 0x7fc0)
+open(sys.argv[2], "wb").write(b)
+PY
+expect 2 "up_proj.weight' holds a non-finite value (NaN" -- run --model "$TMP/bad" --ids $IDS
+expect 2 "precision" -- run --model "$FX/llama" --ids $IDS --precision f16
+
+[ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all ok"
