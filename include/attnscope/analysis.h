@@ -37,6 +37,8 @@ typedef struct {
     int steps;  /* SAL_IG steps m, 1..SAL_MAX_STEPS; 0 = SAL_DEFAULT_STEPS */
     float *attn_out; /* optional, caller-owned (L, H, T, T): the attention probabilities of the
                         forward on the input itself (so a caller needs no second forward) */
+    int threads;     /* threads of the forward and backward; 0 = train_set_threads's count
+                        (default: the cores). The scores do not depend on it */
 } sal_opts;
 
 typedef struct {

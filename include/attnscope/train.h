@@ -64,8 +64,9 @@ as_status data_read_corpus(const char *const *files, int n_files, const char *co
 
 /* ---- loops ---- */
 
-/* Sets OpenBLAS and OpenMP threads (<= 0: all cores) for the training
- * and evaluation loops; call before them. */
+/* Sets the threads (<= 0: all cores) of the training and evaluation loops: the
+ * passes and the optimizer run on the library's thread pool, OpenBLAS outside them;
+ * call before them. No result depends on the count. */
 void train_set_threads(int threads);
 
 typedef struct {

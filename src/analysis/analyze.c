@@ -105,7 +105,8 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
         s->k = u->run->k;
     }
     if (is_sst && u->tm) {
-        sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0, .attn_out = reuse ? u->sal_attn : NULL};
+        sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0, .attn_out = reuse ? u->sal_attn : NULL,
+                       .threads = u->threads};
         if ((rc = sal_compute_tr(u->tm, &u->enc, &so, &u->sal, err))) return as_err_prefix(err, "%s", u->src);
         u->have_sal = 1;
         s->sal = u->sal.scores;
@@ -179,6 +180,7 @@ static as_status az_setup(az_user *u, const an_opts *o, as_error *err) {
     if (u->tsv.n && (as_model_heads(u->m) & HEAD_CLASSIFIER) && cfg->arch != ARCH_GPT2) {
         train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
         fo.mlm = 0;
+        fo.borrow = 1; /* the saliency reads the loaded weights in place */
         as_error e2 = {0};
         if (train_model_from_as(u->m, &fo, &u->tm, &e2)) {
             as_warn("%s: no saliency, so no semantic score: %s", o->model_dir, e2.msg);
@@ -244,6 +246,7 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
     if (rc) goto cleanup;
     c.rank = rank;
     c.size = size;
+    c.threads = o->threads;
     c.chunk = o->chunk > 0 ? o->chunk : AN_DEFAULT_CHUNK;
     c.explain = o->explain >= 0 ? o->explain : AN_DEFAULT_EXPLAIN;
     c.n_total = u.tsv.n + u.cu.n;

@@ -194,6 +194,7 @@ static as_status im_store_run(const char *db_path, const an_opts *o, const char 
     c.explain = 0;
     c.min_rel = min_rel;
     c.progress = o->progress;
+    c.threads = o->threads;
     c.n_total = k.n_total;
     rc = an_finish_run(&c, &st, n_done, done, pf, an_im_release, u, o, "import", err);
 cleanup:

@@ -8,6 +8,7 @@
  * What it does not: transactions and chunk rows (chunks.c), the loop (drive.c).
  */
 #include "analysis/runner_internal.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <string.h>
@@ -199,11 +200,37 @@ static void rec_put_heads(const an_ctx *c, const an_sent *s, rec_buf *r) {
     }
 }
 
+typedef struct {
+    const an_ctx *c;
+    const an_sent *s;
+    const double *hrow;
+    double *js;
+} pairs_job;
+
+/* The pairs (a, b > a) of head a, summed over the query rows in order. */
+static void pairs_task(void *ctx, int a, int tid) {
+    const pairs_job *j = ctx;
+    const an_sent *s = j->s;
+    const int T = s->T, LH = j->c->LH;
+    const size_t TT = (size_t)T * T;
+    size_t p0 = (size_t)a * (size_t)(2 * LH - a - 1) / 2; /* pairs (a', b) with a' < a come first */
+    for (int i = 0; i < T; i++) {
+        if (s->kind[i] == HK_PAD) continue;
+        const float *x = s->attn + (size_t)a * TT + (size_t)i * T;
+        for (int b = a + 1; b < LH; b++) {
+            const float *y = s->attn + (size_t)b * TT + (size_t)i * T;
+            double hm = an_jsd_mix_entropy(x, y, T);
+            double d = hm - 0.5 * (j->hrow[(size_t)a * T + i] + j->hrow[(size_t)b * T + i]);
+            j->js[1 + p0 + (size_t)(b - a - 1)] += d < 0.0 ? 0.0 : d;
+        }
+    }
+}
+
 /* Query rows and the head-pair Jensen-Shannon divergence summed over query rows (Clark
  * et al. 2019 sec. 6) into js (1 + npairs), zeroed by the caller. Each row's own
  * entropy once (double, as hd_jsd), then per pair only the entropy of the mixture, in
- * float with a vectorised log2 (an_jsd_mix_entropy); heads a run in parallel, each
- * pair's sum in row order. */
+ * float with a vectorised log2 (an_jsd_mix_entropy); heads a run as tasks of the thread
+ * pool (c->threads), each pair's sum in row order. */
 static as_status rec_pairs(const an_ctx *c, const an_sent *s, double *js, as_error *err) {
     const int T = s->T, LH = c->LH;
     const size_t TT = (size_t)T * T;
@@ -220,20 +247,8 @@ static as_status rec_pairs(const an_ctx *c, const an_sent *s, double *js, as_err
             }
             hrow[(size_t)lh * T + i] = h;
         }
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (int a = 0; a < LH; a++) {
-        size_t p0 = (size_t)a * (size_t)(2 * LH - a - 1) / 2; /* pairs (a', b) with a' < a come first */
-        for (int i = 0; i < T; i++) {
-            if (s->kind[i] == HK_PAD) continue;
-            const float *x = s->attn + (size_t)a * TT + (size_t)i * T;
-            for (int b = a + 1; b < LH; b++) {
-                const float *y = s->attn + (size_t)b * TT + (size_t)i * T;
-                double hm = an_jsd_mix_entropy(x, y, T);
-                double d = hm - 0.5 * (hrow[(size_t)a * T + i] + hrow[(size_t)b * T + i]);
-                js[1 + p0 + (size_t)(b - a - 1)] += d < 0.0 ? 0.0 : d;
-            }
-        }
-    }
+    pairs_job j = {c, s, hrow, js};
+    as_parallel_for(LH, c->threads > 0 ? c->threads : as_n_cores(), pairs_task, &j);
     free(hrow);
     return AS_OK;
 }

@@ -72,6 +72,7 @@ typedef struct {
     int *pred;            /* (W) scratch */
     uint8_t *has_piece;   /* (W) scratch */
     int rank, size;       /* MPI rank and number of ranks; 0 and 1 without MPI */
+    int threads;          /* threads of the per-sentence scores (an_opts.threads; 0 = cores) */
     rec_buf rb;           /* the current sentence's record */
 } an_ctx;
 

@@ -1,7 +1,9 @@
 /* saliency.c — vanilla gradient, gradient x input and integrated gradients of a
  * classifier logit w.r.t. the word-embedding vectors (see saliency.h for the
  * formulas and the choices). Uses the training forward / backward (src/train) with
- * the word vectors passed in as train_batch.word_embeds and parameter gradients off.
+ * the word vectors passed in as train_batch.word_embeds and parameter gradients off,
+ * on a train_model that reads the loaded model's weights in place (no copy). One
+ * sentence runs as a split pass: every product, head and norm on all threads.
  */
 #include "analysis/saliency.h"
 
@@ -43,7 +45,8 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
         return as_err_set(err, AS_ERR_INPUT, "%s: the model has no sequence-classifier head to explain",
                           as_model_dir(m));
     train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.mlm = 0; /* not needed: skip copying its weights */
+    fo.mlm = 0;    /* not needed */
+    fo.borrow = 1; /* the embeddings and layer matrices are read in place */
     train_model *tm = NULL;
     as_status s = train_model_from_as(m, &fo, &tm, err);
     if (s) return s;
@@ -169,6 +172,7 @@ as_status sal_compute_tr(const train_model *tm, const as_encoding *enc, const sa
     float *w = NULL, *gsum = NULL;
     int32_t *rep = NULL;
     if ((s = train_acts_init(tm, chunk, T, 0, &a, err))) return s;
+    if (o->threads > 0) a->threads = o->threads;
     out->scores = as_calloc((size_t)T, sizeof(float));
     out->logits = as_calloc((size_t)C, sizeof(float));
     out->probs = as_calloc((size_t)C, sizeof(float));

@@ -23,8 +23,9 @@
  * (the tools' API); this header adds sal_compute_tr on a trainable model.
  *
  * Ownership: sal_result arrays are owned by the result (sal_result_free).
- * Each call copies the model's weights into a training arena (src/train); a
- * caller running many inputs on one model can keep a train_model and call
+ * Each call builds a train_model that reads the loaded model's embeddings and layer
+ * matrices in place (train_from_as_opts.borrow: only biases, norms and the classifier
+ * are copied); a caller running many inputs on one model can keep one and call
  * sal_compute_tr.
  */
 #ifndef AS_SALIENCY_H

@@ -7,7 +7,6 @@
 #include "attnscope/analysis.h"
 
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -91,10 +90,7 @@ int cmd_analyze(int argc, char **argv) {
         if (rank > 0) o.quiet = 1;
     }
 #endif
-    if (o.threads) {
-        omp_set_num_threads(o.threads);
-        openblas_set_num_threads(o.threads);
-    }
+    if (o.threads) openblas_set_num_threads(o.threads);
     o.progress = isatty(2) && !o.quiet;
     as_error err = {0};
     int rc = an_analyze(db, &o, &err);

@@ -1,8 +1,10 @@
 /* cmd_bench.c — `attnscope bench`: median wall time of one forward pass with full
- * capture on seeded random token ids, the achieved GFLOP/s, the sgemm peak measured
- * in the same run (on the model's largest linear shape) and peak RSS. Measures, never
- * asserts. */
+ * capture (or, with --saliency, of one gradient saliency: forward + backward to the
+ * word embeddings) on seeded random token ids, the achieved GFLOP/s, the sgemm peak
+ * measured in the same run (on the model's largest linear shape) and peak RSS.
+ * Measures, never asserts. */
 #include "cli.h"
+#include "attnscope/analysis.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -10,13 +12,15 @@
 
 static const char *BENCH_HELP =
     "usage: attnscope bench --model DIR --tokens N [--repeat R] [--threads N]\n"
-    "                       [--capture all|attn|none] [--precision f32|bf16]\n"
+    "                       [--capture all|attn|none] [--precision f32|bf16] [--saliency]\n"
     "\n"
     "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
     "with full capture (or --capture) and prints the median and minimum ms, the\n"
     "forward's GFLOP/s, the sgemm peak GFLOP/s measured in the same run on the model's\n"
     "feed-forward shape (N x D x F), their ratio, captured MB and peak RSS MB.\n"
-    "--precision bf16 multiplies in BF16 (see `attnscope run --help`).\n";
+    "--precision bf16 multiplies in BF16 (see `attnscope run --help`).\n"
+    "--saliency times sal_compute instead (gradient saliency of the predicted class: the\n"
+    "forward and the backward to the word embeddings; BERT-family classifiers).\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -48,12 +52,16 @@ static double sgemm_peak(int M, int N, int K, int R) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *capture = "all", *precision = "f32";
-    int T = 128, R = 5, threads = 0;
+    int T = 128, R = 5, threads = 0, saliency = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (cli_is_help(o)) {
             fputs(BENCH_HELP, stdout);
             return 0;
+        }
+        if (!strcmp(o, "--saliency")) {
+            saliency = 1;
+            continue;
         }
         if (!(v = cli_value(argc, argv, &i, "bench"))) return AS_ERR_INPUT;
         if (!strcmp(o, "--model")) dir = v;
@@ -108,17 +116,20 @@ int cmd_bench(int argc, char **argv) {
         goto cleanup;
     }
     as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = threads};
+    sal_opts so = {.method = SAL_GRAD, .target = -1, .threads = threads};
     size_t cap_bytes = 0;
     for (int r = -1; r < R; r++) {
         as_run *run = NULL;
+        sal_result sr = {0};
         double t0 = as_now();
-        if (as_forward(m, &enc, &spec, &run, &err)) {
+        if (saliency ? sal_compute(m, &enc, &so, &sr, &err) : as_forward(m, &enc, &spec, &run, &err)) {
             rc = cli_fail(&err);
             goto cleanup;
         }
         double dt = (as_now() - t0) * 1e3;
-        cap_bytes = run->bytes;
+        cap_bytes = run ? run->bytes : 0;
         as_run_free(run);
+        sal_result_free(&sr);
         if (r >= 0) ms[r] = dt;
     }
     qsort(ms, (size_t)R, sizeof *ms, cmp_double);
@@ -128,14 +139,19 @@ int cmd_bench(int argc, char **argv) {
     double Qw = (double)c->n_head * c->d_head, Kw = (double)c->n_kv_head * c->d_head;
     double flop = L * (2.0 * Tt * D * (2 * Qw + 2 * Kw) + 2.0 * Tt * D * F * (c->gated_mlp ? 3 : 2) +
                        2.0 * Tt * Tt * Qw * 2);
+    /* the saliency's backward to the inputs: the same products again and four attention ones */
+    if (saliency)
+        flop += L * (2.0 * Tt * D * (2 * Qw + 2 * Kw) + 2.0 * Tt * D * F * (c->gated_mlp ? 3 : 2) +
+                     2.0 * Tt * Tt * Qw * 4);
     double gflops = flop / (med * 1e-3) * 1e-9;
     /* the same thread count as the forward; OpenBLAS's own threads do the sgemm here */
     openblas_set_num_threads(threads ? threads : as_n_cores());
     double peak = sgemm_peak(T, c->d_ff, c->d_model, 5);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s\n", dir, T, threads ? threads : as_n_cores(), R,
-           as_precision_name(prec), prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "");
+    printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s%s\n", dir, T, threads ? threads : as_n_cores(),
+           R, as_precision_name(prec), prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "",
+           saliency ? "  saliency" : "");
     printf("median_ms %.2f  min_ms %.2f  gflop %.2f  gflops %.1f  sgemm_peak_gflops %.1f  "
            "efficiency %.0f%%  captured_mb %.1f  peak_rss_mb %.1f\n",
            med, ms[0], flop * 1e-9, gflops, peak, peak > 0 ? 100.0 * gflops / peak : 0.0,

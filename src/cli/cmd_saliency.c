@@ -9,7 +9,6 @@
 #include <cblas.h>
 #include <jansson.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 static const char *SAL_HELP =
@@ -196,17 +195,13 @@ int cmd_saliency(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0};
     sal_result r = {0};
-    if (a.threads) {
-        omp_set_num_threads(a.threads);
-        openblas_set_num_threads(a.threads);
-    }
     if (as_model_load(a.model, &m, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }
     if ((rc = cli_make_encoding("saliency", m, a.text, a.text_b, a.ids, a.type_ids, 0, 1, &enc)))
         goto cleanup;
-    sal_opts so = {.method = a.method, .steps = a.steps};
+    sal_opts so = {.method = a.method, .steps = a.steps, .threads = a.threads};
     if (parse_target(m, a.target, &so.target)) {
         rc = cli_usage_error("saliency", "bad --target '%s': expected a class index or label name", a.target);
         goto cleanup;

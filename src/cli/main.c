@@ -31,20 +31,7 @@ static void usage(FILE *f) {
             AS_VERSION);
 }
 
-/* The training and saliency code runs OpenMP loops between OpenBLAS calls. With
- * libgomp's default (active) wait policy its idle threads spin and take the cores
- * OpenBLAS's threads need — two threads then run slower than one (measured: 46% of
- * cycles spinning). libgomp reads OMP_WAIT_POLICY when it is loaded, before main,
- * so when the user has not chosen a policy we set PASSIVE and re-execute ourselves
- * once. The inference forward does not use OpenMP (core/pool.c). */
-static void ensure_passive_openmp(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-    execv("/proc/self/exe", argv); /* returns only on failure: carry on as we are */
-}
-
 int main(int argc, char **argv) {
-    ensure_passive_openmp(argv);
     if (argc < 2) {
         usage(stderr);
         return AS_ERR_INPUT;

@@ -8,6 +8,7 @@
  * What it does not: other optimizers, gradient accumulation, mixed precision.
  */
 #include "train/trainer.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,10 +43,19 @@ float trainop_adamw_lr(const trainop_adamw *o, int64_t step) {
     return f > 0 ? (float)(o->lr * f) : 0.0f;
 }
 
-/* The parameter arena is cut into ADAM_CHUNKS fixed chunks, run on OpenMP threads;
- * the squared gradient norm sums each chunk in double, then the chunks in order, so
- * the result does not depend on the thread count. */
+/* The parameter arena is cut into ADAM_CHUNKS fixed chunks, run on the thread pool
+ * (train_threads()); the squared gradient norm sums each chunk in double, then the
+ * chunks in order, so the result does not depend on the thread count. */
 #define ADAM_CHUNKS 256
+
+typedef struct {
+    trainop_adamw *o;
+    train_model *m;
+    size_t chunk;
+    double *part;
+    const size_t *off;
+    float gscale, lr, b1, b2, step_size, rbc2;
+} adam_job;
 
 /* One AdamW update of n elements (Algorithm 2 with torch's bias correction). */
 static void adamw_span(float *restrict p, const float *restrict g, float *restrict mm, float *restrict vv, size_t n,
@@ -58,19 +68,39 @@ static void adamw_span(float *restrict p, const float *restrict g, float *restri
     }
 }
 
-float trainop_adamw_step(trainop_adamw *o, train_model *m) {
-    ASSERT(m->grads_mem && o->n == m->n_params);
-    size_t n = o->n, chunk = (n + ADAM_CHUNKS - 1) / ADAM_CHUNKS;
-    const float *gm = m->grads_mem;
-    double part[ADAM_CHUNKS];
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int k = 0; k < ADAM_CHUNKS; k++) {
-        size_t i0 = (size_t)k * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
-        double s = 0.0;
+/* chunk k's squared gradient norm */
+static void norm_task(void *ctx, int k, int tid) {
+    const adam_job *j = ctx;
+    size_t n = j->o->n, i0 = (size_t)k * j->chunk, i1 = i0 + j->chunk < n ? i0 + j->chunk : n;
+    const float *gm = j->m->grads_mem;
+    double s = 0.0;
 #pragma omp simd reduction(+ : s)
-        for (size_t i = i0; i < i1; i++) s += (double)gm[i] * gm[i];
-        part[k] = s;
+    for (size_t i = i0; i < i1; i++) s += (double)gm[i] * gm[i];
+    j->part[k] = s;
+}
+
+/* chunk c's update, tensor by tensor (weight decay per tensor) */
+static void adam_task(void *ctx, int c, int tid) {
+    const adam_job *j = ctx;
+    trainop_adamw *o = j->o;
+    train_model *m = j->m;
+    size_t n = o->n, i0 = (size_t)c * j->chunk, i1 = i0 + j->chunk < n ? i0 + j->chunk : n;
+    for (int k = 0; k < TRAIN_N_TENSORS; k++) {
+        size_t s0 = j->off[k] > i0 ? j->off[k] : i0, s1 = j->off[k + 1] < i1 ? j->off[k + 1] : i1;
+        if (s0 >= s1) continue;
+        float decay = decayed[k] ? 1.0f - j->lr * o->wd : 1.0f;
+        adamw_span(m->params_mem + s0, m->grads_mem + s0, o->m + s0, o->v + s0, s1 - s0, j->gscale, j->b1, j->b2,
+                   decay, j->step_size, j->rbc2, o->eps);
     }
+}
+
+float trainop_adamw_step(trainop_adamw *o, train_model *m) {
+    ASSERT(m->grads_mem && !m->borrowed && o->n == m->n_params);
+    size_t n = o->n, chunk = (n + ADAM_CHUNKS - 1) / ADAM_CHUNKS;
+    double part[ADAM_CHUNKS];
+    adam_job j = {o, m, chunk, part, NULL, 0, 0, 0, 0, 0, 0};
+    int nt = train_threads();
+    as_parallel_for(ADAM_CHUNKS, nt, norm_task, &j);
     double ss = 0.0;
     for (int k = 0; k < ADAM_CHUNKS; k++) ss += part[k];
     float norm = (float)sqrt(ss);
@@ -84,16 +114,13 @@ float trainop_adamw_step(trainop_adamw *o, train_model *m) {
     off[0] = 0;
     for (int k = 0; k < TRAIN_N_TENSORS; k++) off[k + 1] = off[k] + m->sizes[k];
     ASSERT(off[TRAIN_N_TENSORS] == n);
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int c = 0; c < ADAM_CHUNKS; c++) {
-        size_t i0 = (size_t)c * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
-        for (int k = 0; k < TRAIN_N_TENSORS; k++) {
-            size_t s0 = off[k] > i0 ? off[k] : i0, s1 = off[k + 1] < i1 ? off[k + 1] : i1;
-            if (s0 >= s1) continue;
-            float decay = decayed[k] ? 1.0f - lr * o->wd : 1.0f;
-            adamw_span(m->params_mem + s0, m->grads_mem + s0, o->m + s0, o->v + s0, s1 - s0, gscale, b1, b2, decay,
-                       step_size, rbc2, o->eps);
-        }
-    }
+    j.off = off;
+    j.gscale = gscale;
+    j.lr = lr;
+    j.b1 = b1;
+    j.b2 = b2;
+    j.step_size = step_size;
+    j.rbc2 = rbc2;
+    as_parallel_for(ADAM_CHUNKS, nt, adam_task, &j);
     return norm;
 }

@@ -11,7 +11,6 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -34,12 +33,6 @@ void pretrain_opts_default(pretrain_opts *o) {
     o->clip = 1.0f;
     o->seed = 1234;
     o->dtype = DTYPE_F16;
-}
-
-void train_set_threads(int threads) {
-    if (threads <= 0) threads = as_n_cores();
-    openblas_set_num_threads(threads);
-    omp_set_num_threads(threads);
 }
 
 /* Fraction of the MLM rows whose argmax is the target. */

@@ -10,8 +10,9 @@
  * dense) with mean cross-entropy, and the masked-LM head (dense -> act -> LayerNorm
  * -> decoder tied to the word embeddings + bias) with mean cross-entropy over the
  * positions whose label is not -100; the backward pass of all of it; building the
- * arena from a loaded as_model (weights copied) or from a seeded random initialiser,
- * and writing it back out as a Hugging Face folder that as_model_load reads.
+ * arena from a loaded as_model (weights copied, or the large matrices borrowed in place
+ * for a model that is only run: saliency) or from a seeded random initialiser, and
+ * writing it back out as a Hugging Face folder that as_model_load reads.
  * What it does not: GPT-2 / pre-LN layers, ELECTRA (embedding width != D), untied
  * MLM decoders, the optimizer, data loading, or checkpoint scheduling (callers).
  *
@@ -90,13 +91,27 @@ typedef struct {
 
 #define TRAIN_N_TENSORS 26
 
+/* The weight matrices of one layer, as the passes read them: views into params_mem
+ * (q, k, v are row blocks of qkv_w), or into a loaded model's tensors when borrowed. */
+typedef struct {
+    const float *q, *k, *v; /* (D, D) each, [out, in] as nn.Linear */
+    const float *o;         /* (D, D) */
+    const float *f1;        /* (F, D) */
+    const float *f2;        /* (D, F) */
+} train_layer_w;
+
 typedef struct {
     train_config cfg;
-    train_params params;       /* views into params_mem */
+    train_params params;       /* views into params_mem; for a borrowed model wte, wpe and wtt
+                                  point into the as_model (read-only) and qkv_w, o_w, f1_w,
+                                  f2_w are NULL (the layer matrices are in lw only) */
     train_params grads;        /* views into grads_mem; all NULL when built without gradients */
-    float *params_mem;      /* (n_params) owned */
+    train_layer_w *lw;         /* (L) owned array of views: what train_forward / train_backward read */
+    int borrowed;              /* 1: built with train_from_as_opts.borrow: valid while the as_model
+                                  lives; no gradients, no optimizer, not savable */
+    float *params_mem;      /* (n_params) owned; borrowed: only the tensors not borrowed */
     float *grads_mem;       /* (n_params) owned, or NULL */
-    size_t n_params;
+    size_t n_params;           /* parameters of the model (borrowed ones included) */
     size_t sizes[TRAIN_N_TENSORS]; /* element count of each tensor in arena order (0 = absent) */
     char **labels;          /* (C) id2label names, owned; NULL = none */
 } train_model;
@@ -138,12 +153,18 @@ typedef struct {
                         model has C classes, else add a freshly initialised C-class head */
     int mlm;         /* -1 keep; 0 drop; 1 keep or add a freshly initialised MLM head */
     uint64_t seed;   /* for freshly initialised heads */
+    int borrow;      /* 1: read the embeddings and the layer matrices in place from the
+                        as_model (no copy; the model must outlive the train_model); the
+                        biases, norms and heads are copied into a small arena. Requires
+                        with_grads = 0 */
 } train_from_as_opts;
-#define TRAIN_FROM_AS_DEFAULTS {0, -1, -1, 1234}
+#define TRAIN_FROM_AS_DEFAULTS {0, -1, -1, 1234, 0}
 
 /* Copies a loaded model's weights into a new arena (any stored dtype; the as_model
- * keeps its own). The MLM decoder must be tied to (equal to) the word embeddings.
- * Errors: AS_ERR_INPUT for GPT-2, ELECTRA with a projection, an untied decoder. */
+ * keeps its own), or with o->borrow views its large tensors in place. The MLM decoder
+ * must be tied to (equal to) the word embeddings.
+ * Errors: AS_ERR_INPUT for GPT-2, ELECTRA with a projection, an untied decoder, borrow
+ * with gradients. */
 as_status train_model_from_as(const as_model *m, const train_from_as_opts *o, train_model **out,
                            as_error *err);
 void train_model_free(train_model *m);
@@ -157,6 +178,8 @@ void train_zero_grad(train_model *m);
  * for L <= AS_MAX_LAYERS. */
 #define TRAIN_MAX_NAMED (16 * AS_MAX_LAYERS + 32)
 int train_model_named(const train_model *m, int which, train_named *out, int cap);
+/* The layer matrices of views built from params (owned models: lw[l] into qkv_w, ...). */
+void train_model_bind_layers(train_model *m);
 
 /* Writes DIR/config.json and DIR/model.safetensors (F32 or F16; tied decoder
  * omitted, as Hugging Face does) so that as_model_load(DIR) reads the same model.
@@ -186,9 +209,12 @@ typedef struct {
  * train_backward has run (masks are recomputed from (seed, site, index), not stored). */
 typedef struct {
     int B, T, M_max;           /* capacity */
-    int nthr;                  /* attention scratch slots */
+    int nthr;                  /* per-thread scratch slots (the cores, at most TRAIN_MAX_THREADS) */
+    int threads;               /* threads of a pass (train_set_threads's count at init; the
+                                  caller may change it; no result depends on it) */
     int nblk;                  /* blocks of sequences (train_forward.c) at capacity */
-    int direct;                /* this pass multiplies the unpacked weights (few rows, train_forward.c) */
+    int split;                 /* this pass is one block: each step is split over the threads
+                                  (columns of the products, heads), weights read unpacked */
     size_t n_floats;           /* size of the arena */
     float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
     float p_attn;              /* dropout on attention probabilities */
@@ -240,7 +266,8 @@ typedef struct {
     float *wpack;              /* the weights of the current pass, packed for trainop_gemm (train_forward.c) */
     float *part;               /* per-block partial sums of bias and LayerNorm gradients (train_forward.c) */
     double *row_loss;          /* (max(M_max, B)) cross-entropy of each row, summed in row order */
-    float *block;              /* the arena */
+    float *block;              /* the arena (core.h as_large_get: reused, not zeroed) */
+    size_t block_cap;          /* its capacity in bytes */
     int32_t *iblock;
 } train_acts;
 
@@ -262,6 +289,11 @@ as_status train_forward(const train_model *m, train_acts *a, const train_batch *
  * m->grads (call train_zero_grad first; requires grads_mem); 0: computes only the
  * gradients w.r.t. activations (a->d_emb_out, a->d_emb_sum), about twice as fast. */
 void train_backward(train_model *m, train_acts *a, const train_batch *b, int param_grads);
+
+/* Threads of the training passes and the optimizer (train_set_threads; default: the
+ * cores). Work runs on the one thread pool of core/pool.h. */
+#define TRAIN_MAX_THREADS 256
+int train_threads(void);
 
 /* The dropout keep decision used for site/index: 1 with probability 1 - p. */
 int train_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p);

@@ -15,31 +15,34 @@
  * Dropout sites follow BertModel; RoBERTa's extra dropout before classifier.dense and
  * DistilBERT's missing dropout after out_lin are not modelled (equal at p = 0).
  *
- * Threads. The batch is cut into blocks of whole sequences (about BLOCK_ROWS rows;
- * sequences never interact), and each pass is a few OpenMP regions of tasks handed
- * out dynamically (a busy machine does not stall a static half):
- *   forward: pack the weights; then one task per block runs the embeddings, every
- *     layer and the MLM head (and its cross-entropy) on the block's rows;
- *   backward: pack the weights; then per layer l, from the top, one region with a
- *     task per block (the layer's input gradients, the MLM head's before the top
- *     layer, the embeddings' after layer 0) and the weight gradients of layer l + 1
- *     (one sgemm task per weight, summed over all rows; the decoder's with the top
- *     layer), which read the per-row gradients of layer l + 1 from the other of two
- *     scratch sets; last, layer 0's weight gradients and the embeddings'.
- * Bias and LayerNorm gradients are summed per block while its rows are in cache,
- * then over the blocks in block order. OpenBLAS runs single-threaded inside a pass,
- * so one pool of threads works and sleeps when idle. No result depends on the
- * thread count: blocks are fixed by the shapes and every sum has a fixed order.
- * Products: with the layer weights, the decoder and inside attention, trainop_gemm on
- * right-hand sides packed once per pass (per sequence in attention); the weight
- * gradients (long sums over rows) and the small heads, OpenBLAS sgemm.
+ * Threads: the one pool of core/pool.h (passive waiting), OpenBLAS single-threaded
+ * inside a pass. The batch is cut into blocks of whole sequences (about BLOCK_ROWS
+ * rows; sequences never interact). Two ways to run a pass, chosen by the shapes only:
+ *   - several blocks ("block pass", training batches): the weights are packed once
+ *     (pack tasks), then one task per block runs the embeddings, every layer and the
+ *     MLM head (and its cross-entropy) on the block's rows, products on trainop_gemm.
+ *     Backward: per layer l, from the top, one job with a task per block (the layer's
+ *     input gradients, the MLM head's before the top layer, the embeddings' after
+ *     layer 0) and the weight gradients of layer l + 1 (sgemm tasks summed over all
+ *     rows; the decoder's with the top layer), which read the per-row gradients of
+ *     layer l + 1 from the other of two scratch sets; last, layer 0's weight gradients
+ *     and the embeddings'.
+ *   - one block ("split pass": one sentence for saliency, short batches): every step
+ *     runs on all threads: the products' output columns cut into fixed blocks, each an
+ *     sgemm (gemm_small for few rows) reading the weights in place, unpacked (they may
+ *     be the mmap'd checkpoint: train_from_as_opts.borrow); attention one task per
+ *     (sequence, head); norms and dropout by fixed blocks of rows.
+ * Tasks are handed out dynamically (a busy machine does not stall a static half). Bias
+ * and LayerNorm gradients are summed per block while its rows are in cache, then over
+ * the blocks in block order. No result depends on the thread count: blocks of rows and
+ * columns are fixed by the shapes and every sum has a fixed order.
  */
 #include "train/train_ops.h"
 #include "core/gemm_small.h"
+#include "core/pool.h"
 
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 /* dropout site ids: embeddings / pooler, then 3 per layer */
@@ -52,38 +55,64 @@ enum { K_ATT = 0, K_ATTOUT = 1, K_FFOUT = 2 };
  * model is one task). */
 #define BLOCK_ROWS 256
 #define GRAD_TASK_MACS ((size_t)1 << 28)
+/* Split passes: rows per task of the row-wise steps; products on at most this many
+ * rows multiply the unpacked [out, in] weights with core/gemm_small.c (sgemm's packing
+ * costs more than the product on a short sentence). */
+#define SPLIT_ROWS 16
+#define SPLIT_SMALL_ROWS 32
+
+/* ---- threads ---- */
+
+static int g_threads; /* 0 = the cores */
+
+void train_set_threads(int threads) {
+    g_threads = threads > 0 ? (threads < TRAIN_MAX_THREADS ? threads : TRAIN_MAX_THREADS) : 0;
+    openblas_set_num_threads(threads > 0 ? threads : as_n_cores());
+}
+
+int train_threads(void) {
+    int n = g_threads > 0 ? g_threads : as_n_cores();
+    return n < 1 ? 1 : n < TRAIN_MAX_THREADS ? n : TRAIN_MAX_THREADS;
+}
 
 /* ---- activations ---- */
 
-/* floats of attention scratch per thread: P after dropout, dP (T, T), and four sets
- * of the H heads' packed right-hand sides, each (T, Dh) or (Dh, T) */
-static size_t scr_floats(int T, int D, int H) {
-    int Dh = D / H;
+/* Packed right-hand sides of one head (trainop_pack_heads), (T, Dh) or (Dh, T). */
+static size_t head_pack_size(int T, int Dh) {
     size_t a = trainop_packed_size(T, Dh), b = trainop_packed_size(Dh, T);
-    return 2 * (size_t)T * T + 4 * (size_t)H * (a > b ? a : b);
+    return a > b ? a : b;
 }
 
-/* The packed weights of a pass (trainop_pack_b layout), in arena order. Forward (fwd 1):
- * the right-hand sides W^T (Ni, No) of y = x W^T of each layer, then wte^T (D, V);
- * backward: those of dx = dy W, W (No, Ni), then wte (V, D). Packed copies keep the
- * rows of a panel contiguous: read in place, rows of W 512 B to 2 KiB apart would
- * fall into a few L1 sets. */
+/* floats of attention scratch per thread: P after dropout, dP (T, T), and four packed
+ * right-hand sides of one head */
+static size_t scr_floats(int T, int D, int H) {
+    return 2 * (size_t)T * T + 4 * head_pack_size(T, D / H);
+}
+
+/* The packed weights of a block pass (trainop_pack_b layout), in arena order. Forward
+ * (fwd 1): the right-hand sides W^T (Ni, No) of y = x W^T of each layer (query, key and
+ * value separately), then wte^T (D, V); backward: those of dx = dy W, W (No, Ni), then
+ * wte (V, D). Packed copies keep the rows of a panel contiguous: read in place, rows of
+ * W 512 B to 2 KiB apart would fall into a few L1 sets. */
 typedef struct {
-    float *qkv, *o, *f1, *f2;
+    float *q, *k, *v, *o, *f1, *f2;
 } layer_pk;
 
 static size_t layer_pk_size(const train_config *c, int fwd) {
     int D = c->d_model, F = c->d_ff;
-    return fwd ? trainop_packed_size(D, 3 * D) + trainop_packed_size(D, D) + trainop_packed_size(D, F) + trainop_packed_size(F, D)
-               : trainop_packed_size(3 * D, D) + trainop_packed_size(D, D) + trainop_packed_size(F, D) + trainop_packed_size(D, F);
+    return 4 * trainop_packed_size(D, D) + (fwd ? trainop_packed_size(D, F) + trainop_packed_size(F, D)
+                                                : trainop_packed_size(F, D) + trainop_packed_size(D, F));
 }
 
 static layer_pk layer_pack_of(const train_acts *a, const train_config *c, int l, int fwd) {
     int D = c->d_model, F = c->d_ff;
+    size_t dd = trainop_packed_size(D, D);
     layer_pk r;
-    r.qkv = a->wpack + (size_t)l * layer_pk_size(c, fwd);
-    r.o = r.qkv + (fwd ? trainop_packed_size(D, 3 * D) : trainop_packed_size(3 * D, D));
-    r.f1 = r.o + trainop_packed_size(D, D);
+    r.q = a->wpack + (size_t)l * layer_pk_size(c, fwd);
+    r.k = r.q + dd;
+    r.v = r.k + dd;
+    r.o = r.v + dd;
+    r.f1 = r.o + dd;
     r.f2 = r.f1 + (fwd ? trainop_packed_size(D, F) : trainop_packed_size(F, D));
     return r;
 }
@@ -139,7 +168,7 @@ as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train
     size_t BT = (size_t)B * (size_t)T, TT = (size_t)T * (size_t)T;
     size_t M = max_mlm > 0 ? (size_t)max_mlm : BT;
     if (!c->mlm) M = 0;
-    int nthr = omp_get_max_threads();
+    int nthr = as_n_cores() < TRAIN_MAX_THREADS ? as_n_cores() : TRAIN_MAX_THREADS;
     if (nthr < 1) nthr = 1;
     size_t MB = M > (size_t)B ? M : (size_t)B;
     int sb = block_seqs(T), nblk = (B + sb - 1) / sb;
@@ -154,7 +183,7 @@ as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train
         BT * D, BT * D, 2 * BT * D, 2 * BT * D, BT * D, BT * D, /* d_x d_y d_h d_t d_h1 d_ctx */
         2 * BT * D, 2 * BT * D,                             /* d_r1 d_ao */
         2 * BT * F, 2 * BT * 3 * D, MB * D, MB * D, MB * D, (size_t)nthr * scr_floats(T, c->d_model, c->n_head),
-        wpack_floats(c), (size_t)nblk * (2 * pl_size(c) + 5 * D)};
+        nblk > 1 ? wpack_floats(c) : 0, (size_t)nblk * (2 * pl_size(c) + 5 * D)};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         if (n[i] > ((size_t)1 << 40) || total + n[i] < total)
@@ -163,7 +192,9 @@ as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train
     }
     train_acts *a = as_calloc(1, sizeof *a);
     if (!a) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    a->block = as_calloc(total, sizeof(float));
+    /* a reused block (saliency and analysis allocate per sentence): no page faults, no
+       zeroing; nothing is read before the pass that writes it */
+    a->block = as_large_get(total * sizeof(float), &a->block_cap);
     a->iblock = as_malloc_array(BT + 2 * (M ? M : 1) + (size_t)nblk + 1, sizeof(int32_t));
     a->row_loss = as_calloc(MB, sizeof(double));
     if (!a->block || !a->iblock || !a->row_loss) {
@@ -175,6 +206,7 @@ as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train
     a->T = T;
     a->M_max = (int)M;
     a->nthr = nthr;
+    a->threads = train_threads();
     a->nblk = nblk;
     a->n_floats = total;
     float **dst[] = {&a->emb_sum, &a->emb_mean, &a->emb_rstd, &a->resid, &a->qkv, &a->att, &a->ctx,
@@ -200,7 +232,7 @@ as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train
 
 void train_acts_free(train_acts *a) {
     if (!a) return;
-    free(a->block);
+    as_large_put(a->block, a->block_cap);
     free(a->iblock);
     free(a->row_loss);
     free(a);
@@ -269,17 +301,18 @@ static void positions(const train_config *c, const train_batch *b, int32_t *pos)
 
 /* ---- threads and blocks ---- */
 
-/* OpenMP threads for a pass: at most the scratch slots allocated */
+/* Threads of a pass: at most the scratch slots allocated */
 static int pass_threads(const train_acts *a) {
-    int n = omp_get_max_threads();
+    int n = a->threads;
     return n < 1 ? 1 : n < a->nthr ? n : a->nthr;
 }
 
-static float *thread_scr(const train_acts *a, const train_config *c) {
-    return a->scr + (size_t)omp_get_thread_num() * scr_floats(a->T, c->d_model, c->n_head);
+static float *thread_scr(const train_acts *a, const train_config *c, int tid) {
+    ASSERT(tid >= 0 && tid < a->nthr);
+    return a->scr + (size_t)tid * scr_floats(a->T, c->d_model, c->n_head);
 }
 
-/* OpenBLAS runs single-threaded inside a pass (the blocks are the parallelism). */
+/* OpenBLAS runs single-threaded inside a pass (the pool is the parallelism). */
 typedef struct {
     int blas_threads;
 } pass_state;
@@ -292,7 +325,188 @@ static pass_state pass_begin(void) {
 
 static void pass_end(pass_state s) { openblas_set_num_threads(s.blas_threads); }
 
-/* ---- attention of one sequence ---- */
+/* ---- products with the weights ---- */
+
+/* One product of a step: y (N, n) = res + b + sum over terms t < nt of x_t op(W_t), with
+ * op(W) = W^T for PR_XWT (W (n, K), [out, in] as nn.Linear) and W for PR_DYW (W (K, n));
+ * then, on the same columns, act_out = act(y) (act_out non-NULL) or y *= act'(act_in)
+ * (act_in non-NULL), both with row stride ldy. res may be y itself (accumulate).
+ * A split pass cuts the columns into fixed blocks run on the pool, each term an sgemm
+ * (gemm_small for at most SPLIT_SMALL_ROWS rows of PR_XWT) on the unpacked w; a block
+ * pass runs one trainop_gemm per term on the packed wp (trainop_pack_b of op(W)). */
+typedef enum { PR_XWT, PR_DYW } pr_kind;
+typedef struct {
+    pr_kind kind;
+    int N, n, K, nt;
+    float *y;
+    int ldy;
+    const float *x[3];
+    int ldx;
+    const float *w[3], *wp[3];
+    const float *b, *res;
+    int ldres;
+    as_act act;
+    float *act_out;
+    const float *act_in;
+} prod;
+
+/* Columns per task of a split product: 4 blocks (fewer for widths under 512),
+ * multiples of 16. Each sgemm packs its operand x again: with 12 blocks that copying
+ * cost 5% more CPU time than with 4 on BERT-base at 128 tokens; 4 tasks (12 for the
+ * query, key and value together) still keep 2 or 4 threads evenly busy. */
+static int col_block(int n) {
+    int w = ((n + 3) / 4 + 15) & ~15;
+    return w < 128 ? 128 : w;
+}
+
+/* Columns [j0, j1) of product p on the unpacked weights. */
+static void prod_cols(const prod *p, int j0, int j1) {
+    int nj = j1 - j0, N = p->N;
+    float *y = p->y + j0;
+    float beta = p->res == p->y ? 1.0f : 0.0f;
+    if (p->b || (p->res && p->res != p->y)) {
+        for (int r = 0; r < N; r++) {
+            float *yr = y + (size_t)r * p->ldy;
+            const float *rr = p->res && p->res != p->y ? p->res + (size_t)r * p->ldres + j0 : NULL;
+            if (p->res == p->y) {
+                for (int j = 0; j < nj; j++) yr[j] += p->b[j0 + j];
+            } else {
+                for (int j = 0; j < nj; j++) yr[j] = (p->b ? p->b[j0 + j] : 0.0f) + (rr ? rr[j] : 0.0f);
+            }
+        }
+        beta = 1.0f;
+    }
+    int small = p->kind == PR_XWT && N <= SPLIT_SMALL_ROWS && as_gemm_small_ok();
+    for (int t = 0; t < p->nt; t++) {
+        float bt = t ? 1.0f : beta;
+        if (small)
+            as_gemm_small_xwt(N, nj, p->K, p->x[t], (size_t)p->ldx, p->w[t] + (size_t)j0 * p->K, (size_t)p->K, y,
+                              (size_t)p->ldy, bt != 0.0f);
+        else if (p->kind == PR_XWT)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, nj, p->K, 1.0f, p->x[t], p->ldx,
+                        p->w[t] + (size_t)j0 * p->K, p->K, bt, y, p->ldy);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, nj, p->K, 1.0f, p->x[t], p->ldx, p->w[t] + j0,
+                        p->n, bt, y, p->ldy);
+    }
+    for (int r = 0; r < N && (p->act_out || p->act_in); r++) {
+        float *yr = y + (size_t)r * p->ldy;
+        if (p->act_out) op_act_fwd(p->act, p->act_out + (size_t)r * p->ldy + j0, yr, (size_t)nj);
+        else op_act_bwd(p->act, yr, p->act_in + (size_t)r * p->ldy + j0, (size_t)nj);
+    }
+}
+
+/* Product p whole, on the packed weights (a block pass). */
+static void prod_packed(const prod *p) {
+    for (int t = 0; t < p->nt; t++)
+        trainop_gemm(p->y, p->ldy, p->x[t], p->ldx, 1, p->wp[t], p->N, p->n, p->K, 1.0f, t ? p->y : p->res,
+                     t ? p->ldy : p->ldres, t ? NULL : p->b);
+    for (int r = 0; r < p->N && (p->act_out || p->act_in); r++) {
+        float *yr = p->y + (size_t)r * p->ldy;
+        if (p->act_out) op_act_fwd(p->act, p->act_out + (size_t)r * p->ldy, yr, (size_t)p->n);
+        else op_act_bwd(p->act, yr, p->act_in + (size_t)r * p->ldy, (size_t)p->n);
+    }
+}
+
+#define MAX_PRODS 3
+typedef struct {
+    const prod *p;
+    int np, w[MAX_PRODS], first[MAX_PRODS + 1];
+} prod_job;
+
+static void prod_task(void *ctx, int i, int tid) {
+    const prod_job *j = ctx;
+    int k = 0;
+    while (i >= j->first[k + 1]) k++;
+    int j0 = (i - j->first[k]) * j->w[k], n = j->p[k].n;
+    prod_cols(&j->p[k], j0, j0 + j->w[k] < n ? j0 + j->w[k] : n);
+}
+
+/* Runs the products p[0, np) (independent of each other): in a split pass as one job
+ * of column blocks, in a block pass one after the other on this thread. */
+static void run_prods(const train_acts *a, const prod *p, int np) {
+    ASSERT(np <= MAX_PRODS);
+    if (!a->split) {
+        for (int k = 0; k < np; k++) prod_packed(&p[k]);
+        return;
+    }
+    prod_job j = {p, np, {0}, {0}};
+    for (int k = 0; k < np; k++) {
+        j.w[k] = col_block(p[k].n);
+        j.first[k + 1] = j.first[k] + (p[k].n + j.w[k] - 1) / j.w[k];
+    }
+    as_parallel_for(j.first[np], pass_threads(a), prod_task, &j);
+}
+
+/* ---- row-wise steps ---- */
+
+/* What a row-wise step reads and writes; each step function uses some of the fields. */
+typedef struct {
+    const train_model *m;
+    train_acts *a;
+    const train_batch *b;
+    float *y;
+    const float *x, *res, *g, *bb, *mean_in, *rstd_in;
+    float *mean, *rstd;
+    int C;
+    uint32_t site;
+    void (*fn)(void *ctx, int r0, int r1);
+} row_job;
+
+typedef struct {
+    row_job *j;
+    int r0, r1;
+} rows_span;
+
+static void rows_span_task(void *ctx, int i, int tid) {
+    const rows_span *s = ctx;
+    int r0 = s->r0 + i * SPLIT_ROWS, r1 = r0 + SPLIT_ROWS < s->r1 ? r0 + SPLIT_ROWS : s->r1;
+    (void)tid;
+    s->j->fn(s->j, r0, r1);
+}
+
+/* Runs j->fn(j, r0, r1) over rows [r0, r0 + nr): a split pass in fixed blocks of
+ * SPLIT_ROWS on the pool, a block pass at once on this thread. */
+static void run_rows(const train_acts *a, row_job *j, int r0, int nr) {
+    if (!a->split || nr <= SPLIT_ROWS) {
+        j->fn(j, r0, r0 + nr);
+        return;
+    }
+    rows_span s = {j, r0, r0 + nr};
+    as_parallel_for((nr + SPLIT_ROWS - 1) / SPLIT_ROWS, pass_threads(a), rows_span_task, &s);
+}
+
+/* y = LN(x) with saved mean, rstd */
+static void rows_ln_fwd(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    size_t o = (size_t)r0 * j->C;
+    op_layernorm_fwd(j->y + o, j->mean + r0, j->rstd + r0, j->x + o, j->g, j->bb, r1 - r0, j->C, j->m->cfg.ln_eps);
+}
+
+/* y = dLoss/d LN input from x = dLoss/d LN output; res: the saved LN input */
+static void rows_ln_dx(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    size_t o = (size_t)r0 * j->C;
+    op_layernorm_dx(j->y + o, j->x + o, j->res + o, j->mean_in + r0, j->rstd_in + r0, j->g, r1 - r0, j->C);
+}
+
+/* y = dropout(y) + res (elements r * C of the site) */
+static void rows_drop_res(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    size_t o = (size_t)r0 * j->C, n = (size_t)(r1 - r0) * j->C;
+    trainop_dropout(j->y + o, o, n, j->a->p_hidden, j->a->seed, j->site);
+    for (size_t i = 0; i < n; i++) j->y[o + i] += j->res[o + i];
+}
+
+/* y = dropout(x) */
+static void rows_drop_copy(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    size_t o = (size_t)r0 * j->C, n = (size_t)(r1 - r0) * j->C;
+    memcpy(j->y + o, j->x + o, n * sizeof(float));
+    trainop_dropout(j->y + o, o, n, j->a->p_hidden, j->a->seed, j->site);
+}
+
+/* ---- attention of one head ---- */
 
 typedef struct {
     int T, D, Dh, H;
@@ -301,90 +515,129 @@ typedef struct {
     uint32_t site;
 } att_dims;
 
-/* Packed right-hand sides of every head of a sequence: hp(s, h) is head h of one
- * packed (T, Dh) slice set (or (Dh, T) transposed), in the scratch after P and dP. */
-static size_t head_pack_size(const att_dims *d) {
-    size_t a = trainop_packed_size(d->T, d->Dh), b = trainop_packed_size(d->Dh, d->T);
-    return a > b ? a : b;
-}
-static float *hp(const att_dims *d, float *scr, int set, int h) {
-    return scr + 2 * (size_t)d->T * d->T + ((size_t)set * d->H + h) * head_pack_size(d);
+static float *hp(const att_dims *d, float *scr, int slot) {
+    return scr + 2 * (size_t)d->T * d->T + (size_t)slot * head_pack_size(d->T, d->Dh);
 }
 
-/* For every head h of sequence bb: P_h (T, T) = softmax_rows(scale * Q_h K_h^T + mask)
- * saved; ctx_h (T, Dh) = dropout(P_h) V_h. qkv: the sequence's (T, 3D) block; att:
- * its (H, T, T) probabilities; ctx: its (T, D) block; scr: scr_floats. */
-static void att_fwd(const att_dims *d, const train_batch *b, int bb, const float *qkv, float *att, float *ctx,
-                    float *scr) {
+/* Head h of sequence bb: P_h (T, T) = softmax_rows(scale * Q_h K_h^T + mask) saved;
+ * ctx_h (T, Dh) = dropout(P_h) V_h. qkv: the sequence's (T, 3D) block; att: its
+ * (H, T, T) probabilities; ctx: its (T, D) block; scr: scr_floats. */
+static void att_fwd_head(const att_dims *d, const train_batch *b, int bb, int h, const float *qkv, float *att,
+                         float *ctx, float *scr) {
     int T = d->T, D3 = 3 * d->D, Dh = d->Dh;
     size_t TT = (size_t)T * T;
-    trainop_pack_heads(hp(d, scr, 0, 0), qkv + d->D, D3, T, d->H, Dh, 1); /* K_h^T */
-    trainop_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 0); /* V_h */
-    for (int h = 0; h < d->H; h++) {
-        float *P = att + (size_t)h * TT;
-        trainop_gemm(P, T, qkv + (size_t)h * Dh, D3, 1, hp(d, scr, 0, h), T, T, Dh, d->scale, NULL, 0, NULL);
-        op_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
-        const float *Pd = P;
-        if (d->p > 0.0f) {
-            size_t base = ((size_t)bb * d->H + h) * TT;
-            float s = 1.0f / (1.0f - d->p);
-            uint64_t key = trainop_drop_key(d->seed, d->site);
-            for (size_t i = 0; i < TT; i++) scr[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
-            Pd = scr;
-        }
-        trainop_gemm(ctx + (size_t)h * Dh, d->D, Pd, T, 1, hp(d, scr, 1, h), T, Dh, T, 1.0f, NULL, 0, NULL);
+    trainop_pack_heads(hp(d, scr, 0), qkv + d->D + (size_t)h * Dh, D3, T, 1, Dh, 1);     /* K_h^T */
+    trainop_pack_heads(hp(d, scr, 1), qkv + 2 * d->D + (size_t)h * Dh, D3, T, 1, Dh, 0); /* V_h */
+    float *P = att + (size_t)h * TT;
+    trainop_gemm(P, T, qkv + (size_t)h * Dh, D3, 1, hp(d, scr, 0), T, T, Dh, d->scale, NULL, 0, NULL);
+    op_softmax_rows(P, b->mask ? b->mask + (size_t)bb * b->T : NULL, T, T);
+    const float *Pd = P;
+    if (d->p > 0.0f) {
+        size_t base = ((size_t)bb * d->H + h) * TT;
+        float s = 1.0f / (1.0f - d->p);
+        uint64_t key = trainop_drop_key(d->seed, d->site);
+        for (size_t i = 0; i < TT; i++) scr[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+        Pd = scr;
     }
+    trainop_gemm(ctx + (size_t)h * Dh, d->D, Pd, T, 1, hp(d, scr, 1), T, Dh, T, 1.0f, NULL, 0, NULL);
 }
 
-/* Backward of att_fwd for sequence bb: dctx (T, D) block in; dqkv (T, 3D) block
- * overwritten. Per head: dV = dropout(P)^T dctx; dP = dropout'(dctx V^T); softmax
- * backward dS = P * (dP - rowsum(dP * P)); dQ = scale dS K, dK = scale dS^T Q. */
-static void att_bwd(const att_dims *d, int bb, const float *qkv, const float *att, const float *dctx, float *dqkv,
-                    float *scr) {
+/* Backward of att_fwd_head for head h of sequence bb: dctx (T, D) block in; the head's
+ * columns of dqkv (T, 3D) block overwritten. dV = dropout(P)^T dctx; dP =
+ * dropout'(dctx V^T); softmax backward dS = P * (dP - rowsum(dP * P)); dQ = scale dS K,
+ * dK = scale dS^T Q. */
+static void att_bwd_head(const att_dims *d, int bb, int h, const float *qkv, const float *att, const float *dctx,
+                         float *dqkv, float *scr) {
     int T = d->T, D3 = 3 * d->D, Dh = d->Dh;
-    size_t TT = (size_t)T * T;
+    size_t TT = (size_t)T * T, ho = (size_t)h * Dh;
     float *Pd = scr, *dP = scr + TT;
     int drop = d->p > 0.0f;
     float s = drop ? 1.0f / (1.0f - d->p) : 1.0f;
     uint64_t key = trainop_drop_key(d->seed, d->site);
-    trainop_pack_heads(hp(d, scr, 0, 0), dctx, d->D, T, d->H, Dh, 0);          /* dctx_h */
-    trainop_pack_heads(hp(d, scr, 1, 0), qkv + 2 * d->D, D3, T, d->H, Dh, 1);  /* V_h^T */
-    trainop_pack_heads(hp(d, scr, 2, 0), qkv + d->D, D3, T, d->H, Dh, 0);      /* K_h */
-    trainop_pack_heads(hp(d, scr, 3, 0), qkv, D3, T, d->H, Dh, 0);             /* Q_h */
-    for (int h = 0; h < d->H; h++) {
-        const float *P = att + (size_t)h * TT;
-        float *dq = dqkv + (size_t)h * Dh, *dk = dq + d->D, *dv = dq + 2 * d->D;
-        size_t base = ((size_t)bb * d->H + h) * TT;
-        if (drop)
-            for (size_t i = 0; i < TT; i++) Pd[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
-        trainop_gemm(dv, D3, drop ? Pd : P, 1, T, hp(d, scr, 0, h), T, Dh, T, 1.0f, NULL, 0, NULL);
-        trainop_gemm(dP, T, dctx + (size_t)h * Dh, d->D, 1, hp(d, scr, 1, h), T, T, Dh, 1.0f, NULL, 0, NULL);
-        if (drop)
-            for (size_t i = 0; i < TT; i++)
-                dP[i] = Pd[i] != 0.0f || trainop_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
-        for (int i = 0; i < T; i++) {
-            const float *pi = P + (size_t)i * T;
-            float *gi = dP + (size_t)i * T;
-            float dot = 0.0f;
+    trainop_pack_heads(hp(d, scr, 0), dctx + ho, d->D, T, 1, Dh, 0);          /* dctx_h */
+    trainop_pack_heads(hp(d, scr, 1), qkv + 2 * d->D + ho, D3, T, 1, Dh, 1);  /* V_h^T */
+    trainop_pack_heads(hp(d, scr, 2), qkv + d->D + ho, D3, T, 1, Dh, 0);      /* K_h */
+    trainop_pack_heads(hp(d, scr, 3), qkv + ho, D3, T, 1, Dh, 0);             /* Q_h */
+    const float *P = att + (size_t)h * TT;
+    float *dq = dqkv + ho, *dk = dq + d->D, *dv = dq + 2 * d->D;
+    size_t base = ((size_t)bb * d->H + h) * TT;
+    if (drop)
+        for (size_t i = 0; i < TT; i++) Pd[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+    trainop_gemm(dv, D3, drop ? Pd : P, 1, T, hp(d, scr, 0), T, Dh, T, 1.0f, NULL, 0, NULL);
+    trainop_gemm(dP, T, dctx + ho, d->D, 1, hp(d, scr, 1), T, T, Dh, 1.0f, NULL, 0, NULL);
+    if (drop)
+        for (size_t i = 0; i < TT; i++)
+            dP[i] = Pd[i] != 0.0f || trainop_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
+    for (int i = 0; i < T; i++) {
+        const float *pi = P + (size_t)i * T;
+        float *gi = dP + (size_t)i * T;
+        float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-            for (int j = 0; j < T; j++) dot += gi[j] * pi[j];
-            for (int j = 0; j < T; j++) gi[j] = pi[j] * (gi[j] - dot);
-        }
-        trainop_gemm(dq, D3, dP, T, 1, hp(d, scr, 2, h), T, Dh, T, d->scale, NULL, 0, NULL);
-        trainop_gemm(dk, D3, dP, 1, T, hp(d, scr, 3, h), T, Dh, T, d->scale, NULL, 0, NULL);
+        for (int j = 0; j < T; j++) dot += gi[j] * pi[j];
+        for (int j = 0; j < T; j++) gi[j] = pi[j] * (gi[j] - dot);
     }
+    trainop_gemm(dq, D3, dP, T, 1, hp(d, scr, 2), T, Dh, T, d->scale, NULL, 0, NULL);
+    trainop_gemm(dk, D3, dP, 1, T, hp(d, scr, 3), T, Dh, T, d->scale, NULL, 0, NULL);
+}
+
+/* Attention of sequences [b0, b0 + nb) of one layer, forward (dctx NULL: qkv, att -> ctx)
+ * or backward (qkv, att, dctx -> dqkv); whole-batch (BT-row) arrays. */
+typedef struct {
+    const train_acts *a;
+    const train_config *c;
+    const att_dims *d;
+    const train_batch *b;
+    const float *qkv, *dctx;
+    float *att, *ctx, *dqkv;
+    int b0;
+} att_job;
+
+static void att_one(const att_job *j, int bb, int h, float *scr) {
+    int T = j->d->T, D = j->d->D, H = j->d->H;
+    size_t r = (size_t)bb * T, HTT = (size_t)H * T * T;
+    if (!j->dctx) att_fwd_head(j->d, j->b, bb, h, j->qkv + r * 3 * D, j->att + bb * HTT, j->ctx + r * D, scr);
+    else att_bwd_head(j->d, bb, h, j->qkv + r * 3 * D, j->att + bb * HTT, j->dctx + r * D, j->dqkv + r * 3 * D, scr);
+}
+
+static void att_task(void *ctx, int i, int tid) {
+    const att_job *j = ctx;
+    att_one(j, j->b0 + i / j->d->H, i % j->d->H, thread_scr(j->a, j->c, tid));
+}
+
+/* A split pass: one task per (sequence, head) on the pool; a block pass: in order here. */
+static void run_att(const att_job *j, int nb, float *scr) {
+    if (j->a->split) {
+        as_parallel_for(nb * j->d->H, pass_threads(j->a), att_task, (void *)j);
+        return;
+    }
+    for (int bb = j->b0; bb < j->b0 + nb; bb++)
+        for (int h = 0; h < j->d->H; h++) att_one(j, bb, h, scr);
 }
 
 /* ---- layer slices ---- */
 
-/* One layer's parameters (or gradients) inside the arena. */
+/* One layer's parameters: the matrices from the views m->lw, the rest from the arena. */
 typedef struct {
-    float *qkv_w, *qkv_b, *o_w, *o_b, *ln1_g, *ln1_b, *f1_w, *f1_b, *f2_w, *f2_b, *ln2_g, *ln2_b;
+    train_layer_w w;
+    const float *qkv_b, *o_b, *ln1_g, *ln1_b, *f1_b, *f2_b, *ln2_g, *ln2_b;
 } layer_p;
 
-static layer_p layer_slice(const train_params *p, const train_config *c, int l) {
+static layer_p layer_params(const train_model *m, int l) {
+    const train_params *p = &m->params;
+    size_t D = (size_t)m->cfg.d_model, F = (size_t)m->cfg.d_ff, L = (size_t)l;
+    layer_p r = {m->lw[l],         p->qkv_b + L * 3 * D, p->o_b + L * D,  p->ln1_g + L * D, p->ln1_b + L * D,
+                 p->f1_b + L * F,  p->f2_b + L * D,      p->ln2_g + L * D, p->ln2_b + L * D};
+    return r;
+}
+
+/* One layer's gradients inside the gradient arena. */
+typedef struct {
+    float *qkv_w, *qkv_b, *o_w, *o_b, *ln1_g, *ln1_b, *f1_w, *f1_b, *f2_w, *f2_b, *ln2_g, *ln2_b;
+} layer_g;
+
+static layer_g layer_grads(const train_params *p, const train_config *c, int l) {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, L = (size_t)l;
-    layer_p r = {p->qkv_w + L * 3 * D * D, p->qkv_b + L * 3 * D, p->o_w + L * D * D, p->o_b + L * D,
+    layer_g r = {p->qkv_w + L * 3 * D * D, p->qkv_b + L * 3 * D, p->o_w + L * D * D, p->o_b + L * D,
                  p->ln1_g + L * D,         p->ln1_b + L * D,     p->f1_w + L * F * D, p->f1_b + L * F,
                  p->f2_w + L * D * F,      p->f2_b + L * D,      p->ln2_g + L * D,    p->ln2_b + L * D};
     return r;
@@ -411,7 +664,7 @@ static att_dims att_dims_of(const train_config *c, const train_acts *a, int T, i
     return d;
 }
 
-/* ---- packing the weights of a pass ---- */
+/* ---- packing the weights of a block pass ---- */
 
 typedef struct {
     float *dst;
@@ -438,101 +691,61 @@ static void pj_add(pack_jobs *q, float *dst, const float *src, ptrdiff_t sk, ptr
     }
 }
 
+static void pack_task(void *ctx, int i, int tid) {
+    const pack_job *j = &((const pack_jobs *)ctx)->j[i];
+    (void)tid;
+    trainop_pack_b(j->dst, j->src, j->sk, j->sn, j->K, j->N, j->p0, j->p1);
+}
+
 /* Packs the right-hand sides of the products with the weights into a->wpack:
  * forward (fwd 1): W^T of y = x W^T, and wte^T; backward: W of dx = dy W, and wte
  * (the decoder only when with_wte). */
 static void pack_weights(const train_model *m, train_acts *a, int fwd, int with_wte, int nt) {
     const train_config *c = &m->cfg;
     int D = c->d_model, F = c->d_ff, V = c->vocab_size;
-    pack_jobs q = {NULL, 0, 4 * c->n_layer * (panels(F > 3 * D ? F : 3 * D) / PACK_TASK_PANELS + 1) +
+    pack_jobs q = {NULL, 0, 6 * c->n_layer * (panels(F > D ? F : D) / PACK_TASK_PANELS + 1) +
                                 panels(V) / PACK_TASK_PANELS + 1};
     q.j = as_malloc_array((size_t)q.cap, sizeof *q.j);
     ASSERT(q.j);
     for (int l = 0; l < c->n_layer; l++) {
-        layer_p w = layer_slice(&m->params, c, l);
+        const train_layer_w *w = &m->lw[l];
         layer_pk k = layer_pack_of(a, c, l, fwd);
         /* W (No, Ni): forward B(k, j) = W[j][k] (K = Ni, N = No); backward B = W (K = No, N = Ni) */
         if (fwd) {
-            pj_add(&q, k.qkv, w.qkv_w, 1, D, D, 3 * D);
-            pj_add(&q, k.o, w.o_w, 1, D, D, D);
-            pj_add(&q, k.f1, w.f1_w, 1, D, D, F);
-            pj_add(&q, k.f2, w.f2_w, 1, F, F, D);
+            pj_add(&q, k.q, w->q, 1, D, D, D);
+            pj_add(&q, k.k, w->k, 1, D, D, D);
+            pj_add(&q, k.v, w->v, 1, D, D, D);
+            pj_add(&q, k.o, w->o, 1, D, D, D);
+            pj_add(&q, k.f1, w->f1, 1, D, D, F);
+            pj_add(&q, k.f2, w->f2, 1, F, F, D);
         } else {
-            pj_add(&q, k.qkv, w.qkv_w, D, 1, 3 * D, D);
-            pj_add(&q, k.o, w.o_w, D, 1, D, D);
-            pj_add(&q, k.f1, w.f1_w, D, 1, F, D);
-            pj_add(&q, k.f2, w.f2_w, F, 1, D, F);
+            pj_add(&q, k.q, w->q, D, 1, D, D);
+            pj_add(&q, k.k, w->k, D, 1, D, D);
+            pj_add(&q, k.v, w->v, D, 1, D, D);
+            pj_add(&q, k.o, w->o, D, 1, D, D);
+            pj_add(&q, k.f1, w->f1, D, 1, F, D);
+            pj_add(&q, k.f2, w->f2, F, 1, D, F);
         }
     }
     if (c->mlm && with_wte) {
         if (fwd) pj_add(&q, wte_pack_of(a, c, 1), m->params.wte, 1, D, D, V);
         else pj_add(&q, wte_pack_of(a, c, 0), m->params.wte, D, 1, V, D);
     }
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int i = 0; i < q.n; i++) {
-        const pack_job *j = &q.j[i];
-        trainop_pack_b(j->dst, j->src, j->sk, j->sn, j->K, j->N, j->p0, j->p1);
-    }
+    as_parallel_for(q.n, nt, pack_task, &q);
     free(q.j);
-}
-
-/* Passes over at most this many rows (saliency of one sentence) skip packing the
- * weights: packing all of BERT-base's costs more than the products on 25 rows. The
- * products then run on the unpacked [out, in] weights (core/gemm_small.c forward,
- * sgemm backward). Not when the MLM decoder runs (its products stay packed). */
-#define TRAIN_DIRECT_MAX_ROWS 32
-
-/* y (N, No) = x (N, Ni) W^T + b (+ res (N, No) when non-NULL) with wp the packed W^T,
- * or, when direct, W (No, Ni) itself */
-static void lin_fwd(int direct, float *y, const float *x, const float *wp, const float *w, const float *b,
-                    const float *res, int N, int Ni, int No) {
-    if (!direct) {
-        trainop_gemm(y, No, x, Ni, 1, wp, N, No, Ni, 1.0f, res, No, b);
-        return;
-    }
-    for (int n = 0; n < N; n++) {
-        float *yr = y + (size_t)n * No;
-        for (int j = 0; j < No; j++) yr[j] = (b ? b[j] : 0.0f) + (res ? res[(size_t)n * No + j] : 0.0f);
-    }
-    as_gemm_small_xwt(N, No, Ni, x, (size_t)Ni, w, (size_t)Ni, y, (size_t)No, 1);
-}
-
-/* y (N, No) = res + dropout(x W^T + b): elements [o, o + N * No) of the dropout site
- * (o: the rows' offset in the whole batch). Without dropout the residual is added by
- * the product itself. */
-static void lin_drop_res(const train_acts *a, float *y, const float *x, const float *wp, const float *w,
-                         const float *b, const float *res, int N, int Ni, int No, size_t o, uint32_t site) {
-    if (a->p_hidden <= 0.0f) {
-        lin_fwd(a->direct, y, x, wp, w, b, res, N, Ni, No);
-        return;
-    }
-    size_t n = (size_t)N * No;
-    lin_fwd(a->direct, y, x, wp, w, b, NULL, N, Ni, No);
-    trainop_dropout(y, o, n, a->p_hidden, a->seed, site);
-    for (size_t i = 0; i < n; i++) y[i] += res[i];
-}
-
-/* dx (N, Ni) = dy (N, No) W (+ res (N, Ni) when non-NULL) with wp the packed W, or, when
- * direct, W (No, Ni) itself */
-static void lin_dx(int direct, float *dx, const float *res, const float *dy, const float *wp, const float *w, int N,
-                   int Ni, int No) {
-    if (!direct) {
-        trainop_gemm(dx, Ni, dy, No, 1, wp, N, Ni, No, 1.0f, res, Ni, NULL);
-        return;
-    }
-    if (res) memcpy(dx, res, (size_t)N * Ni * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Ni, No, 1.0f, dy, No, w, Ni, res ? 1.0f : 0.0f, dx,
-                Ni);
 }
 
 /* ---- forward ---- */
 
-/* Embedding output of rows [r0, r0 + nr). */
-static void embed_rows(const train_model *m, train_acts *a, const train_batch *b, int r0, int nr) {
-    const train_config *c = &m->cfg;
-    const train_params *p = &m->params;
-    int D = c->d_model;
-    for (int r = r0; r < r0 + nr; r++) {
+/* Embedding output of rows [r0, r1) (a row job: m, a, b). */
+static void rows_embed(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    const train_config *c = &j->m->cfg;
+    const train_params *p = &j->m->params;
+    const train_batch *b = j->b;
+    train_acts *a = j->a;
+    int D = c->d_model, nr = r1 - r0;
+    for (int r = r0; r < r1; r++) {
         const float *w = b->word_embeds ? b->word_embeds + (size_t)r * D : p->wte + (size_t)b->ids[r] * D;
         const float *pe = p->wpe + (size_t)a->pos[r] * D;
         const float *te = p->wtt ? p->wtt + (size_t)(b->type_ids ? b->type_ids[r] : 0) * D : NULL;
@@ -541,32 +754,71 @@ static void embed_rows(const train_model *m, train_acts *a, const train_batch *b
     }
     size_t o = (size_t)r0 * D;
     op_layernorm_fwd(a->resid + o, a->emb_mean + r0, a->emb_rstd + r0, a->emb_sum + o, p->ln_e_g, p->ln_e_b, nr,
-                      D, c->ln_eps);
+                     D, c->ln_eps);
     trainop_dropout(a->resid + o, o, (size_t)nr * D, a->p_hidden, a->seed, SITE_EMB);
 }
 
-/* Layer l on sequences [b0, b0 + nb). */
-static void layer_fwd_block(const train_model *m, train_acts *a, const train_batch *b, int l, int b0, int nb, float *scr) {
+/* y (N, No) = res + dropout(x W^T + b) on rows [r0, r0 + N): without dropout the
+ * residual is added by the product itself. */
+static void lin_drop_res(const train_model *m, train_acts *a, prod *p, const float *res, int r0, uint32_t site) {
+    if (a->p_hidden <= 0.0f) {
+        p->res = res;
+        p->ldres = p->n;
+        run_prods(a, p, 1);
+        return;
+    }
+    run_prods(a, p, 1);
+    row_job j = {.m = m, .a = a, .y = p->y - (size_t)r0 * p->n, .res = res - (size_t)r0 * p->n, .C = p->n,
+                 .site = site, .fn = rows_drop_res};
+    run_rows(a, &j, r0, p->N);
+}
+
+/* Layer l on sequences [b0, b0 + nb); scr: this thread's scratch (a block pass). */
+static void layer_fwd_block(const train_model *m, train_acts *a, const train_batch *b, int l, int b0, int nb,
+                            float *scr) {
     const train_config *c = &m->cfg;
-    int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
-    size_t o = (size_t)r0 * D, TT = (size_t)T * T;
-    layer_p w = layer_slice(&m->params, c, l);
+    int T = b->T, D = c->d_model, F = c->d_ff, r0 = b0 * T, nr = nb * T;
+    size_t o = (size_t)r0 * D, of = (size_t)r0 * F;
+    layer_p w = layer_params(m, l);
     layer_a s = layer_acts(a, c, l);
-    layer_pk k = layer_pack_of(a, c, l, 1);
-    lin_fwd(a->direct, s.qkv + o * 3, s.x + o, k.qkv, w.qkv_w, w.qkv_b, NULL, nr, D, 3 * D);
+    layer_pk k = a->split ? (layer_pk){0} : layer_pack_of(a, c, l, 1);
+    /* qkv = x Wqkv^T + bqkv: query, key and value columns */
+    prod pq[3];
+    const float *wq[3] = {w.w.q, w.w.k, w.w.v}, *kq[3] = {k.q, k.k, k.v};
+    for (int i = 0; i < 3; i++)
+        pq[i] = (prod){.kind = PR_XWT, .N = nr, .n = D, .K = D, .nt = 1, .y = s.qkv + o * 3 + (size_t)i * D,
+                       .ldy = 3 * D, .x = {s.x + o}, .ldx = D, .w = {wq[i]}, .wp = {kq[i]},
+                       .b = w.qkv_b + (size_t)i * D};
+    run_prods(a, pq, 3);
     att_dims d = att_dims_of(c, a, T, l);
-    for (int bb = b0; bb < b0 + nb; bb++)
-        att_fwd(&d, b, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, s.ctx + (size_t)bb * T * D,
-                scr);
+    att_job aj = {a, c, &d, b, s.qkv, NULL, s.att, s.ctx, NULL, b0};
+    run_att(&aj, nb, scr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
-    lin_drop_res(a, s.res1 + o, s.ctx + o, k.o, w.o_w, w.o_b, s.x + o, nr, D, D, o, site_of(l, K_ATTOUT));
-    op_layernorm_fwd(s.h1 + o, s.mean1 + r0, s.rstd1 + r0, s.res1 + o, w.ln1_g, w.ln1_b, nr, D, c->ln_eps);
+    prod po = {.kind = PR_XWT, .N = nr, .n = D, .K = D, .nt = 1, .y = s.res1 + o, .ldy = D, .x = {s.ctx + o},
+               .ldx = D, .w = {w.w.o}, .wp = {k.o}, .b = w.o_b};
+    lin_drop_res(m, a, &po, s.x + o, r0, site_of(l, K_ATTOUT));
+    row_job j1 = {.m = m, .a = a, .y = s.h1, .x = s.res1, .g = w.ln1_g, .bb = w.ln1_b, .mean = s.mean1,
+                  .rstd = s.rstd1, .C = D, .fn = rows_ln_fwd};
+    run_rows(a, &j1, r0, nr);
     /* res2 = h1 + dropout(act(h1 W1^T + b1) W2^T + b2); y = LN2(res2) */
-    size_t of = (size_t)r0 * F;
-    lin_fwd(a->direct, s.fpre + of, s.h1 + o, k.f1, w.f1_w, w.f1_b, NULL, nr, D, F);
-    op_act_fwd(c->act, s.fact + of, s.fpre + of, (size_t)nr * F);
-    lin_drop_res(a, s.res2 + o, s.fact + of, k.f2, w.f2_w, w.f2_b, s.h1 + o, nr, F, D, o, site_of(l, K_FFOUT));
-    op_layernorm_fwd(s.y + o, s.mean2 + r0, s.rstd2 + r0, s.res2 + o, w.ln2_g, w.ln2_b, nr, D, c->ln_eps);
+    prod p1 = {.kind = PR_XWT, .N = nr, .n = F, .K = D, .nt = 1, .y = s.fpre + of, .ldy = F, .x = {s.h1 + o},
+               .ldx = D, .w = {w.w.f1}, .wp = {k.f1}, .b = w.f1_b, .act = c->act, .act_out = s.fact + of};
+    run_prods(a, &p1, 1);
+    prod p2 = {.kind = PR_XWT, .N = nr, .n = D, .K = F, .nt = 1, .y = s.res2 + o, .ldy = D, .x = {s.fact + of},
+               .ldx = F, .w = {w.w.f2}, .wp = {k.f2}, .b = w.f2_b};
+    lin_drop_res(m, a, &p2, s.h1 + o, r0, site_of(l, K_FFOUT));
+    row_job j2 = {.m = m, .a = a, .y = s.y, .x = s.res2, .g = w.ln2_g, .bb = w.ln2_b, .mean = s.mean2,
+                  .rstd = s.rstd2, .C = D, .fn = rows_ln_fwd};
+    run_rows(a, &j2, r0, nr);
+}
+
+/* cross-entropy of MLM rows [r0, r1) (scale 1 / n_mlm) */
+static void rows_mlm_xent(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    train_acts *a = j->a;
+    size_t V = (size_t)j->C;
+    trainop_xent(a->d_mlm_logits + r0 * V, a->row_loss + r0, a->mlm_logits + r0 * V, a->mlm_tgt + r0, r1 - r0,
+                 j->C, 1.0f / a->n_mlm);
 }
 
 /* The masked-LM head on MLM rows [i0, i0 + ni) (gathered from the final states out):
@@ -581,9 +833,13 @@ static void mlm_fwd_rows(const train_model *m, train_acts *a, const float *out, 
     trainop_linear_fwd(a->mlm_t1 + o, a->mlm_h + o, p->mlm_w, p->mlm_b, ni, D, D);
     op_act_fwd(c->mlm_act, a->mlm_t2 + o, a->mlm_t1 + o, (size_t)ni * D);
     op_layernorm_fwd(a->mlm_t3 + o, a->mlm_mean + i0, a->mlm_rstd + i0, a->mlm_t2 + o, p->mlm_ln_g, p->mlm_ln_b,
-                      ni, D, c->ln_eps);
-    trainop_gemm(a->mlm_logits + ov, V, a->mlm_t3 + o, D, 1, wte_pack_of(a, c, 1), ni, V, D, 1.0f, NULL, 0, p->mlm_bias);
-    trainop_xent(a->d_mlm_logits + ov, a->row_loss + i0, a->mlm_logits + ov, a->mlm_tgt + i0, ni, V, 1.0f / a->n_mlm);
+                     ni, D, c->ln_eps);
+    prod pd = {.kind = PR_XWT, .N = ni, .n = V, .K = D, .nt = 1, .y = a->mlm_logits + ov, .ldy = V,
+               .x = {a->mlm_t3 + o}, .ldx = D, .w = {p->wte}, .wp = {a->split ? NULL : wte_pack_of(a, c, 1)},
+               .b = p->mlm_bias};
+    run_prods(a, &pd, 1);
+    row_job j = {.m = m, .a = a, .C = V, .fn = rows_mlm_xent};
+    run_rows(a, &j, i0, ni);
 }
 
 /* One block of sequences through the embeddings, every layer and the MLM head. */
@@ -591,11 +847,24 @@ static void fwd_block(const train_model *m, train_acts *a, const train_batch *b,
     const train_config *c = &m->cfg;
     int T = b->T, D = c->d_model, b0 = blk * sb, nb = b->B - b0 < sb ? b->B - b0 : sb;
     size_t BTcap = (size_t)a->B * a->T;
-    embed_rows(m, a, b, b0 * T, nb * T);
+    row_job je = {.m = m, .a = a, .b = b, .C = D, .fn = rows_embed};
+    run_rows(a, &je, b0 * T, nb * T);
     for (int l = 0; l < c->n_layer; l++) layer_fwd_block(m, a, b, l, b0, nb, scr);
     memset(a->d_out + (size_t)b0 * T * D, 0, (size_t)nb * T * D * sizeof(float));
     int m0 = a->blk_mlm[blk], m1 = a->blk_mlm[blk + 1];
     if (c->mlm && m1 > m0) mlm_fwd_rows(m, a, a->resid + (size_t)c->n_layer * BTcap * D, m0, m1 - m0);
+}
+
+typedef struct {
+    const train_model *m;
+    train_acts *a;
+    const train_batch *b;
+    int sb;
+} fwd_job;
+
+static void fwd_task(void *ctx, int blk, int tid) {
+    const fwd_job *j = ctx;
+    fwd_block(j->m, j->a, j->b, blk, j->sb, thread_scr(j->a, &j->m->cfg, tid));
 }
 
 static float cls_act_fwd(train_cls_act k, float x) { return k == TRAIN_CLS_TANH ? tanhf(x) : (x > 0.0f ? x : 0.0f); }
@@ -637,10 +906,14 @@ as_status train_forward(const train_model *m, train_acts *a, const train_batch *
     positions(c, b, a->pos);
     pass_state ps = pass_begin();
     int nt = pass_threads(a);
-    a->direct = B * T <= TRAIN_DIRECT_MAX_ROWS && !(c->mlm && a->n_mlm > 0) && as_gemm_small_ok();
-    if (!a->direct) pack_weights(m, a, 1, c->mlm && a->n_mlm > 0, nt);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int blk = 0; blk < nblk; blk++) fwd_block(m, a, b, blk, sb, thread_scr(a, c));
+    a->split = nblk == 1;
+    if (a->split) {
+        fwd_block(m, a, b, 0, sb, thread_scr(a, c, 0));
+    } else {
+        pack_weights(m, a, 1, c->mlm && a->n_mlm > 0, nt);
+        fwd_job j = {m, a, b, sb};
+        as_parallel_for(nblk, nt, fwd_task, &j);
+    }
     const float *out = a->resid + (size_t)L * BTcap * D;
     a->loss_cls = a->loss_mlm = a->loss = 0.0f;
     if (c->mlm && a->n_mlm > 0) a->loss_mlm = (float)(sum_rows(a->row_loss, a->n_mlm) / a->n_mlm);
@@ -748,7 +1021,7 @@ static void gt_one(train_model *m, const train_acts *a, const train_batch *b, in
         if (t->db) trainop_colsum(t->db + t->o0, t->dy + t->o0, t->N, t->o1 - t->o0, t->No);
         break;
     case GT_RED_LAYER: {
-        layer_p gr = layer_slice(g, c, t->l);
+        layer_g gr = layer_grads(g, c, t->l);
         float *dst[PL_N] = {gr.f2_b, gr.f1_b, gr.o_b, gr.qkv_b, gr.ln2_g, gr.ln2_b, gr.ln1_g, gr.ln1_b};
         int n[PL_N] = {D, F, D, 3 * D, D, D, D, D};
         for (int k = 0; k < PL_N; k++)
@@ -784,7 +1057,7 @@ static void gt_one(train_model *m, const train_acts *a, const train_batch *b, in
 static void gt_layer(grad_tasks *g, train_model *m, const train_acts *a, const train_batch *b, int l) {
     const train_config *c = &m->cfg;
     int N = b->B * b->T, D = c->d_model, F = c->d_ff;
-    layer_p gr = layer_slice(&m->grads, c, l);
+    layer_g gr = layer_grads(&m->grads, c, l);
     layer_a s = layer_acts(a, c, l);
     grad_set q = grad_set_of(a, c, l);
     int drop = a->p_hidden > 0.0f;
@@ -814,7 +1087,10 @@ static void mlm_bwd_rows(train_model *m, train_acts *a, float *dy, int i0, int n
     size_t o = (size_t)i0 * D;
     float *d3 = a->d_m1 + o, *d2 = a->d_m2 + o, *dh = a->d_m3 + o;
     /* logits = t3 wte^T + bias; t3 = LN(act(h Wm^T + bm)) */
-    lin_dx(0, d3, NULL, a->d_mlm_logits + (size_t)i0 * V, wte_pack_of(a, c, 0), NULL, ni, D, V);
+    prod pd = {.kind = PR_DYW, .N = ni, .n = D, .K = V, .nt = 1, .y = d3, .ldy = D,
+               .x = {a->d_mlm_logits + (size_t)i0 * V}, .ldx = V, .w = {p->wte},
+               .wp = {a->split ? NULL : wte_pack_of(a, c, 0)}};
+    run_prods(a, &pd, 1);
     op_layernorm_dx(d2, d3, a->mlm_t2 + o, a->mlm_mean + i0, a->mlm_rstd + i0, p->mlm_ln_g, ni, D);
     op_act_bwd(c->mlm_act, d2, a->mlm_t1 + o, (size_t)ni * D);
     trainop_linear_dx(dh, 0, d2, p->mlm_w, ni, D, D);
@@ -832,68 +1108,89 @@ static void mlm_bwd_rows(train_model *m, train_acts *a, float *dy, int i0, int n
 /* Input gradients of layer l on sequences [b0, b0 + nb): dy: dLoss/d layer output;
  * dx: dLoss/d layer input, overwritten. Leaves the per-row gradients its weight
  * gradients need in grad_set_of(l) and, when part (pl_size) is non-NULL, the block's
- * partial sums of the bias and LayerNorm gradients. */
-static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b, int l, const float *dy, float *dx, int b0,
-                            int nb, float *scr, float *part) {
+ * partial sums of the bias and LayerNorm gradients. scr: this thread's scratch (a block
+ * pass). */
+static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b, int l, const float *dy, float *dx,
+                            int b0, int nb, float *scr, float *part) {
     const train_config *c = &m->cfg;
-    int T = b->T, D = c->d_model, F = c->d_ff, H = c->n_head, r0 = b0 * T, nr = nb * T;
-    size_t o = (size_t)r0 * D, nd = (size_t)nr * D, of = (size_t)r0 * F, TT = (size_t)T * T;
-    layer_p w = layer_slice(&m->params, c, l);
+    int T = b->T, D = c->d_model, F = c->d_ff, r0 = b0 * T, nr = nb * T;
+    size_t o = (size_t)r0 * D, of = (size_t)r0 * F;
+    layer_p w = layer_params(m, l);
     layer_a s = layer_acts(a, c, l);
-    layer_pk k = layer_pack_of(a, c, l, 0);
+    layer_pk k = a->split ? (layer_pk){0} : layer_pack_of(a, c, l, 0);
     grad_set q = grad_set_of(a, c, l);
-    if (part) {
-        memset(part, 0, pl_size(c) * sizeof(float));
-        op_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
-                              s.rstd2 + r0, nr, D, 0, D);
-    }
+    int drop = a->p_hidden > 0.0f;
     /* y = LN2(res2) */
-    op_layernorm_dx(q.h + o, dy + o, s.res2 + o, s.mean2 + r0, s.rstd2 + r0, w.ln2_g, nr, D);
+    row_job j2 = {.m = m, .a = a, .y = q.h, .x = dy, .res = s.res2, .mean_in = s.mean2, .rstd_in = s.rstd2,
+                  .g = w.ln2_g, .C = D, .fn = rows_ln_dx};
+    run_rows(a, &j2, r0, nr);
     /* res2 = h1 + dropout(ff2(act(ff1(h1)))) */
     const float *dff2 = q.h;
-    if (a->p_hidden > 0.0f) {
-        memcpy(q.t + o, q.h + o, nd * sizeof(float));
-        trainop_dropout(q.t + o, o, nd, a->p_hidden, a->seed, site_of(l, K_FFOUT));
+    if (drop) {
+        row_job jd = {.m = m, .a = a, .y = q.t, .x = q.h, .C = D, .site = site_of(l, K_FFOUT), .fn = rows_drop_copy};
+        run_rows(a, &jd, r0, nr);
         dff2 = q.t;
     }
-    lin_dx(a->direct, q.ff + of, NULL, dff2 + o, k.f2, w.f2_w, nr, F, D);
-    op_act_bwd(c->act, q.ff + of, s.fpre + of, (size_t)nr * F);
-    lin_dx(a->direct, a->d_h1 + o, q.h + o, q.ff + of, k.f1, w.f1_w, nr, D, F);
+    prod p2 = {.kind = PR_DYW, .N = nr, .n = F, .K = D, .nt = 1, .y = q.ff + of, .ldy = F, .x = {dff2 + o},
+               .ldx = D, .w = {w.w.f2}, .wp = {k.f2}, .act = c->act, .act_in = s.fpre + of};
+    run_prods(a, &p2, 1);
+    prod p1 = {.kind = PR_DYW, .N = nr, .n = D, .K = F, .nt = 1, .y = a->d_h1 + o, .ldy = D, .x = {q.ff + of},
+               .ldx = F, .w = {w.w.f1}, .wp = {k.f1}, .res = q.h + o, .ldres = D};
+    run_prods(a, &p1, 1);
     /* h1 = LN1(res1); res1 = x + dropout(ctx Wo^T + bo) */
-    op_layernorm_dx(q.r1 + o, a->d_h1 + o, s.res1 + o, s.mean1 + r0, s.rstd1 + r0, w.ln1_g, nr, D);
+    row_job j1 = {.m = m, .a = a, .y = q.r1, .x = a->d_h1, .res = s.res1, .mean_in = s.mean1, .rstd_in = s.rstd1,
+                  .g = w.ln1_g, .C = D, .fn = rows_ln_dx};
+    run_rows(a, &j1, r0, nr);
     const float *dao = q.r1;
-    if (a->p_hidden > 0.0f) {
-        memcpy(q.ao + o, q.r1 + o, nd * sizeof(float));
-        trainop_dropout(q.ao + o, o, nd, a->p_hidden, a->seed, site_of(l, K_ATTOUT));
+    if (drop) {
+        row_job jd = {.m = m, .a = a, .y = q.ao, .x = q.r1, .C = D, .site = site_of(l, K_ATTOUT), .fn = rows_drop_copy};
+        run_rows(a, &jd, r0, nr);
         dao = q.ao;
     }
-    lin_dx(a->direct, a->d_ctx + o, NULL, dao + o, k.o, w.o_w, nr, D, D);
+    prod po = {.kind = PR_DYW, .N = nr, .n = D, .K = D, .nt = 1, .y = a->d_ctx + o, .ldy = D, .x = {dao + o},
+               .ldx = D, .w = {w.w.o}, .wp = {k.o}};
+    run_prods(a, &po, 1);
     att_dims d = att_dims_of(c, a, T, l);
-    for (int bb = b0; bb < b0 + nb; bb++)
-        att_bwd(&d, bb, s.qkv + (size_t)bb * T * 3 * D, s.att + (size_t)bb * H * TT, a->d_ctx + (size_t)bb * T * D,
-                q.qkv + (size_t)bb * T * 3 * D, scr);
-    /* qkv = x Wqkv^T + bqkv; dx = d res1 (the residual path) + dqkv Wqkv */
-    lin_dx(a->direct, dx + o, q.r1 + o, q.qkv + o * 3, k.qkv, w.qkv_w, nr, D, 3 * D);
+    att_job aj = {a, c, &d, b, s.qkv, a->d_ctx, s.att, NULL, q.qkv, b0};
+    run_att(&aj, nb, scr);
+    /* qkv = x Wqkv^T + bqkv; dx = d res1 (the residual path) + dq Wq + dk Wk + dv Wv */
+    prod pq = {.kind = PR_DYW, .N = nr, .n = D, .K = D, .nt = 3, .y = dx + o, .ldy = D,
+               .x = {q.qkv + o * 3, q.qkv + o * 3 + D, q.qkv + o * 3 + 2 * (size_t)D}, .ldx = 3 * D,
+               .w = {w.w.q, w.w.k, w.w.v}, .wp = {k.q, k.k, k.v}, .res = q.r1 + o, .ldres = D};
+    run_prods(a, &pq, 1);
     if (!part) return;
+    memset(part, 0, pl_size(c) * sizeof(float));
+    op_layernorm_dparams(part + pl_off(c, PL_G2), part + pl_off(c, PL_BL2), dy + o, s.res2 + o, s.mean2 + r0,
+                         s.rstd2 + r0, nr, D, 0, D);
     trainop_colsum(part + pl_off(c, PL_B2), dff2 + o, nr, D, D);
     trainop_colsum(part + pl_off(c, PL_B1), q.ff + of, nr, F, F);
     trainop_colsum(part + pl_off(c, PL_BO), dao + o, nr, D, D);
     trainop_colsum(part + pl_off(c, PL_BQKV), q.qkv + o * 3, nr, 3 * D, 3 * D);
     op_layernorm_dparams(part + pl_off(c, PL_G1), part + pl_off(c, PL_BL1), a->d_h1 + o, s.res1 + o, s.mean1 + r0,
-                          s.rstd1 + r0, nr, D, 0, D);
+                         s.rstd1 + r0, nr, D, 0, D);
 }
 
-/* Embeddings backward on rows [r0, r0 + nr): x0 = dropout(LN_e(e)) with dy = dLoss/dx0
- * (dropped out in place); part (2 D, or NULL): the block's LayerNorm partial sums. */
-static void emb_bwd_rows(train_model *m, train_acts *a, float *dy, int r0, int nr, float *part) {
-    const train_config *c = &m->cfg;
-    int D = c->d_model;
+/* Embeddings backward on rows [r0, r1) (a row job: m, a; y = dy): x0 = dropout(LN_e(e))
+ * with dy = dLoss/dx0 (dropped out in place). */
+static void rows_emb_bwd(void *ctx, int r0, int r1) {
+    row_job *j = ctx;
+    train_acts *a = j->a;
+    int D = j->C, nr = r1 - r0;
     size_t o = (size_t)r0 * D, nd = (size_t)nr * D;
-    memcpy(a->d_emb_out + o, dy + o, nd * sizeof(float));
-    trainop_dropout(dy + o, o, nd, a->p_hidden, a->seed, SITE_EMB);
-    op_layernorm_dx(a->d_emb_sum + o, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, m->params.ln_e_g,
-                     nr, D);
+    memcpy(a->d_emb_out + o, j->y + o, nd * sizeof(float));
+    trainop_dropout(j->y + o, o, nd, a->p_hidden, a->seed, SITE_EMB);
+    op_layernorm_dx(a->d_emb_sum + o, j->y + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0,
+                    j->m->params.ln_e_g, nr, D);
+}
+
+/* The embeddings' backward on rows [r0, r0 + nr) of dy; part (2 D, or NULL): the block's
+ * LayerNorm partial sums. */
+static void emb_bwd_rows(train_model *m, train_acts *a, float *dy, int r0, int nr, float *part) {
+    int D = m->cfg.d_model;
+    row_job j = {.m = m, .a = a, .y = dy, .C = D, .fn = rows_emb_bwd};
+    run_rows(a, &j, r0, nr);
     if (!part) return;
+    size_t o = (size_t)r0 * D;
     memset(part, 0, 2 * (size_t)D * sizeof(float));
     op_layernorm_dparams(part, part + D, dy + o, a->emb_sum + o, a->emb_mean + r0, a->emb_rstd + r0, nr, D, 0, D);
 }
@@ -913,16 +1210,33 @@ static void bwd_block(train_model *m, train_acts *a, const train_batch *b, int l
     if (l == 0) emb_bwd_rows(m, a, dx, b0 * T, nb * T, pg ? part_emb(a, c, blk) : NULL);
 }
 
-/* Layer l's blocks and the tasks in g as one parallel region, handed out in order:
- * the tasks of g (the larger ones), then the blocks. l < 0: the tasks only. */
-static void run_region(train_model *m, train_acts *a, const train_batch *b, int l, int nblk, int sb, float *dy, float *dx,
-                       int pg, const grad_tasks *g, int nt) {
-    int nb = l >= 0 ? nblk : 0;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int i = 0; i < g->n + nb; i++) {
-        if (i < g->n) gt_one(m, a, b, nblk, &g->t[i]);
-        else bwd_block(m, a, b, l, i - g->n, sb, dy, dx, pg, thread_scr(a, &m->cfg));
+typedef struct {
+    train_model *m;
+    train_acts *a;
+    const train_batch *b;
+    int l, nblk, sb, pg;
+    float *dy, *dx;
+    const grad_tasks *g;
+} region_job;
+
+static void region_task(void *ctx, int i, int tid) {
+    const region_job *j = ctx;
+    if (i < j->g->n) gt_one(j->m, j->a, j->b, j->nblk, &j->g->t[i]);
+    else bwd_block(j->m, j->a, j->b, j->l, i - j->g->n, j->sb, j->dy, j->dx, j->pg, thread_scr(j->a, &j->m->cfg, tid));
+}
+
+/* Layer l's blocks and the tasks in g as one job, handed out in order: the tasks of g
+ * (the larger ones), then the blocks. l < 0: the tasks only. A split pass runs its one
+ * block first (each step on all threads), then the tasks. */
+static void run_region(train_model *m, train_acts *a, const train_batch *b, int l, int nblk, int sb, float *dy,
+                       float *dx, int pg, const grad_tasks *g, int nt) {
+    region_job j = {m, a, b, l, nblk, sb, pg, dy, dx, g};
+    if (a->split) {
+        if (l >= 0) bwd_block(m, a, b, l, 0, sb, dy, dx, pg, thread_scr(a, &m->cfg, 0));
+        as_parallel_for(g->n, nt, region_task, &j);
+        return;
     }
+    as_parallel_for(g->n + (l >= 0 ? nblk : 0), nt, region_task, &j);
 }
 
 /* Regions: layer L-1's blocks (with the MLM rows) + the decoder's weight gradient;
@@ -942,7 +1256,8 @@ void train_backward(train_model *m, train_acts *a, const train_batch *b, int par
     gts->n = 0;
     pass_state ps = pass_begin();
     int nt = pass_threads(a), sb = block_seqs(T), nblk = (B + sb - 1) / sb;
-    if (!a->direct) pack_weights(m, a, 0, mlm, nt);
+    a->split = nblk == 1;
+    if (!a->split) pack_weights(m, a, 0, mlm, nt);
     float *dy = a->d_x, *dx = a->d_y;
     memcpy(dy, a->d_out, (size_t)N * D * sizeof(float));
     /* classifier: logits = poold Wc^T + bc; poold = dropout(act(h0 Wp^T + bp)) */

@@ -1,5 +1,6 @@
 /* train_model.c — the parameter / gradient arenas of a trainable encoder: config
- * checks, Hugging Face-style random initialisation, copying from a loaded as_model,
+ * checks, Hugging Face-style random initialisation, copying from a loaded as_model (or
+ * viewing its embeddings and layer matrices in place, for a model that is only run),
  * Hugging Face tensor names for each architecture, and saving a model folder
  * (config.json + model.safetensors) that as_model_load reads back.
  * It does not run the model (train_forward.c) or optimise it.
@@ -79,34 +80,62 @@ as_status train_config_check(const train_config *c, as_error *err) {
     return AS_OK;
 }
 
-static void bind(train_params *p, float *mem, const size_t s[TRAIN_N_TENSORS]) {
+/* The tensors a borrowed model reads in place from the as_model (arena order): the
+ * three embedding tables and the layer matrices; everything else is copied. */
+static const int borrowed_tensor[TRAIN_N_TENSORS] = {1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0,
+                                                     1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* Binds p to consecutive tensors of mem, leaving the borrowed ones NULL when borrow. */
+static void bind(train_params *p, float *mem, const size_t s[TRAIN_N_TENSORS], int borrow) {
     float **f[TRAIN_N_TENSORS];
     memset(p, 0, sizeof *p);
     fields(p, f);
     for (int i = 0; i < TRAIN_N_TENSORS; i++) {
+        if (borrow && borrowed_tensor[i]) continue;
         *f[i] = s[i] ? mem : NULL;
         mem += s[i];
     }
 }
 
-static as_status alloc_model(const train_config *cfg, int with_grads, train_model **out, as_error *err) {
+void train_model_bind_layers(train_model *m) {
+    size_t D = (size_t)m->cfg.d_model, F = (size_t)m->cfg.d_ff;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        size_t L = (size_t)l;
+        const float *q = m->params.qkv_w + L * 3 * D * D;
+        train_layer_w w = {q, q + D * D, q + 2 * D * D, m->params.o_w + L * D * D, m->params.f1_w + L * F * D,
+                           m->params.f2_w + L * D * F};
+        m->lw[l] = w;
+    }
+}
+
+/* borrow: the arena holds only the tensors not borrowed; the caller points the rest
+ * (params.wte, wpe, wtt and lw) at the source. */
+static as_status alloc_model(const train_config *cfg, int with_grads, int borrow, train_model **out, as_error *err) {
     as_status s;
     *out = NULL;
     if ((s = train_config_check(cfg, err))) return s;
+    ASSERT(!(borrow && with_grads));
     train_model *m = as_calloc(1, sizeof *m);
     if (!m) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     m->cfg = *cfg;
+    m->borrowed = borrow != 0;
     tensor_sizes(cfg, m->sizes);
-    for (int i = 0; i < TRAIN_N_TENSORS; i++) m->n_params += m->sizes[i];
-    m->params_mem = as_calloc(m->n_params, sizeof(float));
+    size_t own = 0;
+    for (int i = 0; i < TRAIN_N_TENSORS; i++) {
+        m->n_params += m->sizes[i];
+        own += borrow && borrowed_tensor[i] ? 0 : m->sizes[i];
+    }
+    m->params_mem = as_calloc(own ? own : 1, sizeof(float));
+    m->lw = as_calloc((size_t)cfg->n_layer, sizeof *m->lw);
     if (with_grads) m->grads_mem = as_calloc(m->n_params, sizeof(float));
-    if (!m->params_mem || (with_grads && !m->grads_mem)) {
+    if (!m->params_mem || !m->lw || (with_grads && !m->grads_mem)) {
         size_t np = m->n_params;
         train_model_free(m);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory for %zu parameters", np);
     }
-    bind(&m->params, m->params_mem, m->sizes);
-    if (with_grads) bind(&m->grads, m->grads_mem, m->sizes);
+    bind(&m->params, m->params_mem, m->sizes, borrow);
+    if (!borrow) train_model_bind_layers(m);
+    if (with_grads) bind(&m->grads, m->grads_mem, m->sizes, 0);
     *out = m;
     return AS_OK;
 }
@@ -163,7 +192,7 @@ static void init_range(train_model *m, uint64_t seed, int lo, int hi) {
 enum { T_POOL_W = 17, T_CLS_B = 20, T_MLM_W = 21, T_MLM_BIAS = 25 };
 
 as_status train_model_init(const train_config *cfg, uint64_t seed, int with_grads, train_model **out, as_error *err) {
-    as_status s = alloc_model(cfg, with_grads, out, err);
+    as_status s = alloc_model(cfg, with_grads, 0, out, err);
     if (s) return s;
     init_range(*out, seed, 0, TRAIN_N_TENSORS);
     return AS_OK;
@@ -189,6 +218,7 @@ void train_model_free(train_model *m) {
     free(m->labels);
     free(m->params_mem);
     free(m->grads_mem);
+    free(m->lw);
     free(m);
 }
 
@@ -198,11 +228,15 @@ void train_zero_grad(train_model *m) {
 
 /* ---- from a loaded model ---- */
 
+static void copy_bias(float *b, const lin_t *l) {
+    if (l->b) memcpy(b, l->b, (size_t)l->n_out * sizeof(float));
+    else memset(b, 0, (size_t)l->n_out * sizeof(float));
+}
+
 static void copy_lin(float *w, float *b, const lin_t *l) {
     ASSERT(!l->in_out && l->ldw == l->n_in);
     memcpy(w, l->w, (size_t)l->n_out * l->n_in * sizeof(float));
-    if (l->b) memcpy(b, l->b, (size_t)l->n_out * sizeof(float));
-    else memset(b, 0, (size_t)l->n_out * sizeof(float));
+    copy_bias(b, l);
 }
 
 static void copy_ln(float *g, float *b, const ln_t *ln) {
@@ -222,6 +256,14 @@ as_status train_model_from_as(const as_model *am, const train_from_as_opts *o, t
     if (ac->causal)
         return as_err_set(err, AS_ERR_INPUT, "%s: training supports encoders, not decoders (is_decoder is true)",
                           am->dir);
+    if (o->borrow && o->with_grads)
+        return as_err_set(err, AS_ERR_INPUT, "%s: a model whose weights are borrowed has no gradients", am->dir);
+    for (int l = 0; l < ac->n_layer; l++) {
+        const layer_w *w = &am->layers[l];
+        if (!w->q.w || !w->k.w || !w->v.w || !w->o.w || !w->ff1.w || !w->ff2.w)
+            return as_err_set(err, AS_ERR_INPUT, "%s: layer %d holds its weights in BF16 only; training reads float32",
+                              am->dir, l);
+    }
     int has_cls = (am->heads & HEAD_CLASSIFIER) != 0, has_mlm = (am->heads & HEAD_MLM) != 0;
     if (has_cls && am->cls_pre_act != CLS_ACT_TANH && am->cls_pre_act != CLS_ACT_RELU)
         return as_err_set(err, AS_ERR_INPUT, "%s: classifier activation not supported for training", am->dir);
@@ -251,24 +293,44 @@ as_status train_model_from_as(const as_model *am, const train_from_as_opts *o, t
     int keep_mlm = has_mlm && o->mlm != 0;
     c.mlm = o->mlm < 0 ? has_mlm : o->mlm != 0;
     train_model *m = NULL;
-    if ((s = alloc_model(&c, o->with_grads, &m, err))) return as_err_prefix(err, "%s", am->dir);
+    if ((s = alloc_model(&c, o->with_grads, o->borrow, &m, err))) return as_err_prefix(err, "%s", am->dir);
     train_params *p = &m->params;
     size_t Dz = (size_t)D;
-    memcpy(p->wte, am->wte, (size_t)V * Dz * sizeof(float));
-    memcpy(p->wpe, am->wpe, (size_t)c.max_pos * Dz * sizeof(float));
-    if (p->wtt) memcpy(p->wtt, am->wtt, (size_t)c.type_vocab * Dz * sizeof(float));
+    if (o->borrow) { /* read-only views of the loaded model's (mmap'd or converted) tensors */
+        p->wte = (float *)am->wte;
+        p->wpe = (float *)am->wpe;
+        p->wtt = c.type_vocab ? (float *)am->wtt : NULL;
+    } else {
+        memcpy(p->wte, am->wte, (size_t)V * Dz * sizeof(float));
+        memcpy(p->wpe, am->wpe, (size_t)c.max_pos * Dz * sizeof(float));
+        if (p->wtt) memcpy(p->wtt, am->wtt, (size_t)c.type_vocab * Dz * sizeof(float));
+    }
     copy_ln(p->ln_e_g, p->ln_e_b, &am->ln_emb);
     for (int l = 0; l < c.n_layer; l++) {
         const layer_w *w = &am->layers[l];
         size_t L = (size_t)l, F = (size_t)c.d_ff;
-        float *qw = p->qkv_w + L * 3 * Dz * Dz, *qb = p->qkv_b + L * 3 * Dz;
-        copy_lin(qw, qb, &w->q);
-        copy_lin(qw + Dz * Dz, qb + Dz, &w->k);
-        copy_lin(qw + 2 * Dz * Dz, qb + 2 * Dz, &w->v);
-        copy_lin(p->o_w + L * Dz * Dz, p->o_b + L * Dz, &w->o);
+        float *qb = p->qkv_b + L * 3 * Dz;
+        if (o->borrow) {
+            const lin_t *ls[6] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->ff2};
+            for (int i = 0; i < 6; i++) ASSERT(!ls[i]->in_out && ls[i]->ldw == ls[i]->n_in);
+            train_layer_w v = {w->q.w, w->k.w, w->v.w, w->o.w, w->ff1.w, w->ff2.w};
+            m->lw[l] = v;
+            copy_bias(qb, &w->q);
+            copy_bias(qb + Dz, &w->k);
+            copy_bias(qb + 2 * Dz, &w->v);
+            copy_bias(p->o_b + L * Dz, &w->o);
+            copy_bias(p->f1_b + L * F, &w->ff1);
+            copy_bias(p->f2_b + L * Dz, &w->ff2);
+        } else {
+            float *qw = p->qkv_w + L * 3 * Dz * Dz;
+            copy_lin(qw, qb, &w->q);
+            copy_lin(qw + Dz * Dz, qb + Dz, &w->k);
+            copy_lin(qw + 2 * Dz * Dz, qb + 2 * Dz, &w->v);
+            copy_lin(p->o_w + L * Dz * Dz, p->o_b + L * Dz, &w->o);
+            copy_lin(p->f1_w + L * F * Dz, p->f1_b + L * F, &w->ff1);
+            copy_lin(p->f2_w + L * Dz * F, p->f2_b + L * Dz, &w->ff2);
+        }
         copy_ln(p->ln1_g + L * Dz, p->ln1_b + L * Dz, &w->ln1);
-        copy_lin(p->f1_w + L * F * Dz, p->f1_b + L * F, &w->ff1);
-        copy_lin(p->f2_w + L * Dz * F, p->f2_b + L * Dz, &w->ff2);
         copy_ln(p->ln2_g + L * Dz, p->ln2_b + L * Dz, &w->ln2);
     }
     if (c.num_labels > 0) {
@@ -362,23 +424,26 @@ int train_model_named(const train_model *m, int which, train_named *out, int cap
     size_t Dz = (size_t)D, Fz = (size_t)F;
     for (int i = 0; i < c->n_layer; i++) {
         size_t L = (size_t)i;
-        const float *qw = p->qkv_w + L * 3 * Dz * Dz, *qb = p->qkv_b + L * 3 * Dz;
+        /* parameters: the views (a borrowed model has no qkv_w block); gradients: the arena */
+        const float *qw = which ? p->qkv_w + L * 3 * Dz * Dz : NULL, *qb = p->qkv_b + L * 3 * Dz;
+        const float *lwq[3] = {which ? qw : m->lw[i].q, which ? qw + Dz * Dz : m->lw[i].k,
+                               which ? qw + 2 * Dz * Dz : m->lw[i].v};
         const char *sub[] = {dist ? "attention.q_lin" : "attention.self.query",
                              dist ? "attention.k_lin" : "attention.self.key",
                              dist ? "attention.v_lin" : "attention.self.value"};
         snprintf(b, sizeof b, "%s%s.layer.%d.", pre, dist ? "transformer" : "encoder", i);
         for (int k = 0; k < 3; k++) {
             snprintf(n2, sizeof n2, "%s%s", b, sub[k]);
-            add_lin(&l, n2, qw + (size_t)k * Dz * Dz, qb + (size_t)k * Dz, D, D);
+            add_lin(&l, n2, lwq[k], qb + (size_t)k * Dz, D, D);
         }
         snprintf(n2, sizeof n2, "%s%s", b, dist ? "attention.out_lin" : "attention.output.dense");
-        add_lin(&l, n2, p->o_w + L * Dz * Dz, p->o_b + L * Dz, D, D);
+        add_lin(&l, n2, which ? p->o_w + L * Dz * Dz : m->lw[i].o, p->o_b + L * Dz, D, D);
         snprintf(n2, sizeof n2, "%s%s", b, dist ? "sa_layer_norm" : "attention.output.LayerNorm");
         add_ln(&l, n2, p->ln1_g + L * Dz, p->ln1_b + L * Dz, D);
         snprintf(n2, sizeof n2, "%s%s", b, dist ? "ffn.lin1" : "intermediate.dense");
-        add_lin(&l, n2, p->f1_w + L * Fz * Dz, p->f1_b + L * Fz, F, D);
+        add_lin(&l, n2, which ? p->f1_w + L * Fz * Dz : m->lw[i].f1, p->f1_b + L * Fz, F, D);
         snprintf(n2, sizeof n2, "%s%s", b, dist ? "ffn.lin2" : "output.dense");
-        add_lin(&l, n2, p->f2_w + L * Dz * Fz, p->f2_b + L * Dz, D, F);
+        add_lin(&l, n2, which ? p->f2_w + L * Dz * Fz : m->lw[i].f2, p->f2_b + L * Dz, D, F);
         snprintf(n2, sizeof n2, "%s%s", b, dist ? "output_layer_norm" : "output.LayerNorm");
         add_ln(&l, n2, p->ln2_g + L * Dz, p->ln2_b + L * Dz, D);
     }

@@ -4,8 +4,9 @@
  * activations and softmax, shared with inference, are in model/ops.h). Each backward kernel names what it
  * overwrites and what it accumulates into.
  * Every kernel here is single-threaded and works on the rows (or the column range)
- * it is given; train_forward.c splits the batch into blocks and runs the blocks on
- * OpenMP threads, with OpenBLAS set to one thread. A reduction over rows always runs
+ * it is given; train_forward.c splits the work into tasks (blocks of sequences, or
+ * column blocks and heads of one block) on the thread pool (core/pool.h), with OpenBLAS
+ * set to one thread. A reduction over rows always runs
  * over all rows in row order, so results do not depend on the thread count.
  * It does not know about layers, models or batches (train_forward.c composes them).
  *

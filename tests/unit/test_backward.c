@@ -9,7 +9,11 @@
  *     analytically zero (softmax is shift-invariant), torch's is round-off (~1e-16);
  *   losses and logits: max-abs 1e-5 * max(1, |ref|);
  *   finite differences (float forward, central, eps 1e-3): |fd - g| <= 1e-2 * |g| + 1e-4;
- *   dropout p > 0: bit-identical loss and gradients for the same seed.
+ *   dropout p > 0: bit-identical loss and gradients for the same seed;
+ *   thread count: bit-identical gradients at 1 and 3 threads, for a batch of one block
+ *   (the split pass) and of several (the block pass); the block pass of a batch of
+ *   repeated sequences against the split pass of one copy (equal means): the
+ *   parameter-gradient tolerance above.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -396,13 +400,95 @@ static void test_init_and_new_heads(void **state) {
     unload(&f);
 }
 
+/* Gradients of batch b (dropout on) at `threads` threads into g (n_params). */
+static void grads_at(fixture *f, train_acts *a, const train_batch *b, int threads, float *g) {
+    as_error err = {0};
+    a->threads = threads;
+    a->p_hidden = 0.1f;
+    a->p_attn = 0.1f;
+    a->seed = 11;
+    train_zero_grad(f->tm);
+    if (train_forward(f->tm, a, b, &err)) fail_msg("%s", err.msg);
+    train_backward(f->tm, a, b, 1);
+    memcpy(g, f->tm->grads_mem, f->tm->n_params * sizeof(float));
+}
+
+/* The fixture's batch repeated R times: 2 blocks of whole sequences (the block pass). */
+static void test_threads_and_blocks(void **state) {
+    fixture f;
+    load(&f, "bert");
+    as_error err = {0};
+    int B = f.b.B, T = f.b.T, R = (512 / T + B - 1) / B;
+    int BR = B * R;
+    size_t n = f.tm->n_params, BT = (size_t)B * T;
+    int32_t *big = malloc((size_t)BR * T * 4 * sizeof(int32_t)), *cls = malloc((size_t)BR * sizeof(int32_t));
+    float *g1 = malloc(n * sizeof(float)), *g3 = malloc(n * sizeof(float)), *gs = malloc(n * sizeof(float));
+    assert_true(big && cls && g1 && g3 && gs);
+    int32_t *ids = big, *tt = big + (size_t)BR * T, *mask = tt + (size_t)BR * T, *mlm = mask + (size_t)BR * T;
+    for (int r = 0; r < R; r++) {
+        memcpy(ids + r * BT, f.ids, BT * sizeof(int32_t));
+        memcpy(tt + r * BT, f.tt, BT * sizeof(int32_t));
+        memcpy(mask + r * BT, f.mask, BT * sizeof(int32_t));
+        memcpy(mlm + r * BT, f.mlm, BT * sizeof(int32_t));
+        memcpy(cls + r * B, f.cls, (size_t)B * sizeof(int32_t));
+    }
+    train_batch bb = {.B = BR, .T = T, .ids = ids, .type_ids = tt, .mask = mask, .cls_labels = cls, .mlm_labels = mlm};
+    train_acts *a = NULL;
+    if (train_acts_init(f.tm, BR, T, 0, &a, &err)) fail_msg("%s", err.msg);
+    assert_true(a->nblk >= 2);
+    /* the split pass (the fixture's batch, one block) */
+    grads_at(&f, f.a, &f.b, 1, gs);
+    assert_int_equal(f.a->split, 1);
+    grads_at(&f, f.a, &f.b, 3, g3);
+    assert_memory_equal(gs, g3, n * sizeof(float));
+    /* the block pass */
+    grads_at(&f, a, &bb, 1, g1);
+    assert_int_equal(a->split, 0);
+    grads_at(&f, a, &bb, 3, g3);
+    assert_memory_equal(g1, g3, n * sizeof(float));
+    printf("threads: gradients at 1 and 3 threads bit-identical (split pass %d x %d, block pass %d x %d)\n", B, T,
+           BR, T);
+    /* without dropout (whose masks differ between the copies), the repeated batch has the
+       mean gradients of one copy */
+    f.a->p_hidden = f.a->p_attn = a->p_hidden = a->p_attn = 0.0f;
+    train_zero_grad(f.tm);
+    if (train_forward(f.tm, f.a, &f.b, &err)) fail_msg("%s", err.msg);
+    train_backward(f.tm, f.a, &f.b, 1);
+    memcpy(gs, f.tm->grads_mem, n * sizeof(float));
+    train_zero_grad(f.tm);
+    if (train_forward(f.tm, a, &bb, &err)) fail_msg("%s", err.msg);
+    train_backward(f.tm, a, &bb, 1);
+    train_named gv[TRAIN_MAX_NAMED];
+    int nn = train_model_named(f.tm, 1, gv, TRAIN_MAX_NAMED);
+    assert_true(nn > 0);
+    double gmax = 0.0;
+    for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(gs[i]));
+    double worst = 0.0;
+    for (int k = 0; k < nn; k++) {
+        const float *blk = gv[k].data, *one = gs + (gv[k].data - f.tm->grads_mem);
+        double scale;
+        double r = rel_diff(blk, one, gv[k].n, 1e-3 * gmax, &scale);
+        worst = fmax(worst, r);
+        if (r > GRAD_TOL) printf("  %s: %.2e\n", gv[k].name, r);
+    }
+    printf("block pass of %d copies vs split pass of one: max rel diff %.2e\n", R, worst);
+    assert_true(worst <= GRAD_TOL);
+    train_acts_free(a);
+    free(big);
+    free(cls);
+    free(g1);
+    free(g3);
+    free(gs);
+    unload(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity_bert),         cmocka_unit_test(test_parity_roberta),
         cmocka_unit_test(test_parity_distilbert),   cmocka_unit_test(test_finite_diff),
         cmocka_unit_test(test_finite_diff_dropout), cmocka_unit_test(test_dropout_reproducible),
         cmocka_unit_test(test_matches_inference),   cmocka_unit_test(test_save_roundtrip),
-        cmocka_unit_test(test_init_and_new_heads),
+        cmocka_unit_test(test_init_and_new_heads),  cmocka_unit_test(test_threads_and_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
  * the fixture's step count, the prediction, and the input checks.
  *
  * Tolerances: scores max |c - torch| <= 1e-4 * max |torch| (relative to the scale of
- * the scores); logits and the IG logit difference 1e-5 absolute.
+ * the scores); logits and the IG logit difference 1e-5 absolute. The model read in place
+ * (sal_compute's borrowed weights) and a copied one give bit-identical scores, at any
+ * thread count.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -155,12 +157,45 @@ static void test_target_and_errors(void **state) {
     unload(&f);
 }
 
+/* Borrowed weights (sal_compute) and copied ones (train_model_from_as without borrow),
+ * 1 and 3 threads, for the one-sentence pass (grad) and the batched one (IG): the same
+ * bits. */
+static void test_borrowed_and_threads(void **state) {
+    fx f;
+    load(&f);
+    as_error err = {0};
+    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
+    fo.mlm = 0;
+    train_model *copied = NULL;
+    if (train_model_from_as(f.m, &fo, &copied, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(copied->borrowed, 0);
+    sal_method methods[2] = {SAL_GRAD, SAL_IG};
+    for (int k = 0; k < 2; k++) {
+        sal_opts o = {.method = methods[k], .target = -1, .steps = 40, .threads = 1};
+        sal_result r0, r1, r2;
+        if (sal_compute(f.m, &f.enc, &o, &r0, &err)) fail_msg("%s", err.msg);
+        o.threads = 3;
+        if (sal_compute(f.m, &f.enc, &o, &r1, &err)) fail_msg("%s", err.msg);
+        if (sal_compute_tr(copied, &f.enc, &o, &r2, &err)) fail_msg("%s", err.msg);
+        assert_memory_equal(r0.scores, r1.scores, (size_t)r0.T * sizeof(float));
+        assert_memory_equal(r0.scores, r2.scores, (size_t)r0.T * sizeof(float));
+        assert_memory_equal(r0.logits, r2.logits, (size_t)r0.C * sizeof(float));
+        printf("%s: borrowed = copied, 1 thread = 3 threads (%d scores)\n", sal_method_name(methods[k]), r0.T);
+        sal_result_free(&r0);
+        sal_result_free(&r1);
+        sal_result_free(&r2);
+    }
+    train_model_free(copied);
+    unload(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad),
         cmocka_unit_test(test_gxi),
         cmocka_unit_test(test_ig),
         cmocka_unit_test(test_target_and_errors),
+        cmocka_unit_test(test_borrowed_and_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
