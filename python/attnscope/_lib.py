@@ -82,7 +82,7 @@ class RunArray(ctypes.Structure):
 class SalOpts(ctypes.Structure):
     """sal_opts (include/attnscope/analysis.h)."""
     _fields_ = [("method", ctypes.c_int), ("target", ctypes.c_int), ("steps", ctypes.c_int),
-                ("attn_out", ctypes.POINTER(ctypes.c_float))]
+                ("attn_out", ctypes.POINTER(ctypes.c_float)), ("threads", ctypes.c_int)]
 
 
 class SalResult(ctypes.Structure):

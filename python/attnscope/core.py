@@ -272,10 +272,11 @@ class Model:
         finally:
             lib().as_encoding_free(ctypes.byref(enc))
 
-    def saliency(self, text, text_b=None, method="grad", target=None, steps=0, ids=None):
+    def saliency(self, text, text_b=None, method="grad", target=None, steps=0, ids=None, threads=0):
         """Per-token saliency of the classifier's prediction (sal_compute): method "grad"
         (gradient L1 norm), "gxi" (gradient x input) or "ig" (integrated gradients, `steps`
-        steps, 0 = 32); target = class index or label name (None = the predicted class).
+        steps, 0 = 32); target = class index or label name (None = the predicted class);
+        threads 0 = the library's default (every core; the scores do not depend on it).
         Returns a dict: method, target, predicted, labels, scores (np.float32 [T]), logits,
         probs, tokens (token dicts), and for ig: steps, ig_sum, ig_delta, ig_gap."""
         if method not in _lib.SAL_METHODS:
@@ -289,7 +290,7 @@ class Model:
         res = _lib.SalResult()
         try:
             opts = _lib.SalOpts(method=_lib.SAL_METHODS.index(method), target=-1 if target is None else int(target),
-                                steps=int(steps or 0), attn_out=None)
+                                steps=int(steps or 0), attn_out=None, threads=int(threads or 0))
             err = _lib.Error()
             _check(lib().sal_compute(self._ptr, ctypes.byref(enc), ctypes.byref(opts), ctypes.byref(res),
                                      ctypes.byref(err)), err)

@@ -7,7 +7,7 @@ embedded as the server's binary tensor container (docs/server.md: "ASTB", JSON h
 data) in base64 inside <script id="attnscope-data" type="application/octet-stream">;
 web/src/api/embedded.ts reads it instead of the HTTP API. Attention is embedded as
 float16 (what the server sends the head and model views); the neuron view's q, k and
-scores as float32 (it prints exact values). In a notebook the document is shown in an
+scores as float32 (it prints exact values), and for a rotary model q and k before RoPE. In a notebook the document is shown in an
 <iframe srcdoc>, so its styles and scripts stay inside the frame.
 
 With server="http://127.0.0.1:8080" the views are instead an iframe on a running
@@ -123,7 +123,8 @@ class ViewData:
     neuron view q, k [L, H, T, Dh], scores [L, H, T, T] and the factor on q.k per layer."""
 
     def __init__(self, attention, tokens, model="", text="", text_b=None, causal=False, queries=None, keys=None,
-                 scores=None, scale=None, layer_ids=None, head_ids=None, config=None, kv_group=None):
+                 scores=None, scale=None, layer_ids=None, head_ids=None, config=None, kv_group=None,
+                 queries_pre_rope=None, keys_pre_rope=None):
         a = _as_numpy(attention, "attention")
         if a.ndim != 4 or a.shape[2] != a.shape[3]:
             raise Error("attention must be [layers, heads, T, T], not %s" % (list(a.shape),))
@@ -133,6 +134,7 @@ class ViewData:
         self.attention, self.tokens = a, tokens
         self.model, self.text, self.text_b, self.causal = model, text or "", text_b, bool(causal)
         self.queries, self.keys, self.scores = queries, keys, scores
+        self.queries_pre_rope, self.keys_pre_rope = queries_pre_rope, keys_pre_rope
         self.d_head = int(queries.shape[3]) if queries is not None else 0
         self.scale = [float(s) for s in scale] if scale is not None else (
             [1.0 / np.sqrt(self.d_head)] * L if self.d_head else [1.0] * L)
@@ -175,10 +177,13 @@ class ViewData:
             raise Error("layers %s: the run has %d captured layers" % (list(lay), r.attentions.shape[0]))
         cfg = r.model.config
         sel = (lambda a: a[lay]) if layers is not None else (lambda a: a)
+        pre_q, pre_k = getattr(r, "queries_pre_rope", None), getattr(r, "keys_pre_rope", None)
         return cls(sel(r.attentions), r.tokens, model=r.model.name, text=r.text, text_b=r.text_b,
                    causal=bool(cfg["causal"]),
                    queries=sel(r.queries) if neuron else None, keys=sel(r.keys) if neuron else None,
                    scores=sel(r.attention_scores) if neuron else None, scale=sel(r.score_scale),
+                   queries_pre_rope=sel(pre_q) if neuron and pre_q is not None else None,
+                   keys_pre_rope=sel(pre_k) if neuron and pre_k is not None else None,
                    layer_ids=[int(r.layers[i]) for i in lay], head_ids=[int(h) for h in r.heads], config=cfg,
                    kv_group=r.kv_group)
 
@@ -211,6 +216,9 @@ class ViewData:
         if self.queries is not None:
             tensors += [("q", np.asarray(self.queries, "<f4")), ("k", np.asarray(self.keys, "<f4")),
                         ("scores", np.asarray(self.scores, "<f4"))]
+            if self.queries_pre_rope is not None and self.keys_pre_rope is not None:
+                tensors += [("q_pre_rope", np.asarray(self.queries_pre_rope, "<f4")),
+                            ("k_pre_rope", np.asarray(self.keys_pre_rope, "<f4"))]
         return _container(meta, tensors)
 
 

@@ -72,7 +72,9 @@ class TestArrays(unittest.TestCase):
         self.assertEqual(len(r.tokens), r.sizes["tokens"])
 
     def test_fixture_models_on_ids(self):
-        for name, ids in (("bert", [2, 17, 33, 5, 91, 3]), ("gpt2", [11, 40, 7, 93, 2, 64, 5])):
+        for name, ids in (("bert", [2, 17, 33, 5, 91, 3]), ("gpt2", [11, 40, 7, 93, 2, 64, 5]),
+                          ("llama", [1, 5, 9, 13, 7, 22, 3]), ("mistral_swa", [1, 8, 30, 2, 44, 17, 9, 5]),
+                          ("gemma2", [2, 11, 40, 7, 3, 19, 52])):
             with self.subTest(model=name):
                 m = attnscope.load(os.path.join(FIX, name))
                 r = m.run_ids(ids)
@@ -97,6 +99,15 @@ class TestArrays(unittest.TestCase):
                 self.assert_same(r, cli_npz(path, "--text", "the movie was good .", "--text-b",
                                             "i would watch it again ."))
                 self.assertTrue(any(t["segment"] == 1 for t in r.tokens))
+
+    def test_grouped_query_heads(self):
+        """A grouped-query model (2 key/value heads for 4 query heads): kv_group, and one head."""
+        path = os.path.join(FIX, "mistral_swa")
+        m = attnscope.load(path)
+        r = m.run_ids([1, 8, 30, 2, 44, 17, 9, 5], head=3)
+        self.assert_same(r, cli_npz(path, "--ids", "1,8,30,2,44,17,9,5", "--head", "3"))
+        self.assertEqual(list(r.kv_group), [1])
+        self.assertEqual(list(m.run_ids([1, 2, 3]).kv_group), [0, 0, 1, 1])
 
     def test_partial_capture(self):
         m = attnscope.load(SST2)
@@ -308,7 +319,8 @@ class TestAbi(unittest.TestCase):
                 f.write("\n".join(lines))
             subprocess.run(["cc", "-I", os.path.join(ROOT, "include"), "-o", exe, src], check=True)
             got = subprocess.run([exe], capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
-        self.assertEqual(got, want)
+        self.assertEqual(got, want, "python/attnscope/_lib.py mirrors these structures: make its _fields_ "
+                                    "follow the header (first differing line above)")
 
     def test_exports_only_the_public_api(self):
         so = _lib.find_library()
@@ -385,6 +397,19 @@ class TestViews(unittest.TestCase):
             attnscope.neuron_view(m.run("a fine film .", capture="attn"))
         with self.assertRaisesRegex(attnscope.Error, "layer 7 out of range"):
             attnscope.head_view(r, layer=7, html_action="return")
+
+    def test_neuron_view_of_a_rotary_model(self):
+        """Mistral with a sliding window: q and k before RoPE embedded, the block from the config."""
+        m = attnscope.load(os.path.join(FIX, "mistral_swa"))
+        r = m.run_ids([1, 8, 30, 2, 44, 17, 9, 5, 12, 40])
+        meta, t = decode_page(attnscope.neuron_view(r, layers=range(r.attentions.shape[0]), html_action="return"))
+        self.assertEqual(t["q_pre_rope"].tobytes(), r.queries_pre_rope.tobytes())
+        self.assertEqual(t["k_pre_rope"].tobytes(), r.keys_pre_rope.tobytes())
+        b, c = meta["run"]["block"], m.config
+        self.assertEqual(b["window"], [c["sliding_window"] if c["layer_sliding"][l] else 0 for l in range(c["n_layer"])])
+        self.assertEqual((b["n_kv_head"], b["kv_group"], b["causal"]), (2, [0, 0, 1, 1], True))
+        self.assertEqual(b["rope"]["dim"], c["rope_dim"])
+        self.assertEqual(meta["qk"], {"kv_group": [0, 0, 1, 1], "window": b["window"], "rope": True, "softcap": 0.0})
 
     def test_server_iframe(self):
         m = attnscope.load(SST2)

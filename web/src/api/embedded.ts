@@ -3,7 +3,8 @@
 // <script id="attnscope-data" type="application/octet-stream"> element holding the
 // server's binary tensor container (tensor.ts: "ASTB", JSON header, data) in base64.
 // Its header's meta is EmbeddedMeta; its tensors are attention [L, H, T, T] (f16 or
-// f32) and, for the neuron view, q and k [L, H, T, Dh] and scores [L, H, T, T] (f32).
+// f32) and, for the neuron view, q and k [L, H, T, Dh] and scores [L, H, T, T] (f32), and
+// for a rotary model q_pre_rope and k_pre_rope [L, H, T, Dh] (f32).
 // EmbeddedRunData answers the views' calls (layer, pooled, head, qk) from those bytes,
 // decoding one layer or head at a time. No network here.
 import { RunData, type HeadQk, type LayerAttention, type PooledAttention } from './client';
@@ -163,7 +164,9 @@ export class EmbeddedRunData extends RunData {
         rope: b.rope,
         softcap: b.softcap,
       };
-      return Promise.resolve({ meta, q: one('q'), k: one('k'), scores: one('scores'), attention: one('attention') });
+      /* a rotary model's q and k before the rotation, when embedded (the server's q_pre_rope, k_pre_rope) */
+      const pre = this.entries.has('q_pre_rope') && this.entries.has('k_pre_rope') ? { qPre: one('q_pre_rope'), kPre: one('k_pre_rope') } : {};
+      return Promise.resolve({ meta, q: one('q'), k: one('k'), scores: one('scores'), attention: one('attention'), ...pre });
     } catch (e) {
       return Promise.reject(e);
     }
