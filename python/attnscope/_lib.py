@@ -104,6 +104,20 @@ class AnOpts(ctypes.Structure):
     ]
 
 
+# Bytes of zeros after every structure the package allocates: a field the header appends
+# later (options: 0 = default; results: written by C) lands there instead of past the
+# allocation, until the mirror above follows the header (the layout test says when).
+STRUCT_SLACK = 512
+
+
+def new(cls, **fields):
+    """A zeroed cls with STRUCT_SLACK spare bytes after it, fields set."""
+    obj = cls.from_buffer(bytearray(ctypes.sizeof(cls) + STRUCT_SLACK))
+    for k, v in fields.items():
+        setattr(obj, k, v)
+    return obj
+
+
 # (struct, C name) pairs the layout test checks against the header
 STRUCTS = [(Error, "as_error"), (Config, "as_config"), (Encoding, "as_encoding"), (EncodeOpts, "as_encode_opts"),
            (CaptureSpec, "as_capture_spec"), (RunArray, "as_run_array"), (SalOpts, "sal_opts"),

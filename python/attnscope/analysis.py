@@ -23,10 +23,11 @@ STORE_SCHEMA_VERSION = 2
 
 def _opts(model=None, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
           quiet=True):
-    return _lib.AnOpts(model_dir=_bytes(model and os.fspath(model), "model"), sst2=_bytes(sst2 and os.fspath(sst2), "sst2"),
-                       conllu=_bytes(conllu and os.fspath(conllu), "conllu"), limit=int(limit), threads=int(threads),
-                       chunk=int(chunk), explain=int(explain), min_rel=int(min_rel), progress=1 if progress else 0,
-                       quiet=1 if quiet else 0)
+    return _lib.new(_lib.AnOpts, model_dir=_bytes(model and os.fspath(model), "model"),
+                    sst2=_bytes(sst2 and os.fspath(sst2), "sst2"),
+                    conllu=_bytes(conllu and os.fspath(conllu), "conllu"),
+                    limit=int(limit), threads=int(threads), chunk=int(chunk), explain=int(explain),
+                    min_rel=int(min_rel), progress=1 if progress else 0, quiet=1 if quiet else 0)
 
 
 def analyze(model, db, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
@@ -39,7 +40,7 @@ def analyze(model, db, sst2=None, conllu=None, limit=0, threads=0, chunk=0, expl
     if sst2 is None and conllu is None:
         raise Error("analyze needs sst2 and/or conllu")
     o = _opts(model, sst2, conllu, limit, threads, chunk, explain, min_rel, progress, quiet)
-    err = _lib.Error()
+    err = _lib.new(_lib.Error)
     _check(lib().an_analyze(_bytes(os.fspath(db), "db"), ctypes.byref(o), ctypes.byref(err)), err)
     return db
 
@@ -47,7 +48,7 @@ def analyze(model, db, sst2=None, conllu=None, limit=0, threads=0, chunk=0, expl
 def import_dir(folder, db, limit=0, chunk=0, min_rel=0, progress=False, quiet=True):
     """Imports a folder of NNNN.attention.npy + NNNN.json files (`attnscope import --dir`)."""
     o = _opts(limit=limit, chunk=chunk, min_rel=min_rel, progress=progress, quiet=quiet)
-    err = _lib.Error()
+    err = _lib.new(_lib.Error)
     _check(lib().an_import_dir(_bytes(os.fspath(db), "db"), _bytes(os.fspath(folder), "folder"), ctypes.byref(o),
                                ctypes.byref(err)), err)
     return db

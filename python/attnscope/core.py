@@ -150,7 +150,7 @@ class Model:
 
     def __init__(self, path):
         self._ptr = None
-        err = _lib.Error()
+        err = _lib.new(_lib.Error)
         p = ctypes.c_void_p()
         _check(lib().as_model_load(_bytes(os.fspath(path), "path"), ctypes.byref(p), ctypes.byref(err)), err)
         self._ptr = p
@@ -207,9 +207,9 @@ class Model:
     def _encode(self, text, text_b, max_tokens, truncate):
         if text is None:
             raise Error("text is required")
-        enc = _lib.Encoding()
-        err = _lib.Error()
-        opts = _lib.EncodeOpts(max_len=int(max_tokens or 0), truncate=1 if truncate else 0)
+        enc = _lib.new(_lib.Encoding)
+        err = _lib.new(_lib.Error)
+        opts = _lib.new(_lib.EncodeOpts, max_len=int(max_tokens or 0), truncate=1 if truncate else 0)
         _check(lib().as_encode(self._ptr, _bytes(text, "text"), _bytes(text_b, "text_b"), ctypes.byref(opts),
                                ctypes.byref(enc), ctypes.byref(err)), err)
         return enc
@@ -227,18 +227,18 @@ class Model:
             if t32.shape != ids32.shape:
                 raise Error("type_ids: %d values for %d ids" % (t32.size, ids32.size))
             tptr = t32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        enc = _lib.Encoding()
-        err = _lib.Error()
+        enc = _lib.new(_lib.Encoding)
+        err = _lib.new(_lib.Error)
         _check(lib().as_encoding_from_ids(self._ptr, ids32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), tptr,
                                           int(ids32.size), ctypes.byref(enc), ctypes.byref(err)), err)
         return enc
 
     def _forward(self, enc, capture, layer, head, threads, text, text_b):
         try:
-            spec = _lib.CaptureSpec(what=_parse_capture(capture), layer=-1 if layer is None else int(layer),
+            spec = _lib.new(_lib.CaptureSpec, what=_parse_capture(capture), layer=-1 if layer is None else int(layer),
                                     head=-1 if head is None else int(head), threads=int(threads or 0), ablate=0)
             run = ctypes.c_void_p()
-            err = _lib.Error()
+            err = _lib.new(_lib.Error)
             _check(lib().as_forward(self._ptr, ctypes.byref(enc), ctypes.byref(spec), ctypes.byref(run),
                                     ctypes.byref(err)), err)
             try:
@@ -287,11 +287,12 @@ class Model:
                 raise Error("bad target '%s': expected a class index or label name" % target)
             target = labels.index(target)
         enc = self._encode_ids(ids, None) if ids is not None else self._encode(text, text_b, 0, True)
-        res = _lib.SalResult()
+        res = _lib.new(_lib.SalResult)
         try:
-            opts = _lib.SalOpts(method=_lib.SAL_METHODS.index(method), target=-1 if target is None else int(target),
-                                steps=int(steps or 0), attn_out=None, threads=int(threads or 0))
-            err = _lib.Error()
+            opts = _lib.new(_lib.SalOpts, method=_lib.SAL_METHODS.index(method),
+                            target=-1 if target is None else int(target), steps=int(steps or 0), attn_out=None,
+                            threads=int(threads or 0))
+            err = _lib.new(_lib.Error)
             _check(lib().sal_compute(self._ptr, ctypes.byref(enc), ctypes.byref(opts), ctypes.byref(res),
                                      ctypes.byref(err)), err)
             out = {

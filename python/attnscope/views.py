@@ -7,8 +7,9 @@ embedded as the server's binary tensor container (docs/server.md: "ASTB", JSON h
 data) in base64 inside <script id="attnscope-data" type="application/octet-stream">;
 web/src/api/embedded.ts reads it instead of the HTTP API. Attention is embedded as
 float16 (what the server sends the head and model views); the neuron view's q, k and
-scores as float32 (it prints exact values), and for a rotary model q and k before RoPE. In a notebook the document is shown in an
-<iframe srcdoc>, so its styles and scripts stay inside the frame.
+scores as float32 (it prints exact values), and for a rotary model q and k before RoPE.
+In a notebook the document is shown in an <iframe srcdoc>, so its styles and scripts
+stay inside the frame.
 
 With server="http://127.0.0.1:8080" the views are instead an iframe on a running
 `attnscope serve` (for inputs too big to embed); nothing is embedded then.

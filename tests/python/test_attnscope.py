@@ -406,7 +406,8 @@ class TestViews(unittest.TestCase):
         self.assertEqual(t["q_pre_rope"].tobytes(), r.queries_pre_rope.tobytes())
         self.assertEqual(t["k_pre_rope"].tobytes(), r.keys_pre_rope.tobytes())
         b, c = meta["run"]["block"], m.config
-        self.assertEqual(b["window"], [c["sliding_window"] if c["layer_sliding"][l] else 0 for l in range(c["n_layer"])])
+        want = [c["sliding_window"] if c["layer_sliding"][l] else 0 for l in range(c["n_layer"])]
+        self.assertEqual(b["window"], want)
         self.assertEqual((b["n_kv_head"], b["kv_group"], b["causal"]), (2, [0, 0, 1, 1], True))
         self.assertEqual(b["rope"]["dim"], c["rope_dim"])
         self.assertEqual(meta["qk"], {"kv_group": [0, 0, 1, 1], "window": b["window"], "rope": True, "softcap": 0.0})

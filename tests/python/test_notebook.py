@@ -52,7 +52,8 @@ class TestNotebook(unittest.TestCase):
                 page = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
                 self.assertIn(js, page, "the inlined bundle")
                 self.assertIn(css, page)
-                self.assertRegex(page, r'<script id="attnscope-data" type="application/octet-stream">[A-Za-z0-9+/=]{100,}</script>')
+                self.assertRegex(page, r'<script id="attnscope-data" type="application/octet-stream">'
+                                       r'[A-Za-z0-9+/=]{100,}</script>')
                 self.assertIsNone(EXTERNAL.search(page), "a reference to another origin")
                 self.assertNotRegex(page, r"<script[^>]*\ssrc=|<link[^>]*\shref=", "a script or style not inlined")
 
