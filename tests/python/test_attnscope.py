@@ -356,6 +356,13 @@ EXTERNAL = re.compile(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']
 
 
 class TestViews(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        try:
+            views.find_web_dist()
+        except attnscope.Error as e:  # a build without the front end (-DAS_WEB=OFF or no npm)
+            raise unittest.SkipTest(str(e))
+
     def test_head_view_page(self):
         m = attnscope.load(SST2)
         r = m.run("the movie was good .", text_b="i liked it .")

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """test_notebook.py — a real notebook executed headless: nbclient starts an ipykernel
-(Debian's python3-ipykernel) and runs cells that load a model, run a sentence pair and
+(Debian's python3-ipykernel, run by /usr/bin/python3 through a kernel spec of its own) and
+runs cells that load a model, run a sentence pair and
 show attnscope.head_view, model_view and the bertviz drop-in's head_view. The cells'
 HTML outputs must hold the inlined web bundle (the exact script of <build>/web-dist) and
 the embedded run, and no reference to another origin (no http(s):// or // src/href).
@@ -8,9 +9,11 @@ the embedded run, and no reference to another origin (no http(s):// or // src/hr
 Usage: ATTNSCOPE_LIB=build/libattnscope.so /usr/bin/python3 tests/python/test_notebook.py
 """
 import html
+import json
 import os
 import re
 import sys
+import tempfile
 import unittest
 
 import nbformat
@@ -36,7 +39,16 @@ class TestNotebook(unittest.TestCase):
     def test_views_in_a_kernel(self):
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": ROOT}}).execute()
+        with tempfile.TemporaryDirectory() as d:
+            # the kernel is Debian's /usr/bin/python3 (ipykernel), whatever kernels the user has
+            spec = os.path.join(d, "kernels", "attnscope-test")
+            os.makedirs(spec)
+            with open(os.path.join(spec, "kernel.json"), "w") as f:
+                json.dump({"argv": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                           "display_name": "attnscope test", "language": "python"}, f)
+            os.environ["JUPYTER_PATH"] = d
+            NotebookClient(nb, timeout=300, kernel_name="attnscope-test",
+                           resources={"metadata": {"path": ROOT}}).execute()
         for c in nb.cells:
             errs = [o for o in c.outputs if o.output_type == "error"]
             self.assertEqual(errs, [], "cell failed: %s" % c.source)
