@@ -146,7 +146,8 @@ as_status llama_bind(as_model *m, as_error *err) {
     int D = c->d_model, L = c->n_layer, V = c->vocab_size;
     m->pre_ln = 1;
     m->keep_bf16 = 1; /* BF16 matrices are multiplied from the mapping, not copied to F32 */
-    if ((s = model_get(m, "embed_tokens.weight", V, D, 1, &m->wte, err))) return s;
+    if ((s = model_get_bf16(m, "embed_tokens.weight", V, D, &m->wte_bf, err))) return s;
+    if (!m->wte_bf && (s = model_get(m, "embed_tokens.weight", V, D, 1, &m->wte, err))) return s;
     m->layers = as_calloc((size_t)L, sizeof *m->layers);
     if (!m->layers) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     for (int l = 0; l < L; l++)
@@ -158,7 +159,10 @@ as_status llama_bind(as_model *m, as_error *err) {
         m->cls_last_token = 1;
         m->heads |= HEAD_CLASSIFIER;
     } else {
-        if (c->tie_word_embeddings) m->mlm_decoder = m->wte;
+        if (c->tie_word_embeddings && m->wte_bf) /* the BF16 table is the head's weight, in place */
+            m->lm_head = (lin_t){.wbf = m->wte_bf, .n_in = D, .n_out = V, .ldw = D};
+        else if (c->tie_word_embeddings)
+            m->mlm_decoder = m->wte;
         else if ((s = get_lin(m, "@lm_head", D, V, 0, &m->lm_head, err))) return s;
         m->heads |= HEAD_LM;
     }
@@ -180,8 +184,13 @@ void llama_embed(const as_model *m, const as_encoding *enc, unsigned ablate, flo
     int T = enc->n, D = m->cfg.d_model;
     float sc = m->cfg.emb_scale > 0 ? m->cfg.emb_scale : 1.0f;
     for (int t = 0; t < T; t++) {
-        const float *w = model_emb_word(m, enc, ablate, t);
         float *r = x + (size_t)t * D;
+        if (m->wte_bf && !(ablate & ABLATE_TOKEN)) { /* a row of the BF16 table in the mapping */
+            const uint16_t *w = m->wte_bf + (size_t)enc->ids[t] * D;
+            for (int i = 0; i < D; i++) r[i] = as_bf16_to_f32(w[i]) * sc;
+            continue;
+        }
+        const float *w = model_emb_word(m, enc, ablate, t);
         for (int i = 0; i < D; i++) r[i] = w[i] * sc;
     }
 }

@@ -176,8 +176,8 @@ as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int r
  * weights (m->keep_bf16) and the tensor is BF16 and 2-byte aligned: *out set (NULL when
  * not applicable, and the caller converts it through model_get). Non-finite values are
  * refused as model_get refuses them. */
-static as_status get_bf16_in_place(as_model *m, const char *name, int64_t d0, int64_t d1, const uint16_t **out,
-                                   as_error *err) {
+as_status model_get_bf16(as_model *m, const char *name, int64_t d0, int64_t d1, const uint16_t **out,
+                         as_error *err) {
     char used[512];
     *out = NULL;
     const st_tensor *t = m->keep_bf16 ? find_any(m, name, used, sizeof used) : NULL;
@@ -202,7 +202,7 @@ as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int 
     char name[512];
     memset(out, 0, sizeof *out);
     snprintf(name, sizeof name, "%s.weight", base);
-    as_status s = in_out ? AS_OK : get_bf16_in_place(m, name, n_out, n_in, &out->wbf, err);
+    as_status s = in_out ? AS_OK : model_get_bf16(m, name, n_out, n_in, &out->wbf, err);
     if (!s && !out->wbf)
         s = in_out ? model_get(m, name, n_in, n_out, 1, &out->w, err) : model_get(m, name, n_out, n_in, 1, &out->w, err);
     if (s) return s;
@@ -255,9 +255,24 @@ static float *mean_of(const float *tab, int rows, int cols) {
 }
 
 /* Mean rows of the embedding tables, for ablation (as_ablate). */
+static float *mean_of_bf16(const uint16_t *tab, int rows, int cols) {
+    float *mu = as_calloc((size_t)cols, sizeof(float));
+    double *acc = as_calloc((size_t)cols, sizeof(double));
+    if (mu && acc) {
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) acc[c] += as_bf16_to_f32(tab[(size_t)r * cols + c]);
+        for (int c = 0; c < cols; c++) mu[c] = (float)(acc[c] / rows);
+    } else {
+        free(mu);
+        mu = NULL;
+    }
+    free(acc);
+    return mu;
+}
+
 static as_status mean_rows(as_model *m, as_error *err) {
     int De = m->cfg.d_embed;
-    m->mean_wte = mean_of(m->wte, m->cfg.vocab_size, De);
+    m->mean_wte = m->wte ? mean_of(m->wte, m->cfg.vocab_size, De) : mean_of_bf16(m->wte_bf, m->cfg.vocab_size, De);
     if (m->wpe) m->mean_wpe = mean_of(m->wpe, m->cfg.max_pos, De);
     if (m->wtt) m->mean_wtt = mean_of(m->wtt, m->cfg.type_vocab, De);
     if (!m->mean_wte || (m->wpe && !m->mean_wpe) || (m->wtt && !m->mean_wtt))

@@ -69,7 +69,8 @@ struct as_model {
     int pre_ln;           /* 1 for GPT-2 and the LLaMA family */
     int pos_offset;       /* RoBERTa: padding_idx + 1 first position; else 0 */
     /* embeddings */
-    const float *wte;     /* (V, De) */
+    const float *wte;     /* (V, De); NULL when wte_bf holds the table */
+    const uint16_t *wte_bf; /* (V, De) LLaMA family's BF16 embedding table read in place, else NULL */
     const float *wpe;     /* (P, De); NULL with rotary positions */
     const float *wtt;     /* (type_vocab, De) or NULL */
     ln_t ln_emb;          /* (De) BERT family; unused for GPT-2 */
@@ -106,6 +107,12 @@ struct as_model {
  * Errors: AS_ERR_INPUT naming the tensor (missing, wrong dtype, wrong shape). */
 as_status model_get(as_model *m, const char *name, int64_t d0, int64_t d1, int required,
                     const float **out, as_error *err);
+/* The BF16 matrix `name` (d0, d1) borrowed from the mapping when the model keeps BF16
+ * weights (m->keep_bf16) and the tensor is BF16 and 2-byte aligned; *out = NULL when
+ * not (the caller converts it through model_get). Errors: AS_ERR_INPUT for non-finite
+ * values. */
+as_status model_get_bf16(as_model *m, const char *name, int64_t d0, int64_t d1, const uint16_t **out,
+                         as_error *err);
 as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int in_out,
                         int bias_required, lin_t *out, as_error *err);
 as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,

@@ -812,7 +812,7 @@ static void test_reused_buffers(void **state) {
  * same BF16-rounded values as F32. Loading the BF16 copy keeps its matrices in the
  * mapping (widened 64 rows at a time on each thread); the F32 copy multiplies F32
  * matrices; both must give the same forward to float rounding. */
-static void write_big_llama(const char *dir, int bf16) {
+static void write_big_llama(const char *dir, int bf16, int tied) {
     enum { D = 256, H = 4, KV = 2, DH = 64, F = 512, L = 2, V = 300 };
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -821,14 +821,14 @@ static void write_big_llama(const char *dir, int bf16) {
     fprintf(f, "{\"model_type\": \"llama\", \"hidden_size\": %d, \"num_attention_heads\": %d, "
                "\"num_key_value_heads\": %d, \"head_dim\": %d, \"intermediate_size\": %d, "
                "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 128, "
-               "\"rms_norm_eps\": 1e-5, \"tie_word_embeddings\": false}\n",
-            D, H, KV, DH, F, L, V);
+               "\"rms_norm_eps\": 1e-5, \"tie_word_embeddings\": %s}\n",
+            D, H, KV, DH, F, L, V, tied ? "true" : "false");
     fclose(f);
     struct { char name[96]; int64_t d0, d1; } spec[4 + 9 * L];
     int n = 0;
 #define ADD(nm, a, b) (snprintf(spec[n].name, sizeof spec[n].name, "%s", nm), spec[n].d0 = (a), spec[n].d1 = (b), n++)
     ADD("model.embed_tokens.weight", V, D);
-    ADD("lm_head.weight", V, D);
+    if (!tied) ADD("lm_head.weight", V, D);
     ADD("model.norm.weight", D, 0);
     for (int l = 0; l < L; l++) {
         char b[96];
@@ -876,8 +876,7 @@ static void write_big_llama(const char *dir, int bf16) {
     for (int i = 0; i < n; i++) free(bufs[i]);
 }
 
-static void test_bf16_in_place_threads(void **state) {
-    (void)state;
+static void bf16_in_place_case(int tied) {
     char root[64] = "/tmp/as_bf16_XXXXXX", dirs[2][128];
     assert_non_null(mkdtemp(root));
     as_model *m[2] = {NULL, NULL};
@@ -888,7 +887,7 @@ static void test_bf16_in_place_threads(void **state) {
     for (int k = 0; k < 2; k++) {
         snprintf(dirs[k], sizeof dirs[k], "%s/%s", root, k ? "f32" : "bf16");
         assert_int_equal(mkdir(dirs[k], 0700), 0);
-        write_big_llama(dirs[k], !k);
+        write_big_llama(dirs[k], !k, tied);
         as_error err = {0};
         if (as_model_load(dirs[k], &m[k], &err)) fail_msg("%s: %s", dirs[k], err.msg);
         assert_int_equal(as_model_dtype(m[k]), k ? DTYPE_F32 : DTYPE_BF16);
@@ -899,7 +898,8 @@ static void test_bf16_in_place_threads(void **state) {
     size_t na = (size_t)r[0]->n_lay * r[0]->n_hd * 48 * 48, nh = (size_t)(r[0]->n_run + 1) * 48 * 256;
     double da = max_abs_diff(r[0]->attn, r[1]->attn, na), dh = max_abs_diff(r[0]->hidden, r[1]->hidden, nh);
     double dl = max_abs_diff(r[0]->logits, r[1]->logits, (size_t)48 * 300);
-    printf("bf16 in place vs f32 copy: attentions %.2e hidden %.2e logits %.2e\n", da, dh, dl);
+    printf("bf16 in place vs f32 copy (%s): attentions %.2e hidden %.2e logits %.2e\n", tied ? "tied" : "untied",
+           da, dh, dl);
     assert_true(da <= 1e-6 && dh <= 1e-5 && dl <= 1e-5);
     for (int k = 0; k < 2; k++) {
         as_run_free(r[k]);
@@ -913,6 +913,13 @@ static void test_bf16_in_place_threads(void **state) {
         rmdir(dirs[k]);
     }
     rmdir(root);
+}
+
+/* untied lm_head, and the head tied to the BF16 embedding table (both read in place) */
+static void test_bf16_in_place_threads(void **state) {
+    (void)state;
+    bf16_in_place_case(0);
+    bf16_in_place_case(1);
 }
 
 /* ---- precision bf16 -------------------------------------------------------- */
