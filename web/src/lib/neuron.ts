@@ -2,7 +2,9 @@
 // head, each key j's vector k_j, the element-wise product q_i × k_j, the score
 // q_i · k_j / √d (Vaswani et al. 2017, eq. 1; the engine's captured value, with the
 // mask added) and the softmax over keys (the engine's captured attention). Dimensions
-// can be ordered by their contribution q_i[d]·k_j[d] to a chosen key's score.
+// can be ordered by their contribution q_i[d]·k_j[d] to a chosen key's score. For a
+// rotary model, two more columns give each score's content s_pre and position Δ
+// (lib/rope.ts), so an exported figure carries the decomposition too.
 import type { Token } from '../api/types';
 import { diverging, type DivergingScale } from './colors';
 import { label } from './headview';
@@ -128,16 +130,17 @@ export interface NeuronLayout {
   height: number;
 }
 
-export function neuronLayout(Dh: number, nKeys: number): NeuronLayout {
+export function neuronLayout(Dh: number, nKeys: number, rope = false): NeuronLayout {
   const rowH = 18;
   const cw = Math.max(3, Math.min(14, Math.floor(360 / Dh)));
   const labelW = 110;
   const kX = labelW + 10;
-  const pX = kX + Dh * cw + 24;
-  const sX = pX + Dh * cw + 24;
+  const colW = Math.max(Dh * cw, 170); /* at least a legend's width (small heads, e.g. Dh = 8) */
+  const pX = kX + colW + 24;
+  const sX = pX + colW + 24;
   const aX = sX + 110;
   const top = 112;
-  return { rowH, cw, labelW, kX, pX, sX, aX, top, width: aX + 120, height: top + (nKeys + 1) * rowH + 10 };
+  return { rowH, cw, labelW, kX, pX, sX, aX, top, width: aX + 120 + (rope ? 250 : 0), height: top + (nKeys + 1) * rowH + 10 };
 }
 
 export interface NeuronDrawOptions {
@@ -148,6 +151,8 @@ export interface NeuronDrawOptions {
   head: number;
   /** dimensions to mark (e.g. a head's dominant dims from the pattern view), or null */
   marked?: ReadonlySet<number> | null;
+  /** a rotary model's decomposition of the query's scores (lib/rope.ts), or null */
+  rope?: { sPre: ArrayLike<number>; delta: ArrayLike<number>; masked: (j: number) => boolean } | null;
 }
 
 export const MARK_COLOR = '#9333ea'; // marked dimensions: purple, distinct from the blue/orange scale
@@ -169,8 +174,9 @@ function legend(p: Painter, x: number, y: number, s: DivergingScale, title: stri
 export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
   const { d, rows } = o;
   const { Dh, T } = d;
-  const L = neuronLayout(Dh, rows.keys.length);
+  const L = neuronLayout(Dh, rows.keys.length, !!o.rope);
   const i = rows.query;
+  const rX = L.aX + 120;
   let vmax = 0;
   let pmax = 0;
   for (let x = 0; x < Dh; x++) vmax = Math.max(vmax, Math.abs(d.q[i * Dh + x]));
@@ -192,6 +198,11 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
   p.text(L.pX, hy - 10, t('neuron.halfDims', { n: rows.nTop, Dh, tok: label(o.tokens[rows.focusKey]) }), { size: 10, color: '#444' });
   p.text(L.sX, hy + L.rowH / 2, 'q·k/√d', { size: 11, weight: 'bold' });
   p.text(L.aX, hy + L.rowH / 2, 'softmax', { size: 11, weight: 'bold' });
+  if (o.rope) {
+    p.text(rX, hy + L.rowH / 2, 's_pre', { size: 11, weight: 'bold' });
+    p.text(rX + 80, hy + L.rowH / 2, 'Δ pos', { size: 11, weight: 'bold' });
+    p.text(rX, hy - 10, t('neuron.ropeColumns'), { size: 10, color: '#444' });
+  }
   if (o.marked?.size) {
     // marked dims: a bar above q's column and below q × k's, and an outline around the q cell
     p.text(L.kX, hy - 22, t('neuron.markedDraw', { dims: [...o.marked].sort((a, b) => a - b).join(', ') }), { size: 10, color: MARK_COLOR });
@@ -218,12 +229,19 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
     p.text(L.sX, y + L.rowH / 2, fmt(s), { size: 11, font: 'ui-monospace, monospace', color: s < 0 ? '#b35806' : '#1f4e79' });
     p.rect(L.aX, y + 3, Math.max(0, a) * 60, L.rowH - 6, '#1f77b4', 0.7);
     p.text(L.aX + 64, y + L.rowH / 2, a.toFixed(4), { size: 11, font: 'ui-monospace, monospace' });
+    if (o.rope) {
+      const m = o.rope.masked(j);
+      const sp = o.rope.sPre[j];
+      const dl = o.rope.delta[j];
+      p.text(rX, y + L.rowH / 2, m ? '—' : sp.toFixed(3), { size: 11, font: 'ui-monospace, monospace', color: sp < 0 ? '#b35806' : '#1f4e79' });
+      p.text(rX + 80, y + L.rowH / 2, m ? '—' : `${dl >= 0 ? '+' : ''}${dl.toFixed(3)}`, { size: 11, font: 'ui-monospace, monospace', color: '#7e22ce' });
+    }
   });
 }
 
 /** Key row under canvas y, or -1. */
 export function hitNeuronRow(rows: NeuronRows, Dh: number, y: number): number {
-  const L = neuronLayout(Dh, rows.keys.length);
+  const L = neuronLayout(Dh, rows.keys.length); /* rows do not depend on the extra columns */
   const r = Math.floor((y - L.top) / L.rowH) - 1;
   return r >= 0 && r < rows.keys.length ? rows.keys[r] : -1;
 }
