@@ -157,6 +157,10 @@ as_status store_check(struct sqlite3 *db, const char *path, as_error *err);
 int store_run_shape_ok(int n_layer, int n_head);
 
 struct json_t;
+struct sqlite3_stmt;
+/* Result column i of a row of q as JSON (new reference): null, integer, real (null when
+ * not finite) or string (invalid UTF-8 replaced, as_json_string_utf8). */
+struct json_t *store_column_json(struct sqlite3_stmt *q, int i);
 /* The per-head results of run (n_layer x n_head heads; ASSERTs store_run_shape_ok) of an
  * open database, the one JSON writer of GET /api/v1/db/runs/{id}/heads and of each
  * model's "heads" in `export`: {"run", "layers", "heads", "n_scored": heads with a row,

@@ -10,15 +10,6 @@
 static const char *DIR_NAME[2] = {"dependent->parent", "parent->dependent"};
 static const char *DIR_KEY[2] = {"dependent_to_parent", "parent_to_dependent"};
 
-/* Column col of q as an index in [0, n), or -1 when it is not an integer in that
- * range. Indices read from a database are checked before any arithmetic on them:
- * sqlite3_column_int would truncate 2^32 to 0, and layer * H can overflow int. */
-static int col_index(sqlite3_stmt *q, int col, int64_t n) {
-    if (sqlite3_column_type(q, col) != SQLITE_INTEGER) return -1;
-    sqlite3_int64 v = sqlite3_column_int64(q, col);
-    return v >= 0 && v < n ? (int)v : -1;
-}
-
 /* The error for a row of table whose indices are outside run's L x H heads. */
 static as_status damaged_row(store *s, int64_t run, const char *table, int L, int H, as_error *err) {
     return as_err_set(err, AS_ERR_INPUT,
@@ -82,7 +73,7 @@ as_status an_report(store *s, FILE *out, int top, as_error *err) {
         int lastdir = -1, any = 0;
         while (sqlite3_step(q) == SQLITE_ROW) {
             const char *rel = (const char *)sqlite3_column_text(q, 0);
-            int d = col_index(q, 1, 2);
+            int d = store_column_index(q, 1, 2);
             if (!rel || d < 0) {
                 rc = as_err_set(err, AS_ERR_INPUT, "%s: run %lld: a row of table rel_accuracy has no relation or a "
                                 "direction other than 0 and 1 (damaged database?)", s->path, (long long)run);
@@ -149,7 +140,8 @@ static as_status export_relations(store *s, int64_t run, int L, int H, json_t **
     sqlite3_bind_int64(q, 1, run);
     while (sqlite3_step(q) == SQLITE_ROW) {
         const char *rel = (const char *)sqlite3_column_text(q, 0);
-        int d = col_index(q, 1, 2), l = col_index(q, 2, L), h = col_index(q, 3, H);
+        int d = store_column_index(q, 1, 2), l = store_column_index(q, 2, L);
+        int h = store_column_index(q, 3, H);
         if (!rel || d < 0 || l < 0 || h < 0) {
             rc = damaged_row(s, run, "rel_accuracy", L, H, err);
             goto cleanup;
@@ -191,7 +183,8 @@ static as_status export_jsd(store *s, int64_t run, int L, int H, json_t **out, a
         goto cleanup;
     sqlite3_bind_int64(q, 1, run);
     while (sqlite3_step(q) == SQLITE_ROW) {
-        int al = col_index(q, 0, L), ah = col_index(q, 1, H), bl = col_index(q, 2, L), bh = col_index(q, 3, H);
+        int al = store_column_index(q, 0, L), ah = store_column_index(q, 1, H);
+        int bl = store_column_index(q, 2, L), bh = store_column_index(q, 3, H);
         double jsd = sqlite3_column_double(q, 4);
         if (al < 0 || ah < 0 || bl < 0 || bh < 0) {
             rc = damaged_row(s, run, "head_pairs", L, H, err);

@@ -527,9 +527,7 @@ static char *heads_sql(const char **names, int *n) {
     return b.s;
 }
 
-/* Column i of q as JSON: null, integer, finite real (else null) or string (invalid UTF-8
- * cleaned). */
-static json_t *column_json(sqlite3_stmt *q, int i) {
+json_t *store_column_json(sqlite3_stmt *q, int i) {
     switch (sqlite3_column_type(q, i)) {
     case SQLITE_INTEGER: return json_integer((json_int_t)sqlite3_column_int64(q, i));
     case SQLITE_FLOAT: {
@@ -544,12 +542,10 @@ static json_t *column_json(sqlite3_stmt *q, int i) {
 /* Writes the head row q (heads_sql: layer, head, then the n fields) into entry i of each
  * field's array cols[0..n). */
 static void head_row_json(sqlite3_stmt *q, json_t *const *cols, int n, size_t i) {
-    for (int c = 0; c < n; c++) json_array_set_new(cols[c], i, column_json(q, 2 + c));
+    for (int c = 0; c < n; c++) json_array_set_new(cols[c], i, store_column_json(q, 2 + c));
 }
 
-/* Column col of q as an index in [0, n), or -1 when it is not an integer in that range
- * (checked before any arithmetic: sqlite3_column_int would truncate 2^32 to 0). */
-static int column_index(sqlite3_stmt *q, int col, int64_t n) {
+int store_column_index(sqlite3_stmt *q, int col, int64_t n) {
     if (sqlite3_column_type(q, col) != SQLITE_INTEGER) return -1;
     sqlite3_int64 v = sqlite3_column_int64(q, col);
     return v >= 0 && v < n ? (int)v : -1;
@@ -579,7 +575,7 @@ as_status store_heads_json(sqlite3 *db, const char *path, int64_t run, int n_lay
         json_object_set_new(cols, names[c], arr[c]);
     }
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-        int l = column_index(q, 0, L), h = column_index(q, 1, H);
+        int l = store_column_index(q, 0, L), h = store_column_index(q, 1, H);
         if (l < 0 || h < 0) {
             if (!strict) continue;
             rc = as_err_set(err, AS_ERR_INPUT,

@@ -74,6 +74,10 @@ void store_set_blob(sqlite3_stmt *st, const char *col, const void *p, size_t n);
  * ASSERTs that it exists. */
 int store_col(sqlite3_stmt *st, const char *name);
 int64_t store_get_int(sqlite3_stmt *st, const char *name);
+/* Column col of st as an index in [0, n), or -1 when it is not an integer in that range.
+ * Indices read from a database are checked before any arithmetic on them:
+ * sqlite3_column_int would truncate 2^32 to 0, and layer * H can overflow int. */
+int store_column_index(sqlite3_stmt *st, int col, int64_t n);
 /* Borrowed until the next step or finalize; NULL for NULL. */
 const char *store_get_text(sqlite3_stmt *st, const char *name);
 

@@ -94,18 +94,8 @@ static void req_done(req *r) {
 
 static void db_fail(req *r) { reply_error(r->rs, 500, "database %s: %s", r->d->name, sqlite3_errmsg(r->d->db)); }
 
-/* Column i as JSON: null, integer, real or (UTF-8 checked) string. */
-static json_t *col(sqlite3_stmt *st, int i) {
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_INTEGER: return json_integer((json_int_t)sqlite3_column_int64(st, i));
-    case SQLITE_FLOAT: {
-        double v = sqlite3_column_double(st, i);
-        return isfinite(v) ? json_real(v) : json_null();
-    }
-    case SQLITE_TEXT: return as_json_string_utf8((const char *)sqlite3_column_text(st, i));
-    default: return json_null();
-    }
-}
+/* Column i as JSON (store_column_json: null, integer, finite real or UTF-8 string). */
+static json_t *col(sqlite3_stmt *st, int i) { return store_column_json(st, i); }
 
 /* Parses a decimal integer in [lo, hi]; NULL gives dflt. Returns -1 when malformed. */
 static int parse_long(const char *v, long lo, long hi, long dflt, long *out) {
