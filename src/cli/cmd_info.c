@@ -1,6 +1,7 @@
 /* cmd_info.c — `attnscope info`: architecture, sizes, attention block (grouped-query
- * heads, scores' factor, RoPE, sliding windows, soft-caps), norms, dtype, heads and
- * vocabulary of a model folder, as text or (--format json) one JSON object. */
+ * heads, scores' factor, RoPE, sliding windows, soft-caps), norms, dtype and arithmetic
+ * precision, task heads and vocabulary of a model folder, as text or (--format json) one
+ * JSON object. */
 #include "cli.h"
 
 #include <jansson.h>
@@ -105,6 +106,8 @@ static json_t *info_json(const char *dir, const as_model *m) {
     json_object_set_new(o, "final_softcap", json_real((double)c->final_softcap));
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
     json_object_set_new(o, "dtype", json_string(as_dtype_name(as_model_dtype(m))));
+    json_object_set_new(o, "precision", json_string(as_precision_name(as_model_precision(m))));
+    json_object_set_new(o, "cpu_bf16", json_boolean(as_cpu_bf16()));
     json_object_set_new(o, "n_params", json_integer((json_int_t)as_model_n_params(m)));
     json_object_set_new(o, "task_heads", th);
     json_object_set_new(o, "labels", labels);
@@ -155,7 +158,8 @@ static void info_text(const char *dir, const as_model *m) {
     printf("positions:    %d (longest input %d tokens)\n", c->max_pos, as_model_max_tokens(m));
     printf("segments:     %d\n", c->type_vocab);
     printf("vocabulary:   %d\n", c->vocab_size);
-    printf("dtype:        %s\n", as_dtype_name(as_model_dtype(m)));
+    printf("dtype:        %s (arithmetic %s%s)\n", as_dtype_name(as_model_dtype(m)), as_precision_name(as_model_precision(m)),
+           as_cpu_bf16() ? "; this CPU multiplies bf16 natively" : "");
     printf("parameters:   %zu\n", as_model_n_params(m));
     printf("task heads:  ");
     if (!heads) printf(" none");

@@ -28,7 +28,7 @@ line "soft-caps" "none"
 line "norms" "RMSNorm (eps 1e-06)"
 line "embeddings" "not tied"
 line "activation" "silu (gated MLP)"
-line "dtype" "F32"
+grep -q "^dtype:        F32 (arithmetic f32" "$TMP/out" && ok "$m: dtype F32, arithmetic f32" || fail "$m: dtype line: $(grep '^dtype' "$TMP/out")"
 line "tokenizer" "none (use --ids)"
 
 m=mistral_swa; expect 0 "" -- info --model "$F/$m"
@@ -63,7 +63,7 @@ line "rope" "8 of 8 dims, theta 10000, scaling llama3 x 8 (original 64 positions
 m=yarn; expect 0 "" -- info --model "$F/$m"
 line "rope" "8 of 8 dims, theta 10000, scaling yarn x 4 (original 64 positions)"
 m=llama_bf16; expect 0 "" -- info --model "$F/$m"
-line "dtype" "BF16"
+grep -q "^dtype:        BF16 (arithmetic f32" "$TMP/out" && ok "$m: dtype BF16" || fail "$m: dtype line: $(grep '^dtype' "$TMP/out")"
 
 # --format json: the same values, each model's against its config.json and safetensors header
 for m in llama mistral_swa gemma2 gemma3 phi3 qwen3 llama3_scaled yarn llama_bf16 qwen2_noprefix llama_cls; do
@@ -102,7 +102,8 @@ const hdr = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
 let params = 0;
 for (const [k, v] of Object.entries(hdr)) if (k !== '__metadata__') params += v.shape.reduce((a, b) => a * b, 1);
 const dt = Object.entries(hdr).find(([k]) => k !== '__metadata__')[1].dtype;
-eq('dtype', j.dtype, dt === 'F32' ? 'F32' : dt);
+eq('dtype', j.dtype, dt);
+eq('precision', j.precision, 'f32');
 if (j.n_params !== params) console.log(`note: ${dir}: n_params ${j.n_params}, safetensors holds ${params}`);
 if (j.n_params <= 0 || j.n_params > params) fail(`n_params ${j.n_params} outside (0, ${params}]`);
 JS
