@@ -466,20 +466,24 @@ int32_t tok_piece_to_id(const tok_tokenizer *t, const char *piece) {
     return tok_vocab_get(t->vocab, piece, strlen(piece));
 }
 
-/* The spm decoder's view of one piece: a byte-fallback piece as its byte (a NUL byte
- * gives ""), else the piece with disp_from replaced by disp_to. */
-static char *spm_display(const tok_tokenizer *t, const char *p) {
+/* The spm decoder's view of one piece (*len bytes, NUL-terminated): a byte-fallback
+ * piece as its byte, else the piece with disp_from replaced by disp_to. */
+static char *spm_display(const tok_tokenizer *t, const char *p, size_t *len) {
     int b = tok_spm_byte_piece(p);
     if (b >= 0 && t->disp_bytes) {
         char *o = as_malloc(2);
         if (o) {
             o[0] = (char)b;
             o[1] = 0;
+            *len = 1;
         }
         return o;
     }
     size_t fk = strlen(t->disp_from), tk = strlen(t->disp_to), n = strlen(p), hits = 0;
-    if (fk == 0) return as_strdup(p);
+    if (fk == 0) {
+        *len = n;
+        return as_strdup(p);
+    }
     for (const char *q = strstr(p, t->disp_from); q; q = strstr(q + fk, t->disp_from)) hits++;
     char *o = as_malloc(n - hits * fk + hits * tk + 1);
     if (!o) return NULL;
@@ -495,15 +499,24 @@ static char *spm_display(const tok_tokenizer *t, const char *p) {
         q = h + fk;
     }
     o[w] = 0;
+    *len = w;
     return o;
 }
 
-char *tok_piece_display(const tok_tokenizer *t, int32_t id) {
+char *tok_piece_bytes(const tok_tokenizer *t, int32_t id, size_t *len) {
+    ASSERT(len);
+    *len = 0;
     const char *p = tok_id_to_piece(t, id);
     if (!p) return NULL;
-    if (t->spm) return spm_display(t, p); /* HF decodes added tokens too */
-    if (t->kind == KIND_BPE && !added_by_id(t, id)) return tok_bpe_piece_to_text(p);
+    if (t->spm) return spm_display(t, p, len); /* HF decodes added tokens too */
+    if (t->kind == KIND_BPE && !added_by_id(t, id)) return tok_bpe_piece_to_bytes(p, len);
+    *len = strlen(p);
     return as_strdup(p);
+}
+
+char *tok_piece_display(const tok_tokenizer *t, int32_t id) {
+    size_t n;
+    return tok_piece_bytes(t, id, &n);
 }
 
 const char *tok_kind_name(const tok_tokenizer *t) {

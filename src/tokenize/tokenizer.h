@@ -64,8 +64,13 @@ const char *tok_id_to_piece(const tok_tokenizer *t, int32_t id);
 int32_t tok_piece_to_id(const tok_tokenizer *t, const char *piece);
 /* Human-readable form of a token, owned by the caller: byte-level BPE pieces decoded to
  * their bytes ("Ġthe" -> " the"), SentencePiece-style pieces through the file's decoder
- * ("▁the" -> " the", "<0x0A>" -> the byte 0x0A; a NUL byte gives ""), "##" kept. */
+ * ("▁the" -> " the", "<0x0A>" -> the byte 0x0A; a NUL byte reads "": see
+ * tok_piece_bytes), "##" kept. */
 char *tok_piece_display(const tok_tokenizer *t, int32_t id);
+/* As tok_piece_display, also giving the byte count, which a piece standing for a NUL
+ * byte ("<0x00>", GPT-2's "Ā") needs: *len = 1 there while the string reads "". NULL
+ * (and *len = 0) when id is unknown or out of memory. */
+char *tok_piece_bytes(const tok_tokenizer *t, int32_t id, size_t *len);
 const char *tok_kind_name(const tok_tokenizer *t); /* "wordpiece" or "bpe" */
 
 typedef enum { TOK_SP_CLS = 0, TOK_SP_SEP, TOK_SP_PAD, TOK_SP_UNK, TOK_SP_MASK, TOK_SP_BOS, TOK_SP_EOS, TOK_SP_COUNT } tok_special;

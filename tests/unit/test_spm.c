@@ -11,8 +11,9 @@
  * Phi-3's rstrip added tokens, ignore_merges, unknown characters with fuse_unk on and
  * off, added tokens with normalized = true, a Split on "▁" with each behaviour). Also: readable token text
  * (tok_piece_display), add_bos_token / add_eos_token from tokenizer_config.json, refused
- * options with one-line errors, random bytes, 100 KB of text in well under a second, and
- * a 1 MiB text without spaces (one word) that must finish.
+ * options with one-line errors, mutated tokenizer.json files, random bytes, 100 KB of
+ * text in well under a second, and a 1 MiB text without spaces (one word) that must
+ * finish.
  * It does not test byte-level BPE (test_bpe.c) or WordPiece (test_tokenizer.c).
  */
 #include <stdarg.h>
@@ -236,6 +237,14 @@ static void test_llama2(void **state) {
     expect_display(t, "<0x0A>", "\n", 1);
     expect_display(t, "<0xE6>", "\xE6", 1);
     expect_display(t, "<s>", "<s>", 3);
+    size_t nb = 9;
+    char *d = tok_piece_bytes(t, tok_piece_to_id(t, "<0x00>"), &nb);
+    assert_non_null(d);
+    assert_int_equal(nb, 1); /* the NUL byte itself */
+    assert_int_equal(d[0], 0);
+    free(d);
+    assert_null(tok_piece_bytes(t, 999999, &nb));
+    assert_int_equal(nb, 0);
     tok_free(t);
 }
 
@@ -402,7 +411,7 @@ static int put_utf8(char *o, uint32_t cp) {
 }
 
 /* Random bytes and random valid UTF-8 (no '<', so no added token): always encoded, offsets
- * inside the text; for valid text the tokens' bytes (tok_piece_display) join to " " + the
+ * inside the text; for valid text the tokens' bytes (tok_piece_bytes) join to " " + the
  * text with "▁" read as a space, which is what the Llama-2 decoder gives back. */
 static void test_random(void **state) {
     (void)state;
@@ -440,10 +449,9 @@ static void test_random(void **state) {
         for (int k = 0; k < e.n; k++) {
             if (e.seq[k] < 0) continue;
             assert_true(e.start[k] >= 0 && e.start[k] <= e.end[k] && (size_t)e.end[k] <= n);
-            char *d = tok_piece_display(t, e.ids[k]);
+            size_t dl = 0;
+            char *d = tok_piece_bytes(t, e.ids[k], &dl);
             assert_non_null(d);
-            size_t dl = strlen(d);
-            if (dl == 0 && strcmp(e.pieces[k], "<0x00>") == 0) dl = 1; /* the NUL byte */
             assert_true(gn + dl <= sizeof got);
             memcpy(got + gn, d, dl);
             gn += dl;
@@ -471,6 +479,111 @@ static void test_random(void **state) {
     }
     printf("  %d random texts encoded\n", n_ok);
     tok_free(t);
+}
+
+/* A small SentencePiece-style tokenizer.json, mutated: every mutant loads or fails with
+ * AS_ERR_INPUT and a one-line message; those that load encode hostile texts. */
+static void test_mutated_files(void **state) {
+    (void)state;
+    json_t *vocab = json_object();
+    const char *extra[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab",
+                           "\xE2\x96\x81" "ab", "\xE6\x97\xA5"};
+    int id = 0;
+    for (int k = 0; k < 3; k++) json_object_set_new(vocab, extra[k], json_integer(id++));
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        json_object_set_new(vocab, name, json_integer(id++));
+    }
+    for (int k = 3; k < 10; k++) json_object_set_new(vocab, extra[k], json_integer(id++));
+    json_t *base = json_pack(
+        "{s:[{s:i, s:s, s:b, s:b, s:b, s:b, s:b}],"
+        " s:{s:s, s:[{s:s, s:s}, {s:s, s:{s:s}, s:s}]}, s:n,"
+        " s:{s:s, s:[{s:{s:s, s:i}}, {s:{s:s, s:i}}], s:[{s:{s:s, s:i}}, {s:{s:s, s:i}}, {s:{s:s, s:i}}, {s:{s:s, s:i}}],"
+        "    s:{s:{s:s, s:[i], s:[s]}}},"
+        " s:{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}]},"
+        " s:{s:s, s:s, s:b, s:b, s:o, s:[s, s, s]}}",
+        "added_tokens", "id", 1, "content", "<s>", "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 1,
+        "normalizer", "type", "Sequence", "normalizers", "type", "Prepend", "prepend", "\xE2\x96\x81", "type", "Replace",
+        "pattern", "String", " ", "content", "\xE2\x96\x81", "pre_tokenizer",
+        "post_processor", "type", "TemplateProcessing", "single", "SpecialToken", "id", "<s>", "type_id", 0, "Sequence",
+        "id", "A", "type_id", 0, "pair", "SpecialToken", "id", "<s>", "type_id", 0, "Sequence", "id", "A", "type_id", 0,
+        "SpecialToken", "id", "<s>", "type_id", 1, "Sequence", "id", "B", "type_id", 1, "special_tokens", "<s>", "id", "<s>",
+        "ids", 1, "tokens", "<s>",
+        "decoder", "type", "Sequence", "decoders", "type", "Replace", "pattern", "String", "\xE2\x96\x81", "content", " ",
+        "type", "ByteFallback", "type", "Fuse",
+        "model", "type", "BPE", "unk_token", "<unk>", "byte_fallback", 1, "fuse_unk", 1, "vocab", vocab, "merges",
+        "\xE2\x96\x81 a", "a b", "\xE2\x96\x81" "a b");
+    assert_non_null(base);
+    char *text = json_dumps(base, JSON_COMPACT);
+    json_decref(base);
+    assert_non_null(text);
+    size_t n = strlen(text);
+    /* the unmutated file works */
+    char dir[] = "/tmp/as_spm_mut_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    static const char *const texts[] = {"ab ab", "<s>a\xF0\x9F\x98\x80", "   ", "\xE6\x97\xA5\xE6\x9C\xAC",
+                                        "a\xFF\xFE" "b", "\xE2\x96\x81\xE2\x96\x81"};
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    int n_ok = 0, n_err = 0;
+    char *m = malloc(n + 1);
+    assert_non_null(m);
+    for (int it = 0; it < 400; it++) {
+        memcpy(m, text, n + 1);
+        if (it > 0) {
+            for (int k = 0; k < 1 + it % 4; k++) {
+                seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+                size_t at = (size_t)(seed % n);
+                static const char pool[] = "{}[]\":,0123456789-truefalsenul \\<>\x81\xE2";
+                m[at] = (seed >> 40) % 3 ? pool[(seed >> 20) % (sizeof pool - 1)] : (char)(seed >> 32);
+                if (!m[at]) m[at] = ' ';
+            }
+        }
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        fwrite(m, 1, n, f);
+        fclose(f);
+        tok_tokenizer *t = NULL;
+        as_error err = {0};
+        as_status rc = tok_load_dir(dir, NULL, &t, NULL, &err);
+        if (it == 0 && rc != AS_OK) fail_msg("the unmutated file: %s", err.msg);
+        if (rc != AS_OK) {
+            assert_int_equal(rc, AS_ERR_INPUT);
+            assert_null(t);
+            assert_null(strchr(err.msg, '\n'));
+            n_err++;
+            continue;
+        }
+        n_ok++;
+        for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+            as_encoding e = {0};
+            rc = tok_encode(t, texts[k], k % 2 ? texts[0] : NULL, 16, 1, &e, &err);
+            assert_true(rc == AS_OK || rc == AS_ERR_INPUT);
+            for (int q = 0; rc == AS_OK && q < e.n; q++) {
+                size_t bl;
+                free(tok_piece_bytes(t, e.ids[q], &bl));
+            }
+            as_encoding_free(&e);
+        }
+        if (it == 0) { /* "ab ab" -> <s> ▁ab ▁ab */
+            as_encoding e = {0};
+            assert_int_equal(tok_encode(t, "ab ab", NULL, 0, 1, &e, &err), AS_OK);
+            assert_int_equal(e.n, 3);
+            assert_int_equal(e.ids[0], 1);
+            assert_int_equal(e.ids[1], tok_piece_to_id(t, "\xE2\x96\x81" "ab"));
+            assert_int_equal(e.ids[2], e.ids[1]);
+            as_encoding_free(&e);
+        }
+        tok_free(t);
+    }
+    printf("  %d mutated files loaded, %d refused\n", n_ok, n_err);
+    assert_true(n_ok > 20 && n_err > 20);
+    unlink(path);
+    rmdir(dir);
+    free(m);
+    free(text);
 }
 
 /* 100 KB of mixed text in well under a second; a 1 MiB text without spaces (one word
@@ -523,6 +636,7 @@ int main(void) {
         cmocka_unit_test(test_bos_eos_config),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_mutated_files),
         cmocka_unit_test(test_speed),
         cmocka_unit_test(test_gemma3),
     };
