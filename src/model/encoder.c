@@ -1,20 +1,18 @@
-/* encoder.c — the forward pass shared by every architecture: linear maps (OpenBLAS
- * sgemm), LayerNorm, activations, the transformer layer (post-LN for the BERT
- * family, pre-LN for GPT-2) and multi-head attention with selective capture, and
- * the task heads. Architecture-specific weight binding and embeddings live in
- * bert.c, distilbert.c and gpt2.c.
+/* encoder.c — the one forward pass of every architecture: the transformer layer
+ * (post-LN for the BERT family; pre-norm for GPT-2 and the LLaMA family, read from the
+ * block description in as_config), multi-head / grouped-query attention with selective
+ * capture, and the task heads; optionally saving what backward.c needs (a model_tape).
+ * Architecture-specific weight binding and embeddings live in bert.c, distilbert.c,
+ * gpt2.c and llama.c; the pooled linear maps, norms and activations in par_ops.c.
  *
- * Threads: one pool (core/pool.h, passive waiting). Linear maps split their output
- * columns into blocks, each a single-threaded OpenBLAS sgemm on its slice of the
- * weights; the attention runs one head per task; LayerNorm, activations and adds
- * split their rows/elements. OpenBLAS is set to one thread during a forward (and
- * restored after), so no second thread pool competes for the cores.
+ * Threads: one pool (core/pool.h, passive waiting): linear maps split their output
+ * columns, the attention runs one head per task, norms and activations split their rows;
+ * OpenBLAS runs single-threaded inside the pass (model_par_begin).
  */
 #include "model/model.h"
 #include "model/ops.h"
 #include "core/fastmath.h"
 #include "core/gemm_bf16.h"
-#include "core/gemm_small.h"
 #include "core/pool.h"
 
 #include <cblas.h>
@@ -29,196 +27,6 @@
 #else
 #define AS_SIMD_CLONES
 #endif
-
-/* Threads of the forward running on this thread (set by as_forward). */
-static _Thread_local int t_threads = 1;
-
-/* Up to this many rows (tokens), [out, in] weights multiply without packing
- * (core/gemm_small.c); longer inputs amortise sgemm's packing of W. */
-#ifndef AS_GEMM_SMALL_MAX_ROWS
-#define AS_GEMM_SMALL_MAX_ROWS 32
-#endif
-
-/* Scratch of the linear maps during a forward on this thread (as_forward sets it):
- * conv, per pool thread, LIN_CONV_ROWS rows of a BF16 weight widened to F32 (or the
- * BF16 fallback's blocks); xb, the BF16 copy of a product's input at precision bf16
- * (set when the model computes in BF16, else NULL). */
-#define LIN_CONV_ROWS 64
-typedef struct {
-    float *conv;
-    size_t conv_per_thread; /* floats */
-    uint16_t *xb;           /* (T, max n_in) */
-} lin_scratch;
-static _Thread_local lin_scratch t_lin;
-
-/* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w. */
-static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const float *x, int T, float *y,
-                            int j0, int j1) {
-    float beta = 0.0f;
-    if (l->b) {
-        for (int t = 0; t < T; t++)
-            memcpy(y + (size_t)t * l->n_out + j0, l->b + j0, (size_t)(j1 - j0) * sizeof(float));
-        beta = 1.0f;
-    }
-    if (!l->in_out && T <= AS_GEMM_SMALL_MAX_ROWS && as_gemm_small_ok()) {
-        as_gemm_small_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, ldw, y + j0, (size_t)l->n_out, l->b != NULL);
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0, l->n_in, 1.0f, x,
-                l->n_in, w, (int)ldw, beta, y + j0, l->n_out);
-}
-
-/* One product for output columns [j0, j1) on pool thread tid: F32 weights; BF16 weights
- * in the mapping widened to F32 LIN_CONV_ROWS rows at a time (the same products as
- * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
-static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
-                        const lin_scratch *sc, int tid) {
-    if (l->wbf && xb) {
-        as_gemm_bf16_xwt(T, j1 - j0, l->n_in, xb, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in, (size_t)l->n_in,
-                         l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, sc->conv + (size_t)tid * sc->conv_per_thread);
-        return;
-    }
-    if (l->w) {
-        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1);
-        return;
-    }
-    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (LIN_CONV_ROWS, n_in) */
-    for (int r0 = j0; r0 < j1; r0 += LIN_CONV_ROWS) {
-        int r1 = r0 + LIN_CONV_ROWS < j1 ? r0 + LIN_CONV_ROWS : j1;
-        for (int r = r0; r < r1; r++)
-            as_bf16_to_f32_n(wf + (size_t)(r - r0) * l->n_in, l->wbf + (size_t)r * l->n_in, (size_t)l->n_in);
-        linear_cols_f32(l, wf, (size_t)l->n_in, x, T, y, r0, r1);
-    }
-}
-
-typedef struct {
-    const lin_t *l;
-    const float *x;
-    const uint16_t *xb;
-    float *y;
-    int T, chunk;
-    lin_scratch sc; /* the calling thread's (t_lin is thread-local) */
-} linear_job;
-
-static void linear_task(void *ctx, int b, int tid) {
-    const linear_job *j = ctx;
-    int j0 = b * j->chunk, j1 = j0 + j->chunk < j->l->n_out ? j0 + j->chunk : j->l->n_out;
-    linear_cols(j->l, j->x, j->xb, j->T, j->y, j0, j1, &j->sc, tid);
-}
-
-/* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
- * running a single-threaded product on its slice of W, so every weight is read once. */
-void op_linear(const lin_t *l, const float *x, int T, float *y) {
-    int nt = t_threads;
-    const uint16_t *xb = NULL;
-    if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
-        as_f32_to_bf16_n(t_lin.xb, x, (size_t)T * l->n_in);
-        xb = t_lin.xb;
-    }
-    double work = (double)T * l->n_out * l->n_in;
-    if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
-        linear_cols(l, x, xb, T, y, 0, l->n_out, &t_lin, 0);
-        return;
-    }
-    /* 2 column blocks per thread, handed out dynamically: a thread that the OS
-     * preempts delays only its block. Blocks are multiples of 16 columns. */
-    int nb = 2 * nt;
-    int chunk = ((l->n_out + nb - 1) / nb + 15) & ~15;
-    linear_job j = {l, x, xb, y, T, chunk, t_lin};
-    as_parallel_for((l->n_out + chunk - 1) / chunk, nt, linear_task, &j);
-}
-
-/* Splits n items into about 4 blocks per thread of at least `min` items and runs
- * fn(ctx, lo, hi) on each. */
-typedef void (*range_fn)(void *ctx, size_t lo, size_t hi);
-typedef struct {
-    range_fn fn;
-    void *ctx;
-    size_t n, block;
-} range_job;
-
-static void range_task(void *ctx, int b, int tid) {
-    const range_job *r = ctx;
-    size_t lo = (size_t)b * r->block, hi = lo + r->block < r->n ? lo + r->block : r->n;
-    r->fn(r->ctx, lo, hi);
-}
-
-static void parallel_range(size_t n, size_t min, range_fn fn, void *ctx) {
-    int nt = t_threads;
-    if (nt <= 1 || n <= min) {
-        fn(ctx, 0, n);
-        return;
-    }
-    size_t block = (n + 4 * (size_t)nt - 1) / (4 * (size_t)nt);
-    if (block < min) block = min;
-    range_job r = {fn, ctx, n, block};
-    as_parallel_for((int)((n + block - 1) / block), nt, range_task, &r);
-}
-
-typedef struct {
-    const ln_t *ln;
-    float eps;
-    int add_one;
-    float *x;
-} ln_job;
-
-static void layernorm_rows(void *ctx, size_t lo, size_t hi) {
-    const ln_job *j = ctx;
-    float *r = j->x + lo * (size_t)j->ln->n;
-    op_layernorm_fwd(r, NULL, NULL, r, j->ln->g, j->ln->b, (int)(hi - lo), j->ln->n, j->eps);
-}
-
-void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
-    ln_job j = {ln, eps, 0, x};
-    parallel_range((size_t)T, 8, layernorm_rows, &j);
-}
-
-static void rmsnorm_rows(void *ctx, size_t lo, size_t hi) {
-    const ln_job *j = ctx;
-    float *r = j->x + lo * (size_t)j->ln->n;
-    op_rmsnorm_fwd(r, NULL, r, j->ln->g, (int)(hi - lo), j->ln->n, j->eps, j->add_one);
-}
-
-void op_rmsnorm(const ln_t *ln, float eps, int add_one, float *x, int T) {
-    ln_job j = {ln, eps, add_one, x};
-    parallel_range((size_t)T, 8, rmsnorm_rows, &j);
-}
-
-typedef struct {
-    as_act a;
-    float *x;
-    const float *src;
-} elem_job;
-
-static void act_range(void *ctx, size_t lo, size_t hi) {
-    const elem_job *j = ctx;
-    op_act_fwd(j->a, j->x + lo, j->x + lo, hi - lo);
-}
-
-void op_act(as_act a, float *x, size_t n) {
-    elem_job j = {a, x, NULL};
-    parallel_range(n, 16384, act_range, &j);
-}
-
-static void glu_range(void *ctx, size_t lo, size_t hi) {
-    const elem_job *j = ctx;
-    op_glu_fwd(j->a, j->x + lo, j->x + lo, j->src + lo, hi - lo);
-}
-
-void op_glu(as_act a, float *gate, const float *up, size_t n) {
-    elem_job j = {a, gate, up};
-    parallel_range(n, 16384, glu_range, &j);
-}
-
-static void add_range(void *ctx, size_t lo, size_t hi) {
-    const elem_job *j = ctx;
-    for (size_t i = lo; i < hi; i++) j->x[i] += j->src[i];
-}
-
-void op_add(float *y, const float *x, size_t n) {
-    elem_job j = {ACT_RELU, y, x};
-    parallel_range(n, 16384, add_range, &j);
-}
 
 /* Per-forward scratch, one allocation. Qw = H Dh (query width), Kw = Hkv Dh. */
 typedef struct {
@@ -612,11 +420,8 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
             free(pos);
         }
     }
-    int old_threads = t_threads, old_blas = openblas_get_num_threads();
-    lin_scratch old_lin = t_lin;
-    t_threads = nthreads;
-    t_lin = (lin_scratch){ws.conv, ws.conv_per_thread, ws.xb};
-    openblas_set_num_threads(1); /* parallelism comes from the pool (op_linear, heads) */
+    par_state saved;
+    model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
     switch (c->arch) {
     case ARCH_BERT:
     case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
@@ -632,9 +437,7 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
         if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws.x, TD * sizeof(float));
     }
     if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);
-    t_threads = old_threads;
-    t_lin = old_lin;
-    openblas_set_num_threads(old_blas);
+    model_par_end(&saved);
     *out = r;
     r = NULL;
     s = AS_OK;

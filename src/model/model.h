@@ -128,6 +128,22 @@ as_status distilbert_bind(as_model *m, as_error *err);
 as_status gpt2_bind(as_model *m, as_error *err);
 as_status llama_bind(as_model *m, as_error *err);
 
+/* ---- operations on the thread pool (par_ops.c) ---- */
+
+/* What model_par_begin replaces, restored by model_par_end. */
+typedef struct {
+    int threads, blas_threads;
+    float *conv;
+    size_t conv_per_thread;
+    uint16_t *xb;
+} par_state;
+/* Sets, for the calling thread, the pool threads of the pass, the linear maps' scratch
+ * (conv: per thread conv_per_thread floats >= as_gemm_bf16_scratch(widest input); xb:
+ * (T, widest input) BF16 input at precision bf16, else NULL), and OpenBLAS to one thread. */
+void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t *xb, par_state *saved);
+void model_par_end(const par_state *saved);
+int model_par_threads(void);
+
 /* ---- compute (encoder.c) ---- */
 
 /* Additive mask value for disallowed attention, as Hugging Face uses

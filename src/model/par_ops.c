@@ -1,0 +1,230 @@
+/* par_ops.c — the operations of a pass through a model that run on the thread pool
+ * (core/pool.h): linear maps (y = x W^T + b, and the input gradient dx = dy W), norms,
+ * activations and adds over rows or elements. A pass (the forward in encoder.c, the
+ * backward in backward.c) brackets its work with model_par_begin / model_par_end, which
+ * set the thread count and the linear maps' scratch for the calling thread and OpenBLAS
+ * to one thread (so no second pool competes for the cores).
+ *
+ * Linear maps split their output columns into blocks, each a single-threaded product on
+ * its slice of the weights: OpenBLAS sgemm, core/gemm_small.c for a few rows, BF16
+ * weights widened block by block from the mapping, or at precision bf16 the AVX-512 BF16
+ * kernel (core/gemm_bf16.c). Element-wise work is split into ranges.
+ */
+#include "model/model.h"
+#include "model/ops.h"
+#include "core/gemm_bf16.h"
+#include "core/gemm_small.h"
+#include "core/pool.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* Threads of the pass running on this thread (model_par_begin). */
+static _Thread_local int t_threads = 1;
+
+/* Up to this many rows (tokens), [out, in] weights multiply without packing
+ * (core/gemm_small.c); longer inputs amortise sgemm's packing of W. */
+#ifndef AS_GEMM_SMALL_MAX_ROWS
+#define AS_GEMM_SMALL_MAX_ROWS 32
+#endif
+
+/* Scratch of the linear maps during a pass on this thread (model_par_begin):
+ * conv, per pool thread, LIN_CONV_ROWS rows of a BF16 weight widened to F32 (or the
+ * BF16 fallback's blocks); xb, the BF16 copy of a product's input at precision bf16
+ * (set when the model computes in BF16, else NULL). */
+#define LIN_CONV_ROWS 64
+typedef struct {
+    float *conv;
+    size_t conv_per_thread; /* floats */
+    uint16_t *xb;           /* (T, max n_in) */
+} lin_scratch;
+static _Thread_local lin_scratch t_lin;
+
+/* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w. */
+static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const float *x, int T, float *y,
+                            int j0, int j1) {
+    float beta = 0.0f;
+    if (l->b) {
+        for (int t = 0; t < T; t++)
+            memcpy(y + (size_t)t * l->n_out + j0, l->b + j0, (size_t)(j1 - j0) * sizeof(float));
+        beta = 1.0f;
+    }
+    if (!l->in_out && T <= AS_GEMM_SMALL_MAX_ROWS && as_gemm_small_ok()) {
+        as_gemm_small_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, ldw, y + j0, (size_t)l->n_out, l->b != NULL);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0, l->n_in, 1.0f, x,
+                l->n_in, w, (int)ldw, beta, y + j0, l->n_out);
+}
+
+/* One product for output columns [j0, j1) on pool thread tid: F32 weights; BF16 weights
+ * in the mapping widened to F32 LIN_CONV_ROWS rows at a time (the same products as
+ * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
+static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
+                        const lin_scratch *sc, int tid) {
+    if (l->wbf && xb) {
+        as_gemm_bf16_xwt(T, j1 - j0, l->n_in, xb, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in, (size_t)l->n_in,
+                         l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, sc->conv + (size_t)tid * sc->conv_per_thread);
+        return;
+    }
+    if (l->w) {
+        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1);
+        return;
+    }
+    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (LIN_CONV_ROWS, n_in) */
+    for (int r0 = j0; r0 < j1; r0 += LIN_CONV_ROWS) {
+        int r1 = r0 + LIN_CONV_ROWS < j1 ? r0 + LIN_CONV_ROWS : j1;
+        for (int r = r0; r < r1; r++)
+            as_bf16_to_f32_n(wf + (size_t)(r - r0) * l->n_in, l->wbf + (size_t)r * l->n_in, (size_t)l->n_in);
+        linear_cols_f32(l, wf, (size_t)l->n_in, x, T, y, r0, r1);
+    }
+}
+
+typedef struct {
+    const lin_t *l;
+    const float *x;
+    const uint16_t *xb;
+    float *y;
+    int T, chunk;
+    lin_scratch sc; /* the calling thread's (t_lin is thread-local) */
+} linear_job;
+
+static void linear_task(void *ctx, int b, int tid) {
+    const linear_job *j = ctx;
+    int j0 = b * j->chunk, j1 = j0 + j->chunk < j->l->n_out ? j0 + j->chunk : j->l->n_out;
+    linear_cols(j->l, j->x, j->xb, j->T, j->y, j0, j1, &j->sc, tid);
+}
+
+/* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
+ * running a single-threaded product on its slice of W, so every weight is read once. */
+void op_linear(const lin_t *l, const float *x, int T, float *y) {
+    int nt = t_threads;
+    const uint16_t *xb = NULL;
+    if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
+        as_f32_to_bf16_n(t_lin.xb, x, (size_t)T * l->n_in);
+        xb = t_lin.xb;
+    }
+    double work = (double)T * l->n_out * l->n_in;
+    if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
+        linear_cols(l, x, xb, T, y, 0, l->n_out, &t_lin, 0);
+        return;
+    }
+    /* 2 column blocks per thread, handed out dynamically: a thread that the OS
+     * preempts delays only its block. Blocks are multiples of 16 columns. */
+    int nb = 2 * nt;
+    int chunk = ((l->n_out + nb - 1) / nb + 15) & ~15;
+    linear_job j = {l, x, xb, y, T, chunk, t_lin};
+    as_parallel_for((l->n_out + chunk - 1) / chunk, nt, linear_task, &j);
+}
+
+/* Splits n items into about 4 blocks per thread of at least `min` items and runs
+ * fn(ctx, lo, hi) on each. */
+typedef void (*range_fn)(void *ctx, size_t lo, size_t hi);
+typedef struct {
+    range_fn fn;
+    void *ctx;
+    size_t n, block;
+} range_job;
+
+static void range_task(void *ctx, int b, int tid) {
+    const range_job *r = ctx;
+    size_t lo = (size_t)b * r->block, hi = lo + r->block < r->n ? lo + r->block : r->n;
+    r->fn(r->ctx, lo, hi);
+}
+
+static void parallel_range(size_t n, size_t min, range_fn fn, void *ctx) {
+    int nt = t_threads;
+    if (nt <= 1 || n <= min) {
+        fn(ctx, 0, n);
+        return;
+    }
+    size_t block = (n + 4 * (size_t)nt - 1) / (4 * (size_t)nt);
+    if (block < min) block = min;
+    range_job r = {fn, ctx, n, block};
+    as_parallel_for((int)((n + block - 1) / block), nt, range_task, &r);
+}
+
+typedef struct {
+    const ln_t *ln;
+    float eps;
+    int add_one;
+    float *x;
+} ln_job;
+
+static void layernorm_rows(void *ctx, size_t lo, size_t hi) {
+    const ln_job *j = ctx;
+    float *r = j->x + lo * (size_t)j->ln->n;
+    op_layernorm_fwd(r, NULL, NULL, r, j->ln->g, j->ln->b, (int)(hi - lo), j->ln->n, j->eps);
+}
+
+void op_layernorm(const ln_t *ln, float eps, float *x, int T) {
+    ln_job j = {ln, eps, 0, x};
+    parallel_range((size_t)T, 8, layernorm_rows, &j);
+}
+
+static void rmsnorm_rows(void *ctx, size_t lo, size_t hi) {
+    const ln_job *j = ctx;
+    float *r = j->x + lo * (size_t)j->ln->n;
+    op_rmsnorm_fwd(r, NULL, r, j->ln->g, (int)(hi - lo), j->ln->n, j->eps, j->add_one);
+}
+
+void op_rmsnorm(const ln_t *ln, float eps, int add_one, float *x, int T) {
+    ln_job j = {ln, eps, add_one, x};
+    parallel_range((size_t)T, 8, rmsnorm_rows, &j);
+}
+
+typedef struct {
+    as_act a;
+    float *x;
+    const float *src;
+} elem_job;
+
+static void act_range(void *ctx, size_t lo, size_t hi) {
+    const elem_job *j = ctx;
+    op_act_fwd(j->a, j->x + lo, j->x + lo, hi - lo);
+}
+
+void op_act(as_act a, float *x, size_t n) {
+    elem_job j = {a, x, NULL};
+    parallel_range(n, 16384, act_range, &j);
+}
+
+static void glu_range(void *ctx, size_t lo, size_t hi) {
+    const elem_job *j = ctx;
+    op_glu_fwd(j->a, j->x + lo, j->x + lo, j->src + lo, hi - lo);
+}
+
+void op_glu(as_act a, float *gate, const float *up, size_t n) {
+    elem_job j = {a, gate, up};
+    parallel_range(n, 16384, glu_range, &j);
+}
+
+static void add_range(void *ctx, size_t lo, size_t hi) {
+    const elem_job *j = ctx;
+    for (size_t i = lo; i < hi; i++) j->x[i] += j->src[i];
+}
+
+void op_add(float *y, const float *x, size_t n) {
+    elem_job j = {ACT_RELU, y, x};
+    parallel_range(n, 16384, add_range, &j);
+}
+
+
+void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t *xb, par_state *saved) {
+    saved->threads = t_threads;
+    saved->blas_threads = openblas_get_num_threads();
+    saved->conv = t_lin.conv;
+    saved->conv_per_thread = t_lin.conv_per_thread;
+    saved->xb = t_lin.xb;
+    t_threads = nthreads;
+    t_lin = (lin_scratch){conv, conv_per_thread, xb};
+    openblas_set_num_threads(1);
+}
+
+void model_par_end(const par_state *saved) {
+    t_threads = saved->threads;
+    t_lin = (lin_scratch){saved->conv, saved->conv_per_thread, saved->xb};
+    openblas_set_num_threads(saved->blas_threads);
+}
+
+int model_par_threads(void) { return t_threads; }
