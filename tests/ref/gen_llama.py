@@ -185,11 +185,13 @@ def apply_rope(x, cos, sin):
 # ---------------------------------------------------------------- modules
 
 def rms_norm(x, w, eps, add_one):
+    # HF upcasts to float32; a float64 forward (gen_grads.py, xcheck_f64) stays in float64
+    up = torch.promote_types(x.dtype, torch.float32)
     if add_one:  # Gemma2RMSNorm / Gemma3RMSNorm: float32, times (1 + w)
-        xf = x.float()
+        xf = x.to(up)
         out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-        return (out * (1.0 + w.float())).type_as(x)
-    xf = x.to(torch.float32)  # LlamaRMSNorm
+        return (out * (1.0 + w.to(up))).type_as(x)
+    xf = x.to(up)  # LlamaRMSNorm
     var = xf.pow(2).mean(-1, keepdim=True)
     return w * (xf * torch.rsqrt(var + eps)).to(x.dtype)
 
@@ -211,9 +213,10 @@ def allowed_mask(c, l, T, mask):
     return ok
 
 
-def forward(P, c, pre, ids, mask, head, dtype=torch.float32):
+def forward(P, c, pre, ids, mask, head, dtype=torch.float32, word_embeds=None):
     """The model's forward for one sequence (batch of one), recording every internal.
-    P: parameters (float32); pre: "model." or ""; head: "lm" or "classifier"."""
+    P: parameters (float32); pre: "model." or ""; head: "lm" or "classifier".
+    word_embeds: (T, D) rows used instead of the embed_tokens lookup (gen_grads.py)."""
     f = family(c)
     P = {k: v.to(dtype) for k, v in P.items()}
     D, H, L = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
@@ -231,7 +234,7 @@ def forward(P, c, pre, ids, mask, head, dtype=torch.float32):
         scaling = Dh ** -0.5
     softcap = c.get("attn_logit_softcapping") if f["gemma"] else None
 
-    h = F.embedding(ids, g("embed_tokens.weight"))
+    h = F.embedding(ids, g("embed_tokens.weight")) if word_embeds is None else word_embeds.to(dtype)
     if f["gemma"]:  # normalizer = tensor(hidden_size ** 0.5, dtype=hidden_states.dtype)
         h = h * torch.tensor(D ** 0.5, dtype=h.dtype)
     rec = {k: [] for k in ("attentions", "attention_scores", "queries_pre_rope", "keys_pre_rope",
@@ -290,6 +293,7 @@ def forward(P, c, pre, ids, mask, head, dtype=torch.float32):
     block_out = hs[-1]
     hs[-1] = norm(block_out, "norm")  # HF: the last entry is after the final norm
     out = {k: torch.stack(v) for k, v in rec.items()}
+    out["_probs"] = rec["attentions"]  # per layer, in the graph (gen_grads.py)
     out["hidden_states"] = torch.stack(hs)
     out["_layer_in"] = layer_in
     out["_block_out"] = block_out

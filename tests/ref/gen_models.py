@@ -257,8 +257,10 @@ def collect(rec):
     return out
 
 
-def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier", electra=False):
-    """BertModel / RobertaModel + a head, eager attention, eval mode."""
+def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier", electra=False,
+                 word_embeds=None):
+    """BertModel / RobertaModel + a head, eager attention, eval mode.
+    word_embeds: (T, De) rows used instead of the word-embedding lookup (gen_grads.py)."""
     H, L, eps = c["num_attention_heads"], c["num_hidden_layers"], c["layer_norm_eps"]
     D = c["hidden_size"]
     T = ids.shape[0]
@@ -270,7 +272,7 @@ def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier", ele
     else:
         pos = torch.arange(T)[None]
     g = lambda n: P[pre + n]
-    emb = F.embedding(ids_b, g("embeddings.word_embeddings.weight"))
+    emb = F.embedding(ids_b, g("embeddings.word_embeddings.weight")) if word_embeds is None else word_embeds[None]
     emb = emb + F.embedding(tt_b, g("embeddings.token_type_embeddings.weight"))
     emb = emb + F.embedding(pos, g("embeddings.position_embeddings.weight"))
     h = F.layer_norm(emb, (emb.shape[-1],), g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"), eps)
@@ -299,6 +301,7 @@ def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier", ele
             rec[key].append(val)
         hs.append(h)
     out = collect(rec)
+    out["_probs"] = rec["attentions"]  # per layer, in the graph (gen_grads.py)
     out["hidden_states"] = torch.stack(hs)[:, 0]
     out["_layer_in"] = layer_in
     if head == "classifier" and not roberta and not electra:  # BertPooler + BertForSequenceClassification
@@ -319,14 +322,14 @@ def bert_forward(P, c, pre, ids, tt, mask, roberta=False, head="classifier", ele
     return out
 
 
-def distilbert_forward(P, c, ids, mask):
+def distilbert_forward(P, c, ids, mask, word_embeds=None):
     """DistilBertForSequenceClassification, eval mode. LayerNorm eps is hard-coded
-    to 1e-12 in modeling_distilbert.py (no config key)."""
+    to 1e-12 in modeling_distilbert.py (no config key). word_embeds: as in bert_forward."""
     H, L, D, eps = c["n_heads"], c["n_layers"], c["dim"], 1e-12
     T = ids.shape[0]
     p = "distilbert."
     g = lambda n: P[p + n]
-    emb = F.embedding(ids[None], g("embeddings.word_embeddings.weight"))
+    emb = F.embedding(ids[None], g("embeddings.word_embeddings.weight")) if word_embeds is None else word_embeds[None]
     emb = emb + F.embedding(torch.arange(T)[None], g("embeddings.position_embeddings.weight"))
     h = F.layer_norm(emb, (D,), g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"), eps)
     masked = (mask == 0).view(1, 1, 1, T)
@@ -351,6 +354,7 @@ def distilbert_forward(P, c, ids, mask):
             rec[key].append(val)
         hs.append(h)
     out = collect(rec)
+    out["_probs"] = rec["attentions"]  # per layer, in the graph (gen_grads.py)
     out["hidden_states"] = torch.stack(hs)[:, 0]
     out["_layer_in"] = layer_in
     x = F.relu(F.linear(h[:, 0], P["pre_classifier.weight"], P["pre_classifier.bias"]))
@@ -358,15 +362,17 @@ def distilbert_forward(P, c, ids, mask):
     return out
 
 
-def gpt2_forward(P, c, ids, mask, tt=None):
+def gpt2_forward(P, c, ids, mask, tt=None, word_embeds=None):
     """GPT2LMHeadModel, eval mode, eager attention. hidden_states as HF returns them:
     L+1 entries, the last one after ln_f (the others are block inputs, no ln_f).
-    tt: token_type_ids when passed (GPT2Model: hidden += wte(token_type_ids))."""
+    tt: token_type_ids when passed (GPT2Model: hidden += wte(token_type_ids)).
+    word_embeds: (T, D) rows used instead of the wte lookup of ids (gen_grads.py)."""
     H, L, D, eps = c["n_head"], c["n_layer"], c["n_embd"], c["layer_norm_epsilon"]
     T = ids.shape[0]
     p = "transformer."
     g = lambda n: P[p + n]
-    h = F.embedding(ids[None], g("wte.weight")) + F.embedding(torch.arange(T)[None], g("wpe.weight"))
+    we = F.embedding(ids[None], g("wte.weight")) if word_embeds is None else word_embeds[None]
+    h = we + F.embedding(torch.arange(T)[None], g("wpe.weight"))
     if tt is not None:
         h = h + F.embedding(tt[None], g("wte.weight"))
     causal = torch.tril(torch.ones((T, T), dtype=torch.bool)).view(1, 1, T, T)
@@ -400,6 +406,7 @@ def gpt2_forward(P, c, ids, mask, tt=None):
     h = F.layer_norm(h, (D,), g("ln_f.weight"), g("ln_f.bias"), eps)
     hs.append(h)
     out = collect(rec)
+    out["_probs"] = rec["attentions"]  # per layer, in the graph (gen_grads.py)
     out["hidden_states"] = torch.stack(hs)[:, 0]
     out["_layer_in"] = layer_in
     out["_last_block_out"] = h_last
