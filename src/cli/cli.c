@@ -83,6 +83,23 @@ const char *cli_value(int argc, char **argv, int *i, const char *cmd) {
 
 int cli_is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
+int cli_parse_capture(const char *s, unsigned *what) {
+    *what = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "all")) *what |= CAP_ALL;
+        else if (!strcmp(tok, "attn")) *what |= CAP_ATTN;
+        else if (!strcmp(tok, "scores")) *what |= CAP_SCORES;
+        else if (!strcmp(tok, "qkv")) *what |= CAP_QKV;
+        else if (!strcmp(tok, "hidden")) *what |= CAP_HIDDEN;
+        else if (!strcmp(tok, "logits")) *what |= CAP_LOGITS;
+        else return -1;
+    }
+    return *what ? 0 : -1;
+}
+
 int cli_make_encoding(const char *cmd, const as_model *m, const char *text, const char *text_b,
                       const char *ids, const char *type_ids, int max_tokens, int truncate,
                       as_encoding *enc) {

@@ -24,6 +24,9 @@ int cli_parse_ids(const char *s, int32_t **out, int *n);
  * when the option has no value. */
 const char *cli_value(int argc, char **argv, int *i, const char *cmd);
 int cli_is_help(const char *a);
+/* Parses a --capture list "attn,scores,qkv,hidden,logits" or "all" into a bit set of
+ * as_capture_what. 0 ok, -1 on an unknown name or an empty list. */
+int cli_parse_capture(const char *s, unsigned *what);
 
 /* Builds the model input from --text/--text-b (tokenized, truncated to max_tokens
  * (0 = the model's limit) when truncate != 0, warnings printed) or from --ids /

@@ -12,15 +12,19 @@
 
 static const char *BENCH_HELP =
     "usage: attnscope bench --model DIR --tokens N [--repeat R] [--threads N]\n"
-    "                       [--capture all|attn|none] [--precision f32|bf16] [--saliency]\n"
+    "                       [--capture all|none|attn,scores,qkv,hidden,logits]\n"
+    "                       [--layer L] [--precision f32|bf16] [--saliency]\n"
     "\n"
     "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
-    "with full capture (or --capture) and prints the median and minimum ms, the\n"
-    "forward's GFLOP/s, the sgemm peak GFLOP/s measured in the same run on the model's\n"
-    "feed-forward shape (N x D x F), their ratio, captured MB and peak RSS MB.\n"
-    "--precision bf16 multiplies in BF16 (see `attnscope run --help`).\n"
-    "--saliency times sal_compute instead (gradient saliency of the predicted class: the\n"
-    "forward and the backward to the word embeddings; BERT-family classifiers).\n";
+    "with full capture (or --capture; none = the logits only) and prints the median\n"
+    "and minimum ms, the forward's GFLOP/s, the sgemm peak GFLOP/s measured in the same\n"
+    "run on the model's feed-forward shape (N x D x F), their ratio, captured MB and\n"
+    "peak RSS MB. --layer L captures layer L only (as `attnscope run --layer`: the\n"
+    "forward stops after layer L unless logits are captured; GFLOP/s counts the layers\n"
+    "computed and the logits' product). --precision bf16 multiplies in BF16 (see\n"
+    "`attnscope run --help`). --saliency times sal_compute instead (gradient saliency\n"
+    "of the predicted class: the forward and the backward to the word embeddings;\n"
+    "BERT-family classifiers).\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -52,7 +56,7 @@ static double sgemm_peak(int M, int N, int K, int R) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *capture = "all", *precision = "f32";
-    int T = 128, R = 5, threads = 0, saliency = 0;
+    int T = 128, R = 5, threads = 0, layer = -1, saliency = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (cli_is_help(o)) {
@@ -71,16 +75,17 @@ int cmd_bench(int argc, char **argv) {
             if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &T)) return cli_usage_error("bench", "bad --tokens '%s'", v);
         } else if (!strcmp(o, "--repeat")) {
             if (cli_parse_int(v, 1, 1000, &R)) return cli_usage_error("bench", "bad --repeat '%s'", v);
+        } else if (!strcmp(o, "--layer")) {
+            if (cli_parse_int(v, 0, AS_MAX_LAYERS - 1, &layer)) return cli_usage_error("bench", "bad --layer '%s'", v);
         } else if (!strcmp(o, "--threads")) {
             if (cli_parse_int(v, 1, 1024, &threads)) return cli_usage_error("bench", "bad --threads '%s'", v);
         } else return cli_usage_error("bench", "unknown option '%s'", o);
     }
     if (!dir) return cli_usage_error("bench", "--model DIR is required");
     unsigned what = 0;
-    if (!strcmp(capture, "all")) what = CAP_ALL;
-    else if (!strcmp(capture, "attn")) what = CAP_ATTN;
-    else if (!strcmp(capture, "none")) what = CAP_LOGITS;
-    else return cli_usage_error("bench", "--capture must be all, attn or none");
+    if (!strcmp(capture, "none")) what = CAP_LOGITS;
+    else if (cli_parse_capture(capture, &what))
+        return cli_usage_error("bench", "--capture must be all, none or a list of attn, scores, qkv, hidden, logits");
     as_precision prec;
     if (as_precision_parse(precision, &prec)) return cli_usage_error("bench", "--precision must be f32 or bf16");
     as_error err = {0};
@@ -95,6 +100,10 @@ int cmd_bench(int argc, char **argv) {
         goto cleanup;
     }
     const as_config *c = as_model_config(m);
+    if (layer >= c->n_layer) {
+        rc = cli_usage_error("bench", "--layer %d is over the model's %d layers", layer, c->n_layer);
+        goto cleanup;
+    }
     if (T > as_model_max_tokens(m)) {
         rc = cli_usage_error("bench", "--tokens %d is over the model's %d positions", T, as_model_max_tokens(m));
         goto cleanup;
@@ -115,9 +124,10 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_fail(&err);
         goto cleanup;
     }
-    as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = threads};
+    as_capture_spec spec = {.what = what, .layer = layer, .head = -1, .threads = threads};
     sal_opts so = {.method = SAL_GRAD, .target = -1, .threads = threads};
     size_t cap_bytes = 0;
+    int n_run = 0, head_rows = 0, head_cols = 0; /* layers computed; logits (rows, cols) */
     for (int r = -1; r < R; r++) {
         as_run *run = NULL;
         sal_result sr = {0};
@@ -128,17 +138,22 @@ int cmd_bench(int argc, char **argv) {
         }
         double dt = (as_now() - t0) * 1e3;
         cap_bytes = run ? run->bytes : 0;
+        n_run = run ? run->n_run : c->n_layer;
+        head_rows = run && run->logits ? run->logits_rows : 0;
+        head_cols = run && run->logits ? run->logits_cols : 0;
         as_run_free(run);
         sal_result_free(&sr);
         if (r >= 0) ms[r] = dt;
     }
     qsort(ms, (size_t)R, sizeof *ms, cmp_double);
     double med = R % 2 ? ms[R / 2] : 0.5 * (ms[R / 2 - 1] + ms[R / 2]);
-    /* per layer: q, k, v, o projections, the feed-forward (3 maps when gated), q.k and P.v */
-    double D = c->d_model, F = c->d_ff, L = c->n_layer, Tt = T;
+    /* per layer computed: q, k, v, o projections, the feed-forward (3 maps when gated), q.k
+     * and P.v; then the logits' last product (rows x D x cols: the LM head of a decoder) */
+    double D = c->d_model, F = c->d_ff, L = n_run, Tt = T;
     double Qw = (double)c->n_head * c->d_head, Kw = (double)c->n_kv_head * c->d_head;
     double flop = L * (2.0 * Tt * D * (2 * Qw + 2 * Kw) + 2.0 * Tt * D * F * (c->gated_mlp ? 3 : 2) +
-                       2.0 * Tt * Tt * Qw * 2);
+                       2.0 * Tt * Tt * Qw * 2) +
+                  2.0 * head_rows * D * head_cols;
     /* the saliency's backward to the inputs: the same products again and four attention ones */
     if (saliency)
         flop += L * (2.0 * Tt * D * (2 * Qw + 2 * Kw) + 2.0 * Tt * D * F * (c->gated_mlp ? 3 : 2) +

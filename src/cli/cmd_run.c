@@ -48,23 +48,6 @@ typedef struct {
     int layer, head, threads, max_tokens, truncate, top, quiet;
 } run_args;
 
-static int parse_capture(const char *s, unsigned *what) {
-    *what = 0;
-    char buf[256];
-    if (strlen(s) >= sizeof buf) return -1;
-    strcpy(buf, s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (!strcmp(tok, "all")) *what |= CAP_ALL;
-        else if (!strcmp(tok, "attn")) *what |= CAP_ATTN;
-        else if (!strcmp(tok, "scores")) *what |= CAP_SCORES;
-        else if (!strcmp(tok, "qkv")) *what |= CAP_QKV;
-        else if (!strcmp(tok, "hidden")) *what |= CAP_HIDDEN;
-        else if (!strcmp(tok, "logits")) *what |= CAP_LOGITS;
-        else return -1;
-    }
-    return *what ? 0 : -1;
-}
-
 /* ---- JSON output (streamed; tensors as nested arrays, floats as %.9g) ---- */
 
 /* Writes s as a JSON string; bytes that are not well-formed UTF-8 are written as
@@ -304,7 +287,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (fmt_npz && !a.out) return cli_usage_error("run", "--format npz needs --out FILE");
     unsigned what = CAP_ALL;
-    if (a.capture && parse_capture(a.capture, &what))
+    if (a.capture && cli_parse_capture(a.capture, &what))
         return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits)", a.capture);
     if (!fmt_npz && !fmt_json) what |= CAP_ATTN | CAP_LOGITS; /* the summary needs them */
     as_precision prec = AS_PRECISION_F32;

@@ -9,6 +9,11 @@ expect 0 "" -- --help
 expect 0 "" -- run --help
 expect 0 "" -- info --help
 expect 0 "" -- bench --help
+expect 2 "bad --layer" -- bench --model "$M" --tokens 4 --layer x
+expect 2 "over the model's" -- bench --model "$M" --tokens 4 --layer 7
+expect 2 "--capture must be" -- bench --model "$M" --tokens 4 --capture attn,bogus
+expect 0 "" -- bench --model "$M" --tokens 4 --repeat 1 --layer 1 --capture attn,logits
+grep -q "median_ms" "$TMP/out" || { echo "FAIL: bench --layer 1 printed no timing: $(cat "$TMP/out")"; fails=$((fails+1)); }
 expect 2 "unknown command" -- frobnicate
 expect 2 "required" -- run --text hi
 expect 2 "exactly one" -- run --model "$M"
