@@ -30,6 +30,14 @@ def _check(status, err):
         raise Error(err.msg.decode("utf-8", errors="replace"), status)
 
 
+def _encoding_or_raise(status, enc, err):
+    """enc when status is AS_OK; else frees what enc holds and raises Error."""
+    if status != 0:
+        lib().as_encoding_free(ctypes.byref(enc))
+        _check(status, err)
+    return enc
+
+
 def _bytes(s, what):
     if s is None:
         return None
@@ -41,22 +49,35 @@ def _bytes(s, what):
 
 
 class _RunOwner:
-    """Owns one as_run (and nothing else); frees it when the last reference goes."""
+    """Owns one as_run and the encoding it was run on; frees both when the last reference
+    goes (the Result, or any array taken from it)."""
     live = 0  # runs not yet freed (the tests read it)
     _lock = threading.Lock()
 
-    def __init__(self, ptr):
-        self.ptr = ptr
+    def __init__(self, model, enc):
+        self.model = model  # the run's tokens and npz need it; kept alive with the run
+        self.enc = enc
+        self.ptr = ctypes.c_void_p()
+
+    def forward(self, spec):
+        err = _lib.new(_lib.Error)
+        _check(lib().as_forward(self.model._ptr, ctypes.byref(self.enc), ctypes.byref(spec), ctypes.byref(self.ptr),
+                                ctypes.byref(err)), err)
         with _RunOwner._lock:
             _RunOwner.live += 1
 
     def __del__(self):
         dll = _lib._lib  # None only if the library was never loaded (or at interpreter exit)
-        if self.ptr and dll is not None:
+        if dll is None:
+            return
+        if self.ptr:
             dll.as_run_free(self.ptr)
-            self.ptr = None
+            self.ptr = ctypes.c_void_p()
             with _RunOwner._lock:
                 _RunOwner.live -= 1
+        if self.enc is not None:
+            dll.as_encoding_free(ctypes.byref(self.enc))
+            self.enc = None
 
 
 class _View:
@@ -90,10 +111,11 @@ class Result:
     (input_ids, token_type_ids, attention_mask, offsets, layers, heads, score_scale,
     kv_group, token_pieces, token_text) and tokens, the list of token dicts of the JSON output."""
 
-    def __init__(self, model, run_ptr, enc, text, text_b, layer, head):
+    def __init__(self, model, owner, text, text_b, layer, head):
         self.model = model
         self.text, self.text_b = text, text_b
-        self._owner = _RunOwner(run_ptr)
+        self._owner = owner
+        run_ptr, enc = owner.ptr, owner.enc
         c = model.config
         T = enc.n
         self.sizes = {"tokens": T, "layers": c["n_layer"], "heads": c["n_head"], "d_model": c["d_model"],
@@ -134,6 +156,15 @@ class Result:
     def nbytes(self):
         """Bytes of the captured tensors (the run's memory, not copied)."""
         return sum(a.nbytes for a in self.arrays().values())
+
+    def save_npz(self, path):
+        """Writes the run as `attnscope run --format npz` does (as_run_write_npz: the same
+        writer, so the same bytes); returns path. Raises Error when path cannot be written."""
+        o = self._owner
+        err = _lib.new(_lib.Error)
+        _check(lib().as_run_write_npz(self.model._ptr, ctypes.byref(o.enc), o.ptr, _bytes(os.fspath(path), "path"),
+                                      ctypes.byref(err)), err)
+        return path
 
     def arrays(self):
         """{name: array} of every captured tensor, in the npz's order (views, not copies)."""
@@ -210,9 +241,9 @@ class Model:
         enc = _lib.new(_lib.Encoding)
         err = _lib.new(_lib.Error)
         opts = _lib.new(_lib.EncodeOpts, max_len=int(max_tokens or 0), truncate=1 if truncate else 0)
-        _check(lib().as_encode(self._ptr, _bytes(text, "text"), _bytes(text_b, "text_b"), ctypes.byref(opts),
-                               ctypes.byref(enc), ctypes.byref(err)), err)
-        return enc
+        st = lib().as_encode(self._ptr, _bytes(text, "text"), _bytes(text_b, "text_b"), ctypes.byref(opts),
+                             ctypes.byref(enc), ctypes.byref(err))
+        return _encoding_or_raise(st, enc, err)
 
     def _encode_ids(self, ids, type_ids):
         ids = np.ascontiguousarray(np.asarray(ids, dtype=np.int64))
@@ -229,26 +260,16 @@ class Model:
             tptr = t32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
         enc = _lib.new(_lib.Encoding)
         err = _lib.new(_lib.Error)
-        _check(lib().as_encoding_from_ids(self._ptr, ids32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), tptr,
-                                          int(ids32.size), ctypes.byref(enc), ctypes.byref(err)), err)
-        return enc
+        st = lib().as_encoding_from_ids(self._ptr, ids32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), tptr,
+                                        int(ids32.size), ctypes.byref(enc), ctypes.byref(err))
+        return _encoding_or_raise(st, enc, err)
 
     def _forward(self, enc, capture, layer, head, threads, text, text_b):
-        try:
-            spec = _lib.new(_lib.CaptureSpec, what=_parse_capture(capture), layer=-1 if layer is None else int(layer),
-                                    head=-1 if head is None else int(head), threads=int(threads or 0), ablate=0)
-            run = ctypes.c_void_p()
-            err = _lib.new(_lib.Error)
-            _check(lib().as_forward(self._ptr, ctypes.byref(enc), ctypes.byref(spec), ctypes.byref(run),
-                                    ctypes.byref(err)), err)
-            try:
-                return Result(self, run, enc, text, text_b, layer, head)
-            except BaseException:
-                if run:
-                    lib().as_run_free(run)
-                raise
-        finally:
-            lib().as_encoding_free(ctypes.byref(enc))
+        owner = _RunOwner(self, enc)  # frees the encoding (and the run) on every path
+        spec = _lib.new(_lib.CaptureSpec, what=_parse_capture(capture), layer=-1 if layer is None else int(layer),
+                        head=-1 if head is None else int(head), threads=int(threads or 0), ablate=0)
+        owner.forward(spec)
+        return Result(self, owner, text, text_b, layer, head)
 
     def run(self, text, text_b=None, capture="all", layer=None, head=None, threads=0, max_tokens=0,
             truncate=True):

@@ -109,6 +109,19 @@ class TestArrays(unittest.TestCase):
         self.assertEqual(list(r.kv_group), [1])
         self.assertEqual(list(m.run_ids([1, 2, 3]).kv_group), [0, 0, 1, 1])
 
+    def test_save_npz_is_the_cli_file(self):
+        """Result.save_npz is the library's npz writer: the CLI's file, byte for byte."""
+        m = attnscope.load(SST2)
+        with tempfile.TemporaryDirectory() as d:
+            mine, cli_out = os.path.join(d, "py.npz"), os.path.join(d, "cli.npz")
+            m.run("the movie was good .", text_b="i liked it .", capture="attn,hidden").save_npz(mine)
+            cli("run", "--model", SST2, "--text", "the movie was good .", "--text-b", "i liked it .",
+                "--capture", "attn,hidden", "--format", "npz", "--out", cli_out)
+            with open(mine, "rb") as a, open(cli_out, "rb") as b:
+                self.assertEqual(a.read(), b.read())
+            with self.assertRaisesRegex(attnscope.Error, "cannot"):
+                m.run("a").save_npz(os.path.join(d, "no-such-dir", "x.npz"))
+
     def test_partial_capture(self):
         m = attnscope.load(SST2)
         r = m.run("a fine film .", layer=2, head=1, capture="attn,qkv")
