@@ -102,6 +102,12 @@ static const store_table *table_get(const char *name) {
     return NULL;
 }
 
+const char *store_column_name(const char *table, int c) {
+    const store_table *tb = table_get(table);
+    ASSERT(tb && c >= 0);
+    return c < tb->n_cols ? tb->cols[c].name : NULL;
+}
+
 /* A growable string for generated SQL; oom set when an append failed. */
 typedef struct {
     char *s;
@@ -257,6 +263,24 @@ int store_col(sqlite3_stmt *st, const char *name) {
 int64_t store_get_int(sqlite3_stmt *st, const char *name) { return sqlite3_column_int64(st, store_col(st, name)); }
 const char *store_get_text(sqlite3_stmt *st, const char *name) {
     return (const char *)sqlite3_column_text(st, store_col(st, name));
+}
+
+int store_column_index(sqlite3_stmt *q, int col, int64_t n) {
+    if (sqlite3_column_type(q, col) != SQLITE_INTEGER) return -1;
+    sqlite3_int64 v = sqlite3_column_int64(q, col);
+    return v >= 0 && v < n ? (int)v : -1;
+}
+
+json_t *store_column_json(sqlite3_stmt *q, int i) {
+    switch (sqlite3_column_type(q, i)) {
+    case SQLITE_INTEGER: return json_integer((json_int_t)sqlite3_column_int64(q, i));
+    case SQLITE_FLOAT: {
+        double v = sqlite3_column_double(q, i);
+        return isfinite(v) ? json_real(v) : json_null();
+    }
+    case SQLITE_TEXT: return as_json_string_utf8((const char *)sqlite3_column_text(q, i));
+    default: return json_null();
+    }
 }
 
 int store_params_int(const char *params, const char *key, int dflt) {
@@ -476,127 +500,4 @@ void store_close(store *s) {
     s->db = NULL;
     if (s->locked) close(s->lock_fd); /* after sqlite3_close: see take_writer_lock */
     s->locked = 0;
-}
-
-/* ---- per-head results as JSON ------------------------------------------------------------
- * A head's row is its row of each table of HEAD_ROW, joined on (run, layer, head); the
- * columns after those three keys are its fields, in schema order, named by the column
- * (patterns.label: "pattern"). A column added to one of these tables is a new field of both
- * GET /api/v1/db/runs/{id}/heads and `export` (and of docs/api/db.schema.json). */
-
-static const struct {
-    const char *table, *alias;
-    const char *column, *field; /* a column whose field has another name, or NULL */
-} HEAD_ROW[] = {{"head_scores", "h", NULL, NULL}, {"patterns", "p", "label", "pattern"}};
-#define N_HEAD_ROW ((int)(sizeof HEAD_ROW / sizeof HEAD_ROW[0]))
-#define HEAD_MAX_FIELDS 64
-
-/* The SELECT of a run's head rows (layer, head, then every field; malloc'd, NULL when out
- * of memory) and the names of the fields into names[*n]. */
-static char *heads_sql(const char **names, int *n) {
-    sql_buf b = {0};
-    *n = 0;
-    sb_add(&b, "SELECT h.layer, h.head");
-    for (int t = 0; t < N_HEAD_ROW; t++) {
-        const store_table *tb = table_get(HEAD_ROW[t].table);
-        ASSERT(tb && tb->n_cols > 3 && !strcmp(tb->cols[0].name, "run") && !strcmp(tb->cols[1].name, "layer") &&
-               !strcmp(tb->cols[2].name, "head"));
-        for (int c = 3; c < tb->n_cols; c++) {
-            ASSERT(*n < HEAD_MAX_FIELDS);
-            const char *col = tb->cols[c].name;
-            names[(*n)++] = HEAD_ROW[t].column && !strcmp(col, HEAD_ROW[t].column) ? HEAD_ROW[t].field : col;
-            sb_add(&b, ", ");
-            sb_add(&b, HEAD_ROW[t].alias);
-            sb_add(&b, ".");
-            sb_add(&b, col);
-        }
-    }
-    sb_add(&b, " FROM head_scores h");
-    for (int t = 1; t < N_HEAD_ROW; t++) {
-        const char *a = HEAD_ROW[t].alias;
-        char on[160];
-        snprintf(on, sizeof on, " LEFT JOIN %s %s ON %s.run = h.run AND %s.layer = h.layer AND %s.head = h.head",
-                 HEAD_ROW[t].table, a, a, a, a);
-        sb_add(&b, on);
-    }
-    sb_add(&b, " WHERE h.run = ?1 ORDER BY h.layer, h.head");
-    if (b.oom) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
-}
-
-json_t *store_column_json(sqlite3_stmt *q, int i) {
-    switch (sqlite3_column_type(q, i)) {
-    case SQLITE_INTEGER: return json_integer((json_int_t)sqlite3_column_int64(q, i));
-    case SQLITE_FLOAT: {
-        double v = sqlite3_column_double(q, i);
-        return isfinite(v) ? json_real(v) : json_null();
-    }
-    case SQLITE_TEXT: return as_json_string_utf8((const char *)sqlite3_column_text(q, i));
-    default: return json_null();
-    }
-}
-
-/* Writes the head row q (heads_sql: layer, head, then the n fields) into entry i of each
- * field's array cols[0..n). */
-static void head_row_json(sqlite3_stmt *q, json_t *const *cols, int n, size_t i) {
-    for (int c = 0; c < n; c++) json_array_set_new(cols[c], i, store_column_json(q, 2 + c));
-}
-
-int store_column_index(sqlite3_stmt *q, int col, int64_t n) {
-    if (sqlite3_column_type(q, col) != SQLITE_INTEGER) return -1;
-    sqlite3_int64 v = sqlite3_column_int64(q, col);
-    return v >= 0 && v < n ? (int)v : -1;
-}
-
-as_status store_heads_json(sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
-                           json_t **out, as_error *err) {
-    ASSERT(store_run_shape_ok(n_layer, n_head));
-    const int L = n_layer, H = n_head;
-    const char *names[HEAD_MAX_FIELDS];
-    json_t *arr[HEAD_MAX_FIELDS], *cols = NULL;
-    int n, r, scored = 0;
-    as_status rc = AS_OK;
-    sqlite3_stmt *q = NULL;
-    *out = NULL;
-    char *sql = heads_sql(names, &n);
-    if (!sql) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
-        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    sqlite3_bind_int64(q, 1, run);
-    cols = json_object();
-    for (int c = 0; c < n; c++) {
-        arr[c] = json_array();
-        for (int i = 0; i < L * H; i++) json_array_append_new(arr[c], json_null());
-        json_object_set_new(cols, names[c], arr[c]);
-    }
-    while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-        int l = store_column_index(q, 0, L), h = store_column_index(q, 1, H);
-        if (l < 0 || h < 0) {
-            if (!strict) continue;
-            rc = as_err_set(err, AS_ERR_INPUT,
-                            "%s: run %lld: a row of table head_scores has a layer, head or direction outside the run's "
-                            "%d layers x %d heads (damaged database?)",
-                            path, (long long)run, L, H);
-            goto cleanup;
-        }
-        head_row_json(q, arr, n, (size_t)(l * H + h));
-        scored++;
-    }
-    if (r != SQLITE_DONE) {
-        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    *out = json_pack("{s:I, s:i, s:i, s:i, s:O}", "run", (json_int_t)run, "layers", L, "heads", H, "n_scored", scored,
-                     "columns", cols);
-    if (!*out) rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-cleanup:
-    sqlite3_finalize(q);
-    free(sql);
-    json_decref(cols);
-    return rc;
 }

@@ -8,8 +8,8 @@
  * databases for the readers (`report`, `export`); binds and reads columns by name; and
  * wraps the few sqlite3 calls every writer and reader needs with one-line errors naming
  * the database file.
- * What it does not: compute anything (analysis/runner.h) or format reports
- * (analysis/report.h). What the server needs to read a database (the schema version,
+ * What it does not: compute anything (analysis/runner.h), format reports
+ * (analysis/report.h) or write the per-head JSON (analysis/store_heads.c). What the server needs to read a database (the schema version,
  * runs.source values, store_check, store_run_shape_ok, store_heads_json) is declared in
  * include/attnscope/analysis.h.
  */
@@ -78,6 +78,9 @@ int64_t store_get_int(sqlite3_stmt *st, const char *name);
  * Indices read from a database are checked before any arithmetic on them:
  * sqlite3_column_int would truncate 2^32 to 0, and layer * H can overflow int. */
 int store_column_index(sqlite3_stmt *st, int col, int64_t n);
+/* The name of column c (0-based) of the schema's table, or NULL past its last column;
+ * ASSERTs that table is in the schema. */
+const char *store_column_name(const char *table, int c);
 /* Borrowed until the next step or finalize; NULL for NULL. */
 const char *store_get_text(sqlite3_stmt *st, const char *name);
 
