@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""test_notebook.py — a real notebook executed headless: nbclient starts an ipykernel
-(Debian's python3-ipykernel, run by /usr/bin/python3 through a kernel spec of its own) and
-runs cells that load a model, run a sentence pair and
-show attnscope.head_view, model_view and the bertviz drop-in's head_view. The cells'
-HTML outputs must hold the inlined web bundle (the exact script of <build>/web-dist) and
-the embedded run, and no reference to another origin (no http(s):// or // src/href).
+"""test_notebook.py — the example notebook python/examples/views.ipynb executed headless:
+nbclient starts an ipykernel (Debian's python3-ipykernel, run by /usr/bin/python3 through
+a kernel spec of its own) and runs its cells, which load a model, run a sentence pair and
+show attnscope.head_view, model_view, neuron_view and the bertviz drop-in's head_view.
+Each view's HTML output must hold the inlined web bundle (the exact script of
+<build>/web-dist) and the embedded run, and no reference to another origin (no http(s)://
+or // src/href).
 
 Usage: ATTNSCOPE_LIB=build/libattnscope.so /usr/bin/python3 tests/python/test_notebook.py
 """
@@ -23,22 +24,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from attnscope import views  # noqa: E402
 
-CELLS = [
-    "import sys; sys.path.insert(0, %r)\nimport attnscope" % os.path.join(ROOT, "python"),
-    "m = attnscope.load(%r)\nr = m.run('the movie was good .', text_b='i liked it .')\nr.attentions.shape"
-    % os.path.join(ROOT, "models", "attnscope-sst2"),
-    "attnscope.head_view(r, layer=1)",
-    "attnscope.model_view(r)",
-    "from attnscope.bertviz import head_view\n"
-    "head_view(tuple(r.attentions[l][None] for l in range(4)), [t['piece'] for t in r.tokens], sentence_b_start=7)",
-]
+NOTEBOOK = os.path.join(ROOT, "python", "examples", "views.ipynb")
 EXTERNAL = re.compile(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", re.I)
 
 
 class TestNotebook(unittest.TestCase):
     def test_views_in_a_kernel(self):
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        self.assertTrue(all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"),
+                        "the example notebook is committed without outputs")
         with tempfile.TemporaryDirectory() as d:
             # the kernel is Debian's /usr/bin/python3 (ipykernel), whatever kernels the user has
             spec = os.path.join(d, "kernels", "attnscope-test")
@@ -48,13 +42,14 @@ class TestNotebook(unittest.TestCase):
                            "display_name": "attnscope test", "language": "python"}, f)
             os.environ["JUPYTER_PATH"] = d
             NotebookClient(nb, timeout=300, kernel_name="attnscope-test",
-                           resources={"metadata": {"path": ROOT}}).execute()
+                           resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}).execute()
+        nb.cells = [c for c in nb.cells if c.cell_type == "code"]
         for c in nb.cells:
             errs = [o for o in c.outputs if o.output_type == "error"]
             self.assertEqual(errs, [], "cell failed: %s" % c.source)
         self.assertEqual(nb.cells[1].outputs[0]["data"]["text/plain"], "(4, 4, 12, 12)")
         js, css = views.web_bundle()
-        for c in nb.cells[2:]:
+        for c in nb.cells[2:]:  # the views: head, model, neuron, bertviz's head view
             with self.subTest(cell=c.source):
                 out = [o for o in c.outputs if "text/html" in o.get("data", {})]
                 self.assertEqual(len(out), 1, "one HTML output")
