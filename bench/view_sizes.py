@@ -21,7 +21,8 @@ out = sys.argv[1] if len(sys.argv) > 1 else None
 for T in (128, 512):
     ids = [101] + [int(i) for i in rng.integers(1000, 30000, T - 2)] + [102]
     r = m.run_ids(ids, threads=2)
-    for name, kw in (("head_view", {}), ("model_view", {}), ("head_view layers=[0, 11]", {"layers": [0, 11]}),
+    for name, kw in (("head_view", {}), ("model_view", {}), ("head_view dtype=u8", {"dtype": "u8"}),
+                     ("head_view layers=[0, 11]", {"layers": [0, 11]}),
                      ("neuron_view", {}), ("neuron_view layers=all", {"layers": range(12)})):
         f = getattr(attnscope, name.split()[0])
         t0 = time.time()

@@ -93,9 +93,11 @@ def _container(meta, tensors):
     bytes of JSON (space-padded so 8 + N is a multiple of 8), then each tensor 8-aligned."""
     entries, blobs, off = [], [], 0
     for name, a in tensors:
-        dt = {np.dtype("<f2"): "f16", np.dtype("<f4"): "f32"}[a.dtype]
+        dt = {np.dtype("<f2"): "f16", np.dtype("<f4"): "f32", np.dtype("u1"): "u8"}[a.dtype]
         raw = np.ascontiguousarray(a).tobytes()
         entries.append({"name": name, "dtype": dt, "shape": list(a.shape), "offset": off, "nbytes": len(raw)})
+        if dt == "u8":  # value = zero + scale * byte, as the server's u8 (docs/server.md)
+            entries[-1].update(scale=1 / 255, zero=0)
         pad = (-len(raw)) % 8
         blobs += [raw, b"\0" * pad]
         off += len(raw) + pad
@@ -212,7 +214,12 @@ class ViewData:
                 "scale": self.scale, "layer_ids": self.layer_ids, "head_ids": self.head_ids, "lang": lang,
                 "qk": {"kv_group": block["kv_group"], "window": block["window"], "rope": block["rope"] is not None,
                        "softcap": block["attn_softcap"]}}
-        att = self.attention.astype("<f2" if dtype == "f16" else "<f4")
+        if dtype not in ("f16", "f32", "u8"):
+            raise Error("dtype must be f16, f32 or u8, not '%s'" % dtype)
+        if dtype == "u8":  # probabilities in [0, 1] as bytes: steps of 1/255
+            att = np.rint(np.clip(self.attention, 0, 1) * 255).astype("u1")
+        else:
+            att = self.attention.astype("<f2" if dtype == "f16" else "<f4")
         tensors = [("attention", att)]
         if self.queries is not None:
             tensors += [("q", np.asarray(self.queries, "<f4")), ("k", np.asarray(self.keys, "<f4")),
@@ -307,7 +314,8 @@ def head_view(r, layer=0, heads=None, token=-1, layers=None, html_action="view",
     it), or with html_action="return" the standalone HTML page (str). layer: the layer shown
     first; heads: the heads shown (None = all); token: a pinned query; layers: embed only
     these layers (renumbered 0..); server: show a running `attnscope serve` instead;
-    dtype: "f16" (default) or "f32" attention."""
+    dtype: attention as "f16" (default), "f32", or "u8" (steps of 1/255: half the size of
+    f16, but near-uniform rows of diffuse heads tie)."""
     return _show(r, "head", layer, 0, heads, token, layers, html_action, server, lang, height, dtype)
 
 

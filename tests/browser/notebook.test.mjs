@@ -35,6 +35,7 @@ out = sys.argv[2]
 m = attnscope.load(os.path.join(sys.argv[1], "models", "attnscope-sst2"))
 r = m.run("the movie was surprisingly good .", text_b="i would watch it again .")
 attnscope.head_view(r, layer=2).save(os.path.join(out, "head.html"))
+attnscope.head_view(r, layer=2, dtype="u8").save(os.path.join(out, "head_u8.html"))
 attnscope.neuron_view(r, layer=1, head=3, token=4).save(os.path.join(out, "neuron.html"))
 # what a notebook does with the cell's output: its HTML (an iframe srcdoc) inside the page
 open(os.path.join(out, "cell.html"), "w").write(
@@ -43,6 +44,7 @@ open(os.path.join(out, "cell.html"), "w").write(
 labels = [t["piece"] if t["special"] else (t["text"] or t["piece"]) for t in r.tokens]
 json.dump({"labels": labels, "L": int(r.attentions.shape[0]), "H": int(r.attentions.shape[1]),
            "att2": r.attentions[2].astype(np.float16).astype(np.float32).tolist(),
+           "att2u8": np.float32((1 / 255) * np.rint(np.clip(r.attentions[2], 0, 1) * 255).astype(np.float64)).tolist(),
            "scores13": r.attention_scores[1, 3, 4].tolist()}, open(os.path.join(out, "expect.json"), "w"))
 `;
 
@@ -110,6 +112,16 @@ test('standalone head view: drawn offline with the run\'s tokens and weights', a
   await page.waitForFunction(() => window.__attnscope?.modelView?.pool > 0);
   assert.equal(await page.evaluate(() => window.__attnscope.modelView.pool), Math.min(64, T));
   assert.deepEqual(requests, [], 'no request left the page');
+  assert.deepEqual(errors, []);
+});
+
+test('standalone head view with u8 attention: weights are the bytes / 255', async () => {
+  const exp = JSON.parse(readFileSync(join(tmp, 'expect.json'), 'utf8'));
+  const { requests, errors } = await open('head_u8.html');
+  await page.waitForFunction(() => window.__attnscope?.headDraw?.links > 0, null, { timeout: 30_000 });
+  const links = await page.evaluate(() => window.__attnscope.headLinks.map((h) => ({ head: h.head, i: Array.from(h.i), j: Array.from(h.j), w: Array.from(h.w) })));
+  for (const h of links) h.i.forEach((q, k) => assert.equal(h.w[k], exp.att2u8[h.head][q][h.j[k]], `L2 H${h.head} ${q}->${h.j[k]}`));
+  assert.deepEqual(requests, []);
   assert.deepEqual(errors, []);
 });
 

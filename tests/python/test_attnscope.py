@@ -359,9 +359,10 @@ def decode_page(page):
     head = json.loads(raw[8:8 + n])
     out = {}
     for t in head["tensors"]:
-        dt = {"f16": "<f2", "f32": "<f4"}[t["dtype"]]
+        dt = {"f16": "<f2", "f32": "<f4", "u8": "u1"}[t["dtype"]]
         b = raw[8 + n + t["offset"]: 8 + n + t["offset"] + t["nbytes"]]
-        out[t["name"]] = np.frombuffer(b, dtype=dt).reshape(t["shape"])
+        a = np.frombuffer(b, dtype=dt).reshape(t["shape"])
+        out[t["name"]] = t["zero"] + t["scale"] * a.astype(np.float64) if dt == "u1" else a
     return head["meta"], out
 
 
@@ -391,6 +392,10 @@ class TestViews(unittest.TestCase):
         self.assertEqual(meta["run"]["tokens"], r.tokens)
         self.assertEqual(t["attention"].tobytes(), r.attentions.astype("<f2").tobytes())
         self.assertNotIn("q", t)
+        meta, t = decode_page(attnscope.head_view(r, dtype="u8", html_action="return"))
+        self.assertLessEqual(np.abs(t["attention"] - r.attentions).max(), 0.5 / 255 + 1e-7)
+        with self.assertRaisesRegex(attnscope.Error, "dtype must be f16, f32 or u8"):
+            attnscope.head_view(r, dtype="f64", html_action="return")
         v = attnscope.head_view(r)
         self.assertIn("srcdoc=", v._repr_html_())
         with tempfile.TemporaryDirectory() as d:
