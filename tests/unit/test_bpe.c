@@ -4,7 +4,8 @@
  * by tests/ref/gen_bpe_fixtures.mjs with the real Rust library): the committed
  * GPT-2-style tokenizer (tokenizer.json and vocab.json + merges.txt, with and without
  * add_prefix_space) always; Llama-3 and Qwen3 when tests/ref/node_modules holds their
- * tokenizer.json (skipped with a message otherwise). The tokenizer files are parsed here
+ * tokenizer.json (skipped with a message otherwise); Mistral-Nemo's Tekken regex as a Split
+ * over the GPT-2-style vocabulary. The tokenizer files are parsed here
  * with jansson, not with the project's loader. Also: bytes_to_unicode round trip,
  * merge order on a hand-made vocabulary, errors, random bytes, and the time to encode
  * 10 KB of text (printed, not asserted).
@@ -18,6 +19,7 @@
 
 #include <jansson.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tokenize/bpe.h"
 
@@ -309,6 +311,36 @@ static void test_llama3(void **state) {
 static void test_qwen3(void **state) {
     (void)state;
     check_npm_model("qwen3");
+}
+
+/* Tekken's regex as a Split before ByteLevel over the committed GPT-2-style vocabulary:
+ * its splits must be those of Rust's regex engine (fixture bpe_tekken_split.json from
+ * gen_spm_fixtures.mjs). */
+static void test_tekken_split(void **state) {
+    (void)state;
+    json_error_t jerr;
+    json_t *fx = json_load_file(REF_DIR "/fixtures/bpe_tekken_split.json", JSON_ALLOW_NUL, &jerr);
+    if (!fx) fail_msg("bpe_tekken_split.json: %s", jerr.text);
+    assert_string_equal(json_string_value(json_object_get(fx, "pattern")), TEKKEN_PATTERN);
+    json_decref(fx);
+    json_t *j = json_load_file(REF_DIR "/fixtures/bpe_gpt2/tokenizer.json", 0, &jerr);
+    if (!j) fail_msg("bpe_gpt2/tokenizer.json: %s", jerr.text);
+    json_object_set_new(j, "pre_tokenizer",
+                        json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b, s:b}]}", "type", "Sequence",
+                                  "pretokenizers", "type", "Split", "pattern", "Regex", TEKKEN_PATTERN, "behavior",
+                                  "Isolated", "invert", 0, "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
+                                  "use_regex", 0));
+    char path[] = "/tmp/as_bpe_tekken_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(j, path, JSON_COMPACT), 0);
+    json_decref(j);
+    test_tok t = {0};
+    load_tokenizer_json(&t, path);
+    unlink(path);
+    check_fixture(&t, REF_DIR "/fixtures/bpe_tekken_split.json", "tekken split");
+    test_tok_free(&t);
 }
 
 /* ---- hand-made vocabularies ------------------------------------------------------ */
@@ -614,6 +646,7 @@ int main(void) {
         cmocka_unit_test(test_gpt2_style_committed),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_tekken_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
