@@ -113,14 +113,15 @@ as_status bert_bind(as_model *m, as_error *err) {
     return bind_heads(m, err);
 }
 
-/* Embeddings (BERT: Devlin et al. 2019, sec. 3): word + token type + position,
- * then LayerNorm (and ELECTRA's projection). RoBERTa positions follow Hugging
- * Face's create_position_ids_from_input_ids: padding_idx + running count of
- * non-pad tokens, pads at padding_idx. x: (T, D); tmp: (T, max(De, D)). */
-void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x, float *tmp) {
+/* Embeddings (BERT: Devlin et al. 2019, sec. 3): e = word + token type + position
+ * (T, De), before the LayerNorm. RoBERTa positions follow Hugging Face's
+ * create_position_ids_from_input_ids: padding_idx + running count of non-pad tokens,
+ * pads at padding_idx. */
+void bert_embed_sum(const as_model *m, const emb_in *in, float *e) {
     const as_config *c = &m->cfg;
+    const as_encoding *enc = in->enc;
+    unsigned ablate = in->ablate;
     int T = enc->n, De = c->d_embed;
-    float *e = lin_has(&m->emb_proj) ? tmp : x;
     int count = 0;
     for (int t = 0; t < T; t++) {
         int pos = t;
@@ -129,12 +130,19 @@ void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, floa
             if (!is_pad) count++;
             pos = is_pad ? c->pad_token_id : c->pad_token_id + count;
         }
-        const float *w = model_emb_word(m, enc, ablate, t);
+        const float *w = model_emb_word(m, in, t);
         const float *p = model_emb_pos(m, ablate, pos);
         const float *tt = model_emb_type(m, enc, ablate, t);
         float *r = e + (size_t)t * De;
         for (int i = 0; i < De; i++) r[i] = (tt ? w[i] + tt[i] : w[i]) + p[i];
     }
-    op_layernorm(&m->ln_emb, c->ln_eps, e, T);
+}
+
+/* The embedding sum, its LayerNorm and ELECTRA's projection. x: (T, D); tmp: (T, max(De, D)). */
+void bert_embed(const as_model *m, const emb_in *in, float *x, float *tmp) {
+    int T = in->enc->n;
+    float *e = lin_has(&m->emb_proj) ? tmp : x;
+    bert_embed_sum(m, in, e);
+    op_layernorm(&m->ln_emb, m->cfg.ln_eps, e, T);
     if (lin_has(&m->emb_proj)) op_linear(&m->emb_proj, e, T, x);
 }

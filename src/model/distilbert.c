@@ -52,13 +52,18 @@ as_status distilbert_bind(as_model *m, as_error *err) {
     return AS_OK;
 }
 
-/* word + position embeddings, then LayerNorm. x: (T, D). */
-void distilbert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x) {
-    int T = enc->n, D = m->cfg.d_model;
+/* word + position embeddings (T, D), before the LayerNorm. */
+void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e) {
+    int T = in->enc->n, D = m->cfg.d_model;
     for (int t = 0; t < T; t++) {
-        const float *w = model_emb_word(m, enc, ablate, t), *p = model_emb_pos(m, ablate, t);
-        float *r = x + (size_t)t * D;
+        const float *w = model_emb_word(m, in, t), *p = model_emb_pos(m, in->ablate, t);
+        float *r = e + (size_t)t * D;
         for (int i = 0; i < D; i++) r[i] = w[i] + p[i];
     }
-    op_layernorm(&m->ln_emb, m->cfg.ln_eps, x, T);
+}
+
+/* word + position embeddings, then LayerNorm. x: (T, D). */
+void distilbert_embed(const as_model *m, const emb_in *in, float *x) {
+    distilbert_embed_sum(m, in, x);
+    op_layernorm(&m->ln_emb, m->cfg.ln_eps, x, in->enc->n);
 }

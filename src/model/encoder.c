@@ -44,6 +44,7 @@ typedef struct {
     float *conv; /* (nthreads, conv_per_thread) linear maps' scratch (lin_scratch) */
     size_t conv_per_thread;
     uint16_t *xb; /* (T, max n_in) BF16 input of a product at precision bf16, else NULL */
+    const tape_layer *tl; /* what the current layer saves for the backward, or NULL */
     float *block;
 } fwd_ws;
 
@@ -125,8 +126,14 @@ static void attn_task(void *ctx, int h, int tid) {
     size_t slot = cap ? cap_slot(r, l, h) : 0;
     float *S = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
     float *P = (cap && (j->what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
+    if (ws->tl) { /* the backward reads P (and soft-capped S) of every head */
+        P = ws->tl->P + (size_t)h * TT;
+        if (ws->tl->S) S = ws->tl->S + (size_t)h * TT;
+    }
     attend_head(ws->keep, &j->rule, T, Dh, ws->q + (size_t)h * Dh, ldq, ws->k + (size_t)g * Dh,
                 ws->v + (size_t)g * Dh, ldk, S, P, ws->ctx + (size_t)h * Dh);
+    if (ws->tl && cap && (j->what & CAP_ATTN)) memcpy(r->attn + slot * TT, P, TT * sizeof(float));
+    if (ws->tl && ws->tl->S && cap && (j->what & CAP_SCORES)) memcpy(r->scores + slot * TT, S, TT * sizeof(float));
     if (cap && (j->what & CAP_QKV)) {
         copy_head(r->q + slot * TD, ws->q, T, ldq, Dh, h);
         copy_head(r->k + slot * TD, ws->k, T, ldk, Dh, g);
@@ -134,9 +141,7 @@ static void attn_task(void *ctx, int h, int tid) {
     }
 }
 
-/* Normalises the rows of x (T, ln->n) in place: LayerNorm, or RMSNorm for models that
- * use it; nothing when the model has no norm there (g NULL). */
-static void norm_rows(const as_model *m, const ln_t *ln, float *x, int T) {
+void model_norm_rows(const as_model *m, const ln_t *ln, float *x, int T) {
     if (!ln->g) return;
     if (m->cfg.rms_norm) op_rmsnorm(ln, m->cfg.ln_eps, m->cfg.norm_add_one, x, T);
     else op_layernorm(ln, m->cfg.ln_eps, x, T);
@@ -166,6 +171,11 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
     op_linear(&lw->q, in, T, ws->q);
     op_linear(&lw->k, in, T, ws->k);
     op_linear(&lw->v, in, T, ws->v);
+    const tape_layer *tl = ws->tl;
+    if (tl && tl->qn_in) {
+        memcpy(tl->qn_in, ws->q, (size_t)T * H * Dh * sizeof(float));
+        memcpy(tl->kn_in, ws->k, (size_t)T * Hkv * Dh * sizeof(float));
+    }
     if (lw->q_norm.g) { /* each head's (Dh) vector: rows of Dh in the (T, H Dh) buffers */
         op_rmsnorm(&lw->q_norm, c->ln_eps, c->norm_add_one, ws->q, T * H);
         op_rmsnorm(&lw->k_norm, c->ln_eps, c->norm_add_one, ws->k, T * Hkv);
@@ -175,6 +185,11 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
         const float *cs = rope_of(m, ws, l, T);
         op_rope_fwd(ws->q, T, (size_t)H * Dh, H, Dh, c->rope_dim, cs);
         op_rope_fwd(ws->k, T, (size_t)Hkv * Dh, Hkv, Dh, c->rope_dim, cs);
+    }
+    if (tl) {
+        memcpy(tl->q, ws->q, (size_t)T * H * Dh * sizeof(float));
+        memcpy(tl->k, ws->k, (size_t)T * Hkv * Dh * sizeof(float));
+        memcpy(tl->v, ws->v, (size_t)T * Hkv * Dh * sizeof(float));
     }
     attn_job j = {ws, r, what, l, T, Dh, H, Hkv,
                   {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap}};
@@ -186,8 +201,10 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
 static void mlp(const as_model *m, const layer_w *lw, int T, const float *in, fwd_ws *ws, float *out) {
     size_t TF = (size_t)T * m->cfg.d_ff;
     op_linear(&lw->ff1, in, T, ws->ff);
+    if (ws->tl) memcpy(ws->tl->ff_pre, ws->ff, TF * sizeof(float));
     if (m->cfg.gated_mlp) {
         op_linear(&lw->up, in, T, ws->up);
+        if (ws->tl) memcpy(ws->tl->up, ws->up, TF * sizeof(float));
         op_glu(m->cfg.act, ws->ff, ws->up, TF);
     } else {
         op_act(m->cfg.act, ws->ff, TF);
@@ -199,29 +216,40 @@ static void mlp(const as_model *m, const layer_w *lw, int T, const float *in, fw
  * x = LN1(x + Attn(x)); x = LN2(x + FF(x)). Pre-norm (GPT-2, Radford et al. 2019; the
  * LLaMA family): x = x + [N_pa](Attn(N1(x))); x = x + [N_pf](FF(N2(x))), with the
  * bracketed output norms only in Gemma 2/3. */
+static void save(float *dst, const float *src, size_t n) {
+    if (dst) memcpy(dst, src, n * sizeof(float));
+}
+
 static void layer_forward(const as_model *m, int l, int T, fwd_ws *ws, as_run *r, unsigned what, int nthreads) {
     const layer_w *lw = &m->layers[l];
+    const tape_layer *tl = ws->tl;
     size_t TD = (size_t)T * m->cfg.d_model;
+    if (tl) save(tl->x_in, ws->x, TD);
     if (m->pre_ln) {
         memcpy(ws->h, ws->x, TD * sizeof(float));
-        norm_rows(m, &lw->ln1, ws->h, T);
+        model_norm_rows(m, &lw->ln1, ws->h, T);
         attention(m, lw, l, T, ws->h, ws, r, what, nthreads);
         op_linear(&lw->o, ws->ctx, T, ws->h);
-        norm_rows(m, &lw->post_attn, ws->h, T);
+        if (tl && lw->post_attn.g) save(tl->o_out, ws->h, TD);
+        model_norm_rows(m, &lw->post_attn, ws->h, T);
         op_add(ws->x, ws->h, TD);
+        if (tl) save(tl->mid, ws->x, TD);
         memcpy(ws->h, ws->x, TD * sizeof(float));
-        norm_rows(m, &lw->ln2, ws->h, T);
+        model_norm_rows(m, &lw->ln2, ws->h, T);
         mlp(m, lw, T, ws->h, ws, ws->h);
-        norm_rows(m, &lw->post_ff, ws->h, T);
+        if (tl && lw->post_ff.g) save(tl->r2, ws->h, TD);
+        model_norm_rows(m, &lw->post_ff, ws->h, T);
         op_add(ws->x, ws->h, TD);
     } else {
         attention(m, lw, l, T, ws->x, ws, r, what, nthreads);
         op_linear(&lw->o, ws->ctx, T, ws->h);
         op_add(ws->x, ws->h, TD);
-        norm_rows(m, &lw->ln1, ws->x, T);
+        if (tl) save(tl->mid, ws->x, TD);
+        model_norm_rows(m, &lw->ln1, ws->x, T);
         mlp(m, lw, T, ws->x, ws, ws->h);
         op_add(ws->x, ws->h, TD);
-        norm_rows(m, &lw->ln2, ws->x, T);
+        if (tl) save(tl->r2, ws->x, TD);
+        model_norm_rows(m, &lw->ln2, ws->x, T);
     }
 }
 
@@ -317,9 +345,18 @@ static float *cap_take(char *base, size_t *off, size_t *bytes, size_t a, size_t 
 
 as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
                      as_run **out, as_error *err) {
+    return model_forward(m, enc, spec, NULL, NULL, out, err);
+}
+
+as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
+                        model_tape *tape, as_run **out, as_error *err) {
     as_status s;
     *out = NULL;
     if ((s = check_input(m, enc, spec, err))) return s;
+    if (tape && (tape->T != enc->n || !(spec->what & CAP_LOGITS) || !m->heads || spec->ablate))
+        return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs logits, no ablation and T = %d",
+                          tape->T);
+    emb_in ein = {enc, spec->ablate, word};
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer, H = c->n_head, Dh = c->d_head;
     unsigned what = spec->what & CAP_ALL;
@@ -424,16 +461,18 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
     switch (c->arch) {
     case ARCH_BERT:
-    case ARCH_ROBERTA: bert_embed(m, enc, spec->ablate, ws.x, ws.h); break;
-    case ARCH_DISTILBERT: distilbert_embed(m, enc, spec->ablate, ws.x); break;
-    case ARCH_GPT2: gpt2_embed(m, enc, spec->ablate, ws.x); break;
-    case ARCH_LLAMA: llama_embed(m, enc, spec->ablate, ws.x); break;
+    case ARCH_ROBERTA: bert_embed(m, &ein, ws.x, ws.h); break;
+    case ARCH_DISTILBERT: distilbert_embed(m, &ein, ws.x); break;
+    case ARCH_GPT2: gpt2_embed(m, &ein, ws.x); break;
+    case ARCH_LLAMA: llama_embed(m, &ein, ws.x); break;
     }
     size_t TD = (size_t)T * D;
     if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));
     for (int l = 0; l < n_run; l++) {
+        ws.tl = tape ? &tape->lay[l] : NULL;
         layer_forward(m, l, T, &ws, r, what, nthreads);
-        if (m->pre_ln && l == L - 1) norm_rows(m, &m->ln_f, ws.x, T);
+        if (tape && l == L - 1) memcpy(tape->x_last, ws.x, TD * sizeof(float));
+        if (m->pre_ln && l == L - 1) model_norm_rows(m, &m->ln_f, ws.x, T);
         if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws.x, TD * sizeof(float));
     }
     if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);

@@ -60,10 +60,12 @@ as_status gpt2_bind(as_model *m, as_error *err) {
 /* word + position embeddings (positions 0..T-1), plus wte[token type id] when the
  * caller gave type ids (HF GPT2Model adds wte(token_type_ids) whenever they are passed,
  * zeros included). x: (T, D). */
-void gpt2_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x) {
+void gpt2_embed(const as_model *m, const emb_in *in, float *x) {
+    const as_encoding *enc = in->enc;
+    unsigned ablate = in->ablate;
     int T = enc->n, D = m->cfg.d_model;
     for (int t = 0; t < T; t++) {
-        const float *w = model_emb_word(m, enc, ablate, t), *p = model_emb_pos(m, ablate, t);
+        const float *w = model_emb_word(m, in, t), *p = model_emb_pos(m, ablate, t);
         const float *tt = model_emb_type(m, enc, ablate, t);
         float *r = x + (size_t)t * D;
         for (int i = 0; i < D; i++) r[i] = (tt ? w[i] + tt[i] : w[i]) + p[i];

@@ -180,17 +180,18 @@ as_status llama_bind(as_model *m, as_error *err) {
 
 /* Word embeddings, times sqrt(D) for Gemma (HF multiplies by the normaliser in the
  * hidden states' dtype: float32 here). x: (T, D). */
-void llama_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x) {
+void llama_embed(const as_model *m, const emb_in *in, float *x) {
+    const as_encoding *enc = in->enc;
     int T = enc->n, D = m->cfg.d_model;
     float sc = m->cfg.emb_scale > 0 ? m->cfg.emb_scale : 1.0f;
     for (int t = 0; t < T; t++) {
         float *r = x + (size_t)t * D;
-        if (m->wte_bf && !(ablate & ABLATE_TOKEN)) { /* a row of the BF16 table in the mapping */
+        if (m->wte_bf && !in->word && !(in->ablate & ABLATE_TOKEN)) { /* a row of the BF16 table in the mapping */
             const uint16_t *w = m->wte_bf + (size_t)enc->ids[t] * D;
             for (int i = 0; i < D; i++) r[i] = as_bf16_to_f32(w[i]) * sc;
             continue;
         }
-        const float *w = model_emb_word(m, enc, ablate, t);
+        const float *w = model_emb_word(m, in, t);
         for (int i = 0; i < D; i++) r[i] = w[i] * sc;
     }
 }

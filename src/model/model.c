@@ -280,9 +280,10 @@ static as_status mean_rows(as_model *m, as_error *err) {
     return AS_OK;
 }
 
-const float *model_emb_word(const as_model *m, const as_encoding *enc, unsigned ablate, int t) {
-    if (ablate & ABLATE_TOKEN) return m->mean_wte;
-    return m->wte + (size_t)enc->ids[t] * m->cfg.d_embed;
+const float *model_emb_word(const as_model *m, const emb_in *in, int t) {
+    if (in->word) return in->word + (size_t)t * m->cfg.d_embed;
+    if (in->ablate & ABLATE_TOKEN) return m->mean_wte;
+    return m->wte + (size_t)in->enc->ids[t] * m->cfg.d_embed;
 }
 
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos) {

@@ -144,6 +144,48 @@ void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t
 void model_par_end(const par_state *saved);
 int model_par_threads(void);
 
+/* ---- what the backward needs of a forward (backward.c) ---- */
+
+/* One layer's saved activations; Qw = H Dh, Kw = Hkv Dh. NULL when the layer has none. */
+typedef struct {
+    float *x_in;   /* (T, D) the layer's input (norm1's input; post-LN: the attention's) */
+    float *mid;    /* (T, D) pre-norm: the residual after attention (norm2's input); post-LN:
+                      input + attention output (LN1's input) */
+    float *r2;     /* (T, D) post-LN: LN2's input; Gemma: the MLP output (post_ff's input) */
+    float *o_out;  /* (T, D) Gemma: the attention output (post_attn's input) */
+    float *qn_in, *kn_in; /* (T, Qw), (T, Kw): inputs of the q / k norms (Qwen3, Gemma 3) */
+    float *q, *k, *v; /* (T, Qw), (T, Kw), (T, Kw) as attention used them (after norm and RoPE) */
+    float *P;      /* (H, T, T) attention probabilities */
+    float *S;      /* (H, T, T) soft-capped scores (Gemma 2) */
+    float *ff_pre; /* (T, F) the first (gate) projection, before the activation */
+    float *up;     /* (T, F) the up projection of a gated MLP */
+} tape_layer;
+
+typedef struct {
+    int T;
+    tape_layer *lay; /* (L) */
+    float *x_last;   /* (T, D) residual stream after the last layer (before a final norm) */
+    float *block;    /* owns everything above */
+    size_t cap;
+} model_tape;
+
+/* Sizes a tape for T tokens of m. Errors: AS_ERR_INTERNAL (out of memory). */
+as_status model_tape_init(const as_model *m, int T, model_tape *tp, as_error *err);
+void model_tape_free(model_tape *tp);
+
+/* The forward (encoder.c) with, optionally, word vectors instead of the table's rows
+ * (word: (T, De)) and a tape to fill (spec must ask for logits, without ablation). */
+as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
+                        model_tape *tape, as_run **out, as_error *err);
+
+/* Backward of that forward for the scalar y = sum(dlogits * logits) (dlogits shaped like
+ * r->logits): d_word (T, De) = dy / d(word vectors); d_attn (L, H, T, T), when non-NULL,
+ * = dy / d(attention probabilities) as used in P V (masked entries included). Parameter
+ * gradients are not computed. word: what the forward was given (NULL: table rows). */
+as_status model_backward(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
+                         const as_run *r, const float *dlogits, int threads, float *d_word, float *d_attn,
+                         as_error *err);
+
 /* ---- compute (encoder.c) ---- */
 
 /* Additive mask value for disallowed attention, as Hugging Face uses
@@ -154,17 +196,34 @@ void op_linear(const lin_t *l, const float *x, int T, float *y);          /* x (
 void op_layernorm(const ln_t *ln, float eps, float *x, int T);            /* in place, x (T, n) */
 void op_rmsnorm(const ln_t *ln, float eps, int add_one, float *x, int T); /* in place, x (T, n) */
 void op_glu(as_act a, float *gate, const float *up, size_t n);            /* gate = act(gate) * up */
+/* Normalises the rows of x (T, ln->n) in place: LayerNorm, or RMSNorm for models that
+ * use it; nothing when the model has no norm there (g NULL). */
+void model_norm_rows(const as_model *m, const ln_t *ln, float *x, int T);
+/* dx (T, n_in) = dy (T, n_out) W (+ dx when accumulate): the input gradient of op_linear. */
+void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumulate);
 void op_act(as_act a, float *x, size_t n);                                /* in place */
 void op_add(float *y, const float *x, size_t n);                         /* y += x */
 
+/* What the embeddings read: the encoding, the components ablated (as_ablate bits), and
+ * optionally the word vectors to use instead of the table's rows (saliency, integrated
+ * gradients). */
+typedef struct {
+    const as_encoding *enc;
+    unsigned ablate;
+    const float *word; /* (T, De) or NULL */
+} emb_in;
+
 /* Computes embeddings into x (T, D) for the architecture. */
-void bert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x, float *tmp);
-void distilbert_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
-void gpt2_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
+void bert_embed(const as_model *m, const emb_in *in, float *x, float *tmp);
+void distilbert_embed(const as_model *m, const emb_in *in, float *x);
+void gpt2_embed(const as_model *m, const emb_in *in, float *x);
+/* The sums before the embedding LayerNorm, e (T, De) (the backward recomputes them). */
+void bert_embed_sum(const as_model *m, const emb_in *in, float *e);
+void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e);
 /* LLaMA family: word embeddings (times emb_scale for Gemma) into x (T, D). */
-void llama_embed(const as_model *m, const as_encoding *enc, unsigned ablate, float *x);
+void llama_embed(const as_model *m, const emb_in *in, float *x);
 /* Rows of the embedding tables to add for token t, honouring ablation. */
-const float *model_emb_word(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
+const float *model_emb_word(const as_model *m, const emb_in *in, int t);
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);
 /* Exclusive upper bound of token type ids: the segment table's rows, or (GPT-2, type
  * ids given by the caller) the vocabulary, whose rows HF adds; 1 when neither. */

@@ -228,3 +228,57 @@ void model_par_end(const par_state *saved) {
 }
 
 int model_par_threads(void) { return t_threads; }
+
+/* dx[:, i0:i1] (+)= dy W[:, i0:i1] on pool thread tid. F32 weights: one sgemm (GPT-2's
+ * Conv1D [in, out] layout: rows i0..i1 of W, transposed). BF16 weights in the mapping:
+ * LIN_CONV_ROWS rows of W[:, i0:i1] widened at a time, each a rank-LIN_CONV_ROWS update. */
+static void linear_dx_cols(const lin_t *l, const float *dy, int T, float *dx, int accumulate, int i0, int i1,
+                           const lin_scratch *sc, int tid) {
+    int n = i1 - i0, No = l->n_out;
+    float beta = accumulate ? 1.0f : 0.0f;
+    if (l->w && l->in_out) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n, No, 1.0f, dy, No, l->w + (size_t)i0 * l->ldw,
+                    l->ldw, beta, dx + i0, l->n_in);
+        return;
+    }
+    if (l->w) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, n, No, 1.0f, dy, No, l->w + i0, l->ldw, beta,
+                    dx + i0, l->n_in);
+        return;
+    }
+    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (LIN_CONV_ROWS, n) */
+    for (int r0 = 0; r0 < No; r0 += LIN_CONV_ROWS) {
+        int r1 = r0 + LIN_CONV_ROWS < No ? r0 + LIN_CONV_ROWS : No;
+        for (int r = r0; r < r1; r++)
+            as_bf16_to_f32_n(wf + (size_t)(r - r0) * n, l->wbf + (size_t)r * l->n_in + i0, (size_t)n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, n, r1 - r0, 1.0f, dy + r0, No, wf, n,
+                    r0 || accumulate ? 1.0f : 0.0f, dx + i0, l->n_in);
+    }
+}
+
+typedef struct {
+    const lin_t *l;
+    const float *dy;
+    float *dx;
+    int T, accumulate, chunk;
+    lin_scratch sc;
+} linear_dx_job;
+
+static void linear_dx_task(void *ctx, int b, int tid) {
+    const linear_dx_job *j = ctx;
+    int i0 = b * j->chunk, i1 = i0 + j->chunk < j->l->n_in ? i0 + j->chunk : j->l->n_in;
+    linear_dx_cols(j->l, j->dy, j->T, j->dx, j->accumulate, i0, i1, &j->sc, tid);
+}
+
+void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumulate) {
+    int nt = t_threads;
+    double work = (double)T * l->n_out * l->n_in;
+    if (nt <= 1 || work < 2.0e6 || l->n_in < 32 * nt) {
+        linear_dx_cols(l, dy, T, dx, accumulate, 0, l->n_in, &t_lin, 0);
+        return;
+    }
+    int nb = 2 * nt;
+    int chunk = ((l->n_in + nb - 1) / nb + 15) & ~15;
+    linear_dx_job j = {l, dy, dx, T, accumulate, chunk, t_lin};
+    as_parallel_for((l->n_in + chunk - 1) / chunk, nt, linear_dx_task, &j);
+}

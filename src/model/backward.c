@@ -1,0 +1,393 @@
+/* backward.c — the backward of the one forward (encoder.c) for every family, to the
+ * input word vectors and the attention probabilities: the gradient of y = sum(dlogits *
+ * logits) through the task head, every layer (post-LN and pre-norm; LayerNorm / RMSNorm,
+ * (gated) MLP, grouped-query attention with soft-caps, q/k norms and RoPE) and the
+ * embeddings. It reads the weights where the forward does (mmap'd, in place; BF16
+ * widened block by block) and what the forward saved in a model_tape; norm statistics
+ * and the head's small intermediates are recomputed. Threads: the pool (par_ops.c:
+ * linear maps split columns; attention one head per task).
+ * What it does not: parameter gradients (training: src/train), ablated forwards.
+ *
+ * Per head h reading key/value head g, with P (T, T), S the scores after soft-capping:
+ *   dP = dctx_h V_g^T,  dV_g += P^T dctx_h,  dS = P * (dP - rowsum(dP * P)),
+ *   soft-cap c: dS *= 1 - (S / c)^2,  dQ_h = scale dS K_g,  dK_g += scale dS^T Q_h.
+ */
+#include "model/model.h"
+#include "model/ops.h"
+#include "core/gemm_bf16.h"
+#include "core/pool.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- the tape ---- */
+
+/* Floats of one layer's tape, and the pointers into p when p is non-NULL. */
+static size_t tape_layer_take(const as_model *m, int T, float *p, tape_layer *tl) {
+    const as_config *c = &m->cfg;
+    size_t TD = (size_t)T * c->d_model, TQ = (size_t)T * c->n_head * c->d_head;
+    size_t TK = (size_t)T * c->n_kv_head * c->d_head, TF = (size_t)T * c->d_ff;
+    size_t HTT = (size_t)c->n_head * T * T, off = 0;
+    int post = m->layers[0].post_attn.g != NULL, qkn = m->layers[0].q_norm.g != NULL;
+    struct { float **dst; size_t n; int on; } f[] = {
+        {&tl->x_in, TD, 1}, {&tl->mid, TD, 1}, {&tl->r2, TD, !m->pre_ln || post}, {&tl->o_out, TD, post},
+        {&tl->qn_in, TQ, qkn}, {&tl->kn_in, TK, qkn}, {&tl->q, TQ, 1}, {&tl->k, TK, 1}, {&tl->v, TK, 1},
+        {&tl->P, HTT, 1}, {&tl->S, HTT, c->attn_softcap > 0}, {&tl->ff_pre, TF, 1}, {&tl->up, TF, c->gated_mlp}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (p) *f[i].dst = f[i].on ? p + off : NULL;
+        if (f[i].on) off += f[i].n;
+    }
+    return off;
+}
+
+as_status model_tape_init(const as_model *m, int T, model_tape *tp, as_error *err) {
+    memset(tp, 0, sizeof *tp);
+    tape_layer probe;
+    size_t per = tape_layer_take(m, T, NULL, &probe), L = (size_t)m->cfg.n_layer;
+    size_t n = per * L + (size_t)T * m->cfg.d_model;
+    tp->lay = as_calloc(L, sizeof *tp->lay);
+    tp->block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &tp->cap) : NULL;
+    if (!tp->lay || !tp->block) {
+        model_tape_free(tp);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the backward's saved activations (%zu MB)",
+                          n * sizeof(float) >> 20);
+    }
+    for (size_t l = 0; l < L; l++) tape_layer_take(m, T, tp->block + l * per, &tp->lay[l]);
+    tp->x_last = tp->block + L * per;
+    tp->T = T;
+    return AS_OK;
+}
+
+void model_tape_free(model_tape *tp) {
+    if (!tp) return;
+    free(tp->lay);
+    as_large_put(tp->block, tp->cap);
+    memset(tp, 0, sizeof *tp);
+}
+
+/* ---- pieces ---- */
+
+/* Workspace of one backward (floats); Qw = H Dh, Kw = Hkv Dh, W = max(D, De). */
+typedef struct {
+    float *dx, *dmid, *g, *dh;  /* (T, W) */
+    float *tmp;                 /* (T, W) recomputed activations */
+    float *dctx, *dq;           /* (T, Qw) */
+    float *dk, *dv;             /* (T, Kw) */
+    float *dkh, *dvh;           /* (H, T, Dh) per query head, summed into their group */
+    float *da, *dup;            /* (T, F) */
+    float *dP;                  /* (nthreads, T, T) */
+    float *stat;                /* (2, T H) mean, rstd (the q norm's rows are T H) */
+    float *rope;                /* (2, T, R) */
+    float *conv;                /* linear maps' scratch (par_ops.c) */
+    size_t conv_per_thread;
+} bwd_ws;
+
+/* dx (T, n) = the gradient through the norm ln of width n (RMSNorm when rms, (1 + w) when add_one,
+ * else LayerNorm) applied to x (T, n), given dy; statistics recomputed from x. No norm
+ * (g NULL): dx = dy. dx may alias dy. stat: (2, T) scratch. */
+static void norm_dx_as(const ln_t *ln, int rms, int add_one, float eps, const float *dy, const float *x, int T,
+                       int n, float *dx, float *stat) {
+    if (!ln->g) {
+        if (dx != dy) memcpy(dx, dy, (size_t)T * n * sizeof(float));
+        return;
+    }
+    float *mean = stat, *rstd = stat + T;
+    for (int t = 0; t < T; t++) { /* the forward's statistics, recomputed */
+        const float *r = x + (size_t)t * n;
+        if (rms) {
+            float ss = 0.0f;
+            for (int i = 0; i < n; i++) ss += r[i] * r[i];
+            rstd[t] = 1.0f / sqrtf(ss / (float)n + eps);
+        } else {
+            float mu = 0.0f, v = 0.0f;
+            for (int i = 0; i < n; i++) mu += r[i];
+            mu /= (float)n;
+            for (int i = 0; i < n; i++) v += (r[i] - mu) * (r[i] - mu);
+            v /= (float)n;
+            mean[t] = mu;
+            rstd[t] = (float)(1.0 / sqrt((double)v + (double)eps));
+        }
+    }
+    if (rms) op_rmsnorm_dx(dx, dy, x, rstd, ln->g, T, n, add_one);
+    else op_layernorm_dx(dx, dy, x, mean, rstd, ln->g, T, n);
+}
+
+/* norm_dx_as with the model's own norm (the layers' and the final one). */
+static void norm_dx(const as_model *m, const ln_t *ln, const float *dy, const float *x, int T, int n, float *dx,
+                    float *stat) {
+    norm_dx_as(ln, m->cfg.rms_norm, m->cfg.norm_add_one, m->cfg.ln_eps, dy, x, T, n, dx, stat);
+}
+
+typedef struct {
+    const tape_layer *tl;
+    bwd_ws *w;
+    float *d_attn; /* (H, T, T) of this layer or NULL */
+    int T, H, Hkv, Dh;
+    float scale, softcap;
+} attn_bwd_job;
+
+static void attn_bwd_task(void *ctx, int h, int tid) {
+    const attn_bwd_job *j = ctx;
+    const tape_layer *tl = j->tl;
+    bwd_ws *w = j->w;
+    int T = j->T, Dh = j->Dh, g = h / (j->H / j->Hkv), ldq = j->H * Dh, ldk = j->Hkv * Dh;
+    size_t TT = (size_t)T * T;
+    const float *P = tl->P + (size_t)h * TT, *dctx = w->dctx + (size_t)h * Dh;
+    float *dP = w->dP + (size_t)tid * TT;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, 1.0f, dctx, ldq, tl->v + (size_t)g * Dh, ldk,
+                0.0f, dP, T);
+    if (j->d_attn) memcpy(j->d_attn + (size_t)h * TT, dP, TT * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, dctx, ldq, 0.0f,
+                w->dvh + (size_t)h * T * Dh, Dh);
+    for (int i = 0; i < T; i++) { /* softmax backward, then the soft-cap's */
+        float *d = dP + (size_t)i * T;
+        const float *p = P + (size_t)i * T;
+        float dot = 0.0f;
+        for (int k = 0; k < T; k++) dot += d[k] * p[k];
+        for (int k = 0; k < T; k++) d[k] = p[k] * (d[k] - dot);
+        if (j->softcap > 0.0f) {
+            const float *s = tl->S + (size_t)h * TT + (size_t)i * T;
+            for (int k = 0; k < T; k++) {
+                float th = p[k] > 0.0f ? s[k] / j->softcap : 0.0f;
+                d[k] *= 1.0f - th * th;
+            }
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, j->scale, dP, T, tl->k + (size_t)g * Dh, ldk,
+                0.0f, w->dq + (size_t)h * Dh, ldq);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, j->scale, dP, T, tl->q + (size_t)h * Dh, ldq,
+                0.0f, w->dkh + (size_t)h * T * Dh, Dh);
+}
+
+/* From w->dctx (T, Qw), the gradient of the attention's input into `out` (T, D). */
+static void attention_bwd(const as_model *m, const layer_w *lw, const tape_layer *tl, int l, int T, bwd_ws *w,
+                          float *d_attn, int nthreads, float *out) {
+    const as_config *c = &m->cfg;
+    int H = c->n_head, Hkv = c->n_kv_head, Dh = c->d_head, Kw = Hkv * Dh;
+    attn_bwd_job j = {tl, w, d_attn, T, H, Hkv, Dh, as_attn_scale(c, l), c->attn_softcap};
+    as_parallel_for(H, nthreads, attn_bwd_task, &j);
+    memset(w->dk, 0, (size_t)T * Kw * sizeof(float));
+    memset(w->dv, 0, (size_t)T * Kw * sizeof(float));
+    for (int h = 0; h < H; h++) { /* each query head's dK, dV into its group's */
+        int g = h / (H / Hkv);
+        const float *dk = w->dkh + (size_t)h * T * Dh, *dv = w->dvh + (size_t)h * T * Dh;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < Dh; i++) {
+                w->dk[(size_t)t * Kw + (size_t)g * Dh + i] += dk[(size_t)t * Dh + i];
+                w->dv[(size_t)t * Kw + (size_t)g * Dh + i] += dv[(size_t)t * Dh + i];
+            }
+    }
+    if (c->rope_dim > 0) {
+        int local = c->rope_local_theta > 0 && c->layer_sliding[l];
+        const float *cs = w->rope + (local ? (size_t)T * c->rope_dim : 0);
+        op_rope_bwd(w->dq, T, (size_t)H * Dh, H, Dh, c->rope_dim, cs);
+        op_rope_bwd(w->dk, T, (size_t)Kw, Hkv, Dh, c->rope_dim, cs);
+    }
+    if (lw->q_norm.g) { /* rows of Dh */
+        norm_dx(m, &lw->q_norm, w->dq, tl->qn_in, T * H, Dh, w->dq, w->stat);
+        norm_dx(m, &lw->k_norm, w->dk, tl->kn_in, T * Hkv, Dh, w->dk, w->stat);
+    }
+    op_linear_dx(&lw->q, w->dq, T, out, 0);
+    op_linear_dx(&lw->k, w->dk, T, out, 1);
+    op_linear_dx(&lw->v, w->dv, T, out, 1);
+}
+
+/* The MLP's input gradient into out (T, D) from dy (T, D). */
+static void mlp_bwd(const as_model *m, const layer_w *lw, const tape_layer *tl, int T, const float *dy, bwd_ws *w,
+                    float *out) {
+    size_t TF = (size_t)T * m->cfg.d_ff;
+    op_linear_dx(&lw->ff2, dy, T, w->da, 0);
+    if (m->cfg.gated_mlp) {
+        op_glu_bwd(m->cfg.act, w->da, w->dup, w->da, tl->ff_pre, tl->up, TF);
+        op_linear_dx(&lw->ff1, w->da, T, out, 0);
+        op_linear_dx(&lw->up, w->dup, T, out, 1);
+    } else {
+        op_act_bwd(m->cfg.act, w->da, tl->ff_pre, TF);
+        op_linear_dx(&lw->ff1, w->da, T, out, 0);
+    }
+}
+
+static void add_to(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* w->dx (T, D): the gradient of layer l's output, replaced by that of its input. */
+static void layer_bwd(const as_model *m, int l, const tape_layer *tl, int T, bwd_ws *w, float *d_attn,
+                      int nthreads) {
+    const layer_w *lw = &m->layers[l];
+    int D = m->cfg.d_model;
+    size_t TD = (size_t)T * D;
+    if (m->pre_ln) { /* x_out = mid + N_pf(MLP(N2(mid))), mid = x_in + N_pa(O(Attn(N1(x_in)))) */
+        memcpy(w->dmid, w->dx, TD * sizeof(float));
+        norm_dx(m, &lw->post_ff, w->dx, tl->r2, T, D, w->g, w->stat);
+        mlp_bwd(m, lw, tl, T, w->g, w, w->dh);
+        norm_dx(m, &lw->ln2, w->dh, tl->mid, T, D, w->dh, w->stat);
+        add_to(w->dmid, w->dh, TD);
+        norm_dx(m, &lw->post_attn, w->dmid, tl->o_out, T, D, w->g, w->stat);
+        op_linear_dx(&lw->o, w->g, T, w->dctx, 0);
+        attention_bwd(m, lw, tl, l, T, w, d_attn, nthreads, w->dh);
+        norm_dx(m, &lw->ln1, w->dh, tl->x_in, T, D, w->dh, w->stat);
+        for (size_t i = 0; i < TD; i++) w->dx[i] = w->dmid[i] + w->dh[i];
+    } else { /* x_out = LN2(r2), r2 = h1 + FF(h1), h1 = LN1(mid), mid = x_in + O(Attn(x_in)) */
+        norm_dx(m, &lw->ln2, w->dx, tl->r2, T, D, w->g, w->stat);
+        mlp_bwd(m, lw, tl, T, w->g, w, w->dh);
+        add_to(w->dh, w->g, TD);
+        norm_dx(m, &lw->ln1, w->dh, tl->mid, T, D, w->dh, w->stat);
+        op_linear_dx(&lw->o, w->dh, T, w->dctx, 0);
+        attention_bwd(m, lw, tl, l, T, w, d_attn, nthreads, w->dx);
+        add_to(w->dx, w->dh, TD);
+    }
+}
+
+/* ---- the task head ---- */
+
+/* The head's input row of a classifier (as model_head_logits picks it). */
+static int cls_row(const as_model *m, const as_encoding *enc) {
+    int t = 0;
+    if (m->cls_last_token)
+        for (int i = 0; i < enc->n; i++)
+            if (enc->mask[i] && (m->cfg.pad_token_id < 0 || enc->ids[i] != m->cfg.pad_token_id)) t = i;
+    return t;
+}
+
+/* w->dx (T, D) = dy / d(the head's input: the last layer's output, after a final norm
+ * for pre-norm models) for y = sum(dlogits * logits). x: that input (T, D). */
+static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r, const float *x,
+                     const float *dlogits, bwd_ws *w) {
+    const as_config *c = &m->cfg;
+    int T = enc->n, D = c->d_model, V = c->vocab_size;
+    memset(w->dx, 0, (size_t)T * D * sizeof(float));
+    if (r->logits_head == HEAD_CLASSIFIER) {
+        int t = cls_row(m, enc);
+        float *dh0 = w->dx + (size_t)t * D;
+        if (!lin_has(&m->cls_pre)) {
+            op_linear_dx(&m->cls_out, dlogits, 1, dh0, 0);
+            return;
+        }
+        float *z = w->tmp, *dz = w->tmp + D; /* cls_pre's output (1, n) and its gradient */
+        int n = m->cls_pre.n_out;
+        op_linear(&m->cls_pre, x + (size_t)t * D, 1, z);
+        op_linear_dx(&m->cls_out, dlogits, 1, dz, 0);
+        for (int i = 0; i < n; i++) {
+            switch (m->cls_pre_act) {
+            case CLS_ACT_TANH: dz[i] *= 1.0f - tanhf(z[i]) * tanhf(z[i]); break;
+            case CLS_ACT_RELU: dz[i] = z[i] > 0.0f ? dz[i] : 0.0f; break;
+            default: break;
+            }
+        }
+        if (m->cls_pre_act == CLS_ACT_GELU) op_act_bwd(ACT_GELU, dz, z, (size_t)n);
+        op_linear_dx(&m->cls_pre, dz, 1, dh0, 0);
+        return;
+    }
+    float *dl = w->da; /* (T, V) fits: da is (T, max(F, V)) */
+    memcpy(dl, dlogits, (size_t)T * V * sizeof(float));
+    if (c->final_softcap > 0.0f)
+        for (size_t i = 0; i < (size_t)T * V; i++) {
+            float th = r->logits[i] / c->final_softcap;
+            dl[i] *= 1.0f - th * th;
+        }
+    lin_t dec = {.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = V, .ldw = D};
+    const lin_t *out = lin_has(&m->lm_head) ? &m->lm_head : &dec;
+    if (!lin_has(&m->mlm_dense)) {
+        op_linear_dx(out, dl, T, w->dx, 0);
+        return;
+    }
+    /* masked-LM transform: u = LN(act(dense(x))), logits = u W_dec^T + b */
+    float *z = w->tmp, *a = w->dh; /* dense output, its activation (T, D) */
+    op_linear(&m->mlm_dense, x, T, z);
+    memcpy(a, z, (size_t)T * D * sizeof(float));
+    op_act(m->mlm_act, a, (size_t)T * D);
+    op_linear_dx(out, dl, T, w->g, 0);
+    norm_dx_as(&m->mlm_ln, 0, 0, c->ln_eps, w->g, a, T, D, w->g, w->stat); /* a LayerNorm */
+    op_act_bwd(m->mlm_act, w->g, z, (size_t)T * D);
+    op_linear_dx(&m->mlm_dense, w->g, T, w->dx, 0);
+}
+
+/* ---- the driver ---- */
+
+static void rope_tables(const as_model *m, int T, float *cs) {
+    int R = m->cfg.rope_dim;
+    int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
+    ASSERT(pos);
+    for (int i = 0; i < T; i++) pos[i] = i;
+    op_rope_table(cs, pos, T, m->rope_inv_freq, R, m->rope_mscale);
+    op_rope_table(cs + (size_t)T * R, pos, T, m->rope_inv_freq + R / 2, R, 1.0f);
+    free(pos);
+}
+
+/* From w->dx = d(embedding output) to d_word (T, De). */
+static void embed_bwd(const as_model *m, const as_encoding *enc, const float *word, bwd_ws *w, float *d_word) {
+    const as_config *c = &m->cfg;
+    int T = enc->n, D = c->d_model;
+    emb_in in = {enc, 0, word};
+    switch (c->arch) {
+    case ARCH_BERT:
+    case ARCH_ROBERTA:
+    case ARCH_DISTILBERT: {
+        const float *g = w->dx;
+        if (lin_has(&m->emb_proj)) { /* ELECTRA: x0 = proj(LN(e)) */
+            op_linear_dx(&m->emb_proj, w->dx, T, w->g, 0);
+            g = w->g;
+        }
+        if (c->arch == ARCH_DISTILBERT) distilbert_embed_sum(m, &in, w->tmp);
+        else bert_embed_sum(m, &in, w->tmp);
+        norm_dx_as(&m->ln_emb, 0, 0, c->ln_eps, g, w->tmp, T, c->d_embed, d_word, w->stat); /* a LayerNorm */
+        break;
+    }
+    case ARCH_GPT2: memcpy(d_word, w->dx, (size_t)T * D * sizeof(float)); break;
+    case ARCH_LLAMA: {
+        float sc = c->emb_scale > 0 ? c->emb_scale : 1.0f;
+        for (size_t i = 0; i < (size_t)T * D; i++) d_word[i] = w->dx[i] * sc;
+        break;
+    }
+    }
+}
+
+as_status model_backward(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
+                         const as_run *r, const float *dlogits, int threads, float *d_word, float *d_attn,
+                         as_error *err) {
+    const as_config *c = &m->cfg;
+    int T = enc->n, L = c->n_layer, H = c->n_head, Dh = c->d_head, nt = threads > 0 ? threads : as_n_cores();
+    if (!tp || tp->T != T || !r || !r->logits || r->n_run != L)
+        return as_err_set(err, AS_ERR_INTERNAL, "model_backward: the forward did not save what backward needs");
+    size_t W = (size_t)(c->d_embed > c->d_model ? c->d_embed : c->d_model), Qw = (size_t)H * Dh;
+    size_t Kw = (size_t)c->n_kv_head * Dh, TT = (size_t)T * T, R = (size_t)c->rope_dim;
+    size_t FV = (size_t)(c->d_ff > c->vocab_size ? c->d_ff : c->vocab_size);
+    size_t max_in = W > Qw ? W : Qw;
+    if ((size_t)c->d_ff > max_in) max_in = (size_t)c->d_ff;
+    size_t conv = as_gemm_bf16_scratch((int)max_in);
+    size_t n = (size_t)T * (5 * W + 2 * Qw + 2 * Kw + 2 * (size_t)H * Dh) + (size_t)T * (FV + c->d_ff) +
+               (size_t)nt * TT + 2 * (size_t)T * H + 2 * (size_t)T * R + (size_t)nt * conv;
+    size_t cap = 0;
+    float *blk = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &cap) : NULL;
+    if (!blk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the backward workspace");
+    bwd_ws w;
+    float *p = blk;
+#define TAKE(f, k) (w.f = p, p += (k))
+    TAKE(dx, T * W); TAKE(dmid, T * W); TAKE(g, T * W); TAKE(dh, T * W); TAKE(tmp, T * W);
+    TAKE(dctx, T * Qw); TAKE(dq, T * Qw); TAKE(dk, T * Kw); TAKE(dv, T * Kw);
+    TAKE(dkh, (size_t)T * H * Dh); TAKE(dvh, (size_t)T * H * Dh);
+    TAKE(da, T * FV); TAKE(dup, (size_t)T * c->d_ff); TAKE(dP, nt * TT); TAKE(stat, 2 * (size_t)T * H);
+    TAKE(rope, 2 * (size_t)T * R); TAKE(conv, nt * conv);
+#undef TAKE
+    w.conv_per_thread = conv;
+    if (R) rope_tables(m, T, w.rope);
+    par_state saved;
+    model_par_begin(nt, w.conv, w.conv_per_thread, NULL, &saved); /* F32 products whatever the precision */
+    /* the head's input: the last layer's output, through the final norm of pre-norm models */
+    const float *x_head = tp->x_last;
+    if (m->pre_ln) {
+        memcpy(w.dmid, tp->x_last, (size_t)T * c->d_model * sizeof(float));
+        model_norm_rows(m, &m->ln_f, w.dmid, T);
+        x_head = w.dmid;
+    }
+    head_bwd(m, enc, r, x_head, dlogits, &w);
+    if (m->pre_ln) norm_dx(m, &m->ln_f, w.dx, tp->x_last, T, c->d_model, w.dx, w.stat);
+    for (int l = L - 1; l >= 0; l--)
+        layer_bwd(m, l, &tp->lay[l], T, &w, d_attn ? d_attn + (size_t)l * H * TT : NULL, nt);
+    embed_bwd(m, enc, word, &w, d_word);
+    model_par_end(&saved);
+    as_large_put(blk, cap);
+    return AS_OK;
+}

@@ -1,0 +1,239 @@
+/* test_model_grads.c — the backward of the one forward (src/model/backward.c) against
+ * PyTorch autograd in float64 (tests/ref/gen_grads.py: grads.safetensors next to each
+ * fixture model): for every family and case, the gradient of the fixture's objective
+ * (a classifier logit, or the sum over real positions of one LM logit each) with respect
+ * to the input word vectors and to every layer's attention probabilities. Tolerances:
+ * GRAD_REL of the largest |gradient| (float32 sums against a float64 reference; the
+ * reference's own float32 noise is up to 7e-6 of it). Also: the gradient with given word
+ * vectors equals the one with looked-up rows; the BF16-in-place model's equals the F32
+ * copy's; and a finite difference of the forward's objective agrees with d_word.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "io/safetensors.h"
+
+#define FIXTURE_ROOT AS_SOURCE_DIR "/tests/ref/fixtures/models"
+#define GRAD_REL 2e-4
+
+static const char *const FIXTURES[] = {
+    "bert", "bert_noprefix_mlm", "bert_f16", "bert_bf16", "roberta", "distilbert", "electra", "gpt2",
+    "gpt2_f16", "gpt2_scaling", "llama", "llama3_scaled", "llama_bf16", "llama_cls", "mistral_swa",
+    "qwen2_noprefix", "qwen3", "gemma2", "gemma3", "phi3", "yarn"};
+
+static void *copy_data(const st_tensor *t) {
+    void *p = malloc(t->nbytes ? t->nbytes : 1);
+    assert_non_null(p);
+    memcpy(p, t->data, t->nbytes);
+    return p;
+}
+
+static const st_tensor *need(const st_file *f, const char *fx, const char *cs, const char *what) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", cs, what);
+    const st_tensor *t = st_file_find(f, name);
+    if (!t) fail_msg("%s: no tensor %s", fx, name);
+    return t;
+}
+
+static double max_abs(const float *a, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return m;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+typedef struct {
+    as_encoding enc;
+    float *dlogits;
+    size_t n_logits;
+} grad_case;
+
+/* The encoding of case cs and dlogits of the fixture's objective for run r's head. */
+static void case_init(const as_model *m, const st_file *ex, const st_file *gr, const char *fx, const char *cs,
+                      grad_case *gc) {
+    const st_tensor *ti = need(ex, fx, cs, "input_ids"), *tt = need(ex, fx, cs, "token_type_ids");
+    const st_tensor *tm = need(ex, fx, cs, "attention_mask");
+    int T = (int)ti->shape[0];
+    int32_t *ids = copy_data(ti), *types = copy_data(tt), *mask = copy_data(tm);
+    as_error err = {0};
+    int types_given = as_model_config(m)->arch != ARCH_GPT2;
+    if (as_encoding_from_ids(m, ids, types_given ? types : NULL, T, &gc->enc, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < T; i++) gc->enc.mask[i] = mask[i];
+    const st_tensor *tg = need(gr, fx, cs, "targets");
+    int32_t *tgt = copy_data(tg);
+    const as_config *c = as_model_config(m);
+    int cls = (as_model_heads(m) & HEAD_CLASSIFIER) != 0;
+    gc->n_logits = cls ? (size_t)c->num_labels : (size_t)T * c->vocab_size;
+    gc->dlogits = calloc(gc->n_logits, sizeof(float));
+    assert_non_null(gc->dlogits);
+    if (cls) {
+        gc->dlogits[tgt[0]] = 1.0f;
+    } else {
+        for (int t = 0; t < T; t++)
+            if (mask[t]) gc->dlogits[(size_t)t * c->vocab_size + tgt[t]] = 1.0f;
+    }
+    free(ids);
+    free(types);
+    free(mask);
+    free(tgt);
+}
+
+static void case_free(grad_case *gc) {
+    as_encoding_free(&gc->enc);
+    free(gc->dlogits);
+}
+
+/* Forward with a tape, backward; d_word (T, De) and d_attn (L, H, T, T) allocated. */
+static void run_grads(const as_model *m, const grad_case *gc, const float *word, float **d_word, float **d_attn,
+                      double *objective) {
+    const as_config *c = as_model_config(m);
+    int T = gc->enc.n;
+    model_tape tp;
+    as_error err = {0};
+    if (model_tape_init(m, T, &tp, &err)) fail_msg("%s", err.msg);
+    as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+    as_run *r = NULL;
+    if (model_forward(m, &gc->enc, &spec, word, &tp, &r, &err)) fail_msg("%s", err.msg);
+    *objective = 0;
+    for (size_t i = 0; i < gc->n_logits; i++) *objective += (double)gc->dlogits[i] * r->logits[i];
+    *d_word = calloc((size_t)T * c->d_embed, sizeof(float));
+    *d_attn = calloc((size_t)c->n_layer * c->n_head * T * T, sizeof(float));
+    assert_true(*d_word && *d_attn);
+    if (model_backward(m, &gc->enc, word, &tp, r, gc->dlogits, 2, *d_word, *d_attn, &err)) fail_msg("%s", err.msg);
+    as_run_free(r);
+    model_tape_free(&tp);
+}
+
+static void test_fixture(void **state) {
+    const char *fx = *state;
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s/%s", FIXTURE_ROOT, fx);
+    as_error err = {0};
+    as_model *m = NULL;
+    st_file *ex = NULL, *gr = NULL;
+    if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", fx, err.msg);
+    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+    if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
+    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+    if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
+    static const char *const cases[] = {"single", "padded"};
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        grad_case gc = {0};
+        case_init(m, ex, gr, fx, cases[k], &gc);
+        float *dw, *da;
+        double obj;
+        run_grads(m, &gc, NULL, &dw, &da, &obj);
+        const st_tensor *tw = need(gr, fx, cases[k], "d_word_embeds"), *ta = need(gr, fx, cases[k], "d_attentions");
+        const st_tensor *to = need(gr, fx, cases[k], "objective");
+        float *ew = copy_data(tw), *ea = copy_data(ta), *eo = copy_data(to);
+        double sw = max_abs(ew, tw->n_elems), sa = max_abs(ea, ta->n_elems);
+        double dwd = max_diff(dw, ew, tw->n_elems), dad = max_diff(da, ea, ta->n_elems);
+        printf("%s/%s objective %.6g (ref %.6g)  d_word max|diff| %.2e of %.2e  d_attn %.2e of %.2e\n", fx, cases[k],
+               obj, eo[0], dwd, sw, dad, sa);
+
+        if (!(dwd <= GRAD_REL * sw) || !(dad <= GRAD_REL * sa) || !(fabs(obj - eo[0]) <= 1e-4 * (1 + fabs(eo[0])))) {
+            printf("  FAIL\n");
+            bad++;
+        }
+        free(ew);
+        free(ea);
+        free(eo);
+        free(dw);
+        free(da);
+        case_free(&gc);
+    }
+    st_file_free(ex);
+    st_file_free(gr);
+    as_model_free(m);
+    if (bad) fail_msg("%s: %d case(s) out of tolerance", fx, bad);
+}
+
+/* Given word vectors (the looked-up rows, passed explicitly) give the same gradient, and a
+ * central finite difference of the objective along d_word agrees with |d_word|^2. */
+static void test_given_words_and_fd(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "gpt2", "llama", "gemma2", "phi3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dir[1024], path[1200];
+        snprintf(dir, sizeof dir, "%s/%s", FIXTURE_ROOT, names[i]);
+        as_error err = {0};
+        as_model *m = NULL;
+        st_file *ex = NULL, *gr = NULL;
+        if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+        if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+        if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
+        grad_case gc = {0};
+        case_init(m, ex, gr, names[i], "single", &gc);
+        const as_config *c = as_model_config(m);
+        int T = gc.enc.n, De = c->d_embed;
+        float *word = malloc(sizeof(float) * (size_t)T * De);
+        assert_non_null(word);
+        emb_in in = {&gc.enc, 0, NULL};
+        for (int t = 0; t < T; t++) memcpy(word + (size_t)t * De, model_emb_word(m, &in, t), sizeof(float) * De);
+        float *dw0, *da0, *dw1, *da1;
+        double o0, o1, op, om;
+        run_grads(m, &gc, NULL, &dw0, &da0, &o0);
+        run_grads(m, &gc, word, &dw1, &da1, &o1);
+        assert_true(max_diff(dw0, dw1, (size_t)T * De) == 0.0 && o0 == o1);
+        /* y(word + e u) with u = d_word / |d_word|: dy/de = |d_word| */
+        double nrm = 0;
+        for (size_t k = 0; k < (size_t)T * De; k++) nrm += (double)dw0[k] * dw0[k];
+        nrm = sqrt(nrm);
+        double eps = 1e-2;
+        float *wp = malloc(sizeof(float) * (size_t)T * De);
+        assert_non_null(wp);
+        for (int sgn = -1; sgn <= 1; sgn += 2) {
+            for (size_t k = 0; k < (size_t)T * De; k++) wp[k] = word[k] + (float)(sgn * eps * dw0[k] / nrm);
+            float *a, *b;
+            run_grads(m, &gc, wp, &a, &b, sgn < 0 ? &om : &op);
+            free(a);
+            free(b);
+        }
+        double fd = (op - om) / (2 * eps);
+        printf("%s: finite difference %.6g, |d_word| %.6g\n", names[i], fd, nrm);
+        assert_true(fabs(fd - nrm) <= 2e-2 * nrm);
+        free(wp);
+        free(word);
+        free(dw0);
+        free(da0);
+        free(dw1);
+        free(da1);
+        case_free(&gc);
+        st_file_free(ex);
+        st_file_free(gr);
+        as_model_free(m);
+    }
+}
+
+int main(void) {
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
+        struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)FIXTURES[i]);
+        t.name = FIXTURES[i];
+        tests[n++] = t;
+    }
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_given_words_and_fd);
+    return _cmocka_run_group_tests("model_grads", tests, n, NULL, NULL);
+}
