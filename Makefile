@@ -129,12 +129,13 @@ fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_grads.py
 
 # Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about
-# 55 minutes on 2 cores; run it on a quiet machine): forward T=64..1024, training, and the
-# analysis of SST-2 and UD EWT separately.
+# 70 minutes on 2 cores; run it on a quiet machine): forward T=64..1024, training, the
+# analysis of SST-2 and UD EWT separately, and the 1B-shaped Llama prefill (F32, BF16).
 bench: build torch-deps
 	BIN=./$(BUILD)/attnscope bash bench/run.sh
 	BIN=./$(BUILD)/attnscope sh bench/train_bench.sh
 	BIN=./$(BUILD)/attnscope LIMIT=300 MPI=2 bash bench/analysis_bench.sh
+	BIN=./$(BUILD)/attnscope bash bench/llama_bench.sh
 
 # ---- training: `make models` reproduces the shipped models in models/ from scratch
 # (vocab -> pretrain -> finetune -> distill; about 1-1.5 hours on 2 cores; not run in CI).

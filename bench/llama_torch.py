@@ -35,7 +35,8 @@ from_pretrained does; the file is not kept mapped).
 Timing: for each --tokens T and each --threads N (torch.set_num_threads), one warm-up
 forward, then --repeat timed ones; one line per (T, N):
     T 512 threads 2 interop 1 openblas unset wait PASSIVE dtype f32 capture attn median_ms .. min_ms .. peak_rss_mb ..
---capture none keeps only the logits (the tokens/s figure).
+--capture none keeps only the logits (the tokens/s figure); --capture attn,none times
+both in turn (one warm-up each).
 --check T --npz FILE: prints the max abs difference of layer --layer's probabilities and
 of the logits from `attnscope run --ids (--print-ids T) --layer L --capture attn,logits
 --format npz --out FILE`.
@@ -206,7 +207,7 @@ def main():
     ap.add_argument("--interop", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--layer", type=int, default=0, help="the layer whose attention is kept")
-    ap.add_argument("--capture", choices=("attn", "none"), default="attn")
+    ap.add_argument("--capture", default="attn", help="attn, none, or both (attn,none) timed in turn")
     ap.add_argument("--check", type=int, default=0, metavar="T")
     ap.add_argument("--npz", help="attnscope's npz for --check")
     ap.add_argument("--print-ids", type=int, default=0, metavar="T")
@@ -224,17 +225,20 @@ def main():
     if a.check:
         check(W, c, a)
         return
+    caps = a.capture.split(",")
+    if not caps or any(x not in ("attn", "none") for x in caps):
+        sys.exit("llama_torch: --capture must be attn, none or attn,none")
     env = "openblas %s wait %s" % (os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
                                    os.environ.get("OMP_WAIT_POLICY", "unset"))
     for T in (int(x) for x in a.tokens.split(",")):
         ids = bench_ids(T, c["vocab_size"])
-        for n in (int(x) for x in a.threads.split(",")):
+        for n, cap in ((int(x), cap) for x in a.threads.split(",") for cap in caps):
             torch.set_num_threads(n)
             times = []
             with torch.inference_mode():
                 for r in range(a.repeat + 1):
                     t0 = time.perf_counter()
-                    out = forward(W, c, ids, a.layer, a.capture == "attn", a.dtype)
+                    out = forward(W, c, ids, a.layer, cap == "attn", a.dtype)
                     dt = (time.perf_counter() - t0) * 1e3
                     del out
                     if r:
@@ -244,7 +248,7 @@ def main():
             med = times[k // 2] if k % 2 else 0.5 * (times[k // 2 - 1] + times[k // 2])
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
             print("T %d threads %d interop %d %s dtype %s capture %s median_ms %.2f min_ms %.2f peak_rss_mb %.1f "
-                  "load_s %.1f torch %s" % (T, n, a.interop, env, a.dtype, a.capture, med, times[0], rss, load_s,
+                  "load_s %.1f torch %s" % (T, n, a.interop, env, a.dtype, cap, med, times[0], rss, load_s,
                                             torch.__version__), flush=True)
 
 
