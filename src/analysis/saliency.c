@@ -173,6 +173,7 @@ as_status sal_compute_tr(const train_model *tm, const as_encoding *enc, const sa
     int32_t *rep = NULL;
     if ((s = train_acts_init(tm, chunk, T, 0, &a, err))) return s;
     if (o->threads > 0) a->threads = o->threads;
+    a->cls_only = 1; /* only the logits are read */
     out->scores = as_calloc((size_t)T, sizeof(float));
     out->logits = as_calloc((size_t)C, sizeof(float));
     out->probs = as_calloc((size_t)C, sizeof(float));

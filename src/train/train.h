@@ -215,6 +215,11 @@ typedef struct {
     int nblk;                  /* blocks of sequences (train_forward.c) at capacity */
     int split;                 /* this pass is one block: each step is split over the threads
                                   (columns of the products, heads), weights read unpacked */
+    int cls_only;              /* set by the caller: only the classifier's logits are wanted (saliency).
+                                  A batch of one sequence then computes its top layer past attention for
+                                  the first token only: the other rows of the final states are not
+                                  computed, d_out must stay zero, and train_backward takes
+                                  param_grads = 0 */
     size_t n_floats;           /* size of the arena */
     float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
     float p_attn;              /* dropout on attention probabilities */

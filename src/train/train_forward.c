@@ -55,9 +55,12 @@ enum { K_ATT = 0, K_ATTOUT = 1, K_FFOUT = 2 };
  * model is one task). */
 #define BLOCK_ROWS 256
 #define GRAD_TASK_MACS ((size_t)1 << 28)
-/* Split passes: rows per task of the row-wise steps; products on at most this many
- * rows multiply the unpacked [out, in] weights with core/gemm_small.c (sgemm's packing
- * costs more than the product on a short sentence). */
+/* Split passes: rows per task of the row-wise steps; products y = x W^T on at most this
+ * many rows multiply the unpacked [out, in] weights with core/gemm_small.c (sgemm's
+ * packing of W costs more than the product on a short sentence: 84 vs 110 ms of CPU
+ * for BERT-base's forward at 32 tokens). The backward's dx = dy W stays on sgemm,
+ * whose small-matrix kernels (no packing) were faster there than a 6 x 16 AVX2 tile
+ * walking down W (93 vs 111 ms). */
 #define SPLIT_ROWS 16
 #define SPLIT_SMALL_ROWS 32
 
@@ -773,6 +776,13 @@ static void lin_drop_res(const train_model *m, train_acts *a, prod *p, const flo
     run_rows(a, &j, r0, p->N);
 }
 
+/* Rows of layer l past its attention that a pass computes: all, but with a->cls_only
+ * the top layer of a single sequence needs its first token only (the classifier reads
+ * nothing else; its attention still covers every row). */
+static int rows_after_att(const train_acts *a, const train_config *c, const train_batch *b, int l, int nr) {
+    return a->cls_only && b->B == 1 && a->n_mlm == 0 && l == c->n_layer - 1 ? 1 : nr;
+}
+
 /* Layer l on sequences [b0, b0 + nb); scr: this thread's scratch (a block pass). */
 static void layer_fwd_block(const train_model *m, train_acts *a, const train_batch *b, int l, int b0, int nb,
                             float *scr) {
@@ -793,6 +803,7 @@ static void layer_fwd_block(const train_model *m, train_acts *a, const train_bat
     att_dims d = att_dims_of(c, a, T, l);
     att_job aj = {a, c, &d, b, s.qkv, NULL, s.att, s.ctx, NULL, b0};
     run_att(&aj, nb, scr);
+    nr = rows_after_att(a, c, b, l, nr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
     prod po = {.kind = PR_XWT, .N = nr, .n = D, .K = D, .nt = 1, .y = s.res1 + o, .ldy = D, .x = {s.ctx + o},
                .ldx = D, .w = {w.w.o}, .wp = {k.o}, .b = w.o_b};
@@ -1119,7 +1130,9 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
     layer_a s = layer_acts(a, c, l);
     layer_pk k = a->split ? (layer_pk){0} : layer_pack_of(a, c, l, 0);
     grad_set q = grad_set_of(a, c, l);
-    int drop = a->p_hidden > 0.0f;
+    int drop = a->p_hidden > 0.0f, nra = rows_after_att(a, c, b, l, nr), nrt = nr;
+    ASSERT(nra == nr || !part);
+    nr = nra; /* the rows past attention; attention and the product into dx take all nrt */
     /* y = LN2(res2) */
     row_job j2 = {.m = m, .a = a, .y = q.h, .x = dy, .res = s.res2, .mean_in = s.mean2, .rstd_in = s.rstd2,
                   .g = w.ln2_g, .C = D, .fn = rows_ln_dx};
@@ -1150,6 +1163,11 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
     prod po = {.kind = PR_DYW, .N = nr, .n = D, .K = D, .nt = 1, .y = a->d_ctx + o, .ldy = D, .x = {dao + o},
                .ldx = D, .w = {w.w.o}, .wp = {k.o}};
     run_prods(a, &po, 1);
+    if (nr < nrt) { /* the rows not computed have no gradient */
+        memset(a->d_ctx + o + (size_t)nr * D, 0, (size_t)(nrt - nr) * D * sizeof(float));
+        memset(q.r1 + o + (size_t)nr * D, 0, (size_t)(nrt - nr) * D * sizeof(float));
+        nr = nrt;
+    }
     att_dims d = att_dims_of(c, a, T, l);
     att_job aj = {a, c, &d, b, s.qkv, a->d_ctx, s.att, NULL, q.qkv, b0};
     run_att(&aj, nb, scr);
