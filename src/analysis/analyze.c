@@ -14,7 +14,7 @@
 
 typedef struct {
     as_model *m;
-    train_model *tm;
+    int sal_ok; /* the model has a classifier head: SST-2 sentences get their saliency */
     int threads, L, H, Dh, has_types;
     tsv_corpus tsv;
     cu_corpus cu;
@@ -72,9 +72,9 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
     as_status rc = as_encode(u->m, text, NULL, &eo, &u->enc, err);
     if (rc) return as_err_prefix(err, "%s", u->src);
     const int T = u->enc.n;
-    /* SST-2 sentences without the explanation: the saliency forward (training code, the
-       same model) gives the attention, so the engine's forward is skipped */
-    int reuse = is_sst && u->tm && !explain;
+    /* SST-2 sentences without the explanation: the saliency's forward (the same forward)
+       gives the attention, so no second forward runs */
+    int reuse = is_sst && u->sal_ok && !explain;
     if (reuse) {
         u->sal_attn = as_malloc_array(as_mul_size((size_t)u->L * u->H, (size_t)T * T), sizeof(float));
         if (!u->sal_attn) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -104,10 +104,10 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
         s->q = u->run->q;
         s->k = u->run->k;
     }
-    if (is_sst && u->tm) {
+    if (is_sst && u->sal_ok) {
         sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0, .attn_out = reuse ? u->sal_attn : NULL,
                        .threads = u->threads};
-        if ((rc = sal_compute_tr(u->tm, &u->enc, &so, &u->sal, err))) return as_err_prefix(err, "%s", u->src);
+        if ((rc = sal_compute(u->m, &u->enc, &so, &u->sal, err))) return as_err_prefix(err, "%s", u->src);
         u->have_sal = 1;
         s->sal = u->sal.scores;
         s->sal_all = u->sal.scores;
@@ -177,16 +177,7 @@ static as_status az_setup(az_user *u, const an_opts *o, as_error *err) {
     u->H = cfg->n_head;
     u->Dh = cfg->d_head;
     u->has_types = cfg->type_vocab > 0;
-    if (u->tsv.n && (as_model_heads(u->m) & HEAD_CLASSIFIER) && cfg->arch != ARCH_GPT2) {
-        train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-        fo.mlm = 0;
-        fo.borrow = 1; /* the saliency reads the loaded weights in place */
-        as_error e2 = {0};
-        if (train_model_from_as(u->m, &fo, &u->tm, &e2)) {
-            as_warn("%s: no saliency, so no semantic score: %s", o->model_dir, e2.msg);
-            u->tm = NULL;
-        }
-    }
+    u->sal_ok = u->tsv.n && (as_model_heads(u->m) & HEAD_CLASSIFIER);
     if (u->tsv.n + u->cu.n == 0) return as_err_set(err, AS_ERR_INPUT, "the corpora hold no sentences");
     return AS_OK;
 }
@@ -261,7 +252,6 @@ cleanup:
     az_release(&u);
     an_ctx_free(&c);
     store_close(&st);
-    train_model_free(u.tm);
     as_model_free(u.m);
     tsv_corpus_free(&u.tsv);
     cu_corpus_free(&u.cu);

@@ -17,25 +17,17 @@
  *             "no word identity" rather than a [PAD] sequence). Signed. Completeness
  *             (sum_t attr_t = F(w) - F(w')) holds as m grows; the gap is reported.
  * plus the logits and softmax probabilities. Runs with dropout off (eval mode).
- * What it does not: attention-based scores (analysis/heads), MLM heads, GPT-2.
+ * What it does not: attention-based scores (analysis/heads), MLM / LM heads.
  *
  * The types, sal_compute and sal_result_free are declared in include/attnscope/analysis.h
- * (the tools' API); this header adds sal_compute_tr on a trainable model.
- *
- * Ownership: sal_result arrays are owned by the result (sal_result_free).
- * Each call builds a train_model that reads the loaded model's embeddings and layer
- * matrices in place (train_from_as_opts.borrow: only biases, norms and the classifier
- * are copied); a caller running many inputs on one model can keep one and call
- * sal_compute_tr.
+ * (the tools' API). Ownership: sal_result arrays are owned by the result
+ * (sal_result_free). Each call runs the model's one forward (with a tape) and its
+ * backward on the loaded weights in place: grad / gxi one forward and one backward,
+ * integrated gradients 2 + steps forwards and steps backwards.
  */
 #ifndef AS_SALIENCY_H
 #define AS_SALIENCY_H
 
 #include "attnscope/analysis.h" /* sal_compute and its types */
-#include "train/train.h"
-
-/* Same on an already-built trainable model (no gradient arena needed). */
-as_status sal_compute_tr(const train_model *tm, const as_encoding *enc, const sal_opts *o, sal_result *out,
-                         as_error *err);
 
 #endif

@@ -4,9 +4,11 @@
  * the fixture's step count, the prediction, and the input checks.
  *
  * Tolerances: scores max |c - torch| <= 1e-4 * max |torch| (relative to the scale of
- * the scores); logits and the IG logit difference 1e-5 absolute. The model read in place
- * (sal_compute's borrowed weights) and a copied one give bit-identical scores, at any
- * thread count.
+ * the scores); logits and the IG logit difference 1e-5 absolute. 1 and 3 threads agree
+ * to 1e-6 of the scores' scale (the products' columns are split differently); every family
+ * with a classifier head is explained (GPT-2's and Llama's score heads: the scores equal
+ * the L1 norms of the reference gradients of tests/ref/gen_grads.py), a model without
+ * one is refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -138,14 +140,12 @@ static void test_target_and_errors(void **state) {
     o.steps = 0;
     as_encoding empty = {0};
     assert_int_equal(sal_compute(f.m, &empty, &o, &r0, &err), AS_ERR_INPUT);
-    /* a model without a classifier */
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.num_labels = 0;
-    train_model *tm = NULL;
-    if (train_model_from_as(f.m, &fo, &tm, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(sal_compute_tr(tm, &f.enc, &o, &r0, &err), AS_ERR_INPUT);
+    /* a model without a classifier (a causal-LM head) */
+    as_model *lm = NULL;
+    if (as_model_load(AS_SOURCE_DIR "/tests/ref/fixtures/models/gpt2", &lm, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(sal_compute(lm, &f.enc, &o, &r0, &err), AS_ERR_INPUT);
     printf("error: %s\n", err.msg);
-    train_model_free(tm);
+    as_model_free(lm);
     /* the default step count */
     if (sal_compute(f.m, &f.enc, &o, &r0, &err)) fail_msg("%s", err.msg);
     assert_int_equal(r0.steps, SAL_DEFAULT_STEPS);
@@ -157,36 +157,79 @@ static void test_target_and_errors(void **state) {
     unload(&f);
 }
 
-/* Borrowed weights (sal_compute) and copied ones (train_model_from_as without borrow),
- * 1 and 3 threads, for the one-sentence pass (grad) and the batched one (IG): the same
- * bits. */
-static void test_borrowed_and_threads(void **state) {
+/* 1 and 3 threads, for grad and integrated gradients. */
+static void test_threads(void **state) {
+    (void)state;
     fx f;
     load(&f);
     as_error err = {0};
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.mlm = 0;
-    train_model *copied = NULL;
-    if (train_model_from_as(f.m, &fo, &copied, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(copied->borrowed, 0);
     sal_method methods[2] = {SAL_GRAD, SAL_IG};
     for (int k = 0; k < 2; k++) {
         sal_opts o = {.method = methods[k], .target = -1, .steps = 40, .threads = 1};
-        sal_result r0, r1, r2;
+        sal_result r0, r1;
         if (sal_compute(f.m, &f.enc, &o, &r0, &err)) fail_msg("%s", err.msg);
         o.threads = 3;
         if (sal_compute(f.m, &f.enc, &o, &r1, &err)) fail_msg("%s", err.msg);
-        if (sal_compute_tr(copied, &f.enc, &o, &r2, &err)) fail_msg("%s", err.msg);
-        assert_memory_equal(r0.scores, r1.scores, (size_t)r0.T * sizeof(float));
-        assert_memory_equal(r0.scores, r2.scores, (size_t)r0.T * sizeof(float));
-        assert_memory_equal(r0.logits, r2.logits, (size_t)r0.C * sizeof(float));
-        printf("%s: borrowed = copied, 1 thread = 3 threads (%d scores)\n", sal_method_name(methods[k]), r0.T);
+        double mx = 0.0, d = 0.0;
+        for (int t = 0; t < r0.T; t++) {
+            mx = fmax(mx, fabs(r0.scores[t]));
+            d = fmax(d, fabs((double)r0.scores[t] - r1.scores[t]));
+        }
+        printf("%s: 1 vs 3 threads max|diff| %.2e of %.2e\n", sal_method_name(methods[k]), d, mx);
+        assert_true(d <= 1e-6 * mx);
         sal_result_free(&r0);
         sal_result_free(&r1);
-        sal_result_free(&r2);
     }
-    train_model_free(copied);
     unload(&f);
+}
+
+/* The classifier heads of the other families: the score of token t is the L1 norm of
+ * row t of the reference gradient of logit 1 (gen_grads.py's objective for them). */
+static void test_families(void **state) {
+    (void)state;
+    static const char *const names[] = {"llama_cls", "distilbert", "roberta", "electra"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char dir[512], path[600];
+        snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/%s", AS_SOURCE_DIR, names[i]);
+        as_error err = {0};
+        as_model *m = NULL;
+        st_file *ex = NULL, *gr = NULL;
+        if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+        if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+        if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
+        const st_tensor *ti = st_file_find(ex, "single.input_ids"), *tt = st_file_find(ex, "single.token_type_ids");
+        const st_tensor *tg = st_file_find(gr, "single.d_word_embeds"), *tc = st_file_find(gr, "single.targets");
+        assert_true(ti && tt && tg && tc);
+        as_encoding enc = {0};
+        int32_t ids[64], types[64], target;
+        float g[64 * 64];
+        int T = (int)ti->n_elems, De = (int)tg->shape[1];
+        assert_true(T <= 64 && (size_t)T * De <= sizeof g / sizeof g[0]);
+        memcpy(ids, ti->data, ti->nbytes);
+        memcpy(types, tt->data, tt->nbytes);
+        memcpy(g, tg->data, tg->nbytes);
+        memcpy(&target, tc->data, sizeof target);
+        if (as_encoding_from_ids(m, ids, types, T, &enc, &err)) fail_msg("%s", err.msg);
+        sal_opts o = {.method = SAL_GRAD, .target = target};
+        sal_result r;
+        if (sal_compute(m, &enc, &o, &r, &err)) fail_msg("%s: %s", names[i], err.msg);
+        double mx = 0.0, d = 0.0;
+        for (int t = 0; t < T; t++) {
+            double ref = 0.0;
+            for (int k = 0; k < De; k++) ref += fabs(g[(size_t)t * De + k]);
+            mx = fmax(mx, ref);
+            d = fmax(d, fabs(ref - r.scores[t]));
+        }
+        printf("%s: saliency vs reference gradient norms max|diff| %.2e of %.2e\n", names[i], d, mx);
+        assert_true(d <= 1e-4 * mx);
+        sal_result_free(&r);
+        as_encoding_free(&enc);
+        st_file_free(ex);
+        st_file_free(gr);
+        as_model_free(m);
+    }
 }
 
 int main(void) {
@@ -195,7 +238,8 @@ int main(void) {
         cmocka_unit_test(test_gxi),
         cmocka_unit_test(test_ig),
         cmocka_unit_test(test_target_and_errors),
-        cmocka_unit_test(test_borrowed_and_threads),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
