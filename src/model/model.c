@@ -325,7 +325,16 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
         const char *probe = m->cfg.arch == ARCH_GPT2    ? "wte.weight"
                             : m->cfg.arch == ARCH_LLAMA ? "embed_tokens.weight"
                                                         : "embeddings.word_embeddings.weight";
+        /* the family's prefix; Gemma 3's multimodal checkpoints nest the text model as
+           language_model.model. (transformers < 4.52) or model.language_model. */
+        const char *cands[] = {m->prefix, "language_model.model.", "model.language_model.", ""};
+        int nc = m->cfg.arch == ARCH_LLAMA ? 4 : 1;
         char buf[256];
+        for (int i = 0; i < nc; i++) {
+            snprintf(buf, sizeof buf, "%s%s", cands[i], probe);
+            if (st_set_find(m->st, buf)) break;
+            m->prefix = i + 1 < nc ? cands[i + 1] : "";
+        }
         snprintf(buf, sizeof buf, "%s%s", m->prefix, probe);
         if (!st_set_find(m->st, buf)) m->prefix = "";
     }

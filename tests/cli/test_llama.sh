@@ -46,6 +46,27 @@ diff = np.abs(b["attentions"] - z["attentions"]).max()
 assert 0 < diff < 0.05, diff
 PY
 
+# Gemma 3's multimodal layout: config.json's text_config, weights under language_model.model.
+# (and model.language_model.): the same forward as the text-only folder
+for pre in language_model.model. model.language_model.; do
+  rm -rf "$TMP/g3m"; mkdir -p "$TMP/g3m"
+  $PY - "$FX/gemma3" "$TMP/g3m" "$pre" <<'PY'
+import json, struct, sys
+src, dst, pre = sys.argv[1:4]
+c = json.load(open(src + "/config.json"))
+json.dump({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": c},
+          open(dst + "/config.json", "w"))
+b = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+h2 = {(k if k == "__metadata__" else pre + k[len("model."):] if k.startswith("model.") else k): v for k, v in h.items()}
+hb = json.dumps(h2).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PY
+  expect 0 "" -- run --model "$TMP/g3m" --ids $IDS --format json --out "$TMP/g3m.json"
+  $PY -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a['attentions']==b['attentions'] and a['logits']==b['logits']" \
+    "$TMP/gemma3.json" "$TMP/g3m.json" && ok "gemma3 multimodal layout ($pre) = text-only" || fail "gemma3 multimodal layout ($pre)"
+done
+
 # bad input
 mk() { rm -rf "$TMP/bad"; mkdir -p "$TMP/bad"; cp "$FX/llama/config.json" "$FX/llama/model.safetensors" "$TMP/bad/"; }
 cfg() { $PY -c "import json,sys; c=json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c,open(sys.argv[1],'w'))" "$TMP/bad/config.json" "$1"; }
