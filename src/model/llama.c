@@ -36,7 +36,8 @@ static as_status get_rms(as_model *m, const char *base, int n, ln_t *out, as_err
 /* Rows [r0, r0 + n) of a fused nn.Linear weight (and bias) as a map of its own. */
 static lin_t rows_of(const lin_t *f, int r0, int n) {
     lin_t r = *f;
-    r.w = f->w + (size_t)r0 * f->ldw;
+    r.w = f->w ? f->w + (size_t)r0 * f->ldw : NULL;
+    r.wbf = f->wbf ? f->wbf + (size_t)r0 * f->n_in : NULL; /* BF16 in place: rows of n_in */
     r.b = f->b ? f->b + r0 : NULL;
     r.n_out = n;
     return r;

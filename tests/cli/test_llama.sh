@@ -67,6 +67,36 @@ PY
     "$TMP/gemma3.json" "$TMP/g3m.json" && ok "gemma3 multimodal layout ($pre) = text-only" || fail "gemma3 multimodal layout ($pre)"
 done
 
+# BF16 weights read in place, fused projections included (Phi-3's qkv_proj and gate_up_proj
+# as row views): the same forward as an F32 copy of the same BF16-rounded values
+for f in phi3 qwen3 gemma2; do
+  for dt in bf16 f32; do
+    rm -rf "$TMP/$f-$dt"; mkdir -p "$TMP/$f-$dt"; cp "$FX/$f/config.json" "$TMP/$f-$dt/"
+    $PY - "$FX/$f/model.safetensors" "$TMP/$f-$dt/model.safetensors" "$dt" <<'PY'
+import json, struct, sys
+import numpy as np
+src, dst, dt = sys.argv[1:4]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out, hdr, off = [], {}, 0
+for k in sorted(x for x in h if x != "__metadata__"):
+    v = h[k]; a = np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
+    u = a.view(np.uint32); r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    data = r.tobytes() if dt == "bf16" else (r.astype(np.uint32) << 16).view(np.float32).tobytes()
+    hdr[k] = {"dtype": "BF16" if dt == "bf16" else "F32", "shape": v["shape"], "data_offsets": [off, off + len(data)]}
+    out.append(data); off += len(data)
+hb = json.dumps(hdr).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(out))
+PY
+    expect 0 "" -- run --model "$TMP/$f-$dt" --ids $IDS --format npz --out "$TMP/$f-$dt.npz"
+  done
+  $PY -c "
+import sys, numpy as np
+a = np.load(sys.argv[1]); b = np.load(sys.argv[2])
+for k in ('attentions', 'hidden_states', 'logits'):
+    d = np.abs(a[k] - b[k]).max(); assert d <= 1e-5, (k, d)
+" "$TMP/$f-bf16.npz" "$TMP/$f-f32.npz" && ok "$f: BF16 in place = F32 copy" || fail "$f: BF16 in place differs from the F32 copy"
+done
+
 # bad input
 mk() { rm -rf "$TMP/bad"; mkdir -p "$TMP/bad"; cp "$FX/llama/config.json" "$FX/llama/model.safetensors" "$TMP/bad/"; }
 cfg() { $PY -c "import json,sys; c=json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c,open(sys.argv[1],'w'))" "$TMP/bad/config.json" "$1"; }
