@@ -127,6 +127,7 @@ fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_models.py
 	/usr/bin/python3 tests/ref/gen_llama.py
 	/usr/bin/python3 tests/ref/gen_grads.py
+	/usr/bin/python3 tests/ref/gen_param_grads.py
 
 # Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about
 # 70 minutes on 2 cores; run it on a quiet machine): forward T=64..1024, training, the
