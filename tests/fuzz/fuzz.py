@@ -408,7 +408,8 @@ def mode_http(args, rng, chk):
     def body():
         o = {'model': rng.choice(['bert-sst', 'gpt2', 'x', None, 1]),
              'text': rng.choice(['a [MASK] b', '', 'x ' * 3000, 'é' * 300, None, 1, ['a']]),
-             'text_b': rng.choice([None, 'b', '', 2]), 'k': rng.choice([None, 0, 1, 50, 51, -1, '5', 1e9])}
+             'text_b': rng.choice([None, 'b', '', 2]), 'k': rng.choice([None, 0, 1, 50, 51, -1, '5', 1e9]),
+             'ids': rng.choice([None, None, [1, 2, 3], [], [-1], [1.5], 'x', [2 ** 31], [2 ** 63], [0] * 600, [5] * 40])}
         for k in list(o):
             if rng.random() < 0.2:
                 del o[k]
