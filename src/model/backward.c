@@ -6,7 +6,8 @@
  * widened block by block) and what the forward saved in a model_tape; norm statistics
  * and the head's small intermediates are recomputed. Threads: the pool (par_ops.c:
  * linear maps split columns; attention one head per task).
- * What it does not: parameter gradients (training: src/train), ablated forwards.
+ * With a model_grads it also accumulates every parameter's gradient (the inputs of the
+ * linear maps and norms recomputed from the tape). What it does not: ablated forwards.
  *
  * Per head h reading key/value head g, with P (T, T), S the scores after soft-capping:
  *   dP = dctx_h V_g^T,  dV_g += P^T dctx_h,  dS = P * (dP - rowsum(dP * P)),
@@ -33,7 +34,8 @@ static size_t tape_layer_take(const as_model *m, int T, float *p, tape_layer *tl
     struct { float **dst; size_t n; int on; } f[] = {
         {&tl->x_in, TD, 1}, {&tl->mid, TD, 1}, {&tl->r2, TD, !m->pre_ln || post}, {&tl->o_out, TD, post},
         {&tl->qn_in, TQ, qkn}, {&tl->kn_in, TK, qkn}, {&tl->q, TQ, 1}, {&tl->k, TK, 1}, {&tl->v, TK, 1},
-        {&tl->P, HTT, 1}, {&tl->S, HTT, c->attn_softcap > 0}, {&tl->ff_pre, TF, 1}, {&tl->up, TF, c->gated_mlp}};
+        {&tl->P, HTT, 1}, {&tl->S, HTT, c->attn_softcap > 0}, {&tl->ff_pre, TF, 1}, {&tl->up, TF, c->gated_mlp},
+        {&tl->ctx, TQ, 1}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (p) *f[i].dst = f[i].on ? p + off : NULL;
         if (f[i].on) off += f[i].n;
@@ -66,6 +68,92 @@ void model_tape_free(model_tape *tp) {
     memset(tp, 0, sizeof *tp);
 }
 
+/* ---- parameter gradients ---- */
+
+/* Floats for every gradient buffer of m; with base non-NULL, the pointers into it. */
+static size_t grads_take(const as_model *m, float *base, model_grads *g) {
+    const as_config *c = &m->cfg;
+    size_t off = 0;
+#define TAKE(dst, n, on)                                  \
+    do {                                                  \
+        size_t n_ = (on) ? (size_t)(n) : 0;               \
+        if (base) (dst) = n_ ? base + off : NULL;         \
+        off += n_;                                        \
+    } while (0)
+#define TAKE_LIN(lg, l)                                                                  \
+    do {                                                                                 \
+        TAKE((lg).w, (size_t)(l).n_out * (l).n_in, lin_has(&(l)));                       \
+        TAKE((lg).b, (l).n_out, (l).b != NULL);                                         \
+    } while (0)
+#define TAKE_LN(lg, ln)                       \
+    do {                                      \
+        TAKE((lg).g, (ln).n, (ln).g != NULL); \
+        TAKE((lg).b, (ln).n, (ln).b != NULL); \
+    } while (0)
+    int De = c->d_embed;
+    TAKE(g->wte, (size_t)c->vocab_size * De, m->wte || m->wte_bf);
+    TAKE(g->wpe, (size_t)c->max_pos * De, m->wpe != NULL);
+    TAKE(g->wtt, (size_t)c->type_vocab * De, m->wtt != NULL);
+    TAKE(g->mlm_decoder, (size_t)c->vocab_size * c->d_model, m->mlm_decoder && m->mlm_decoder != m->wte);
+    TAKE(g->mlm_bias, c->vocab_size, m->mlm_bias != NULL);
+    TAKE_LN(g->ln_emb, m->ln_emb);
+    TAKE_LN(g->ln_f, m->ln_f);
+    TAKE_LN(g->mlm_ln, m->mlm_ln);
+    TAKE_LIN(g->emb_proj, m->emb_proj);
+    TAKE_LIN(g->cls_pre, m->cls_pre);
+    TAKE_LIN(g->cls_out, m->cls_out);
+    TAKE_LIN(g->mlm_dense, m->mlm_dense);
+    if (!(m->lm_head.wbf && m->lm_head.wbf == m->wte_bf)) TAKE_LIN(g->lm_head, m->lm_head); /* else tied: wte */
+    for (int l = 0; l < c->n_layer; l++) {
+        const layer_w *w = &m->layers[l];
+        layer_grad *lg = base ? &g->layers[l] : &(layer_grad){0};
+        TAKE_LIN(lg->q, w->q);
+        TAKE_LIN(lg->k, w->k);
+        TAKE_LIN(lg->v, w->v);
+        TAKE_LIN(lg->o, w->o);
+        TAKE_LIN(lg->ff1, w->ff1);
+        TAKE_LIN(lg->up, w->up);
+        TAKE_LIN(lg->ff2, w->ff2);
+        TAKE_LN(lg->ln1, w->ln1);
+        TAKE_LN(lg->ln2, w->ln2);
+        TAKE_LN(lg->post_attn, w->post_attn);
+        TAKE_LN(lg->post_ff, w->post_ff);
+        TAKE_LN(lg->q_norm, w->q_norm);
+        TAKE_LN(lg->k_norm, w->k_norm);
+    }
+#undef TAKE_LN
+#undef TAKE_LIN
+#undef TAKE
+    return off;
+}
+
+as_status model_grads_init(const as_model *m, model_grads *g, as_error *err) {
+    memset(g, 0, sizeof *g);
+    model_grads probe = {0};
+    size_t n = grads_take(m, NULL, &probe);
+    g->layers = as_calloc((size_t)m->cfg.n_layer, sizeof *g->layers);
+    g->block = as_calloc(n ? n : 1, sizeof(float));
+    if (!g->layers || !g->block) {
+        model_grads_free(g);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the parameter gradients (%zu MB)",
+                          n * sizeof(float) >> 20);
+    }
+    g->n = n;
+    grads_take(m, g->block, g);
+    return AS_OK;
+}
+
+void model_grads_zero(model_grads *g) {
+    if (g->block) memset(g->block, 0, g->n * sizeof(float));
+}
+
+void model_grads_free(model_grads *g) {
+    if (!g) return;
+    free(g->layers);
+    free(g->block);
+    memset(g, 0, sizeof *g);
+}
+
 /* ---- pieces ---- */
 
 /* Workspace of one backward (floats); Qw = H Dh, Kw = Hkv Dh, W = max(D, De). */
@@ -81,13 +169,17 @@ typedef struct {
     float *rope;                /* (2, T, R) */
     float *conv;                /* linear maps' scratch (par_ops.c) */
     size_t conv_per_thread;
+    float *hn;                  /* (T, max(W, F)) a linear map's recomputed input */
+    float *cls;                 /* (3, W) the classifier's intermediates */
+    model_grads *pg;            /* parameter gradients, or NULL */
 } bwd_ws;
 
 /* dx (T, n) = the gradient through the norm ln of width n (RMSNorm when rms, (1 + w) when add_one,
  * else LayerNorm) applied to x (T, n), given dy; statistics recomputed from x. No norm
- * (g NULL): dx = dy. dx may alias dy. stat: (2, T) scratch. */
+ * (g NULL): dx = dy. dx may alias dy. stat: (2, T) scratch. lg, when non-NULL, accumulates
+ * the gain (and bias) gradients. */
 static void norm_dx_as(const ln_t *ln, int rms, int add_one, float eps, const float *dy, const float *x, int T,
-                       int n, float *dx, float *stat) {
+                       int n, float *dx, float *stat, ln_grad *lg) {
     if (!ln->g) {
         if (dx != dy) memcpy(dx, dy, (size_t)T * n * sizeof(float));
         return;
@@ -109,14 +201,40 @@ static void norm_dx_as(const ln_t *ln, int rms, int add_one, float eps, const fl
             rstd[t] = (float)(1.0 / sqrt((double)v + (double)eps));
         }
     }
+    if (lg && lg->g) { /* before dx, which may overwrite dy */
+        if (rms) op_rmsnorm_dg(lg->g, dy, x, rstd, T, n, 0, n);
+        else op_layernorm_dparams(lg->g, lg->b, dy, x, mean, rstd, T, n, 0, n);
+    }
     if (rms) op_rmsnorm_dx(dx, dy, x, rstd, ln->g, T, n, add_one);
     else op_layernorm_dx(dx, dy, x, mean, rstd, ln->g, T, n);
 }
 
 /* norm_dx_as with the model's own norm (the layers' and the final one). */
 static void norm_dx(const as_model *m, const ln_t *ln, const float *dy, const float *x, int T, int n, float *dx,
-                    float *stat) {
-    norm_dx_as(ln, m->cfg.rms_norm, m->cfg.norm_add_one, m->cfg.ln_eps, dy, x, T, n, dx, stat);
+                    float *stat, ln_grad *lg) {
+    norm_dx_as(ln, m->cfg.rms_norm, m->cfg.norm_add_one, m->cfg.ln_eps, dy, x, T, n, dx, stat, lg);
+}
+
+/* A layer's gradients, or NULL when not accumulating. */
+#define LG(w, l) ((w)->pg ? &(w)->pg->layers[l] : NULL)
+
+/* The weight (and bias) gradient of map l from its input x and output gradient dy. */
+static void lin_dw(const lin_t *l, lin_grad *lg, const float *x, const float *dy, int T) {
+    if (lg) op_linear_dw(l, x, dy, T, lg->w, lg->b);
+}
+
+/* LN(x) with a LayerNorm ln (the embeddings' of the BERT family) into out (T, ln->n). */
+static const float *normed_ln(const as_model *m, const ln_t *ln, const float *x, int T, float *out) {
+    memcpy(out, x, (size_t)T * ln->n * sizeof(float));
+    op_layernorm(ln, m->cfg.ln_eps, out, T);
+    return out;
+}
+
+/* x (T, n) copied into out and normalised as the forward did (the input of the map after a norm). */
+static const float *normed(const as_model *m, const ln_t *ln, const float *x, int T, int n, float *out) {
+    memcpy(out, x, (size_t)T * n * sizeof(float));
+    model_norm_rows(m, ln, out, T);
+    return out;
 }
 
 typedef struct {
@@ -184,26 +302,44 @@ static void attention_bwd(const as_model *m, const layer_w *lw, const tape_layer
         op_rope_bwd(w->dq, T, (size_t)H * Dh, H, Dh, c->rope_dim, cs);
         op_rope_bwd(w->dk, T, (size_t)Kw, Hkv, Dh, c->rope_dim, cs);
     }
+    layer_grad *lg = LG(w, l);
     if (lw->q_norm.g) { /* rows of Dh */
-        norm_dx(m, &lw->q_norm, w->dq, tl->qn_in, T * H, Dh, w->dq, w->stat);
-        norm_dx(m, &lw->k_norm, w->dk, tl->kn_in, T * Hkv, Dh, w->dk, w->stat);
+        norm_dx(m, &lw->q_norm, w->dq, tl->qn_in, T * H, Dh, w->dq, w->stat, lg ? &lg->q_norm : NULL);
+        norm_dx(m, &lw->k_norm, w->dk, tl->kn_in, T * Hkv, Dh, w->dk, w->stat, lg ? &lg->k_norm : NULL);
+    }
+    if (lg) { /* the maps' input: the layer input, normalised for pre-norm models */
+        const float *x = m->pre_ln ? normed(m, &lw->ln1, tl->x_in, T, c->d_model, w->hn) : tl->x_in;
+        lin_dw(&lw->q, &lg->q, x, w->dq, T);
+        lin_dw(&lw->k, &lg->k, x, w->dk, T);
+        lin_dw(&lw->v, &lg->v, x, w->dv, T);
     }
     op_linear_dx(&lw->q, w->dq, T, out, 0);
     op_linear_dx(&lw->k, w->dk, T, out, 1);
     op_linear_dx(&lw->v, w->dv, T, out, 1);
 }
 
-/* The MLP's input gradient into out (T, D) from dy (T, D). */
-static void mlp_bwd(const as_model *m, const layer_w *lw, const tape_layer *tl, int T, const float *dy, bwd_ws *w,
-                    float *out) {
+/* The MLP's input gradient into out (T, D) from dy (T, D); x: its input (T, D), read
+ * for the weight gradients only. */
+static void mlp_bwd(const as_model *m, const layer_w *lw, const tape_layer *tl, int T, const float *dy,
+                    const float *x, bwd_ws *w, layer_grad *lg, float *out) {
     size_t TF = (size_t)T * m->cfg.d_ff;
+    if (lg) { /* ff2's input: act(gate) (* up), recomputed */
+        if (m->cfg.gated_mlp) op_glu_fwd(m->cfg.act, w->hn, tl->ff_pre, tl->up, TF);
+        else op_act_fwd(m->cfg.act, w->hn, tl->ff_pre, TF);
+        lin_dw(&lw->ff2, &lg->ff2, w->hn, dy, T);
+    }
     op_linear_dx(&lw->ff2, dy, T, w->da, 0);
     if (m->cfg.gated_mlp) {
         op_glu_bwd(m->cfg.act, w->da, w->dup, w->da, tl->ff_pre, tl->up, TF);
+        if (lg) {
+            lin_dw(&lw->ff1, &lg->ff1, x, w->da, T);
+            lin_dw(&lw->up, &lg->up, x, w->dup, T);
+        }
         op_linear_dx(&lw->ff1, w->da, T, out, 0);
         op_linear_dx(&lw->up, w->dup, T, out, 1);
     } else {
         op_act_bwd(m->cfg.act, w->da, tl->ff_pre, TF);
+        if (lg) lin_dw(&lw->ff1, &lg->ff1, x, w->da, T);
         op_linear_dx(&lw->ff1, w->da, T, out, 0);
     }
 }
@@ -216,24 +352,29 @@ static void add_to(float *y, const float *x, size_t n) {
 static void layer_bwd(const as_model *m, int l, const tape_layer *tl, int T, bwd_ws *w, float *d_attn,
                       int nthreads) {
     const layer_w *lw = &m->layers[l];
+    layer_grad *lg = LG(w, l);
     int D = m->cfg.d_model;
     size_t TD = (size_t)T * D;
     if (m->pre_ln) { /* x_out = mid + N_pf(MLP(N2(mid))), mid = x_in + N_pa(O(Attn(N1(x_in)))) */
         memcpy(w->dmid, w->dx, TD * sizeof(float));
-        norm_dx(m, &lw->post_ff, w->dx, tl->r2, T, D, w->g, w->stat);
-        mlp_bwd(m, lw, tl, T, w->g, w, w->dh);
-        norm_dx(m, &lw->ln2, w->dh, tl->mid, T, D, w->dh, w->stat);
+        norm_dx(m, &lw->post_ff, w->dx, tl->r2, T, D, w->g, w->stat, lg ? &lg->post_ff : NULL);
+        const float *h2 = lg ? normed(m, &lw->ln2, tl->mid, T, D, w->tmp) : NULL;
+        mlp_bwd(m, lw, tl, T, w->g, h2, w, lg, w->dh);
+        norm_dx(m, &lw->ln2, w->dh, tl->mid, T, D, w->dh, w->stat, lg ? &lg->ln2 : NULL);
         add_to(w->dmid, w->dh, TD);
-        norm_dx(m, &lw->post_attn, w->dmid, tl->o_out, T, D, w->g, w->stat);
+        norm_dx(m, &lw->post_attn, w->dmid, tl->o_out, T, D, w->g, w->stat, lg ? &lg->post_attn : NULL);
+        if (lg) lin_dw(&lw->o, &lg->o, tl->ctx, w->g, T);
         op_linear_dx(&lw->o, w->g, T, w->dctx, 0);
         attention_bwd(m, lw, tl, l, T, w, d_attn, nthreads, w->dh);
-        norm_dx(m, &lw->ln1, w->dh, tl->x_in, T, D, w->dh, w->stat);
+        norm_dx(m, &lw->ln1, w->dh, tl->x_in, T, D, w->dh, w->stat, lg ? &lg->ln1 : NULL);
         for (size_t i = 0; i < TD; i++) w->dx[i] = w->dmid[i] + w->dh[i];
     } else { /* x_out = LN2(r2), r2 = h1 + FF(h1), h1 = LN1(mid), mid = x_in + O(Attn(x_in)) */
-        norm_dx(m, &lw->ln2, w->dx, tl->r2, T, D, w->g, w->stat);
-        mlp_bwd(m, lw, tl, T, w->g, w, w->dh);
+        norm_dx(m, &lw->ln2, w->dx, tl->r2, T, D, w->g, w->stat, lg ? &lg->ln2 : NULL);
+        const float *h1 = lg ? normed(m, &lw->ln1, tl->mid, T, D, w->tmp) : NULL;
+        mlp_bwd(m, lw, tl, T, w->g, h1, w, lg, w->dh);
         add_to(w->dh, w->g, TD);
-        norm_dx(m, &lw->ln1, w->dh, tl->mid, T, D, w->dh, w->stat);
+        norm_dx(m, &lw->ln1, w->dh, tl->mid, T, D, w->dh, w->stat, lg ? &lg->ln1 : NULL);
+        if (lg) lin_dw(&lw->o, &lg->o, tl->ctx, w->dh, T);
         op_linear_dx(&lw->o, w->dh, T, w->dctx, 0);
         attention_bwd(m, lw, tl, l, T, w, d_attn, nthreads, w->dx);
         add_to(w->dx, w->dh, TD);
@@ -252,31 +393,41 @@ static int cls_row(const as_model *m, const as_encoding *enc) {
 }
 
 /* w->dx (T, D) = dy / d(the head's input: the last layer's output, after a final norm
- * for pre-norm models) for y = sum(dlogits * logits). x: that input (T, D). */
+ * for pre-norm models) for y = sum(dlogits * logits), and the head's parameter
+ * gradients when accumulating. x: that input (T, D). */
 static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r, const float *x,
                      const float *dlogits, bwd_ws *w) {
     const as_config *c = &m->cfg;
+    model_grads *pg = w->pg;
     int T = enc->n, D = c->d_model, V = c->vocab_size;
     memset(w->dx, 0, (size_t)T * D * sizeof(float));
     if (r->logits_head == HEAD_CLASSIFIER) {
         int t = cls_row(m, enc);
+        const float *x0 = x + (size_t)t * D;
         float *dh0 = w->dx + (size_t)t * D;
         if (!lin_has(&m->cls_pre)) {
+            if (pg) lin_dw(&m->cls_out, &pg->cls_out, x0, dlogits, 1);
             op_linear_dx(&m->cls_out, dlogits, 1, dh0, 0);
             return;
         }
-        float *z = w->tmp, *dz = w->tmp + D; /* cls_pre's output (1, n) and its gradient */
         int n = m->cls_pre.n_out;
-        op_linear(&m->cls_pre, x + (size_t)t * D, 1, z);
+        float *z = w->cls, *dz = w->cls + n, *a = w->cls + 2 * (size_t)n; /* (1, n) each */
+        op_linear(&m->cls_pre, x0, 1, z);
+        for (int i = 0; i < n; i++) /* the forward's activation (cls_act in encoder.c) */
+            a[i] = m->cls_pre_act == CLS_ACT_TANH ? tanhf(z[i]) : m->cls_pre_act == CLS_ACT_RELU ? (z[i] > 0 ? z[i] : 0)
+                                                                                                  : z[i];
+        if (m->cls_pre_act == CLS_ACT_GELU) op_act_fwd(ACT_GELU, a, z, (size_t)n);
+        if (pg) lin_dw(&m->cls_out, &pg->cls_out, a, dlogits, 1);
         op_linear_dx(&m->cls_out, dlogits, 1, dz, 0);
         for (int i = 0; i < n; i++) {
             switch (m->cls_pre_act) {
-            case CLS_ACT_TANH: dz[i] *= 1.0f - tanhf(z[i]) * tanhf(z[i]); break;
+            case CLS_ACT_TANH: dz[i] *= 1.0f - a[i] * a[i]; break;
             case CLS_ACT_RELU: dz[i] = z[i] > 0.0f ? dz[i] : 0.0f; break;
             default: break;
             }
         }
         if (m->cls_pre_act == CLS_ACT_GELU) op_act_bwd(ACT_GELU, dz, z, (size_t)n);
+        if (pg) lin_dw(&m->cls_pre, &pg->cls_pre, x0, dz, 1);
         op_linear_dx(&m->cls_pre, dz, 1, dh0, 0);
         return;
     }
@@ -288,8 +439,18 @@ static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r,
             dl[i] *= 1.0f - th * th;
         }
     lin_t dec = {.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = V, .ldw = D};
-    const lin_t *out = lin_has(&m->lm_head) ? &m->lm_head : &dec;
+    int own = lin_has(&m->lm_head);
+    const lin_t *out = own ? &m->lm_head : &dec;
+    /* the decoder's weight gradient: its own buffer, or the tied word embeddings' */
+    lin_grad dg = {NULL, NULL};
+    if (pg) {
+        if (own && m->lm_head.wbf == m->wte_bf && m->wte_bf) dg.w = pg->wte; /* tied, BF16 in place */
+        else if (own) dg = pg->lm_head;
+        else dg.w = m->mlm_decoder == m->wte ? pg->wte : pg->mlm_decoder;
+        if (!own) dg.b = pg->mlm_bias;
+    }
     if (!lin_has(&m->mlm_dense)) {
+        if (pg) op_linear_dw(out, x, dl, T, dg.w, dg.b);
         op_linear_dx(out, dl, T, w->dx, 0);
         return;
     }
@@ -298,9 +459,15 @@ static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r,
     op_linear(&m->mlm_dense, x, T, z);
     memcpy(a, z, (size_t)T * D * sizeof(float));
     op_act(m->mlm_act, a, (size_t)T * D);
+    if (pg) { /* the decoder's input: u = LN(a) */
+        memcpy(w->hn, a, (size_t)T * D * sizeof(float));
+        op_layernorm(&m->mlm_ln, c->ln_eps, w->hn, T);
+        op_linear_dw(out, w->hn, dl, T, dg.w, dg.b);
+    }
     op_linear_dx(out, dl, T, w->g, 0);
-    norm_dx_as(&m->mlm_ln, 0, 0, c->ln_eps, w->g, a, T, D, w->g, w->stat); /* a LayerNorm */
+    norm_dx_as(&m->mlm_ln, 0, 0, c->ln_eps, w->g, a, T, D, w->g, w->stat, pg ? &pg->mlm_ln : NULL); /* a LayerNorm */
     op_act_bwd(m->mlm_act, w->g, z, (size_t)T * D);
+    if (pg) lin_dw(&m->mlm_dense, &pg->mlm_dense, x, w->g, T);
     op_linear_dx(&m->mlm_dense, w->g, T, w->dx, 0);
 }
 
@@ -316,37 +483,81 @@ static void rope_tables(const as_model *m, int T, float *cs) {
     free(pos);
 }
 
-/* From w->dx = d(embedding output) to d_word (T, De). */
+/* row += s * g over n values */
+static void add_row(float *row, const float *g, int n, float s) {
+    for (int i = 0; i < n; i++) row[i] += s * g[i];
+}
+
+/* The embedding tables' gradients from de (T, De), the gradient of the embedding sum:
+ * the rows each token looked up (its word unless the word vectors were given, its
+ * position, its segment; GPT-2's wte[type id] when type ids were given). */
+static void table_grads(const as_model *m, const as_encoding *enc, const float *word, const float *de, float sc,
+                        model_grads *pg) {
+    const as_config *c = &m->cfg;
+    int T = enc->n, De = c->d_embed, count = 0;
+    for (int t = 0; t < T; t++) {
+        const float *g = de + (size_t)t * De;
+        if (!word && pg->wte) add_row(pg->wte + (size_t)enc->ids[t] * De, g, De, sc);
+        if (pg->wpe) {
+            int pos = t;
+            if (c->arch == ARCH_ROBERTA) { /* as bert_embed_sum */
+                int is_pad = enc->ids[t] == c->pad_token_id;
+                if (!is_pad) count++;
+                pos = is_pad ? c->pad_token_id : c->pad_token_id + count;
+            }
+            add_row(pg->wpe + (size_t)pos * De, g, De, 1.0f);
+        }
+        if (pg->wtt) add_row(pg->wtt + (size_t)(enc->type_ids ? enc->type_ids[t] : 0) * De, g, De, 1.0f);
+        if (c->arch == ARCH_GPT2 && enc->type_ids_given && enc->type_ids && pg->wte)
+            add_row(pg->wte + (size_t)enc->type_ids[t] * De, g, De, 1.0f);
+    }
+}
+
+/* From w->dx = d(embedding output) to d_word (T, De; may be NULL) and the embeddings'
+ * parameter gradients. */
 static void embed_bwd(const as_model *m, const as_encoding *enc, const float *word, bwd_ws *w, float *d_word) {
     const as_config *c = &m->cfg;
+    model_grads *pg = w->pg;
     int T = enc->n, D = c->d_model;
     emb_in in = {enc, 0, word};
+    float *de = w->dh; /* (T, De) the gradient of the embedding sum */
+    float sc = 1.0f;
     switch (c->arch) {
     case ARCH_BERT:
     case ARCH_ROBERTA:
     case ARCH_DISTILBERT: {
         const float *g = w->dx;
+        if (c->arch == ARCH_DISTILBERT) distilbert_embed_sum(m, &in, w->tmp);
+        else bert_embed_sum(m, &in, w->tmp);
         if (lin_has(&m->emb_proj)) { /* ELECTRA: x0 = proj(LN(e)) */
+            if (pg) lin_dw(&m->emb_proj, &pg->emb_proj, normed_ln(m, &m->ln_emb, w->tmp, T, w->hn), w->dx, T);
             op_linear_dx(&m->emb_proj, w->dx, T, w->g, 0);
             g = w->g;
         }
-        if (c->arch == ARCH_DISTILBERT) distilbert_embed_sum(m, &in, w->tmp);
-        else bert_embed_sum(m, &in, w->tmp);
-        norm_dx_as(&m->ln_emb, 0, 0, c->ln_eps, g, w->tmp, T, c->d_embed, d_word, w->stat); /* a LayerNorm */
+        norm_dx_as(&m->ln_emb, 0, 0, c->ln_eps, g, w->tmp, T, c->d_embed, de, w->stat, pg ? &pg->ln_emb : NULL);
         break;
     }
-    case ARCH_GPT2: memcpy(d_word, w->dx, (size_t)T * D * sizeof(float)); break;
+    case ARCH_GPT2: memcpy(de, w->dx, (size_t)T * D * sizeof(float)); break;
     case ARCH_LLAMA: {
-        float sc = c->emb_scale > 0 ? c->emb_scale : 1.0f;
-        for (size_t i = 0; i < (size_t)T * D; i++) d_word[i] = w->dx[i] * sc;
+        sc = c->emb_scale > 0 ? c->emb_scale : 1.0f;
+        memcpy(de, w->dx, (size_t)T * D * sizeof(float));
         break;
     }
     }
+    if (d_word)
+        for (size_t i = 0; i < (size_t)T * c->d_embed; i++) d_word[i] = de[i] * sc;
+    if (pg) table_grads(m, enc, word, de, sc, pg);
 }
 
 as_status model_backward(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
                          const as_run *r, const float *dlogits, int threads, float *d_word, float *d_attn,
                          as_error *err) {
+    return model_backward_params(m, enc, word, tp, r, dlogits, threads, d_word, d_attn, NULL, err);
+}
+
+as_status model_backward_params(const as_model *m, const as_encoding *enc, const float *word,
+                                const model_tape *tp, const as_run *r, const float *dlogits, int threads,
+                                float *d_word, float *d_attn, model_grads *pg, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, L = c->n_layer, H = c->n_head, Dh = c->d_head, nt = threads > 0 ? threads : as_n_cores();
     if (!tp || tp->T != T || !r || !r->logits || r->n_run != L)
@@ -357,8 +568,9 @@ as_status model_backward(const as_model *m, const as_encoding *enc, const float 
     size_t max_in = W > Qw ? W : Qw;
     if ((size_t)c->d_ff > max_in) max_in = (size_t)c->d_ff;
     size_t conv = as_gemm_bf16_scratch((int)max_in);
-    size_t n = (size_t)T * (5 * W + 2 * Qw + 2 * Kw + 2 * (size_t)H * Dh) + (size_t)T * (FV + c->d_ff) +
-               (size_t)nt * TT + 2 * (size_t)T * H + 2 * (size_t)T * R + (size_t)nt * conv;
+    size_t WF = W > (size_t)c->d_ff ? W : (size_t)c->d_ff;
+    size_t n = (size_t)T * (5 * W + WF + 2 * Qw + 2 * Kw + 2 * (size_t)H * Dh) + (size_t)T * (FV + c->d_ff) +
+               (size_t)nt * TT + 2 * (size_t)T * H + 2 * (size_t)T * R + (size_t)nt * conv + 3 * W;
     size_t cap = 0;
     float *blk = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &cap) : NULL;
     if (!blk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the backward workspace");
@@ -369,9 +581,10 @@ as_status model_backward(const as_model *m, const as_encoding *enc, const float 
     TAKE(dctx, T * Qw); TAKE(dq, T * Qw); TAKE(dk, T * Kw); TAKE(dv, T * Kw);
     TAKE(dkh, (size_t)T * H * Dh); TAKE(dvh, (size_t)T * H * Dh);
     TAKE(da, T * FV); TAKE(dup, (size_t)T * c->d_ff); TAKE(dP, nt * TT); TAKE(stat, 2 * (size_t)T * H);
-    TAKE(rope, 2 * (size_t)T * R); TAKE(conv, nt * conv);
+    TAKE(rope, 2 * (size_t)T * R); TAKE(conv, nt * conv); TAKE(hn, T * WF); TAKE(cls, 3 * W);
 #undef TAKE
     w.conv_per_thread = conv;
+    w.pg = pg;
     if (R) rope_tables(m, T, w.rope);
     par_state saved;
     model_par_begin(nt, w.conv, w.conv_per_thread, NULL, &saved); /* F32 products whatever the precision */
@@ -383,7 +596,7 @@ as_status model_backward(const as_model *m, const as_encoding *enc, const float 
         x_head = w.dmid;
     }
     head_bwd(m, enc, r, x_head, dlogits, &w);
-    if (m->pre_ln) norm_dx(m, &m->ln_f, w.dx, tp->x_last, T, c->d_model, w.dx, w.stat);
+    if (m->pre_ln) norm_dx(m, &m->ln_f, w.dx, tp->x_last, T, c->d_model, w.dx, w.stat, pg ? &pg->ln_f : NULL);
     for (int l = L - 1; l >= 0; l--)
         layer_bwd(m, l, &tp->lay[l], T, &w, d_attn ? d_attn + (size_t)l * H * TT : NULL, nt);
     embed_bwd(m, enc, word, &w, d_word);

@@ -194,6 +194,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
     attn_job j = {ws, r, what, l, T, Dh, H, Hkv,
                   {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap}};
     as_parallel_for(H, nthreads, attn_task, &j);
+    if (tl) memcpy(tl->ctx, ws->ctx, (size_t)T * H * Dh * sizeof(float));
 }
 
 /* The feed-forward sub-layer on in (T, D) into out (T, D): ff2(act(ff1(in))) or, gated,

@@ -31,6 +31,7 @@ as_status gpt2_bind(as_model *m, as_error *err) {
             dst->b = qkv.b + (size_t)i * D;
             dst->n_out = D;
             dst->ldw = 3 * D;
+            dst->part_off = i * D;
         }
         snprintf(name, sizeof name, "h.%d.attn.c_proj", l);
         if ((s = model_get_lin(m, name, D, D, 1, 1, &w->o, err))) return s;

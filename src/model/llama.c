@@ -30,7 +30,9 @@ static as_status get_rms(as_model *m, const char *base, int n, ln_t *out, as_err
         return as_err_set(err, AS_ERR_INTERNAL, "tensor name too long: %s", base);
     out->b = NULL;
     out->n = n;
-    return model_get(m, name, n, -1, 1, &out->g, err);
+    as_status s = model_get(m, name, n, -1, 1, &out->g, err);
+    if (!s) out->gname = model_tensor_name(m, name);
+    return s;
 }
 
 /* Rows [r0, r0 + n) of a fused nn.Linear weight (and bias) as a map of its own. */
@@ -40,6 +42,7 @@ static lin_t rows_of(const lin_t *f, int r0, int n) {
     r.wbf = f->wbf ? f->wbf + (size_t)r0 * f->n_in : NULL; /* BF16 in place: rows of n_in */
     r.b = f->b ? f->b + r0 : NULL;
     r.n_out = n;
+    r.part_off = r0;
     return r;
 }
 

@@ -197,6 +197,12 @@ as_status model_get_bf16(as_model *m, const char *name, int64_t d0, int64_t d1, 
     return AS_OK;
 }
 
+const char *model_tensor_name(const as_model *m, const char *name) {
+    char used[512];
+    const st_tensor *t = find_any(m, name, used, sizeof used);
+    return t ? t->name : NULL;
+}
+
 as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int in_out,
                         int bias_required, lin_t *out, as_error *err) {
     char name[512];
@@ -206,6 +212,7 @@ as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int 
     if (!s && !out->wbf)
         s = in_out ? model_get(m, name, n_in, n_out, 1, &out->w, err) : model_get(m, name, n_out, n_in, 1, &out->w, err);
     if (s) return s;
+    out->wname = model_tensor_name(m, name);
     snprintf(name, sizeof name, "%s.bias", base);
     if ((s = model_get(m, name, n_out, -1, bias_required, &out->b, err))) return s;
     out->n_in = n_in;
@@ -233,8 +240,10 @@ as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
     as_status s;
     snprintf(name, sizeof name, "%s.%s", base, gname);
     if ((s = model_get(m, name, n, -1, 1, &out->g, err))) return s;
+    out->gname = model_tensor_name(m, name);
     snprintf(name, sizeof name, "%s.%s", base, bname);
     if ((s = model_get(m, name, n, -1, 1, &out->b, err))) return s;
+    out->bname = model_tensor_name(m, name);
     out->n = n;
     return AS_OK;
 }

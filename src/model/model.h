@@ -26,6 +26,8 @@ typedef struct {
     const float *b; /* (n_out) or NULL */
     int n_in, n_out, ldw;
     int in_out;     /* 1 = Conv1D layout (n_in, n_out) */
+    const char *wname; /* the weight tensor's name in the checkpoint (borrowed), for gradients */
+    int part_off;   /* a view into a fused tensor: its first row (nn.Linear) or column (Conv1D) */
 } lin_t;
 
 /* LayerNorm (g, b) or RMSNorm (g only, b NULL); g NULL = no norm there. */
@@ -35,6 +37,7 @@ static inline int lin_has(const lin_t *l) { return l->w != NULL || l->wbf != NUL
 typedef struct {
     const float *g, *b; /* (n) */
     int n;
+    const char *gname, *bname; /* tensor names in the checkpoint (borrowed), for gradients */
 } ln_t;
 
 typedef struct {
@@ -118,6 +121,9 @@ as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int 
 as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
                        const char *bname, ln_t *out, as_error *err);
 int model_has(const as_model *m, const char *name);
+/* The checkpoint's name of tensor `name` (looked up as model_get does; borrowed from the
+ * mapping), or NULL. */
+const char *model_tensor_name(const as_model *m, const char *name);
 /* Sets m->cfg.num_labels from the rows of classifier weight `name` (exact name),
  * checked against the config when it states a count. Errors: AS_ERR_INPUT. */
 as_status model_classes_from(as_model *m, const char *name, as_error *err);
@@ -159,6 +165,7 @@ typedef struct {
     float *S;      /* (H, T, T) soft-capped scores (Gemma 2) */
     float *ff_pre; /* (T, F) the first (gate) projection, before the activation */
     float *up;     /* (T, F) the up projection of a gated MLP */
+    float *ctx;    /* (T, Qw) the heads' outputs (the output projection's input) */
 } tape_layer;
 
 typedef struct {
@@ -173,6 +180,34 @@ typedef struct {
 as_status model_tape_init(const as_model *m, int T, model_tape *tp, as_error *err);
 void model_tape_free(model_tape *tp);
 
+/* Parameter gradients, accumulated by model_backward: one F32 buffer per weight view of
+ * the model (a lin_t's gradient in its weight's layout; views into a fused tensor have
+ * their own), NULL where the model has no such weight. Tied LM heads add to wte. */
+typedef struct {
+    float *w, *b; /* (n_out, n_in) (Conv1D: (n_in, n_out)), (n_out) */
+} lin_grad;
+typedef struct {
+    float *g, *b; /* (n) */
+} ln_grad;
+typedef struct {
+    lin_grad q, k, v, o, ff1, up, ff2;
+    ln_grad ln1, ln2, post_attn, post_ff, q_norm, k_norm;
+} layer_grad;
+typedef struct {
+    layer_grad *layers;            /* (L) */
+    float *wte, *wpe, *wtt;        /* (V, De), (P, De), (TV, De) */
+    float *mlm_decoder, *mlm_bias; /* an untied MLM decoder (V, D) and its bias (V) */
+    ln_grad ln_emb, ln_f, mlm_ln;
+    lin_grad emb_proj, cls_pre, cls_out, mlm_dense, lm_head;
+    float *block; /* owns every buffer above */
+    size_t n;     /* floats in block */
+} model_grads;
+
+/* Allocates zeroed gradients for every parameter of m. Errors: AS_ERR_INTERNAL. */
+as_status model_grads_init(const as_model *m, model_grads *g, as_error *err);
+void model_grads_zero(model_grads *g);
+void model_grads_free(model_grads *g);
+
 /* The forward (encoder.c) with, optionally, word vectors instead of the table's rows
  * (word: (T, De)) and a tape to fill (spec must ask for logits, without ablation). */
 as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
@@ -180,11 +215,16 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
 
 /* Backward of that forward for the scalar y = sum(dlogits * logits) (dlogits shaped like
  * r->logits): d_word (T, De) = dy / d(word vectors); d_attn (L, H, T, T), when non-NULL,
- * = dy / d(attention probabilities) as used in P V (masked entries included). Parameter
- * gradients are not computed. word: what the forward was given (NULL: table rows). */
+ * = dy / d(attention probabilities) as used in P V (masked entries included); d_word may
+ * be NULL. model_backward_params also accumulates into pg dy / d(every parameter) (the
+ * table rows looked up get their share unless word vectors were given). word: what the
+ * forward was given (NULL: table rows). */
 as_status model_backward(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
                          const as_run *r, const float *dlogits, int threads, float *d_word, float *d_attn,
                          as_error *err);
+as_status model_backward_params(const as_model *m, const as_encoding *enc, const float *word,
+                                const model_tape *tp, const as_run *r, const float *dlogits, int threads,
+                                float *d_word, float *d_attn, model_grads *pg, as_error *err);
 
 /* ---- compute (encoder.c) ---- */
 
@@ -201,6 +241,10 @@ void op_glu(as_act a, float *gate, const float *up, size_t n);            /* gat
 void model_norm_rows(const as_model *m, const ln_t *ln, float *x, int T);
 /* dx (T, n_in) = dy (T, n_out) W (+ dx when accumulate): the input gradient of op_linear. */
 void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumulate);
+/* Weight gradients of op_linear, accumulated: dw (the weight's layout: (n_out, n_in), or
+ * (n_in, n_out) for Conv1D) += from x (T, n_in) and dy (T, n_out); db (n_out) += column
+ * sums of dy. Either may be NULL. */
+void op_linear_dw(const lin_t *l, const float *x, const float *dy, int T, float *dw, float *db);
 void op_act(as_act a, float *x, size_t n);                                /* in place */
 void op_add(float *y, const float *x, size_t n);                         /* y += x */
 

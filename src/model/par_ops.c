@@ -282,3 +282,38 @@ void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumul
     linear_dx_job j = {l, dy, dx, T, accumulate, chunk, t_lin};
     as_parallel_for((l->n_in + chunk - 1) / chunk, nt, linear_dx_task, &j);
 }
+
+/* dW (+)= the weight gradient of y = x W^T (+ b): nn.Linear dW (n_out, n_in) += dy^T x,
+ * Conv1D dW (n_in, n_out) += x^T dy, each thread a block of dW's rows (sums over the T
+ * rows in one sgemm per block, so no result depends on the thread count); db (n_out)
+ * += the column sums of dy, rows in order. */
+typedef struct {
+    const lin_t *l;
+    const float *x, *dy;
+    float *dw;
+    int T, chunk;
+} linear_dw_job;
+
+static void linear_dw_task(void *ctx, int b, int tid) {
+    (void)tid;
+    const linear_dw_job *j = ctx;
+    const lin_t *l = j->l;
+    int rows = l->in_out ? l->n_in : l->n_out, r0 = b * j->chunk, r1 = r0 + j->chunk < rows ? r0 + j->chunk : rows;
+    if (l->in_out)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, l->n_out, j->T, 1.0f, j->x + r0, l->n_in, j->dy,
+                    l->n_out, 1.0f, j->dw + (size_t)r0 * l->n_out, l->n_out);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, l->n_in, j->T, 1.0f, j->dy + r0, l->n_out, j->x,
+                    l->n_in, 1.0f, j->dw + (size_t)r0 * l->n_in, l->n_in);
+}
+
+void op_linear_dw(const lin_t *l, const float *x, const float *dy, int T, float *dw, float *db) {
+    if (db)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < l->n_out; j++) db[j] += dy[(size_t)t * l->n_out + j];
+    if (!dw) return;
+    int nt = t_threads, rows = l->in_out ? l->n_in : l->n_out;
+    int chunk = nt > 1 && rows >= 32 * nt ? ((rows + 2 * nt - 1) / (2 * nt) + 15) & ~15 : rows;
+    linear_dw_job j = {l, x, dy, dw, T, chunk};
+    as_parallel_for((rows + chunk - 1) / chunk, nt, linear_dw_task, &j);
+}

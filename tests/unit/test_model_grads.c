@@ -6,7 +6,10 @@
  * GRAD_REL of the largest |gradient| (float32 sums against a float64 reference; the
  * reference's own float32 noise is up to 7e-6 of it). Also: the gradient with given word
  * vectors equals the one with looked-up rows; the BF16-in-place model's equals the F32
- * copy's; and a finite difference of the forward's objective agrees with d_word.
+ * copy's; and a finite difference of the forward's objective agrees with d_word. The
+ * parameter gradients (model_backward_params) against PyTorch's of every tensor of the
+ * checkpoint (tests/ref/gen_param_grads.py), fused views (GPT-2's c_attn, Phi-3's
+ * qkv_proj / gate_up_proj) as slices of their tensor, tied heads into the table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,8 +229,164 @@ static void test_given_words_and_fd(void **state) {
     }
 }
 
+/* ---- parameter gradients ---------------------------------------------------- */
+
+typedef struct {
+    const st_file *ref;
+    double scale;           /* the largest |reference gradient| of the model */
+    int bad, checked;
+    char seen[256][96];     /* reference tensors compared */
+    int n_seen;
+} pg_check;
+
+static void mark(pg_check *pc, const char *name) {
+    for (int i = 0; i < pc->n_seen; i++)
+        if (!strcmp(pc->seen[i], name)) return;
+    if (pc->n_seen < 256) snprintf(pc->seen[pc->n_seen++], sizeof pc->seen[0], "%s", name);
+}
+
+/* ours (rows x cols, row-major) against rows [r0, r0 + rows) and columns [c0, c0 + cols)
+ * of reference tensor `name` (R x C; 1-D: C = 1). */
+static void cmp_block(pg_check *pc, const char *name, const float *ours, int rows, int cols, int r0, int c0) {
+    if (!name || !ours) return;
+    const st_tensor *t = st_file_find(pc->ref, name);
+    if (!t) {
+        printf("  %s: no reference gradient\n", name);
+        pc->bad++;
+        return;
+    }
+    int64_t C = t->ndim == 2 ? t->shape[1] : 1;
+    float *e = copy_data(t);
+    double d = 0.0, mx = 0.0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double ref = e[(size_t)(r0 + r) * C + c0 + c];
+            mx = fmax(mx, fabs(ref));
+            d = fmax(d, fabs(ref - ours[(size_t)r * cols + c]));
+        }
+    double tol = 2e-4 * fmax(mx, 1e-3 * pc->scale);
+    if (!(d <= tol)) {
+        printf("  %s [%d:%d, %d:%d]: max|diff| %.2e of %.2e  FAIL\n", name, r0, r0 + rows, c0, c0 + cols, d, mx);
+        pc->bad++;
+    }
+    pc->checked++;
+    mark(pc, name);
+    free(e);
+}
+
+static void bias_name(const char *wname, char *out, size_t cap) {
+    snprintf(out, cap, "%s", wname);
+    char *p = strstr(out, ".weight");
+    if (p && p[7] == 0) snprintf(p, cap - (size_t)(p - out), ".bias");
+}
+
+static void cmp_lin(pg_check *pc, const lin_t *l, const lin_grad *g) {
+    if (!l->wname || !g->w) return;
+    if (l->in_out) cmp_block(pc, l->wname, g->w, l->n_in, l->n_out, 0, l->part_off);
+    else cmp_block(pc, l->wname, g->w, l->n_out, l->n_in, l->part_off, 0);
+    if (g->b) {
+        char bn[128];
+        bias_name(l->wname, bn, sizeof bn);
+        cmp_block(pc, bn, g->b, l->n_out, 1, l->part_off, 0);
+    }
+}
+
+static void cmp_ln(pg_check *pc, const ln_t *ln, const ln_grad *g) {
+    if (ln->gname) cmp_block(pc, ln->gname, g->g, ln->n, 1, 0, 0);
+    if (ln->bname) cmp_block(pc, ln->bname, g->b, ln->n, 1, 0, 0);
+}
+
+static void test_param_grads(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "distilbert", "roberta", "gpt2", "llama", "llama3_scaled", "qwen3",
+                                        "gemma2", "gemma3", "phi3", "mistral_swa", "llama_cls"};
+    int failed = 0;
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
+        char dir[1024], path[1200];
+        snprintf(dir, sizeof dir, "%s/%s", FIXTURE_ROOT, names[fi]);
+        as_error err = {0};
+        as_model *m = NULL;
+        st_file *ex = NULL, *gr = NULL, *pr = NULL;
+        if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+        if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+        if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
+        snprintf(path, sizeof path, "%s/param_grads.safetensors", dir);
+        if (st_file_open(path, &pr, &err)) fail_msg("%s", err.msg);
+        grad_case gc = {0};
+        case_init(m, ex, gr, names[fi], "single", &gc);
+        model_tape tp;
+        model_grads pg;
+        if (model_tape_init(m, gc.enc.n, &tp, &err) || model_grads_init(m, &pg, &err)) fail_msg("%s", err.msg);
+        as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+        as_run *r = NULL;
+        if (model_forward(m, &gc.enc, &spec, NULL, &tp, &r, &err)) fail_msg("%s", err.msg);
+        if (model_backward_params(m, &gc.enc, NULL, &tp, r, gc.dlogits, 2, NULL, NULL, &pg, &err))
+            fail_msg("%s", err.msg);
+        pg_check pc = {.ref = pr};
+        for (int i = 0; i < st_file_count(pr); i++) {
+            const st_tensor *t = st_file_tensor(pr, i);
+            float *e = copy_data(t);
+            pc.scale = fmax(pc.scale, max_abs(e, t->n_elems));
+            free(e);
+        }
+        const as_config *c = as_model_config(m);
+        const char *table = st_file_metadata(pr, "table");
+        assert_non_null(table);
+        cmp_block(&pc, table, pg.wte, c->vocab_size, c->d_embed, 0, 0);
+        const char *pos_names[] = {"embeddings.position_embeddings.weight", "wpe.weight"};
+        for (int k = 0; k < 2 && pg.wpe; k++)
+            cmp_block(&pc, model_tensor_name(m, pos_names[k]), pg.wpe, c->max_pos, c->d_embed, 0, 0);
+        cmp_block(&pc, model_tensor_name(m, "embeddings.token_type_embeddings.weight"), pg.wtt, c->type_vocab,
+                  c->d_embed, 0, 0);
+        cmp_ln(&pc, &m->ln_emb, &pg.ln_emb);
+        cmp_ln(&pc, &m->ln_f, &pg.ln_f);
+        cmp_lin(&pc, &m->emb_proj, &pg.emb_proj);
+        cmp_lin(&pc, &m->cls_pre, &pg.cls_pre);
+        cmp_lin(&pc, &m->cls_out, &pg.cls_out);
+        cmp_lin(&pc, &m->lm_head, &pg.lm_head);
+        for (int l = 0; l < c->n_layer; l++) {
+            const layer_w *w = &m->layers[l];
+            layer_grad *g = &pg.layers[l];
+            const lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2};
+            const lin_grad *gs[] = {&g->q, &g->k, &g->v, &g->o, &g->ff1, &g->up, &g->ff2};
+            for (int k = 0; k < 7; k++) cmp_lin(&pc, ls[k], gs[k]);
+            const ln_t *ns[] = {&w->ln1, &w->ln2, &w->post_attn, &w->post_ff, &w->q_norm, &w->k_norm};
+            const ln_grad *ngs[] = {&g->ln1, &g->ln2, &g->post_attn, &g->post_ff, &g->q_norm, &g->k_norm};
+            for (int k = 0; k < 6; k++) cmp_ln(&pc, ns[k], ngs[k]);
+        }
+        /* every reference tensor with a gradient was compared (the MLM head of a model
+           explained through its classifier gets none) */
+        int missed = 0;
+        for (int i = 0; i < st_file_count(pr); i++) {
+            const st_tensor *t = st_file_tensor(pr, i);
+            int seen = 0;
+            for (int k = 0; k < pc.n_seen; k++) seen |= !strcmp(pc.seen[k], t->name);
+            float *e = copy_data(t);
+            if (!seen && max_abs(e, t->n_elems) > 1e-6 * pc.scale) {
+                printf("  %s: not compared\n", t->name);
+                missed++;
+            }
+            free(e);
+        }
+        printf("%s: %d parameter gradients compared, %d out of tolerance, %d not compared\n", names[fi], pc.checked,
+               pc.bad, missed);
+        failed += pc.bad + missed;
+        as_run_free(r);
+        model_tape_free(&tp);
+        model_grads_free(&pg);
+        case_free(&gc);
+        st_file_free(ex);
+        st_file_free(gr);
+        st_file_free(pr);
+        as_model_free(m);
+    }
+    if (failed) fail_msg("%d parameter gradient(s) differ from PyTorch's or were not compared", failed);
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 1];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 2];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)FIXTURES[i]);
@@ -235,5 +394,6 @@ int main(void) {
         tests[n++] = t;
     }
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_given_words_and_fd);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_param_grads);
     return _cmocka_run_group_tests("model_grads", tests, n, NULL, NULL);
 }
