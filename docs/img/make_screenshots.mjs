@@ -54,7 +54,8 @@ const GRAPH_TEXT = ['sst2', 'the mesmerizing performances of the leads']; // SST
 
 
 const { p: server, url: base } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-sst2'),
-  '--model', join(ROOT, 'models', 'attnscope-sst2-student'), '--db', DB]);
+  '--model', join(ROOT, 'models', 'attnscope-sst2-student'), '--db', DB,
+  '--model', join(ROOT, 'tests', 'ref', 'fixtures', 'models', 'mistral_swa')]);
 const browser = await chromium.launch(CHROMIUM);
 const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1, locale: 'en-US' }); /* English UI */
 page.on('pageerror', (e) => console.log('pageerror:', e.message));
@@ -158,6 +159,22 @@ try {
   await waitInk('neuron-canvas', 2000);
   await page.check('[data-testid=n-sort]');
   await shot('neuron-view', ['nav:not(.analysis)', 'main > .controls', 'main > .hint', '[data-testid=neuron-canvas]'], { maxH: 760, padBottom: 2 });
+
+  // LLaMA family: the mistral_swa fixture (grouped-query heads, a sliding window of 5; no
+  // tokenizer, so token ids): the model view's kv groups and masked cells with L1 H0 opened,
+  // then the neuron view's q/k before RoPE and each score split into content and position
+  const LLAMA = { model: 'mistral_swa', text: '3,8,13,21,34,4,7,11,50' };
+  await open({ ...LLAMA, view: 'model', layer: 1, head: 0, mode: 'matrix' });
+  await waitText('[data-testid=grid-info]', /loaded and drawn/);
+  const g = await page.evaluate(() => window.__attnscope.modelView.grid);
+  await page.click('[data-testid=grid-canvas]', { position: { x: g.left + g.cell / 2, y: g.top + g.cell + g.gap + g.cell / 2 } });
+  await page.waitForSelector('[data-testid=matrix-canvas]');
+  await waitInk('matrix-canvas', 2000);
+  await shot('llama-model-view', ['nav:not(.analysis)', 'main'], { maxH: 1000 });
+  await open({ ...LLAMA, view: 'neuron', layer: 1, head: 2, token: 7, rope: 'pre' });
+  await page.waitForSelector('[data-testid=rope-table]', { timeout: 60_000 });
+  await waitInk('neuron-canvas', 2000);
+  await shot('llama-neuron-view', ['nav:not(.analysis)', 'main > .controls', 'main > .hint', '[data-testid=neuron-canvas]', '[data-testid=rope-panel]'], { maxH: 1100 });
 
   // Dodrio head overview: zoomed in with a sentence selected (mini attention in each glyph), one tooltip
   await open({ view: 'overview', dbrun: 1, sent: GRAPH_SENT, layer: 1, head: 0 });

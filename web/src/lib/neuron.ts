@@ -8,6 +8,7 @@
 import type { Token } from '../api/types';
 import { diverging, type DivergingScale } from './colors';
 import { label } from './headview';
+import { signed } from './rope';
 import { t } from './i18n';
 import type { Painter } from './painter';
 
@@ -234,7 +235,7 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
       const sp = o.rope.sPre[j];
       const dl = o.rope.delta[j];
       p.text(rX, y + L.rowH / 2, m ? '—' : sp.toFixed(3), { size: 11, font: 'ui-monospace, monospace', color: sp < 0 ? '#b35806' : '#1f4e79' });
-      p.text(rX + 80, y + L.rowH / 2, m ? '—' : `${dl >= 0 ? '+' : ''}${dl.toFixed(3)}`, { size: 11, font: 'ui-monospace, monospace', color: '#7e22ce' });
+      p.text(rX + 80, y + L.rowH / 2, m ? '—' : signed(dl, 3), { size: 11, font: 'ui-monospace, monospace', color: '#7e22ce' });
     }
   });
 }

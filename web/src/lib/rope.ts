@@ -28,6 +28,12 @@ export interface RopeDecomposition {
   share: number;
 }
 
+/** v with d decimals and its sign, "+0.000" for values that round to zero (never "-0.000"). */
+export function signed(v: number, d: number): string {
+  const r = Math.abs(v) < 0.5 * 10 ** -d ? 0 : v;
+  return `${r >= 0 ? '+' : ''}${r.toFixed(d)}`;
+}
+
 function dot(a: Float32Array, i: number, b: Float32Array, j: number, Dh: number): number {
   let s = 0;
   for (let x = 0; x < Dh; x++) s += a[i * Dh + x] * b[j * Dh + x];
