@@ -341,6 +341,7 @@ as_status finetune_eval_cls(const char *model_dir, const char *tsv, int threads,
     if ((rc = encode_tsv(am, tsv, maxl, 0, &s, err))) goto cleanup;
     train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
     fo.mlm = 0;
+    fo.borrow = 1; /* forward only: the loaded weights are read in place, not copied */
     if ((rc = train_model_from_as(am, &fo, &m, err))) goto cleanup;
     for (int i = 0; i < s.n; i++)
         if (s.label[i] >= m->cfg.num_labels) {

@@ -11,7 +11,7 @@
  * -> decoder tied to the word embeddings + bias) with mean cross-entropy over the
  * positions whose label is not -100; the backward pass of all of it; building the
  * arena from a loaded as_model (weights copied, or the large matrices borrowed in place
- * for a model that is only run: saliency) or from a seeded random initialiser, and
+ * for a model that is only run: evaluation) or from a seeded random initialiser, and
  * writing it back out as a Hugging Face folder that as_model_load reads.
  * What it does not: GPT-2 / pre-LN layers, ELECTRA (embedding width != D), untied
  * MLM decoders, the optimizer, data loading, or checkpoint scheduling (callers).
@@ -215,11 +215,6 @@ typedef struct {
     int nblk;                  /* blocks of sequences (train_forward.c) at capacity */
     int split;                 /* this pass is one block: each step is split over the threads
                                   (columns of the products, heads), weights read unpacked */
-    int cls_only;              /* set by the caller: only the classifier's logits are wanted (saliency).
-                                  A batch of one sequence then computes its top layer past attention for
-                                  the first token only: the other rows of the final states are not
-                                  computed, d_out must stay zero, and train_backward takes
-                                  param_grads = 0 */
     size_t n_floats;           /* size of the arena */
     float p_hidden;            /* dropout after the embeddings, each sub-layer's output, the pooler */
     float p_attn;              /* dropout on attention probabilities */

@@ -27,7 +27,7 @@
  *     rows; the decoder's with the top layer), which read the per-row gradients of
  *     layer l + 1 from the other of two scratch sets; last, layer 0's weight gradients
  *     and the embeddings'.
- *   - one block ("split pass": one sentence for saliency, short batches): every step
+ *   - one block ("split pass": short batches, long single sequences): every step
  *     runs on all threads: the products' output columns cut into fixed blocks, each an
  *     sgemm (gemm_small for few rows) reading the weights in place, unpacked (they may
  *     be the mmap'd checkpoint: train_from_as_opts.borrow); attention one task per
@@ -195,7 +195,7 @@ as_status train_acts_init(const train_model *m, int B, int T, int max_mlm, train
     }
     train_acts *a = as_calloc(1, sizeof *a);
     if (!a) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    /* a reused block (saliency and analysis allocate per sentence): no page faults, no
+    /* a reused block (a caller building activations per input reuses them): no page faults, no
        zeroing; nothing is read before the pass that writes it */
     a->block = as_large_get(total * sizeof(float), &a->block_cap);
     a->iblock = as_malloc_array(BT + 2 * (M ? M : 1) + (size_t)nblk + 1, sizeof(int32_t));
@@ -776,13 +776,6 @@ static void lin_drop_res(const train_model *m, train_acts *a, prod *p, const flo
     run_rows(a, &j, r0, p->N);
 }
 
-/* Rows of layer l past its attention that a pass computes: all, but with a->cls_only
- * the top layer of a single sequence needs its first token only (the classifier reads
- * nothing else; its attention still covers every row). */
-static int rows_after_att(const train_acts *a, const train_config *c, const train_batch *b, int l, int nr) {
-    return a->cls_only && b->B == 1 && a->n_mlm == 0 && l == c->n_layer - 1 ? 1 : nr;
-}
-
 /* Layer l on sequences [b0, b0 + nb); scr: this thread's scratch (a block pass). */
 static void layer_fwd_block(const train_model *m, train_acts *a, const train_batch *b, int l, int b0, int nb,
                             float *scr) {
@@ -803,7 +796,6 @@ static void layer_fwd_block(const train_model *m, train_acts *a, const train_bat
     att_dims d = att_dims_of(c, a, T, l);
     att_job aj = {a, c, &d, b, s.qkv, NULL, s.att, s.ctx, NULL, b0};
     run_att(&aj, nb, scr);
-    nr = rows_after_att(a, c, b, l, nr);
     /* res1 = x + dropout(ctx Wo^T + bo); h1 = LN1(res1) */
     prod po = {.kind = PR_XWT, .N = nr, .n = D, .K = D, .nt = 1, .y = s.res1 + o, .ldy = D, .x = {s.ctx + o},
                .ldx = D, .w = {w.w.o}, .wp = {k.o}, .b = w.o_b};
@@ -1130,9 +1122,7 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
     layer_a s = layer_acts(a, c, l);
     layer_pk k = a->split ? (layer_pk){0} : layer_pack_of(a, c, l, 0);
     grad_set q = grad_set_of(a, c, l);
-    int drop = a->p_hidden > 0.0f, nra = rows_after_att(a, c, b, l, nr), nrt = nr;
-    ASSERT(nra == nr || !part);
-    nr = nra; /* the rows past attention; attention and the product into dx take all nrt */
+    int drop = a->p_hidden > 0.0f;
     /* y = LN2(res2) */
     row_job j2 = {.m = m, .a = a, .y = q.h, .x = dy, .res = s.res2, .mean_in = s.mean2, .rstd_in = s.rstd2,
                   .g = w.ln2_g, .C = D, .fn = rows_ln_dx};
@@ -1163,11 +1153,6 @@ static void layer_bwd_block(train_model *m, train_acts *a, const train_batch *b,
     prod po = {.kind = PR_DYW, .N = nr, .n = D, .K = D, .nt = 1, .y = a->d_ctx + o, .ldy = D, .x = {dao + o},
                .ldx = D, .w = {w.w.o}, .wp = {k.o}};
     run_prods(a, &po, 1);
-    if (nr < nrt) { /* the rows not computed have no gradient */
-        memset(a->d_ctx + o + (size_t)nr * D, 0, (size_t)(nrt - nr) * D * sizeof(float));
-        memset(q.r1 + o + (size_t)nr * D, 0, (size_t)(nrt - nr) * D * sizeof(float));
-        nr = nrt;
-    }
     att_dims d = att_dims_of(c, a, T, l);
     att_job aj = {a, c, &d, b, s.qkv, a->d_ctx, s.att, NULL, q.qkv, b0};
     run_att(&aj, nb, scr);

@@ -13,7 +13,9 @@
  *   thread count: bit-identical gradients at 1 and 3 threads, for a batch of one block
  *   (the split pass) and of several (the block pass); the block pass of a batch of
  *   repeated sequences against the split pass of one copy (equal means): the
- *   parameter-gradient tolerance above.
+ *   parameter-gradient tolerance above;
+ *   a model viewing the loaded weights in place (train_from_as_opts.borrow) against
+ *   the copied one: bit-identical logits and input gradients, both passes.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -482,6 +484,67 @@ static void test_threads_and_blocks(void **state) {
     unload(&f);
 }
 
+/* Logits and d loss / d embedding sum of batch b on model t (no parameter gradients). */
+static void input_grads(train_model *t, const train_batch *b, float *logits, float *demb) {
+    as_error err = {0};
+    train_acts *a = NULL;
+    if (train_acts_init(t, b->B, b->T, 0, &a, &err)) fail_msg("%s", err.msg);
+    if (train_forward(t, a, b, &err)) fail_msg("%s", err.msg);
+    train_backward(t, a, b, 0);
+    memcpy(logits, a->cls_logits, (size_t)b->B * t->cfg.num_labels * sizeof(float));
+    memcpy(demb, a->d_emb_sum, (size_t)b->B * b->T * t->cfg.d_model * sizeof(float));
+    train_acts_free(a);
+}
+
+/* The loaded weights read in place (borrow) give the copied model's results, bit for
+ * bit, in a split pass (the fixture's batch) and a block pass (it repeated). */
+static void test_borrowed_weights(void **state) {
+    fixture f;
+    load(&f, "bert");
+    as_error err = {0};
+    train_from_as_opts o = TRAIN_FROM_AS_DEFAULTS;
+    o.mlm = 0;
+    o.borrow = 1;
+    o.with_grads = 1;
+    train_model *bm = NULL, *cm = NULL;
+    assert_int_equal(train_model_from_as(f.am, &o, &bm, &err), AS_ERR_INPUT); /* no gradients when borrowed */
+    o.with_grads = 0;
+    if (train_model_from_as(f.am, &o, &bm, &err)) fail_msg("%s", err.msg);
+    o.borrow = 0;
+    if (train_model_from_as(f.am, &o, &cm, &err)) fail_msg("%s", err.msg);
+    assert_true(bm->lw[0].q != cm->lw[0].q && bm->params.wte != cm->params.wte); /* views, not the copies */
+    assert_int_equal(bm->borrowed, 1);
+    assert_null(bm->params.qkv_w);
+    int B = f.b.B, T = f.b.T, R = (512 / T + B - 1) / B;
+    size_t BT = (size_t)B * T, C = (size_t)cm->cfg.num_labels, D = (size_t)cm->cfg.d_model;
+    int32_t *ids = malloc((size_t)R * BT * 3 * sizeof(int32_t));
+    float *l1 = malloc((size_t)R * B * C * sizeof(float)), *l2 = malloc((size_t)R * B * C * sizeof(float));
+    float *g1 = malloc((size_t)R * BT * D * sizeof(float)), *g2 = malloc((size_t)R * BT * D * sizeof(float));
+    assert_true(ids && l1 && l2 && g1 && g2);
+    for (int r = 0; r < R; r++) {
+        memcpy(ids + r * BT, f.ids, BT * sizeof(int32_t));
+        memcpy(ids + (R + r) * BT, f.tt, BT * sizeof(int32_t));
+        memcpy(ids + (2 * R + r) * BT, f.mask, BT * sizeof(int32_t));
+    }
+    for (int k = 0; k < 2; k++) {
+        int nb = k ? B * R : B;
+        train_batch b = {.B = nb, .T = T, .ids = ids, .type_ids = ids + R * BT, .mask = ids + 2 * R * BT};
+        input_grads(bm, &b, l1, g1);
+        input_grads(cm, &b, l2, g2);
+        assert_memory_equal(l1, l2, (size_t)nb * C * sizeof(float));
+        assert_memory_equal(g1, g2, (size_t)nb * T * D * sizeof(float));
+    }
+    printf("borrowed weights = copied: logits and input gradients bit-identical (%d and %d sequences)\n", B, B * R);
+    free(ids);
+    free(l1);
+    free(l2);
+    free(g1);
+    free(g2);
+    train_model_free(bm);
+    train_model_free(cm);
+    unload(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity_bert),         cmocka_unit_test(test_parity_roberta),
@@ -489,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_finite_diff_dropout), cmocka_unit_test(test_dropout_reproducible),
         cmocka_unit_test(test_matches_inference),   cmocka_unit_test(test_save_roundtrip),
         cmocka_unit_test(test_init_and_new_heads),  cmocka_unit_test(test_threads_and_blocks),
+        cmocka_unit_test(test_borrowed_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
