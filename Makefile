@@ -68,12 +68,16 @@ node-deps: deps
 check-deps: node-deps
 	/usr/bin/python3 tests/check_deps.py
 
-# python3-torch: the PyTorch reference of `make bench` and `make fixtures` (not tests).
+# python3-torch: the PyTorch reference of `make bench` and `make fixtures` (not tests);
+# python3-networkx: tests/ref/gen_attrib.py's reference max-flow (`make fixtures` only).
+FIXTURE_PY_PACKAGES := python3-torch python3-networkx
 torch-deps:
-	@dpkg-query -W -f='$${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" || { \
-	  echo "installing Debian package python3-torch"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-torch; }
+	@for p in $(FIXTURE_PY_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || { \
+	    echo "installing Debian package $$p"; \
+	    SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$p; }; \
+	done
 
 # ---- server: the web front end's npm packages (pinned web/package-lock.json) ----
 # CMake builds and embeds web/ into the binary (see CMakeLists.txt, "server").
@@ -127,6 +131,7 @@ fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_models.py
 	/usr/bin/python3 tests/ref/gen_llama.py
 	/usr/bin/python3 tests/ref/gen_grads.py
+	/usr/bin/python3 tests/ref/gen_attrib.py
 	/usr/bin/python3 tests/ref/gen_param_grads.py
 
 # Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about

@@ -3,6 +3,8 @@
  * analyze`, `import`), its text report and JSON export, and what a reader of the
  * analysis database needs. Part of the tools' API (see attnscope.h, "Library and
  * tools"): the CLI and the server are built on it.
+ * Also the attribution methods past raw attention (rollout, flow, norm-based,
+ * gradient-weighted attention, head importance).
  * What it does not: the per-sentence scoring, the store's writers and the runner's
  * chunks, which are internal to the library (src/analysis).
  * Formulas, their sources and the database schema: docs/analysis.md.
@@ -65,6 +67,71 @@ void sal_result_free(sal_result *r);
 
 const char *sal_method_name(sal_method m);            /* "grad", "gxi", "ig" */
 int sal_method_parse(const char *s, sal_method *out); /* 0 ok, -1 unknown */
+
+/* ---- attribution beyond raw attention weights ---------------------------------
+ * On one input (formulas, sources and costs: docs/attribution.md, src/analysis/attrib.h):
+ *   ATTR_ROLLOUT     attention rollout (Abnar & Zuidema 2020): R = Â_L ... Â_1 with
+ *                    Â_l = rows-renormalised 0.5 mean_h A_l + 0.5 I; (T, T)
+ *   ATTR_FLOW        attention flow (same paper): max-flow from input token j to output
+ *                    token i through the layered graph with capacities Â_l, each row
+ *                    normalised to sum 1 as the authors' code does; (T, T), T <= ATTR_FLOW_MAX_T
+ *   ATTR_NORM        norm-based attention (Kobayashi et al. 2020): ||A_ij f_h(x_j)|| with
+ *                    f_h(x_j) = v_j W_o^h; (L, H, T, T)
+ *   ATTR_GRAD        gradient-weighted attention (Chefer et al. 2021): R = I, then per layer
+ *                    R += mean_h (dy/dA ⊙ A)^+ R; (T, T)
+ *   ATTR_IMPORTANCE  head importance (Michel et al. 2019): |sum_ij A_ij dy/dA_ij|; (L, H)
+ * y (ATTR_GRAD, ATTR_IMPORTANCE) is one logit: the target class of a sequence classifier,
+ * or the target token's logit at `position` of an LM / masked-LM head. Rows of (T, T)
+ * results are output tokens (queries), columns input tokens. */
+
+typedef enum { ATTR_ROLLOUT = 0, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE } attr_method;
+
+/* Longest input attention flow takes: T^2 max-flow problems on (L + 1) T nodes and
+ * L T^2 edges each (docs/attribution.md measures it). */
+#define ATTR_FLOW_MAX_T 128
+
+typedef struct {
+    attr_method method;
+    int target;   /* ATTR_GRAD / ATTR_IMPORTANCE: class (classifier) or token id (LM / MLM
+                     head) whose logit is explained; -1 = the predicted one. Others: -1 */
+    int position; /* LM / MLM head: the position whose logits are explained; -1 = the last
+                     token with attention mask 1. Must be -1 for a classifier and for the
+                     methods without a gradient */
+    int threads;  /* forward / backward threads; 0 = the cores */
+} attr_opts;
+
+typedef struct {
+    attr_method method;
+    int T, L, H;
+    int ndim;         /* 2 or 4 */
+    int64_t shape[4]; /* (T, T), (L, H, T, T) or (L, H) */
+    float *data;      /* the result, shape above, owned */
+    /* ATTR_GRAD / ATTR_IMPORTANCE only (else -1 and 0) */
+    int target;       /* the class or token id explained */
+    int position;     /* the token whose prediction it is: the position given or found for an
+                         LM / MLM head, the token the classifier reads ([CLS]: 0, or the last
+                         real token of a GPT-2 / LLaMA-family score head) */
+    float logit;      /* y, the logit explained */
+} attr_result;
+
+/* Computes method o->method on enc under m into *out (attr_result_free). One forward
+ * (rollout, flow, norm) or one forward and one backward (grad, importance) on the loaded
+ * weights. Errors: AS_ERR_INPUT for an empty encoding, flow beyond ATTR_FLOW_MAX_T
+ * tokens, grad / importance on a model without a task head, target or position out of
+ * range, a position given where it does not apply. */
+as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
+                       as_error *err);
+void attr_result_free(attr_result *r);
+
+/* Writes r (computed on enc under m) as an .npz archive at path: input_ids (T), tokens and
+ * token_text (unicode), the result under the method's name (rollout, flow, grad: (T, T);
+ * norm: (L, H, T, T); importance: (L, H)), and for grad / importance target, position
+ * (int32 (1,)) and logit (float32 (1,)). Only reads its inputs. Errors: AS_ERR_INPUT
+ * when path cannot be created; AS_ERR_INTERNAL out of memory or a failed write. */
+as_status attr_write_npz(const as_model *m, const as_encoding *enc, const attr_result *r, const char *path,
+                         as_error *err);
+const char *attr_method_name(attr_method m);             /* "rollout", "flow", "norm", "grad", "importance" */
+int attr_method_parse(const char *s, attr_method *out);  /* 0 ok, -1 unknown */
 
 /* ---- corpus analysis and import ------------------------------------------------
  * an_analyze runs the model on every sentence of the corpora once, scores every head

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  info      print a model folder's architecture, sizes, dtype and vocabulary\n"
             "  bench     time one forward pass with full capture (median ms, GFLOP/s, sgemm peak)\n"
             "  saliency  per-token gradient saliency for a classifier (grad | gxi | ig)\n"
+            "  attribute rollout, flow, norm-based, gradient-weighted attention, head importance\n"
             "  vocab     train a WordPiece vocabulary (vocab.txt) on text files\n"
             "  pretrain  masked-LM pretraining of a BERT encoder from scratch\n"
             "  finetune  fine-tune a classifier (sst2), keeping the best dev epoch\n"
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "saliency")) return cmd_saliency(argc - 1, argv + 1);
+    if (!strcmp(c, "attribute")) return cmd_attribute(argc - 1, argv + 1);
     if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(c, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(c, "import")) return cmd_import(argc - 1, argv + 1);

@@ -1,0 +1,518 @@
+/* attrib.c — attention rollout, attention flow (Dinic's max-flow), norm-based attention,
+ * gradient-weighted attention and head importance on one input (formulas and sources in
+ * attrib.h, costs in docs/attribution.md). attr_compute runs the model's one forward
+ * (model/encoder.c) and, for the gradient methods, its backward (model/backward.c) on the
+ * loaded weights; the formulas take the captured tensors.
+ * What it does not: keep the forward's run, or average over inputs.
+ */
+#include "analysis/attrib.h"
+#include "core/pool.h"
+#include "model/head_out.h"
+#include "model/model.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+const char *attr_method_name(attr_method m) {
+    switch (m) {
+    case ATTR_ROLLOUT: return "rollout";
+    case ATTR_FLOW: return "flow";
+    case ATTR_NORM: return "norm";
+    case ATTR_GRAD: return "grad";
+    case ATTR_IMPORTANCE: return "importance";
+    }
+    return "?";
+}
+
+int attr_method_parse(const char *s, attr_method *out) {
+    static const attr_method all[] = {ATTR_ROLLOUT, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(s, attr_method_name(all[i]))) {
+            *out = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+void attr_result_free(attr_result *r) {
+    if (!r) return;
+    free(r->data);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the formulas on given tensors ------------------------------------------------ */
+
+/* Â (T, T) of layer A_l (H, T, T): 0.5 mean_h A + 0.5 I, rows renormalised to sum 1
+ * (Abnar & Zuidema 2020, sec. 3: "we add the identity matrix ... and re-normalize"). */
+static void residual_mean(const float *Al, int H, int T, double *Ah) {
+    const size_t TT = (size_t)T * T;
+    for (size_t e = 0; e < TT; e++) {
+        double s = 0.0;
+        for (int h = 0; h < H; h++) s += Al[h * TT + e];
+        Ah[e] = 0.5 * s / H;
+    }
+    for (int i = 0; i < T; i++) {
+        double *row = Ah + (size_t)i * T, z = 0.0;
+        row[i] += 0.5;
+        for (int j = 0; j < T; j++) z += row[j];
+        for (int j = 0; j < T; j++) row[j] /= z;
+    }
+}
+
+/* R (T, T) = M R (+ R when add): one dgemm through tmp (T, T). */
+static void left_multiply(const double *M, double *R, double *tmp, int T, int add) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, T, T, 1.0, M, T, R, T, 0.0, tmp, T);
+    const size_t TT = (size_t)T * T;
+    for (size_t e = 0; e < TT; e++) R[e] = add ? R[e] + tmp[e] : tmp[e];
+}
+
+static void identity(double *R, int T) {
+    memset(R, 0, (size_t)T * T * sizeof(double));
+    for (int i = 0; i < T; i++) R[(size_t)i * T + i] = 1.0;
+}
+
+static void to_float(const double *x, size_t n, float *y) {
+    for (size_t e = 0; e < n; e++) y[e] = (float)x[e];
+}
+
+as_status attr_rollout(const float *A, int L, int H, int T, float *R, as_error *err) {
+    const size_t TT = (size_t)T * T;
+    double *Ah = as_malloc_array(3 * TT, sizeof(double));
+    if (!Ah) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    double *Rd = Ah + TT, *tmp = Rd + TT;
+    identity(Rd, T);
+    for (int l = 0; l < L; l++) { /* R = Â_l R: Â_L ... Â_1 after the last layer */
+        residual_mean(A + (size_t)l * H * TT, H, T, Ah);
+        left_multiply(Ah, Rd, tmp, T, 0);
+    }
+    to_float(Rd, TT, R);
+    free(Ah);
+    return AS_OK;
+}
+
+as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err) {
+    const size_t TT = (size_t)T * T;
+    double *Ab = as_malloc_array(3 * TT, sizeof(double));
+    if (!Ab) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    double *Rd = Ab + TT, *tmp = Rd + TT;
+    identity(Rd, T);
+    for (int l = 0; l < L; l++) {
+        const float *a = A + (size_t)l * H * TT, *g = dA + (size_t)l * H * TT;
+        for (size_t e = 0; e < TT; e++) { /* Ā = mean_h (dA ⊙ A)^+ (Chefer et al. 2021, eq. 5) */
+            double s = 0.0;
+            for (int h = 0; h < H; h++) {
+                double p = (double)g[h * TT + e] * a[h * TT + e];
+                s += p > 0.0 ? p : 0.0;
+            }
+            Ab[e] = s / H;
+        }
+        left_multiply(Ab, Rd, tmp, T, 1); /* R = R + Ā R (eq. 6) */
+    }
+    to_float(Rd, TT, R);
+    free(Ab);
+    return AS_OK;
+}
+
+void attr_head_importance(const float *A, const float *dA, int L, int H, int T, float *imp) {
+    const size_t TT = (size_t)T * T;
+    for (size_t lh = 0; lh < (size_t)L * H; lh++) {
+        const float *a = A + lh * TT, *g = dA + lh * TT;
+        double s = 0.0;
+        for (size_t e = 0; e < TT; e++) s += (double)a[e] * g[e];
+        imp[lh] = (float)fabs(s); /* |dy/dξ| = |sum_ij A_ij dy/dA_ij| (Michel et al. 2019, eq. 2) */
+    }
+}
+
+void attr_norm_apply(const float *A, const float *fnorm, int L, int H, int T, float *N) {
+    for (size_t lh = 0; lh < (size_t)L * H; lh++) {
+        const float *f = fnorm + lh * T;
+        for (int i = 0; i < T; i++) {
+            const size_t row = (lh * T + i) * T;
+            for (int j = 0; j < T; j++) N[row + j] = A[row + j] * f[j]; /* A >= 0: ||A f|| = A ||f|| */
+        }
+    }
+}
+
+/* ---- attention flow: Dinic's algorithm on the dense layered graph ---------------------
+ * Nodes (l, x), l = 0..L, id l T + x. Edge e = (l T + i) T + j, l < L, goes (l, j) -> (l + 1, i)
+ * with capacity cap[e] = Â_{l+1}[i, j]. Arc k of node (l, x): k < T the edge to (l + 1, k)
+ * (residual cap - flow), k >= T the reverse of the edge from (l - 1, k - T) (residual flow). */
+
+#define FLOW_EPS 1e-12 /* residuals at or below this are saturated (capacities are <= 1) */
+
+typedef struct {
+    int L, T;
+    const double *cap; /* (L, T, T) */
+} flow_graph;
+
+typedef struct {
+    double *flow;    /* (L, T, T) */
+    int *level;      /* ((L + 1) T) BFS level, -1 unreached or dead */
+    int *arc;        /* ((L + 1) T) current arc, 0..2T */
+    int *queue;      /* ((L + 1) T) BFS queue, then the augmenting path */
+    double *row;     /* (T) one row of flow values */
+    size_t *touched; /* edges whose flow left 0, to reset; overflow = memset all */
+    size_t n_touched, cap_touched;
+    int overflow;
+} flow_work;
+
+/* Residual of arc k of node v; *u its head, *e its edge, *dir +1 forward / -1 reverse.
+ * -1 when the arc does not exist. */
+static double arc_residual(const flow_graph *g, const double *flow, int v, int k, int *u, size_t *e, int *dir) {
+    const int T = g->T, l = v / T, x = v % T;
+    if (k < T) {
+        if (l == g->L) return -1.0;
+        *u = (l + 1) * T + k;
+        *e = ((size_t)l * T + k) * T + x;
+        *dir = 1;
+        return g->cap[*e] - flow[*e];
+    }
+    if (l == 0) return -1.0;
+    *u = (l - 1) * T + (k - T);
+    *e = ((size_t)(l - 1) * T + x) * T + (k - T);
+    *dir = -1;
+    return flow[*e];
+}
+
+/* Levels from s; 1 when t is reached. Nodes at t's level or beyond are not expanded. */
+static int flow_bfs(const flow_graph *g, flow_work *w, int s, int t) {
+    const int N = (g->L + 1) * g->T, T = g->T;
+    for (int v = 0; v < N; v++) w->level[v] = -1;
+    int head = 0, tail = 0;
+    w->level[s] = 0;
+    w->queue[tail++] = s;
+    while (head < tail) {
+        int v = w->queue[head++], u, dir;
+        size_t e;
+        if (w->level[t] >= 0 && w->level[v] >= w->level[t]) break;
+        for (int k = 0; k < 2 * T; k++)
+            if (arc_residual(g, w->flow, v, k, &u, &e, &dir) > FLOW_EPS && w->level[u] < 0) {
+                w->level[u] = w->level[v] + 1;
+                w->queue[tail++] = u;
+            }
+    }
+    return w->level[t] >= 0;
+}
+
+/* Adds b along the path queue[0..depth] (arcs at each node's current arc). */
+static void flow_augment(const flow_graph *g, flow_work *w, int depth, double b) {
+    for (int d = 0; d < depth; d++) {
+        int v = w->queue[d], u, dir = 0;
+        size_t e = 0;
+        arc_residual(g, w->flow, v, w->arc[v], &u, &e, &dir);
+        if (w->flow[e] == 0.0) {
+            if (w->n_touched < w->cap_touched) w->touched[w->n_touched++] = e;
+            else w->overflow = 1;
+        }
+        w->flow[e] += dir * b;
+    }
+}
+
+/* A blocking flow in the level graph, by advance / retreat with current arcs. */
+static double flow_blocking(const flow_graph *g, flow_work *w, int s, int t) {
+    const int N = (g->L + 1) * g->T, T = g->T;
+    for (int v = 0; v < N; v++) w->arc[v] = 0;
+    double total = 0.0;
+    int depth = 0;
+    w->queue[0] = s;
+    for (;;) {
+        int v = w->queue[depth], u, dir;
+        size_t e;
+        if (v == t) {
+            double b = INFINITY;
+            for (int d = 0; d < depth; d++) {
+                int p = w->queue[d];
+                double r = arc_residual(g, w->flow, p, w->arc[p], &u, &e, &dir);
+                b = r < b ? r : b;
+            }
+            flow_augment(g, w, depth, b);
+            total += b;
+            depth = 0;
+            continue;
+        }
+        int advanced = 0;
+        for (; w->arc[v] < 2 * T; w->arc[v]++)
+            if (arc_residual(g, w->flow, v, w->arc[v], &u, &e, &dir) > FLOW_EPS && w->level[u] == w->level[v] + 1) {
+                w->queue[++depth] = u;
+                advanced = 1;
+                break;
+            }
+        if (advanced) continue;
+        if (depth == 0) break;
+        w->level[v] = -1; /* a dead end for this phase */
+        depth--;
+        w->arc[w->queue[depth]]++;
+    }
+    return total;
+}
+
+static double flow_max(const flow_graph *g, flow_work *w, int s, int t) {
+    double f = 0.0;
+    while (flow_bfs(g, w, s, t)) f += flow_blocking(g, w, s, t);
+    if (w->overflow) memset(w->flow, 0, (size_t)g->L * g->T * g->T * sizeof(double));
+    else
+        for (size_t k = 0; k < w->n_touched; k++) w->flow[w->touched[k]] = 0.0;
+    w->n_touched = 0;
+    w->overflow = 0;
+    return f;
+}
+
+static void flow_work_free(flow_work *w) {
+    if (!w) return;
+    free(w->flow);
+    free(w->level);
+    free(w->arc);
+    free(w->queue);
+    free(w->row);
+    free(w->touched);
+}
+
+static int flow_work_init(flow_work *w, int L, int T) {
+    memset(w, 0, sizeof *w);
+    const size_t E = (size_t)L * T * T, N = (size_t)(L + 1) * T;
+    w->flow = as_calloc(E, sizeof(double));
+    w->level = as_malloc_array(N, sizeof(int));
+    w->arc = as_malloc_array(N, sizeof(int));
+    w->queue = as_malloc_array(N, sizeof(int));
+    w->row = as_malloc_array((size_t)T, sizeof(double));
+    w->cap_touched = E < 65536 ? E : 65536;
+    w->touched = as_malloc_array(w->cap_touched, sizeof(size_t));
+    if (w->flow && w->level && w->arc && w->queue && w->row && w->touched) return 0;
+    flow_work_free(w);
+    return -1;
+}
+
+/* The capacities (L, T, T): Â of every layer. NULL when out of memory. */
+static double *flow_capacities(const float *A, int L, int H, int T) {
+    const size_t TT = (size_t)T * T;
+    double *cap = as_malloc_array((size_t)L * TT, sizeof(double));
+    for (int l = 0; cap && l < L; l++) residual_mean(A + (size_t)l * H * TT, H, T, cap + l * TT);
+    return cap;
+}
+
+double attr_flow_value(const float *A, int L, int H, int T, int j, int i) {
+    flow_graph g = {L, T, flow_capacities(A, L, H, T)};
+    flow_work w;
+    double f = -1.0;
+    if (g.cap && !flow_work_init(&w, L, T)) {
+        f = flow_max(&g, &w, j, L * T + i);
+        flow_work_free(&w);
+    }
+    free((void *)g.cap);
+    return f;
+}
+
+typedef struct {
+    const flow_graph *g;
+    flow_work *w; /* (threads) */
+    float *F;     /* (T, T) */
+} flow_job;
+
+/* Task i: row i of F, the flows from every input token into output token i, normalised. */
+static void flow_row(void *ctx, int i, int tid) {
+    flow_job *job = ctx;
+    const int T = job->g->T, L = job->g->L;
+    double *row = job->w[tid].row, z = 0.0;
+    for (int j = 0; j < T; j++) z += row[j] = flow_max(job->g, &job->w[tid], j, L * T + i);
+    for (int j = 0; j < T; j++) job->F[(size_t)i * T + j] = z > 0.0 ? (float)(row[j] / z) : 0.0f;
+}
+
+as_status attr_flow(const float *A, int L, int H, int T, int threads, float *F, as_error *err) {
+    if (T > ATTR_FLOW_MAX_T)
+        return as_err_set(err, AS_ERR_INPUT, "attention flow takes at most %d tokens, the input has %d",
+                          ATTR_FLOW_MAX_T, T);
+    if (threads < 1) threads = 1;
+    if (threads > T) threads = T;
+    flow_graph g = {L, T, flow_capacities(A, L, H, T)};
+    flow_work *w = as_calloc((size_t)threads, sizeof(flow_work));
+    int made = 0;
+    as_status s = AS_OK;
+    if (!g.cap || !w) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (; made < threads; made++)
+        if (flow_work_init(&w[made], L, T)) {
+            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+            goto cleanup;
+        }
+    flow_job job = {&g, w, F};
+    as_parallel_for(T, threads, flow_row, &job);
+cleanup:
+    for (int k = 0; k < made; k++) flow_work_free(&w[k]);
+    free(w);
+    free((void *)g.cap);
+    return s;
+}
+
+/* ---- attr_compute: the model's forward (and backward) ------------------------------- */
+
+/* Checks what does not need a forward; *grad = 1 for the gradient methods. */
+static as_status check_request(const as_model *m, const as_encoding *enc, const attr_opts *o, int *grad,
+                               as_error *err) {
+    if (!enc || enc->n <= 0 || !enc->ids) return as_err_set(err, AS_ERR_INPUT, "empty input: no tokens");
+    if ((unsigned)o->method > ATTR_IMPORTANCE)
+        return as_err_set(err, AS_ERR_INPUT, "unknown attribution method %d", (int)o->method);
+    *grad = o->method == ATTR_GRAD || o->method == ATTR_IMPORTANCE;
+    if (!*grad && (o->target != -1 || o->position != -1))
+        return as_err_set(err, AS_ERR_INPUT, "%s explains no prediction: target and position do not apply",
+                          attr_method_name(o->method));
+    if (o->method == ATTR_FLOW && enc->n > ATTR_FLOW_MAX_T)
+        return as_err_set(err, AS_ERR_INPUT, "attention flow takes at most %d tokens, the input has %d",
+                          ATTR_FLOW_MAX_T, enc->n);
+    if (*grad && !(as_model_heads(m) & (HEAD_CLASSIFIER | HEAD_MLM | HEAD_LM)))
+        return as_err_set(err, AS_ERR_INPUT, "%s: the model has no task head whose logit %s could explain",
+                          as_model_dir(m), attr_method_name(o->method));
+    if (o->target < -1 || o->position < -1)
+        return as_err_set(err, AS_ERR_INPUT, "target %d / position %d: expected -1 or an index", o->target,
+                          o->position);
+    return AS_OK;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+static int last_real_token(const as_encoding *enc) {
+    for (int t = enc->n - 1; t >= 0; t--)
+        if (!enc->mask || enc->mask[t]) return t;
+    return enc->n - 1;
+}
+
+/* Picks the logit to explain from r's logits: out->target, out->position, out->logit, and
+ * dl (logits-shaped) one-hot there. Errors: target / position out of range. */
+static as_status pick_logit(const as_model *m, const as_encoding *enc, const attr_opts *o, const as_run *r,
+                            attr_result *out, float *dl, as_error *err) {
+    const int rows = r->logits_rows, cols = r->logits_cols, T = enc->n;
+    int pos;
+    if (rows == 1) { /* a sequence classifier: the row is the token its head reads */
+        if (o->position != -1)
+            return as_err_set(err, AS_ERR_INPUT, "position %d: a sequence classifier explains the whole input; "
+                              "position applies to LM / masked-LM heads", o->position);
+        pos = m->cls_last_token ? last_real_token(enc) : 0;
+    } else {
+        pos = o->position == -1 ? last_real_token(enc) : o->position;
+        if (pos >= T) return as_err_set(err, AS_ERR_INPUT, "position %d out of range [0, %d)", pos, T);
+    }
+    const float *lg = r->logits + (size_t)(rows == 1 ? 0 : pos) * cols;
+    int target = o->target == -1 ? argmax(lg, cols) : o->target;
+    if (target >= cols)
+        return as_err_set(err, AS_ERR_INPUT, "target %d out of range [0, %d) (%s)", target, cols,
+                          rows == 1 ? "classes" : "vocabulary");
+    dl[(size_t)(rows == 1 ? 0 : pos) * cols + target] = 1.0f;
+    out->target = target;
+    out->position = pos;
+    out->logit = lg[target];
+    return AS_OK;
+}
+
+/* grad / importance: the forward with a tape, the backward of one logit to the attention. */
+static as_status compute_grad(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
+                              as_error *err) {
+    const as_config *c = as_model_config(m);
+    const int L = c->n_layer, H = c->n_head, T = enc->n;
+    const size_t n = (size_t)L * H * T * T;
+    model_tape tp = {0};
+    as_run *r = NULL;
+    float *dl = NULL, *dA = as_malloc_array(n, sizeof(float));
+    as_capture_spec spec = {.what = CAP_ATTN | CAP_LOGITS, .layer = -1, .head = -1, .threads = o->threads};
+    as_status s = dA ? model_tape_init(m, T, &tp, err) : as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (s || (s = model_forward(m, enc, &spec, NULL, &tp, &r, err))) goto cleanup;
+    if (!r->logits) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: the model computed no logits to explain", as_model_dir(m));
+        goto cleanup;
+    }
+    if (!(dl = as_calloc((size_t)r->logits_rows * r->logits_cols, sizeof(float)))) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    if ((s = pick_logit(m, enc, o, r, out, dl, err))) goto cleanup;
+    if ((s = model_backward(m, enc, NULL, &tp, r, dl, o->threads, NULL, dA, err))) goto cleanup;
+    if (o->method == ATTR_GRAD) s = attr_grad_weighted(r->attn, dA, L, H, T, out->data, err);
+    else attr_head_importance(r->attn, dA, L, H, T, out->data);
+cleanup:
+    as_run_free(r);
+    model_tape_free(&tp);
+    free(dl);
+    free(dA);
+    return s;
+}
+
+/* fnorm (L, H, T) = ||v_lh[j] W_o^h|| from the run's v (Kobayashi et al. 2020, eq. 6). */
+static as_status value_norms(const as_model *m, const as_run *r, float *fnorm, as_error *err) {
+    const int L = r->L, H = r->H, T = r->T, Dh = r->Dh, D = r->D;
+    float *wo = as_malloc_array((size_t)Dh * D, sizeof(float)), *f = as_malloc_array((size_t)T * D, sizeof(float));
+    if (!wo || !f) {
+        free(wo);
+        free(f);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            model_head_out(m, l, h, wo);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, as_run_v(r, l, h), Dh, wo, D,
+                        0.0f, f, D);
+            for (int j = 0; j < T; j++) {
+                double s = 0.0;
+                for (int d = 0; d < D; d++) s += (double)f[(size_t)j * D + d] * f[(size_t)j * D + d];
+                fnorm[((size_t)l * H + h) * T + j] = (float)sqrt(s);
+            }
+        }
+    free(wo);
+    free(f);
+    return AS_OK;
+}
+
+/* rollout / flow / norm: one forward capturing the attention (and v for norm). */
+static as_status compute_plain(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
+                               as_error *err) {
+    const int L = out->L, H = out->H, T = out->T;
+    as_capture_spec spec = {.what = CAP_ATTN | (o->method == ATTR_NORM ? CAP_QKV : 0), .layer = -1, .head = -1,
+                            .threads = o->threads};
+    as_run *r = NULL;
+    float *fnorm = NULL;
+    as_status s = as_forward(m, enc, &spec, &r, err);
+    if (s) return s;
+    if (o->method == ATTR_ROLLOUT) {
+        s = attr_rollout(r->attn, L, H, T, out->data, err);
+    } else if (o->method == ATTR_FLOW) {
+        s = attr_flow(r->attn, L, H, T, o->threads > 0 ? o->threads : as_n_cores(), out->data, err);
+    } else if (!(fnorm = as_malloc_array((size_t)L * H * T, sizeof(float)))) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    } else if (!(s = value_norms(m, r, fnorm, err))) {
+        attr_norm_apply(r->attn, fnorm, L, H, T, out->data);
+    }
+    free(fnorm);
+    as_run_free(r);
+    return s;
+}
+
+as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
+                       as_error *err) {
+    memset(out, 0, sizeof *out);
+    int grad = 0;
+    as_status s = check_request(m, enc, o, &grad, err);
+    if (s) return s;
+    const as_config *c = as_model_config(m);
+    const int L = c->n_layer, H = c->n_head, T = enc->n;
+    *out = (attr_result){.method = o->method, .T = T, .L = L, .H = H, .target = -1, .position = -1};
+    if (o->method == ATTR_NORM) {
+        out->ndim = 4;
+        out->shape[0] = L, out->shape[1] = H, out->shape[2] = T, out->shape[3] = T;
+    } else if (o->method == ATTR_IMPORTANCE) {
+        out->ndim = 2;
+        out->shape[0] = L, out->shape[1] = H;
+    } else {
+        out->ndim = 2;
+        out->shape[0] = T, out->shape[1] = T;
+    }
+    size_t n = 1;
+    for (int d = 0; d < out->ndim; d++) n = as_mul_size(n, (size_t)out->shape[d]);
+    if (!n || !(out->data = as_calloc(n, sizeof(float)))) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    s = grad ? compute_grad(m, enc, o, out, err) : compute_plain(m, enc, o, out, err);
+    if (s) attr_result_free(out);
+    return s;
+}

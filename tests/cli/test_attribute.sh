@@ -1,0 +1,94 @@
+#!/bin/bash
+# test_attribute.sh — `attnscope attribute`: exit 2 with one-line errors for bad input,
+# and the values it writes (JSON and npz) against tests/ref/gen_attrib.py's references on
+# the bert (classifier) and gpt2 (LM) fixtures (read with numpy, no torch).
+# Usage: test_attribute.sh path/to/attnscope
+set -u
+BIN=${1:?usage: test_attribute.sh BIN}
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+FX=tests/ref/fixtures/models
+PY=/usr/bin/python3
+# the fixture's "single" ids (safetensors read with numpy)
+ids_of() {
+  $PY - "$1" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); base = 8 + n
+    t = h["single.input_ids"]; f.seek(base + t["data_offsets"][0])
+    print(",".join(str(x) for x in np.frombuffer(f.read(t["data_offsets"][1] - t["data_offsets"][0]), "<i4")))
+PYEOF
+}
+BERT_IDS=$(ids_of $FX/bert/expected.safetensors)
+GPT2_IDS=$(ids_of $FX/gpt2/expected.safetensors)
+
+expect 2 "--method is required" -- attribute --model $FX/bert --ids "$BERT_IDS"
+expect 2 "bad --method 'attention'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method attention
+expect 2 "exactly one of --text or --ids" -- attribute --model $FX/bert --method rollout
+expect 2 "apply to --method grad and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method rollout --target 1
+expect 2 "--format npz needs --out" -- attribute --model $FX/bert --ids "$BERT_IDS" --method flow --format npz
+expect 2 "bad --format 'csv'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method flow --format csv
+expect 2 "position applies to LM" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad --position 2
+expect 2 "target 3 out of range" -- attribute --model $FX/bert --ids "$BERT_IDS" --method importance --target 3
+expect 2 "bad --target 'POSITIVE'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad --target POSITIVE
+expect 2 "position 9 out of range" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad --position 9
+expect 2 "bad --position '-1'" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad --position -1
+expect 2 "no_such_model" -- attribute --model $TMP/no_such_model --ids 1,2 --method rollout
+
+check() { # FILE  PYTHON: compares what attribute wrote with the reference
+  if $PY - "$@" >"$TMP/py" 2>&1; then ok "$(tail -1 "$TMP/py")"; else fail "$(tail -3 "$TMP/py")"; fi
+}
+REF_PY='
+import json, struct, sys
+import numpy as np
+def st(path):
+    out = {}
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); base = 8 + n
+        for k, t in h.items():
+            if k == "__metadata__": continue
+            f.seek(base + t["data_offsets"][0]); b = f.read(t["data_offsets"][1] - t["data_offsets"][0])
+            out[k] = np.frombuffer(b, {"F32": "<f4", "I32": "<i4"}[t["dtype"]]).reshape(t["shape"])
+    return out
+'
+for m in rollout flow norm grad importance; do
+  expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method $m --out "$TMP/bert_$m.json"
+  check "$TMP/bert_$m.json" $m <<EOF
+$REF_PY
+j = json.load(open(sys.argv[1])); m = sys.argv[2]
+ref = st("tests/ref/fixtures/attrib/bert.safetensors")[m]
+got = np.array(j["data"], dtype=np.float64).reshape(j["shape"])
+assert j["method"] == m and list(got.shape) == list(ref.shape), (j["shape"], ref.shape)
+assert len(j["tokens"]) == 10 and j["tokens"][0]["id"] == 2
+d = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+assert d < 1e-4, d
+if m in ("grad", "importance"):
+    assert j["target"] == 0 and j["position"] == 0, (j["target"], j["position"])
+else:
+    assert "target" not in j
+print(f"bert {m} JSON: shape {j['shape']}, max diff {d:.1e}")
+EOF
+done
+expect 0 "" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad --format npz --out "$TMP/g.npz" --threads 2
+check "$TMP/g.npz" <<EOF
+$REF_PY
+z = np.load(sys.argv[1]); ref = st("tests/ref/fixtures/attrib/gpt2.safetensors")
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "grad", "target", "position", "logit"]), z.files
+assert z["grad"].shape == (9, 9) and z["input_ids"].shape == (9,)
+d = np.abs(z["grad"] - ref["grad"]).max()
+assert d < 1e-4 and z["target"][0] == ref["target"][0] and z["position"][0] == 8, (d, z["target"], z["position"])
+assert abs(z["logit"][0] - ref["logit"][0]) < 1e-4
+print(f"gpt2 grad npz: target {z['target'][0]} at {z['position'][0]}, max diff {d:.1e}")
+EOF
+# an explicit target token and position of the LM
+expect 0 "" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method importance --target 5 --position 3
+cp "$TMP/out" "$TMP/imp.json"
+check "$TMP/imp.json" <<EOF
+$REF_PY
+j = json.load(open(sys.argv[1]))
+assert j["target"] == 5 and j["position"] == 3 and j["shape"] == [3, 4], j
+print("gpt2 importance of token 5 at position 3: shape", j["shape"])
+EOF
+[ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all attribute CLI tests passed"
