@@ -12,7 +12,9 @@ In a notebook the document is shown in an <iframe srcdoc>, so its styles and scr
 stay inside the frame.
 
 With server="http://127.0.0.1:8080" the views are instead an iframe on a running
-`attnscope serve` (for inputs too big to embed); nothing is embedded then.
+`attnscope serve` (for inputs too big to embed); nothing is embedded then. The server's
+pages may be framed only by the origins of its --frame-ancestors (e.g. `attnscope serve
+--model M --frame-ancestors http://localhost:8888` for Jupyter there).
 """
 import base64
 import html
@@ -275,8 +277,12 @@ class View:
 
     def _repr_html_(self):
         if self.server:
+            u = html.escape(self.url())
             return ('<iframe src="%s" style="width:100%%;height:%dpx;border:1px solid #ddd" '
-                    'title="attnscope %s view"></iframe>') % (html.escape(self.url()), max(self.height, 700), self.view)
+                    'title="attnscope %s view"></iframe>\n<p style="font-size:12px;color:#666">'
+                    '<a href="%s" target="_blank" rel="noopener">open in a new tab</a> (an empty frame: start the '
+                    'server with <code>--frame-ancestors</code> naming this notebook\'s origin)</p>') % (
+                        u, max(self.height, 700), self.view, u)
         return ('<iframe srcdoc="%s" style="width:100%%;height:%dpx;border:0" title="attnscope %s view">'
                 '</iframe>') % (html.escape(self.html(), quote=True), self.height, self.view)
 
@@ -313,7 +319,8 @@ def head_view(r, layer=0, heads=None, token=-1, layers=None, html_action="view",
     """bertviz's head view of run r (a Result with attentions): returns a View (Jupyter shows
     it), or with html_action="return" the standalone HTML page (str). layer: the layer shown
     first; heads: the heads shown (None = all); token: a pinned query; layers: embed only
-    these layers (renumbered 0..); server: show a running `attnscope serve` instead;
+    these layers (renumbered 0..); server: show a running `attnscope serve` instead (started
+    with --frame-ancestors naming the notebook's origin);
     dtype: attention as "f16" (default), "f32", or "u8" (steps of 1/255: half the size of
     f16, but near-uniform rows of diffuse heads tie)."""
     return _show(r, "head", layer, 0, heads, token, layers, html_action, server, lang, height, dtype)

@@ -11,6 +11,7 @@ static const char *SERVE_HELP =
     "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
     "                       [--max-connections N] [--request-timeout S]\n"
     "                       [--db FILE.sqlite [--import-dir [RUN=]DIR ...]]\n"
+    "                       [--frame-ancestors ORIGINS]\n"
     "\n"
     "Serves the attention explorer (head view, model view, neuron view) and its JSON +\n"
     "binary API (docs/server.md) for the model folders given. The web front end is\n"
@@ -30,7 +31,10 @@ static const char *SERVE_HELP =
     "--import-dir: the folder an imported run came from (`attnscope import --dir DIR`);\n"
     "its NNNN.attention.npy files give that run's per-sentence attention (dependency view,\n"
     "graph). It serves the imported run whose corpus digest matches the folder, or run\n"
-    "RUN with RUN=DIR. Repeatable (at most 16); needs --db.\n";
+    "RUN with RUN=DIR. Repeatable (at most 16); needs --db.\n"
+    "--frame-ancestors: origins allowed to show the pages in a frame, separated by spaces\n"
+    "(e.g. \"http://localhost:8888\" for a notebook's attnscope.head_view(r, server=...));\n"
+    "by default no page may be framed (Content-Security-Policy frame-ancestors 'none').\n";
 
 int cmd_serve(int argc, char **argv) {
     const char *dirs[SRV_MAX_MODELS], *imports[SRV_MAX_IMPORT_DIRS];
@@ -75,6 +79,9 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 1, 3600, &o.request_timeout_s))
                 return cli_usage_error("serve", "--request-timeout: expected 1..3600 seconds");
+        } else if (!strcmp(a, "--frame-ancestors")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            o.frame_ancestors = v;
         } else if (!strcmp(a, "--db")) { /* analysis database (server/db_api.c) */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (!*v) return cli_usage_error("serve", "--db needs a file");

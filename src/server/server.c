@@ -58,6 +58,7 @@ typedef struct {
     conn_table *ct;
     int loopback;          /* bound to a loopback address: Host headers must name loopback too */
     const char *host_name; /* --host when it is a name rather than an address, else NULL */
+    char csp[512];         /* the pages' Content-Security-Policy (csp_make) */
 } srv_ctx;
 
 static int64_t now_ms(void) {
@@ -162,7 +163,32 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
 }
 
 static const char *CSP = "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
-                         "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+                         "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ";
+
+/* Writes the pages' CSP into out (cap bytes): frame-ancestors 'none', or the sources of
+ * --frame-ancestors (CSP 3, sec. 6.4.2: origins and scheme sources separated by spaces),
+ * which must be printable ASCII without ';', ',', quotes or backslashes (so they cannot add
+ * a directive) and at most SRV_MAX_FRAME_ANCESTORS bytes. */
+static as_status csp_make(const char *ancestors, char *out, size_t cap, as_error *err) {
+    if (!ancestors) {
+        snprintf(out, cap, "%s'none'", CSP);
+        return AS_OK;
+    }
+    size_t n = strlen(ancestors);
+    int blank = 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)ancestors[i];
+        if (c < 0x20 || c > 0x7e || strchr(";,'\"\\", c))
+            return as_err_set(err, AS_ERR_INPUT, "serve: --frame-ancestors: character 0x%02x is not allowed "
+                              "(give origins separated by spaces, e.g. http://localhost:8888)", c);
+        if (c != ' ') blank = 0;
+    }
+    if (blank || n > SRV_MAX_FRAME_ANCESTORS)
+        return as_err_set(err, AS_ERR_INPUT, "serve: --frame-ancestors: expected 1 to %d bytes of origins",
+                          SRV_MAX_FRAME_ANCESTORS);
+    snprintf(out, cap, "%s%s", CSP, ancestors);
+    return AS_OK;
+}
 
 static const char *query_lookup(void *con, const char *key) {
     return MHD_lookup_connection_value((struct MHD_Connection *)con, MHD_GET_ARGUMENT_KIND, key);
@@ -209,7 +235,7 @@ static const srv_asset *find_asset(const char *path) {
     return NULL;
 }
 
-static enum MHD_Result send_asset(struct MHD_Connection *con, const srv_asset *a) {
+static enum MHD_Result send_asset(struct MHD_Connection *con, const srv_asset *a, const char *csp) {
     struct MHD_Response *r = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", a->mime);
@@ -217,7 +243,7 @@ static enum MHD_Result send_asset(struct MHD_Connection *con, const srv_asset *a
     MHD_add_response_header(r, "Cache-Control",
                             strncmp(a->path, "/assets/", 8) ? "no-cache" : "public, max-age=31536000, immutable");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Content-Security-Policy", CSP);
+    MHD_add_response_header(r, "Content-Security-Policy", csp);
     MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     enum MHD_Result ok = MHD_queue_response(con, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -358,7 +384,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         rs.allow = "GET, HEAD";
         return send_response(con, &rs);
     }
-    return send_asset(con, a);
+    return send_asset(con, a, sc->csp);
 }
 
 /* Percent-decodes uri in place (MHD's default, except that %00 becomes 0x7F so a
@@ -602,6 +628,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
     srv_ctx sc = {.st = &s, .ct = &ct, .loopback = addr_is_loopback(ai->ai_addr),
                   .host_name = inet_pton(AF_INET, host, &host_ip) == 1 || inet_pton(AF_INET6, host, &host_ip) == 1
                                    ? NULL : host};
+    if ((st = csp_make(o->frame_ancestors, sc.csp, sizeof sc.csp, err))) goto cleanup;
     if (!sc.loopback)
         fprintf(stderr, "attnscope: warning: serving on %s, which is not a loopback address: anyone who can "
                         "reach it can use this server (there is no authentication)\n", host);

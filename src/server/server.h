@@ -28,6 +28,7 @@
 #define SRV_POOL_MIN 8                    /* /runs/{id}/attention "pool": thumbnails of at most N x N */
 #define SRV_POOL_MAX 128
 #define SRV_DEFAULT_PORT 8080
+#define SRV_MAX_FRAME_ANCESTORS 256       /* bytes of --frame-ancestors */
 
 typedef struct {
     const char *const *model_dirs; /* (n_models) borrowed */
@@ -44,6 +45,9 @@ typedef struct {
     const char *db_path;   /* analysis database served under /api/v1/db (read-only), or NULL */
     const char *const *import_dirs; /* (n_import_dirs) borrowed: "DIR" or "RUN=DIR" (server/imports.h) */
     int n_import_dirs;
+    const char *frame_ancestors; /* the pages' CSP frame-ancestors sources (origins that may show
+                                    them in a frame, e.g. a notebook's "http://localhost:8888"),
+                                    or NULL: 'none'. Borrowed */
 } srv_options;
 
 /* Loads the models, listens, prints "attnscope serve: listening on http://HOST:PORT/"

@@ -5,6 +5,9 @@
 // weights against the run's float16 attention (computed in Python), the model view's
 // thumbnails and the neuron view's scores; the notebook cell's output (an iframe srcdoc)
 // runs the view inside its frame, which grows to the content; no request, no page error.
+// Last, server=: the cell's iframe shows the real `attnscope serve` (harness.mjs, with
+// --frame-ancestors naming the notebook's origin) on the same input, the only origin the
+// page may reach.
 // Screenshot:
 // artifacts/notebook-head.png.
 // Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
@@ -12,12 +15,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { openBrowser } from './harness.mjs';
+import { openBrowser, startServer, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -156,4 +160,50 @@ test('a notebook cell\'s output: the view runs inside its srcdoc frame, which fi
   });
   assert.deepEqual(requests, []);
   assert.deepEqual(errors, []);
+});
+
+test('server=: the cell is an iframe on a running attnscope serve, showing the same run', async () => {
+  const bin = process.env.ATTNSCOPE_BIN;
+  assert.ok(bin, 'ATTNSCOPE_BIN (tests/browser/run.sh sets it)');
+  // the notebook's page, served on loopback by a server of this test (as Jupyter serves its
+  // notebooks on localhost; Chromium lets only local pages frame a loopback server)
+  let cell = '';
+  const nbServer = createServer((req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end(cell));
+  await new Promise((r) => nbServer.listen(0, '127.0.0.1', r));
+  const NB = `http://127.0.0.1:${nbServer.address().port}`;
+  const { p, url } = await startServer(bin, ['--model', join(ROOT, 'models', 'attnscope-sst2'), '--frame-ancestors', NB]);
+  try {
+    // the pages may be framed by NB only; without the option by nothing
+    const csp = (await fetch(`${url}/`)).headers.get('content-security-policy');
+    assert.ok(csp.endsWith(`; frame-ancestors ${NB}`), csp);
+    const py = `
+import os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import attnscope
+r = attnscope.load(os.path.join(sys.argv[1], "models", "attnscope-sst2")).run("the movie was good .")
+print(attnscope.model_view(r, layer=1, server=sys.argv[2])._repr_html_())
+`;
+    const q = spawnSync('/usr/bin/python3', ['-c', py, ROOT, url], { encoding: 'utf8', timeout: 120_000 });
+    assert.equal(q.status, 0, q.stderr);
+    assert.match(q.stdout, /^<iframe src="http:\/\/127\.0\.0\.1:\d+\/\?model=attnscope-sst2&amp;text=the\+movie/);
+    await browser.unroute('**/*');
+    await browser.setOffline(false);
+    const other = [];
+    cell = `<!doctype html><html><body>${q.stdout}</body></html>`;
+    await browser.route('**/*', (route) => {
+      const u = route.request().url();
+      if (u.startsWith(url) || u.startsWith(NB)) return route.continue();
+      other.push(u);
+      return route.abort();
+    });
+    await page.goto(`${NB}/cell.html`);
+    const f = await (await page.waitForSelector('iframe')).contentFrame(); // another origin: evaluated inside it
+    await f.waitForFunction(() => window.__attnscope?.modelView?.pool > 0, null, { timeout: 60_000 });
+    assert.equal(await f.evaluate(() => window.__attnscope.modelView.tokens), 7);
+    assert.equal(new URL(f.url()).searchParams.get('view'), 'model');
+    assert.deepEqual(other, [], 'only the server was asked');
+  } finally {
+    await stopServer(p);
+    nbServer.close();
+  }
 });

@@ -444,6 +444,14 @@ class TestViews(unittest.TestCase):
         self.assertIn('src="http://127.0.0.1:8080/?model=attnscope-sst2&amp;text=the+movie+was+good+.&amp;view=model',
                       h)
         self.assertNotIn("attnscope-data", h)
+        self.assertIn('<a href="http://127.0.0.1:8080/?model=attnscope-sst2&amp;', h)
+        # the server's pages may be framed by the origins of --frame-ancestors only; bad ones are refused
+        for bad, msg in (("http://a; script-src *", "character 0x3b is not allowed"),
+                         ("http://a'", "character 0x27 is not allowed"), ("  ", "expected 1 to 256 bytes")):
+            p = cli("serve", "--model", SST2, "--port", "0", "--frame-ancestors", bad, check=False)
+            self.assertEqual(p.returncode, 2)
+            self.assertEqual(p.stderr, "attnscope: serve: --frame-ancestors: %s%s\n" % (
+                msg, " (give origins separated by spaces, e.g. http://localhost:8888)" if "0x" in msg else " of origins"))
 
     def test_bertviz_drop_in(self):
         from attnscope.bertviz import head_view, model_view

@@ -568,6 +568,7 @@ static void test_routes_and_methods(void **state) {
     assert_int_equal(r.status, 200);
     assert_true(header_has(&r, "Content-Type: text/html"));
     assert_true(header_has(&r, "Content-Security-Policy"));
+    assert_true(header_has(&r, "frame-ancestors 'none'")); /* no framing without --frame-ancestors */
     assert_non_null(strstr((const char *)r.body, "<html") ? strstr((const char *)r.body, "<html") : strstr((const char *)r.body, "<!doctype"));
     /* every script/stylesheet the page names is served with its MIME type */
     const char *p = (const char *)r.body;
