@@ -10,6 +10,7 @@
  * It does not speak HTTP (server.c does) and serves no files.
  */
 #include "api.h"
+#include "attrib_api.h"
 #include "db_api.h"
 #include "maxpool.h"
 #include "reply.h"
@@ -653,12 +654,12 @@ static void wrong_method(srv_response *rs, const char *allow) {
     rs->allow = allow;
 }
 
-/* /api/v1/runs/{id}[/attention|/qk]; rest is the part after "runs/". */
+/* /api/v1/runs/{id}[/attention|/qk|/attribution]; rest is the part after "runs/". */
 static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     const char *slash = strchr(rest, '/');
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
-    if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk")) {
+    if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution")) {
         reply_error(rs, 404, "no such route");
         return;
     }
@@ -680,6 +681,7 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     }
     if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
     else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
+    else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
     else route_qk(s, e, rq, rs);
     srv_cache_release(&s->cache, e);
 }

@@ -195,6 +195,39 @@ test('POST /api/v1/run, GET /api/v1/runs/{id}, attention and qk', async () => {
   }
 });
 
+test('GET /api/v1/runs/{id}/attribution', async () => {
+  const route = 'GET /api/v1/runs/{id}/attribution';
+  const inputs = [
+    { model: 'bert-sst', text: 'it is a good film .' },
+    { model: 'gpt2-tiny', text: ' a short text' },
+    { model: 'llama', ids: [1, 5, 9, 17, 33, 2, 40] },
+  ];
+  for (const q of inputs) {
+    const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', q);
+    const { layers: L, heads: H, tokens: T } = run.sizes;
+    const shapes = { rollout: [T, T], flow: [T, T], grad: [T, T], norm: [L, H, T, T], importance: [L, H] };
+    for (const [method, shape] of Object.entries(shapes)) {
+      const h = await binary(API, route, 'AttributionMeta', ['attribution'], `/api/v1/runs/${run.id}/attribution?method=${method}`);
+      assert.deepEqual(h.tensors[0].shape, shape, `${q.model} ${method}: shape`);
+      assert.equal(h.tensors[0].dtype, 'f32');
+      assert.equal(h.meta.method, method);
+      assert.equal(h.meta.tokens, T);
+      const grad = method === 'grad' || method === 'importance';
+      assert.equal(h.meta.target !== undefined && h.meta.position !== undefined && h.meta.logit !== undefined, grad, `${method}: target`);
+    }
+  }
+  const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', inputs[2]);
+  const h = await binary(API, route, 'AttributionMeta', ['attribution'], `/api/v1/runs/${lm.id}/attribution?method=grad&target=4&position=3&dtype=f16`);
+  assert.equal(h.meta.target, 4);
+  assert.equal(h.meta.position, 3);
+  assert.equal(h.tensors[0].dtype, 'f16');
+  const cls = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', inputs[0]);
+  const bad = [[cls, ''], [cls, '?method=attention'], [cls, '?method=rollout&target=1'], [cls, '?method=grad&position=1'],
+    [cls, '?method=grad&target=99'], [cls, '?method=grad&target=-1'], [cls, '?method=flow&dtype=f64'],
+    [lm, `?method=importance&position=${lm.sizes.tokens}`], [lm, '?method=grad&target=99999']];
+  for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/attribution${query}`);
+});
+
 test('POST /api/v1/mlm', async () => {
   const r = await call(API, 'POST /api/v1/mlm', 'MlmResponse', '/api/v1/mlm', { model: 'attnscope-mlm', text: 'the [MASK] was good .', k: 3 });
   assert.equal(r.predictions.length, 1);

@@ -279,6 +279,37 @@ export interface AttentionMeta {
   pool_op?: 'max';
 }
 
+/**
+ * meta of GET /api/v1/runs/{id}/attribution?method=M[&target=C][&position=P][&dtype=f32|f16|u8]
+ * (docs/attribution.md): one tensor attribution, (T, T) for rollout, flow and grad (rows = output
+ * tokens, columns = input tokens), (layers, heads, T, T) for norm, (layers, heads) for importance; f32
+ * unless dtype says otherwise
+ */
+export interface AttributionMeta {
+  run: string;
+  method: AttributionMethod;
+  /** T */
+  tokens: number;
+  /**
+   * grad and importance only: the class (classifier) or token id (LM / masked-LM head) whose logit is
+   * explained
+   */
+  target?: number;
+  /**
+   * grad and importance only: the token whose prediction is explained (the one a classifier reads, or
+   * the LM position)
+   */
+  position?: number;
+  /** grad and importance only: the logit explained */
+  logit?: number;
+}
+
+/**
+ * rollout and flow (Abnar & Zuidema 2020), norm (Kobayashi et al. 2020), grad (Chefer et al. 2021),
+ * importance (Michel et al. 2019)
+ */
+export type AttributionMethod = 'rollout' | 'flow' | 'norm' | 'grad' | 'importance';
+
 /** [first, last], inclusive */
 export type IndexRange = [number, number];
 
