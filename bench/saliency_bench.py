@@ -11,13 +11,14 @@ torch.autograd.grad to the word embeddings), for each token count.
    every T. Written to bench/out/saliency_screen.md.
 3. Rounds: per T, the screen's best one-core configuration and its two best
    configurations overall run interleaved with attnscope at 1 and 2 threads (and, with
-   BEFORE=PATH, another attnscope build at 1 and 2 threads: the code before a change),
+   BEFORE=PATH, another attnscope build at 1 and 2 threads: the code before a change;
+   EXTRA="NAME=PATH ..." more builds, each a column pair NAME 1t / 2t),
    ROUNDS rounds of REPEAT calls, one process per call. A figure is the median over
    rounds of each call's median; the PyTorch figure is the lowest of the configurations
    measured in the rounds. Every call: bench/out/saliency_rounds.txt; the table:
    bench/out/saliency_latest.md.
 
-Settings (environment): BIN, BEFORE (unset), TOKENS ("32 128 512"), REPEAT (5), ROUNDS
+Settings (environment): BIN, BEFORE (unset), EXTRA (unset), TOKENS ("32 128 512"), REPEAT (5), ROUNDS
 (3), SCREEN_REPEAT (2), CHECK_T (128; 0 skips the check).
 """
 import os, re, statistics, subprocess, sys
@@ -60,7 +61,8 @@ def torch_run(cfg, tokens, threads, repeat):
 
 def main():
     bin_ = os.environ.get("BIN", "./build/attnscope")
-    before = os.environ.get("BEFORE")
+    others = ([("before", os.environ["BEFORE"])] if os.environ.get("BEFORE") else []) + [
+        tuple(x.split("=", 1)) for x in os.environ.get("EXTRA", "").split()]
     tokens = [int(x) for x in os.environ.get("TOKENS", "32 128 512").split()]
     repeat = int(os.environ.get("REPEAT", "5"))
     rounds = int(os.environ.get("ROUNDS", "3"))
@@ -107,9 +109,9 @@ def main():
             for T in tokens:
                 calls = [("attnscope 1t", lambda: attnscope(bin_, T, 1, repeat)),
                          ("attnscope 2t", lambda: attnscope(bin_, T, 2, repeat))]
-                if before:
-                    calls += [("before 1t", lambda: attnscope(before, T, 1, repeat)),
-                              ("before 2t", lambda: attnscope(before, T, 2, repeat))]
+                for oname, opath in others:
+                    calls += [("%s 1t" % oname, lambda p=opath: attnscope(p, T, 1, repeat)),
+                              ("%s 2t" % oname, lambda p=opath: attnscope(p, T, 2, repeat))]
                 for lab in chosen[T]:
                     cfg = configs.parse_label(lab)
                     calls.append(("torch " + lab, lambda cfg=cfg: torch_run(cfg, [T], [cfg["threads"]], repeat)[-1]))
@@ -121,7 +123,7 @@ def main():
             print("round %d done" % (r + 1), flush=True)
 
     med = lambda lines, key="median_ms": statistics.median(num(l, key) for l in lines)
-    head = ("| tokens | attnscope 1t ms | attnscope 2t ms | " + ("before 1t ms | before 2t ms | " if before else "") +
+    head = ("| tokens | attnscope 1t ms | attnscope 2t ms | " + "".join("%s 1t ms | %s 2t ms | " % (o, o) for o, _ in others) +
             "torch one-core best (config) ms | torch best (config) ms | one-core ratio | best ratio "
             "| attnscope GFLOP/s 1t; 2t | attnscope % of sgemm peak 1t; 2t | attnscope peak RSS MB "
             "| torch peak RSS MB |")
@@ -134,7 +136,7 @@ def main():
         best = min(tm, key=tm.get)
         rss_t = max(num(l, "peak_rss_mb") for lab in tm for l in d["torch " + lab])
         rss_a = max(num(l, "peak_rss_mb") for k in ("attnscope 1t", "attnscope 2t") for l in d[k])
-        bf = "%.1f | %.1f | " % (med(d["before 1t"]), med(d["before 2t"])) if before else ""
+        bf = "".join("%.1f | %.1f | " % (med(d["%s 1t" % o]), med(d["%s 2t" % o])) for o, _ in others)
         rows.append("| %d | %.1f | %.1f | %s%.1f (%s) | %.1f (%s) | %.2fx | **%.2fx** | %.1f; %.1f | %.0f%%; %.0f%% "
                     "| %.1f | %.1f |" % (
                         T, a1, a2, bf, tm[one], one, tm[best], best, tm[one] / a1, tm[best] / min(a1, a2),

@@ -8,7 +8,7 @@
 # 2 threads (and BEFORE=PATH, an older build, likewise) interleaved with the screen's
 # best one-core and two best configurations, ROUNDS rounds of REPEAT calls.
 # Output: bench/out/saliency_latest.md (table), saliency_screen.md, saliency_rounds.txt.
-#   BIN=PATH (default ./build/attnscope)  BEFORE=PATH  TOKENS="..."  REPEAT=5  ROUNDS=3
+#   BIN=PATH (default ./build/attnscope)  BEFORE=PATH  EXTRA="NAME=PATH ..."  TOKENS="..."  REPEAT=5  ROUNDS=3
 #   SCREEN_REPEAT=2  CHECK_T=128
 # Needs Debian's python3-torch; builds the random checkpoint on first use (bench/out/,
 # gitignored).
