@@ -308,6 +308,7 @@ export const en = {
   'rope.rotated': "with RoPE s",
   'rope.position': "position Δ",
   'rope.masked': "masked",
+  'common.windowShort': "window {w}",
   'neuron.ropeColumns': "score = s_pre (content) + Δ (position)",
   'common.period': '.',
   'app.title': 'attnscope explorer',

@@ -308,6 +308,7 @@ export const zhCN: Messages = {
   'rope.rotated': "含 RoPE 的 s",
   'rope.position': "位置 Δ",
   'rope.masked': "已屏蔽",
+  'common.windowShort': "窗口 {w}",
   'neuron.ropeColumns': "分数 = s_pre（内容）+ Δ（位置）",
   'common.period': '。',
   'app.title': 'attnscope 注意力探索器',
