@@ -307,8 +307,24 @@ typedef enum {
                        model has them, before scaling; q_pre / k_pre before RoPE) and v */
     CAP_HIDDEN = 8, /* hidden states: embedding output, then every layer's output */
     CAP_LOGITS = 16,/* task head logits when the model has one (forces all layers) */
-    CAP_ALL = 31
+    CAP_STATS = 32, /* per-head statistics of the attention (AS_HEAD_STAT_*), computed row by
+                       row in the forward without keeping T x T */
+    CAP_ALL = 63
 } as_capture_what;
+
+/* The per-head statistics of CAP_STATS, each the mean over the real (unpadded) query
+ * rows i of a head's attention row p_i (natural log; distances in tokens). */
+enum {
+    AS_HEAD_STAT_ENTROPY = 0, /* -sum_j p_ij log p_ij */
+    AS_HEAD_STAT_SINK,        /* p_i0: mass on the first token (BOS / [CLS]) */
+    AS_HEAD_STAT_SELF,        /* p_ii */
+    AS_HEAD_STAT_PREV,        /* p_i,i-1 (rows i >= 1) */
+    AS_HEAD_STAT_NEXT,        /* p_i,i+1 (rows i < T - 1; 0 for causal models) */
+    AS_HEAD_STAT_DIST,        /* d_i = sum_j p_ij |i - j| */
+    AS_HEAD_STAT_SPREAD,      /* sqrt(sum_j p_ij (|i - j| - d_i)^2) */
+    AS_HEAD_STAT_MAX,         /* max_j p_ij */
+    AS_HEAD_N_STATS
+};
 
 /* Embedding ablation: the named component of the input embedding is replaced by the
  * mean of its table's rows (the same vector for every token), so the pattern a head
@@ -340,6 +356,8 @@ typedef struct as_run {
                             h / (H / Hkv) (grouped-query attention) */
     float *q_pre, *k_pre; /* (n_lay, n_hd, T, Dh): q and k before RoPE (CAP_QKV on a rotary
                              model), else NULL */
+    float *head_stats;   /* (n_lay, n_hd, AS_HEAD_N_STATS) with CAP_STATS, else NULL */
+    int32_t *attention_mask; /* (T) the input's mask (1 real, 0 padding), always kept */
     float *hidden;       /* (n_run + 1, T, D) or NULL; [0] = embedding output */
     float *logits;       /* (logits_rows, logits_cols) or NULL */
     int logits_rows;     /* 1 for a sequence classifier, T for MLM / LM heads */
@@ -361,13 +379,21 @@ const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
 const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
 const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
+/* Rows [i0, i1) of the attention of absolute layer l, head h, recomputed from the run's
+ * captured q and k (CAP_QKV, post-RoPE) with the model's scale, soft-cap and masks (causal,
+ * sliding window, padding): out (i1 - i0, T), equal to the dense capture to float
+ * rounding. Lets a long input keep O(T) per head (q, k, statistics) and any row, block
+ * or head be computed when a view asks for it. Errors: AS_ERR_INPUT when q/k of that
+ * layer and head were not captured or the rows are out of range. */
+as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h, int i0, int i1, float *out,
+                                as_error *err);
 /* Key/value head that query head h reads (h itself without grouped-query attention). */
 int as_run_kv_group(const as_run *r, int h);
 /* The captured tensors of a run under their Hugging Face output names, in the order the
  * CLI writes them (attentions, attention_scores, queries, keys, values, hidden_states,
- * logits, queries_pre_rope, keys_pre_rope), with their shapes; data is NULL for what was
+ * logits, queries_pre_rope, keys_pre_rope, head_stats), with their shapes; data is NULL for what was
  * not captured. Borrowed views into r, valid until as_run_free. */
-#define AS_RUN_N_ARRAYS 9
+#define AS_RUN_N_ARRAYS 10
 typedef struct {
     const char *name;
     const float *data;

@@ -12,7 +12,7 @@
 static const char *RUN_HELP =
     "usage: attnscope run --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
     "                     [--type-ids 0,0,...] [--layer L] [--head H]\n"
-    "                     [--capture all|attn,scores,qkv,hidden,logits]\n"
+    "                     [--capture all|attn,scores,qkv,hidden,logits,stats]\n"
     "                     [--format json|npz] [--out FILE] [--threads N]\n"
     "                     [--max-tokens N] [--no-truncate] [--top K] [--quiet]\n"
     "                     [--precision f32|bf16]\n"
@@ -31,7 +31,11 @@ static const char *RUN_HELP =
     "hidden_states [L+1,T,D] (embedding output first), logits ([1,C] classifier or\n"
     "[T,V] language-model head, when present), layers [L] and heads [H] (the\n"
     "absolute indices captured), score_scale [L] (the factor on q.k per layer),\n"
-    "kv_group [H] (the key/value head each query head reads), and for rotary models\n"
+    "kv_group [H] (the key/value head each query head reads), head_stats [L,H,8]\n"
+    "(--capture stats: per head, the mean over real query rows of entropy, mass on the\n"
+    "first token, on itself, on the previous and next token, mean and spread of the\n"
+    "attention distance, and the largest weight; computed in the forward without\n"
+    "keeping T x T: with --capture stats,qkv a long input keeps O(T) per head), and for rotary models\n"
     "queries_pre_rope, keys_pre_rope [L,H,T,Dh] (q and k before the rotation).\n"
     "\n"
     "--precision bf16 multiplies the linear maps in BF16 (activations and weights\n"
@@ -288,7 +292,7 @@ int cmd_run(int argc, char **argv) {
     if (fmt_npz && !a.out) return cli_usage_error("run", "--format npz needs --out FILE");
     unsigned what = CAP_ALL;
     if (a.capture && cli_parse_capture(a.capture, &what))
-        return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits)", a.capture);
+        return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits, stats)", a.capture);
     if (!fmt_npz && !fmt_json) what |= CAP_ATTN | CAP_LOGITS; /* the summary needs them */
     as_precision prec = AS_PRECISION_F32;
     if (a.precision && as_precision_parse(a.precision, &prec))

@@ -93,6 +93,42 @@ static void attend_head(const float *keep, const attn_rule *ru, int T, int Dh, c
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, vh, ldk, 0.0f, ctx, ldq);
 }
 
+/* The CAP_STATS statistics of one head's attention P (T, T) over its real query rows
+ * (keep[i] != 0), into out (AS_HEAD_N_STATS); sums in double. */
+static void head_stats(const float *P, const float *keep, int T, float *out) {
+    double acc[AS_HEAD_N_STATS] = {0};
+    int n = 0, n_prev = 0, n_next = 0;
+    for (int i = 0; i < T; i++) {
+        if (keep[i] == 0.0f) continue;
+        const float *p = P + (size_t)i * T;
+        double ent = 0.0, d = 0.0, mx = 0.0;
+        for (int j = 0; j < T; j++) {
+            double v = p[j];
+            if (v > 0.0) ent -= v * log(v);
+            d += v * abs(i - j);
+            mx = v > mx ? v : mx;
+        }
+        double var = 0.0;
+        for (int j = 0; j < T; j++) {
+            double e = abs(i - j) - d;
+            var += p[j] * e * e;
+        }
+        acc[AS_HEAD_STAT_ENTROPY] += ent;
+        acc[AS_HEAD_STAT_SINK] += p[0];
+        acc[AS_HEAD_STAT_SELF] += p[i];
+        if (i >= 1) acc[AS_HEAD_STAT_PREV] += p[i - 1], n_prev++;
+        if (i + 1 < T) acc[AS_HEAD_STAT_NEXT] += p[i + 1], n_next++;
+        acc[AS_HEAD_STAT_DIST] += d;
+        acc[AS_HEAD_STAT_SPREAD] += sqrt(var);
+        acc[AS_HEAD_STAT_MAX] += mx;
+        n++;
+    }
+    for (int k = 0; k < AS_HEAD_N_STATS; k++) {
+        int c = k == AS_HEAD_STAT_PREV ? n_prev : k == AS_HEAD_STAT_NEXT ? n_next : n;
+        out[k] = c ? (float)(acc[k] / c) : 0.0f;
+    }
+}
+
 /* dst (T, Dh) = columns [h Dh, (h + 1) Dh) of src (T rows, stride ld). */
 static void copy_head(float *dst, const float *src, int T, int ld, int Dh, int h) {
     for (int t = 0; t < T; t++)
@@ -133,6 +169,7 @@ static void attn_task(void *ctx, int h, int tid) {
     attend_head(ws->keep, &j->rule, T, Dh, ws->q + (size_t)h * Dh, ldq, ws->k + (size_t)g * Dh,
                 ws->v + (size_t)g * Dh, ldk, S, P, ws->ctx + (size_t)h * Dh);
     if (ws->tl && cap && (j->what & CAP_ATTN)) memcpy(r->attn + slot * TT, P, TT * sizeof(float));
+    if (cap && (j->what & CAP_STATS)) head_stats(P, ws->keep, T, r->head_stats + slot * AS_HEAD_N_STATS);
     if (ws->tl && ws->tl->S && cap && (j->what & CAP_SCORES)) memcpy(r->scores + slot * TT, S, TT * sizeof(float));
     if (cap && (j->what & CAP_QKV)) {
         copy_head(r->q + slot * TD, ws->q, T, ldq, Dh, h);
@@ -363,7 +400,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     unsigned what = spec->what & CAP_ALL;
     int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
     int want_logits = (what & CAP_LOGITS) && m->heads;
-    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN);
+    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN | CAP_STATS);
     int n_run = L;
     if (!want_logits && spec->layer >= 0) n_run = spec->layer + 1;
     if (!want_logits && !per_layer) n_run = 0;
@@ -405,6 +442,10 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
                 r->k_pre = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
             }
         }
+        float *mk = cap_take(base, &off, &r->bytes, (size_t)T, 1, 1, &fail); /* int32 mask */
+        r->attention_mask = (int32_t *)mk;
+        if (what & CAP_STATS)
+            r->head_stats = cap_take(base, &off, &r->bytes, nlh, AS_HEAD_N_STATS, 1, &fail);
         if (what & CAP_HIDDEN)
             r->hidden = cap_take(base, &off, &r->bytes, (size_t)n_run + 1, (size_t)T, (size_t)D, &fail);
         if (want_logits)
@@ -469,6 +510,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     }
     size_t TD = (size_t)T * D;
     if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));
+    memcpy(r->attention_mask, enc->mask, (size_t)T * sizeof(int32_t));
     for (int l = 0; l < n_run; l++) {
         ws.tl = tape ? &tape->lay[l] : NULL;
         layer_forward(m, l, T, &ws, r, what, nthreads);
@@ -485,4 +527,49 @@ cleanup:
     as_large_put(ws.block, ws_cap);
     as_run_free(r);
     return s;
+}
+
+as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h, int i0, int i1, float *out,
+                                as_error *err) {
+    const as_config *c = &m->cfg;
+    if (!r->q || !r->k || !captured(r, l, h))
+        return as_err_set(err, AS_ERR_INPUT, "layer %d head %d: queries and keys were not captured (capture qkv)", l,
+                          h);
+    if (r->H != c->n_head || r->Dh != c->d_head || r->L != c->n_layer)
+        return as_err_set(err, AS_ERR_INPUT, "the run was not computed by this model");
+    int T = r->T, Dh = r->Dh;
+    if (i0 < 0 || i1 > T || i0 >= i1)
+        return as_err_set(err, AS_ERR_INPUT, "rows [%d, %d) are outside [0, %d)", i0, i1, T);
+    size_t slot = cap_slot(r, l, h), TD = (size_t)T * Dh;
+    const float *q = r->q + slot * TD, *k = r->k + slot * TD;
+    attn_rule ru = {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap};
+    float *keep = as_malloc_array((size_t)T, sizeof(float));
+    if (!keep) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int j = 0; j < T; j++) keep[j] = r->attention_mask[j] ? 1.0f : 0.0f;
+    for (int i = i0; i < i1; i++) {
+        float *o = out + (size_t)(i - i0) * T;
+        int n = ru.causal ? i + 1 : T, lo = ru.window > 0 && i - ru.window + 1 > 0 ? i - ru.window + 1 : 0;
+        float mx = AS_MASK_VALUE;
+        for (int j = 0; j < T; j++) {
+            if (j < lo || j >= n || keep[j] == 0.0f) {
+                o[j] = AS_MASK_VALUE;
+                continue;
+            }
+            float s = 0.0f;
+            for (int d = 0; d < Dh; d++) s += q[(size_t)i * Dh + d] * k[(size_t)j * Dh + d];
+            s *= ru.scale;
+            if (ru.softcap > 0.0f) s = ru.softcap * as_fast_tanhf(s / ru.softcap);
+            o[j] = s;
+            mx = s > mx ? s : mx;
+        }
+        float sum = 0.0f;
+        for (int j = 0; j < T; j++) {
+            float e = o[j] == AS_MASK_VALUE || mx == AS_MASK_VALUE ? 0.0f : as_fast_expf(o[j] - mx);
+            o[j] = e;
+            sum += e;
+        }
+        for (int j = 0; j < T; j++) o[j] = sum > 0.0f ? o[j] / sum : 0.0f;
+    }
+    free(keep);
+    return AS_OK;
 }

@@ -20,6 +20,7 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
         {"logits", r->logits, 2, {r->logits_rows, r->logits_cols, 0, 0}},
         {"queries_pre_rope", r->q_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
         {"keys_pre_rope", r->k_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
+        {"head_stats", r->head_stats, 3, {r->n_lay, r->n_hd, AS_HEAD_N_STATS, 0}},
     };
     for (int i = 0; i < AS_RUN_N_ARRAYS; i++) out[i] = a[i];
 }

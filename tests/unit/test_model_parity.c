@@ -922,6 +922,74 @@ static void test_bf16_in_place_threads(void **state) {
     bf16_in_place_case(1);
 }
 
+/* ---- statistics in the forward and rows recomputed from q, k ---------------- */
+
+/* CAP_STATS against the same statistics computed here from the dense capture, and
+ * as_run_attention_rows against the dense attention, on every kind of mask (padding,
+ * causal, sliding window, soft-cap, GQA), capturing all heads or one. */
+static void test_head_stats_and_rows(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "gpt2", "mistral_swa", "gemma2", "qwen3"};
+    static const char *const cases[] = {"single", "padded"};
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++)
+        for (int ci = 0; ci < 2; ci++) {
+            loaded_case lc;
+            load_case(names[fi], cases[ci], &lc);
+            as_run *r = forward_ok(&lc, CAP_ATTN | CAP_QKV | CAP_STATS, -1, -1);
+            int T = r->T;
+            size_t TT = (size_t)T * T;
+            double worst_s = 0.0, worst_r = 0.0;
+            float *rows = malloc(TT * sizeof(float));
+            assert_non_null(rows);
+            for (int lh = 0; lh < r->n_lay * r->n_hd; lh++) {
+                const float *P = r->attn + (size_t)lh * TT;
+                double acc[AS_HEAD_N_STATS] = {0};
+                int n = 0, np = 0, nn = 0;
+                for (int i = 0; i < T; i++) {
+                    if (!lc.mask[i]) continue;
+                    double ent = 0, d = 0, mx = 0, var = 0;
+                    for (int j = 0; j < T; j++) {
+                        double v = P[(size_t)i * T + j];
+                        if (v > 0) ent -= v * log(v);
+                        d += v * fabs((double)(i - j));
+                        if (v > mx) mx = v;
+                    }
+                    for (int j = 0; j < T; j++) {
+                        double e = fabs((double)(i - j)) - d;
+                        var += P[(size_t)i * T + j] * e * e;
+                    }
+                    acc[0] += ent, acc[1] += P[(size_t)i * T], acc[2] += P[(size_t)i * T + i];
+                    if (i >= 1) acc[3] += P[(size_t)i * T + i - 1], np++;
+                    if (i + 1 < T) acc[4] += P[(size_t)i * T + i + 1], nn++;
+                    acc[5] += d, acc[6] += sqrt(var), acc[7] += mx, n++;
+                }
+                for (int k = 0; k < AS_HEAD_N_STATS; k++) {
+                    double want = acc[k] / (k == 3 ? np : k == 4 ? nn : n);
+                    worst_s = fmax(worst_s, fabs(want - r->head_stats[(size_t)lh * AS_HEAD_N_STATS + k]));
+                }
+                as_error err = {0};
+                int l = lh / r->n_hd, h = lh % r->n_hd;
+                if (as_run_attention_rows(lc.m, r, l, h, 0, T, rows, &err)) fail_msg("%s", err.msg);
+                for (size_t i = 0; i < TT; i++) worst_r = fmax(worst_r, fabs((double)rows[i] - P[i]));
+            }
+            printf("%s/%s: head statistics max|diff| %.2e, recomputed rows max|diff| %.2e\n", names[fi], cases[ci],
+                   worst_s, worst_r);
+            assert_true(worst_s <= 1e-5 && worst_r <= 1e-6);
+            /* one head captured: its statistics equal the all-heads ones */
+            as_run *one = forward_ok(&lc, CAP_STATS, 1, 2);
+            size_t slot = (size_t)1 * r->n_hd + 2;
+            assert_memory_equal(one->head_stats, r->head_stats + slot * AS_HEAD_N_STATS,
+                                AS_HEAD_N_STATS * sizeof(float));
+            as_error err = {0};
+            assert_int_equal(as_run_attention_rows(lc.m, one, 1, 2, 0, 1, rows, &err), AS_ERR_INPUT);
+            assert_int_equal(as_run_attention_rows(lc.m, r, 0, 0, 0, T + 1, rows, &err), AS_ERR_INPUT);
+            as_run_free(one);
+            free(rows);
+            as_run_free(r);
+            free_case(&lc);
+        }
+}
+
 /* ---- precision bf16 -------------------------------------------------------- */
 
 static double max_abs(const float *a, size_t n) {
@@ -973,7 +1041,7 @@ static void test_precision_bf16(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 10];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 11];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -990,5 +1058,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_reused_buffers);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bf16_in_place_threads);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_head_stats_and_rows);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }
