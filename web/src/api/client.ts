@@ -3,6 +3,8 @@
 import { decodeTensors, type Tensor } from './tensor';
 import type {
   AttentionMeta,
+  AttributionMeta,
+  AttributionMethod,
   ErrorResponse,
   MlmRequest,
   MlmResponse,
@@ -100,12 +102,22 @@ export interface HeadQk {
   kPre?: Tensor; // (T, Dh)
 }
 
+/** An attribution of the run's input (GET .../attribution, docs/attribution.md): data is
+ *  (T, T) for rollout, flow and grad (rows = output tokens), (L, H, T, T) for norm, (L, H)
+ *  for importance. */
+export interface Attribution {
+  meta: AttributionMeta;
+  shape: number[];
+  data: Float32Array;
+}
+
 /** Fetches and caches a run's tensors; re-posts the run when the server evicted it. */
 export class RunData {
   private layers = new Map<number, Promise<LayerAttention>>();
   private qks = new Map<string, Promise<HeadQk>>();
   private pools = new Map<number, Promise<PooledAttention>>();
   private heads = new Map<string, Promise<Float32Array>>();
+  private attributions = new Map<AttributionMethod, Promise<Attribution>>();
   bytesFetched = 0;
 
   constructor(
@@ -176,6 +188,23 @@ export class RunData {
           });
       p.catch(() => this.heads.delete(key));
       this.heads.set(key, p);
+    }
+    return p;
+  }
+
+  /** One attribution method of the run's input, f32, the logit explained by default (the
+   *  predicted class or next token). */
+  attribution(method: AttributionMethod): Promise<Attribution> {
+    let p = this.attributions.get(method);
+    if (!p) {
+      p = this.fetchBinary(`attribution?method=${method}&dtype=f32`).then((buf) => {
+        const d = decodeTensors<AttributionMeta>(buf);
+        const t = d.tensors.get('attribution');
+        if (!t) throw new Error('attribution response without an attribution tensor');
+        return { meta: d.header.meta, shape: t.shape, data: t.data };
+      });
+      p.catch(() => this.attributions.delete(method));
+      this.attributions.set(method, p);
     }
     return p;
   }

@@ -30,6 +30,8 @@ export interface HeatMapOptions {
   cursor: { query: number; key: number } | null;
   /** whether query i cannot see key j (lib/block.ts isMasked), or null: nothing masked */
   masked?: ((i: number, j: number) => boolean) | null;
+  /** the line above the matrix; default: the head's (heat.title) */
+  title?: string;
 }
 
 /** Cells at least this wide (px) get a hatch line besides the grey. */
@@ -94,7 +96,7 @@ export function drawHeatMap(p: Painter, o: HeatMapOptions): void {
   const { r0, c0, n } = o.win;
   const T = o.T;
   const zoomed = n < T;
-  p.text(4, 12, t('heat.title', { layer: o.layer, head: o.head }), { size: 12, color: '#333' });
+  p.text(4, 12, o.title ?? t('heat.title', { layer: o.layer, head: o.head }), { size: 12, color: '#333' });
   if (zoomed) p.text(4, 28, t('heat.window', { r0, r1: r0 + n - 1, c0, c1: c0 + n - 1, T }), { size: 11, color: '#666' });
   const sub = new Float32Array(n * n);
   for (let r = 0; r < n; r++) sub.set(o.att.subarray((r0 + r) * T + c0, (r0 + r) * T + c0 + n), r * n);

@@ -2,11 +2,14 @@
 // (?model=..&text=..&text_b=..&view=head&layer=0&head=0&token=3&heads=0,2&dims=3,17) so a
 // view reloads as it was (and in the same UI language: lang=en|zh-CN). A model without a
 // tokenizer takes token ids, kept in `text` ("1,5,9"); `ids=1,5,9` is read as that too.
-// `rope=pre` shows a rotary model's q and k before the rotation in the neuron view.
+// `rope=pre` shows a rotary model's q and k before the rotation in the neuron view;
+// `attr=flow` picks the attribution view's method (docs/attribution.md).
 
+import type { AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
 
-export type ViewName = 'head' | 'model' | 'neuron' | AnalysisView;
+export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | AnalysisView;
+export const ATTRIBUTION_METHODS: readonly AttributionMethod[] = ['rollout', 'flow', 'grad', 'norm', 'importance'];
 /** The views of the analysis database (views/AnalysisViews.svelte). */
 export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
 export const ANALYSIS_VIEWS: readonly AnalysisView[] = ['overview', 'instances', 'dependency', 'graph', 'pattern', 'compare'];
@@ -26,6 +29,7 @@ export interface UrlState {
   dims: number[] | null; // head dimensions the neuron view marks (from the pattern view); null = none
   mode: 'lines' | 'matrix';
   rope: 'post' | 'pre'; // the neuron view's q and k of a rotary model: after or before RoPE
+  attr: AttributionMethod; // the attribution view's method
   dbrun: number; // analysis run id (0 = the first)
   sent: number; // analysed sentence index (-1 = none)
   cmp: number; // second run of the comparison (0 = the second)
@@ -44,6 +48,7 @@ export const DEFAULT_STATE: UrlState = {
   dims: null,
   mode: 'lines',
   rope: 'post',
+  attr: 'rollout',
   dbrun: 0,
   sent: -1,
   cmp: 0,
@@ -72,7 +77,7 @@ export function readUrlState(search: string): UrlState {
     model: p.get('model') ?? '',
     text: p.get('text') ?? p.get('ids') ?? '',
     text_b: p.get('text_b') ?? '',
-    view: view === 'model' || view === 'neuron' || (view !== null && isAnalysisView(view)) ? view : 'head',
+    view: view === 'model' || view === 'neuron' || view === 'attribution' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
     token: Math.max(-1, int(p.get('token'), -1)),
@@ -80,6 +85,7 @@ export function readUrlState(search: string): UrlState {
     dims: intList(p.get('dims')),
     mode: p.get('mode') === 'matrix' ? 'matrix' : 'lines',
     rope: p.get('rope') === 'pre' ? 'pre' : 'post',
+    attr: ATTRIBUTION_METHODS.find((m) => m === p.get('attr')) ?? 'rollout',
     dbrun: Math.max(0, int(p.get('dbrun'), 0)),
     sent: Math.max(-1, int(p.get('sent'), -1)),
     cmp: Math.max(0, int(p.get('cmp'), 0)),
@@ -100,6 +106,7 @@ export function writeUrlState(s: UrlState): string {
   if (s.dims?.length) p.set('dims', s.dims.join(','));
   if (s.mode !== 'lines') p.set('mode', s.mode);
   if (s.rope !== 'post') p.set('rope', s.rope);
+  if (s.attr !== 'rollout') p.set('attr', s.attr);
   if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
   if (s.sent >= 0) p.set('sent', String(s.sent));
   if (s.cmp > 0) p.set('cmp', String(s.cmp));

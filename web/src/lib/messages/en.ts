@@ -19,6 +19,7 @@ export const en = {
   'tab.head': 'Head view',
   'tab.model': 'Model view',
   'tab.neuron': 'Neuron view',
+  'tab.attribution': 'Attribution',
   'embed.subset': 'layers {layers} and heads {heads} of the model, numbered from 0 here',
 
   // Input bar and masked-token predictions
@@ -312,6 +313,24 @@ export const en = {
   'neuron.ropeColumns': "score = s_pre (content) + Δ (position)",
   'common.period': '.',
   'app.title': 'attnscope explorer',
+
+  // Attribution view (docs/attribution.md)
+  'attr.method': 'Method',
+  'attr.rollout': 'attention rollout',
+  'attr.flow': 'attention flow',
+  'attr.grad': 'gradient-weighted attention',
+  'attr.norm': 'norm-based attention (one head)',
+  'attr.importance': 'head importance',
+  'attr.about.rollout': "Abnar & Zuidema 2020: each layer's attention averaged over heads plus the residual (0.5 A + 0.5 I), multiplied through the layers: how much each output token (row) is made of each input token (column).",
+  'attr.about.flow': 'Abnar & Zuidema 2020: the maximum flow from each input token (column) to each output token (row) through the layers, capacities 0.5 A + 0.5 I; each row sums to 1. Costly: at most 128 tokens.',
+  'attr.about.grad': 'Chefer et al. 2021: attention weighted by the gradient of the prediction (positive part, averaged over heads), accumulated through the layers from the identity.',
+  'attr.about.norm': "Kobayashi et al. 2020: ‖attention × transformed value vector‖ of one head: how much each key token (column) actually writes into each query token (row).",
+  'attr.about.importance': "Michel et al. 2019: |Σ A ∂y/∂A| per head: how much the prediction changes when the head's output is scaled.",
+  'attr.explains': 'Explains the logit {logit} of class or token {target}, predicted at token {position} (the default: the predicted one).',
+  'attr.scaled': 'Colours: values divided by the largest, {max}.',
+  'attr.title': '{method}: rows = output tokens, columns = input tokens',
+  'attr.titleNorm': 'norm-based attention, layer {layer} head {head}: rows = queries, columns = keys',
+  'attr.importanceTitle': 'Head importance: rows = layers, columns = heads',
 } satisfies Record<string, Msg>;
 
 export type MessageKey = keyof typeof en;
