@@ -248,12 +248,16 @@ as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
     return AS_OK;
 }
 
-static float *mean_of(const float *tab, int rows, int cols) {
+/* The mean row of a (rows, cols) table, F32 (tab) or BF16 (tab_bf); sums in double. */
+static float *mean_of(const float *tab, const uint16_t *tab_bf, int rows, int cols) {
     float *mu = as_calloc((size_t)cols, sizeof(float));
     double *acc = as_calloc((size_t)cols, sizeof(double));
     if (mu && acc) {
         for (int r = 0; r < rows; r++)
-            for (int c = 0; c < cols; c++) acc[c] += tab[(size_t)r * cols + c];
+            for (int c = 0; c < cols; c++) {
+                size_t i = (size_t)r * cols + c;
+                acc[c] += tab ? tab[i] : as_bf16_to_f32(tab_bf[i]);
+            }
         for (int c = 0; c < cols; c++) mu[c] = (float)(acc[c] / rows);
     } else {
         free(mu);
@@ -264,26 +268,11 @@ static float *mean_of(const float *tab, int rows, int cols) {
 }
 
 /* Mean rows of the embedding tables, for ablation (as_ablate). */
-static float *mean_of_bf16(const uint16_t *tab, int rows, int cols) {
-    float *mu = as_calloc((size_t)cols, sizeof(float));
-    double *acc = as_calloc((size_t)cols, sizeof(double));
-    if (mu && acc) {
-        for (int r = 0; r < rows; r++)
-            for (int c = 0; c < cols; c++) acc[c] += as_bf16_to_f32(tab[(size_t)r * cols + c]);
-        for (int c = 0; c < cols; c++) mu[c] = (float)(acc[c] / rows);
-    } else {
-        free(mu);
-        mu = NULL;
-    }
-    free(acc);
-    return mu;
-}
-
 static as_status mean_rows(as_model *m, as_error *err) {
     int De = m->cfg.d_embed;
-    m->mean_wte = m->wte ? mean_of(m->wte, m->cfg.vocab_size, De) : mean_of_bf16(m->wte_bf, m->cfg.vocab_size, De);
-    if (m->wpe) m->mean_wpe = mean_of(m->wpe, m->cfg.max_pos, De);
-    if (m->wtt) m->mean_wtt = mean_of(m->wtt, m->cfg.type_vocab, De);
+    m->mean_wte = mean_of(m->wte, m->wte_bf, m->cfg.vocab_size, De);
+    if (m->wpe) m->mean_wpe = mean_of(m->wpe, NULL, m->cfg.max_pos, De);
+    if (m->wtt) m->mean_wtt = mean_of(m->wtt, NULL, m->cfg.type_vocab, De);
     if (!m->mean_wte || (m->wpe && !m->mean_wpe) || (m->wtt && !m->mean_wtt))
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     return AS_OK;

@@ -80,41 +80,60 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
     }
 }
 
+/* Runs fn(job, c0, c1, tid) over the columns [0, n) of a product of `work` multiply-adds:
+ * on the calling thread when small, else in blocks of a multiple of 16 columns, 2 per
+ * thread, handed out dynamically (a thread the OS preempts delays only its block). */
+typedef void (*cols_fn)(const void *job, int c0, int c1, int tid);
+typedef struct {
+    cols_fn fn;
+    const void *job;
+    int n, chunk;
+} cols_run;
+
+static void cols_task(void *ctx, int b, int tid) {
+    const cols_run *c = ctx;
+    int c0 = b * c->chunk, c1 = c0 + c->chunk < c->n ? c0 + c->chunk : c->n;
+    c->fn(c->job, c0, c1, tid);
+}
+
+static void run_cols(cols_fn fn, const void *job, int n, double work) {
+    int nt = t_threads;
+    if (nt <= 1 || work < 2.0e6 || n < 32 * nt) {
+        fn(job, 0, n, 0);
+        return;
+    }
+    int nb = 2 * nt, chunk = ((n + nb - 1) / nb + 15) & ~15;
+    cols_run c = {fn, job, n, chunk};
+    as_parallel_for((n + chunk - 1) / chunk, nt, cols_task, &c);
+}
+
+/* A product of a pass: the map, its operands and the caller's scratch (t_lin is
+ * thread-local, so the pool threads get it here). */
 typedef struct {
     const lin_t *l;
-    const float *x;
-    const uint16_t *xb;
-    float *y;
-    int T, chunk;
-    lin_scratch sc; /* the calling thread's (t_lin is thread-local) */
-} linear_job;
+    const float *x, *dy; /* forward input (T, n_in); output gradient (T, n_out) */
+    const uint16_t *xb;  /* forward: the BF16 input at precision bf16, else NULL */
+    float *y;            /* forward output (T, n_out), dx (T, n_in) or dW */
+    float *db;
+    int T, accumulate;
+    lin_scratch sc;
+} lin_job;
 
-static void linear_task(void *ctx, int b, int tid) {
-    const linear_job *j = ctx;
-    int j0 = b * j->chunk, j1 = j0 + j->chunk < j->l->n_out ? j0 + j->chunk : j->l->n_out;
-    linear_cols(j->l, j->x, j->xb, j->T, j->y, j0, j1, &j->sc, tid);
+static void linear_fn(const void *job, int c0, int c1, int tid) {
+    const lin_job *j = job;
+    linear_cols(j->l, j->x, j->xb, j->T, j->y, c0, c1, &j->sc, tid);
 }
 
 /* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
  * running a single-threaded product on its slice of W, so every weight is read once. */
 void op_linear(const lin_t *l, const float *x, int T, float *y) {
-    int nt = t_threads;
     const uint16_t *xb = NULL;
     if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
         as_f32_to_bf16_n(t_lin.xb, x, (size_t)T * l->n_in);
         xb = t_lin.xb;
     }
-    double work = (double)T * l->n_out * l->n_in;
-    if (nt <= 1 || work < 2.0e6 || l->n_out < 32 * nt) {
-        linear_cols(l, x, xb, T, y, 0, l->n_out, &t_lin, 0);
-        return;
-    }
-    /* 2 column blocks per thread, handed out dynamically: a thread that the OS
-     * preempts delays only its block. Blocks are multiples of 16 columns. */
-    int nb = 2 * nt;
-    int chunk = ((l->n_out + nb - 1) / nb + 15) & ~15;
-    linear_job j = {l, x, xb, y, T, chunk, t_lin};
-    as_parallel_for((l->n_out + chunk - 1) / chunk, nt, linear_task, &j);
+    lin_job j = {.l = l, .x = x, .xb = xb, .y = y, .T = T, .sc = t_lin};
+    run_cols(linear_fn, &j, l->n_out, (double)T * l->n_out * l->n_in);
 }
 
 /* Splits n items into about 4 blocks per thread of at least `min` items and runs
@@ -256,55 +275,30 @@ static void linear_dx_cols(const lin_t *l, const float *dy, int T, float *dx, in
     }
 }
 
-typedef struct {
-    const lin_t *l;
-    const float *dy;
-    float *dx;
-    int T, accumulate, chunk;
-    lin_scratch sc;
-} linear_dx_job;
-
-static void linear_dx_task(void *ctx, int b, int tid) {
-    const linear_dx_job *j = ctx;
-    int i0 = b * j->chunk, i1 = i0 + j->chunk < j->l->n_in ? i0 + j->chunk : j->l->n_in;
-    linear_dx_cols(j->l, j->dy, j->T, j->dx, j->accumulate, i0, i1, &j->sc, tid);
+static void linear_dx_fn(const void *job, int c0, int c1, int tid) {
+    const lin_job *j = job;
+    linear_dx_cols(j->l, j->dy, j->T, j->y, j->accumulate, c0, c1, &j->sc, tid);
 }
 
 void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumulate) {
-    int nt = t_threads;
-    double work = (double)T * l->n_out * l->n_in;
-    if (nt <= 1 || work < 2.0e6 || l->n_in < 32 * nt) {
-        linear_dx_cols(l, dy, T, dx, accumulate, 0, l->n_in, &t_lin, 0);
-        return;
-    }
-    int nb = 2 * nt;
-    int chunk = ((l->n_in + nb - 1) / nb + 15) & ~15;
-    linear_dx_job j = {l, dy, dx, T, accumulate, chunk, t_lin};
-    as_parallel_for((l->n_in + chunk - 1) / chunk, nt, linear_dx_task, &j);
+    lin_job j = {.l = l, .dy = dy, .y = dx, .T = T, .accumulate = accumulate, .sc = t_lin};
+    run_cols(linear_dx_fn, &j, l->n_in, (double)T * l->n_out * l->n_in);
 }
 
 /* dW (+)= the weight gradient of y = x W^T (+ b): nn.Linear dW (n_out, n_in) += dy^T x,
  * Conv1D dW (n_in, n_out) += x^T dy, each thread a block of dW's rows (sums over the T
  * rows in one sgemm per block, so no result depends on the thread count); db (n_out)
  * += the column sums of dy, rows in order. */
-typedef struct {
-    const lin_t *l;
-    const float *x, *dy;
-    float *dw;
-    int T, chunk;
-} linear_dw_job;
-
-static void linear_dw_task(void *ctx, int b, int tid) {
+static void linear_dw_fn(const void *job, int r0, int r1, int tid) {
     (void)tid;
-    const linear_dw_job *j = ctx;
+    const lin_job *j = job;
     const lin_t *l = j->l;
-    int rows = l->in_out ? l->n_in : l->n_out, r0 = b * j->chunk, r1 = r0 + j->chunk < rows ? r0 + j->chunk : rows;
     if (l->in_out)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, l->n_out, j->T, 1.0f, j->x + r0, l->n_in, j->dy,
-                    l->n_out, 1.0f, j->dw + (size_t)r0 * l->n_out, l->n_out);
+                    l->n_out, 1.0f, j->y + (size_t)r0 * l->n_out, l->n_out);
     else
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, l->n_in, j->T, 1.0f, j->dy + r0, l->n_out, j->x,
-                    l->n_in, 1.0f, j->dw + (size_t)r0 * l->n_in, l->n_in);
+                    l->n_in, 1.0f, j->y + (size_t)r0 * l->n_in, l->n_in);
 }
 
 void op_linear_dw(const lin_t *l, const float *x, const float *dy, int T, float *dw, float *db) {
@@ -312,8 +306,6 @@ void op_linear_dw(const lin_t *l, const float *x, const float *dy, int T, float 
         for (int t = 0; t < T; t++)
             for (int j = 0; j < l->n_out; j++) db[j] += dy[(size_t)t * l->n_out + j];
     if (!dw) return;
-    int nt = t_threads, rows = l->in_out ? l->n_in : l->n_out;
-    int chunk = nt > 1 && rows >= 32 * nt ? ((rows + 2 * nt - 1) / (2 * nt) + 15) & ~15 : rows;
-    linear_dw_job j = {l, x, dy, dw, T, chunk};
-    as_parallel_for((rows + chunk - 1) / chunk, nt, linear_dw_task, &j);
+    lin_job j = {.l = l, .x = x, .dy = dy, .y = dw, .T = T, .sc = t_lin};
+    run_cols(linear_dw_fn, &j, l->in_out ? l->n_in : l->n_out, (double)T * l->n_out * l->n_in);
 }
