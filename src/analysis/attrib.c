@@ -137,75 +137,97 @@ void attr_norm_apply(const float *A, const float *fnorm, int L, int H, int T, fl
 /* ---- attention flow: Dinic's algorithm on the dense layered graph ---------------------
  * Nodes (l, x), l = 0..L, id l T + x. Edge e = (l T + i) T + j, l < L, goes (l, j) -> (l + 1, i)
  * with capacity cap[e] = Â_{l+1}[i, j]. Arc k of node (l, x): k < T the edge to (l + 1, k)
- * (residual cap - flow), k >= T the reverse of the edge from (l - 1, k - T) (residual flow). */
+ * (residual cap - flow, kept transposed in res so that a node's arcs are contiguous), k >= T
+ * the reverse of the edge from (l - 1, k - T) (residual flow). */
 
 #define FLOW_EPS 1e-12 /* residuals at or below this are saturated (capacities are <= 1) */
 
 typedef struct {
     int L, T;
     const double *cap; /* (L, T, T) */
+    double *capT;      /* (L, T, T) cap transposed: capT[(l T + j) T + i] = cap[(l T + i) T + j] */
+    double *out_cap;   /* (T) capacity out of input node (0, j): a cut */
+    double *in_cap;    /* (T) capacity into output node (L, i): a cut */
 } flow_graph;
 
 typedef struct {
-    double *flow;    /* (L, T, T) */
+    double *flow;    /* (L, T, T) like cap */
+    double *res;     /* (L, T, T) capT - flow transposed: the forward arcs' residuals */
     int *level;      /* ((L + 1) T) BFS level, -1 unreached or dead */
     int *arc;        /* ((L + 1) T) current arc, 0..2T */
     int *queue;      /* ((L + 1) T) BFS queue, then the augmenting path */
     double *row;     /* (T) one row of flow values */
-    size_t *touched; /* edges whose flow left 0, to reset; overflow = memset all */
+    size_t *touched; /* edges whose flow left 0, to reset; overflow = reset all */
     size_t n_touched, cap_touched;
     int overflow;
 } flow_work;
 
-/* Residual of arc k of node v; *u its head, *e its edge, *dir +1 forward / -1 reverse.
- * -1 when the arc does not exist. */
-static double arc_residual(const flow_graph *g, const double *flow, int v, int k, int *u, size_t *e, int *dir) {
-    const int T = g->T, l = v / T, x = v % T;
+/* Residual of arc k of node (l, x); *u its head, *e its edge (index into cap / flow),
+ * *dir +1 forward / -1 reverse. -1 when the arc does not exist. */
+static inline double arc_residual(const flow_graph *g, const flow_work *w, int l, int x, int k, int *u,
+                                  size_t *e, int *dir) {
+    const int T = g->T;
     if (k < T) {
         if (l == g->L) return -1.0;
         *u = (l + 1) * T + k;
         *e = ((size_t)l * T + k) * T + x;
         *dir = 1;
-        return g->cap[*e] - flow[*e];
+        return w->res[((size_t)l * T + x) * T + k];
     }
     if (l == 0) return -1.0;
     *u = (l - 1) * T + (k - T);
     *e = ((size_t)(l - 1) * T + x) * T + (k - T);
     *dir = -1;
-    return flow[*e];
+    return w->flow[*e];
 }
 
 /* Levels from s; 1 when t is reached. Nodes at t's level or beyond are not expanded. */
 static int flow_bfs(const flow_graph *g, flow_work *w, int s, int t) {
-    const int N = (g->L + 1) * g->T, T = g->T;
+    const int N = (g->L + 1) * g->T, T = g->T, L = g->L;
     for (int v = 0; v < N; v++) w->level[v] = -1;
     int head = 0, tail = 0;
     w->level[s] = 0;
     w->queue[tail++] = s;
     while (head < tail) {
-        int v = w->queue[head++], u, dir;
-        size_t e;
+        const int v = w->queue[head++], l = v / T, x = v - l * T, next = w->level[v] + 1;
         if (w->level[t] >= 0 && w->level[v] >= w->level[t]) break;
-        for (int k = 0; k < 2 * T; k++)
-            if (arc_residual(g, w->flow, v, k, &u, &e, &dir) > FLOW_EPS && w->level[u] < 0) {
-                w->level[u] = w->level[v] + 1;
-                w->queue[tail++] = u;
-            }
+        if (l < L) { /* forward arcs: contiguous residuals */
+            const double *r = w->res + ((size_t)l * T + x) * T;
+            int *lv = w->level + (l + 1) * T;
+            for (int k = 0; k < T; k++)
+                if (r[k] > FLOW_EPS && lv[k] < 0) {
+                    lv[k] = next;
+                    w->queue[tail++] = (l + 1) * T + k;
+                }
+        }
+        if (l > 0) { /* reverse arcs: the flow into (l, x) from layer l - 1 */
+            const double *f = w->flow + ((size_t)(l - 1) * T + x) * T;
+            int *lv = w->level + (l - 1) * T;
+            for (int k = 0; k < T; k++)
+                if (f[k] > FLOW_EPS && lv[k] < 0) {
+                    lv[k] = next;
+                    w->queue[tail++] = (l - 1) * T + k;
+                }
+        }
     }
     return w->level[t] >= 0;
 }
 
 /* Adds b along the path queue[0..depth] (arcs at each node's current arc). */
 static void flow_augment(const flow_graph *g, flow_work *w, int depth, double b) {
+    const int T = g->T;
     for (int d = 0; d < depth; d++) {
-        int v = w->queue[d], u, dir = 0;
+        const int v = w->queue[d], l = v / T, x = v - l * T;
+        int u, dir = 0;
         size_t e = 0;
-        arc_residual(g, w->flow, v, w->arc[v], &u, &e, &dir);
+        arc_residual(g, w, l, x, w->arc[v], &u, &e, &dir);
         if (w->flow[e] == 0.0) {
             if (w->n_touched < w->cap_touched) w->touched[w->n_touched++] = e;
             else w->overflow = 1;
         }
         w->flow[e] += dir * b;
+        const size_t le = e / ((size_t)T * T), i = e / T % T, j = e % T; /* e = (le T + i) T + j */
+        w->res[(le * T + j) * T + i] = g->cap[e] - w->flow[e];
     }
 }
 
@@ -217,13 +239,14 @@ static double flow_blocking(const flow_graph *g, flow_work *w, int s, int t) {
     int depth = 0;
     w->queue[0] = s;
     for (;;) {
-        int v = w->queue[depth], u, dir;
+        const int v = w->queue[depth], l = v / T, x = v - l * T;
+        int u, dir;
         size_t e;
         if (v == t) {
             double b = INFINITY;
             for (int d = 0; d < depth; d++) {
-                int p = w->queue[d];
-                double r = arc_residual(g, w->flow, p, w->arc[p], &u, &e, &dir);
+                const int p = w->queue[d], pl = p / T;
+                double r = arc_residual(g, w, pl, p - pl * T, w->arc[p], &u, &e, &dir);
                 b = r < b ? r : b;
             }
             flow_augment(g, w, depth, b);
@@ -233,7 +256,7 @@ static double flow_blocking(const flow_graph *g, flow_work *w, int s, int t) {
         }
         int advanced = 0;
         for (; w->arc[v] < 2 * T; w->arc[v]++)
-            if (arc_residual(g, w->flow, v, w->arc[v], &u, &e, &dir) > FLOW_EPS && w->level[u] == w->level[v] + 1) {
+            if (arc_residual(g, w, l, x, w->arc[v], &u, &e, &dir) > FLOW_EPS && w->level[u] == w->level[v] + 1) {
                 w->queue[++depth] = u;
                 advanced = 1;
                 break;
@@ -247,12 +270,26 @@ static double flow_blocking(const flow_graph *g, flow_work *w, int s, int t) {
     return total;
 }
 
-static double flow_max(const flow_graph *g, flow_work *w, int s, int t) {
-    double f = 0.0;
-    while (flow_bfs(g, w, s, t)) f += flow_blocking(g, w, s, t);
-    if (w->overflow) memset(w->flow, 0, (size_t)g->L * g->T * g->T * sizeof(double));
-    else
-        for (size_t k = 0; k < w->n_touched; k++) w->flow[w->touched[k]] = 0.0;
+/* Max-flow from input token j to output token i. The first phase's levels are the layers
+ * (with no flow yet, every shortest path goes forward one layer per arc), so it needs no
+ * BFS; the phases stop once the flow reaches a cut's capacity (all that leaves the source
+ * or enters the sink), or no augmenting path is left. */
+static double flow_max(const flow_graph *g, flow_work *w, int j, int i) {
+    const int T = g->T, L = g->L, N = (L + 1) * T, s = j, t = L * T + i;
+    const double bound = fmin(g->out_cap[j], g->in_cap[i]) - FLOW_EPS;
+    for (int v = 0; v < N; v++) w->level[v] = v / T;
+    double f = flow_blocking(g, w, s, t);
+    while (f < bound && flow_bfs(g, w, s, t)) f += flow_blocking(g, w, s, t);
+    if (w->overflow) {
+        memset(w->flow, 0, (size_t)L * T * T * sizeof(double));
+        memcpy(w->res, g->capT, (size_t)L * T * T * sizeof(double));
+    } else {
+        for (size_t k = 0; k < w->n_touched; k++) {
+            const size_t e = w->touched[k], le = e / ((size_t)T * T), ii = e / T % T, jj = e % T;
+            w->flow[e] = 0.0;
+            w->res[(le * T + jj) * T + ii] = g->cap[e];
+        }
+    }
     w->n_touched = 0;
     w->overflow = 0;
     return f;
@@ -261,6 +298,7 @@ static double flow_max(const flow_graph *g, flow_work *w, int s, int t) {
 static void flow_work_free(flow_work *w) {
     if (!w) return;
     free(w->flow);
+    free(w->res);
     free(w->level);
     free(w->arc);
     free(w->queue);
@@ -268,38 +306,65 @@ static void flow_work_free(flow_work *w) {
     free(w->touched);
 }
 
-static int flow_work_init(flow_work *w, int L, int T) {
+static int flow_work_init(flow_work *w, const flow_graph *g) {
     memset(w, 0, sizeof *w);
+    const int L = g->L, T = g->T;
     const size_t E = (size_t)L * T * T, N = (size_t)(L + 1) * T;
     w->flow = as_calloc(E, sizeof(double));
+    w->res = as_malloc_array(E, sizeof(double));
+    if (w->res) memcpy(w->res, g->capT, E * sizeof(double));
     w->level = as_malloc_array(N, sizeof(int));
     w->arc = as_malloc_array(N, sizeof(int));
     w->queue = as_malloc_array(N, sizeof(int));
     w->row = as_malloc_array((size_t)T, sizeof(double));
     w->cap_touched = E < 65536 ? E : 65536;
     w->touched = as_malloc_array(w->cap_touched, sizeof(size_t));
-    if (w->flow && w->level && w->arc && w->queue && w->row && w->touched) return 0;
+    if (w->flow && w->res && w->level && w->arc && w->queue && w->row && w->touched) return 0;
     flow_work_free(w);
     return -1;
 }
 
-/* The capacities (L, T, T): Â of every layer. NULL when out of memory. */
-static double *flow_capacities(const float *A, int L, int H, int T) {
+static void flow_graph_free(flow_graph *g) {
+    free((void *)g->cap);
+    free(g->capT);
+    free(g->out_cap);
+    free(g->in_cap);
+}
+
+/* The capacities of A (L, H, T, T): Â of every layer, transposed, and the cuts around each
+ * input and output node. -1 when out of memory (g freed). */
+static int flow_graph_init(flow_graph *g, const float *A, int L, int H, int T) {
     const size_t TT = (size_t)T * T;
     double *cap = as_malloc_array((size_t)L * TT, sizeof(double));
-    for (int l = 0; cap && l < L; l++) residual_mean(A + (size_t)l * H * TT, H, T, cap + l * TT);
-    return cap;
+    *g = (flow_graph){L, T, cap, as_malloc_array((size_t)L * TT, sizeof(double)), as_calloc((size_t)T, sizeof(double)),
+                      as_calloc((size_t)T, sizeof(double))};
+    if (!cap || !g->capT || !g->out_cap || !g->in_cap) {
+        flow_graph_free(g);
+        return -1;
+    }
+    for (int l = 0; l < L; l++) {
+        residual_mean(A + (size_t)l * H * TT, H, T, cap + l * TT);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) g->capT[l * TT + (size_t)j * T + i] = cap[l * TT + (size_t)i * T + j];
+    }
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) {
+            g->out_cap[j] += cap[(size_t)i * T + j];                    /* (0, j) -> layer 1 */
+            g->in_cap[i] += cap[(size_t)(L - 1) * TT + (size_t)i * T + j]; /* layer L - 1 -> (L, i) */
+        }
+    return 0;
 }
 
 double attr_flow_value(const float *A, int L, int H, int T, int j, int i) {
-    flow_graph g = {L, T, flow_capacities(A, L, H, T)};
+    flow_graph g;
     flow_work w;
     double f = -1.0;
-    if (g.cap && !flow_work_init(&w, L, T)) {
-        f = flow_max(&g, &w, j, L * T + i);
+    if (flow_graph_init(&g, A, L, H, T)) return f;
+    if (!flow_work_init(&w, &g)) {
+        f = flow_max(&g, &w, j, i);
         flow_work_free(&w);
     }
-    free((void *)g.cap);
+    flow_graph_free(&g);
     return f;
 }
 
@@ -312,9 +377,9 @@ typedef struct {
 /* Task i: row i of F, the flows from every input token into output token i, normalised. */
 static void flow_row(void *ctx, int i, int tid) {
     flow_job *job = ctx;
-    const int T = job->g->T, L = job->g->L;
+    const int T = job->g->T;
     double *row = job->w[tid].row, z = 0.0;
-    for (int j = 0; j < T; j++) z += row[j] = flow_max(job->g, &job->w[tid], j, L * T + i);
+    for (int j = 0; j < T; j++) z += row[j] = flow_max(job->g, &job->w[tid], j, i);
     for (int j = 0; j < T; j++) job->F[(size_t)i * T + j] = z > 0.0 ? (float)(row[j] / z) : 0.0f;
 }
 
@@ -324,16 +389,17 @@ as_status attr_flow(const float *A, int L, int H, int T, int threads, float *F, 
                           ATTR_FLOW_MAX_T, T);
     if (threads < 1) threads = 1;
     if (threads > T) threads = T;
-    flow_graph g = {L, T, flow_capacities(A, L, H, T)};
+    flow_graph g;
+    if (flow_graph_init(&g, A, L, H, T)) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     flow_work *w = as_calloc((size_t)threads, sizeof(flow_work));
     int made = 0;
     as_status s = AS_OK;
-    if (!g.cap || !w) {
+    if (!w) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
     for (; made < threads; made++)
-        if (flow_work_init(&w[made], L, T)) {
+        if (flow_work_init(&w[made], &g)) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             goto cleanup;
         }
@@ -342,7 +408,7 @@ as_status attr_flow(const float *A, int L, int H, int T, int threads, float *F, 
 cleanup:
     for (int k = 0; k < made; k++) flow_work_free(&w[k]);
     free(w);
-    free((void *)g.cap);
+    flow_graph_free(&g);
     return s;
 }
 

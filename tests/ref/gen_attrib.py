@@ -34,6 +34,8 @@ Writes tests/ref/fixtures/attrib/<name>.safetensors:
     importance         F32 (L, H)
     d_attentions       F32 (L, H, T, T)   dy/dA of y above
     grad_objective, importance_objective   from grads.safetensors' single.d_attentions
+and tests/ref/fixtures/attrib/random_flow.safetensors: random sparse attention
+(attentions (L, H, T, T)) with its flow_raw and flow by networkx (random_flow_case).
 
 What it does not: change the model fixtures; `make fixtures` runs it after gen_grads.py.
 Run (deterministic): /usr/bin/python3 tests/ref/gen_attrib.py
@@ -135,8 +137,27 @@ def explained_grad(run, P, table, ids, tt, mask, kind):
     return tgt, pos, float(row[tgt]), dA
 
 
+def random_flow_case():
+    """Random sparse attention (L = 4, H = 2, T = 12, about 70% of the weights 0, rows
+    normalised) whose max-flows need augmenting paths through reverse arcs: every raw
+    max-flow value by networkx, for the C max-flow alone."""
+    g = torch.Generator().manual_seed(77)
+    L, H, T = 4, 2, 12
+    A = torch.rand(L, H, T, T, generator=g, dtype=torch.float64)
+    A = A * (torch.rand(L, H, T, T, generator=g, dtype=torch.float64) < 0.3)
+    A[..., 0] += 1e-3  # no empty row
+    A = (A / A.sum(-1, keepdim=True)).float()
+    raw, fl = flow(A.double())
+    path = os.path.join(OUT_DIR, "random_flow.safetensors")
+    st_write(path, [("attentions", A, "F32"), ("flow_raw", raw, "F32"), ("flow", fl, "F32")],
+             {"generator": GENERATOR, "case": "random sparse attention, seed 77"})
+    print(f"random_flow  L={L} H={H} T={T} |flow_raw| max {raw.max().item():.4f} min {raw.min().item():.4f} "
+          f"-> {os.path.getsize(path)} bytes")
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
+    random_flow_case()
     for name in FIXTURES:
         c, P, exp, meta = gen_grads.load(name)
         table, run = gen_grads.make_runner(c, P, meta)

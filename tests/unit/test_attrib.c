@@ -10,7 +10,8 @@
  * position, value) as PyTorch's. bert with target 1 against grads.safetensors' d_attentions
  * (tests/ref/gen_grads.py). The formulas alone, on the reference attention and gradients:
  * every raw max-flow value against networkx.maximum_flow_value (1e-6: stored as F32), rollout, grad-
- * weighted, importance (1e-6 relative). Flow on 1 and 3 threads is identical. Refusals:
+ * weighted, importance (1e-6 relative); the max-flows of random sparse attention that need
+ * several Dinic phases against networkx. Flow on 1 and 3 threads is identical. Refusals:
  * flow beyond ATTR_FLOW_MAX_T tokens, target / position where they do not apply or are out
  * of range.
  */
@@ -217,6 +218,29 @@ static void test_formulas(void **state) {
     formulas("llama_bf16");
 }
 
+/* Random sparse attention whose flows need several Dinic phases (reverse arcs): every raw
+ * max-flow value and the normalised rows against networkx. */
+static void test_random_flow(void **state) {
+    (void)state;
+    as_error err = {0};
+    st_file *f = NULL;
+    if (st_file_open(REFS "random_flow.safetensors", &f, &err)) fail_msg("%s", err.msg);
+    const st_tensor *a = tensor(f, "attentions", DTYPE_F32);
+    const int L = (int)a->shape[0], H = (int)a->shape[1], T = (int)a->shape[2];
+    const float *raw = tensor(f, "flow_raw", DTYPE_F32)->data, *norm = tensor(f, "flow", DTYPE_F32)->data;
+    double md = 0.0;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) md = fmax(md, fabs(attr_flow_value(a->data, L, H, T, j, i) - raw[i * T + j]));
+    printf("random sparse (L = %d, H = %d, T = %d): max-flow vs networkx max abs diff %.2e\n", L, H, T, md);
+    assert_true(md <= 1e-6);
+    float *F = malloc((size_t)T * T * sizeof(float));
+    assert_non_null(F);
+    assert_int_equal(attr_flow(a->data, L, H, T, 2, F, &err), AS_OK);
+    compare("flow", F, norm, (size_t)T * T, 1e-6, 0);
+    free(F);
+    st_file_free(f);
+}
+
 static void refused(const fx *f, attr_method method, int target, int position, const char *needle) {
     as_error err = {0};
     attr_opts o = {.method = method, .target = target, .position = position, .threads = 1};
@@ -274,7 +298,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),      cmocka_unit_test(test_gpt2),    cmocka_unit_test(test_llama_bf16),
-        cmocka_unit_test(test_formulas), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_formulas), cmocka_unit_test(test_random_flow), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
