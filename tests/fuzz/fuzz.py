@@ -405,7 +405,8 @@ def http_req(method, path, body=None):
 
 def mode_http(args, rng, chk):
     vals = ['0', '1', '-1', '3', '99999999999999999999', '1-2', '0-3', '3-0', 'a', '', '%00', '%ff',
-            '1e3', '0x10', '-', '--1', '1,2', '128', '8', '7', 'f16', 'f32', 'f64', 'NaN', ' 1', 'é', "'"]
+            '1e3', '0x10', '-', '--1', '1,2', '128', '8', '7', 'f16', 'f32', 'f64', 'NaN', ' 1', 'é', "'",
+            'rollout', 'flow', 'norm', 'grad', 'importance']
 
     def body():
         o = {'model': rng.choice(['bert-sst', 'gpt2', 'x', None, 1]),
@@ -424,6 +425,8 @@ def mode_http(args, rng, chk):
         rid = json.loads(r.split(b'\r\n\r\n', 1)[1])['id']
         paths = [f'/api/v1/runs/{rid}/attention?layers={{v}}&heads={{v}}&dtype={{v}}&pool={{v}}',
                  f'/api/v1/runs/{rid}/qk?layer={{v}}&head={{v}}', '/api/v1/runs/{v}',
+                 f'/api/v1/runs/{rid}/attribution?method={{v}}&target={{v}}&position={{v}}&dtype={{v}}',
+                 f'/api/v1/runs/{rid}/attribution?method={{v}}',
                  '/api/v1/db/runs/{v}', '/api/v1/db/runs/{v}/heads', '/api/v1/db/runs/{v}/pairs',
                  '/api/v1/db/runs/1/relations?top={v}',
                  '/api/v1/db/runs/1/sentences?offset={v}&limit={v}&q={v}&corpus={v}&relation={v}'
