@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_attribute.sh — `attnscope attribute`: exit 2 with one-line errors for bad input,
 # and the values it writes (JSON and npz) against tests/ref/gen_attrib.py's references on
-# the bert (classifier) and gpt2 (LM) fixtures (read with numpy, no torch).
+# the bert (classifier) and gpt2 (LM) fixtures (read with numpy, no torch); a text pair
+# through a real tokenizer (models/attnscope-sst2) with the class given by its label.
 # Usage: test_attribute.sh path/to/attnscope
 set -u
 BIN=${1:?usage: test_attribute.sh BIN}
@@ -89,6 +90,16 @@ $REF_PY
 j = json.load(open(sys.argv[1]))
 assert j["target"] == 5 and j["position"] == 3 and j["shape"] == [3, 4], j
 print("gpt2 importance of token 5 at position 3: shape", j["shape"])
+EOF
+# text (a pair) through the model's tokenizer, the class by its label name
+expect 0 "" -- attribute --model models/attnscope-sst2 --text "the movie was not good ." --text-b "but the actors were great ." \
+  --method grad --target POSITIVE --out "$TMP/sst.json"
+check "$TMP/sst.json" <<EOF
+$REF_PY
+j = json.load(open(sys.argv[1])); T = len(j["tokens"])
+assert j["target"] == 1 and j["position"] == 0 and j["shape"] == [T, T], (j["target"], j["shape"], T)
+assert j["tokens"][0]["piece"] == "[CLS]" and any(t["segment"] == 1 for t in j["tokens"])
+print(f"attnscope-sst2 grad of POSITIVE on a text pair: {T} x {T}")
 EOF
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all attribute CLI tests passed"
