@@ -131,6 +131,23 @@ void distill_opts_default(distill_opts *o);
  * alpha_mlm MLM + alpha_cos (1 - cos) between final hidden states. */
 as_status distill_run(const distill_opts *o, as_error *err);
 
+/* Causal-LM training of a decoder with an LM head (GPT-2, the LLaMA family) on the
+ * engine's one forward and backward (src/train/lm_train.c): next-token cross-entropy on
+ * seeded random windows of the packed corpus (one document per line, BOS first),
+ * global-norm clipping, AdamW with warmup then cosine decay to 10%; the trained weights
+ * written to out_dir in F32 under the checkpoint's own names, with its config and
+ * tokenizer files. */
+typedef struct {
+    const char *model_dir, *out_dir;
+    const char *const *corpus; int n_corpus;
+    int steps, batch, seq, warmup, threads, log_every, quiet;
+    float lr, weight_decay, clip, beta1, beta2, eps;
+    uint64_t seed;
+    float *loss_out; /* optional (steps): each step's loss */
+} lm_opts;
+void lm_opts_default(lm_opts *o);
+as_status lm_train_run(const lm_opts *o, as_error *err);
+
 #ifdef __cplusplus
 }
 #endif

