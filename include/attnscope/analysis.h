@@ -121,6 +121,12 @@ typedef struct {
  * range, a position given where it does not apply. */
 as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
                        as_error *err);
+/* The same from a run r of enc under m that captured every layer's and head's attention
+ * (CAP_ATTN; and CAP_QKV for ATTR_NORM): rollout, flow and norm read r and run no forward
+ * (the server's cached runs); grad and importance run attr_compute. r and enc are only
+ * read. Errors as attr_compute, and AS_ERR_INPUT when r lacks what the method reads. */
+as_status attr_compute_run(const as_model *m, const as_encoding *enc, const as_run *r, const attr_opts *o,
+                           attr_result *out, as_error *err);
 void attr_result_free(attr_result *r);
 
 /* Writes r (computed on enc under m) as an .npz archive at path: input_ids (T), tokens and

@@ -532,16 +532,12 @@ static as_status value_norms(const as_model *m, const as_run *r, float *fnorm, a
     return AS_OK;
 }
 
-/* rollout / flow / norm: one forward capturing the attention (and v for norm). */
-static as_status compute_plain(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
-                               as_error *err) {
+/* rollout / flow / norm of run r, which holds every layer's and head's attention (and v for
+ * norm), into out (sized). */
+static as_status from_run(const as_model *m, const as_run *r, const attr_opts *o, attr_result *out, as_error *err) {
     const int L = out->L, H = out->H, T = out->T;
-    as_capture_spec spec = {.what = CAP_ATTN | (o->method == ATTR_NORM ? CAP_QKV : 0), .layer = -1, .head = -1,
-                            .threads = o->threads};
-    as_run *r = NULL;
     float *fnorm = NULL;
-    as_status s = as_forward(m, enc, &spec, &r, err);
-    if (s) return s;
+    as_status s = AS_OK;
     if (o->method == ATTR_ROLLOUT) {
         s = attr_rollout(r->attn, L, H, T, out->data, err);
     } else if (o->method == ATTR_FLOW) {
@@ -552,23 +548,30 @@ static as_status compute_plain(const as_model *m, const as_encoding *enc, const 
         attr_norm_apply(r->attn, fnorm, L, H, T, out->data);
     }
     free(fnorm);
+    return s;
+}
+
+/* rollout / flow / norm: one forward capturing the attention (and v for norm). */
+static as_status compute_plain(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
+                               as_error *err) {
+    as_capture_spec spec = {.what = CAP_ATTN | (o->method == ATTR_NORM ? CAP_QKV : 0), .layer = -1, .head = -1,
+                            .threads = o->threads};
+    as_run *r = NULL;
+    as_status s = as_forward(m, enc, &spec, &r, err);
+    if (!s) s = from_run(m, r, o, out, err);
     as_run_free(r);
     return s;
 }
 
-as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
-                       as_error *err) {
-    memset(out, 0, sizeof *out);
-    int grad = 0;
-    as_status s = check_request(m, enc, o, &grad, err);
-    if (s) return s;
+/* *out with method, sizes, shape and zeroed data for T tokens of m. */
+static as_status result_init(const as_model *m, attr_method method, int T, attr_result *out, as_error *err) {
     const as_config *c = as_model_config(m);
-    const int L = c->n_layer, H = c->n_head, T = enc->n;
-    *out = (attr_result){.method = o->method, .T = T, .L = L, .H = H, .target = -1, .position = -1};
-    if (o->method == ATTR_NORM) {
+    const int L = c->n_layer, H = c->n_head;
+    *out = (attr_result){.method = method, .T = T, .L = L, .H = H, .target = -1, .position = -1};
+    if (method == ATTR_NORM) {
         out->ndim = 4;
         out->shape[0] = L, out->shape[1] = H, out->shape[2] = T, out->shape[3] = T;
-    } else if (o->method == ATTR_IMPORTANCE) {
+    } else if (method == ATTR_IMPORTANCE) {
         out->ndim = 2;
         out->shape[0] = L, out->shape[1] = H;
     } else {
@@ -578,7 +581,33 @@ as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opt
     size_t n = 1;
     for (int d = 0; d < out->ndim; d++) n = as_mul_size(n, (size_t)out->shape[d]);
     if (!n || !(out->data = as_calloc(n, sizeof(float)))) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    return AS_OK;
+}
+
+as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
+                       as_error *err) {
+    memset(out, 0, sizeof *out);
+    int grad = 0;
+    as_status s = check_request(m, enc, o, &grad, err);
+    if (s || (s = result_init(m, o->method, enc->n, out, err))) return s;
     s = grad ? compute_grad(m, enc, o, out, err) : compute_plain(m, enc, o, out, err);
     if (s) attr_result_free(out);
+    return s;
+}
+
+as_status attr_compute_run(const as_model *m, const as_encoding *enc, const as_run *r, const attr_opts *o,
+                           attr_result *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    int grad = 0;
+    as_status s = check_request(m, enc, o, &grad, err);
+    if (s) return s;
+    const as_config *c = as_model_config(m);
+    if (grad) return attr_compute(m, enc, o, out, err);
+    if (r->T != enc->n || r->L != c->n_layer || r->H != c->n_head || !r->attn || r->layer_lo != 0 ||
+        r->n_lay != r->L || r->head_lo != 0 || r->n_hd != r->H || (o->method == ATTR_NORM && !r->v))
+        return as_err_set(err, AS_ERR_INPUT, "%s needs a run of this input with every layer's and head's attention%s",
+                          attr_method_name(o->method), o->method == ATTR_NORM ? " and values" : "");
+    if ((s = result_init(m, o->method, enc->n, out, err))) return s;
+    if ((s = from_run(m, r, o, out, err))) attr_result_free(out);
     return s;
 }

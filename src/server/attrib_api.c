@@ -1,6 +1,7 @@
 /* attrib_api.c — the attribution route of a cached run (see attrib_api.h): parses the
  * query, computes the method with the run's model and encoding under the server's forward
- * lock (the gradient methods run a forward and a backward, the others a forward), and
+ * lock (the gradient methods run a forward and a backward; rollout, flow and norm read the
+ * cached run's attention and values, attr_compute_run), and
  * replies one tensor named attribution (rollout, flow, grad: (T, T); norm:
  * (L, H, T, T); importance: (L, H)) with meta {run, method, tokens[, target, position,
  * logit]}. It does not cache results: every request computes.
@@ -55,7 +56,7 @@ void attrib_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_res
     as_error err = {0};
     attr_result r = {0};
     pthread_mutex_lock(&s->fwd_mu);
-    as_status st = attr_compute(s->models[e->model].m, &e->enc, &o, &r, &err);
+    as_status st = attr_compute_run(s->models[e->model].m, &e->enc, e->run, &o, &r, &err);
     pthread_mutex_unlock(&s->fwd_mu);
     api_leave(s);
     if (st) {

@@ -11,7 +11,8 @@
  * (tests/ref/gen_grads.py). The formulas alone, on the reference attention and gradients:
  * every raw max-flow value against networkx.maximum_flow_value (1e-6: stored as F32), rollout, grad-
  * weighted, importance (1e-6 relative); the max-flows of random sparse attention that need
- * several Dinic phases against networkx. Flow on 1 and 3 threads is identical. Refusals:
+ * several Dinic phases against networkx. Flow on 1 and 3 threads is identical; the methods
+ * from a captured run (attr_compute_run) equal attr_compute's. Refusals:
  * flow beyond ATTR_FLOW_MAX_T tokens, target / position where they do not apply or are out
  * of range.
  */
@@ -218,6 +219,49 @@ static void test_formulas(void **state) {
     formulas("llama_bf16");
 }
 
+/* attr_compute_run on a run that captured everything equals attr_compute; a run without
+ * every layer (or without values, for norm) is refused. */
+static void test_from_run(void **state) {
+    (void)state;
+    fx f;
+    load(&f, "gpt2");
+    as_error err = {0};
+    as_capture_spec all = {.what = CAP_ATTN | CAP_QKV, .layer = -1, .head = -1, .threads = 1};
+    as_capture_spec attn = {.what = CAP_ATTN, .layer = -1, .head = -1, .threads = 1};
+    as_capture_spec one = {.what = CAP_ATTN | CAP_QKV, .layer = 1, .head = -1, .threads = 1};
+    as_run *r = NULL, *ra = NULL, *r1 = NULL;
+    if (as_forward(f.m, &f.enc, &all, &r, &err) || as_forward(f.m, &f.enc, &attn, &ra, &err) ||
+        as_forward(f.m, &f.enc, &one, &r1, &err))
+        fail_msg("%s", err.msg);
+    const attr_method ms[] = {ATTR_ROLLOUT, ATTR_FLOW, ATTR_NORM, ATTR_GRAD};
+    for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
+        attr_opts o = {.method = ms[k], .target = -1, .position = -1, .threads = 1};
+        attr_result a, b;
+        if (attr_compute(f.m, &f.enc, &o, &a, &err) || attr_compute_run(f.m, &f.enc, r, &o, &b, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(a.ndim, b.ndim);
+        size_t n = 1;
+        for (int d = 0; d < a.ndim; d++) n *= (size_t)a.shape[d];
+        assert_memory_equal(a.data, b.data, n * sizeof(float));
+        printf("  %s from the run: the same %zu values\n", attr_method_name(ms[k]), n);
+        attr_result_free(&a);
+        attr_result_free(&b);
+    }
+    attr_opts o = {.method = ATTR_NORM, .target = -1, .position = -1, .threads = 1};
+    attr_result x;
+    assert_int_equal(attr_compute_run(f.m, &f.enc, ra, &o, &x, &err), AS_ERR_INPUT);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "and values"));
+    o.method = ATTR_ROLLOUT;
+    assert_int_equal(attr_compute_run(f.m, &f.enc, r1, &o, &x, &err), AS_ERR_INPUT);
+    printf("  refused: %s\n", err.msg);
+    assert_null(x.data);
+    as_run_free(r);
+    as_run_free(ra);
+    as_run_free(r1);
+    unload(&f);
+}
+
 /* Random sparse attention whose flows need several Dinic phases (reverse arcs): every raw
  * max-flow value and the normalised rows against networkx. */
 static void test_random_flow(void **state) {
@@ -298,7 +342,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),      cmocka_unit_test(test_gpt2),    cmocka_unit_test(test_llama_bf16),
-        cmocka_unit_test(test_formulas), cmocka_unit_test(test_random_flow), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_formulas), cmocka_unit_test(test_random_flow), cmocka_unit_test(test_from_run), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
