@@ -4,8 +4,9 @@ docs/attribution.md): attention rollout and attention flow (Abnar & Zuidema 2020
 norm-based attention (Kobayashi et al. 2020), gradient-weighted attention (Chefer et al.
 2021) and head importance (Michel et al. 2019).
 
-What it does: for the model fixtures bert (sequence classifier), gpt2 (LM, Conv1D weights)
-and llama_bf16 (LM, grouped-query attention, BF16 weights) and their "single" case, reads
+What it does: for the model fixtures bert (sequence classifier), gpt2 (LM, Conv1D weights),
+llama_bf16 (LM, grouped-query attention, BF16 weights) and bert_noprefix_mlm (masked-LM
+head, no name prefix) and their "single" case, reads
 the reference attention A (L, H, T, T) and values (L, H, T, Dh) of expected.safetensors
 (tests/ref/gen_models.py, gen_llama.py) and computes in float64:
 
@@ -21,8 +22,8 @@ the reference attention A (L, H, T, T) and values (L, H, T, Dh) of expected.safe
 
 with dy/dA from torch.autograd (float64, the fixture's forward re-run through
 tests/ref/gen_grads.py's runners) for y = the explained logit: the classifier's class
-`target` (the predicted class: C's default), an LM's predicted next token at the last
-position. grads.safetensors' d_attentions (tests/ref/gen_grads.py: the classifier's class 1,
+`target` (the predicted class: C's default), an LM's (or masked LM's) predicted token at
+the last position. grads.safetensors' d_attentions (tests/ref/gen_grads.py: the classifier's class 1,
 the LM's sum over positions of target-token logits) give grad_objective /
 importance_objective: the classifier's with --target 1, and the formulas alone on the LM's.
 
@@ -53,7 +54,7 @@ from gen_models import st_read, st_write  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "fixtures", "attrib")
 GENERATOR = "tests/ref/gen_attrib.py"
-FIXTURES = ("bert", "gpt2", "llama_bf16")
+FIXTURES = ("bert", "gpt2", "llama_bf16", "bert_noprefix_mlm")
 CASE = "single"
 
 torch.set_num_threads(1)
@@ -107,7 +108,8 @@ def head_out(P, c, meta, l):
         return P[f"{meta['prefix']}layers.{l}.self_attn.o_proj.weight"].T
     if arch == "gpt2":
         return P[f"transformer.h.{l}.attn.c_proj.weight"]
-    return P[f"bert.encoder.layer.{l}.attention.output.dense.weight"].T
+    pre = "bert." if "bert.encoder.layer.0.attention.output.dense.weight" in P else ""
+    return P[f"{pre}encoder.layer.{l}.attention.output.dense.weight"].T
 
 
 def norm_based(A, V, P, c, meta):

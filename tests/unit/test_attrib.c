@@ -1,7 +1,7 @@
 /* test_attrib.c — the attribution methods (src/analysis/attrib.c) against
- * tests/ref/gen_attrib.py's float64 references on three fixtures: bert (sequence
+ * tests/ref/gen_attrib.py's float64 references on four fixtures: bert (sequence
  * classifier), gpt2 (LM, Conv1D weights), llama_bf16 (LM, grouped-query attention, BF16
- * weights read in place).
+ * weights read in place), bert_noprefix_mlm (masked-LM head).
  *
  * End to end (attr_compute: the engine's forward and backward): rollout and flow within
  * 1e-5 absolute (the attention itself matches PyTorch to about 1e-6); norm-based, grad-
@@ -159,6 +159,11 @@ static void test_gpt2(void **state) {
 static void test_llama_bf16(void **state) {
     (void)state;
     end_to_end("llama_bf16", 1e-4);
+}
+
+static void test_mlm(void **state) {
+    (void)state;
+    end_to_end("bert_noprefix_mlm", 1e-4);
 }
 
 /* The formulas on the reference attention and gradients. */
@@ -341,7 +346,7 @@ static void test_refusals(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bert),      cmocka_unit_test(test_gpt2),    cmocka_unit_test(test_llama_bf16),
+        cmocka_unit_test(test_bert),      cmocka_unit_test(test_gpt2),    cmocka_unit_test(test_llama_bf16), cmocka_unit_test(test_mlm),
         cmocka_unit_test(test_formulas), cmocka_unit_test(test_random_flow), cmocka_unit_test(test_from_run), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
