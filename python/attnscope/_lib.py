@@ -23,6 +23,7 @@ ACT_NAMES = ("gelu", "gelu_new", "relu", "silu")
 DTYPE_NAMES = ("F32", "F16", "BF16", "I64", "I32", "other")
 HEAD_BITS = {"classifier": 1, "mlm": 2, "lm": 4}
 SAL_METHODS = ("grad", "gxi", "ig")
+ATTR_METHODS = ("rollout", "flow", "norm", "grad", "importance")  # attr_method order
 
 
 class Error(ctypes.Structure):
@@ -95,6 +96,21 @@ class SalResult(ctypes.Structure):
     ]
 
 
+class AttrOpts(ctypes.Structure):
+    """attr_opts (include/attnscope/analysis.h)."""
+    _fields_ = [("method", ctypes.c_int), ("target", ctypes.c_int), ("position", ctypes.c_int),
+                ("threads", ctypes.c_int)]
+
+
+class AttrResult(ctypes.Structure):
+    """attr_result."""
+    _fields_ = [
+        ("method", ctypes.c_int), ("T", ctypes.c_int), ("L", ctypes.c_int), ("H", ctypes.c_int),
+        ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * 4), ("data", ctypes.POINTER(ctypes.c_float)),
+        ("target", ctypes.c_int), ("position", ctypes.c_int), ("logit", ctypes.c_float),
+    ]
+
+
 class AnOpts(ctypes.Structure):
     """an_opts."""
     _fields_ = [
@@ -121,7 +137,7 @@ def new(cls, **fields):
 # (struct, C name) pairs the layout test checks against the header
 STRUCTS = [(Error, "as_error"), (Config, "as_config"), (Encoding, "as_encoding"), (EncodeOpts, "as_encode_opts"),
            (CaptureSpec, "as_capture_spec"), (RunArray, "as_run_array"), (SalOpts, "sal_opts"),
-           (SalResult, "sal_result"), (AnOpts, "an_opts")]
+           (SalResult, "sal_result"), (AttrOpts, "attr_opts"), (AttrResult, "attr_result"), (AnOpts, "an_opts")]
 
 _P = ctypes.POINTER
 _PROTOS = {
@@ -154,6 +170,8 @@ _PROTOS = {
     "as_set_quiet": (None, [ctypes.c_int]),
     "sal_compute": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(SalOpts), _P(SalResult), _P(Error)]),
     "sal_result_free": (None, [_P(SalResult)]),
+    "attr_compute": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(AttrOpts), _P(AttrResult), _P(Error)]),
+    "attr_result_free": (None, [_P(AttrResult)]),
     "an_analyze": (ctypes.c_int, [ctypes.c_char_p, _P(AnOpts), _P(Error)]),
     "an_import_dir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(AnOpts), _P(Error)]),
 }

@@ -1,4 +1,4 @@
-"""core.py — models, runs and saliency over libattnscope (ctypes; see _lib.py).
+"""core.py — models, runs, saliency and attribution over libattnscope (ctypes; see _lib.py).
 
 A Result's arrays are numpy views over the run's own memory (the as_run's one block):
 nothing is copied. Every array's base is a small holder that keeps the run alive, and the
@@ -329,6 +329,41 @@ class Model:
             return out
         finally:
             lib().sal_result_free(ctypes.byref(res))
+            lib().as_encoding_free(ctypes.byref(enc))
+
+
+    def attribute(self, text, text_b=None, method="rollout", target=None, position=None, ids=None, threads=0):
+        """Attribution past raw attention (attr_compute; docs/attribution.md): method
+        "rollout" / "flow" / "grad" (np.float32 [T, T], rows = output tokens, columns = input
+        tokens), "norm" ([L, H, T, T]) or "importance" ([L, H]). grad and importance explain
+        one logit: target = class index or label name of a classifier, token id of an LM /
+        masked-LM head (None = the predicted one), position = the LM's row (None = the last
+        token). Returns a dict: method, data, tokens (token dicts), and for grad /
+        importance target, position, logit."""
+        if method not in _lib.ATTR_METHODS:
+            raise Error("bad method '%s': expected rollout, flow, norm, grad or importance" % method)
+        if isinstance(target, str):
+            labels = self.config["id2label"]
+            if target not in labels:
+                raise Error("bad target '%s': expected a class index, label name or token id" % target)
+            target = labels.index(target)
+        enc = self._encode_ids(ids, None) if ids is not None else self._encode(text, text_b, 0, True)
+        res = _lib.new(_lib.AttrResult)
+        try:
+            opts = _lib.new(_lib.AttrOpts, method=_lib.ATTR_METHODS.index(method),
+                            target=-1 if target is None else int(target),
+                            position=-1 if position is None else int(position), threads=int(threads or 0))
+            err = _lib.new(_lib.Error)
+            _check(lib().attr_compute(self._ptr, ctypes.byref(enc), ctypes.byref(opts), ctypes.byref(res),
+                                      ctypes.byref(err)), err)
+            shape = tuple(res.shape[i] for i in range(res.ndim))
+            out = {"method": method, "data": np.ctypeslib.as_array(res.data, shape).copy(),
+                   "tokens": json.loads(_lib.take_string(lib().as_tokens_json(self._ptr, ctypes.byref(enc))))}
+            if method in ("grad", "importance"):
+                out.update(target=res.target, position=res.position, logit=res.logit)
+            return out
+        finally:
+            lib().attr_result_free(ctypes.byref(res))
             lib().as_encoding_free(ctypes.byref(enc))
 
 

@@ -4,7 +4,8 @@ headers: every array equals `attnscope run --format npz` bit for bit (fixture BE
 GPT-2 on ids, the shipped models on text and pairs, partial captures); arrays are views
 of the run's memory (no copy) that keep it alive; engine errors raise attnscope.Error
 with the CLI's one-line message; two threads run forwards at once; saliency equals
-`attnscope saliency --format json`; analyze + open_db equal `attnscope export`; the
+`attnscope saliency --format json` and attribute `attnscope attribute --format npz`;
+analyze + open_db equal `attnscope export`; the
 ctypes structures match the headers (offsets printed by a compiled C program); the
 shared library exports exactly the public API; the notebook views embed the bundle and
 the run, and the bertviz drop-in embeds the same data.
@@ -262,6 +263,41 @@ class TestModel(unittest.TestCase):
         with self.assertRaises(attnscope.Error) as e:
             attnscope.load(gpt2).saliency(None, ids=[1, 2, 3])
         p = cli("saliency", "--model", gpt2, "--ids", "1,2,3", check=False)
+        self.assertEqual(str(e.exception), p.stderr.strip().removeprefix("attnscope: "))
+
+
+class TestAttribute(unittest.TestCase):
+    def test_attribute_equals_cli(self):
+        """Model.attribute equals `attnscope attribute --format npz` (one thread each) for
+        every method, on a text pair of the shipped classifier and on the GPT-2 fixture's
+        ids with a target token and position; its errors are the CLI's."""
+        m = attnscope.load(SST2)
+        gpt2 = os.path.join(FIX, "gpt2")
+        g = attnscope.load(gpt2)
+        cases = [(m, SST2, ["--text", "the movie was not good .", "--text-b", "but the actors were great ."],
+                  dict(text="the movie was not good .", text_b="but the actors were great ."), {}),
+                 (g, gpt2, ["--ids", "40,53,11,111,6,29,53,49,17"], dict(text=None, ids=[40, 53, 11, 111, 6, 29, 53, 49, 17]),
+                  dict(target=5, position=3))]
+        with tempfile.TemporaryDirectory() as d:
+            for model, path, inp, kw, tp in cases:
+                for method in _lib.ATTR_METHODS:
+                    with self.subTest(model=path, method=method):
+                        grad = method in ("grad", "importance")
+                        extra = ["--target", str(tp["target"]), "--position", str(tp["position"])] if grad and tp else []
+                        out = os.path.join(d, "a.npz")
+                        cli("attribute", "--model", path, *inp, "--method", method, *extra, "--threads", "1",
+                            "--format", "npz", "--out", out)
+                        a = model.attribute(**kw, method=method, threads=1, **(tp if grad else {}))
+                        with np.load(out) as z:
+                            np.testing.assert_array_equal(a["data"], z[method])
+                            self.assertEqual([t["id"] for t in a["tokens"]], list(z["input_ids"]))
+                            if grad:
+                                self.assertEqual((a["target"], a["position"]), (z["target"][0], z["position"][0]))
+                                self.assertEqual(np.float32(a["logit"]), z["logit"][0])
+        self.assertEqual(m.attribute("a good film .", method="grad", target="POSITIVE")["target"], 1)
+        with self.assertRaises(attnscope.Error) as e:
+            m.attribute("a good film .", method="grad", position=1)
+        p = cli("attribute", "--model", SST2, "--text", "a good film .", "--method", "grad", "--position", "1", check=False)
         self.assertEqual(str(e.exception), p.stderr.strip().removeprefix("attnscope: "))
 
 
