@@ -136,11 +136,14 @@ as_status distill_run(const distill_opts *o, as_error *err);
  * seeded random windows of the packed corpus (one document per line, BOS first),
  * global-norm clipping, AdamW with warmup then cosine decay to 10%; the trained weights
  * written to out_dir in F32 under the checkpoint's own names, with its config and
- * tokenizer files. */
+ * tokenizer files; checkpoints in out_dir/checkpoint, from which resume continues with
+ * results identical to an uninterrupted run. */
 typedef struct {
     const char *model_dir, *out_dir;
     const char *const *corpus; int n_corpus;
     int steps, batch, seq, warmup, threads, log_every, quiet;
+    int save_every; /* checkpoint out_dir/checkpoint every N steps (0 = never) */
+    int resume;     /* continue from out_dir/checkpoint (weights, moments, step) */
     float lr, weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
     float *loss_out; /* optional (steps): each step's loss */

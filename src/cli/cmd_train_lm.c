@@ -6,6 +6,7 @@ static const char *TRAIN_LM_HELP =
     "usage: attnscope train-lm --model DIR --corpus FILE[,FILE...] --out DIR\n"
     "         [--steps 100] [--batch 8] [--seq 128] [--lr 3e-4] [--warmup 10] [--wd 0.1]\n"
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
+    "         [--save-every N] [--resume]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
     "model with a causal-LM head: GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) on\n"
@@ -16,7 +17,9 @@ static const char *TRAIN_LM_HELP =
     "use; global-norm clipping at --clip; AdamW (betas 0.9, 0.95; decay on matrices and\n"
     "tables) with linear warmup then cosine decay to 10% of --lr. Writes the trained\n"
     "weights (F32, the checkpoint's tensor names) with config.json and the tokenizer\n"
-    "files to --out. Exit status 0 ok, 2 bad input, 1 internal.\n";
+    "files to --out. --save-every N checkpoints the weights and the optimizer state in\n"
+    "--out/checkpoint; --resume continues from there (same options) with results\n"
+    "identical to an uninterrupted run. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_train_lm(int argc, char **argv) {
     ta_list corpus = {0};
@@ -29,8 +32,9 @@ int cmd_train_lm(int argc, char **argv) {
             fputs(TRAIN_LM_HELP, stdout);
             goto done;
         }
-        if (!strcmp(a, "--quiet")) {
-            o.quiet = 1;
+        if (!strcmp(a, "--quiet") || !strcmp(a, "--resume")) {
+            if (a[2] == 'q') o.quiet = 1;
+            else o.resume = 1;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i, "train-lm"))) {
@@ -48,6 +52,7 @@ int cmd_train_lm(int argc, char **argv) {
         INT("--seq", seq, 2, AS_MAX_POSITIONS)
         INT("--warmup", warmup, 0, 100000000)
         INT("--log-every", log_every, 1, 100000000)
+        INT("--save-every", save_every, 1, 100000000)
         INT("--threads", threads, 1, 1024)
         else if (!strcmp(a, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &seed))

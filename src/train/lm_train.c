@@ -7,15 +7,19 @@
  * one layout), with linear warmup then cosine decay to 10% of the peak rate. Windows of T
  * tokens are cut at seeded random offsets of the packed token stream (documents joined,
  * each preceded by the model's BOS when it has one), so a run is a pure function of the
- * seed. What it does not: dropout, mixed precision, sequence classifiers, the BERT
+ * seed; checkpoints (weights + AdamW moments + step) every save_every steps, and resume
+ * continues from one exactly as the uninterrupted run would. What it does not: dropout, mixed precision, sequence classifiers, the BERT
  * family's masked-LM training (src/train/pretrain.c).
  */
 #include "train/lm_train.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Mean cross-entropy of the next token over the B x (T - 1) predictions of windows ids
  * (B, T); the gradient of that mean for every parameter accumulated into g. */
@@ -159,6 +163,45 @@ static as_status corpus_tokens(const as_model *m, const char *const *files, int 
     return AS_OK;
 }
 
+/* The optimizer state of a checkpoint: dir/optimizer.safetensors with the moments and the
+ * number of steps done. */
+static as_status state_save(const char *dir, const float *mo, const float *vo, size_t n, int step, as_error *err) {
+    char path[4096];
+    as_status s = as_path_join(path, sizeof path, dir, "optimizer.safetensors", err);
+    if (s) return s;
+    int32_t st = step;
+    st_tensor ts[3] = {{.name = "adamw.m", .dtype = DTYPE_F32, .ndim = 1, .shape = {(int64_t)n}, .n_elems = n,
+                        .data = mo, .nbytes = n * sizeof(float)},
+                       {.name = "adamw.v", .dtype = DTYPE_F32, .ndim = 1, .shape = {(int64_t)n}, .n_elems = n,
+                        .data = vo, .nbytes = n * sizeof(float)},
+                       {.name = "steps_done", .dtype = DTYPE_I32, .ndim = 1, .shape = {1}, .n_elems = 1, .data = &st,
+                        .nbytes = sizeof st}};
+    snprintf(ts[0].dtype_name, sizeof ts[0].dtype_name, "F32");
+    snprintf(ts[1].dtype_name, sizeof ts[1].dtype_name, "F32");
+    snprintf(ts[2].dtype_name, sizeof ts[2].dtype_name, "I32");
+    return st_write(path, ts, 3, err);
+}
+
+static as_status state_load(const char *dir, float *mo, float *vo, size_t n, int *step, as_error *err) {
+    char path[4096];
+    st_file *f = NULL;
+    as_status s = as_path_join(path, sizeof path, dir, "optimizer.safetensors", err);
+    if (s || (s = st_file_open(path, &f, err))) return s;
+    const st_tensor *m = st_file_find(f, "adamw.m"), *v = st_file_find(f, "adamw.v"), *k = st_file_find(f, "steps_done");
+    if (!m || !v || !k || m->dtype != DTYPE_F32 || v->dtype != DTYPE_F32 || k->dtype != DTYPE_I32 || m->n_elems != n ||
+        v->n_elems != n || k->n_elems != 1)
+        s = as_err_set(err, AS_ERR_INPUT, "%s: not the optimizer state of this model (%zu parameters)", path, n);
+    else {
+        memcpy(mo, m->data, n * sizeof(float));
+        memcpy(vo, v->data, n * sizeof(float));
+        int32_t st;
+        memcpy(&st, k->data, sizeof st);
+        *step = st;
+    }
+    st_file_free(f);
+    return s;
+}
+
 as_status lm_train_run(const lm_opts *o, as_error *err) {
     as_status s;
     as_model *m = NULL;
@@ -169,7 +212,16 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     size_t n_tok = 0;
     if (o->steps < 1 || o->batch < 1 || o->seq < 2)
         return as_err_set(err, AS_ERR_INPUT, "steps, batch and sequence length must be positive (sequence >= 2)");
-    if ((s = as_model_load(o->model_dir, &m, err))) return s;
+    char ckpt[4096];
+    if ((s = as_path_join(ckpt, sizeof ckpt, o->out_dir, "checkpoint", err))) return s;
+    if (!o->out_dir || (mkdir(o->out_dir, 0755) && errno != EEXIST))
+        return as_err_set(err, AS_ERR_INPUT, "%s: cannot create the output folder", o->out_dir ? o->out_dir : "");
+    /* --resume: the weights of out_dir/checkpoint, its moments and step count */
+    char opt_path[4200];
+    snprintf(opt_path, sizeof opt_path, "%s/optimizer.safetensors", ckpt);
+    if (o->resume && !as_file_exists(opt_path))
+        return as_err_set(err, AS_ERR_INPUT, "%s: no checkpoint to resume from", ckpt);
+    if ((s = as_model_load(o->resume ? ckpt : o->model_dir, &m, err))) return s;
     if (!(as_model_heads(m) & HEAD_LM)) {
         s = as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", o->model_dir);
         goto cleanup;
@@ -198,11 +250,17 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         goto cleanup;
     }
     model_params_decay_mask(m, &params, decay);
+    int start = 0;
+    if (o->resume && (s = state_load(ckpt, mo, vo, params.n, &start, err))) goto cleanup;
+    if (start > o->steps) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: the checkpoint is at step %d, past --steps %d", ckpt, start, o->steps);
+        goto cleanup;
+    }
     if (!o->quiet)
         printf("train-lm: %s, %zu parameters, %zu corpus tokens, %d steps of %d x %d tokens\n", o->model_dir, params.n,
                n_tok, o->steps, o->batch, o->seq);
     double t0 = as_now();
-    for (int step = 0; step < o->steps; step++) {
+    for (int step = start; step < o->steps; step++) {
         train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
         for (int b = 0; b < o->batch; b++) {
             size_t at = (size_t)(train_rng_uniform(&rng) * (double)(n_tok - (size_t)o->seq));
@@ -218,8 +276,14 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         lm_adamw_step(params.block, grads.block, mo, vo, decay, params.n, step, o, lr, gscale);
         if (!o->quiet && (step % (o->log_every > 0 ? o->log_every : 10) == 0 || step == o->steps - 1))
             printf("step %d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.0f tokens/s\n", step + 1, o->steps, loss, norm,
-                   lr, (double)(step + 1) * o->batch * o->seq / (as_now() - t0));
+                   lr, (double)(step + 1 - start) * o->batch * o->seq / (as_now() - t0));
         if (o->loss_out) o->loss_out[step] = (float)loss;
+        if (o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 < o->steps) {
+            if ((s = model_params_save(m, o->model_dir, ckpt, err)) ||
+                (s = state_save(ckpt, mo, vo, params.n, step + 1, err)))
+                goto cleanup;
+            if (!o->quiet) printf("checkpoint at step %d: %s\n", step + 1, ckpt);
+        }
     }
     s = model_params_save(m, o->model_dir, o->out_dir, err);
     if (!s && !o->quiet) printf("wrote %s\n", o->out_dir);

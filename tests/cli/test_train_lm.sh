@@ -33,6 +33,18 @@ EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.tx
 cmp -s "$TMP/o1/model.safetensors" "$TMP/o2/model.safetensors" && ok "same seed, same weights (2 threads vs 1)" \
   || fail "the same seed gave different weights"
 
+# checkpoints: 12 steps straight = 6 steps, then --resume to 12 (same weights, bit for bit)
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s1" --steps 12 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s2" --steps 6 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --save-every 3
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s2" --steps 12 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --save-every 3 --resume
+[ -f "$TMP/s2/checkpoint/optimizer.safetensors" ] && ok "checkpoint written" || fail "no checkpoint"
+cmp -s "$TMP/s1/model.safetensors" "$TMP/s2/model.safetensors" && ok "resumed run = uninterrupted run" \
+  || fail "the resumed run differs from the uninterrupted one"
+expect 2 "no checkpoint to resume from" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/none" --resume
+
 expect 2 "no causal-LM head" -- train-lm --model "$ROOT/tests/ref/fixtures/models/bert" --corpus "$TMP/corpus.txt" --out "$TMP/x"
 expect 2 "over the model's 128 positions" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --seq 500
 expect 2 "required" -- train-lm --model "$M" --out "$TMP/x"
