@@ -216,6 +216,10 @@ const char *as_model_tokenizer_problem(const as_model *m);
 char *as_model_token_text(const as_model *m, int32_t id);
 const char *as_dtype_name(as_dtype t);
 const char *as_arch_name(as_arch a);
+/* Hugging Face's name of an activation ("gelu", "gelu_new", "relu", "silu") and of a
+ * rope_scaling type ("none", "linear", "llama3", "yarn"). */
+const char *as_act_name(as_act a);
+const char *as_rope_scale_name(as_rope_scale k);
 
 /* Arithmetic of a model's linear maps. F32 (default): the products of the stored weights
  * in F32 (BF16 weights of the LLaMA family are widened block by block from the mapping,

@@ -16,25 +16,6 @@ static const char *INFO_HELP =
     "parameter count and tokenizer of the Hugging Face model folder DIR; --format json\n"
     "prints the same as one JSON object. Exit status 0 ok, 2 bad input.\n";
 
-static const char *act_name(as_act a) {
-    switch (a) {
-    case ACT_GELU: return "gelu";
-    case ACT_GELU_NEW: return "gelu_new";
-    case ACT_RELU: return "relu";
-    case ACT_SILU: return "silu";
-    }
-    return "?";
-}
-
-static const char *rope_scaling_name(as_rope_scale k) {
-    switch (k) {
-    case ROPE_SCALE_LINEAR: return "linear";
-    case ROPE_SCALE_LLAMA3: return "llama3";
-    case ROPE_SCALE_YARN: return "yarn";
-    default: return "none";
-    }
-}
-
 static int kv_heads(const as_config *c) { return c->n_kv_head > 0 ? c->n_kv_head : c->n_head; }
 
 /* The layers with a sliding window, as "0-3,5" into buf; returns how many there are. */
@@ -76,7 +57,7 @@ static json_t *info_json(const char *dir, const as_model *m) {
         json_array_append_new(win, json_integer(c->sliding_window > 0 && c->layer_sliding[l] ? c->sliding_window : 0));
     if (c->rope_dim > 0) {
         rope = json_pack("{s:i, s:f, s:s}", "dim", c->rope_dim, "theta", (double)c->rope_theta, "scaling",
-                         rope_scaling_name(c->rope_scaling));
+                         as_rope_scale_name(c->rope_scaling));
         json_object_set_new(rope, "factor", c->rope_scaling ? json_real((double)c->rope_factor) : json_null());
         json_object_set_new(rope, "local_theta",
                             c->rope_local_theta > 0 ? json_real((double)c->rope_local_theta) : json_null());
@@ -95,7 +76,7 @@ static json_t *info_json(const char *dir, const as_model *m) {
     json_object_set_new(o, "gqa_ratio", json_integer(c->n_head / kv_heads(c)));
     json_object_set_new(o, "score_scale", json_real((double)as_attn_scale(c, 0)));
     json_object_set_new(o, "score_layer_scale", json_boolean(c->attn_layer_scale));
-    json_object_set_new(o, "activation", json_string(act_name(c->act)));
+    json_object_set_new(o, "activation", json_string(as_act_name(c->act)));
     json_object_set_new(o, "gated_mlp", json_boolean(c->gated_mlp));
     json_object_set_new(o, "norm", json_string(c->rms_norm ? "rmsnorm" : "layernorm"));
     json_object_set_new(o, "norm_text", json_string(norm));
@@ -133,7 +114,7 @@ static void info_text(const char *dir, const as_model *m) {
                c->attn_layer_scale ? " / (layer + 1)" : "");
     if (c->rope_dim > 0) {
         printf("rope:         %d of %d dims, theta %g", c->rope_dim, c->d_head, (double)c->rope_theta);
-        if (c->rope_scaling) printf(", scaling %s x %g", rope_scaling_name(c->rope_scaling), (double)c->rope_factor);
+        if (c->rope_scaling) printf(", scaling %s x %g", as_rope_scale_name(c->rope_scaling), (double)c->rope_factor);
         else printf(", scaling none");
         if (c->rope_scaling == ROPE_SCALE_LLAMA3 || c->rope_scaling == ROPE_SCALE_YARN)
             printf(" (original %d positions)", c->rope_orig_max_pos);
@@ -154,7 +135,7 @@ static void info_text(const char *dir, const as_model *m) {
         printf("embeddings:   %s\n", c->tie_word_embeddings ? "tied (the LM head is the embedding matrix)" : "not tied");
     }
     printf("width:        %d (feed-forward %d, embeddings %d)\n", c->d_model, c->d_ff, c->d_embed);
-    printf("activation:   %s%s\n", act_name(c->act), c->gated_mlp ? " (gated MLP)" : "");
+    printf("activation:   %s%s\n", as_act_name(c->act), c->gated_mlp ? " (gated MLP)" : "");
     printf("positions:    %d (longest input %d tokens)\n", c->max_pos, as_model_max_tokens(m));
     printf("segments:     %d\n", c->type_vocab);
     printf("vocabulary:   %d\n", c->vocab_size);

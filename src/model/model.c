@@ -31,6 +31,26 @@ const char *as_arch_name(as_arch a) {
     return "unknown";
 }
 
+const char *as_act_name(as_act a) {
+    switch (a) {
+    case ACT_GELU: return "gelu";
+    case ACT_GELU_NEW: return "gelu_new";
+    case ACT_RELU: return "relu";
+    case ACT_SILU: return "silu";
+    }
+    return "?";
+}
+
+const char *as_rope_scale_name(as_rope_scale k) {
+    switch (k) {
+    case ROPE_SCALE_NONE: return "none";
+    case ROPE_SCALE_LINEAR: return "linear";
+    case ROPE_SCALE_LLAMA3: return "llama3";
+    case ROPE_SCALE_YARN: return "yarn";
+    }
+    return "?";
+}
+
 static const char *arch_prefix(const as_config *c) {
     if (!strcmp(c->model_type, "electra")) return "electra.";
     switch (c->arch) {

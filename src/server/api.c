@@ -25,15 +25,6 @@
 
 /* ---- the attention block's description ------------------------------------- */
 
-static const char *rope_scaling_name(as_rope_scale k) {
-    switch (k) {
-    case ROPE_SCALE_LINEAR: return "linear";
-    case ROPE_SCALE_LLAMA3: return "llama3";
-    case ROPE_SCALE_YARN: return "yarn";
-    default: return "none";
-    }
-}
-
 /* Query head h's key/value head under config c (h itself without grouped-query attention). */
 static int kv_group_of(const as_config *c, int h) {
     int hkv = c->n_kv_head > 0 ? c->n_kv_head : c->n_head;
@@ -65,7 +56,7 @@ static json_t *block_json(const as_config *c) {
         for (int l = 0; l < c->n_layer; l++) json_array_append_new(lt, json_real(layer_theta(c, l)));
         rope = json_pack("{s:i, s:f, s:o, s:o, s:s, s:o}", "dim", c->rope_dim, "theta", (double)c->rope_theta,
                          "local_theta", c->rope_local_theta > 0 ? json_real((double)c->rope_local_theta) : json_null(),
-                         "layer_theta", lt, "scaling", rope_scaling_name(c->rope_scaling), "factor",
+                         "layer_theta", lt, "scaling", as_rope_scale_name(c->rope_scaling), "factor",
                          c->rope_scaling != ROPE_SCALE_NONE ? json_real((double)c->rope_factor) : json_null());
     }
     return json_pack("{s:i, s:o, s:b, s:o, s:o, s:f, s:f, s:o}", "n_kv_head", c->n_kv_head > 0 ? c->n_kv_head : c->n_head,

@@ -480,16 +480,6 @@ int train_model_named(const train_model *m, int which, train_named *out, int cap
 
 /* ---- saving ---- */
 
-static const char *act_name(as_act a) {
-    switch (a) {
-    case ACT_GELU: return "gelu";
-    case ACT_GELU_NEW: return "gelu_new";
-    case ACT_RELU: return "relu";
-    case ACT_SILU: return "silu";
-    }
-    return "gelu";
-}
-
 static json_t *config_json(const train_model *m, as_dtype dtype) {
     const train_config *c = &m->cfg;
     json_t *j = json_object(), *archs = json_array();
@@ -511,7 +501,7 @@ static json_t *config_json(const train_model *m, as_dtype dtype) {
         json_object_set_new(j, "n_heads", json_integer(c->n_head));
         json_object_set_new(j, "dim", json_integer(c->d_model));
         json_object_set_new(j, "hidden_dim", json_integer(c->d_ff));
-        json_object_set_new(j, "activation", json_string(act_name(c->act)));
+        json_object_set_new(j, "activation", json_string(as_act_name(c->act)));
         json_object_set_new(j, "dropout", json_real(0.1));
         json_object_set_new(j, "attention_dropout", json_real(0.1));
         json_object_set_new(j, "seq_classif_dropout", json_real(0.2));
@@ -522,7 +512,7 @@ static json_t *config_json(const train_model *m, as_dtype dtype) {
         json_object_set_new(j, "num_attention_heads", json_integer(c->n_head));
         json_object_set_new(j, "hidden_size", json_integer(c->d_model));
         json_object_set_new(j, "intermediate_size", json_integer(c->d_ff));
-        json_object_set_new(j, "hidden_act", json_string(act_name(c->act)));
+        json_object_set_new(j, "hidden_act", json_string(as_act_name(c->act)));
         json_object_set_new(j, "hidden_dropout_prob", json_real(0.1));
         json_object_set_new(j, "attention_probs_dropout_prob", json_real(0.1));
         json_object_set_new(j, "type_vocab_size", json_integer(c->type_vocab));
