@@ -5,7 +5,9 @@
  * cache), and masked-token predictions. A run is made from a text (or pair) or from
  * token ids (models without a tokenizer). Models and runs carry the description of the
  * attention block (block_json: key/value groups, masks, RoPE, soft-caps), and the qk
- * route of a rotary model adds q and k before the rotation. Every failure is a one-line
+ * route of a rotary model adds q and k before the rotation. A long input (over
+ * SRV_LONG_TOKENS tokens, or capture "stats,qkv") keeps no T x T: its attention is served
+ * as pooled tiles recomputed from q and k (server/tile_api.c). Every failure is a one-line
  * JSON error with a 4xx/5xx status; no request input can abort the process.
  * It does not speak HTTP (server.c does) and serves no files.
  */
@@ -15,6 +17,7 @@
 #include "maxpool.h"
 #include "reply.h"
 #include "tensor.h"
+#include "tile_api.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -269,7 +272,8 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
     }
     for (int h = 0; h < r->H; h++) json_array_append_new(kv, json_integer(as_run_kv_group(r, h)));
     json_object_set_new(block, "kv_group", kv); /* the run's own record of the groups */
-    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "id", e->id, "model",
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "capture",
+                     r->attn ? "dense" : "stats,qkv", "id", e->id, "model",
                      sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type, "cached", cached, "text",
                      from_ids ? json_string("") : as_json_string_utf8(e->text), "text_b",
                      as_json_string_utf8(e->text_b), "ids", ids, "causal", c->causal != 0, "sizes", sizes, "block",
@@ -277,12 +281,32 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
                      e->enc.n_warnings ? as_json_string_utf8(e->enc.warning) : json_null());
 }
 
+/* The body's "capture" (absent or "auto", "dense", "stats,qkv") as SRV_CAPTURE_*; -1
+ * after setting a 400. */
+static int parse_capture(const run_req *q, srv_response *rs) {
+    json_t *jc = json_object_get(q->root, "capture");
+    const char *c = jc ? json_string_value(jc) : "auto";
+    if (c && !strcmp(c, "auto")) return SRV_CAPTURE_AUTO;
+    if (c && !strcmp(c, "dense")) return SRV_CAPTURE_DENSE;
+    if (c && !strcmp(c, "stats,qkv")) return SRV_CAPTURE_STATS;
+    reply_error(rs, 400, "field 'capture': expected \"auto\", \"dense\" or \"stats,qkv\"");
+    return -1;
+}
+
+/* What a run of T tokens captures: dense attention, scores, q/k/v and statistics, or for a
+ * long input (auto over SRV_LONG_TOKENS) only q/k/v and statistics, O(T) per head. */
+static unsigned capture_what(int capture, int T) {
+    int dense = capture == SRV_CAPTURE_DENSE || (capture == SRV_CAPTURE_AUTO && T <= SRV_LONG_TOKENS);
+    return dense ? CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS : CAP_QKV | CAP_STATS;
+}
+
 static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
     run_req q;
     as_encoding enc = {0};
     srv_entry *e = NULL;
-    if (parse_run_body(s, rq, &q, rs)) goto cleanup;
-    e = srv_cache_find(&s->cache, q.model, q.text, q.text_b);
+    int capture;
+    if (parse_run_body(s, rq, &q, rs) || (capture = parse_capture(&q, rs)) < 0) goto cleanup;
+    e = srv_cache_find_capture(&s->cache, q.model, q.text, q.text_b, capture);
     if (e) {
         reply_json(rs, 200, run_json(s, e, 1));
         goto cleanup;
@@ -292,7 +316,7 @@ static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
     if (!api_admit(s, rs)) goto cleanup;
     as_error err = {0};
     as_run *run = NULL;
-    as_status st = api_forward(s, sm->m, &enc, CAP_ATTN | CAP_SCORES | CAP_QKV, &run, &err);
+    as_status st = api_forward(s, sm->m, &enc, capture_what(capture, enc.n), &run, &err);
     api_leave(s);
     if (st) {
         reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
@@ -309,6 +333,7 @@ static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
         goto cleanup;
     }
     ne->model = q.model;
+    ne->capture = capture;
     ne->text = t;
     ne->text_b = tb;
     ne->enc = enc;
@@ -440,6 +465,10 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
         return;
     }
     int nl = l1 - l0 + 1, nh = h1 - h0 + 1;
+    if (!r->attn) {
+        reply_error(rs, 400, "run %s is a long run (capture stats,qkv: no T x T kept); use .../tile", e->id);
+        return;
+    }
     for (int l = l0; l <= l1; l++)
         for (int h = h0; h <= h1; h++)
             if (!as_run_attn(r, l, h)) {
@@ -505,6 +534,10 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
     }
     const float *q = as_run_q(r, l, h), *k = as_run_k(r, l, h), *sc = as_run_scores(r, l, h),
                 *at = as_run_attn(r, l, h);
+    if (!r->attn) {
+        reply_error(rs, 400, "run %s is a long run (capture stats,qkv: no T x T kept); use .../tile", e->id);
+        return;
+    }
     if (!q || !k || !sc || !at) {
         reply_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
         return;
@@ -645,12 +678,13 @@ static void wrong_method(srv_response *rs, const char *allow) {
     rs->allow = allow;
 }
 
-/* /api/v1/runs/{id}[/attention|/qk|/attribution]; rest is the part after "runs/". */
+/* /api/v1/runs/{id}[/attention|/qk|/attribution|/tile|/stats]; rest is the part after "runs/". */
 static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     const char *slash = strchr(rest, '/');
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
-    if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution")) {
+    if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution") &&
+        strcmp(sub, "tile") && strcmp(sub, "stats")) {
         reply_error(rs, 404, "no such route");
         return;
     }
@@ -673,6 +707,8 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
     else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
+    else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
+    else if (!strcmp(sub, "stats")) tile_api_stats(s, e, rq, rs);
     else route_qk(s, e, rq, rs);
     srv_cache_release(&s->cache, e);
 }

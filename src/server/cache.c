@@ -67,9 +67,9 @@ static int same(const char *a, const char *b) {
     return !strcmp(a, b);
 }
 
-static srv_entry *find_locked(srv_cache *c, int model, const char *text, const char *text_b) {
+static srv_entry *find_locked(srv_cache *c, int model, const char *text, const char *text_b, int capture) {
     for (srv_entry *e = c->head; e; e = e->next)
-        if (e->model == model && same(e->text, text) && same(e->text_b, text_b)) return e;
+        if (e->model == model && e->capture == capture && same(e->text, text) && same(e->text_b, text_b)) return e;
     return NULL;
 }
 
@@ -84,8 +84,12 @@ static srv_entry *touch_locked(srv_cache *c, srv_entry *e) {
 }
 
 srv_entry *srv_cache_find(srv_cache *c, int model, const char *text, const char *text_b) {
+    return srv_cache_find_capture(c, model, text, text_b, SRV_CAPTURE_AUTO);
+}
+
+srv_entry *srv_cache_find_capture(srv_cache *c, int model, const char *text, const char *text_b, int capture) {
     pthread_mutex_lock(&c->mu);
-    srv_entry *e = find_locked(c, model, text, text_b);
+    srv_entry *e = find_locked(c, model, text, text_b, capture);
     if (e) touch_locked(c, e);
     pthread_mutex_unlock(&c->mu);
     return e;
@@ -102,7 +106,7 @@ srv_entry *srv_cache_get(srv_cache *c, const char *id) {
 
 srv_entry *srv_cache_put(srv_cache *c, srv_entry *e) {
     pthread_mutex_lock(&c->mu);
-    srv_entry *old = find_locked(c, e->model, e->text, e->text_b);
+    srv_entry *old = find_locked(c, e->model, e->text, e->text_b, e->capture);
     if (old) {
         touch_locked(c, old);
         pthread_mutex_unlock(&c->mu);

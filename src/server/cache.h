@@ -25,12 +25,19 @@
  * ("\xff" "ids:1,5,9"): not UTF-8, so no posted text is ever equal to it. */
 #define SRV_IDS_KEY "\xff" "ids:"
 
+/* The capture a POST /run asks for, part of the cache key: auto (dense up to
+ * SRV_LONG_TOKENS tokens, else stats,qkv), dense, or stats,qkv. */
+enum { SRV_CAPTURE_AUTO = 0, SRV_CAPTURE_DENSE, SRV_CAPTURE_STATS };
+
 typedef struct srv_entry {
     char id[SRV_RUN_ID_LEN + 1]; /* hex, unique for the server's lifetime */
     int model;                   /* index into the server's models */
     char *text, *text_b;         /* owned; text_b may be NULL */
     as_encoding enc;             /* owned */
-    as_run *run;                 /* owned: CAP_ATTN | CAP_SCORES | CAP_QKV, all layers and heads */
+    as_run *run;                 /* owned: all layers and heads; CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS
+                                    (dense), or CAP_STATS | CAP_QKV for a long input (no T x T) */
+    int capture;                 /* part of the key: the capture the run was asked with
+                                    (SRV_CAPTURE_*; 0, auto, for entries not made by POST /run) */
     int refs;                    /* cache's own reference + readers */
     int in_cache;
     int evicted;                 /* left the cache while referenced: counted in held_bytes */
@@ -53,8 +60,10 @@ typedef struct {
 void srv_cache_init(srv_cache *c, int max_entries, size_t max_bytes);
 /* Frees every entry (no request may still hold one). */
 void srv_cache_free(srv_cache *c);
-/* Finds by key or id; returns a referenced entry (release with srv_cache_release) or NULL. */
+/* Finds by key or id; returns a referenced entry (release with srv_cache_release) or NULL.
+ * srv_cache_find looks for capture SRV_CAPTURE_AUTO, srv_cache_find_capture for any. */
 srv_entry *srv_cache_find(srv_cache *c, int model, const char *text, const char *text_b);
+srv_entry *srv_cache_find_capture(srv_cache *c, int model, const char *text, const char *text_b, int capture);
 srv_entry *srv_cache_get(srv_cache *c, const char *id);
 /* Takes ownership of e (its text, enc and run), assigns an id and inserts it, evicting
  * least recently used entries beyond the bounds. When an entry with the same key was

@@ -228,6 +228,31 @@ test('GET /api/v1/runs/{id}/attribution', async () => {
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/attribution${query}`);
 });
 
+test('long runs: capture, tile and stats', async () => {
+  const ids = [3, 8, 13, 21, 34, 4, 7, 11, 50, 1, 2];
+  const runs = {};
+  for (const capture of ['dense', 'stats,qkv']) {
+    const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'mistral_swa', ids, capture });
+    assert.equal(run.capture, capture);
+    runs[capture] = run;
+    for (const [query, shape] of [['layer=1&head=3', [11, 11]], ['layer=0&head=0&rows=2-9&cols=0-10&n=4&exclude=0&dtype=f16', [4, 4]]]) {
+      const h = await binary(API, 'GET /api/v1/runs/{id}/tile', 'TileMeta', ['max', 'mean'], `/api/v1/runs/${run.id}/tile?${query}`);
+      assert.deepEqual(h.tensors[0].shape, shape);
+      assert.equal(h.meta.source, capture === 'dense' ? 'dense' : 'recomputed');
+    }
+    const st = await binary(API, 'GET /api/v1/runs/{id}/stats', 'StatsMeta', ['head_stats'], `/api/v1/runs/${run.id}/stats`);
+    assert.deepEqual(st.tensors[0].shape, [2, 4, 8]);
+  }
+  assert.equal((await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: [1, 2, 3] })).capture, 'dense');
+  const long = runs['stats,qkv'];
+  await error(400, `/api/v1/runs/${long.id}/attention`);
+  await error(400, `/api/v1/runs/${long.id}/qk?layer=0&head=0`);
+  for (const q of ['', '?layer=0', '?layer=0&head=9', '?layer=0&head=0&rows=3-1', '?layer=0&head=0&n=0', '?layer=0&head=0&exclude=99', '?layer=0&head=0&dtype=x'])
+    await error(400, `/api/v1/runs/${long.id}/tile${q}`);
+  await error(400, `/api/v1/runs/${long.id}/stats?dtype=x`);
+  await error(400, '/api/v1/run', post('{"model": "llama", "ids": [1, 2], "capture": "full"}'));
+});
+
 test('POST /api/v1/mlm', async () => {
   const r = await call(API, 'POST /api/v1/mlm', 'MlmResponse', '/api/v1/mlm', { model: 'attnscope-mlm', text: 'the [MASK] was good .', k: 3 });
   assert.equal(r.predictions.length, 1);

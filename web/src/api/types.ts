@@ -173,7 +173,19 @@ export interface RunResponse {
   tokens: Token[];
   /** the tokenizer's last warning (invalid UTF-8 replaced, ...), or null */
   warning: string | null;
+  /**
+   * what the run kept (the server always sends it; optional for runs embedded in a page): dense =
+   * every head's T x T attention and scores (attention, qk routes), stats,qkv = q, k, v and head
+   * statistics only, O(T) per head, its attention served by the tile route
+   */
+  capture?: Capture;
 }
+
+/**
+ * a run's capture: dense (T x T attention and scores of every head, q/k/v, statistics) or stats,qkv
+ * (q/k/v and statistics only; attention recomputed per tile)
+ */
+export type Capture = 'dense' | 'stats,qkv';
 
 /**
  * Body of POST /api/v1/run: a text (and text_b), or token ids (any model; the only input of a model
@@ -190,6 +202,11 @@ export interface RunRequest {
    * added); not with text
    */
   ids?: number[];
+  /**
+   * auto (default): dense up to 1024 tokens (SRV_LONG_TOKENS), stats,qkv above; or forced. Part of the
+   * cache key
+   */
+  capture?: 'auto' | 'dense' | 'stats,qkv';
 }
 
 /** Body of POST /api/v1/mlm. */
@@ -302,6 +319,46 @@ export interface AttributionMeta {
   position?: number;
   /** grad and importance only: the logit explained */
   logit?: number;
+}
+
+/**
+ * meta of GET
+ * /api/v1/runs/{id}/tile?layer=L&head=H[&rows=a-b][&cols=c-d][&n=N][&exclude=k,...][&dtype=f32|f16|u8]:
+ * tensors max and mean, (Pr, Pc) = (min(N, rows), min(N, cols)): the largest and the mean weight of
+ * each block of one head's attention; block i of the rows covers a + [floor(i*R/Pr),
+ * floor((i+1)*R/Pr)), R = b - a + 1 (likewise columns); at full resolution each cell is one weight
+ */
+export interface TileMeta {
+  run: string;
+  layer: number;
+  head: number;
+  /** T */
+  tokens: number;
+  /** queries, inclusive range */
+  rows: IndexRange;
+  /** keys, inclusive range */
+  cols: IndexRange;
+  /** [Pr, Pc]: blocks per side */
+  pool: [number, number];
+  /** keys left out, each row renormalised over the others (the attention sink); [] for none */
+  exclude: number[];
+  /**
+   * dense: pooled from the captured attention; recomputed: rows recomputed from the captured q and k
+   * (a stats,qkv run)
+   */
+  source: 'dense' | 'recomputed';
+}
+
+/**
+ * meta of GET /api/v1/runs/{id}/stats[?dtype=f32|f16|u8]: one tensor head_stats (layers, heads, 8),
+ * each the mean over the query rows (docs/engine.md, Capture)
+ */
+export interface StatsMeta {
+  run: string;
+  /** T */
+  tokens: number;
+  /** the names of the last axis */
+  stats: ['entropy', 'sink', 'self', 'prev', 'next', 'dist', 'spread', 'max'];
 }
 
 /**

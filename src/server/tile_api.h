@@ -1,0 +1,21 @@
+/* tile_api.h — the routes of long runs: GET /api/v1/runs/{id}/tile (a pooled block of
+ * one head's attention, max and mean, from the dense capture or recomputed from q and
+ * k; server/tile.h) and GET /api/v1/runs/{id}/stats (the per-head statistics of the
+ * forward, CAP_STATS), both as binary tensors. Internal to the server module; see
+ * docs/server.md, "Long inputs".
+ */
+#ifndef AS_SRV_TILE_API_H
+#define AS_SRV_TILE_API_H
+
+#include "api.h"
+
+/* tile?layer=L&head=H[&rows=a-b][&cols=c-d][&n=N][&exclude=k1,k2,...][&dtype=f32|f16|u8]
+ * on entry e (borrowed, referenced by the caller). Fills rs: 200 with tensors max and
+ * mean, 400 for a bad query, 500 otherwise. */
+void tile_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);
+
+/* stats[?dtype=f32|f16|u8] on entry e: tensor head_stats (L, H, AS_HEAD_N_STATS). 400
+ * for a bad dtype, 500 when the run has no statistics. */
+void tile_api_stats(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);
+
+#endif
