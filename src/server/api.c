@@ -7,7 +7,8 @@
  * attention block (block_json: key/value groups, masks, RoPE, soft-caps), and the qk
  * route of a rotary model adds q and k before the rotation. A long input (over
  * SRV_LONG_TOKENS tokens, or capture "stats,qkv") keeps no T x T: its attention is served
- * as pooled tiles recomputed from q and k (server/tile_api.c). Every failure is a one-line
+ * as pooled tiles recomputed from q and k, and every run's head statistics by the stats
+ * route (server/tile_api.c). Every failure is a one-line
  * JSON error with a 4xx/5xx status; no request input can abort the process.
  * It does not speak HTTP (server.c does) and serves no files.
  */

@@ -12,6 +12,8 @@ import type {
   QkMeta,
   RunRequest,
   RunResponse,
+  StatsMeta,
+  TileMeta,
 } from './types';
 
 const BASE = '/api/v1';
@@ -111,6 +113,45 @@ export interface Attribution {
   data: Float32Array;
 }
 
+/** A block of one head's attention (GET .../tile): rows [r0, r1) × keys [c0, c1) pooled to
+ *  pr × pc cells, each the largest (max) and the mean weight of its block; at full
+ *  resolution (pr = r1 - r0, pc = c1 - c0) each cell is one weight. */
+export interface Tile {
+  layer: number;
+  head: number;
+  r0: number;
+  r1: number;
+  c0: number;
+  c1: number;
+  pr: number;
+  pc: number;
+  exclude: number[];
+  max: Float32Array; // (pr, pc)
+  mean: Float32Array; // (pr, pc)
+}
+
+export interface TileQuery {
+  layer: number;
+  head: number;
+  r0: number; // rows [r0, r1)
+  r1: number;
+  c0: number; // keys [c0, c1)
+  c1: number;
+  n: number; // at most n × n cells (1..256)
+  exclude: number[]; // keys left out, rows renormalised (the sink: [0])
+}
+
+/** The per-head statistics of the forward (GET .../stats): data is (L, H, names.length). */
+export interface HeadStats {
+  names: string[];
+  layers: number;
+  heads: number;
+  data: Float32Array;
+}
+
+/** Tiles kept per run (the last ones asked for: panning back is free). */
+const TILE_CACHE = 48;
+
 /** Fetches and caches a run's tensors; re-posts the run when the server evicted it. */
 export class RunData {
   private layers = new Map<number, Promise<LayerAttention>>();
@@ -118,6 +159,8 @@ export class RunData {
   private pools = new Map<number, Promise<PooledAttention>>();
   private heads = new Map<string, Promise<Float32Array>>();
   private attributions = new Map<AttributionMethod, Promise<Attribution>>();
+  private tiles = new Map<string, Promise<Tile>>();
+  private statsP: Promise<HeadStats> | null = null;
   bytesFetched = 0;
 
   constructor(
@@ -207,6 +250,49 @@ export class RunData {
       this.attributions.set(method, p);
     }
     return p;
+  }
+
+  /** Whether the run kept no T × T attention (a long input): only tiles and stats serve it. */
+  get isLong(): boolean {
+    return this.run.capture === 'stats,qkv';
+  }
+
+  /** A pooled block of one head's attention, f32; the last TILE_CACHE are kept. */
+  tile(q: TileQuery): Promise<Tile> {
+    const path = `tile?layer=${q.layer}&head=${q.head}&rows=${q.r0}-${q.r1 - 1}&cols=${q.c0}-${q.c1 - 1}&n=${q.n}` +
+      (q.exclude.length ? `&exclude=${q.exclude.join(',')}` : '');
+    let p = this.tiles.get(path);
+    if (p) {
+      this.tiles.delete(path); /* most recent last */
+      this.tiles.set(path, p);
+      return p;
+    }
+    p = this.fetchBinary(path).then((buf) => {
+      const d = decodeTensors<TileMeta>(buf);
+      const mx = d.tensors.get('max'), mean = d.tensors.get('mean'), m = d.header.meta;
+      if (!mx || !mean) throw new Error('tile response without max and mean');
+      return { layer: m.layer, head: m.head, r0: m.rows[0], r1: m.rows[1] + 1, c0: m.cols[0], c1: m.cols[1] + 1,
+        pr: m.pool[0], pc: m.pool[1], exclude: m.exclude, max: mx.data, mean: mean.data };
+    });
+    p.catch(() => this.tiles.delete(path));
+    this.tiles.set(path, p);
+    while (this.tiles.size > TILE_CACHE) this.tiles.delete(this.tiles.keys().next().value as string);
+    return p;
+  }
+
+  /** Every head's statistics (entropy, sink mass, ...), computed in the forward. */
+  stats(): Promise<HeadStats> {
+    if (!this.statsP) {
+      const p = this.fetchBinary('stats').then((buf) => {
+        const d = decodeTensors<StatsMeta>(buf);
+        const t = d.tensors.get('head_stats');
+        if (!t) throw new Error('stats response without head_stats');
+        return { names: d.header.meta.stats, layers: t.shape[0], heads: t.shape[1], data: t.data };
+      });
+      p.catch(() => (this.statsP = null));
+      this.statsP = p;
+    }
+    return this.statsP;
   }
 
   qk(l: number, h: number): Promise<HeadQk> {

@@ -3,12 +3,13 @@
 // view reloads as it was (and in the same UI language: lang=en|zh-CN). A model without a
 // tokenizer takes token ids, kept in `text` ("1,5,9"); `ids=1,5,9` is read as that too.
 // `rope=pre` shows a rotary model's q and k before the rotation in the neuron view;
-// `attr=flow` picks the attribution view's method (docs/attribution.md).
+// `attr=flow` picks the attribution view's method (docs/attribution.md); `scale=log` and
+// `sink=0` set the long map's colour scale and leave out its first key (view=long).
 
 import type { AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
 
-export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | AnalysisView;
+export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'long' | AnalysisView;
 export const ATTRIBUTION_METHODS: readonly AttributionMethod[] = ['rollout', 'flow', 'grad', 'norm', 'importance'];
 /** The views of the analysis database (views/AnalysisViews.svelte). */
 export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
@@ -30,6 +31,8 @@ export interface UrlState {
   mode: 'lines' | 'matrix';
   rope: 'post' | 'pre'; // the neuron view's q and k of a rotary model: after or before RoPE
   attr: AttributionMethod; // the attribution view's method
+  scale: 'lin' | 'log'; // the long map's colour scale
+  sink: boolean; // the long map without the first key, rows renormalised
   dbrun: number; // analysis run id (0 = the first)
   sent: number; // analysed sentence index (-1 = none)
   cmp: number; // second run of the comparison (0 = the second)
@@ -49,6 +52,8 @@ export const DEFAULT_STATE: UrlState = {
   mode: 'lines',
   rope: 'post',
   attr: 'rollout',
+  scale: 'lin',
+  sink: false,
   dbrun: 0,
   sent: -1,
   cmp: 0,
@@ -77,7 +82,7 @@ export function readUrlState(search: string): UrlState {
     model: p.get('model') ?? '',
     text: p.get('text') ?? p.get('ids') ?? '',
     text_b: p.get('text_b') ?? '',
-    view: view === 'model' || view === 'neuron' || view === 'attribution' || (view !== null && isAnalysisView(view)) ? view : 'head',
+    view: view === 'model' || view === 'neuron' || view === 'attribution' || view === 'long' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
     token: Math.max(-1, int(p.get('token'), -1)),
@@ -86,6 +91,8 @@ export function readUrlState(search: string): UrlState {
     mode: p.get('mode') === 'matrix' ? 'matrix' : 'lines',
     rope: p.get('rope') === 'pre' ? 'pre' : 'post',
     attr: ATTRIBUTION_METHODS.find((m) => m === p.get('attr')) ?? 'rollout',
+    scale: p.get('scale') === 'log' ? 'log' : 'lin',
+    sink: p.get('sink') === '0',
     dbrun: Math.max(0, int(p.get('dbrun'), 0)),
     sent: Math.max(-1, int(p.get('sent'), -1)),
     cmp: Math.max(0, int(p.get('cmp'), 0)),
@@ -107,6 +114,8 @@ export function writeUrlState(s: UrlState): string {
   if (s.mode !== 'lines') p.set('mode', s.mode);
   if (s.rope !== 'post') p.set('rope', s.rope);
   if (s.attr !== 'rollout') p.set('attr', s.attr);
+  if (s.scale !== 'lin') p.set('scale', s.scale);
+  if (s.sink) p.set('sink', '0');
   if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
   if (s.sent >= 0) p.set('sent', String(s.sent));
   if (s.cmp > 0) p.set('cmp', String(s.cmp));

@@ -1,0 +1,217 @@
+// long.test.mjs — the long map (ctest browser_long) on a 2048-token input of a random
+// Llama (make_llama_model.mjs: 2 layers × 4 heads sharing 2 kv heads, 2048 positions, no
+// window), which the server runs as a long run (capture stats,qkv: no T × T kept). Checks:
+//   - the explorer opens the long map for it, the dense views' tabs are disabled, and the
+//     first tile asked for is the whole head pooled to 256 × 256;
+//   - zooming with + and with the wheel asks for smaller windows, down to full resolution
+//     (the tile's cells are the weights) and token labels once a cell is 12 px wide;
+//   - the weight in the tooltip of a hovered cell equals the server's one-cell tile and the
+//     dense attention of the same ids (a run with capture "dense"), and zoomed out the
+//     tooltip's exact weight (a one-cell tile) too;
+//   - the sink toggle asks for tiles with exclude=0, whose hovered weight equals the dense
+//     row renormalised here without its first key; the log scale changes the colours;
+//     both are in the URL.
+// Screenshots go to tests/browser/artifacts/long-*.png.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { openBrowser, startServer, stopServer } from './harness.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const BIN = process.env.ATTNSCOPE_BIN;
+const ART = join(HERE, 'artifacts');
+const T = 2048;
+const IDS = Array.from({ length: T }, (_, i) => (i * 37 + 11) % 64);
+const LAYER = 1, HEAD = 2;
+
+let server, base, browser, page, tmp;
+const tileRequests = [];
+
+before(async () => {
+  assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
+  mkdirSync(ART, { recursive: true });
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-long-'));
+  execFileSync(process.execPath, [join(HERE, 'make_llama_model.mjs'), join(tmp, 'llama-long'), '2', '4', '2', String(T), '0']);
+  ({ p: server, url: base } = await startServer(BIN, ['--model', join(tmp, 'llama-long')]));
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { height: 1100 }));
+  page.on('request', (r) => {
+    if (r.url().includes('/tile?')) tileRequests.push(new URL(r.url()));
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) assert.equal(await stopServer(server), 0, 'server exits 0 on SIGTERM');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+// ---- helpers ----------------------------------------------------------------
+
+/** The f32 tensors of a binary response. */
+function decode(buf) {
+  const n = buf.readUInt32LE(4);
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
+  const out = { meta: header.meta };
+  for (const t of header.tensors) {
+    const b = buf.subarray(8 + n + t.offset, 8 + n + t.offset + t.nbytes);
+    out[t.name] = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+  }
+  return out;
+}
+
+async function api(path, body) {
+  const init = body ? { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) } : undefined;
+  const r = await fetch(base + path, init).catch(() => fetch(base + path, init));
+  assert.equal(r.status, 200, path);
+  return r.headers.get('content-type').startsWith('application/json') ? r.json() : decode(Buffer.from(await r.arrayBuffer()));
+}
+
+const hook = () => page.evaluate(() => window.__attnscope?.longmap ?? null);
+
+/** Waits until the drawn tile covers n tokens a side and nothing is loading; returns the hook. */
+async function settled(n) {
+  await page.waitForFunction((n) => {
+    const h = window.__attnscope?.longmap;
+    return h && !h.loading && h.tile && h.tile.r1 - h.tile.r0 === n && h.win.n === n;
+  }, n);
+  return hook();
+}
+
+/** Hovers the tile cell (bi, bj) at its centre; returns the tooltip's exact weight and the cell's tokens. */
+async function hoverCell(h, bi, bj) {
+  const box = await page.getByTestId('long-canvas').boundingBox();
+  const cw = h.size / h.tile.pc, ch = h.size / h.tile.pr;
+  await page.mouse.move(box.x + h.left + (bj + 0.5) * cw, box.y + h.top + (bi + 0.5) * ch);
+  const el = page.getByTestId('long-exact');
+  await el.waitFor();
+  const span = h.tile.r1 - h.tile.r0;
+  return {
+    w: Number(await el.getAttribute('data-w')),
+    query: h.tile.r0 + Math.floor(((bi + 0.5) / h.tile.pr) * span),
+    key: h.tile.c0 + Math.floor(((bj + 0.5) / h.tile.pc) * span),
+  };
+}
+
+/** The server's exact weight of (query, key): a one-cell tile. */
+async function serverCell(query, key, exclude) {
+  const t = await api(`/api/v1/runs/${runId}/tile?layer=${LAYER}&head=${HEAD}&rows=${query}&cols=${key}&n=1${exclude ? '&exclude=0' : ''}`);
+  return t.max[0];
+}
+
+let runId, dense;
+
+// ---- tests --------------------------------------------------------------------
+
+test('a 2048-token input opens the long map, drawn from one pooled tile', async () => {
+  await page.goto(`${base}/?model=llama-long&text=${IDS.join(',')}&view=head&layer=${LAYER}&head=${HEAD}`);
+  await page.getByTestId('long-canvas').waitFor();
+  const h = await settled(T);
+  assert.deepEqual([h.tile.pr, h.tile.pc], [256, 256], 'the whole head pooled to 256 × 256');
+  assert.ok((await page.getByTestId('tab-long').getAttribute('class')).split(' ').includes('active'));
+  assert.ok(await page.getByTestId('tab-head').isDisabled(), 'the dense views are disabled');
+  assert.match(page.url(), /view=long/);
+  const first = tileRequests[0];
+  assert.equal(first.searchParams.get('n'), '256');
+  assert.equal(first.searchParams.get('rows'), `0-${T - 1}`);
+  runId = first.pathname.split('/')[4];
+  const run = await api(`/api/v1/runs/${runId}`);
+  assert.equal(run.capture, 'stats,qkv');
+  assert.equal(run.sizes.tokens, T);
+  await page.getByTestId('long-stats').waitFor();
+  /* the same ids kept dense, to check the weights against */
+  const d = await api('/api/v1/run', { model: 'llama-long', ids: IDS, capture: 'dense' });
+  assert.equal(d.capture, 'dense');
+  dense = (await api(`/api/v1/runs/${d.id}/attention?layers=${LAYER}&heads=${HEAD}&dtype=f32`)).attention;
+  assert.equal(dense.length, T * T);
+  /* zoomed out, the tooltip's exact weight is a one-cell tile */
+  const c = await hoverCell(h, 200, 100);
+  assert.ok(Math.abs(c.w - dense[c.query * T + c.key]) <= 1e-6, `zoomed out (${c.query}, ${c.key}): ${c.w} vs ${dense[c.query * T + c.key]}`);
+  await page.screenshot({ path: join(ART, 'long-whole.png') });
+});
+
+test('zooming in reaches single cells whose weight is the server\'s', async () => {
+  const before = tileRequests.length;
+  for (let k = 0; k < 3; k++) await page.getByTestId('long-zoom-in').click();
+  let h = await settled(256);
+  assert.deepEqual([h.tile.pr, h.tile.pc], [256, 256], 'a 256-token window at full resolution');
+  assert.equal(h.labels, false);
+  for (let k = 0; k < 3; k++) await page.getByTestId('long-zoom-in').click();
+  h = await settled(32);
+  assert.equal(h.labels, true, 'token labels once a cell is 20 px wide');
+  assert.ok(tileRequests.length > before, 'zooming asked for tiles');
+  const last = tileRequests.at(-1);
+  assert.equal(last.searchParams.get('n'), '32');
+  /* the window's strongest cell (a weight large enough for 1e-6 to mean something) */
+  let [ki, kj] = [0, 0];
+  const at = (i, j) => dense[(h.tile.r0 + i) * T + h.tile.c0 + j];
+  for (let i = 0; i < 32; i++) for (let j = 0; j < 32; j++) if (at(i, j) > at(ki, kj)) [ki, kj] = [i, j];
+  const c = await hoverCell(h, ki, kj);
+  assert.ok(c.key <= c.query, 'a key the query sees');
+  assert.ok(c.w > 1e-3, `a weight of some size (${c.w})`);
+  const served = await serverCell(c.query, c.key, false);
+  console.log(`cell (${c.query}, ${c.key}): tooltip ${c.w}, one-cell tile ${served}, dense ${dense[c.query * T + c.key]}`);
+  assert.ok(Math.abs(c.w - served) <= 1e-7, 'tooltip = the server\'s exact value');
+  assert.ok(Math.abs(c.w - dense[c.query * T + c.key]) <= 1e-6, 'tooltip = the dense capture');
+  await page.screenshot({ path: join(ART, 'long-cells.png') });
+
+  /* the wheel zooms out around the pointer */
+  const box = await page.getByTestId('long-canvas').boundingBox();
+  await page.mouse.move(box.x + h.left + h.size / 2, box.y + h.top + h.size / 2);
+  await page.mouse.wheel(0, 120);
+  await page.waitForFunction(() => window.__attnscope.longmap.win.n === 40);
+  await settled(40);
+});
+
+test('the sink toggle renormalises without the first key; the log scale recolours', async () => {
+  const pixel = async (h, bi, bj) => page.evaluate(({ x, y }) => {
+    const c = document.querySelector('[data-testid="long-canvas"]');
+    return Array.from(c.getContext('2d').getImageData(Math.floor(x), Math.floor(y), 1, 1).data.slice(0, 3));
+  }, { x: h.left + (bj + 0.5) * (h.size / h.tile.pc), y: h.top + (bi + 0.5) * (h.size / h.tile.pr) });
+  await page.getByTestId('long-zoom-reset').click();
+  let h = await settled(T);
+  await page.getByTestId('long-zoom-in').click();
+  await page.getByTestId('long-zoom-in').click();
+  await page.getByTestId('long-zoom-in').click();
+  await page.getByTestId('long-zoom-in').click();
+  h = await settled(128);
+  /* a small weight of row 100 (pale on the linear scale) */
+  const bj = Array.from({ length: 100 }, (_, j) => j).find((j) => {
+    const w = dense[(h.tile.r0 + 100) * T + h.tile.c0 + j];
+    return w > 1e-6 && w < 0.02;
+  });
+  assert.ok(bj !== undefined, 'a small weight in row 100');
+  const linear = await pixel(h, 100, bj);
+  await page.getByTestId('long-scale').selectOption('log');
+  await page.waitForFunction(() => window.__attnscope.longview.scale === 'log');
+  await page.waitForTimeout(100);
+  const log = await pixel(h, 100, bj);
+  assert.notDeepEqual(log, linear, 'the log scale changes the colour of a small weight');
+
+  await page.getByTestId('long-sink').check();
+  await page.waitForFunction(() => window.__attnscope.longmap.tile?.exclude?.[0] === 0 && !window.__attnscope.longmap.loading);
+  h = await hook();
+  assert.equal(tileRequests.at(-1).searchParams.get('exclude'), '0');
+  /* the window's row with the most mass on the first token, at its strongest visible key */
+  const rowOf = (bi) => dense.subarray((h.tile.r0 + bi) * T, (h.tile.r0 + bi + 1) * T);
+  let si = 0;
+  for (let i = 1; i < 128; i++) if (rowOf(i)[0] > rowOf(si)[0]) si = i;
+  let sj = 0;
+  for (let j = 1; j <= Math.min(127, h.tile.r0 + si - h.tile.c0); j++) if (rowOf(si)[h.tile.c0 + j] > rowOf(si)[h.tile.c0 + sj]) sj = j;
+  const c = await hoverCell(h, si, sj);
+  const row = rowOf(si);
+  let kept = 0;
+  for (let j = 1; j < T; j++) kept += row[j];
+  const want = row[c.key] / kept;
+  console.log(`sink excluded (${c.query}, ${c.key}): tooltip ${c.w}, dense renormalised ${want}, with the sink ${row[c.key]} (sink ${row[0]})`);
+  assert.ok(Math.abs(c.w - want) <= 1e-5 * want, 'the renormalised weight (relative 1e-5)');
+  assert.ok(Math.abs(row[c.key] - want) > 1e-3 * want, 'the renormalisation changed the weight');
+  assert.ok(Math.abs(c.w - (await serverCell(c.query, c.key, true))) <= 1e-7);
+  assert.match(page.url(), /scale=log/);
+  assert.match(page.url(), /sink=0/);
+  await page.screenshot({ path: join(ART, 'long-sink-log.png') });
+});
