@@ -406,13 +406,14 @@ def http_req(method, path, body=None):
 def mode_http(args, rng, chk):
     vals = ['0', '1', '-1', '3', '99999999999999999999', '1-2', '0-3', '3-0', 'a', '', '%00', '%ff',
             '1e3', '0x10', '-', '--1', '1,2', '128', '8', '7', 'f16', 'f32', 'f64', 'NaN', ' 1', 'é', "'",
-            'rollout', 'flow', 'norm', 'grad', 'importance']
+            'rollout', 'flow', 'norm', 'grad', 'importance', '0,1', '0,,1', '256', '257', '2-5']
 
     def body():
         o = {'model': rng.choice(['bert-sst', 'gpt2', 'x', None, 1]),
              'text': rng.choice(['a [MASK] b', '', 'x ' * 3000, 'é' * 300, None, 1, ['a']]),
              'text_b': rng.choice([None, 'b', '', 2]), 'k': rng.choice([None, 0, 1, 50, 51, -1, '5', 1e9]),
-             'ids': rng.choice([None, None, [1, 2, 3], [], [-1], [1.5], 'x', [2 ** 31], [2 ** 63], [0] * 600, [5] * 40])}
+             'ids': rng.choice([None, None, [1, 2, 3], [], [-1], [1.5], 'x', [2 ** 31], [2 ** 63], [0] * 600, [5] * 40]),
+             'capture': rng.choice([None, None, 'auto', 'dense', 'stats,qkv', 'stats', 1, ['dense']])}
         for k in list(o):
             if rng.random() < 0.2:
                 del o[k]
@@ -423,10 +424,18 @@ def mode_http(args, rng, chk):
         r = http_send(port, http_req('POST', '/api/v1/run', json.dumps(
             {'model': 'bert-sst', 'text': 'a good film .', 'text_b': 'it was bad .'}).encode()), args.timeout)
         rid = json.loads(r.split(b'\r\n\r\n', 1)[1])['id']
+        r = http_send(port, http_req('POST', '/api/v1/run', json.dumps(
+            {'model': 'gpt2', 'text': 'a good film .', 'capture': 'stats,qkv'}).encode()), args.timeout)
+        lid = json.loads(r.split(b'\r\n\r\n', 1)[1])['id']  # a long run: no T x T kept
         paths = [f'/api/v1/runs/{rid}/attention?layers={{v}}&heads={{v}}&dtype={{v}}&pool={{v}}',
                  f'/api/v1/runs/{rid}/qk?layer={{v}}&head={{v}}', '/api/v1/runs/{v}',
                  f'/api/v1/runs/{rid}/attribution?method={{v}}&target={{v}}&position={{v}}&dtype={{v}}',
                  f'/api/v1/runs/{rid}/attribution?method={{v}}',
+                 f'/api/v1/runs/{rid}/tile?layer={{v}}&head={{v}}&rows={{v}}&cols={{v}}&n={{v}}&exclude={{v}}&dtype={{v}}',
+                 f'/api/v1/runs/{lid}/tile?layer={{v}}&head={{v}}&rows={{v}}&cols={{v}}&n={{v}}&exclude={{v}}',
+                 f'/api/v1/runs/{lid}/tile?layer=0&head=0&rows={{v}}&exclude={{v}}', f'/api/v1/runs/{{v}}/stats',
+                 f'/api/v1/runs/{lid}/stats?dtype={{v}}', f'/api/v1/runs/{lid}/attention?layers={{v}}&pool={{v}}',
+                 f'/api/v1/runs/{lid}/qk?layer={{v}}&head={{v}}', f'/api/v1/runs/{lid}/attribution?method={{v}}',
                  '/api/v1/db/runs/{v}', '/api/v1/db/runs/{v}/heads', '/api/v1/db/runs/{v}/pairs',
                  '/api/v1/db/runs/1/relations?top={v}',
                  '/api/v1/db/runs/1/sentences?offset={v}&limit={v}&q={v}&corpus={v}&relation={v}'
