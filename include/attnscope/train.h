@@ -131,6 +131,14 @@ void distill_opts_default(distill_opts *o);
  * alpha_mlm MLM + alpha_cos (1 - cos) between final hidden states. */
 as_status distill_run(const distill_opts *o, as_error *err);
 
+/* Trains a byte-level BPE vocabulary of `size` entries (<s> </s> <pad>, the 256 bytes,
+ * then merges) on the lines of the text files and writes DIR/tokenizer.json (ByteLevel
+ * pre-tokenizer with GPT-2's pattern, BPE model, <s> first) and tokenizer_config.json,
+ * which attnscope and Hugging Face tokenizers load identically (train/bpe_train.c).
+ * *n_out: the entries written (fewer than size when no pair occurs twice). */
+as_status bpe_vocab_train(const char *const *files, int n_files, int size, const char *dir, int *n_out,
+                          as_error *err);
+
 /* Causal-LM training of a decoder with an LM head (GPT-2, the LLaMA family) on the
  * engine's one forward and backward (src/train/lm_train.c): next-token cross-entropy on
  * seeded random windows of the packed corpus (one document per line, BOS first),

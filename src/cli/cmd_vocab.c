@@ -1,10 +1,18 @@
 /* cmd_vocab.c — `attnscope vocab`: trains a WordPiece vocabulary (train/vocab_train.c)
- * on text files and writes vocab.txt, optionally with the tokenizer files. */
+ * on text files and writes vocab.txt, optionally with the tokenizer files; or (--type
+ * bpe) a byte-level BPE vocabulary as tokenizer.json (train/bpe_train.c). */
 #include "train_args.h"
 
 static const char *VOCAB_HELP =
     "usage: attnscope vocab --corpus FILE[,FILE...] --size N --out vocab.txt\n"
     "                       [--exclude FILE.tsv] [--min-char-count N] [--tokenizer-dir DIR]\n"
+    "       attnscope vocab --type bpe --corpus FILE[,FILE...] --size N --out DIR\n"
+    "\n"
+    "--type bpe trains a byte-level BPE (GPT-2's split pattern and byte alphabet, no\n"
+    "normalisation) on the lines of the files: ids <s> 0, </s> 1, <pad> 2, the 256 bytes,\n"
+    "then the merges of the most frequent adjacent pairs; writes DIR/tokenizer.json (with\n"
+    "<s> first in every encoding) and DIR/tokenizer_config.json, loaded identically by\n"
+    "attnscope and Hugging Face tokenizers. Without --type, WordPiece:\n"
     "\n"
     "Trains a BERT uncased WordPiece vocabulary: lower-case + strip accents, split on\n"
     "whitespace and punctuation, then merge the most frequent adjacent pieces (\"##\" marks\n"
@@ -16,7 +24,7 @@ static const char *VOCAB_HELP =
 
 int cmd_vocab(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
-    const char *out = NULL, *tdir = NULL;
+    const char *out = NULL, *tdir = NULL, *type = "wordpiece";
     vocab_train_opts o = {.size = 0, .min_char_count = 1};
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -41,6 +49,11 @@ int cmd_vocab(int argc, char **argv) {
                 rc = cli_usage_error("vocab", "bad --min-char-count '%s'", v);
         } else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--tokenizer-dir")) tdir = v;
+        else if (!strcmp(a, "--type")) {
+            if (strcmp(v, "wordpiece") && strcmp(v, "bpe"))
+                rc = cli_usage_error("vocab", "bad --type '%s': expected wordpiece or bpe", v);
+            type = v;
+        }
         else rc = cli_usage_error("vocab", "unknown option '%s'", a);
     }
     if (!rc && (!corpus.n || !o.size || !out)) rc = cli_usage_error("vocab", "--corpus, --size and --out are required");
@@ -50,7 +63,10 @@ int cmd_vocab(int argc, char **argv) {
         o.exclude = excl.v;
         o.n_exclude = excl.n;
         double t0 = as_now();
-        if (vocab_train_run(corpus.v, corpus.n, &o, out, &n, &err) ||
+        if (!strcmp(type, "bpe")) {
+            if (bpe_vocab_train(corpus.v, corpus.n, o.size, out, &n, &err)) rc = cli_fail(&err);
+            else printf("wrote %d tokens to %s/tokenizer.json in %.1fs\n", n, out, as_now() - t0);
+        } else if (vocab_train_run(corpus.v, corpus.n, &o, out, &n, &err) ||
             (tdir && vocab_train_write_tokenizer(out, tdir, 512, &err)))
             rc = cli_fail(&err);
         else

@@ -86,6 +86,8 @@ static const bpe_table *table(void) {
     return &g_table;
 }
 
+const char *tok_bpe_byte_str(uint8_t b) { return table()->s[b]; }
+
 /* ---- init / free ------------------------------------------------------------ */
 
 as_status tok_bpe_init(const tok_vocab *v, const char *const *merge_left,

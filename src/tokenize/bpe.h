@@ -14,6 +14,9 @@ typedef struct tok_bpe tok_bpe;
 #define TOK_GPT2_PATTERN \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
+/* The UTF-8 of byte b's character in the byte-level alphabet (GPT-2's bytes_to_unicode). */
+const char *tok_bpe_byte_str(uint8_t b);
+
 /* Builds a BPE model over vocab v (borrowed; must outlive the model) from merges
  * given as pairs of vocabulary strings, rank = index. pattern: the split regex (or
  * NULL for the GPT-2 pattern); add_prefix_space as in ByteLevel. */
