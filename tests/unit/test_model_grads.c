@@ -24,6 +24,7 @@
 
 #include "model/model.h"
 #include "io/safetensors.h"
+#include "fixture_files.h"
 
 #define FIXTURE_ROOT AS_SOURCE_DIR "/tests/ref/fixtures/models"
 #define GRAD_REL 2e-4
@@ -127,16 +128,10 @@ static void run_grads(const as_model *m, const grad_case *gc, const float *word,
 
 static void test_fixture(void **state) {
     const char *fx = *state;
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/%s", FIXTURE_ROOT, fx);
-    as_error err = {0};
-    as_model *m = NULL;
-    st_file *ex = NULL, *gr = NULL;
-    if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", fx, err.msg);
-    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-    if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
-    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-    if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
+    fx_files ff;
+    fx_open(fx, 1, 0, &ff);
+    as_model *m = ff.m;
+    st_file *ex = ff.ex, *gr = ff.gr;
     static const char *const cases[] = {"single", "padded"};
     int bad = 0;
     for (int k = 0; k < 2; k++) {
@@ -164,9 +159,7 @@ static void test_fixture(void **state) {
         free(da);
         case_free(&gc);
     }
-    st_file_free(ex);
-    st_file_free(gr);
-    as_model_free(m);
+    fx_close(&ff);
     if (bad) fail_msg("%s: %d case(s) out of tolerance", fx, bad);
 }
 
@@ -176,18 +169,11 @@ static void test_given_words_and_fd(void **state) {
     (void)state;
     static const char *const names[] = {"bert", "gpt2", "llama", "gemma2", "phi3"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char dir[1024], path[1200];
-        snprintf(dir, sizeof dir, "%s/%s", FIXTURE_ROOT, names[i]);
-        as_error err = {0};
-        as_model *m = NULL;
-        st_file *ex = NULL, *gr = NULL;
-        if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-        if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-        if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
+        fx_files ff;
+        fx_open(names[i], 1, 0, &ff);
+        as_model *m = ff.m;
         grad_case gc = {0};
-        case_init(m, ex, gr, names[i], "single", &gc);
+        case_init(m, ff.ex, ff.gr, names[i], "single", &gc);
         const as_config *c = as_model_config(m);
         int T = gc.enc.n, De = c->d_embed;
         float *word = malloc(sizeof(float) * (size_t)T * De);
@@ -223,9 +209,7 @@ static void test_given_words_and_fd(void **state) {
         free(dw1);
         free(da1);
         case_free(&gc);
-        st_file_free(ex);
-        st_file_free(gr);
-        as_model_free(m);
+        fx_close(&ff);
     }
 }
 
@@ -302,20 +286,13 @@ static void test_param_grads(void **state) {
                                         "gemma2", "gemma3", "phi3", "mistral_swa", "llama_cls"};
     int failed = 0;
     for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
-        char dir[1024], path[1200];
-        snprintf(dir, sizeof dir, "%s/%s", FIXTURE_ROOT, names[fi]);
+        fx_files ff;
+        fx_open(names[fi], 1, 1, &ff);
+        as_model *m = ff.m;
+        st_file *pr = ff.pg;
         as_error err = {0};
-        as_model *m = NULL;
-        st_file *ex = NULL, *gr = NULL, *pr = NULL;
-        if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-        if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-        if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/param_grads.safetensors", dir);
-        if (st_file_open(path, &pr, &err)) fail_msg("%s", err.msg);
         grad_case gc = {0};
-        case_init(m, ex, gr, names[fi], "single", &gc);
+        case_init(m, ff.ex, ff.gr, names[fi], "single", &gc);
         model_tape tp;
         model_grads pg;
         if (model_tape_init(m, gc.enc.n, &tp, &err) || model_grads_init(m, &pg, &err)) fail_msg("%s", err.msg);
@@ -377,10 +354,7 @@ static void test_param_grads(void **state) {
         model_tape_free(&tp);
         model_grads_free(&pg);
         case_free(&gc);
-        st_file_free(ex);
-        st_file_free(gr);
-        st_file_free(pr);
-        as_model_free(m);
+        fx_close(&ff);
     }
     if (failed) fail_msg("%d parameter gradient(s) differ from PyTorch's or were not compared", failed);
 }

@@ -18,6 +18,7 @@
 
 #include "analysis/saliency.h"
 #include "io/safetensors.h"
+#include "fixture_files.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -189,16 +190,11 @@ static void test_families(void **state) {
     (void)state;
     static const char *const names[] = {"llama_cls", "distilbert", "roberta", "electra"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char dir[512], path[600];
-        snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/%s", AS_SOURCE_DIR, names[i]);
+        fx_files ff;
+        fx_open(names[i], 1, 0, &ff);
+        as_model *m = ff.m;
+        st_file *ex = ff.ex, *gr = ff.gr;
         as_error err = {0};
-        as_model *m = NULL;
-        st_file *ex = NULL, *gr = NULL;
-        if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-        if (st_file_open(path, &ex, &err)) fail_msg("%s", err.msg);
-        snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-        if (st_file_open(path, &gr, &err)) fail_msg("%s", err.msg);
         const st_tensor *ti = st_file_find(ex, "single.input_ids"), *tt = st_file_find(ex, "single.token_type_ids");
         const st_tensor *tg = st_file_find(gr, "single.d_word_embeds"), *tc = st_file_find(gr, "single.targets");
         assert_true(ti && tt && tg && tc);
@@ -226,9 +222,7 @@ static void test_families(void **state) {
         assert_true(d <= 1e-4 * mx);
         sal_result_free(&r);
         as_encoding_free(&enc);
-        st_file_free(ex);
-        st_file_free(gr);
-        as_model_free(m);
+        fx_close(&ff);
     }
 }
 
