@@ -386,27 +386,12 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
     return model_forward(m, enc, spec, NULL, NULL, out, err);
 }
 
-as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
-                        model_tape *tape, as_run **out, as_error *err) {
-    as_status s;
-    *out = NULL;
-    if ((s = check_input(m, enc, spec, err))) return s;
-    if (tape && (tape->T != enc->n || !(spec->what & CAP_LOGITS) || !m->heads || spec->ablate))
-        return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs logits, no ablation and T = %d",
-                          tape->T);
-    emb_in ein = {enc, spec->ablate, word};
+/* The run of a forward: sizes, the captured selection and one block holding every
+ * captured tensor (exactly what spec asks for). Errors: out of memory. */
+static as_status run_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, unsigned what,
+                           int n_run, int want_logits, as_run **out, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer, H = c->n_head, Dh = c->d_head;
-    unsigned what = spec->what & CAP_ALL;
-    int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
-    int want_logits = (what & CAP_LOGITS) && m->heads;
-    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN | CAP_STATS);
-    int n_run = L;
-    if (!want_logits && spec->layer >= 0) n_run = spec->layer + 1;
-    if (!want_logits && !per_layer) n_run = 0;
-
-    fwd_ws ws = {0};
-    size_t ws_cap = 0;
     as_run *r = as_calloc(1, sizeof *r);
     if (!r) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     r->T = T;
@@ -453,9 +438,23 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
         if (!pass && !fail && off && !(r->block_ = as_large_get(off, &r->block_cap_))) fail = 1;
     }
     if (fail) {
-        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the captured tensors (%zu bytes)", r->bytes);
-        goto cleanup;
+        as_err_set(err, AS_ERR_INTERNAL, "out of memory for the captured tensors (%zu bytes)", r->bytes);
+        as_run_free(r);
+        return err->code;
     }
+    *out = r;
+    return AS_OK;
+}
+
+/* The forward's workspace (fwd_ws) for T tokens on nthreads threads, and the rotary
+ * tables of the input's positions (all 0 when positions are ablated). */
+static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, int nthreads,
+                          fwd_ws *out, size_t *cap, as_error *err) {
+    const as_config *c = &m->cfg;
+    int T = enc->n, D = c->d_model, H = c->n_head, Dh = c->d_head;
+    size_t TT = (size_t)T * T;
+    fwd_ws ws = {0};
+    as_status s = AS_OK;
     {
         size_t W = (size_t)(c->d_embed > D ? c->d_embed : D), Qw = (size_t)H * Dh, Kw = (size_t)c->n_kv_head * Dh;
         size_t TF = (size_t)T * c->d_ff, R = (size_t)c->rope_dim;
@@ -466,10 +465,9 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
         size_t xb = m->precision == AS_PRECISION_BF16 ? ((size_t)T * max_in + 1) / 2 : 0; /* in floats */
         size_t n = (size_t)T * (2 * W + 2 * Qw + 2 * Kw) + TF * (c->gated_mlp ? 2 : 1) +
                    2 * (size_t)nthreads * TT + (size_t)T + 2 * (size_t)T * R + (size_t)nthreads * conv + xb;
-        ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &ws_cap) : NULL;
+        ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), cap) : NULL;
         if (!ws.block) {
-            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
-            goto cleanup;
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
         }
         ws.x = ws.block;
         ws.h = ws.x + (size_t)T * W;
@@ -490,8 +488,8 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
         if (R) { /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
             int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
             if (!pos) {
-                s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
-                goto cleanup;
+                as_large_put(ws.block, *cap);
+                return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
             }
             for (int i = 0; i < T; i++) pos[i] = (spec->ablate & ABLATE_POSITION) ? 0 : i;
             op_rope_table(ws.rope, pos, T, m->rope_inv_freq, (int)R, m->rope_mscale);
@@ -499,6 +497,33 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
             free(pos);
         }
     }
+    *out = ws;
+    return s;
+}
+
+as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
+                        model_tape *tape, as_run **out, as_error *err) {
+    as_status s;
+    *out = NULL;
+    if ((s = check_input(m, enc, spec, err))) return s;
+    if (tape && (tape->T != enc->n || !(spec->what & CAP_LOGITS) || !m->heads || spec->ablate))
+        return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs logits, no ablation and T = %d",
+                          tape->T);
+    emb_in ein = {enc, spec->ablate, word};
+    const as_config *c = &m->cfg;
+    int T = enc->n, D = c->d_model, L = c->n_layer;
+    unsigned what = spec->what & CAP_ALL;
+    int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
+    int want_logits = (what & CAP_LOGITS) && m->heads;
+    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN | CAP_STATS);
+    int n_run = L;
+    if (!want_logits && spec->layer >= 0) n_run = spec->layer + 1;
+    if (!want_logits && !per_layer) n_run = 0;
+    fwd_ws ws = {0};
+    size_t ws_cap = 0;
+    as_run *r = NULL;
+    if ((s = run_alloc(m, enc, spec, what, n_run, want_logits, &r, err))) return s;
+    if ((s = ws_alloc(m, enc, spec, nthreads, &ws, &ws_cap, err))) goto cleanup;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
     switch (c->arch) {
