@@ -11,7 +11,7 @@ static const char *SERVE_HELP =
     "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
     "                       [--max-connections N] [--request-timeout S]\n"
     "                       [--db FILE.sqlite [--import-dir [RUN=]DIR ...]]\n"
-    "                       [--frame-ancestors ORIGINS]\n"
+    "                       [--frame-ancestors ORIGINS] [--precision f32|bf16]\n"
     "\n"
     "Serves the attention explorer (head view, model view, neuron view) and its JSON +\n"
     "binary API (docs/server.md) for the model folders given. The web front end is\n"
@@ -34,7 +34,9 @@ static const char *SERVE_HELP =
     "RUN with RUN=DIR. Repeatable (at most 16); needs --db.\n"
     "--frame-ancestors: origins allowed to show the pages in a frame, separated by spaces\n"
     "(e.g. \"http://localhost:8888\" for a notebook's attnscope.head_view(r, server=...));\n"
-    "by default no page may be framed (Content-Security-Policy frame-ancestors 'none').\n";
+    "by default no page may be framed (Content-Security-Policy frame-ancestors 'none').\n"
+    "--precision bf16: every model multiplies in BF16 (see `attnscope run --help`); the\n"
+    "models' info (GET /api/v1/models) says which.\n";
 
 int cmd_serve(int argc, char **argv) {
     const char *dirs[SRV_MAX_MODELS], *imports[SRV_MAX_IMPORT_DIRS];
@@ -79,6 +81,10 @@ int cmd_serve(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 1, 3600, &o.request_timeout_s))
                 return cli_usage_error("serve", "--request-timeout: expected 1..3600 seconds");
+        } else if (!strcmp(a, "--precision")) {
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (as_precision_parse(v, &o.precision))
+                return cli_usage_error("serve", "--precision must be f32 or bf16, not '%s'", v);
         } else if (!strcmp(a, "--frame-ancestors")) {
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             o.frame_ancestors = v;

@@ -80,13 +80,14 @@ static json_t *model_json(const srv_model *sm) {
     json_t *labels = json_array(); /* (C) the config's id2label names; [] when it has none */
     for (int i = 0; c->id2label && i < c->num_labels; i++)
         json_array_append_new(labels, c->id2label[i] ? as_json_string_utf8(c->id2label[i]) : json_null());
-    return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:I, s:o}",
+    return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:I, s:o}",
                      "block", block_json(c), "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
                      "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
                      c->d_head, "vocab_size", c->vocab_size, "max_tokens", as_model_max_tokens(sm->m),
                      "type_vocab", c->type_vocab, "causal", c->causal != 0, "tokenizer",
                      as_model_has_tokenizer(sm->m) != 0, "heads_present", hp, "dtype",
-                     as_dtype_name(as_model_dtype(sm->m)), "n_params", (json_int_t)as_model_n_params(sm->m), "labels", labels);
+                     as_dtype_name(as_model_dtype(sm->m)), "precision", as_precision_name(as_model_precision(sm->m)),
+                     "n_params", (json_int_t)as_model_n_params(sm->m), "labels", labels);
 }
 
 static void route_models(srv_state *s, srv_response *rs) {

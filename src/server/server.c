@@ -598,6 +598,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
     for (int i = 0; i < o->n_models; i++) {
         if ((st = as_model_load(o->model_dirs[i], &s.models[i].m, err))) goto cleanup;
         s.n_models++;
+        if ((st = as_model_set_precision(s.models[i].m, o->precision, err))) goto cleanup;
         model_name(&s, i, o->model_dirs[i]);
     }
     if (o->db_path && (st = srv_db_open(o->db_path, &s.db, err))) goto cleanup;

@@ -49,6 +49,7 @@ typedef struct {
     const char *frame_ancestors; /* the pages' CSP frame-ancestors sources (origins that may show
                                     them in a frame, e.g. a notebook's "http://localhost:8888"),
                                     or NULL: 'none'. Borrowed */
+    as_precision precision; /* arithmetic of every model's linear maps (as_model_set_precision) */
 } srv_options;
 
 /* Loads the models, listens, prints "attnscope serve: listening on http://HOST:PORT/"

@@ -207,6 +207,61 @@ static void check_run(const char *model, int window) {
 static void test_llama_run(void **state) { check_run("llama", 0); }
 static void test_mistral_window(void **state) { check_run("mistral_swa", 5); }
 
+/* --precision bf16: the models say so, and a run's logits move by BF16 rounding only. */
+static void test_precision(void **state) {
+    (void)state;
+    resp r;
+    get(S.port, "/api/v1/models", &r);
+    json_t *j = body_json(&r);
+    resp_free(&r);
+    assert_string_equal(json_string_value(json_object_get(model_info(j, "llama"), "precision")), "f32");
+    json_decref(j);
+    server B;
+    const char *args[] = {"--model", FIX "llama", "--precision", "bf16", NULL};
+    assert_int_equal(server_start_or_report(&B, args), 0);
+    get(B.port, "/api/v1/models", &r);
+    j = body_json(&r);
+    resp_free(&r);
+    assert_string_equal(json_string_value(json_object_get(model_info(j, "llama"), "precision")), "bf16");
+    json_decref(j);
+    const char *body = "{\"model\":\"llama\",\"ids\":[1,5,9,17,33,2,40,7,11,23]}";
+    resp ra, rb;
+    post(S.port, "/api/v1/run", body, &ra);
+    post(B.port, "/api/v1/run", body, &rb);
+    assert_int_equal(ra.status, 200);
+    assert_int_equal(rb.status, 200);
+    json_t *ja = body_json(&ra), *jb = body_json(&rb);
+    resp_free(&ra);
+    resp_free(&rb);
+    /* the same run's attention (f32) on both servers: close, not equal */
+    char path[200];
+    resp aa, ab;
+    snprintf(path, sizeof path, "/api/v1/runs/%s/attention?dtype=f32",
+             json_string_value(json_object_get(ja, "id")));
+    get(S.port, path, &aa);
+    snprintf(path, sizeof path, "/api/v1/runs/%s/attention?dtype=f32",
+             json_string_value(json_object_get(jb, "id")));
+    get(B.port, path, &ab);
+    assert_int_equal(aa.status, 200);
+    assert_int_equal(ab.status, 200);
+    tb ta, tbb;
+    tb_parse(&aa, &ta);
+    tb_parse(&ab, &tbb);
+    json_t *xa = tb_tensor(&ta, "attention"), *xb = tb_tensor(&tbb, "attention");
+    size_t n = (size_t)json_integer_value(json_object_get(xa, "nbytes")) / 4;
+    double d = 0.0;
+    for (size_t k = 0; k < n; k++) d = fmax(d, fabs((double)tb_at(&ta, xa, k) - tb_at(&tbb, xb, k)));
+    printf("attention f32 vs bf16 server: max|diff| %.2e\n", d);
+    assert_true(d > 0.0 && d < 0.05);
+    json_decref(ta.hdr);
+    json_decref(tbb.hdr);
+    resp_free(&aa);
+    resp_free(&ab);
+    json_decref(ja);
+    json_decref(jb);
+    assert_int_equal(server_stop_report(&B), 0);
+}
+
 static void test_bad_ids(void **state) {
     const char *bad[] = {
         "{\"model\":\"llama\",\"ids\":[]}",           "{\"model\":\"llama\",\"ids\":[1,-1]}",
@@ -240,6 +295,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models_block),
+        cmocka_unit_test(test_precision),
         cmocka_unit_test(test_llama_run),
         cmocka_unit_test(test_mistral_window),
         cmocka_unit_test(test_bad_ids),

@@ -34,6 +34,11 @@ export interface ModelInfo {
   heads_present: TaskHead[];
   /** dtype of the stored weights */
   dtype: 'F32' | 'F16' | 'BF16';
+  /**
+   * arithmetic of the linear maps (attnscope serve --precision): f32, or bf16 (BF16 inputs and
+   * weights, F32 sums)
+   */
+  precision: 'f32' | 'bf16';
   n_params: number;
   /** the classifier's id2label names by class index; [] when the config has none */
   labels: (string | null)[];
