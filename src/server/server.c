@@ -672,6 +672,7 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &sc,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * ct.n_slots),
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONNECTION_TIMEOUT_S,
+                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONNECTION_MEMORY,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, &ct,
                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, &ct,
                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,

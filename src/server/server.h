@@ -27,6 +27,8 @@
 #define SRV_MAX_TOPK 50                   /* /mlm "k" */
 #define SRV_POOL_MIN 8                    /* /runs/{id}/attention "pool": thumbnails of at most N x N */
 #define SRV_POOL_MAX 128
+#define SRV_CONNECTION_MEMORY (256u * 1024u) /* per connection: request line and headers (a page URL
+                                               holding an 8192-token input, and its Referer) */
 #define SRV_LONG_TOKENS 1024              /* runs longer than this capture stats,qkv, not T x T (capture "auto") */
 #define SRV_DEFAULT_PORT 8080
 #define SRV_MAX_FRAME_ANCESTORS 256       /* bytes of --frame-ancestors */
