@@ -10,7 +10,8 @@
 //     tooltip's exact weight (a one-cell tile) too;
 //   - the sink toggle asks for tiles with exclude=0, whose hovered weight equals the dense
 //     row renormalised here without its first key; the log scale changes the colours;
-//     both are in the URL.
+//     both are in the URL;
+//   - a token typed in "Token" opens the 64 tokens around its row (URL key token).
 // Screenshots go to tests/browser/artifacts/long-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -214,4 +215,13 @@ test('the sink toggle renormalises without the first key; the log scale recolour
   assert.match(page.url(), /scale=log/);
   assert.match(page.url(), /sink=0/);
   await page.screenshot({ path: join(ART, 'long-sink-log.png') });
+});
+
+test('a typed token opens the 64 tokens around its row', async () => {
+  await page.getByTestId('long-goto').fill('1500');
+  await page.getByTestId('long-goto-go').click();
+  const h = await settled(64);
+  assert.ok(h.tile.r0 <= 1500 && 1500 < h.tile.r1, `row 1500 in [${h.tile.r0}, ${h.tile.r1})`);
+  assert.equal(h.tile.r0, 1500 - 32);
+  assert.match(page.url(), /token=1500/);
 });

@@ -353,6 +353,9 @@ export const en = {
   'long.aboutLong': "This input of {T} tokens is a long run: the server kept q, k and the head statistics, not the T × T attention, and computes each tile from q and k as you zoom. The other explorer views need the full matrices.",
   'long.aboutDense': "The {T} × {T} attention of one head, tiled by the server as you zoom.",
   'long.stats': "This head (computed in the forward): entropy {entropy} nats, mass on the first token {sink}, mean distance {dist} tokens, mean largest weight {max}.",
+  'long.goto': "Token",
+  'long.gotoTitle': "A query position: the map shows 64 tokens around its row",
+  'long.gotoGo': "go",
   'app.longOnly': "A long run keeps no T × T attention: open the Long map",
 } satisfies Record<string, Msg>;
 

@@ -352,5 +352,8 @@ export const zhCN: Messages = {
   'long.aboutLong': "这个 {T} 个词元的输入是长输入：服务器只保留了 q、k 和各头统计量，没有保留 T × T 注意力，缩放时由 q 和 k 计算每个图块。其他探索视图需要完整矩阵。",
   'long.aboutDense': "一个头的 {T} × {T} 注意力，缩放时由服务器分块提供。",
   'long.stats': "该头（前向计算所得）：熵 {entropy} 奈特，第一个词元上的注意力 {sink}，平均距离 {dist} 个词元，平均最大权重 {max}。",
+  'long.goto': "词元",
+  'long.gotoTitle': "查询位置：热图显示其所在行附近的 64 个词元",
+  'long.gotoGo': "前往",
   'app.longOnly': "长输入不保留 T × T 注意力：请打开长输入热图",
 };
