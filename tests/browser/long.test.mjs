@@ -11,7 +11,8 @@
 //   - the sink toggle asks for tiles with exclude=0, whose hovered weight equals the dense
 //     row renormalised here without its first key; the log scale changes the colours;
 //     both are in the URL;
-//   - a token typed in "Token" opens the 64 tokens around its row (URL key token).
+//   - a token typed in "Token" opens the 64 tokens around its row (URL key token);
+//   - the statistics table shows the served head_stats, and a cell opens its head.
 // Screenshots go to tests/browser/artifacts/long-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -224,4 +225,22 @@ test('a typed token opens the 64 tokens around its row', async () => {
   assert.ok(h.tile.r0 <= 1500 && 1500 < h.tile.r1, `row 1500 in [${h.tile.r0}, ${h.tile.r1})`);
   assert.equal(h.tile.r0, 1500 - 32);
   assert.match(page.url(), /token=1500/);
+});
+
+test('the head statistics table selects a head', async () => {
+  const table = page.getByTestId('long-stats-table');
+  await table.waitFor();
+  const stats = await api(`/api/v1/runs/${runId}/stats`);
+  const v = Number(await table.locator('td[data-l="0"][data-h="3"]').getAttribute('data-v'));
+  assert.ok(Math.abs(v - stats.head_stats[(0 * 4 + 3) * 8 + 1]) <= 1e-6, 'the sink mass of layer 0 head 3');
+  const before = tileRequests.length;
+  await table.locator('td[data-l="0"][data-h="3"] button').click();
+  await page.waitForFunction(() => window.__attnscope.longview.layer === 0 && window.__attnscope.longview.head === 3);
+  await settled(T);
+  const last = tileRequests.at(-1);
+  assert.ok(tileRequests.length > before);
+  assert.equal(last.searchParams.get('layer'), '0');
+  assert.equal(last.searchParams.get('head'), '3');
+  assert.match(page.url(), /layer=0&head=3/);
+  await page.screenshot({ path: join(ART, 'long-stats.png') });
 });

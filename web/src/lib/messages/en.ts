@@ -356,6 +356,16 @@ export const en = {
   'long.goto': "Token",
   'long.gotoTitle': "A query position: the map shows 64 tokens around its row",
   'long.gotoGo': "go",
+  'long.statsTable': "Every head:",
+  'long.statsCell': "layer {layer} head {head}: click to open",
+  'long.stat.entropy': "entropy (nats)",
+  'long.stat.sink': "mass on the first token",
+  'long.stat.self': "mass on itself",
+  'long.stat.prev': "mass on the previous token",
+  'long.stat.next': "mass on the next token",
+  'long.stat.dist': "mean distance (tokens)",
+  'long.stat.spread': "spread of the distance",
+  'long.stat.max': "largest weight",
   'app.longOnly': "A long run keeps no T × T attention: open the Long map",
 } satisfies Record<string, Msg>;
 
