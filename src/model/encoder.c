@@ -37,8 +37,8 @@ typedef struct {
     float *ctx;  /* (T, Qw) */
     float *ff;   /* (T, F) */
     float *up;   /* (T, F) gated MLP's up projection; NULL otherwise */
-    float *s;    /* (nthreads, T, T) scores scratch when not captured */
-    float *p;    /* (nthreads, T, T) probabilities scratch when not captured */
+    float *s;    /* (nthreads, ATTN_ROW_BLOCK, T) scores scratch when not captured */
+    float *p;    /* (nthreads, ATTN_ROW_BLOCK, T) probabilities scratch when not captured */
     float *keep; /* (T) 1 for real tokens, 0 for padding (attention mask as float) */
     float *rope; /* (2, T, R) cos/sin tables of the global and the local layers; NULL without RoPE */
     float *conv; /* (nthreads, conv_per_thread) linear maps' scratch (lin_scratch) */
@@ -48,6 +48,10 @@ typedef struct {
     float *block;
 } fwd_ws;
 
+/* Query rows of attention computed together; a forward's scores and probabilities scratch
+ * is (threads, ATTN_ROW_BLOCK, T) per buffer. */
+#define ATTN_ROW_BLOCK 64
+
 /* Which keys query i may see: j < n_hi (causal: i + 1) and j >= lo (sliding window:
  * i - W + 1), padding keys never. */
 typedef struct {
@@ -55,19 +59,21 @@ typedef struct {
     float scale, softcap;
 } attn_rule;
 
-/* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one query head reading
- * one key/value head: S = Qh Kh^T * scale (then c tanh(S / c) with a soft cap c), with
- * disallowed keys set to AS_MASK_VALUE (Hugging Face adds finfo.min: padding keys, keys
- * after the query for causal models, keys before its window), P = softmax(S) by row,
- * ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding. qh, ctx: row stride ldq;
- * kh, vh: row stride ldk. */
+/* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) of one query head reading
+ * one key/value head, for query rows [i0, i1): S = Qh Kh^T * scale (then c tanh(S / c)
+ * with a soft cap c), with disallowed keys set to AS_MASK_VALUE (Hugging Face adds
+ * finfo.min: padding keys, keys after the query for causal models, keys before its
+ * window), P = softmax(S) by row, ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding.
+ * qh, ctx: row i0 of (T, ldq); kh, vh: (T, ldk); S, P: (i1 - i0, T). */
 AS_SIMD_CLONES
-static void attend_head(const float *keep, const attn_rule *ru, int T, int Dh, const float *qh, int ldq,
-                        const float *kh, const float *vh, int ldk, float *S, float *P, float *ctx) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
+static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, int i0, int i1, const float *qh,
+                        int ldq, const float *kh, const float *vh, int ldk, float *S, float *P, float *ctx) {
+    int nr = i1 - i0;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
     float cap = ru->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
-    for (int i = 0; i < T; i++) {
-        float *si = S + (size_t)i * T, *pi = P + (size_t)i * T;
+    for (int r = 0; r < nr; r++) {
+        int i = i0 + r;
+        float *si = S + (size_t)r * T, *pi = P + (size_t)r * T;
         int n = ru->causal ? i + 1 : T; /* keys j < n may be allowed */
         int lo = ru->window > 0 && i - ru->window + 1 > 0 ? i - ru->window + 1 : 0;
         float mx = AS_MASK_VALUE;
@@ -90,17 +96,21 @@ static void attend_head(const float *keep, const attn_rule *ru, int T, int Dh, c
         float inv = 1.0f / sum;
         for (int j = lo; j < n; j++) pi[j] *= inv;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, vh, ldk, 0.0f, ctx, ldq);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, T, 1.0f, P, T, vh, ldk, 0.0f, ctx, ldq);
 }
 
-/* The CAP_STATS statistics of one head's attention P (T, T) over its real query rows
- * (keep[i] != 0), into out (AS_HEAD_N_STATS); sums in double. */
-static void head_stats(const float *P, const float *keep, int T, float *out) {
-    double acc[AS_HEAD_N_STATS] = {0};
-    int n = 0, n_prev = 0, n_next = 0;
-    for (int i = 0; i < T; i++) {
+/* The CAP_STATS statistics of one head's attention, accumulated over its real query rows
+ * (keep[i] != 0) block by block: rows [i0, i1) of P into acc (sums in double) and n
+ * (rows counted for all, previous, next); head_stats_out divides. */
+typedef struct {
+    double acc[AS_HEAD_N_STATS];
+    int n, n_prev, n_next;
+} head_stats_acc;
+
+static void head_stats_rows(const float *P, const float *keep, int T, int i0, int i1, head_stats_acc *a) {
+    for (int i = i0; i < i1; i++) {
         if (keep[i] == 0.0f) continue;
-        const float *p = P + (size_t)i * T;
+        const float *p = P + (size_t)(i - i0) * T;
         double ent = 0.0, d = 0.0, mx = 0.0;
         for (int j = 0; j < T; j++) {
             double v = p[j];
@@ -113,19 +123,22 @@ static void head_stats(const float *P, const float *keep, int T, float *out) {
             double e = abs(i - j) - d;
             var += p[j] * e * e;
         }
-        acc[AS_HEAD_STAT_ENTROPY] += ent;
-        acc[AS_HEAD_STAT_SINK] += p[0];
-        acc[AS_HEAD_STAT_SELF] += p[i];
-        if (i >= 1) acc[AS_HEAD_STAT_PREV] += p[i - 1], n_prev++;
-        if (i + 1 < T) acc[AS_HEAD_STAT_NEXT] += p[i + 1], n_next++;
-        acc[AS_HEAD_STAT_DIST] += d;
-        acc[AS_HEAD_STAT_SPREAD] += sqrt(var);
-        acc[AS_HEAD_STAT_MAX] += mx;
-        n++;
+        a->acc[AS_HEAD_STAT_ENTROPY] += ent;
+        a->acc[AS_HEAD_STAT_SINK] += p[0];
+        a->acc[AS_HEAD_STAT_SELF] += p[i];
+        if (i >= 1) a->acc[AS_HEAD_STAT_PREV] += p[i - 1], a->n_prev++;
+        if (i + 1 < T) a->acc[AS_HEAD_STAT_NEXT] += p[i + 1], a->n_next++;
+        a->acc[AS_HEAD_STAT_DIST] += d;
+        a->acc[AS_HEAD_STAT_SPREAD] += sqrt(var);
+        a->acc[AS_HEAD_STAT_MAX] += mx;
+        a->n++;
     }
+}
+
+static void head_stats_out(const head_stats_acc *a, float *out) {
     for (int k = 0; k < AS_HEAD_N_STATS; k++) {
-        int c = k == AS_HEAD_STAT_PREV ? n_prev : k == AS_HEAD_STAT_NEXT ? n_next : n;
-        out[k] = c ? (float)(acc[k] / c) : 0.0f;
+        int c = k == AS_HEAD_STAT_PREV ? a->n_prev : k == AS_HEAD_STAT_NEXT ? a->n_next : a->n;
+        out[k] = c ? (float)(a->acc[k] / c) : 0.0f;
     }
 }
 
@@ -151,26 +164,36 @@ static size_t cap_slot(const as_run *r, int l, int h) {
     return (size_t)(l - r->layer_lo) * r->n_hd + (size_t)(h - r->head_lo);
 }
 
-/* Query head h of layer j->l, on thread tid (its scratch slot). */
+/* Query head h of layer j->l, on thread tid, in blocks of ATTN_ROW_BLOCK query rows:
+ * scores and probabilities go straight into the captured (or saved) T x T tensors when
+ * there are some, else through the thread's (ATTN_ROW_BLOCK, T) scratch, so a forward that
+ * keeps no T x T tensor needs memory linear in T. */
 static void attn_task(void *ctx, int h, int tid) {
     const attn_job *j = ctx;
     as_run *r = j->r;
     fwd_ws *ws = j->ws;
+    const tape_layer *tl = ws->tl;
     int T = j->T, Dh = j->Dh, l = j->l, g = h / (j->H / j->Hkv), ldq = j->H * Dh, ldk = j->Hkv * Dh;
-    size_t TT = (size_t)T * T, TD = (size_t)T * Dh;
+    size_t TT = (size_t)T * T, TD = (size_t)T * Dh, RT = (size_t)ATTN_ROW_BLOCK * T;
     int cap = captured(r, l, h);
     size_t slot = cap ? cap_slot(r, l, h) : 0;
-    float *S = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : ws->s + (size_t)tid * TT;
-    float *P = (cap && (j->what & CAP_ATTN)) ? r->attn + slot * TT : ws->p + (size_t)tid * TT;
-    if (ws->tl) { /* the backward reads P (and soft-capped S) of every head */
-        P = ws->tl->P + (size_t)h * TT;
-        if (ws->tl->S) S = ws->tl->S + (size_t)h * TT;
+    float *cS = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : NULL;
+    float *cP = (cap && (j->what & CAP_ATTN)) ? r->attn + slot * TT : NULL;
+    float *Sf = tl && tl->S ? tl->S + (size_t)h * TT : cS; /* the backward reads P (and soft-capped S) */
+    float *Pf = tl ? tl->P + (size_t)h * TT : cP;
+    head_stats_acc st = {{0}, 0, 0, 0};
+    for (int i0 = 0; i0 < T; i0 += ATTN_ROW_BLOCK) {
+        int i1 = i0 + ATTN_ROW_BLOCK < T ? i0 + ATTN_ROW_BLOCK : T;
+        float *S = Sf ? Sf + (size_t)i0 * T : ws->s + (size_t)tid * RT;
+        float *P = Pf ? Pf + (size_t)i0 * T : ws->p + (size_t)tid * RT;
+        attend_rows(ws->keep, &j->rule, T, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
+                    ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P,
+                    ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
+        if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
     }
-    attend_head(ws->keep, &j->rule, T, Dh, ws->q + (size_t)h * Dh, ldq, ws->k + (size_t)g * Dh,
-                ws->v + (size_t)g * Dh, ldk, S, P, ws->ctx + (size_t)h * Dh);
-    if (ws->tl && cap && (j->what & CAP_ATTN)) memcpy(r->attn + slot * TT, P, TT * sizeof(float));
-    if (cap && (j->what & CAP_STATS)) head_stats(P, ws->keep, T, r->head_stats + slot * AS_HEAD_N_STATS);
-    if (ws->tl && ws->tl->S && cap && (j->what & CAP_SCORES)) memcpy(r->scores + slot * TT, S, TT * sizeof(float));
+    if (cap && (j->what & CAP_STATS)) head_stats_out(&st, r->head_stats + slot * AS_HEAD_N_STATS);
+    if (cP && Pf != cP) memcpy(cP, Pf, TT * sizeof(float));
+    if (cS && Sf != cS) memcpy(cS, Sf, TT * sizeof(float));
     if (cap && (j->what & CAP_QKV)) {
         copy_head(r->q + slot * TD, ws->q, T, ldq, Dh, h);
         copy_head(r->k + slot * TD, ws->k, T, ldk, Dh, g);
@@ -452,7 +475,6 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
                           fwd_ws *out, size_t *cap, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, H = c->n_head, Dh = c->d_head;
-    size_t TT = (size_t)T * T;
     fwd_ws ws = {0};
     as_status s = AS_OK;
     {
@@ -464,7 +486,7 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         size_t conv = as_gemm_bf16_scratch((int)max_in);
         size_t xb = m->precision == AS_PRECISION_BF16 ? ((size_t)T * max_in + 1) / 2 : 0; /* in floats */
         size_t n = (size_t)T * (2 * W + 2 * Qw + 2 * Kw) + TF * (c->gated_mlp ? 2 : 1) +
-                   2 * (size_t)nthreads * TT + (size_t)T + 2 * (size_t)T * R + (size_t)nthreads * conv + xb;
+                   2 * (size_t)nthreads * ATTN_ROW_BLOCK * T + (size_t)T + 2 * (size_t)T * R + (size_t)nthreads * conv + xb;
         ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), cap) : NULL;
         if (!ws.block) {
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
@@ -478,8 +500,8 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         ws.ff = ws.ctx + (size_t)T * Qw;
         ws.up = c->gated_mlp ? ws.ff + TF : NULL;
         ws.s = ws.ff + TF * (c->gated_mlp ? 2 : 1);
-        ws.p = ws.s + (size_t)nthreads * TT;
-        ws.keep = ws.p + (size_t)nthreads * TT;
+        ws.p = ws.s + (size_t)nthreads * ATTN_ROW_BLOCK * T;
+        ws.keep = ws.p + (size_t)nthreads * ATTN_ROW_BLOCK * T;
         ws.rope = R ? ws.keep + T : NULL;
         ws.conv = ws.keep + T + 2 * (size_t)T * R;
         ws.conv_per_thread = conv;

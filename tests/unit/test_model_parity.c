@@ -990,6 +990,53 @@ static void test_head_stats_and_rows(void **state) {
         }
 }
 
+/* Inputs longer than the forward's row block (64 query rows): attention kept or not, the
+ * logits and statistics are the same bits; recomputed rows equal the kept attention. */
+static void test_row_blocks(void **state) {
+    (void)state;
+    char dir[64] = "/tmp/as_rows_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_big_llama(dir, 0, 0);
+    as_error err = {0};
+    as_model *m = NULL;
+    if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    int T = 125;
+    int32_t ids[125];
+    for (int i = 0; i < T; i++) ids[i] = (i * 53 + 7) % 300;
+    as_encoding enc = {0};
+    if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err)) fail_msg("%s", err.msg);
+    as_capture_spec sa = {.what = CAP_ATTN | CAP_QKV | CAP_STATS | CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+    as_capture_spec sb = {.what = CAP_STATS | CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+    as_run *a = NULL, *b = NULL;
+    if (as_forward(m, &enc, &sa, &a, &err) || as_forward(m, &enc, &sb, &b, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(a->logits, b->logits, (size_t)a->logits_rows * a->logits_cols * sizeof(float));
+    size_t ns = (size_t)a->n_lay * a->n_hd * AS_HEAD_N_STATS;
+    assert_memory_equal(a->head_stats, b->head_stats, ns * sizeof(float));
+    float *rows = malloc((size_t)T * T * sizeof(float));
+    assert_non_null(rows);
+    double d = 0.0;
+    for (int l = 0; l < a->n_lay; l++)
+        for (int h = 0; h < a->n_hd; h++) {
+            if (as_run_attention_rows(m, a, l, h, 0, T, rows, &err)) fail_msg("%s", err.msg);
+            const float *P = as_run_attn(a, l, h);
+            for (size_t i = 0; i < (size_t)T * T; i++) d = fmax(d, fabs((double)rows[i] - P[i]));
+        }
+    printf("T = %d: logits and statistics equal with and without the kept attention; recomputed rows %.2e\n", T,
+           d);
+    assert_true(d <= 1e-6);
+    free(rows);
+    as_run_free(a);
+    as_run_free(b);
+    as_encoding_free(&enc);
+    as_model_free(m);
+    char f[200];
+    snprintf(f, sizeof f, "%s/config.json", dir);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/model.safetensors", dir);
+    unlink(f);
+    rmdir(dir);
+}
+
 /* ---- precision bf16 -------------------------------------------------------- */
 
 static double max_abs(const float *a, size_t n) {
@@ -1041,7 +1088,7 @@ static void test_precision_bf16(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 11];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 12];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -1059,5 +1106,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bf16_in_place_threads);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_head_stats_and_rows);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_row_blocks);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }
