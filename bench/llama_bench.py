@@ -21,13 +21,15 @@ configuration found (bench/llama_torch.py), in F32 and in BF16, at each token co
    than float32); REPEAT forwards each after one warm-up (REPEAT_LONG above 1024 tokens,
    where one forward takes half a minute). For T in THROUGHPUT_TOKENS the
    same forwards without capture (`--capture none`: logits only) give tokens/s. At
-   F32FILE_TOKENS attnscope F32 also runs on the F32 file. Every call:
+   F32FILE_TOKENS attnscope F32 also runs on the F32 file. ROUNDS rounds of all of it,
+   interleaved; a figure is the median over rounds. Every call, with the share of the
+   cores that other processes used meanwhile (others_pct, from /proc/stat):
    bench/out/llama_rounds.txt; the table: bench/out/llama_latest.md.
 
 Settings (environment): BIN, MODEL (bench/out/llama-1b-bf16), MODEL_F32
 (bench/out/llama-1b-f32), TOKENS ("512 2048"), LAYER (8), REPEAT (2), REPEAT_LONG (1),
 THREADS (attnscope's, 2), SCREEN_T (512), SCREEN_REPEAT (1), SCREEN (short|full),
-CHECK_T (32), THROUGHPUT_TOKENS ("512"), F32FILE_TOKENS ("512"), BF16W (auto|0|1).
+CHECK_T (32), THROUGHPUT_TOKENS ("512"), F32FILE_TOKENS ("512"), BF16W (auto|0|1), ROUNDS (1).
 """
 import os, re, statistics, subprocess, sys, time
 
@@ -53,6 +55,23 @@ def sh(cmd, env=None):
     return r.stdout
 
 
+def busy_s():
+    """CPU seconds all processes have run so far (/proc/stat: user, nice, system, irq,
+    softirq, steal; USER_HZ = 100)."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+    return (f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) / 100.0
+
+
+def sh_others(cmd, env=None):
+    """sh(cmd), and the share of the machine's cores that other processes used meanwhile
+    (CPU time of everything minus that of cmd, over wall time x cores), in %."""
+    t0, b0, c0 = time.time(), busy_s(), os.times()
+    out = sh(cmd, env)
+    t1, b1, c1 = time.time(), busy_s(), os.times()
+    own = (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
+    return out, max(0.0, 100.0 * (b1 - b0 - own) / ((t1 - t0) * (os.cpu_count() or 1)))
+
+
 def say(*a):
     print("[%5.0f s]" % (time.time() - T0), *a, flush=True)
 
@@ -75,6 +94,7 @@ class Bench:
         self.tput = [int(x) for x in g("THROUGHPUT_TOKENS", "512").split()]
         self.f32file = [int(x) for x in g("F32FILE_TOKENS", "512").split()]
         self.bf16w = g("BF16W", "auto")
+        self.rounds = int(g("ROUNDS", "1"))
         self.log = open(os.path.join(OUT, "llama_rounds.txt"), "w")
 
     def attnscope(self, model, T, prec, capture, repeat):
@@ -82,7 +102,8 @@ class Bench:
         e.pop("OPENBLAS_CORETYPE", None)
         cmd = [self.bin, "bench", "--model", model, "--tokens", str(T), "--repeat", str(repeat),
                "--threads", str(self.threads), "--precision", prec, "--layer", str(self.layer), "--capture", capture]
-        line = sh(cmd, e).strip().splitlines()[-1]
+        out, others = sh_others(cmd, e)
+        line = out.strip().splitlines()[-1] + "  others_pct %.1f" % others
         self.log.write("%s\n  %s\n" % (" ".join(cmd), line))
         self.log.flush()
         return line
@@ -91,7 +112,8 @@ class Bench:
         cmd = [PY, REF, "--model", model, "--dtype", dtype, "--tokens", ",".join(map(str, tokens)),
                "--threads", ",".join(map(str, threads)), "--interop", str(cfg["interop"]), "--repeat", str(repeat),
                "--layer", str(self.layer), "--capture", capture]
-        lines = sh(cmd, configs.env(cfg)).strip().splitlines()
+        out, others = sh_others(cmd, configs.env(cfg))
+        lines = [l + "  others_pct %.1f" % others for l in out.strip().splitlines()]
         self.log.write("%s  [%s]\n%s\n" % (" ".join(cmd), configs.label(dict(cfg, threads=0))[3:],
                                            "\n".join("  " + l for l in lines)))
         self.log.flush()
@@ -149,50 +171,58 @@ class Bench:
         best = {d: min(scr[d], key=scr[d].get) for d in scr}
         use_bf16w = self.bf16w == "1" or (self.bf16w == "auto" and scr["bf16"][best["bf16"]] > scr["f32"][best["f32"]])
         say("best:", best, "bf16w measured:", use_bf16w)
-        rows = []
-        for T in self.tokens:
-            rep = self.repeat if T <= 1024 else self.repeat_long
-            tp = T in self.tput
-            cap = "attn,none" if tp else "attn"
-            d = {}
-            for prec, tdt in (("f32", "f32"), ("bf16", "bf16")) + ((("bf16", "bf16w"),) if use_bf16w else ()):
-                if tdt != "bf16w":
-                    d["a_" + prec] = self.attnscope(self.model, T, prec, "attn,logits", rep)
-                    say("T %d attnscope %s:" % (T, prec), d["a_" + prec])
+        rows = {T: {} for T in self.tokens}  # T -> call -> [line per round]
+        add = lambda d, k, line: d.setdefault(k, []).append(line)
+        for r in range(self.rounds):
+            for T in self.tokens:
+                rep = self.repeat if T <= 1024 else self.repeat_long
+                tp = T in self.tput
+                cap = "attn,none" if tp else "attn"
+                d = rows[T]
+                for prec, tdt in (("f32", "f32"), ("bf16", "bf16")) + ((("bf16", "bf16w"),) if use_bf16w else ()):
+                    if tdt != "bf16w":
+                        add(d, "a_" + prec, self.attnscope(self.model, T, prec, "attn,logits", rep))
+                        say("round %d T %d attnscope %s:" % (r + 1, T, prec), d["a_" + prec][-1])
+                        if tp:
+                            add(d, "a_" + prec + "_none", self.attnscope(self.model, T, prec, "none", rep))
+                            say("round %d T %d attnscope %s no capture:" % (r + 1, T, prec), d["a_" + prec + "_none"][-1])
+                    cfg = configs.parse_label(best[tdt])
+                    lines = self.torch(cfg, self.model_f32 if tdt == "f32" else self.model, tdt, [T],
+                                       [cfg["threads"]], cap, rep)
+                    add(d, "t_" + tdt, lines[0])
                     if tp:
-                        d["a_" + prec + "_none"] = self.attnscope(self.model, T, prec, "none", rep)
-                        say("T %d attnscope %s no capture:" % (T, prec), d["a_" + prec + "_none"])
-                cfg = configs.parse_label(best[tdt])
-                lines = self.torch(cfg, self.model_f32 if tdt == "f32" else self.model, tdt, [T], [cfg["threads"]],
-                                   cap, rep)
-                d["t_" + tdt] = lines[0]
-                d["t_" + tdt + "_none"] = lines[1] if tp else None
-                say("T %d torch %s (%s):" % (T, tdt, best[tdt]), "\n    ".join(lines))
-            if T in self.f32file:
-                d["a_f32file"] = self.attnscope(self.model_f32, T, "f32", "attn,logits", rep)
-                say("T %d attnscope f32 on the F32 file:" % T, d["a_f32file"])
-            rows.append((T, d))
+                        add(d, "t_" + tdt + "_none", lines[1])
+                    say("round %d T %d torch %s (%s):" % (r + 1, T, tdt, best[tdt]), "\n    ".join(lines))
+                if T in self.f32file:
+                    add(d, "a_f32file", self.attnscope(self.model_f32, T, "f32", "attn,logits", rep))
+                    say("round %d T %d attnscope f32 on the F32 file:" % (r + 1, T), d["a_f32file"][-1])
         self.table(rows, best, use_bf16w)
         say("load average after:", open("/proc/loadavg").read().split()[:3])
 
     def table(self, rows, best, use_bf16w):
-        ms = lambda l: num(l, "median_ms")
-        tps = lambda T, l: "%.0f" % (T / ms(l) * 1e3) if l else "-"
+        """Per call, the median over rounds of each call's median ms; peak RSS: the largest;
+        others: the largest share of the cores other processes used during one of its calls."""
+        ms = lambda ls: statistics.median(num(l, "median_ms") for l in ls)
+        rss = lambda ls: max(num(l, "peak_rss_mb") for l in ls)
+        oth = lambda *lss: max(num(l, "others_pct") for ls in lss for l in ls)
+        gf = lambda ls: statistics.median(num(l, "gflops") for l in ls)
+        tps = lambda T, ls: "%.0f" % (T / ms(ls) * 1e3) if ls else "-"
         out = ["| T | precision | attnscope ms (GFLOP/s) | PyTorch ms (config) | speed ratio (PyTorch ms / "
                "attnscope ms) | attnscope peak RSS MB | PyTorch peak RSS MB | attnscope tokens/s, no capture "
-               "| PyTorch tokens/s, no capture |", "|---|---|---|---|---|---|---|---|---|"]
-        for T, d in rows:
+               "| PyTorch tokens/s, no capture | others' CPU % (max) |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for T, d in rows.items():
             for prec, tdt, name in (("f32", "f32", "F32"), ("bf16", "bf16", "BF16")) + \
                     ((("bf16", "bf16w", "BF16 stored, F32 products (PyTorch)"),) if use_bf16w else ()):
                 a, t = d["a_" + prec], d["t_" + tdt]
-                out.append("| %d | %s | %.1f (%.1f) | %.1f (%s) | **%.2fx** | %.0f | %.0f | %s | %s |" % (
-                    T, name, ms(a), num(a, "gflops"), ms(t), best[tdt], ms(t) / ms(a), num(a, "peak_rss_mb"),
-                    num(t, "peak_rss_mb"), tps(T, d.get("a_" + prec + "_none")), tps(T, d.get("t_" + tdt + "_none"))))
+                an, tn = d.get("a_" + prec + "_none", []), d.get("t_" + tdt + "_none", [])
+                out.append("| %d | %s | %.1f (%.1f) | %.1f (%s) | **%.2fx** | %.0f | %.0f | %s | %s | %.1f |" % (
+                    T, name, ms(a), gf(a), ms(t), best[tdt], ms(t) / ms(a), rss(a), rss(t), tps(T, an), tps(T, tn),
+                    oth(a, t, an, tn)))
             if "a_f32file" in d:
                 a = d["a_f32file"]
-                out.append("| %d | F32, attnscope on the F32 file | %.1f (%.1f) | %.1f (%s) | %.2fx | %.0f | %.0f | - | - |"
-                           % (T, ms(a), num(a, "gflops"), ms(d["t_f32"]), best["f32"], ms(d["t_f32"]) / ms(a),
-                              num(a, "peak_rss_mb"), num(d["t_f32"], "peak_rss_mb")))
+                out.append("| %d | F32, attnscope on the F32 file | %.1f (%.1f) | %.1f (%s) | %.2fx | %.0f | %.0f | - | - "
+                           "| %.1f |" % (T, ms(a), gf(a), ms(d["t_f32"]), best["f32"], ms(d["t_f32"]) / ms(a), rss(a),
+                                         rss(d["t_f32"]), oth(a)))
         table = "\n".join(out) + "\n"
         with open(os.path.join(OUT, "llama_latest.md"), "w") as f:
             f.write(table)

@@ -6,13 +6,14 @@
 # in F32 (attnscope: the BF16 file, F32 products; PyTorch: the F32 copy) and BF16
 # (attnscope --precision bf16; PyTorch bfloat16). The driver is bench/llama_bench.py
 # (PyTorch side: bench/llama_torch.py): a check against attnscope, a screen of PyTorch's
-# thread configurations at SCREEN_T, then one timed call per side, precision and T;
-# tokens/s without capture at THROUGHPUT_TOKENS.
+# thread configurations at SCREEN_T, then one timed call per side, precision and T in each
+# of ROUNDS rounds; tokens/s without capture at THROUGHPUT_TOKENS.
 # Output: bench/out/llama_latest.md (table), llama_screen.md, llama_rounds.txt (every call).
 #   BIN=PATH (default ./build-bench/attnscope)  TOKENS="512 2048"  REPEAT=2  REPEAT_LONG=1
 #   LAYER=8  SCREEN_T=512  SCREEN_REPEAT=1  SCREEN=short|full  CHECK_T=32  THROUGHPUT_TOKENS="512"
-#   F32FILE_TOKENS="512"  BF16W=auto|0|1  THREADS=2 (attnscope)
-# About 12 minutes on the project's 2-core machine with the defaults. Needs Debian's
+#   F32FILE_TOKENS="512"  BF16W=auto|0|1  THREADS=2 (attnscope)  ROUNDS=1 (interleaved rounds;
+#   each call logs the share of the cores other processes used meanwhile: others_pct)
+# About 13 minutes on the project's 2-core machine with the defaults (each more round: 7). Needs Debian's
 # python3-torch; writes the two checkpoints on first use (bench/out/, gitignored: 2.1 GiB
 # BF16 + 4.1 GiB F32).
 set -euo pipefail
