@@ -312,8 +312,9 @@ typedef enum {
     CAP_HIDDEN = 8, /* hidden states: embedding output, then every layer's output */
     CAP_LOGITS = 16,/* task head logits when the model has one (forces all layers) */
     CAP_STATS = 32, /* per-head statistics of the attention (AS_HEAD_STAT_*), computed row by
-                       row in the forward without keeping T x T */
-    CAP_ALL = 63
+                       row in the forward without keeping T x T; asked for by name (not in
+                       CAP_ALL) */
+    CAP_ALL = 31    /* every tensor above: attention, scores, q/k/v, hidden states, logits */
 } as_capture_what;
 
 /* The per-head statistics of CAP_STATS, each the mean over the real (unpadded) query

@@ -114,7 +114,7 @@ static void head_stats_rows(const float *P, const float *keep, int T, int i0, in
         double ent = 0.0, d = 0.0, mx = 0.0;
         for (int j = 0; j < T; j++) {
             double v = p[j];
-            if (v > 0.0) ent -= v * log(v);
+            if (v > 0.0) ent -= v * (0.69314718055994531 * as_fast_log2f(p[j])); /* ln v */
             d += v * abs(i - j);
             mx = v > mx ? v : mx;
         }
@@ -534,7 +534,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     emb_in ein = {enc, spec->ablate, word};
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer;
-    unsigned what = spec->what & CAP_ALL;
+    unsigned what = spec->what & (CAP_ALL | CAP_STATS);
     int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
     int want_logits = (what & CAP_LOGITS) && m->heads;
     int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN | CAP_STATS);
