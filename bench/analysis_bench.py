@@ -34,6 +34,7 @@ import os, re, statistics, subprocess, sys, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import configs  # noqa: E402
+from configs import num, sh  # noqa: E402
 
 PY = "/usr/bin/python3"
 OUT = os.path.join(HERE, "out")
@@ -42,12 +43,6 @@ DATA = os.environ.get("AS_DATA", os.path.join(HERE, "..", "..", "shared", "data"
 CORPUS = {"sst2": ["--sst2", os.path.join(DATA, "sst2", "dev.tsv")],
           "ud": ["--conllu", os.path.join(DATA, "ud", "en_ewt-ud-dev.conllu")]}
 
-
-def sh(cmd, env=None):
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode:
-        sys.exit("analysis_bench: %s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stderr))
-    return r.stdout
 
 
 def rmdb(db):

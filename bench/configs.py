@@ -62,3 +62,21 @@ def process_groups():
         groups.setdefault(key, []).append(cfg["threads"])
     for (ob, wait, interop), ns in groups.items():
         yield {"openblas": ob, "wait": wait, "interop": interop}, ns
+
+
+def sh(cmd, env=None):
+    """stdout of cmd; exits naming the calling script, the command and its stderr when it fails."""
+    import subprocess
+    import sys
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode:
+        sys.exit("%s: %s failed (%d):\n%s" % (os.path.basename(sys.argv[0]).rsplit(".", 1)[0], " ".join(cmd),
+                                               r.returncode, r.stderr))
+    return r.stdout
+
+
+def num(line, key):
+    """The number after `key ` in a line of `attnscope bench` output (a trailing % dropped); nan when absent."""
+    import re
+    m = re.search(r"\b%s (\S+)" % key, line)
+    return float(m.group(1).rstrip("%")) if m else float("nan")

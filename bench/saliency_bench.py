@@ -26,6 +26,7 @@ import os, re, statistics, subprocess, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import configs  # noqa: E402
+from configs import num, sh  # noqa: E402
 
 PY = "/usr/bin/python3"
 REF = os.path.join(HERE, "saliency_torch.py")
@@ -33,16 +34,6 @@ M = os.path.join(HERE, "out", "bert-base-random")
 OUT = os.path.join(HERE, "out")
 
 
-def num(line, key):
-    m = re.search(r"\b%s (\S+)" % key, line)
-    return float(m.group(1).rstrip("%")) if m else float("nan")
-
-
-def sh(cmd, env=None):
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode:
-        sys.exit("saliency_bench: %s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stderr))
-    return r.stdout
 
 
 def attnscope(bin_, T, n, repeat):
