@@ -392,6 +392,12 @@ const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
  * layer and head were not captured or the rows are out of range. */
 as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h, int i0, int i1, float *out,
                                 as_error *err);
+/* The logit lens (nostalgebraist 2020): hidden state l of the run (0 = embeddings, captured
+ * with CAP_HIDDEN) through the model's final norm (pre-norm models; the last state already
+ * has it) and its language-model or masked-LM head: logits (T, V). For l = the last layer
+ * this is the model's own LM logits. Errors: no LM head, hidden states not captured, l
+ * outside 0..n_run. */
+as_status as_run_logit_lens(const as_model *m, const as_run *r, int l, int threads, float *logits, as_error *err);
 /* Key/value head that query head h reads (h itself without grouped-query attention). */
 int as_run_kv_group(const as_run *r, int h);
 /* The captured tensors of a run under their Hugging Face output names, in the order the

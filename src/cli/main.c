@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "  pretrain  masked-LM pretraining of a BERT encoder from scratch\n"
             "  train-lm  causal-LM training of a decoder (GPT-2, LLaMA family) on the one forward\n"
             "  probe     induction / previous-token / sink scores of every head (--induction)\n"
+            "  lens      the logit lens: every layer's top next tokens at one position\n"
             "  finetune  fine-tune a classifier (sst2), keeping the best dev epoch\n"
             "  eval      accuracy of a classifier (sst2), masked-token accuracy (mlm), head patterns\n"
             "  distill   distil a masked-LM teacher into a student with half the layers\n"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "pretrain")) return cmd_pretrain(argc - 1, argv + 1);
     if (!strcmp(c, "train-lm")) return cmd_train_lm(argc - 1, argv + 1);
     if (!strcmp(c, "probe")) return cmd_probe(argc - 1, argv + 1);
+    if (!strcmp(c, "lens")) return cmd_lens(argc - 1, argv + 1);
     if (!strcmp(c, "finetune")) return cmd_finetune(argc - 1, argv + 1);
     if (!strcmp(c, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(c, "distill")) return cmd_distill(argc - 1, argv + 1);

@@ -330,9 +330,11 @@ static void cls_act(int a, float *x, int n) {
  * classifier.dense tanh, DistilBERT pre_classifier ReLU) and cls_out -> (1, C).
  * MLM: dense + activation + LayerNorm, then the (tied) decoder + bias -> (T, V);
  * GPT-2 LM: x (already through ln_f) times wte^T -> (T, V). work: (T, D). */
+static void vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work);
+
 void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,
                        float *work) {
-    int T = enc->n, D = m->cfg.d_model, V = m->cfg.vocab_size;
+    int T = enc->n, D = m->cfg.d_model;
     if (m->heads & HEAD_CLASSIFIER) {
         int t = 0;
         if (m->cls_last_token) {
@@ -348,6 +350,12 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
         op_linear(&m->cls_out, h0, 1, logits);
         return;
     }
+    vocab_logits(m, x, T, logits, work);
+}
+
+/* The masked-LM / LM head on x (T, D) -> logits (T, V). work: (T, D). */
+static void vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work) {
+    int D = m->cfg.d_model, V = m->cfg.vocab_size;
     const float *in = x;
     if (lin_has(&m->mlm_dense)) {
         op_linear(&m->mlm_dense, x, T, work);
@@ -618,5 +626,37 @@ as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h
         for (int j = 0; j < T; j++) o[j] = sum > 0.0f ? o[j] / sum : 0.0f;
     }
     free(keep);
+    return AS_OK;
+}
+
+as_status as_run_logit_lens(const as_model *m, const as_run *r, int l, int threads, float *logits, as_error *err) {
+    const as_config *c = &m->cfg;
+    if (!(m->heads & (HEAD_MLM | HEAD_LM)))
+        return as_err_set(err, AS_ERR_INPUT, "%s: the model has no language-model head to read the layers through",
+                          m->dir);
+    if (!r->hidden || r->D != c->d_model || r->L != c->n_layer)
+        return as_err_set(err, AS_ERR_INPUT, "the run has no hidden states of this model (capture hidden)");
+    if (l < 0 || l > r->n_run)
+        return as_err_set(err, AS_ERR_INPUT, "layer %d is outside the hidden states 0..%d", l, r->n_run);
+    int T = r->T, D = c->d_model;
+    size_t TD = (size_t)T * D;
+    float *x = as_malloc_array(2 * TD, sizeof(float));
+    size_t conv = as_gemm_bf16_scratch(D > c->d_ff ? D : c->d_ff);
+    int nt = threads > 0 ? threads : as_n_cores();
+    float *scratch = as_malloc_array((size_t)nt * conv, sizeof(float));
+    if (!x || !scratch) {
+        free(x);
+        free(scratch);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    memcpy(x, r->hidden + (size_t)l * TD, TD * sizeof(float));
+    par_state saved;
+    model_par_begin(nt, scratch, conv, NULL, &saved);
+    /* the last layer's hidden state already went through the final norm (as HF returns it) */
+    if (m->pre_ln && l < c->n_layer) model_norm_rows(m, &m->ln_f, x, T);
+    vocab_logits(m, x, T, logits, x + TD);
+    model_par_end(&saved);
+    free(x);
+    free(scratch);
     return AS_OK;
 }
