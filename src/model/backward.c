@@ -498,15 +498,7 @@ static void table_grads(const as_model *m, const as_encoding *enc, const float *
     for (int t = 0; t < T; t++) {
         const float *g = de + (size_t)t * De;
         if (!word && pg->wte) add_row(pg->wte + (size_t)enc->ids[t] * De, g, De, sc);
-        if (pg->wpe) {
-            int pos = t;
-            if (c->arch == ARCH_ROBERTA) { /* as bert_embed_sum */
-                int is_pad = enc->ids[t] == c->pad_token_id;
-                if (!is_pad) count++;
-                pos = is_pad ? c->pad_token_id : c->pad_token_id + count;
-            }
-            add_row(pg->wpe + (size_t)pos * De, g, De, 1.0f);
-        }
+        if (pg->wpe) add_row(pg->wpe + (size_t)bert_position(m, enc, t, &count) * De, g, De, 1.0f);
         if (pg->wtt) add_row(pg->wtt + (size_t)(enc->type_ids ? enc->type_ids[t] : 0) * De, g, De, 1.0f);
         if (c->arch == ARCH_GPT2 && enc->type_ids_given && enc->type_ids && pg->wte)
             add_row(pg->wte + (size_t)enc->type_ids[t] * De, g, De, 1.0f);

@@ -117,6 +117,14 @@ as_status bert_bind(as_model *m, as_error *err) {
  * (T, De), before the LayerNorm. RoBERTa positions follow Hugging Face's
  * create_position_ids_from_input_ids: padding_idx + running count of non-pad tokens,
  * pads at padding_idx. */
+int bert_position(const as_model *m, const as_encoding *enc, int t, int *count) {
+    const as_config *c = &m->cfg;
+    if (c->arch != ARCH_ROBERTA) return t;
+    int is_pad = enc->ids[t] == c->pad_token_id;
+    if (!is_pad) (*count)++;
+    return is_pad ? c->pad_token_id : c->pad_token_id + *count;
+}
+
 void bert_embed_sum(const as_model *m, const emb_in *in, float *e) {
     const as_config *c = &m->cfg;
     const as_encoding *enc = in->enc;
@@ -124,12 +132,7 @@ void bert_embed_sum(const as_model *m, const emb_in *in, float *e) {
     int T = enc->n, De = c->d_embed;
     int count = 0;
     for (int t = 0; t < T; t++) {
-        int pos = t;
-        if (c->arch == ARCH_ROBERTA) {
-            int is_pad = enc->ids[t] == c->pad_token_id;
-            if (!is_pad) count++;
-            pos = is_pad ? c->pad_token_id : c->pad_token_id + count;
-        }
+        int pos = bert_position(m, enc, t, &count);
         const float *w = model_emb_word(m, in, t);
         const float *p = model_emb_pos(m, ablate, pos);
         const float *tt = model_emb_type(m, enc, ablate, t);

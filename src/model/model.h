@@ -276,6 +276,9 @@ typedef struct {
 void bert_embed(const as_model *m, const emb_in *in, float *x, float *tmp);
 void distilbert_embed(const as_model *m, const emb_in *in, float *x);
 void gpt2_embed(const as_model *m, const emb_in *in, float *x);
+/* Position id of token t (t itself; RoBERTa: padding_idx + running count of non-pad tokens,
+ * pads at padding_idx, counted in *count, which starts at 0 and is passed for t = 0, 1, ...). */
+int bert_position(const as_model *m, const as_encoding *enc, int t, int *count);
 /* The sums before the embedding LayerNorm, e (T, De) (the backward recomputes them). */
 void bert_embed_sum(const as_model *m, const emb_in *in, float *e);
 void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e);

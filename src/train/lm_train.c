@@ -12,6 +12,7 @@
  * family's masked-LM training (src/train/pretrain.c).
  */
 #include "train/lm_train.h"
+#include "train/train_ops.h"
 #include "io/safetensors.h"
 #include "train/trainer.h"
 
@@ -30,6 +31,7 @@ as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int
     as_status s = AS_OK;
     model_tape tp = {0};
     float *dl = NULL;
+    double *row_loss = NULL;
     as_encoding enc = {0};
     *loss = 0.0;
     if (T < 2 || B < 1) return as_err_set(err, AS_ERR_INPUT, "a batch needs at least 1 window of 2 tokens");
@@ -37,7 +39,9 @@ as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int
         return as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", as_model_dir(m));
     double inv = 1.0 / ((double)B * (T - 1));
     if ((s = model_tape_init(m, T, &tp, err))) return s;
-    if (!(dl = as_malloc_array((size_t)T * V, sizeof(float)))) {
+    dl = as_malloc_array((size_t)T * V, sizeof(float));
+    row_loss = as_malloc_array((size_t)T, sizeof(double));
+    if (!dl || !row_loss) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
@@ -48,21 +52,10 @@ as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int
         as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = threads};
         as_run *r = NULL;
         if ((s = model_forward(m, &enc, &spec, NULL, &tp, &r, err))) goto cleanup;
-        for (int t = 0; t < T; t++) { /* dl = (softmax - onehot(next)) / N; the last row predicts nothing */
-            const float *lg = r->logits + (size_t)t * V;
-            float *d = dl + (size_t)t * V;
-            if (t == T - 1) {
-                memset(d, 0, (size_t)V * sizeof(float));
-                continue;
-            }
-            double mx = lg[0], z = 0.0;
-            for (int v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-            for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
-            int tgt = w[t + 1];
-            *loss += (log(z) + mx - lg[tgt]) * inv;
-            for (int v = 0; v < V; v++) d[v] = (float)(exp((double)lg[v] - mx) / z * inv);
-            d[tgt] -= (float)inv;
-        }
+        /* rows 0..T-2 predict the next token: dl = (softmax - onehot) / N; the last row nothing */
+        trainop_xent(dl, row_loss, r->logits, w + 1, T - 1, V, (float)inv);
+        memset(dl + (size_t)(T - 1) * V, 0, (size_t)V * sizeof(float));
+        for (int t = 0; t < T - 1; t++) *loss += row_loss[t] * inv;
         s = model_backward_params(m, &enc, NULL, &tp, r, dl, threads, NULL, NULL, g, err);
         as_run_free(r);
         if (s) goto cleanup;
@@ -70,6 +63,7 @@ as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int
 cleanup:
     as_encoding_free(&enc);
     free(dl);
+    free(row_loss);
     model_tape_free(&tp);
     return s;
 }
@@ -102,14 +96,11 @@ static float lm_lr(const lm_opts *o, int step) {
 
 void lm_adamw_step(float *p, const float *g, float *mo, float *vo, const uint8_t *decay, size_t n, int step,
                    const lm_opts *o, float lr, float gscale) {
-    double b1 = o->beta1, b2 = o->beta2;
-    float c1 = (float)(1.0 - pow(b1, step + 1)), c2 = (float)(1.0 - pow(b2, step + 1));
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * gscale;
-        mo[i] = (float)b1 * mo[i] + (float)(1.0 - b1) * gi;
-        vo[i] = (float)b2 * vo[i] + (float)(1.0 - b2) * gi * gi;
-        if (decay[i]) p[i] -= lr * o->weight_decay * p[i];
-        p[i] -= lr * (mo[i] / c1) / (sqrtf(vo[i] / c2) + o->eps);
+    float bc1 = 1.0f - powf(o->beta1, (float)(step + 1)), bc2 = 1.0f - powf(o->beta2, (float)(step + 1));
+    for (size_t i0 = 0, i1; i0 < n; i0 = i1) { /* runs of equal decay: optim.c's update on each */
+        for (i1 = i0 + 1; i1 < n && decay[i1] == decay[i0];) i1++;
+        trainop_adamw_span(p + i0, g + i0, mo + i0, vo + i0, i1 - i0, gscale, o->beta1, o->beta2,
+                           decay[i0] ? 1.0f - lr * o->weight_decay : 1.0f, lr / bc1, 1.0f / sqrtf(bc2), o->eps);
     }
 }
 

@@ -57,9 +57,8 @@ typedef struct {
     float gscale, lr, b1, b2, step_size, rbc2;
 } adam_job;
 
-/* One AdamW update of n elements (Algorithm 2 with torch's bias correction). */
-static void adamw_span(float *restrict p, const float *restrict g, float *restrict mm, float *restrict vv, size_t n,
-                       float gscale, float b1, float b2, float decay, float step_size, float rbc2, float eps) {
+void trainop_adamw_span(float *restrict p, const float *restrict g, float *restrict mm, float *restrict vv, size_t n,
+                        float gscale, float b1, float b2, float decay, float step_size, float rbc2, float eps) {
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gscale;
         mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
@@ -89,7 +88,7 @@ static void adam_task(void *ctx, int c, int tid) {
         size_t s0 = j->off[k] > i0 ? j->off[k] : i0, s1 = j->off[k + 1] < i1 ? j->off[k + 1] : i1;
         if (s0 >= s1) continue;
         float decay = decayed[k] ? 1.0f - j->lr * o->wd : 1.0f;
-        adamw_span(m->params_mem + s0, m->grads_mem + s0, o->m + s0, o->v + s0, s1 - s0, j->gscale, j->b1, j->b2,
+        trainop_adamw_span(m->params_mem + s0, m->grads_mem + s0, o->m + s0, o->v + s0, s1 - s0, j->gscale, j->b1, j->b2,
                    decay, j->step_size, j->rbc2, o->eps);
     }
 }

@@ -110,6 +110,12 @@ float trainop_adamw_lr(const trainop_adamw *o, int64_t step);
 /* Clips the gradients to o->clip (when > 0), applies one update; returns the gradient
  * norm before clipping. */
 float trainop_adamw_step(trainop_adamw *o, train_model *m);
+/* The update itself on n elements (Algorithm 2 with torch's bias correction): g scaled by
+ * gscale into the moments mm, vv; p = p * decay - step_size * mm / (sqrt(vv) * rbc2 + eps),
+ * decay = 1 - lr * weight_decay (1 when not decayed), step_size = lr / (1 - b1^t),
+ * rbc2 = 1 / sqrt(1 - b2^t). */
+void trainop_adamw_span(float *restrict p, const float *restrict g, float *restrict mm, float *restrict vv, size_t n,
+                        float gscale, float b1, float b2, float decay, float step_size, float rbc2, float eps);
 
 /* ---- checkpoints (checkpoint.c) ---- */
 
