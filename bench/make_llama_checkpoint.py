@@ -2,9 +2,12 @@
 (no pretrained weights can be downloaded here): config.json + model.safetensors in BF16
 (or F32) with Hugging Face parameter names. Default: the 1B shape of bench/RESULTS.md
 (16 layers, width 2048, 32 query / 8 key-value heads of 64, SwiGLU 8192, vocabulary 32000,
-untied LM head), weights N(0, 0.02), norms 1. Written tensor by tensor (numpy only).
+untied LM head), weights N(0, 0.02), norms 1; options for a tied head, the special ids,
+RoPE theta, the seed and GPT-2's scaled residual initialisation (a starting point for
+`attnscope train-lm`). Written tensor by tensor (numpy only).
   /usr/bin/python3 bench/make_llama_checkpoint.py OUT_DIR [--dtype bf16|f32] [--layers N]
-     [--width D] [--heads H] [--kv-heads K] [--ff F] [--vocab V]
+     [--width D] [--heads H] [--kv-heads K] [--ff F] [--vocab V] [--positions P] [--tie]
+     [--bos ID] [--eos ID] [--rope-theta T] [--seed S] [--std S] [--scaled-residual]
 """
 import argparse
 import json
@@ -31,20 +34,31 @@ def main():
     ap.add_argument("--ff", type=int, default=8192)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--positions", type=int, default=4096)
+    ap.add_argument("--tie", action="store_true", help="tie the LM head to the embedding table")
+    ap.add_argument("--bos", type=int, default=1)
+    ap.add_argument("--eos", type=int, default=2)
+    ap.add_argument("--rope-theta", type=float, default=500000.0)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--std", type=float, default=0.02)
+    ap.add_argument("--scaled-residual", action="store_true",
+                    help="o_proj and down_proj at std / sqrt(2 layers) (GPT-2's residual scaling)")
     a = ap.parse_args()
     D, H, K, F, V, L = a.width, a.heads, a.kv_heads, a.ff, a.vocab, a.layers
     Dh = D // H
-    shapes = [("model.embed_tokens.weight", (V, D), 0.02), ("model.norm.weight", (D,), None),
-              ("lm_head.weight", (V, D), 0.02)]
+    sd = a.std
+    so = sd / (2 * L) ** 0.5 if a.scaled_residual else sd
+    shapes = [("model.embed_tokens.weight", (V, D), sd), ("model.norm.weight", (D,), None)]
+    if not a.tie:
+        shapes.append(("lm_head.weight", (V, D), sd))
     for l in range(L):
         p = f"model.layers.{l}."
         shapes += [(p + "input_layernorm.weight", (D,), None), (p + "post_attention_layernorm.weight", (D,), None),
-                   (p + "self_attn.q_proj.weight", (H * Dh, D), 0.02),
-                   (p + "self_attn.k_proj.weight", (K * Dh, D), 0.02),
-                   (p + "self_attn.v_proj.weight", (K * Dh, D), 0.02),
-                   (p + "self_attn.o_proj.weight", (D, H * Dh), 0.02),
-                   (p + "mlp.gate_proj.weight", (F, D), 0.02), (p + "mlp.up_proj.weight", (F, D), 0.02),
-                   (p + "mlp.down_proj.weight", (D, F), 0.02)]
+                   (p + "self_attn.q_proj.weight", (H * Dh, D), sd),
+                   (p + "self_attn.k_proj.weight", (K * Dh, D), sd),
+                   (p + "self_attn.v_proj.weight", (K * Dh, D), sd),
+                   (p + "self_attn.o_proj.weight", (D, H * Dh), so),
+                   (p + "mlp.gate_proj.weight", (F, D), sd), (p + "mlp.up_proj.weight", (F, D), sd),
+                   (p + "mlp.down_proj.weight", (D, F), so)]
     shapes.sort()
     es = 2 if a.dtype == "bf16" else 4
     header, off = {}, 0
@@ -56,7 +70,7 @@ def main():
     hb = json.dumps(header).encode()
     hb += b" " * ((8 - len(hb) % 8) % 8)
     os.makedirs(a.out, exist_ok=True)
-    rng = np.random.default_rng(1234)
+    rng = np.random.default_rng(a.seed)
     with open(os.path.join(a.out, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(hb)))
         f.write(hb)
@@ -66,8 +80,8 @@ def main():
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": D,
            "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": K,
            "head_dim": Dh, "vocab_size": V, "max_position_embeddings": a.positions, "rms_norm_eps": 1e-5,
-           "rope_theta": 500000.0, "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 1,
-           "eos_token_id": 2, "torch_dtype": "bfloat16" if es == 2 else "float32"}
+           "rope_theta": a.rope_theta, "hidden_act": "silu", "tie_word_embeddings": a.tie, "bos_token_id": a.bos,
+           "eos_token_id": a.eos, "torch_dtype": "bfloat16" if es == 2 else "float32"}
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     print(f"{a.out}: {sum(int(np.prod(s)) for _, s, _ in shapes) / 1e9:.2f}B parameters, {off / 2**30:.2f} GiB")

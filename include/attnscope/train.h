@@ -132,16 +132,18 @@ void distill_opts_default(distill_opts *o);
 as_status distill_run(const distill_opts *o, as_error *err);
 
 /* Trains a byte-level BPE vocabulary of `size` entries (<s> </s> <pad>, the 256 bytes,
- * then merges) on the lines of the text files and writes DIR/tokenizer.json (ByteLevel
+ * then merges) on the sentences of the corpus files minus those of the exclude files
+ * (data_read_corpus) and writes DIR/tokenizer.json (ByteLevel
  * pre-tokenizer with GPT-2's pattern, BPE model, <s> first) and tokenizer_config.json,
  * which attnscope and Hugging Face tokenizers load identically (train/bpe_train.c).
  * *n_out: the entries written (fewer than size when no pair occurs twice). */
-as_status bpe_vocab_train(const char *const *files, int n_files, int size, const char *dir, int *n_out,
-                          as_error *err);
+as_status bpe_vocab_train(const char *const *files, int n_files, const char *const *exclude, int n_exclude, int size,
+                          const char *dir, int *n_out, as_error *err);
 
 /* Causal-LM training of a decoder with an LM head (GPT-2, the LLaMA family) on the
  * engine's one forward and backward (src/train/lm_train.c): next-token cross-entropy on
- * seeded random windows of the packed corpus (one document per line, BOS first),
+ * seeded random windows of the packed corpus (documents as data_read_corpus reads them,
+ * BOS first, sentences separated by a line break; exclude's sentences left out),
  * global-norm clipping, AdamW with warmup then cosine decay to 10%; the trained weights
  * written to out_dir in F32 under the checkpoint's own names, with its config and
  * tokenizer files; checkpoints in out_dir/checkpoint, from which resume continues with
@@ -149,6 +151,7 @@ as_status bpe_vocab_train(const char *const *files, int n_files, int size, const
 typedef struct {
     const char *model_dir, *out_dir;
     const char *const *corpus; int n_corpus;
+    const char *const *exclude; int n_exclude; /* held-out files: their sentences are left out */
     int steps, batch, seq, warmup, threads, log_every, quiet;
     int save_every; /* checkpoint out_dir/checkpoint every N steps (0 = never) */
     int resume;     /* continue from out_dir/checkpoint (weights, moments, step) */

@@ -6,12 +6,15 @@ static const char *TRAIN_LM_HELP =
     "usage: attnscope train-lm --model DIR --corpus FILE[,FILE...] --out DIR\n"
     "         [--steps 100] [--batch 8] [--seq 128] [--lr 3e-4] [--warmup 10] [--wd 0.1]\n"
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
-    "         [--save-every N] [--resume]\n"
+    "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
     "model with a causal-LM head: GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) on\n"
-    "next-token prediction: each non-empty line of the corpus files is a document (BOS\n"
-    "first when the model has one), documents are packed into one token stream, and each\n"
+    "next-token prediction. Corpus files: .conllu (# text = lines, # newdoc documents),\n"
+    "SST-2 .tsv (the sentence column), else text with a blank line between documents and\n"
+    "a sentence a line; --exclude drops the sentences of held-out files (any of these\n"
+    "formats). Each document starts with BOS when the model has one, its sentences are\n"
+    "joined by line breaks, documents are packed into one token stream, and each\n"
     "step takes --batch windows of --seq tokens at seeded random offsets (a run is a pure\n"
     "function of --seed). Gradients of every parameter through the same forward the views\n"
     "use; global-norm clipping at --clip; AdamW (betas 0.9, 0.95; decay on matrices and\n"
@@ -22,7 +25,7 @@ static const char *TRAIN_LM_HELP =
     "identical to an uninterrupted run. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_train_lm(int argc, char **argv) {
-    ta_list corpus = {0};
+    ta_list corpus = {0}, excl = {0};
     lm_opts o;
     lm_opts_default(&o);
     int rc = 0, seed = -1;
@@ -45,6 +48,8 @@ int cmd_train_lm(int argc, char **argv) {
 #define FLT(name, field, lo, hi) TA_FLT("train-lm", name, field, lo, hi)
         if (!strcmp(a, "--corpus")) {
             if (ta_list_add(&corpus, v)) rc = cli_usage_error("train-lm", "too many --corpus files");
+        } else if (!strcmp(a, "--exclude")) {
+            if (ta_list_add(&excl, v)) rc = cli_usage_error("train-lm", "too many --exclude files");
         } else if (!strcmp(a, "--model")) o.model_dir = v;
         else if (!strcmp(a, "--out")) o.out_dir = v;
         INT("--steps", steps, 1, 100000000)
@@ -72,9 +77,12 @@ int cmd_train_lm(int argc, char **argv) {
         as_error err = {0};
         o.corpus = corpus.v;
         o.n_corpus = corpus.n;
+        o.exclude = excl.v;
+        o.n_exclude = excl.n;
         if (lm_train_run(&o, &err)) rc = cli_fail(&err);
     }
 done:
     ta_list_free(&corpus);
+    ta_list_free(&excl);
     return rc;
 }

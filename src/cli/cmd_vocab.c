@@ -6,10 +6,10 @@
 static const char *VOCAB_HELP =
     "usage: attnscope vocab --corpus FILE[,FILE...] --size N --out vocab.txt\n"
     "                       [--exclude FILE.tsv] [--min-char-count N] [--tokenizer-dir DIR]\n"
-    "       attnscope vocab --type bpe --corpus FILE[,FILE...] --size N --out DIR\n"
+    "       attnscope vocab --type bpe --corpus FILE[,FILE...] --size N --out DIR [--exclude FILE]\n"
     "\n"
     "--type bpe trains a byte-level BPE (GPT-2's split pattern and byte alphabet, no\n"
-    "normalisation) on the lines of the files: ids <s> 0, </s> 1, <pad> 2, the 256 bytes,\n"
+    "normalisation) on the sentences of the files (read as below): ids <s> 0, </s> 1, <pad> 2, the 256 bytes,\n"
     "then the merges of the most frequent adjacent pairs; writes DIR/tokenizer.json (with\n"
     "<s> first in every encoding) and DIR/tokenizer_config.json, loaded identically by\n"
     "attnscope and Hugging Face tokenizers. Without --type, WordPiece:\n"
@@ -64,7 +64,7 @@ int cmd_vocab(int argc, char **argv) {
         o.n_exclude = excl.n;
         double t0 = as_now();
         if (!strcmp(type, "bpe")) {
-            if (bpe_vocab_train(corpus.v, corpus.n, o.size, out, &n, &err)) rc = cli_fail(&err);
+            if (bpe_vocab_train(corpus.v, corpus.n, excl.v, excl.n, o.size, out, &n, &err)) rc = cli_fail(&err);
             else printf("wrote %d tokens to %s/tokenizer.json in %.1fs\n", n, out, as_now() - t0);
         } else if (vocab_train_run(corpus.v, corpus.n, &o, out, &n, &err) ||
             (tdir && vocab_train_write_tokenizer(out, tdir, 512, &err)))

@@ -4,7 +4,8 @@
  * pre-tokenizer (GPT-2's split pattern, no prefix space), a BPE model with its vocabulary
  * and merges, ByteLevel decoder, and a template that puts <s> first.
  *
- * Training: each non-empty line is split by the pattern; equal pieces are counted once
+ * Training: each sentence of the corpus files (read and held-out filtered as data.c reads
+ * corpora: text lines, CoNLL-U "# text", SST-2 TSV) is split by the pattern; equal pieces are counted once
  * with their frequency; every piece starts as its bytes (the 256 byte symbols always in
  * the vocabulary); then, until the vocabulary has `size` entries or no pair occurs twice,
  * the most frequent adjacent pair (ties: the smaller pair of ids) is merged everywhere,
@@ -124,8 +125,8 @@ typedef struct {
     int n_sym;
 } bt_state;
 
-/* Splits the lines of the files with the pattern and counts the pieces. */
-static as_status bt_count(const char *const *files, int n_files, bt_words *w, as_error *err) {
+/* Splits each sentence of the corpus with the pattern and counts the pieces. */
+static as_status bt_count(const data_text *txt, bt_words *w, as_error *err) {
     int ec = 0;
     PCRE2_SIZE eo = 0;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)TOK_GPT2_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo,
@@ -136,18 +137,13 @@ static as_status bt_count(const char *const *files, int n_files, bt_words *w, as
         s = as_err_set(err, AS_ERR_INTERNAL, "bpe vocabulary: cannot compile the split pattern");
         goto cleanup;
     }
-    for (int f = 0; f < n_files && !s; f++) {
-        char *raw = NULL;
-        size_t len = 0;
-        if ((s = as_read_file(files[f], DATA_MAX_FILE_BYTES, &raw, &len, err))) break;
-        char *text = as_utf8_clean(raw); /* PCRE2_UTF needs valid UTF-8: U+FFFD for bad bytes */
-        free(raw);
+    for (int i = 0; i < txt->n && !s; i++) {
+        char *text = as_utf8_clean(txt->text[i]); /* PCRE2_UTF needs valid UTF-8: U+FFFD for bad bytes */
         if (!text) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             break;
         }
-        len = strlen(text);
-        size_t at = 0;
+        size_t len = strlen(text), at = 0;
         while (at < len && !s) {
             int rc = pcre2_match(re, (PCRE2_SPTR)text, len, at, 0, md, NULL);
             if (rc < 0) break;
@@ -156,9 +152,7 @@ static as_status bt_count(const char *const *files, int n_files, bt_words *w, as
                 at = ov[1] + 1;
                 continue;
             }
-            /* pieces that are only a line break end a line: not counted */
-            if (!(ov[1] - ov[0] == 1 && text[ov[0]] == '\n') && bt_words_add(w, text + ov[0], ov[1] - ov[0]))
-                s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+            if (bt_words_add(w, text + ov[0], ov[1] - ov[0])) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             at = ov[1];
         }
         free(text);
@@ -345,15 +339,19 @@ cleanup:
     return s;
 }
 
-as_status bpe_vocab_train(const char *const *files, int n_files, int size, const char *dir, int *n_out,
-                          as_error *err) {
+as_status bpe_vocab_train(const char *const *files, int n_files, const char *const *exclude, int n_exclude, int size,
+                          const char *dir, int *n_out, as_error *err) {
     if (size < 256 + BT_N_SPECIAL || size > AS_MAX_VOCAB)
         return as_err_set(err, AS_ERR_INPUT, "a byte-level BPE vocabulary needs %d to %d entries, not %d",
                           256 + BT_N_SPECIAL, AS_MAX_VOCAB, size);
     bt_words w = {0};
     bt_pairs pc = {0};
     bt_state t = {0};
-    as_status s = bt_count(files, n_files, &w, err);
+    data_text txt = {0};
+    int dropped = 0;
+    as_status s = data_read_corpus(files, n_files, exclude, n_exclude, &txt, &dropped, err);
+    if (!s) s = bt_count(&txt, &w, err);
+    data_text_free(&txt);
     if (!s && !w.n) s = as_err_set(err, AS_ERR_INPUT, "the corpus holds no text");
     if (!s) s = bt_init(&w, size, &t, &pc, err);
     if (!s) s = bt_merge(&t, &pc, size, err);

@@ -104,47 +104,52 @@ void lm_adamw_step(float *p, const float *g, float *mo, float *vo, const uint8_t
     }
 }
 
-/* Token stream of the corpus files: each non-empty line a document, BOS first when the
- * model has one. *out malloc'd, *n tokens. */
-static as_status corpus_tokens(const as_model *m, const char *const *files, int n_files, int32_t **out, size_t *n,
-                               as_error *err) {
+/* Grows ids (len used of cap) to hold `more` further tokens. */
+static as_status stream_reserve(int32_t **ids, size_t len, size_t *cap, size_t more, as_error *err) {
+    while (len + more > *cap) {
+        int32_t *g = *cap < ((size_t)1 << 31) ? realloc(*ids, 2 * *cap * sizeof(int32_t)) : NULL;
+        if (!g) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        *ids = g, *cap *= 2;
+    }
+    return AS_OK;
+}
+
+/* Appends the non-special tokens of text to ids (len, cap grown as needed). */
+static as_status stream_add(const as_model *m, const char *text, int32_t **ids, size_t *len, size_t *cap,
+                            as_error *err) {
+    as_encoding enc = {0};
+    as_encode_opts eo = {.max_len = 1 << 20, .truncate = 1};
+    as_status s = as_encode(m, text, NULL, &eo, &enc, err);
+    if (s) return s;
+    s = stream_reserve(ids, *len, cap, (size_t)enc.n, err);
+    for (int t = 0; !s && t < enc.n; t++)
+        if (enc.seq[t] >= 0) (*ids)[(*len)++] = enc.ids[t];
+    as_encoding_free(&enc);
+    return s;
+}
+
+/* Token stream of the corpus files (read as data_read_corpus reads them, minus the
+ * sentences of the exclude files): each document starts with BOS when the model has one,
+ * its sentences follow one another separated by a line break. *out malloc'd, *n tokens. */
+static as_status corpus_tokens(const as_model *m, const lm_opts *o, int32_t **out, size_t *n, as_error *err) {
     const as_config *c = as_model_config(m);
+    data_text txt = {0};
+    int dropped = 0;
+    as_status s = data_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &dropped, err);
+    if (s) return s;
     size_t cap = 1 << 16, len = 0;
     int32_t *ids = as_malloc_array(cap, sizeof(int32_t));
-    if (!ids) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    as_status s = AS_OK;
-    for (int f = 0; f < n_files && !s; f++) {
-        char *text = NULL;
-        size_t tl = 0;
-        if ((s = as_read_file(files[f], DATA_MAX_FILE_BYTES, &text, &tl, err))) break;
-        for (char *line = text, *next; line && *line && !s; line = next) {
-            next = strchr(line, '\n');
-            if (next) *next++ = 0;
-            if (!*line) continue;
-            as_encoding enc = {0};
-            as_encode_opts eo = {.max_len = 1 << 20, .truncate = 1};
-            if ((s = as_encode(m, line, NULL, &eo, &enc, err))) {
-                as_err_prefix(err, "%s", files[f]);
-                break;
-            }
-            while (len + (size_t)enc.n + 1 > cap) {
-                int32_t *g = cap < ((size_t)1 << 31) ? realloc(ids, 2 * cap * sizeof(int32_t)) : NULL;
-                if (!g) {
-                    s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-                    break;
-                }
-                ids = g;
-                cap *= 2;
-            }
-            if (!s) {
-                int lead = enc.n > 0 && enc.ids[0] == c->bos_token_id; /* the template added BOS */
-                if (c->bos_token_id >= 0 && !lead) ids[len++] = c->bos_token_id;
-                for (int t = 0; t < enc.n; t++) ids[len++] = enc.ids[t];
-            }
-            as_encoding_free(&enc);
-        }
-        free(text);
+    if (!ids) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < txt.n && !s; i++) {
+        int first = i == 0 || txt.doc[i] != txt.doc[i - 1];
+        if (first && c->bos_token_id >= 0) {
+            if (!(s = stream_reserve(&ids, len, &cap, 1, err))) ids[len++] = c->bos_token_id;
+        } else if (!first)
+            s = stream_add(m, "\n", &ids, &len, &cap, err);
+        if (!s) s = stream_add(m, txt.text[i], &ids, &len, &cap, err);
     }
+    if (!s && !o->quiet && dropped) printf("train-lm: %d held-out sentences left out of the corpus\n", dropped);
+    data_text_free(&txt);
     if (s) {
         free(ids);
         return s;
@@ -226,7 +231,7 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
                        as_model_max_tokens(m));
         goto cleanup;
     }
-    if ((s = corpus_tokens(m, o->corpus, o->n_corpus, &stream, &n_tok, err))) goto cleanup;
+    if ((s = corpus_tokens(m, o, &stream, &n_tok, err))) goto cleanup;
     if (n_tok < (size_t)o->seq + 1) {
         s = as_err_set(err, AS_ERR_INPUT, "the corpus has %zu tokens, fewer than one window of %d", n_tok, o->seq);
         goto cleanup;

@@ -45,6 +45,12 @@ cmp -s "$TMP/s1/model.safetensors" "$TMP/s2/model.safetensors" && ok "resumed ru
   || fail "the resumed run differs from the uninterrupted one"
 expect 2 "no checkpoint to resume from" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/none" --resume
 
+# --exclude: held-out sentences leave the token stream (the log says how many)
+grep "farmer 1[0-9] times" "$TMP/corpus.txt" > "$TMP/heldout.txt"
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" \
+  --exclude "$TMP/heldout.txt" --out "$TMP/e1" --steps 1 --batch 1 --seq 16
+grep -q "^train-lm: 10 held-out sentences left out" "$TMP/out" && ok "--exclude: 10 held-out sentences left out" \
+  || fail "--exclude: $(head -c 300 "$TMP/out")"
 expect 2 "no causal-LM head" -- train-lm --model "$ROOT/tests/ref/fixtures/models/bert" --corpus "$TMP/corpus.txt" --out "$TMP/x"
 expect 2 "over the model's 128 positions" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --seq 500
 expect 2 "required" -- train-lm --model "$M" --out "$TMP/x"

@@ -61,7 +61,14 @@ PY
 expect 2 "needs 259" -- vocab --type bpe --corpus "$C" --size 100 --out "$TMP/x"
 expect 2 "bad --type" -- vocab --type unigram --corpus "$C" --size 400 --out "$TMP/x"
 : > "$TMP/empty.txt"
-expect 2 "no text" -- vocab --type bpe --corpus "$TMP/empty.txt" --size 400 --out "$TMP/x"
+expect 2 "no sentences found" -- vocab --type bpe --corpus "$TMP/empty.txt" --size 400 --out "$TMP/x"
+# --exclude: the held-out sentences do not count (the emoji line is the only source of 🙂)
+grep -v "emoji" "$C" > "$TMP/plain.txt"
+grep "emoji" "$C" > "$TMP/heldout.txt"
+expect 0 "" -- vocab --type bpe --corpus "$C" --exclude "$TMP/heldout.txt" --size 400 --out "$TMP/v3"
+expect 0 "" -- vocab --type bpe --corpus "$TMP/plain.txt" --size 400 --out "$TMP/v4"
+cmp -s "$TMP/v3/tokenizer.json" "$TMP/v4/tokenizer.json" && ok "--exclude: the same vocabulary as without the held-out lines" \
+  || fail "--exclude left held-out sentences in the counts"
 expect 2 "missing.txt" -- vocab --type bpe --corpus "$TMP/missing.txt" --size 400 --out "$TMP/x"
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all ok"
