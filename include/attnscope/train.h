@@ -162,6 +162,31 @@ typedef struct {
 void lm_opts_default(lm_opts *o);
 as_status lm_train_run(const lm_opts *o, as_error *err);
 
+/* The token stream lm_train_run trains on, for corpus files read by data_read_corpus minus
+ * the sentences of the exclude files: each document starts with the model's BOS (when it
+ * has one), its sentences follow one another separated by the tokens of a line break.
+ * *out (n tokens) is malloc'd and the caller's (free). *n_bytes (may be NULL): the bytes
+ * of the text those tokens stand for, the sentences' UTF-8 bytes plus one byte before
+ * each sentence but the first (the line break, or at a document boundary the BOS).
+ * *n_dropped (may be NULL): held-out sentences left out. Errors: a model without
+ * tokenizer files, unreadable corpus files. */
+as_status lm_corpus_tokens(const as_model *m, const char *const *files, int n_files, const char *const *exclude,
+                           int n_exclude, int32_t **out, size_t *n, size_t *n_bytes, int *n_dropped, as_error *err);
+
+/* Next-token cross-entropy of a causal LM on a token stream ids (n) in windows of seq
+ * tokens, a new window every stride tokens (src/train/lm_eval.c): the first window
+ * [0, seq) scores its predictions of tokens 1..seq-1; the window [b, b + seq) then scores
+ * only the tokens after the previous window's end, so every token after the first is
+ * predicted exactly once, with at least seq - stride tokens of context once past the
+ * first window (the last window ends at n). Each window is one forward from position 0.
+ * *nll_sum: the summed negative log-likelihood in nats (double precision log-softmax of
+ * the model's logits); *n_pred = n - 1. Errors: no LM head, n < 2, seq < 2 or over the
+ * model's positions, stride outside [1, seq - 1], token ids outside the vocabulary.
+ * progress (may be NULL) is called after each window with the tokens scored so far. */
+as_status lm_eval_windows(const as_model *m, const int32_t *ids, size_t n, int seq, int stride, int threads,
+                          void (*progress)(size_t done, size_t total), double *nll_sum, size_t *n_pred,
+                          as_error *err);
+
 #ifdef __cplusplus
 }
 #endif

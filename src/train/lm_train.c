@@ -128,16 +128,18 @@ static as_status stream_add(const as_model *m, const char *text, int32_t **ids, 
     return s;
 }
 
-/* Token stream of the corpus files (read as data_read_corpus reads them, minus the
- * sentences of the exclude files): each document starts with BOS when the model has one,
- * its sentences follow one another separated by a line break. *out malloc'd, *n tokens. */
-static as_status corpus_tokens(const as_model *m, const lm_opts *o, int32_t **out, size_t *n, as_error *err) {
+as_status lm_corpus_tokens(const as_model *m, const char *const *files, int n_files, const char *const *exclude,
+                           int n_exclude, int32_t **out, size_t *n, size_t *n_bytes, int *n_dropped, as_error *err) {
     const as_config *c = as_model_config(m);
     data_text txt = {0};
     int dropped = 0;
-    as_status s = data_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &dropped, err);
+    *out = NULL;
+    *n = 0;
+    if (!as_model_has_tokenizer(m))
+        return as_err_set(err, AS_ERR_INPUT, "%s: no tokenizer files: the corpus is text", as_model_dir(m));
+    as_status s = data_read_corpus(files, n_files, exclude, n_exclude, &txt, &dropped, err);
     if (s) return s;
-    size_t cap = 1 << 16, len = 0;
+    size_t cap = 1 << 16, len = 0, bytes = 0;
     int32_t *ids = as_malloc_array(cap, sizeof(int32_t));
     if (!ids) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     for (int i = 0; i < txt.n && !s; i++) {
@@ -147,8 +149,8 @@ static as_status corpus_tokens(const as_model *m, const lm_opts *o, int32_t **ou
         } else if (!first)
             s = stream_add(m, "\n", &ids, &len, &cap, err);
         if (!s) s = stream_add(m, txt.text[i], &ids, &len, &cap, err);
+        bytes += strlen(txt.text[i]) + (i > 0); /* a line break or a document boundary before it */
     }
-    if (!s && !o->quiet && dropped) printf("train-lm: %d held-out sentences left out of the corpus\n", dropped);
     data_text_free(&txt);
     if (s) {
         free(ids);
@@ -156,6 +158,8 @@ static as_status corpus_tokens(const as_model *m, const lm_opts *o, int32_t **ou
     }
     *out = ids;
     *n = len;
+    if (n_bytes) *n_bytes = bytes;
+    if (n_dropped) *n_dropped = dropped;
     return AS_OK;
 }
 
@@ -231,7 +235,11 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
                        as_model_max_tokens(m));
         goto cleanup;
     }
-    if ((s = corpus_tokens(m, o, &stream, &n_tok, err))) goto cleanup;
+    int dropped = 0;
+    if ((s = lm_corpus_tokens(m, o->corpus, o->n_corpus, o->exclude, o->n_exclude, &stream, &n_tok, NULL, &dropped,
+                              err)))
+        goto cleanup;
+    if (!o->quiet && dropped) printf("train-lm: %d held-out sentences left out of the corpus\n", dropped);
     if (n_tok < (size_t)o->seq + 1) {
         s = as_err_set(err, AS_ERR_INPUT, "the corpus has %zu tokens, fewer than one window of %d", n_tok, o->seq);
         goto cleanup;
