@@ -139,6 +139,36 @@ as_status attr_write_npz(const as_model *m, const as_encoding *enc, const attr_r
 const char *attr_method_name(attr_method m);             /* "rollout", "flow", "norm", "grad", "importance" */
 int attr_method_parse(const char *s, attr_method *out);  /* 0 ok, -1 unknown */
 
+/* ---- the induction probe ---------------------------------------------------------
+ * The model runs on BOS (when it has one) + R seeded random token ids (above the special
+ * ids) + the same R ids again (Olsson et al. 2022, sec. 2). On the second copy's query
+ * rows i = bos + R + k, k = 1 .. R - 1, whose token first appeared at p = bos + k, every
+ * head gets induction = mean A[i, p + 1], previous = mean A[i, i - 1], sink = mean A[i, 0].
+ * `attnscope probe --induction` prints them; `attnscope analyze` stores the induction
+ * score of causal models (AN_PROBE_LENGTH, AN_PROBE_SEED). */
+
+#define AN_PROBE_LENGTH 50
+#define AN_PROBE_SEED 1
+
+typedef struct {
+    double induction, previous, sink;
+} an_probe_score;
+
+typedef struct {
+    int T, R, bos;         /* tokens = bos + 2 R; bos 1 when the model has a BOS id */
+    int32_t *ids;          /* (T) the probe's token ids */
+    int n_layer, n_head;
+    an_probe_score *heads; /* (n_layer, n_head) */
+    double loss_first;     /* mean next-token loss (nats) on the first copy's tokens 1 .. R - 1; NAN without an LM head */
+    double loss_second;    /* the same on the second copy's tokens 1 .. R - 1 */
+} an_probe_result;
+
+/* Runs the probe with R random tokens from seed on m (threads: 0 = cores). *out is
+ * filled (an_probe_result_free). Errors: AS_ERR_INPUT when R < 2 or 2 R (+ BOS) tokens
+ * exceed the model's positions. */
+as_status an_induction_probe(const as_model *m, int R, int seed, int threads, an_probe_result *out, as_error *err);
+void an_probe_result_free(an_probe_result *r);
+
 /* ---- corpus analysis and import ------------------------------------------------
  * an_analyze runs the model on every sentence of the corpora once, scores every head
  * and stores the rows and aggregates, resumably (a second call resumes after the last
@@ -211,9 +241,10 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 
 /* ---- reading the analysis database -------------------------------------------- */
 
-/* 2: runs.source ('analyze' | 'import'). A version 1 database is upgraded in place by
+/* 2: runs.source ('analyze' | 'import'); 3: sentence_heads.first, head_scores.first and
+ * head_scores.induction. A database of an earlier version is upgraded in place by
  * analyze, import, report and export (docs/analysis.md, "Store"). */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 /* runs.source: what wrote a run, and the only mark of an imported run (its model_name
  * and params say nothing a reader should test). An import's params.source tells
  * `import --dir` ("import") from single files ("import-files"). */
@@ -223,7 +254,7 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 struct sqlite3;
 /* Checks an open database (the server's read-only connection too): schema version and
  * every table and column of the schema; errors name path and the first missing table
- * or column. A version 1 database gets a line saying how to upgrade it. */
+ * or column. A database of an earlier version gets a line saying how to upgrade it. */
 as_status store_check(struct sqlite3 *db, const char *path, as_error *err);
 /* 1 when a run's n_layer x n_head read from a database is within AS_MAX_LAYERS,
  * AS_MAX_HEADS and AS_MAX_RUN_HEADS (so that L * H and its square can be allocated). */

@@ -2,7 +2,8 @@
  * model on the SST-2 TSV and / or CoNLL-U corpus (forward with attention capture;
  * gradient saliency on SST-2 sentences when the model has a trainable classifier head;
  * q/k capture and three embedding-ablated forwards on the first `explain` sentences),
- * and the run's identity (model and corpus digests, parameters).
+ * the induction probe of a causal model (an_induction_probe, once per run, before it is
+ * finalized), and the run's identity (model and corpus digests, parameters).
  * What it does not: score or store sentences (records.c, chunks.c, drive.c).
  */
 #include "analysis/runner_internal.h"
@@ -19,6 +20,7 @@ typedef struct {
     tsv_corpus tsv;
     cu_corpus cu;
     const char *sst_path, *cu_path;
+    double *induction; /* (L, H) the induction probe's scores of a causal model, or NULL */
     /* owned by the current sentence */
     as_encoding enc;
     as_run *run, *abl[3];
@@ -182,6 +184,25 @@ static as_status az_setup(az_user *u, const an_opts *o, as_error *err) {
     return AS_OK;
 }
 
+/* Rank 0 of a causal model: every head's induction probe score into u->induction, on
+ * AN_PROBE_LENGTH random tokens (fewer when the model's positions do not hold twice as
+ * many). Deterministic (seeded), so a resumed run stores the same scores. */
+static as_status az_probe(az_user *u, as_error *err) {
+    const as_config *cfg = as_model_config(u->m);
+    if (!cfg->causal) return AS_OK;
+    int R = AN_PROBE_LENGTH, room = (as_model_max_tokens(u->m) - (cfg->bos_token_id >= 0)) / 2;
+    if (R > room) R = room;
+    if (R < 2) return AS_OK;
+    an_probe_result pr;
+    as_status rc = an_induction_probe(u->m, R, AN_PROBE_SEED, u->threads, &pr, err);
+    if (rc) return rc;
+    u->induction = as_malloc_array((size_t)u->L * u->H, sizeof *u->induction);
+    if (!u->induction) rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int lh = 0; !rc && lh < u->L * u->H; lh++) u->induction[lh] = pr.heads[lh].induction;
+    an_probe_result_free(&pr);
+    return rc;
+}
+
 /* Rank 0: the run's identity, the database, and the run found or created in it. */
 static as_status az_begin(az_user *u, const char *db_path, const an_opts *o, store *st, an_ctx *c, int *n_done,
                           int *done, as_error *err) {
@@ -247,12 +268,15 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
     }
     c.min_rel = o->min_rel > 0 ? o->min_rel : AN_DEFAULT_MIN_REL;
     c.progress = o->progress;
+    if (!done && (rc = az_probe(&u, err))) goto cleanup;
+    c.induction = u.induction;
     rc = an_finish_run(&c, &st, n_done, done, az_produce, az_release, &u, o, "analyze", err);
 cleanup:
     az_release(&u);
     an_ctx_free(&c);
     store_close(&st);
     as_model_free(u.m);
+    free(u.induction);
     tsv_corpus_free(&u.tsv);
     cu_corpus_free(&u.cu);
     return rc;

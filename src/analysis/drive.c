@@ -126,7 +126,7 @@ as_status an_finish_run(an_ctx *c, store *st, int n_done, int done, produce_fn p
     }
     if ((rc = an_run_truncate(st, c->run, n_done, err))) return rc;
     if (n_done < c->n_total && (rc = drive(c, n_done, pf, rf, user, err))) return rc;
-    if ((rc = an_finalize(st, c->run, err))) return rc;
+    if ((rc = an_finalize(st, c->run, c->induction, err))) return rc;
     if (!o->quiet)
         printf("%s: run %lld done: %d sentences (%d this time)\n", what, (long long)c->run, c->n_total, c->n_total - n_done);
     return AS_OK;

@@ -12,6 +12,7 @@
 /* One head's sums over the run's sentences. */
 typedef struct {
     double imp, sem, w, wpn, cls, sep, punct, self, prev, next, ent, entn, ablw, abl[3];
+    double wfirst, first; /* rows with a previous token of the sentences that have a first-token mass */
     int n, nsem;
 } head_acc;
 
@@ -20,6 +21,7 @@ typedef struct {
     store *st;
     int64_t run;
     int L, H, Dh, LH, min_rel;
+    const double *induction; /* (LH) or NULL: the run was not probed */
     size_t npairs, nacc;
     head_acc *ha;         /* (LH) */
     double *acc;          /* (nacc) the chunk accumulators summed in chunk order */
@@ -82,7 +84,7 @@ static as_status fin_read_heads(fin *f, as_error *err) {
     sqlite3_stmt *q = NULL;
     as_status rc = store_prepare(f->st,
                                  "SELECT h.layer, h.head, h.importance, h.semantic, h.cls, h.sep, h.punct, h.self, h.prev,"
-                                 " h.next, h.entropy, h.entropy_norm, h.abl_token, h.abl_position, h.abl_segment, s.n_tokens"
+                                 " h.next, h.entropy, h.entropy_norm, h.abl_token, h.abl_position, h.abl_segment, s.n_tokens, h.first"
                                  " FROM sentence_heads h JOIN sentences s ON s.run = h.run AND s.idx = h.sent"
                                  " WHERE h.run = ? ORDER BY h.sent, h.layer, h.head",
                                  &q, err);
@@ -111,6 +113,10 @@ static as_status fin_read_heads(fin *f, as_error *err) {
         a->next += npn * sqlite3_column_double(q, 9);
         a->ent += n * sqlite3_column_double(q, 10);
         a->entn += n * sqlite3_column_double(q, 11);
+        if (sqlite3_column_type(q, 16) != SQLITE_NULL) { /* NULL in the rows of schema version 2 */
+            a->wfirst += npn;
+            a->first += npn * sqlite3_column_double(q, 16);
+        }
         if (sqlite3_column_type(q, 12) != SQLITE_NULL) {
             a->ablw += n;
             for (int k = 0; k < 3; k++)
@@ -277,6 +283,7 @@ static void fin_stats(const head_acc *a, hd_stats *hs) {
     hs->next = a->next / wpn;
     hs->entropy = a->ent / w;
     hs->entropy_norm = a->entn / w;
+    hs->first = a->wfirst > 0 ? a->first / a->wfirst : 0.0;
 }
 
 static as_status fin_write_head_scores(fin *f, as_error *err) {
@@ -302,6 +309,8 @@ static as_status fin_write_head_scores(fin *f, as_error *err) {
         for (int k = 0; k < 8; k++) store_set_real(q, names[k], a->n ? v[k] : NAN);
         store_set_int(q, "n_sentences", a->n);
         store_set_int(q, "n_semantic", a->nsem);
+        store_set_real(q, "first", a->n && a->wfirst > 0 ? hs.first : NAN);
+        store_set_real(q, "induction", f->induction ? f->induction[lh] : NAN);
         if ((rc = store_step_done(f->st, q, err))) break;
     }
     sqlite3_finalize(q);
@@ -321,7 +330,7 @@ static as_status fin_write_patterns(fin *f, as_error *err) {
         hd_stats hs;
         fin_stats(a, &hs);
         double conf;
-        hd_pattern p = hd_label(&hs, &conf);
+        hd_pattern p = hd_label(&hs, lh / f->H, f->induction ? f->induction[lh] : NAN, &conf);
         const double *hist = f->acc + 1 + f->npairs + (size_t)lh * (size_t)(f->Dh + 1);
         double nl = 0;
         for (int k = 1; k <= f->Dh; k++) nl += hist[k];
@@ -375,11 +384,12 @@ static as_status fin_write_head_pairs(fin *f, as_error *err) {
     return rc;
 }
 
-as_status an_finalize(store *st, int64_t run, as_error *err) {
+as_status an_finalize(store *st, int64_t run, const double *induction, as_error *err) {
     fin f;
     memset(&f, 0, sizeof f);
     f.st = st;
     f.run = run;
+    f.induction = induction;
     as_status rc = fin_load_run(&f, err);
     if (rc) goto cleanup;
     if ((rc = store_exec(st, "BEGIN IMMEDIATE", err))) goto cleanup;

@@ -72,6 +72,7 @@ void hd_stats_compute(const float *A, int T, const uint8_t *kind, hd_stats *out)
         if (lnn > 0.0) out->entropy_norm += h / lnn;
         if (i > 0 && real(kind, i - 1)) {
             out->prev += row[i - 1];
+            if (real(kind, 0)) out->first += row[0];
             n_prev++;
         }
         if (i + 1 < T && real(kind, i + 1)) {
@@ -86,6 +87,7 @@ void hd_stats_compute(const float *A, int T, const uint8_t *kind, hd_stats *out)
     out->entropy /= n;
     out->entropy_norm /= n;
     out->prev = n_prev ? out->prev / n_prev : 0.0;
+    out->first = n_prev ? out->first / n_prev : 0.0;
     out->next = n_next ? out->next / n_next : 0.0;
 }
 
@@ -179,26 +181,49 @@ const char *hd_pattern_name(hd_pattern p) {
     case HP_SELF: return "self";
     case HP_DELIM: return "delimiter-focused";
     case HP_BROAD: return "broad";
+    case HP_INDUCTION: return "induction";
+    case HP_SINK: return "sink";
     default: return "other";
     }
 }
 
-hd_pattern hd_label(const hd_stats *s, double *confidence) {
+/* Positional, delimiter and broad labels: Clark et al. 2019 sec. 3. Induction heads:
+ * Olsson et al. 2022 (prefix matching on repeated random tokens). Sinks: Xiao et al. 2024
+ * ("Efficient Streaming Language Models with Attention Sinks", sec. 3.1: the initial
+ * token collects a large share of the attention from the second layer on). */
+hd_pattern hd_label(const hd_stats *s, int layer, double induction, double *confidence) {
+    const int probed = !isnan(induction);
     double delim = s->cls + s->sep + s->punct;
-    double sc[HP_BROAD + 1] = {s->next, s->prev, s->self, delim, s->entropy_norm * (1.0 - delim)};
-    double th[HP_BROAD + 1] = {HD_PAT_POS_MIN, HD_PAT_POS_MIN, HD_PAT_POS_MIN, HD_PAT_DELIM_MIN, HD_PAT_BROAD_MIN};
+    /* scores indexed by hd_pattern; 0 for labels that do not apply */
+    double sc[HP_N] = {0}, th[HP_N] = {0};
+    sc[HP_NEXT] = s->next, sc[HP_PREV] = s->prev, sc[HP_SELF] = s->self;
+    sc[HP_DELIM] = probed ? s->sep + s->punct : delim;
+    sc[HP_BROAD] = s->entropy_norm * (1.0 - delim);
+    th[HP_NEXT] = th[HP_PREV] = th[HP_SELF] = HD_PAT_POS_MIN;
+    th[HP_DELIM] = HD_PAT_DELIM_MIN;
+    th[HP_BROAD] = HD_PAT_BROAD_MIN;
+    if (probed) {
+        sc[HP_INDUCTION] = induction;
+        th[HP_INDUCTION] = HD_PAT_INDUCTION_MIN;
+        sc[HP_SINK] = layer >= HD_PAT_SINK_MIN_LAYER ? s->first : 0.0;
+        th[HP_SINK] = HD_PAT_SINK_MIN;
+    }
     int best = -1;
-    /* the positional and delimiter labels compete on their score; broad only when none holds */
-    for (int p = 0; p <= HP_DELIM; p++)
-        if (sc[p] >= th[p] && (best < 0 || sc[p] > sc[best])) best = p;
+    if (probed && sc[HP_INDUCTION] >= th[HP_INDUCTION]) best = HP_INDUCTION;
+    /* the positional, delimiter and sink labels compete on their score; broad only when none holds */
+    static const hd_pattern compete[] = {HP_NEXT, HP_PREV, HP_SELF, HP_DELIM, HP_SINK};
+    for (int k = 0; best != HP_INDUCTION && k < 5; k++) {
+        hd_pattern p = compete[k];
+        if (th[p] > 0 && sc[p] >= th[p] && (best < 0 || sc[p] > sc[best])) best = p;
+    }
     if (best < 0 && sc[HP_BROAD] >= th[HP_BROAD]) best = HP_BROAD;
     if (best >= 0) {
         *confidence = sc[best] > 1.0 ? 1.0 : sc[best];
         return (hd_pattern)best;
     }
     double mx = 0.0;
-    for (int p = 0; p <= HP_BROAD; p++)
-        if (sc[p] / th[p] > mx) mx = sc[p] / th[p];
+    for (int p = 0; p < HP_N; p++)
+        if (th[p] > 0 && sc[p] / th[p] > mx) mx = sc[p] / th[p];
     *confidence = mx >= 1.0 ? 0.0 : 1.0 - mx;
     return HP_OTHER;
 }

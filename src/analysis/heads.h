@@ -11,7 +11,8 @@
  *     "What Does BERT Look At?", sec. 4.1 and appendix: keys summed over a word's
  *     pieces, queries averaged; [CLS]/[SEP] and self ignored);
  *   - Clark et al. sec. 3 statistics: attention to [CLS], [SEP], punctuation, self,
- *     previous and next token, row entropy;
+ *     previous and next token, row entropy; and the mass on the first token (the
+ *     attention sink of causal models, Xiao et al. 2024);
  *   - the Jensen-Shannon divergence between two attention rows (Clark sec. 6);
  *   - concentration: how many of the Dh terms q_d k_d carry 90% of q.k;
  *   - head pattern labels from the pooled statistics.
@@ -46,6 +47,8 @@ typedef struct {
     double cls, sep, punct; /* mean_i sum_{j of that kind} A[i,j] */
     double self;            /* mean_i A[i,i] */
     double prev, next;      /* mean over rows with a previous / next real token of A[i,i-1] / A[i,i+1] */
+    double first;           /* mean over rows with a previous real token of A[i,0] (row 0, which in a
+                               causal model can only attend to itself, left out) */
     double entropy;         /* mean_i -sum_j A[i,j] ln A[i,j]   (nats) */
     double entropy_norm;    /* mean_i of the entropy divided by ln(n), n real tokens; 0 when n < 2 */
     int n_rows;             /* real (non-pad) rows n */
@@ -73,19 +76,28 @@ int hd_concentration(const float *q, const float *k, int Dh);
 
 /* Head pattern labels. */
 typedef enum {
-    HP_NEXT = 0, HP_PREV, HP_SELF, HP_DELIM, HP_BROAD, HP_OTHER, HP_N
+    HP_NEXT = 0, HP_PREV, HP_SELF, HP_DELIM, HP_BROAD, HP_OTHER, HP_INDUCTION, HP_SINK, HP_N
 } hd_pattern;
-const char *hd_pattern_name(hd_pattern p); /* "next-word", "previous-word", ... */
+const char *hd_pattern_name(hd_pattern p); /* "next-word", "previous-word", ..., "induction", "sink" */
 
 /* Thresholds (docs/analysis.md, "Head patterns"). */
 #define HD_PAT_POS_MIN 0.5   /* next / previous / self: pooled mean attention >= this */
 #define HD_PAT_DELIM_MIN 0.5 /* [CLS] + [SEP] + punctuation >= this */
 #define HD_PAT_BROAD_MIN 0.5 /* normalized entropy x (1 - delimiter share) >= this */
+#define HD_PAT_INDUCTION_MIN 0.5  /* induction probe score >= this (causal models) */
+#define HD_PAT_SINK_MIN 0.5       /* mass on the first token >= this (causal models) */
+#define HD_PAT_SINK_MIN_LAYER 1   /* ... in a layer >= this (layer 0 cannot carry a learnt sink) */
 
-/* Labels a head from its pooled statistics. *confidence in [0, 1]: the winning score
- * for a positional / delimiter / broad label; for "other", 1 - the largest score
- * divided by its threshold (how far the head is from every label). */
-hd_pattern hd_label(const hd_stats *s, double *confidence);
+/* Labels a head of layer `layer` from its pooled statistics. induction: the head's
+ * induction probe score (an_induction_probe), or NAN for a model that was not probed
+ * (encoders, imported attention): only then are the labels the encoder's (next /
+ * previous / self / delimiter / broad / other). A probed (causal) model's head is
+ * "induction" when its score reaches HD_PAT_INDUCTION_MIN; else "sink" (score: s->first,
+ * from layer HD_PAT_SINK_MIN_LAYER) competes with next / previous / self / delimiter,
+ * whose delimiter share then leaves out the first token (the BOS is the sink, not a
+ * separator). *confidence in [0, 1]: the winning score for a label; for "other", 1 -
+ * the largest score divided by its threshold (how far the head is from every label). */
+hd_pattern hd_label(const hd_stats *s, int layer, double induction, double *confidence);
 
 /* 1 when the UTF-8 text (a token's readable form, "##"/leading spaces stripped by the
  * call) is non-empty and made only of Unicode punctuation. */

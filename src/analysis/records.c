@@ -13,12 +13,12 @@
 #include <math.h>
 #include <string.h>
 
-#define REC_NHEAD 13 /* per-head values: importance, semantic, 8 statistics, 3 ablations */
+#define REC_NHEAD 14 /* per-head values: importance, semantic, 8 statistics, 3 ablations, first-token mass */
 
 /* The sentence_heads columns of the REC_NHEAD per-head values, in record order. */
 static const char *const REC_HEAD_COLS[REC_NHEAD] = {"importance", "semantic", "cls", "sep", "punct",
                                                      "self", "prev", "next", "entropy", "entropy_norm",
-                                                     "abl_token", "abl_position", "abl_segment"};
+                                                     "abl_token", "abl_position", "abl_segment", "first"};
 
 /* ---- the byte buffer ------------------------------------------------------------------ */
 
@@ -169,7 +169,8 @@ static void rec_put_rows(const an_sent *s, const int32_t *hdr, size_t nhdr, rec_
     }
 }
 
-/* Per head: importance, semantic, Clark statistics, ablation change (REC_NHEAD values). */
+/* Per head: importance, semantic, Clark statistics, ablation change, first-token mass
+ * (REC_NHEAD values). */
 static void rec_put_heads(const an_ctx *c, const an_sent *s, rec_buf *r) {
     const int T = s->T;
     const size_t TT = (size_t)T * T;
@@ -195,7 +196,7 @@ static void rec_put_heads(const an_ctx *c, const an_sent *s, rec_buf *r) {
         }
         double v[REC_NHEAD] = {hd_importance(A, T, s->kind), s->sal ? hd_semantic(A, T, s->kind, s->sal) : NAN,
                                hs.cls, hs.sep, hs.punct, hs.self, hs.prev, hs.next, hs.entropy, hs.entropy_norm,
-                               abl[0], abl[1], abl[2]};
+                               abl[0], abl[1], abl[2], hs.first};
         rb_put(r, v, sizeof v);
     }
 }

@@ -26,8 +26,11 @@
 #include "analysis/heads.h"
 #include "analysis/store.h"
 
-/* Computes the aggregate tables of run `run` from its stored rows and marks it done. */
-as_status an_finalize(store *s, int64_t run, as_error *err);
+/* Computes the aggregate tables of run `run` from its stored rows and marks it done.
+ * induction: (L * H) each head's induction probe score (stored in head_scores.induction
+ * and used by the pattern labels), or NULL for a run that was not probed (encoders,
+ * imports). Borrowed. */
+as_status an_finalize(store *s, int64_t run, const double *induction, as_error *err);
 
 /* One sentence as the scorer sees it (built by the analyze and import loops). */
 typedef struct {

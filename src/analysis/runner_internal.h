@@ -73,6 +73,7 @@ typedef struct {
     uint8_t *has_piece;   /* (W) scratch */
     int rank, size;       /* MPI rank and number of ranks; 0 and 1 without MPI */
     int threads;          /* threads of the per-sentence scores (an_opts.threads; 0 = cores) */
+    const double *induction; /* (LH) the induction probe's score per head (borrowed), or NULL: not probed */
     rec_buf rb;           /* the current sentence's record */
 } an_ctx;
 

@@ -53,7 +53,7 @@ static const store_column SALIENCY[] = {{"run", IN}, {"sent", IN}, {"class", IN}
 static const store_column SENTENCE_HEADS[] = {
     {"run", IN}, {"sent", IN}, {"layer", IN}, {"head", IN}, {"importance", RN}, {"semantic", R}, {"cls", RN},
     {"sep", RN}, {"punct", RN}, {"self", RN}, {"prev", RN}, {"next", RN}, {"entropy", RN}, {"entropy_norm", RN},
-    {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}};
+    {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}, {"first", R}};
 static const store_column CHUNKS[] = {{"run", IN}, {"idx", IN}, {"first_sent", IN}, {"n_sent", IN}, {"acc", "BLOB NOT NULL"}};
 static const store_column REL_TOTALS[] = {{"run", IN}, {"relation", TN}, {"n", IN}};
 static const store_column REL_COUNTS[] = {{"run", IN}, {"relation", TN}, {"dir", IN}, {"layer", IN}, {"head", IN}, {"correct", IN}};
@@ -61,7 +61,8 @@ static const store_column BASELINE_COUNTS[] = {{"run", IN}, {"relation", TN}, {"
 static const store_column HEAD_SCORES[] = {
     {"run", IN}, {"layer", IN}, {"head", IN}, {"importance", R}, {"semantic", R}, {"syntactic", RN},
     {"syntactic_relation", TX}, {"syntactic_dir", I}, {"cls", R}, {"sep", R}, {"punct", R}, {"self", R},
-    {"prev", R}, {"next", R}, {"entropy", R}, {"entropy_norm", R}, {"n_sentences", IN}, {"n_semantic", IN}};
+    {"prev", R}, {"next", R}, {"entropy", R}, {"entropy_norm", R}, {"n_sentences", IN}, {"n_semantic", IN},
+    {"first", R}, {"induction", R}};
 static const store_column REL_ACCURACY[] = {
     {"run", IN}, {"relation", TN}, {"dir", IN}, {"layer", IN}, {"head", IN}, {"n", IN},
     {"correct", IN}, {"accuracy", RN}, {"baseline", RN}, {"baseline_offset", IN}, {"counted", IN}};
@@ -306,33 +307,47 @@ static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_finalize(st);
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 2, "upgrade_v1 writes schema version 2");
+_Static_assert(STORE_SCHEMA_VERSION == 3, "upgrade writes schema version 3");
 
-/* Upgrades a version 1 database (the caller holds the writer lock): adds runs.source,
- * 'import' for the runs that version 1 marked as imported (model_name "import:...", or
- * params.source "import" / "import-files"), in one transaction. */
-static as_status upgrade_v1(store *s, as_error *err) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%d", STORE_SCHEMA_VERSION);
-    static const char *SQL =
-        "BEGIN IMMEDIATE;"
-        "ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT '" STORE_SOURCE_ANALYZE "';"
-        "UPDATE runs SET source = '" STORE_SOURCE_IMPORT "' WHERE substr(model_name, 1, 7) = 'import:'"
-        " OR (CASE WHEN json_valid(params) THEN json_extract(params, '$.source') END) IN ('import', 'import-files');"
-        "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
-        "COMMIT;";
+/* The statements that take a database of schema version v to v + 1 (the columns added
+ * since, at the end of their tables as a new database has them). */
+static const char *const UPGRADE_SQL[STORE_SCHEMA_VERSION] = {
+    NULL,
+    /* 1 -> 2: runs.source, 'import' for the runs that version 1 marked as imported
+       (model_name "import:...", or params.source "import" / "import-files") */
+    "ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT '" STORE_SOURCE_ANALYZE "';"
+    "UPDATE runs SET source = '" STORE_SOURCE_IMPORT "' WHERE substr(model_name, 1, 7) = 'import:'"
+    " OR (CASE WHEN json_valid(params) THEN json_extract(params, '$.source') END) IN ('import', 'import-files');"
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
+    /* 2 -> 3: the first-token mass per sentence and head, the pooled one and the
+       induction probe score per head (NULL for the runs written before) */
+    "ALTER TABLE sentence_heads ADD COLUMN first REAL;"
+    "ALTER TABLE head_scores ADD COLUMN first REAL;"
+    "ALTER TABLE head_scores ADD COLUMN induction REAL;"
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
+};
+
+/* Upgrades a database of schema version from (1 <= from < STORE_SCHEMA_VERSION) to
+ * STORE_SCHEMA_VERSION in one transaction (the caller holds the writer lock). */
+static as_status upgrade(store *s, int from, as_error *err) {
     char *e = NULL;
-    if (sqlite3_exec(s->db, SQL, NULL, NULL, &e) != SQLITE_OK) {
+    int ok = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &e) == SQLITE_OK;
+    for (int v = from; ok && v < STORE_SCHEMA_VERSION; v++) ok = sqlite3_exec(s->db, UPGRADE_SQL[v], NULL, NULL, &e) == SQLITE_OK;
+    if (ok) ok = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &e) == SQLITE_OK;
+    if (!ok) {
         as_err_set(err, AS_ERR_INPUT,
-                   "%s: cannot upgrade the database from schema version 1 to %s (%s); rebuild it: run analyze / "
+                   "%s: cannot upgrade the database from schema version %d to %d (%s); rebuild it: run analyze / "
                    "import again with a new --db",
-                   s->path, msg, e ? e : "sqlite error");
+                   s->path, from, STORE_SCHEMA_VERSION, e ? e : "sqlite error");
         sqlite3_free(e);
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         return AS_ERR_INPUT;
     }
     return AS_OK;
 }
+
+/* 1 when a database of schema version ver is upgraded in place. */
+static int upgradable(int ver) { return ver >= 1 && ver < STORE_SCHEMA_VERSION; }
 
 as_status an_db_path_check(const char *db_path, as_error *err) {
     struct stat st;
@@ -411,7 +426,7 @@ as_status store_open(const char *path, int create, store *out, as_error *err) {
     }
     int ver;
     schema_version(out->db, &ver);
-    if (ver == 1 && (rc = upgrade_v1(out, err))) goto fail;
+    if (upgradable(ver) && (rc = upgrade(out, ver, err))) goto fail;
     if ((rc = ensure_schema(out, err))) goto fail;
     schema_version(out->db, &ver);
     if (ver != STORE_SCHEMA_VERSION) {
@@ -457,11 +472,11 @@ static as_status check_tables(sqlite3 *db, const char *path, as_error *err) {
 as_status store_check(sqlite3 *db, const char *path, as_error *err) {
     int ver;
     schema_version(db, &ver);
-    if (ver == 1)
+    if (upgradable(ver))
         return as_err_set(err, AS_ERR_INPUT,
-                          "%s: analysis database of schema version 1, this attnscope reads %d: upgrade it in place "
+                          "%s: analysis database of schema version %d, this attnscope reads %d: upgrade it in place "
                           "with `attnscope report --db %s` (or rebuild it with analyze / import)",
-                          path, STORE_SCHEMA_VERSION, path);
+                          path, ver, STORE_SCHEMA_VERSION, path);
     if (ver != STORE_SCHEMA_VERSION)
         return as_err_set(err, AS_ERR_INPUT, "%s: not an attnscope analysis database of schema version %d (found %d)",
                           path, STORE_SCHEMA_VERSION, ver);
@@ -477,9 +492,9 @@ as_status store_open_existing(const char *path, store *out, as_error *err) {
     if (rc) return rc;
     int ver;
     schema_version(out->db, &ver);
-    if (ver == 1) {
-        /* the previous schema: upgraded in place under the writer lock, held until close */
-        if ((rc = take_writer_lock(path, 0, &out->lock_fd, &out->locked, err)) || (rc = upgrade_v1(out, err))) {
+    if (upgradable(ver)) {
+        /* a previous schema: upgraded in place under the writer lock, held until close */
+        if ((rc = take_writer_lock(path, 0, &out->lock_fd, &out->locked, err)) || (rc = upgrade(out, ver, err))) {
             store_close(out);
             return rc;
         }

@@ -32,13 +32,14 @@ typedef struct {
  * writer at a time: the writer holds an exclusive flock(2) on the database file until
  * store_close (released by the kernel when the process dies, so a killed analysis can
  * be resumed at once); the readers (report, export, serve) take no lock and read
- * committed transactions of the WAL. A version 1 database is upgraded (runs.source
- * added, 'import' for the runs named "import:..."). Errors: AS_ERR_INPUT when the file
+ * committed transactions of the WAL. A database of an earlier schema version is
+ * upgraded (version 2: runs.source added, 'import' for the runs named "import:...";
+ * version 3: the first-token and induction columns, NULL for older runs). Errors: AS_ERR_INPUT when the file
  * cannot be opened, another process holds the writer lock ("another attnscope process
  * is writing ..."), or the file is not a database or has another schema version. */
 as_status store_open(const char *path, int create, store *out, as_error *err);
 /* Opens an existing database for the readers (`report`, `export`): no schema is created
- * and nothing is written, except that a version 1 database is first upgraded in place
+ * and nothing is written, except that a database of an earlier version is first upgraded in place
  * (under the writer lock, as store_open does). Errors: AS_ERR_INPUT when it cannot be
  * opened, is not a database, has another schema version or lacks a table or column of
  * the schema (named). */

@@ -4,10 +4,15 @@
  * at position i whose token first appeared at position p, an induction head attends to
  * p + 1 (the token that followed it last time); a previous-token head to i - 1. Scores
  * are the mean attention on those keys over the second copy (positions p + 1 < i).
- * Also the mean mass on the first token (the sink). Text or JSON; uses the public API.
+ * Also the mean mass on the first token (the sink), and with an LM head the next-token
+ * loss on each copy. The probe itself is an_induction_probe (include/attnscope/analysis.h);
+ * this file parses options and prints. Text or JSON; uses the public API.
  */
 #include "cli.h"
 
+#include "attnscope/analysis.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,8 @@ static const char *PROBE_HELP =
     "followed its first occurrence (Olsson et al. 2022); previous = mean attention to the\n"
     "token before; sink = mean attention to the first token. Prints the --top K heads by\n"
     "induction score (default 10), or (--format json) every head's scores and the ids.\n"
+    "A model with an LM head also gets the mean next-token loss on each copy (the drop\n"
+    "on the second copy is in-context learning; JSON: loss_first, loss_second).\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
@@ -66,72 +73,49 @@ int cmd_probe(int argc, char **argv) {
         return cli_usage_error("probe", "--format must be text or json, not '%s'", format);
     as_error err = {0};
     as_model *m = NULL;
-    as_encoding enc = {0};
-    as_run *r = NULL;
-    int32_t *ids = NULL;
+    an_probe_result pr = {0};
     probe_score *sc = NULL;
     int rc = 0;
     if (as_model_load(dir, &m, &err)) return cli_fail(&err);
     const as_config *c = as_model_config(m);
-    int bos = c->bos_token_id >= 0 ? 1 : 0, T = bos + 2 * R, lo = 16 < c->vocab_size / 2 ? 16 : 0;
-    if (T > as_model_max_tokens(m)) {
-        rc = cli_usage_error("probe", "--length %d makes %d tokens, over the model's %d", R, T, as_model_max_tokens(m));
+    const int LH = c->n_layer * c->n_head;
+    if (an_induction_probe(m, R, seed, threads, &pr, &err)) {
+        rc = cli_fail(&err);
         goto cleanup;
     }
-    ids = as_malloc_array((size_t)T, sizeof *ids);
-    sc = as_calloc((size_t)c->n_layer * c->n_head, sizeof *sc);
-    if (!ids || !sc) {
+    if (!(sc = as_calloc((size_t)LH, sizeof *sc))) {
         as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
         rc = cli_fail(&err);
         goto cleanup;
     }
-    if (bos) ids[0] = c->bos_token_id;
-    uint32_t s = (uint32_t)seed * 2654435761u + 1u;
-    for (int k = 0; k < R; k++) { /* distinct-ish random ids; the second copy repeats them */
-        s = s * 1664525u + 1013904223u;
-        ids[bos + k] = ids[bos + R + k] = (int32_t)(lo + (s >> 8) % (uint32_t)(c->vocab_size - lo));
+    for (int k = 0; k < LH; k++) {
+        sc[k].layer = k / c->n_head, sc[k].head = k % c->n_head;
+        sc[k].induction = pr.heads[k].induction, sc[k].previous = pr.heads[k].previous, sc[k].sink = pr.heads[k].sink;
     }
-    as_capture_spec spec = {.what = CAP_ATTN, .layer = -1, .head = -1, .threads = threads};
-    if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err) || as_forward(m, &enc, &spec, &r, &err)) {
-        rc = cli_fail(&err);
-        goto cleanup;
-    }
-    for (int l = 0; l < c->n_layer; l++)
-        for (int h = 0; h < c->n_head; h++) {
-            const float *P = as_run_attn(r, l, h);
-            probe_score *p = &sc[(size_t)l * c->n_head + h];
-            p->layer = l, p->head = h;
-            int n = 0;
-            for (int k = 1; k < R; k++) { /* query bos + R + k; its first occurrence bos + k */
-                int i = bos + R + k, first = bos + k;
-                p->induction += P[(size_t)i * T + first + 1];
-                p->previous += P[(size_t)i * T + i - 1];
-                p->sink += P[(size_t)i * T];
-                n++;
-            }
-            p->induction /= n, p->previous /= n, p->sink /= n;
-        }
     if (!strcmp(format, "json")) {
         printf("{\"model\":\"%s\",\"length\":%d,\"seed\":%d,\"ids\":[", as_model_dir(m), R, seed);
-        for (int i = 0; i < T; i++) printf("%s%d", i ? "," : "", (int)ids[i]);
+        for (int i = 0; i < pr.T; i++) printf("%s%d", i ? "," : "", (int)pr.ids[i]);
         printf("],\"heads\":[");
-        for (int k = 0; k < c->n_layer * c->n_head; k++)
+        for (int k = 0; k < LH; k++)
             printf("%s{\"layer\":%d,\"head\":%d,\"induction\":%.6f,\"previous\":%.6f,\"sink\":%.6f}", k ? "," : "",
                    sc[k].layer, sc[k].head, sc[k].induction, sc[k].previous, sc[k].sink);
-        printf("]}\n");
+        printf("]");
+        if (!isnan(pr.loss_first)) printf(",\"loss_first\":%.6f,\"loss_second\":%.6f", pr.loss_first, pr.loss_second);
+        printf("}\n");
     } else {
-        qsort(sc, (size_t)c->n_layer * c->n_head, sizeof *sc, by_induction);
+        qsort(sc, (size_t)LH, sizeof *sc, by_induction);
         printf("induction probe: %s, %d random tokens repeated (seed %d)\n", as_model_dir(m), R, seed);
+        if (!isnan(pr.loss_first))
+            printf("next-token loss: first copy %.4f, second copy %.4f nats (in-context drop %.4f)\n", pr.loss_first,
+                   pr.loss_second, pr.loss_first - pr.loss_second);
         printf("  layer head  induction  previous  sink\n");
-        for (int k = 0; k < top && k < c->n_layer * c->n_head; k++)
+        for (int k = 0; k < top && k < LH; k++)
             printf("  %5d %4d  %9.4f  %8.4f  %.4f\n", sc[k].layer, sc[k].head, sc[k].induction, sc[k].previous,
                    sc[k].sink);
     }
 cleanup:
-    free(ids);
     free(sc);
-    as_run_free(r);
-    as_encoding_free(&enc);
+    an_probe_result_free(&pr);
     as_model_free(m);
     return rc;
 }

@@ -1,7 +1,8 @@
 /* test_patterns.c — head pattern labels and the concentration measure of
  * src/analysis/heads.c: each label at and around its documented threshold, label
  * competition (highest score wins; broad only when no positional / delimiter label
- * holds), the "other" confidence, and hand-computed concentration counts (signed
+ * holds), the "other" confidence, the labels of probed causal models (induction first,
+ * then sink from layer 1 competing with the others; BOS not a delimiter), and hand-computed concentration counts (signed
  * cumulative sums over terms sorted by |q_d k_d|; undefined when q.k <= 0).
  */
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "analysis/heads.h"
@@ -25,7 +27,48 @@ static hd_pattern label(double next, double prev, double self, double cls, doubl
     s.sep = sep;
     s.punct = punct;
     s.entropy_norm = entn;
-    return hd_label(&s, conf);
+    return hd_label(&s, 0, NAN, conf);
+}
+
+/* A probed (causal) model's head of layer `layer` with induction score ind, first-token
+ * mass first, previous-token mass prev and BOS ([CLS]-kind) mass cls. */
+static hd_pattern label_causal(int layer, double ind, double first, double prev, double cls, double sep,
+                               double entn, double *conf) {
+    hd_stats s;
+    memset(&s, 0, sizeof s);
+    s.first = first;
+    s.prev = prev;
+    s.cls = cls;
+    s.sep = sep;
+    s.entropy_norm = entn;
+    return hd_label(&s, layer, ind, conf);
+}
+
+static void test_causal_labels(void **state) {
+    (void)state;
+    double c;
+    /* induction at its threshold (inclusive) wins over a strong previous-token score */
+    assert_int_equal(label_causal(2, 0.5, 0.1, 0.9, 0.1, 0, 0.2, &c), HP_INDUCTION);
+    assert_float_equal(c, 0.5, 1e-12);
+    assert_int_equal(label_causal(2, 0.49, 0.1, 0.9, 0.1, 0, 0.2, &c), HP_PREV);
+    /* a sink from layer 1 on; the BOS mass is not a delimiter share in a causal model */
+    assert_int_equal(label_causal(1, 0.01, 0.8, 0.1, 0.8, 0, 0.1, &c), HP_SINK);
+    assert_float_equal(c, 0.8, 1e-12);
+    assert_int_equal(label_causal(0, 0.01, 0.8, 0.1, 0.8, 0, 0.1, &c), HP_OTHER);
+    assert_float_equal(c, 1 - 0.1 / 0.5, 1e-12); /* the closest label: previous (0.1) */
+    /* sink and previous compete on their scores */
+    assert_int_equal(label_causal(3, 0.0, 0.55, 0.6, 0.55, 0, 0.1, &c), HP_PREV);
+    assert_int_equal(label_causal(3, 0.0, 0.65, 0.6, 0.65, 0, 0.1, &c), HP_SINK);
+    /* other: how far from the nearest label, the induction score included */
+    assert_int_equal(label_causal(3, 0.45, 0.2, 0.1, 0.2, 0, 0.1, &c), HP_OTHER);
+    assert_float_equal(c, 1 - 0.45 / 0.5, 1e-12);
+    /* without a probe (NAN) the same statistics keep the encoder's labels: BOS mass is a delimiter */
+    hd_stats s;
+    memset(&s, 0, sizeof s);
+    s.first = s.cls = 0.8;
+    assert_int_equal(hd_label(&s, 3, NAN, &c), HP_DELIM);
+    assert_string_equal(hd_pattern_name(HP_INDUCTION), "induction");
+    assert_string_equal(hd_pattern_name(HP_SINK), "sink");
 }
 
 static void test_labels(void **state) {
@@ -73,6 +116,7 @@ static void test_concentration(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_labels),
+        cmocka_unit_test(test_causal_labels),
         cmocka_unit_test(test_concentration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,7 @@
  * export and report refuse damaged index and JSD cells (overflowing, truncated,
  * non-numeric, infinite) naming the table; a database of schema version 1 (written
  * here with sqlite3) is upgraded in place by the readers and the writers, or refused
- * with one line.
+ * with one line; a version 2 database gets the first-token and induction columns, NULL.
  * It does not run a model (tests/cli/test_analyze.sh does, with kill/resume).
  */
 #include <setjmp.h>
@@ -470,7 +470,7 @@ static void test_upgrade_v1(void **state) {
         } else {
             assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
         }
-        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), 2);
+        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), STORE_SCHEMA_VERSION);
         sqlite3_stmt *q;
         assert_int_equal(sqlite3_prepare_v2(s.db, "SELECT group_concat(source, ' ') FROM (SELECT source FROM runs ORDER BY id)",
                                             -1, &q, NULL), SQLITE_OK);
@@ -511,6 +511,49 @@ static void test_upgrade_v1(void **state) {
     assert_non_null(strstr(err.msg, "rebuild it"));
 }
 
+/* A version 2 database (version 1 + runs.source): upgraded in place to version 3 by a
+ * reader and a writer alike; the columns added (sentence_heads.first, head_scores.first,
+ * head_scores.induction) are NULL for its runs, its other results read as before, and
+ * the export has the new fields as null. The server's check names version 2. */
+static void test_upgrade_v2(void **state) {
+    (void)state;
+    char db[300], out[320];
+    snprintf(db, sizeof db, "%s/v2.sqlite", g_tmp);
+    snprintf(out, sizeof out, "%s/v2.json", g_tmp);
+    as_error err = {0};
+    for (int writer = 0; writer < 2; writer++) {
+        write_v1(db);
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(raw,
+                                      "ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT 'analyze';"
+                                      "UPDATE meta SET value='2' WHERE key='schema_version';",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        assert_int_equal(store_check(raw, db, &err), AS_ERR_INPUT);
+        assert_non_null(strstr(err.msg, "schema version 2"));
+        assert_non_null(strstr(err.msg, "attnscope report --db"));
+        sqlite3_close(raw);
+        store s;
+        if (writer) assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
+        else assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
+        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), 3);
+        assert_int_equal((int)q1(&s, "SELECT count(*) FROM head_scores WHERE induction IS NULL AND first IS NULL"), 2);
+        assert_int_equal((int)q1(&s, "SELECT count(*) FROM sentence_heads WHERE first IS NULL"), 0);
+        assert_int_equal(store_check(s.db, db, &err), AS_OK);
+        assert_int_equal(an_export(&s, out, &err), AS_OK);
+        store_close(&s);
+    }
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    json_t *cols = json_object_get(json_object_get(json_array_get(json_object_get(j, "models"), 0), "heads"), "columns");
+    assert_true(json_is_null(json_array_get(json_object_get(cols, "induction"), 0)));
+    assert_true(json_is_null(json_array_get(json_object_get(cols, "first"), 1)));
+    assert_true(json_real_value(json_array_get(json_object_get(cols, "importance"), 1)) == 0.6);
+    json_decref(j);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_existing),
@@ -519,6 +562,7 @@ int main(void) {
         cmocka_unit_test(test_import_errors),
         cmocka_unit_test(test_export_damaged),
         cmocka_unit_test(test_upgrade_v1),
+        cmocka_unit_test(test_upgrade_v2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

