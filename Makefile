@@ -17,6 +17,8 @@ APT_PACKAGES += python3 python3-numpy coreutils util-linux
 APT_PACKAGES += libmicrohttpd-dev chromium
 # the Python package's tests (tests/python): a notebook executed by a real kernel
 APT_PACKAGES += python3-nbformat python3-nbclient python3-ipykernel python3-jupyter-client
+# `make python`: the package in a virtual environment of Debian's Python, and Jupyter
+APT_PACKAGES += python3-venv python3-pip python3-notebook jupyter-nbconvert
 # a Simplified Chinese font, so the explorer's zh-CN pages and screenshots render its text
 APT_PACKAGES += fonts-wqy-microhei
 BUILD := build
@@ -98,7 +100,7 @@ build-asan: deps web-deps
 
 # Every test: the release build (unit, parity, CLI, browser tests), then the unit tests
 # again and the fuzz tests (tests/fuzz) under ASan+UBSan.
-test: check-deps build build-asan
+test: check-deps build build-asan python
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -R '^(test_|fuzz_)'
@@ -120,6 +122,16 @@ demo: build
 	  db="--db $(DEMO_DB)"; \
 	else echo "demo: $(DATA) not found; serving without an analysis database"; db=""; fi; \
 	./$(BUILD)/attnscope serve $(foreach m,$(DEMO_MODEL) $(DEMO_MODEL2),--model $(m)) $$db --port $(PORT)
+
+# ---- python: `make python` installs the Python package (python/attnscope, its library and
+# web views) into the virtual environment $(VENV), made from Debian's Python with its
+# system packages (numpy, ipykernel): no PyPI. It also registers that Python as the Jupyter
+# kernel "Python (attnscope)" for this user. Notebook: $(VENV)/bin/python -m notebook
+VENV ?= .venv
+.PHONY: python
+python: build
+	/usr/bin/python3 python/install_venv.py $(VENV) --build $(BUILD) --kernel
+# ---- end python ----
 
 # ---- server: the explorer on the demo model (http://127.0.0.1:8080/ unless PORT=) ----
 serve: build

@@ -182,7 +182,10 @@ def _candidates():
     if env:
         yield env
         return
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.dirname(os.path.abspath(__file__))
+    # an installed package (python/install_venv.py, `make python`) carries its library
+    yield os.path.join(here, "lib", "libattnscope.so")
+    root = os.path.dirname(os.path.dirname(here))
     # the build folders of the repository (this package lives in <repo>/python/attnscope)
     for b in ("build", "build-py", "build-release"):
         yield os.path.join(root, b, "libattnscope.so")
@@ -192,8 +195,9 @@ def _candidates():
 
 
 def find_library():
-    """Path of libattnscope.so: $ATTNSCOPE_LIB, else <repo>/build*/libattnscope.so, else
-    the system's. Raises OSError naming where it looked."""
+    """Path of libattnscope.so: $ATTNSCOPE_LIB, else the installed package's
+    attnscope/lib/libattnscope.so, else <repo>/build*/libattnscope.so, else the system's.
+    Raises OSError naming where it looked."""
     tried = []
     for c in _candidates():
         tried.append(c)
