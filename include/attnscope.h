@@ -421,6 +421,20 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]);
  * out of memory or a write fails. */
 as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_run *r, const char *path,
                            as_error *err);
+/* An array written after a run's own by as_run_write_npz_extra: data (F32 or I32 as
+ * dtype says) of the given shape, borrowed. */
+typedef struct {
+    const char *name;
+    as_dtype dtype; /* DTYPE_F32 or DTYPE_I32 */
+    const void *data;
+    int ndim;
+    int64_t shape[4];
+} as_npz_extra;
+/* as_run_write_npz, then the n_extra arrays of extra (e.g. `attnscope generate`'s
+ * generated ids and per-step attention) in the same archive. Errors as there, and
+ * AS_ERR_INTERNAL for an extra of another dtype. */
+as_status as_run_write_npz_extra(const as_model *m, const as_encoding *enc, const as_run *r,
+                                 const as_npz_extra *extra, int n_extra, const char *path, as_error *err);
 
 /* ---- utilities ------------------------------------------------------------ */
 

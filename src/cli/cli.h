@@ -36,6 +36,19 @@ int cli_make_encoding(const char *cmd, const as_model *m, const char *text, cons
                       const char *ids, const char *type_ids, int max_tokens, int truncate,
                       as_encoding *enc);
 
+/* The JSON of `attnscope run --format json` for run r of input enc (src/cli/run_json.c):
+ * one object with the model's sizes, tokens, input_ids, token_type_ids, attention_mask,
+ * score_scale, kv_group and the captured tensors under their Hugging Face names; more
+ * (may be NULL) writes further ",\n\"key\":value" members before the closing brace.
+ * Returns 0, or -1 when out of memory (nothing written). Only reads m, enc and r. */
+int cli_write_run_json(FILE *f, const as_model *m, const as_encoding *enc, const as_run *r,
+                       void (*more)(FILE *f, void *ctx), void *ctx);
+/* JSON pieces for such members: a string (always valid UTF-8, ill-formed bytes as
+ * U+FFFD), ints, and a float tensor of ndim dimensions as nested arrays. */
+void cli_json_str(FILE *f, const char *s);
+void cli_json_ints(FILE *f, const int32_t *v, int n);
+void cli_json_tensor(FILE *f, const float *data, int ndim, const int64_t *shape);
+
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -54,5 +67,6 @@ int cmd_lens(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_distill(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

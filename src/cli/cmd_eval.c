@@ -2,20 +2,34 @@
  * (--task sst2), masked-token accuracy of an MLM model on held-out text (--task mlm),
  * and the positional attention patterns of every head (--task patterns: mean
  * attention to the next token, the previous token, and [CLS]/[SEP], averaged over the
- * real query tokens of sentence pairs from the text; Clark et al. 2019, sec. 3). */
+ * real query tokens of sentence pairs from the text; Clark et al. 2019, sec. 3), and the
+ * held-out perplexity of a causal LM next to a Kneser-Ney n-gram baseline on the same
+ * tokens (--task lm). */
 #include "train_args.h"
+#include "attnscope/ngram.h"
 
 static const char *EVAL_HELP =
     "usage: attnscope eval --model DIR --task sst2 --data FILE.tsv [--threads N]\n"
     "       attnscope eval --model DIR --task mlm --data FILE[,FILE...] [--batches 50] [--batch 32]\n"
     "                      [--max-len 64] [--seed 7]\n"
     "       attnscope eval --model DIR --task patterns --data FILE[,FILE...] [--pairs 200]\n"
+    "       attnscope eval --model DIR --task lm --data FILE[,FILE...] [--seq N] [--stride S]\n"
+    "                      [--ngram-train FILE[,FILE...] [--exclude FILE,...] [--ngram-order 3]]\n"
     "\n"
     "sst2: last line 'accuracy: 0.xxxx'. mlm: masked-token accuracy on pairs built and\n"
     "masked as in pretraining (fixed --seed), last line 'mlm_accuracy: 0.xxxx'.\n"
     "patterns: per head, the mean attention to the next token, the previous token and\n"
     "[CLS]+[SEP], over consecutive sentence pairs of the text; then the strongest head\n"
-    "for each.\n";
+    "for each.\n"
+    "lm: the documents of the files packed as train-lm packs them (BOS per document,\n"
+    "sentences joined by a line break) and scored by the causal LM in windows of --seq\n"
+    "tokens (default min(256, the model's positions)) every --stride tokens (default\n"
+    "seq/2): every token after the first is predicted once, past the first window with\n"
+    "at least seq - stride tokens of context. Prints the tokens, the text's bytes, and the\n"
+    "mean negative log-likelihood (nats/token), perplexity and bits per byte. With\n"
+    "--ngram-train, an interpolated modified Kneser-Ney n-gram model (--ngram-order 1..5)\n"
+    "counted on those files packed the same way (minus the sentences of --exclude files)\n"
+    "scores the same tokens, printed next to the model.\n";
 
 static int eval_patterns(const char *model, const ta_list *files, int pairs, int threads) {
     as_error err = {0};
@@ -86,10 +100,79 @@ done:
     return rc;
 }
 
+typedef struct {
+    int seq, stride, order, threads;
+    const ta_list *data, *ngram_train, *exclude;
+} eval_lm_opts;
+
+/* Prints "<who>_nll", "_perplexity" and "_bits_per_byte" of a summed NLL over n_pred
+ * predictions of a text of n_bytes bytes. */
+static void print_nll(const char *who, double nll, size_t n_pred, size_t n_bytes) {
+    double mean = nll / (double)n_pred;
+    printf("%s_nll: %.9g\n%s_perplexity: %.9g\n%s_bits_per_byte: %.9g\n", who, mean, who, exp(mean), who,
+           nll / log(2.0) / (double)n_bytes);
+}
+
+static int eval_lm(const char *model, const eval_lm_opts *o) {
+    as_error err = {0};
+    as_model *m = NULL;
+    int32_t *ids = NULL, *train = NULL;
+    ngram_lm *ng = NULL;
+    size_t n = 0, n_bytes = 0, n_pred = 0, n_train = 0;
+    double nll = 0;
+    int rc = 0, dropped = 0;
+    if (as_model_load(model, &m, &err)) goto fail;
+    if (!(as_model_heads(m) & HEAD_LM)) {
+        as_err_set(&err, AS_ERR_INPUT, "%s: the model has no causal-LM head", model);
+        goto fail;
+    }
+    int seq = o->seq ? o->seq : as_model_max_tokens(m) < 256 ? as_model_max_tokens(m) : 256;
+    int stride = o->stride ? o->stride : seq / 2 > 0 ? seq / 2 : 1;
+    if (seq > as_model_max_tokens(m)) {
+        rc = cli_usage_error("eval", "--seq %d is over the model's %d positions", seq, as_model_max_tokens(m));
+        goto done;
+    }
+    if (stride >= seq) {
+        rc = cli_usage_error("eval", "--stride %d must be below the window of %d tokens", stride, seq);
+        goto done;
+    }
+    if (lm_corpus_tokens(m, o->data->v, o->data->n, NULL, 0, &ids, &n, &n_bytes, NULL, &err)) goto fail;
+    if (n < 2) {
+        as_err_set(&err, AS_ERR_INPUT, "%s: the text has %zu tokens; at least 2 are needed", o->data->v[0], n);
+        goto fail;
+    }
+    if (o->ngram_train->n) { /* counted before the model runs: a bad file fails fast */
+        if (lm_corpus_tokens(m, o->ngram_train->v, o->ngram_train->n, o->exclude->v, o->exclude->n, &train, &n_train,
+                             NULL, &dropped, &err) ||
+            ngram_train(train, n_train, o->order, as_model_config(m)->vocab_size, &ng, &err))
+            goto fail;
+    }
+    printf("tokens: %zu\npredicted: %zu\nbytes: %zu\nwindow: %d\nstride: %d\n", n, n - 1, n_bytes, seq, stride);
+    fflush(stdout);
+    if (lm_eval_windows(m, ids, n, seq, stride, o->threads, NULL, &nll, &n_pred, &err)) goto fail;
+    print_nll("model", nll, n_pred, n_bytes);
+    if (ng) {
+        printf("ngram_order: %d\nngram_train_tokens: %zu\nngram_held_out_sentences_left_out: %d\n", o->order, n_train,
+               dropped);
+        if (ngram_nll(ng, ids, n, &nll, &n_pred, &err)) goto fail;
+        print_nll("ngram", nll, n_pred, n_bytes);
+    }
+    goto done;
+fail:
+    rc = cli_fail(&err);
+done:
+    ngram_free(ng);
+    free(train);
+    free(ids);
+    as_model_free(m);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *task = NULL;
-    ta_list data = {0};
+    ta_list data = {0}, ngram_files = {0}, exclude = {0};
     int rc = 0, threads = 0, batches = 50, batch = 32, max_len = 64, seed = 7, pairs = 200;
+    int seq = 0, stride = 0, order = 3;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
         if (cli_is_help(a)) {
@@ -104,6 +187,17 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--task")) task = v;
         else if (!strcmp(a, "--data")) {
             if (ta_list_add(&data, v)) rc = cli_usage_error("eval", "too many --data files");
+        } else if (!strcmp(a, "--ngram-train")) {
+            if (ta_list_add(&ngram_files, v)) rc = cli_usage_error("eval", "too many --ngram-train files");
+        } else if (!strcmp(a, "--exclude")) {
+            if (ta_list_add(&exclude, v)) rc = cli_usage_error("eval", "too many --exclude files");
+        } else if (!strcmp(a, "--seq")) {
+            if (cli_parse_int(v, 2, AS_MAX_POSITIONS, &seq)) rc = cli_usage_error("eval", "bad --seq '%s'", v);
+        } else if (!strcmp(a, "--stride")) {
+            if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &stride)) rc = cli_usage_error("eval", "bad --stride '%s'", v);
+        } else if (!strcmp(a, "--ngram-order")) {
+            if (cli_parse_int(v, 1, NGRAM_MAX_ORDER, &order))
+                rc = cli_usage_error("eval", "bad --ngram-order '%s' (1..%d)", v, NGRAM_MAX_ORDER);
         } else if (!strcmp(a, "--threads")) {
             if (cli_parse_int(v, 1, 1024, &threads)) rc = cli_usage_error("eval", "bad --threads '%s'", v);
         } else if (!strcmp(a, "--batches")) {
@@ -138,10 +232,18 @@ int cmd_eval(int argc, char **argv) {
         else printf("mlm_loss: %.4f\nmlm_accuracy: %.4f\n", (double)loss, (double)acc);
     } else if (!strcmp(task, "patterns")) {
         rc = eval_patterns(model, &data, pairs, threads);
+    } else if (!strcmp(task, "lm")) {
+        if (exclude.n && !ngram_files.n) rc = cli_usage_error("eval", "--exclude applies to --ngram-train files");
+        else {
+            eval_lm_opts lo = {seq, stride, order, threads, &data, &ngram_files, &exclude};
+            rc = eval_lm(model, &lo);
+        }
     } else {
-        rc = cli_usage_error("eval", "unknown --task '%s' (sst2, mlm or patterns)", task);
+        rc = cli_usage_error("eval", "unknown --task '%s' (sst2, mlm, patterns or lm)", task);
     }
 done:
+    ta_list_free(&ngram_files);
+    ta_list_free(&exclude);
     ta_list_free(&data);
     return rc;
 }

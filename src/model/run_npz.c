@@ -1,6 +1,7 @@
 /* run_npz.c — as_run_arrays and as_run_write_npz (attnscope.h): a run's input and captured tensors as
  * one .npz archive, the file of `attnscope run --format npz` (array names and shapes:
- * README, "npz / JSON contents"). It does not run the model or choose what is captured;
+ * README, "npz / JSON contents"), with any further arrays a caller adds
+ * (as_run_write_npz_extra). It does not run the model or choose what is captured;
  * the archive format itself is io/npz.c's.
  */
 #include "attnscope.h"
@@ -27,6 +28,11 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
 
 as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_run *r, const char *path,
                            as_error *err) {
+    return as_run_write_npz_extra(m, enc, r, NULL, 0, path, err);
+}
+
+as_status as_run_write_npz_extra(const as_model *m, const as_encoding *enc, const as_run *r,
+                                 const as_npz_extra *extra, int n_extra, const char *path, as_error *err) {
     npz_writer *w = NULL;
     as_status s = npz_open(path, &w, err);
     if (s) return s;
@@ -70,6 +76,15 @@ as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_r
     for (int i = 0; i < AS_RUN_N_ARRAYS; i++) {
         if (!arr[i].data) continue;
         if ((s = npz_add(w, arr[i].name, NPY_F32, arr[i].data, arr[i].ndim, arr[i].shape, err))) goto cleanup;
+    }
+    for (int i = 0; i < n_extra; i++) {
+        if (extra[i].dtype != DTYPE_F32 && extra[i].dtype != DTYPE_I32) {
+            s = as_err_set(err, AS_ERR_INTERNAL, "npz array %s: only F32 and I32 are written", extra[i].name);
+            goto cleanup;
+        }
+        if ((s = npz_add(w, extra[i].name, extra[i].dtype == DTYPE_F32 ? NPY_F32 : NPY_I32, extra[i].data,
+                         extra[i].ndim, extra[i].shape, err)))
+            goto cleanup;
     }
     s = npz_close(w, err);
     w = NULL;
