@@ -80,11 +80,18 @@ int sal_method_parse(const char *s, sal_method *out); /* 0 ok, -1 unknown */
  *   ATTR_GRAD        gradient-weighted attention (Chefer et al. 2021): R = I, then per layer
  *                    R += mean_h (dy/dA ⊙ A)^+ R; (T, T)
  *   ATTR_IMPORTANCE  head importance (Michel et al. 2019): |sum_ij A_ij dy/dA_ij|; (L, H)
+ *   ATTR_NORM2       residual- and norm-aware norm-based attention of each layer's whole
+ *                    attention block (Kobayashi et al. 2021): ||T_i(x_j)||, T_i(x_j) the part
+ *                    of token i's block output (attention + residual + the norm after it)
+ *                    that comes from input token j; (L, T, T)
+ *   ATTR_ALTI        ALTI (Ferrando et al. 2022): c_ij from the Manhattan distance of T_i(x_j)
+ *                    to the block output, rows normalised, aggregated over layers
+ *                    (R_l = C_l ... C_1); (L, T, T), layer l = cumulative up to l
  * y (ATTR_GRAD, ATTR_IMPORTANCE) is one logit: the target class of a sequence classifier,
  * or the target token's logit at `position` of an LM / masked-LM head. Rows of (T, T)
  * results are output tokens (queries), columns input tokens. */
 
-typedef enum { ATTR_ROLLOUT = 0, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE } attr_method;
+typedef enum { ATTR_ROLLOUT = 0, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE, ATTR_NORM2, ATTR_ALTI } attr_method;
 
 /* Longest input attention flow takes: T^2 max-flow problems on (L + 1) T nodes and
  * L T^2 edges each (docs/attribution.md measures it). */
@@ -103,8 +110,8 @@ typedef struct {
 typedef struct {
     attr_method method;
     int T, L, H;
-    int ndim;         /* 2 or 4 */
-    int64_t shape[4]; /* (T, T), (L, H, T, T) or (L, H) */
+    int ndim;         /* 2, 3 or 4 */
+    int64_t shape[4]; /* (T, T), (L, H, T, T), (L, H) or (L, T, T) */
     float *data;      /* the result, shape above, owned */
     /* ATTR_GRAD / ATTR_IMPORTANCE only (else -1 and 0) */
     int target;       /* the class or token id explained */
@@ -123,7 +130,8 @@ as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opt
                        as_error *err);
 /* The same from a run r of enc under m that captured every layer's and head's attention
  * (CAP_ATTN; and CAP_QKV for ATTR_NORM): rollout, flow and norm read r and run no forward
- * (the server's cached runs); grad and importance run attr_compute. r and enc are only
+ * (the server's cached runs); grad and importance run attr_compute, and so do norm2 and
+ * alti unless r also holds the values and hidden states (CAP_QKV | CAP_HIDDEN). r and enc are only
  * read. Errors as attr_compute, and AS_ERR_INPUT when r lacks what the method reads. */
 as_status attr_compute_run(const as_model *m, const as_encoding *enc, const as_run *r, const attr_opts *o,
                            attr_result *out, as_error *err);
@@ -131,12 +139,12 @@ void attr_result_free(attr_result *r);
 
 /* Writes r (computed on enc under m) as an .npz archive at path: input_ids (T), tokens and
  * token_text (unicode), the result under the method's name (rollout, flow, grad: (T, T);
- * norm: (L, H, T, T); importance: (L, H)), and for grad / importance target, position
+ * norm: (L, H, T, T); importance: (L, H); norm2, alti: (L, T, T)), and for grad / importance target, position
  * (int32 (1,)) and logit (float32 (1,)). Only reads its inputs. Errors: AS_ERR_INPUT
  * when path cannot be created; AS_ERR_INTERNAL out of memory or a failed write. */
 as_status attr_write_npz(const as_model *m, const as_encoding *enc, const attr_result *r, const char *path,
                          as_error *err);
-const char *attr_method_name(attr_method m);             /* "rollout", "flow", "norm", "grad", "importance" */
+const char *attr_method_name(attr_method m); /* "rollout", "flow", "norm", "grad", "importance", "norm2", "alti" */
 int attr_method_parse(const char *s, attr_method *out);  /* 0 ok, -1 unknown */
 
 /* ---- the induction probe ---------------------------------------------------------

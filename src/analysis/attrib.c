@@ -21,12 +21,14 @@ const char *attr_method_name(attr_method m) {
     case ATTR_NORM: return "norm";
     case ATTR_GRAD: return "grad";
     case ATTR_IMPORTANCE: return "importance";
+    case ATTR_NORM2: return "norm2";
+    case ATTR_ALTI: return "alti";
     }
     return "?";
 }
 
 int attr_method_parse(const char *s, attr_method *out) {
-    static const attr_method all[] = {ATTR_ROLLOUT, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE};
+    static const attr_method all[] = {ATTR_ROLLOUT, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE, ATTR_NORM2, ATTR_ALTI};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(s, attr_method_name(all[i]))) {
             *out = all[i];
@@ -418,7 +420,7 @@ cleanup:
 static as_status check_request(const as_model *m, const as_encoding *enc, const attr_opts *o, int *grad,
                                as_error *err) {
     if (!enc || enc->n <= 0 || !enc->ids) return as_err_set(err, AS_ERR_INPUT, "empty input: no tokens");
-    if ((unsigned)o->method > ATTR_IMPORTANCE)
+    if ((unsigned)o->method > ATTR_ALTI)
         return as_err_set(err, AS_ERR_INPUT, "unknown attribution method %d", (int)o->method);
     *grad = o->method == ATTR_GRAD || o->method == ATTR_IMPORTANCE;
     if (!*grad && (o->target != -1 || o->position != -1))
@@ -532,16 +534,23 @@ static as_status value_norms(const as_model *m, const as_run *r, float *fnorm, a
     return AS_OK;
 }
 
-/* rollout / flow / norm of run r, which holds every layer's and head's attention (and v for
- * norm), into out (sized). */
+/* 1 for the methods that read the hidden states (the block's residual). */
+static int needs_hidden(attr_method m) { return m == ATTR_NORM2 || m == ATTR_ALTI; }
+
+/* rollout / flow / norm / norm2 / alti of run r, which holds every layer's and head's
+ * attention (and v for norm, v and the hidden states for norm2 and alti), into out (sized). */
 static as_status from_run(const as_model *m, const as_run *r, const attr_opts *o, attr_result *out, as_error *err) {
-    const int L = out->L, H = out->H, T = out->T;
+    const int L = out->L, H = out->H, T = out->T, threads = o->threads > 0 ? o->threads : as_n_cores();
     float *fnorm = NULL;
     as_status s = AS_OK;
     if (o->method == ATTR_ROLLOUT) {
         s = attr_rollout(r->attn, L, H, T, out->data, err);
     } else if (o->method == ATTR_FLOW) {
-        s = attr_flow(r->attn, L, H, T, o->threads > 0 ? o->threads : as_n_cores(), out->data, err);
+        s = attr_flow(r->attn, L, H, T, threads, out->data, err);
+    } else if (o->method == ATTR_NORM2) {
+        s = attr_mixing(m, r, threads, out->data, NULL, err);
+    } else if (o->method == ATTR_ALTI) {
+        if (!(s = attr_mixing(m, r, threads, NULL, out->data, err))) s = attr_alti_aggregate(out->data, L, T, err);
     } else if (!(fnorm = as_malloc_array((size_t)L * H * T, sizeof(float)))) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     } else if (!(s = value_norms(m, r, fnorm, err))) {
@@ -551,11 +560,14 @@ static as_status from_run(const as_model *m, const as_run *r, const attr_opts *o
     return s;
 }
 
-/* rollout / flow / norm: one forward capturing the attention (and v for norm). */
+/* rollout / flow / norm / norm2 / alti: one forward capturing the attention (and v, and
+ * the hidden states, as the method needs). */
 static as_status compute_plain(const as_model *m, const as_encoding *enc, const attr_opts *o, attr_result *out,
                                as_error *err) {
-    as_capture_spec spec = {.what = CAP_ATTN | (o->method == ATTR_NORM ? CAP_QKV : 0), .layer = -1, .head = -1,
-                            .threads = o->threads};
+    unsigned what = CAP_ATTN;
+    if (o->method == ATTR_NORM || needs_hidden(o->method)) what |= CAP_QKV;
+    if (needs_hidden(o->method)) what |= CAP_HIDDEN;
+    as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = o->threads};
     as_run *r = NULL;
     as_status s = as_forward(m, enc, &spec, &r, err);
     if (!s) s = from_run(m, r, o, out, err);
@@ -574,6 +586,9 @@ static as_status result_init(const as_model *m, attr_method method, int T, attr_
     } else if (method == ATTR_IMPORTANCE) {
         out->ndim = 2;
         out->shape[0] = L, out->shape[1] = H;
+    } else if (needs_hidden(method)) {
+        out->ndim = 3;
+        out->shape[0] = L, out->shape[1] = T, out->shape[2] = T;
     } else {
         out->ndim = 2;
         out->shape[0] = T, out->shape[1] = T;
@@ -602,7 +617,8 @@ as_status attr_compute_run(const as_model *m, const as_encoding *enc, const as_r
     as_status s = check_request(m, enc, o, &grad, err);
     if (s) return s;
     const as_config *c = as_model_config(m);
-    if (grad) return attr_compute(m, enc, o, out, err);
+    if (grad || (needs_hidden(o->method) && (!r->hidden || !r->v || r->n_run < r->L)))
+        return attr_compute(m, enc, o, out, err);
     if (r->T != enc->n || r->L != c->n_layer || r->H != c->n_head || !r->attn || r->layer_lo != 0 ||
         r->n_lay != r->L || r->head_lo != 0 || r->n_hd != r->H || (o->method == ATTR_NORM && !r->v))
         return as_err_set(err, AS_ERR_INPUT, "%s needs a run of this input with every layer's and head's attention%s",

@@ -18,6 +18,15 @@
  *   importance  Michel et al. 2019, "Are Sixteen Heads Really Better than One?", eq. 2 for one
  *               input: I[l, h] = |dy/dξ_lh| at ξ = 1 for a gate ξ on head h's context ξ A V,
  *               = |sum_ij A_lh[i, j] dy/dA_lh[i, j]| (L, H).
+ *   norm2       Kobayashi et al. 2021, "Incorporating Residual and Normalization Layers into
+ *               Analysis of Masked Language Models", EMNLP, sec. 3 ("ATB"): N2[l, i, j] =
+ *               ||T_i(x_j)||_2 with x̃_i = sum_j T_i(x_j) + bias the output of layer l's
+ *               attention block with its residual and the norm after it (attrib_mix.c
+ *               gives T for post-LN, pre-norm and post-attention-norm blocks) (L, T, T).
+ *   alti        Ferrando, Gállego, Costa-jussà 2022, "Measuring the Mixing of Contextual
+ *               Information in the Transformer", EMNLP, eq. 9-10 and sec. 3.2: C_l[i, j] =
+ *               max(0, ||x̃_i||_1 − ||x̃_i − T_i(x_j)||_1) / sum over j of the same;
+ *               R_1 = C_1, R_l = C_l R_{l-1} (L, T, T).
  * dy/dA is model_backward's d_attn (attention probabilities as used in P V, masked entries
  * included); y a single logit (analysis.h, attr_opts).
  * What it does not: average over a corpus (importance is one input's), keep the run.
@@ -44,5 +53,14 @@ as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int 
 void attr_head_importance(const float *A, const float *dA, int L, int H, int T, float *imp);
 /* N (L, H, T, T) = A[l, h, i, j] * fnorm[l, h, j] with fnorm (L, H, T) = ||f_lh(x_j)||. */
 void attr_norm_apply(const float *A, const float *fnorm, int L, int H, int T, float *N);
+
+/* norm2 N2 (L, T, T) and the per-layer ALTI contributions C (L, T, T) (either may be NULL)
+ * of run r of m, which holds every layer's attention, values and hidden states
+ * (attrib_mix.c). threads: 0 or 1 = the calling thread only. Errors: AS_ERR_INPUT when r
+ * lacks them; AS_ERR_INTERNAL out of memory. */
+as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2, float *C, as_error *err);
+/* C (L, T, T) per-layer contributions -> in place the ALTI rollout R_l = C_l ... C_1.
+ * Errors: AS_ERR_INTERNAL out of memory. */
+as_status attr_alti_aggregate(float *C, int L, int T, as_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* cmd_attribute.c — `attnscope attribute`: one attribution method past raw attention
- * (rollout, flow, norm-based, gradient-weighted attention, head importance; see
+ * (rollout, flow, norm-based, residual- and norm-aware norm-based, ALTI, gradient-weighted
+ * attention, head importance; see
  * docs/attribution.md) on one input, written as JSON (tokens, shape, the values flat in
  * row-major order) or as an .npz archive (attr_write_npz).
  * What it does not: draw anything (the server's view does), or average over a corpus.
@@ -12,7 +13,8 @@
 
 static const char *ATTR_HELP =
     "usage: attnscope attribute --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
-    "                           [--type-ids 0,0,...] --method rollout|flow|norm|grad|importance\n"
+    "                           [--type-ids 0,0,...]\n"
+    "                           --method rollout|flow|norm|norm2|alti|grad|importance\n"
     "                           [--target C] [--position P] [--format json|npz] [--out FILE]\n"
     "                           [--threads N]\n"
     "\n"
@@ -21,6 +23,10 @@ static const char *ATTR_HELP =
     "  flow        attention flow, max-flow through the layers (same paper); (T, T),\n"
     "              at most 128 tokens\n"
     "  norm        ||attention x transformed value|| per head (Kobayashi et al. 2020); (L, H, T, T)\n"
+    "  norm2       ||part of each block output from each input token||, attention + residual\n"
+    "              + the norm after it (Kobayashi et al. 2021); (L, T, T) per layer\n"
+    "  alti        ALTI contributions (Ferrando et al. 2022) through every block, multiplied\n"
+    "              over layers; (L, T, T), layer l cumulative up to l\n"
     "  grad        gradient-weighted attention rollout (Chefer et al. 2021); (T, T)\n"
     "  importance  head importance |sum A dy/dA| (Michel et al. 2019); (L, H)\n"
     "grad and importance explain one logit: --target C (class index or label of a classifier,\n"
@@ -58,7 +64,7 @@ static int parse_args(int argc, char **argv, attr_args *a) {
         } else if (!strcmp(o, "--method")) {
             VAL();
             if (attr_method_parse(v, &a->method))
-                return cli_usage_error("attribute", "bad --method '%s': expected rollout, flow, norm, grad or importance", v);
+                return cli_usage_error("attribute", "bad --method '%s': expected rollout, flow, norm, norm2, alti, grad or importance", v);
             a->method_set = 1;
         } else if (!strcmp(o, "--threads")) {
             VAL();
@@ -70,7 +76,7 @@ static int parse_args(int argc, char **argv, attr_args *a) {
 #undef VAL
     }
     if (!a->model) return cli_usage_error("attribute", "--model DIR is required");
-    if (!a->method_set) return cli_usage_error("attribute", "--method is required (rollout, flow, norm, grad or importance)");
+    if (!a->method_set) return cli_usage_error("attribute", "--method is required (rollout, flow, norm, norm2, alti, grad or importance)");
     if (!a->text == !a->ids) return cli_usage_error("attribute", "give exactly one of --text or --ids");
     if (a->text_b && !a->text) return cli_usage_error("attribute", "--text-b needs --text");
     if (a->type_ids && !a->ids) return cli_usage_error("attribute", "--type-ids needs --ids");

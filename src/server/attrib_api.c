@@ -1,9 +1,10 @@
 /* attrib_api.c — the attribution route of a cached run (see attrib_api.h): parses the
  * query, computes the method with the run's model and encoding under the server's forward
  * lock (the gradient methods run a forward and a backward; rollout, flow and norm read the
- * cached run's attention and values, attr_compute_run), and
+ * cached run's attention and values, attr_compute_run; norm2 and alti run a forward that
+ * keeps the hidden states, which cached runs do not), and
  * replies one tensor named attribution (rollout, flow, grad: (T, T); norm:
- * (L, H, T, T); importance: (L, H)) with meta {run, method, tokens[, target, position,
+ * (L, H, T, T); importance: (L, H); norm2, alti: (L, T, T)) with meta {run, method, tokens[, target, position,
  * logit]}. It does not cache results: every request computes.
  */
 #include "attrib_api.h"
@@ -28,7 +29,7 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
     const char *m = reply_query(rq, "method"), *t = reply_query(rq, "target"), *p = reply_query(rq, "position");
     *o = (attr_opts){.target = -1, .position = -1, .threads = s->threads};
     if (!m || attr_method_parse(m, &o->method)) {
-        reply_error(rs, 400, "query 'method': expected rollout, flow, norm, grad or importance");
+        reply_error(rs, 400, "query 'method': expected rollout, flow, norm, norm2, alti, grad or importance");
         return -1;
     }
     if (t && parse_nonneg(t, AS_MAX_VOCAB, &o->target)) {

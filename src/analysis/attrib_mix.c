@@ -1,0 +1,192 @@
+/* attrib_mix.c — token-to-token mixing through a whole attention block: the residual-
+ * and norm-aware norm-based attention (Kobayashi et al. 2021) and ALTI (Ferrando et al.
+ * 2022) with its aggregation across layers (formulas in attrib.h, docs/attribution.md).
+ *
+ * Both read one decomposition of the attention half of layer l. With x (T, D) the layer's
+ * input (the residual stream), f_h(x_j) = v_h[j] W_o^h (D) head h's transformed value of
+ * token j (the values as captured, bias included) and s_ij = sum_h A_h[i, j] f_h(x_j):
+ *   post-LN (BERT family)      T_i(x_j) = γ ⊙ (z_ij − mean(z_ij)) / σ(u_i),
+ *                              z_ij = s_ij + δ_ij x_i, u_i = sum_j z_ij + b_o,
+ *                              σ(u) = sqrt(var(u) + eps);  x̃_i = LN1(u_i)
+ *   pre-norm (GPT-2, LLaMA)    T_i(x_j) = s_ij + δ_ij x_i;  x̃_i = x_i + sum_j s_ij + b_o
+ *   pre-norm with a norm on    T_i(x_j) = g ⊙ s_ij / rms(a_i) + δ_ij x_i, a_i = sum_j s_ij + b_o;
+ *   the attention output       x̃_i = x_i + g ⊙ a_i / rms(a_i)   (g = γ, or 1 + γ for Gemma)
+ *   (Gemma 2 / 3)
+ * so that x̃_i = sum_j T_i(x_j) + (the bias terms: b_o and β through the norm), exactly.
+ * norm2[l, i, j] = ||T_i(x_j)||_2; ALTI c_ij = max(0, ||x̃_i||_1 − ||x̃_i − T_i(x_j)||_1),
+ * each row divided by its sum (a zero row stays zero).
+ * Row i needs T_i(x_j) for every j: (T, D) per thread, never the (T, T, D) of a layer.
+ * What it does not: follow the feed-forward half (it mixes no tokens), or run the forward.
+ */
+#include "analysis/attrib.h"
+#include "core/pool.h"
+#include "model/head_out.h"
+#include "model/model.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+typedef enum { MIX_POST_LN = 0, MIX_PRE, MIX_PRE_POSTNORM } mix_kind;
+
+typedef struct {
+    mix_kind kind;
+    int T, D, H;
+    const float *A;  /* (H, T, T) the layer's attention */
+    const float *Fh; /* (H, T, D) f_h(x_j) */
+    const float *x;  /* (T, D) the layer's input */
+    const float *bo; /* (D) or NULL */
+    const float *g, *beta; /* (D) the norm's gain (and LayerNorm bias, post-LN); NULL: none */
+    float eps;
+    int add_one;     /* RMSNorm scales by 1 + g */
+    float *S;        /* (threads, T, D) scratch: s_ij of one row */
+    double *work;    /* (threads, 2 D + T) scratch: x̃_i, T_i(x_j), the row's contributions */
+    float *N2;       /* (T, T) or NULL */
+    float *C;        /* (T, T) or NULL */
+} mix_job;
+
+/* y = T_i(x_j) from z = s_ij (+ x_i when j == i, added by the caller for post-LN). */
+static double mix_vec(const mix_job *jb, const float *s, int self, const float *xi, double sc, double *y) {
+    const int D = jb->D;
+    double n2 = 0.0;
+    if (jb->kind == MIX_POST_LN) { /* γ ⊙ (z − mean z) / σ(u_i), σ given as sc = 1 / σ */
+        double mu = 0.0;
+        for (int d = 0; d < D; d++) mu += (double)s[d] + (self ? xi[d] : 0.0);
+        mu /= D;
+        for (int d = 0; d < D; d++) {
+            double v = ((double)s[d] + (self ? xi[d] : 0.0) - mu) * sc * (jb->g ? jb->g[d] : 1.0);
+            y[d] = v;
+            n2 += v * v;
+        }
+    } else {
+        for (int d = 0; d < D; d++) {
+            double gd = jb->kind == MIX_PRE_POSTNORM ? (jb->add_one ? 1.0 : 0.0) + jb->g[d] : 1.0;
+            double v = (double)s[d] * gd * sc + (self ? xi[d] : 0.0);
+            y[d] = v;
+            n2 += v * v;
+        }
+    }
+    return sqrt(n2);
+}
+
+/* Task i: row i of N2 and C. */
+static void mix_row(void *ctx, int i, int tid) {
+    mix_job *jb = ctx;
+    const int T = jb->T, D = jb->D, H = jb->H;
+    const size_t TT = (size_t)T * T;
+    float *S = jb->S + (size_t)tid * T * D;
+    double *tl = jb->work + (size_t)tid * (2 * D + T), *t = tl + D, *y = t + D;
+    const float *xi = jb->x + (size_t)i * D;
+    memset(S, 0, (size_t)T * D * sizeof(float));
+    for (int h = 0; h < H; h++) /* s_ij = sum_h A_h[i, j] f_h(x_j) */
+        for (int j = 0; j < T; j++) {
+            const float a = jb->A[h * TT + (size_t)i * T + j];
+            if (a == 0.0f) continue;
+            const float *f = jb->Fh + ((size_t)h * T + j) * D;
+            float *sj = S + (size_t)j * D;
+            for (int d = 0; d < D; d++) sj[d] += a * f[d];
+        }
+    /* a_i = sum_j s_ij + b_o, then x̃_i and the scale of the norm */
+    for (int d = 0; d < D; d++) tl[d] = jb->bo ? jb->bo[d] : 0.0;
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < D; d++) tl[d] += S[(size_t)j * D + d];
+    double sc = 1.0;
+    if (jb->kind == MIX_POST_LN) {
+        double mu = 0.0, var = 0.0;
+        for (int d = 0; d < D; d++) mu += tl[d] += xi[d];
+        mu /= D;
+        for (int d = 0; d < D; d++) var += (tl[d] - mu) * (tl[d] - mu);
+        sc = 1.0 / sqrt(var / D + jb->eps);
+        for (int d = 0; d < D; d++)
+            tl[d] = (tl[d] - mu) * sc * (jb->g ? jb->g[d] : 1.0) + (jb->beta ? jb->beta[d] : 0.0);
+    } else if (jb->kind == MIX_PRE_POSTNORM) {
+        double ms = 0.0;
+        for (int d = 0; d < D; d++) ms += tl[d] * tl[d];
+        sc = 1.0 / sqrt(ms / D + jb->eps);
+        for (int d = 0; d < D; d++) tl[d] = tl[d] * sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]) + xi[d];
+    } else {
+        for (int d = 0; d < D; d++) tl[d] += xi[d];
+    }
+    double l1 = 0.0, z = 0.0;
+    for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
+    float *n2 = jb->N2 ? jb->N2 + (size_t)i * T : NULL, *c = jb->C ? jb->C + (size_t)i * T : NULL;
+    for (int j = 0; j < T; j++) {
+        double nj = mix_vec(jb, S + (size_t)j * D, j == i, xi, sc, t);
+        if (n2) n2[j] = (float)nj;
+        if (!c) continue;
+        double dist = 0.0; /* ||x̃_i − T_i(x_j)||_1 (Ferrando et al. 2022, eq. 9) */
+        for (int d = 0; d < D; d++) dist += fabs(tl[d] - t[d]);
+        double cij = l1 - dist > 0.0 ? l1 - dist : 0.0;
+        y[j] = cij;
+        z += cij;
+    }
+    if (c)
+        for (int j = 0; j < T; j++) c[j] = z > 0.0 ? (float)(y[j] / z) : 0.0f;
+}
+
+/* The norm after layer l's attention that the decomposition goes through, and the kind. */
+static mix_kind mix_layer_kind(const as_model *m, int l, const ln_t **ln) {
+    const layer_w *w = &m->layers[l];
+    if (!m->pre_ln) {
+        *ln = &w->ln1;
+        return MIX_POST_LN;
+    }
+    *ln = &w->post_attn;
+    return w->post_attn.g ? MIX_PRE_POSTNORM : MIX_PRE;
+}
+
+as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2, float *C, as_error *err) {
+    const as_config *c = as_model_config(m);
+    const int L = r->L, H = r->H, T = r->T, D = r->D, Dh = r->Dh;
+    const size_t TT = (size_t)T * T;
+    if (!r->attn || !r->v || !r->hidden || r->layer_lo || r->n_lay != L || r->head_lo || r->n_hd != H ||
+        r->n_run < L || D != c->d_model || L != c->n_layer)
+        return as_err_set(err, AS_ERR_INPUT, "mixing needs a run with every layer's attention, values and hidden states");
+    if (threads < 1) threads = 1;
+    if (threads > T) threads = T;
+    float *Fh = as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float));
+    float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
+    float *S = as_malloc_array(as_mul_size((size_t)threads * T, (size_t)D), sizeof(float));
+    double *work = as_malloc_array((size_t)threads * (2 * D + T), sizeof(double));
+    as_status s = AS_OK;
+    if (!Fh || !wo || !S || !work) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < H; h++) { /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
+            model_head_out(m, l, h, wo);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, as_run_v(r, l, h), Dh, wo, D,
+                        0.0f, Fh + (size_t)h * T * D, D);
+        }
+        const ln_t *ln = NULL;
+        mix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .A = r->attn + (size_t)l * H * TT,
+                      .Fh = Fh, .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g,
+                      .beta = ln->b, .eps = c->ln_eps, .add_one = c->norm_add_one, .S = S, .work = work,
+                      .N2 = N2 ? N2 + l * TT : NULL, .C = C ? C + l * TT : NULL};
+        as_parallel_for(T, threads, mix_row, &jb);
+    }
+cleanup:
+    free(Fh);
+    free(wo);
+    free(S);
+    free(work);
+    return s;
+}
+
+as_status attr_alti_aggregate(float *C, int L, int T, as_error *err) {
+    const size_t TT = (size_t)T * T;
+    double *R = as_malloc_array(3 * TT, sizeof(double));
+    if (!R) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    double *M = R + TT, *tmp = M + TT;
+    for (size_t e = 0; e < TT; e++) R[e] = C[e];
+    for (int l = 1; l < L; l++) { /* R_l = C_l R_{l-1} (Ferrando et al. 2022, sec. 3.2) */
+        float *Cl = C + l * TT;
+        for (size_t e = 0; e < TT; e++) M[e] = Cl[e];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, T, T, 1.0, M, T, R, T, 0.0, tmp, T);
+        memcpy(R, tmp, TT * sizeof(double));
+        for (size_t e = 0; e < TT; e++) Cl[e] = (float)R[e];
+    }
+    free(R);
+    return AS_OK;
+}
