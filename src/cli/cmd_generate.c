@@ -166,16 +166,29 @@ static as_status gen_loop(const as_model *m, const gen_args *a, unsigned what, i
     return s;
 }
 
-/* Prints the prompt and the continuation as text (the tokens' bytes; special ids left out). */
-static void gen_print(const as_model *m, const int32_t *ids, int n) {
+/* Prints the prompt and the continuation as text: the tokens' bytes joined (special ids
+ * left out), ill-formed UTF-8 as U+FFFD. Returns -1 when out of memory. */
+static int gen_print(const as_model *m, const int32_t *ids, int n) {
     const as_config *c = as_model_config(m);
-    for (int i = 0; i < n; i++) {
+    size_t len = 0, cap = 256;
+    char *buf = as_malloc(cap), *clean = NULL;
+    for (int i = 0; buf && i < n; i++) {
         if (ids[i] == c->bos_token_id || ids[i] == c->eos_token_id || ids[i] == c->pad_token_id) continue;
         char *t = as_model_token_text(m, ids[i]);
-        if (t) fputs(t, stdout);
+        size_t k = t ? strlen(t) : 0;
+        if (len + k + 1 > cap) {
+            char *g = realloc(buf, cap = 2 * (len + k + 1));
+            if (!g) free(buf);
+            buf = g;
+        }
+        if (buf) memcpy(buf + len, t ? t : "", k), len += k;
         free(t);
     }
-    fputc('\n', stdout);
+    if (buf) buf[len] = 0, clean = as_utf8_clean(buf);
+    if (clean) printf("%s\n", clean);
+    free(buf);
+    free(clean);
+    return clean ? 0 : -1;
 }
 
 typedef struct {
@@ -269,7 +282,10 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_fail(&err);
         goto cleanup;
     }
-    gen_print(m, ids, n);
+    if (gen_print(m, ids, n)) {
+        as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+        rc = cli_fail(&err);
+    }
 cleanup:
     free(ids);
     free(g.gen);
