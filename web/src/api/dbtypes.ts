@@ -64,7 +64,7 @@ export interface DbRunsResponse {
   runs: DbRun[];
 }
 
-export type PatternLabel = 'next-word' | 'previous-word' | 'self' | 'delimiter-focused' | 'broad' | 'other';
+export type PatternLabel = 'next-word' | 'previous-word' | 'self' | 'delimiter-focused' | 'broad' | 'other' | 'induction' | 'sink';
 
 /** the embedding component a head's pattern depends on (found by ablation) */
 export type Component = 'token' | 'position' | 'segment';
@@ -90,6 +90,13 @@ export interface HeadColumns {
   entropy_norm: (number | null)[];
   n_sentences: (number | null)[];
   n_semantic: (number | null)[];
+  /** mean attention on the first token (BOS / [CLS]) over the query rows after it: the sink mass */
+  first: (number | null)[];
+  /**
+   * induction probe score (repeated random tokens, Olsson et al. 2022) of a causal model; null for
+   * encoders and imports
+   */
+  induction: (number | null)[];
   pattern: (PatternLabel | null)[];
   confidence: (number | null)[];
   /** median number of head dimensions carrying 90% of q.k of the dominant links */

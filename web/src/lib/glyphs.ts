@@ -3,14 +3,31 @@
 // red, syntactic blue), lightness from the larger of the two, radius from importance;
 // heads can be sorted within each layer and filtered (dimmed). When the glyphs are
 // large, a mini drawing of the head's attention on the selected sentence (each query's
-// strongest key) is drawn inside. Drawing goes through a Painter; D3 only for scales.
+// strongest key) is drawn inside. The glyphs can instead be coloured by pattern label or
+// by one of the decoder scores (induction probe, previous token, first-token sink mass),
+// and sorted by those. Drawing goes through a Painter; D3 only for scales.
 import { scaleSqrt } from 'd3-scale';
 import type { HeadColumns, PatternLabel } from '../api/dbtypes';
-import { t } from './i18n';
+import { t, tName } from './i18n';
 import type { Painter } from './painter';
 import { shapes } from './shapes';
 
-export type SortKey = 'index' | 'importance' | 'semantic' | 'syntactic' | 'pattern';
+export type SortKey = 'index' | 'importance' | 'semantic' | 'syntactic' | 'pattern' | ScoreKey;
+/** Per-head scores that read as "how much of this head is the pattern" (0..1). */
+export type ScoreKey = 'induction' | 'prev' | 'sink';
+/** What the glyph colour shows: Dodrio's semantic / syntactic hue, the pattern label, or one score. */
+export type ColorKey = 'scores' | 'pattern' | ScoreKey;
+
+/** One colour per pattern label (categorical; the legend names them). */
+export const PATTERN_COLORS: Record<PatternLabel, string> = {
+  induction: '#d62728', sink: '#7f3fbf', 'previous-word': '#1f77b4', 'next-word': '#17becf', self: '#8c564b',
+  'delimiter-focused': '#e377c2', broad: '#bcbd22', other: '#c7c7c7',
+};
+
+/** A score in [0, 1] as a teal ramp, light (0) to dark (1). */
+export function scoreColor(v: number): string {
+  return `hsl(175, 65%, ${(92 - 62 * Math.max(0, Math.min(1, v))).toFixed(1)}%)`;
+}
 
 /** The glyph colour of a head: hue from d = syntactic - semantic in [-1, 1], going from
  * red (semantic) through purple to blue (syntactic); lightness from max(semantic, syntactic). */
@@ -33,6 +50,12 @@ export interface HeadRecord {
   semantic: number; // 0 when unknown
   syntactic: number;
   pattern: PatternLabel | null;
+  /** induction probe score (causal models; 0 when not probed) */
+  induction: number;
+  /** mean attention to the previous token */
+  prev: number;
+  /** mean attention to the first token (the sink mass; 0 when unknown) */
+  sink: number;
 }
 
 export function headRecords(c: HeadColumns, L: number, H: number): HeadRecord[] {
@@ -47,6 +70,9 @@ export function headRecords(c: HeadColumns, L: number, H: number): HeadRecord[] 
         semantic: c.semantic[i] ?? 0,
         syntactic: c.syntactic[i] ?? 0,
         pattern: c.pattern[i],
+        induction: c.induction[i] ?? 0,
+        prev: c.prev[i] ?? 0,
+        sink: c.first[i] ?? 0,
       });
     }
   return out;
@@ -67,6 +93,8 @@ export interface OverviewOptions {
   sort: SortKey;
   filter: OverviewFilter;
   selected: { layer: number; head: number } | null;
+  /** the glyph colour (default 'scores': Dodrio's hue) */
+  color?: ColorKey;
   /** (T, T) attention of a head on the selected sentence, or null (drawn when cell >= 48) */
   mini: ((layer: number, head: number) => Float32Array | null) | null;
   T: number;
@@ -92,8 +120,15 @@ export function overviewLayout(o: { L: number; H: number; cell: number; title?: 
 }
 
 const PATTERN_ORDER: Record<string, number> = {
-  'delimiter-focused': 0, broad: 1, 'next-word': 2, 'previous-word': 3, self: 4, other: 5,
+  induction: 0, sink: 1, 'delimiter-focused': 2, broad: 3, 'next-word': 4, 'previous-word': 5, self: 6, other: 7,
 };
+
+/** The fill of head r's glyph under colour key k. */
+export function headColor(r: HeadRecord, k: ColorKey = 'scores'): string {
+  if (k === 'scores') return glyphColor(r.semantic, r.syntactic);
+  if (k === 'pattern') return PATTERN_COLORS[r.pattern ?? 'other'];
+  return scoreColor(r[k]);
+}
 
 /** Heads of each layer in display order (columns). */
 export function arrange(o: Pick<OverviewOptions, 'heads' | 'L' | 'H' | 'sort'>): HeadRecord[][] {
@@ -166,7 +201,7 @@ export function drawOverview(p: Painter, o: OverviewOptions): void {
       const x = G.left + c * o.cell;
       const ok = passes(r, o.filter);
       const sel = o.selected && o.selected.layer === r.layer && o.selected.head === r.head;
-      sp.circle(x + o.cell / 2, y + (o.cell - lab) / 2, radius(r.importance), ok ? glyphColor(r.semantic, r.syntactic) : '#ccc', ok ? 1 : 0.35, ok ? '#666' : undefined);
+      sp.circle(x + o.cell / 2, y + (o.cell - lab) / 2, radius(r.importance), ok ? headColor(r, o.color) : '#ccc', ok ? 1 : 0.35, ok ? '#666' : undefined);
       const a = o.mini && o.cell >= 48 ? o.mini(r.layer, r.head) : null;
       if (a && ok) miniLinks(p, a, o.T, x + lab / 2, y, o.cell - lab);
       if (lab)
@@ -189,9 +224,25 @@ export function hitOverview(o: OverviewOptions, x: number, y: number): HeadRecor
 export const LEGEND_W = 150;
 export const LEGEND_H = 150;
 
-/** The legend: hue (semantic red .. syntactic blue) x lightness (the stronger score),
- *  and the radius (importance) at the smallest and largest size drawn for this cell. */
-export function drawLegend(p: Painter, x: number, y: number, o: Pick<OverviewOptions, 'sort' | 'cell'> = { sort: 'index', cell: 40 }): void {
+/** The legend of the colour key: Dodrio's hue x lightness ('scores'), the pattern
+ *  labels present, or a score ramp; then the radius (importance) at the smallest and
+ *  largest size drawn for this cell. */
+export function drawLegend(p: Painter, x: number, y: number, o: Pick<OverviewOptions, 'sort' | 'cell' | 'color' | 'heads'> = { sort: 'index', cell: 40, heads: [] }): void {
+  const k = o.color ?? 'scores';
+  if (k === 'scores') drawHueLegend(p, x, y);
+  else if (k === 'pattern') drawPatternLegend(p, x, y, [...new Set(o.heads.map((r) => r.pattern ?? 'other'))]);
+  else drawScoreLegend(p, x, y, k);
+  const [r0, r1] = radiusRange(o);
+  const R = Math.min(r1, 18);
+  const cy = y + 84 + R;
+  const sp = shapes(p);
+  sp.circle(x + r0 + 1, cy, r0, '#bbb', 1, '#666');
+  sp.circle(x + 2 * r0 + 12 + R, cy, R, '#bbb', 1, '#666');
+  p.text(x + 2 * r0 + 2 * R + 18, cy - 6, t('legend.radius'), { size: 10, color: '#333' });
+  p.text(x + 2 * r0 + 2 * R + 18, cy + 6, t('common.importance'), { size: 10, color: '#333' });
+}
+
+function drawHueLegend(p: Painter, x: number, y: number): void {
   const steps = 9;
   const cw = 10;
   const rows = [0.15, 0.5, 0.85];
@@ -204,12 +255,27 @@ export function drawLegend(p: Painter, x: number, y: number, o: Pick<OverviewOpt
   p.text(x, y + 54, t('common.semantic'), { size: 10, color: '#b22' });
   p.text(x + steps * cw, y + 54, t('common.syntactic'), { size: 10, color: '#225', align: 'right' });
   p.text(x, y + 70, t('legend.darker'), { size: 10, color: '#333' });
-  const [r0, r1] = radiusRange(o);
-  const R = Math.min(r1, 18);
-  const cy = y + 84 + R;
-  const sp = shapes(p);
-  sp.circle(x + r0 + 1, cy, r0, '#bbb', 1, '#666');
-  sp.circle(x + 2 * r0 + 12 + R, cy, R, '#bbb', 1, '#666');
-  p.text(x + 2 * r0 + 2 * R + 18, cy - 6, t('legend.radius'), { size: 10, color: '#333' });
-  p.text(x + 2 * r0 + 2 * R + 18, cy + 6, t('common.importance'), { size: 10, color: '#333' });
 }
+
+/** Swatches of the labels present, in the pattern sort order (two columns, at most 8). */
+function drawPatternLegend(p: Painter, x: number, y: number, labels: PatternLabel[]): void {
+  labels.sort((a, b) => (PATTERN_ORDER[a] ?? 9) - (PATTERN_ORDER[b] ?? 9));
+  labels.slice(0, 8).forEach((lab, i) => {
+    const cx = x + (i % 2) * 75;
+    const cy = y + Math.floor(i / 2) * 16;
+    p.rect(cx, cy, 10, 10, PATTERN_COLORS[lab]);
+    p.text(cx + 14, cy + 5, tName('pattern', lab), { size: 10, color: '#333' });
+  });
+}
+
+function drawScoreLegend(p: Painter, x: number, y: number, k: ScoreKey): void {
+  const steps = 9;
+  const cw = 12;
+  p.text(x, y + 4, t(SCORE_MESSAGES[k]), { size: 10, color: '#333' });
+  for (let i = 0; i < steps; i++) p.rect(x + i * cw, y + 12, cw, 12, scoreColor(i / (steps - 1)));
+  p.text(x, y + 34, '0', { size: 10, color: '#555' });
+  p.text(x + steps * cw, y + 34, '1', { size: 10, color: '#555', align: 'right' });
+}
+
+/** The message naming each score (sort and colour menus, legend). */
+export const SCORE_MESSAGES = { induction: 'common.induction', prev: 'common.prevToken', sink: 'common.sink' } as const;
