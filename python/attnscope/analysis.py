@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import stat
+import tempfile
 import urllib.parse
 
 import numpy as np
@@ -18,7 +19,7 @@ from . import _lib
 from ._lib import lib
 from .core import Error, _bytes, _check
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 
 
 def _opts(model=None, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
@@ -66,7 +67,8 @@ class Database:
 
     # head_scores and patterns columns read per head (docs/analysis.md, "Store")
     SCORE_COLUMNS = ("importance", "semantic", "syntactic", "syntactic_relation", "syntactic_dir", "cls", "sep",
-                     "punct", "self", "prev", "next", "entropy", "entropy_norm", "n_sentences", "n_semantic")
+                     "punct", "self", "prev", "next", "entropy", "entropy_norm", "n_sentences", "n_semantic",
+                     "first", "induction")
     PATTERN_COLUMNS = ("label", "confidence", "concentration", "n_links", "abl_token", "abl_position",
                        "abl_segment", "depends_on")
 
@@ -145,6 +147,47 @@ class Database:
                 d.update({("pattern" if c == "label" else c): p.get(c) for c in self.PATTERN_COLUMNS})
                 out.append(d)
         return out
+
+    def export(self):
+        """The database as `attnscope export` writes it (an_export_db: every finished run's
+        per-head results, relations and head-pair distances; reals to 9 significant
+        digits), parsed. Raises Error with the engine's message."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "heads.json")
+            err = _lib.new(_lib.Error)
+            _check(lib().an_export_db(_bytes(self.path, "db"), _bytes(out, "out"), ctypes.byref(err)), err)
+            with open(out, encoding="utf-8") as f:
+                return json.load(f)
+
+    def heads_response(self, run=None):
+        """The per-head results of a finished run as the server's GET
+        /api/v1/db/runs/{id}/heads gives them (columnar: {"run", "layers", "heads",
+        "n_scored", "columns": {field: [L*H values, index layer*H + head]}}), written by the
+        library's one writer of that body (store_heads_json, through an_export_db)."""
+        r = self._run(run)
+        for m in self.export()["models"]:
+            if m["run"] == r["id"]:
+                return m["heads"]
+        raise Error("%s: run %d is not finished (status %s)" % (self.path, r["id"], r["status"]))
+
+    def db_run(self, run=None):
+        """Run `run` as the server's GET /api/v1/db/runs lists it (DbRun), with nothing served:
+        model, attention and import_dir are None."""
+        r = self._run(run)
+        c = self._rows("SELECT (SELECT count(*) FROM sentences WHERE run = ?1) AS n_sent, "
+                       "(SELECT count(*) FROM rel_totals WHERE run = ?1) AS n_rel, "
+                       "(SELECT max(n_semantic) FROM head_scores WHERE run = ?1) AS n_sem", (r["id"],))[0]
+        source = r.get("source") or "analyze"
+        name = r["model_name"] or ""
+        if source == "import" and name.startswith("import:"):
+            name = name[7:]
+        return {"id": r["id"], "model_name": r["model_name"], "name": os.path.basename(name.rstrip("/")) or name,
+                "arch": r["arch"], "layers": r["n_layer"], "heads": r["n_head"], "d_head": r["d_head"],
+                "corpus": r["corpus"], "params": r["params"], "version": r["version"], "n_total": r["n_total"],
+                "n_done": r["n_done"], "status": r["status"], "created": r["created"], "finished": r["finished"],
+                "n_sentences": c["n_sent"], "has_syntactic": (c["n_rel"] or 0) > 0,
+                "has_semantic": (c["n_sem"] or 0) > 0, "source": source, "model": None, "attention": None,
+                "import_dir": None}
 
     def head_matrix(self, column, run=None):
         """A numeric per-head column (importance, semantic, ..., confidence) as float64 [L, H];

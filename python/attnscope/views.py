@@ -29,7 +29,7 @@ import numpy as np
 from . import _lib
 from .core import Error, Result
 
-VIEWS = ("head", "model", "neuron")
+VIEWS = ("head", "model", "neuron", "overview")
 
 
 # ---- the web bundle ---------------------------------------------------------------------
@@ -246,6 +246,34 @@ def standalone_html(data, view, title=None, **kw):
             "<script type=\"module\">\n%s\n</script>\n</body>\n</html>\n") % (html.escape(title), css, b64, js)
 
 
+class OverviewData:
+    """What the head overview embeds: one finished analysis run of a database (as GET
+    /api/v1/db/runs lists it) and its per-head scores (as GET .../heads gives them). No
+    tensor: the page's container holds only this meta."""
+
+    def __init__(self, db, run=None):
+        from .analysis import Database
+        d = db if isinstance(db, Database) else Database(db)
+        try:
+            self.run = d.db_run(run)
+            self.heads = d.heads_response(self.run["id"])
+            self.db = os.path.basename(d.path)
+        finally:
+            if d is not db:
+                d.close()
+        self.model = self.run["name"]
+
+    def blob(self, view, layer=0, head=0, lang=None):
+        L, H = self.heads["layers"], self.heads["heads"]
+        if not 0 <= layer < L:
+            raise Error("layer %d out of range (0..%d)" % (layer, L - 1))
+        if not 0 <= head < H:
+            raise Error("head %d out of range (0..%d)" % (head, H - 1))
+        meta = {"view": "overview", "db": self.db, "run": self.run, "heads": self.heads, "layer": int(layer),
+                "head": int(head), "lang": lang}
+        return _container(meta, [])
+
+
 class View:
     """A view of one run: shown by Jupyter (_repr_html_: an <iframe srcdoc> holding the
     standalone page, or an iframe on a running server), html() the standalone page,
@@ -254,8 +282,11 @@ class View:
     def __init__(self, view, data=None, server=None, server_query=None, height=None, **kw):
         self.view, self.data, self.server, self.kw = view, data, server, kw
         self._query = server_query
-        T = data.attention.shape[2] if data is not None else 32
-        self.height = height or min(900, 260 + 18 * T)
+        if isinstance(data, OverviewData):  # the controls, then one 64 px row per layer
+            self.height = height or min(1000, 140 + 64 * data.heads["layers"])
+        else:
+            T = data.attention.shape[2] if data is not None else 32
+            self.height = height or min(900, 260 + 18 * T)
         self._html = None
 
     def html(self):
@@ -287,7 +318,8 @@ class View:
                 '</iframe>') % (html.escape(self.html(), quote=True), self.height, self.view)
 
     def __repr__(self):
-        where = self.server or "%d tokens embedded" % self.data.attention.shape[2]
+        where = self.server or ("run %d of %s" % (self.data.run["id"], self.data.db) if isinstance(
+            self.data, OverviewData) else "%d tokens embedded" % self.data.attention.shape[2])
         return "<attnscope %s view (%s)>" % (self.view, where)
 
 
@@ -342,3 +374,16 @@ def neuron_view(r, layer=0, head=0, token=-1, layers=None, html_action="view", s
     if layers is None and not server:
         layers, layer = [layer], 0
     return _show(r, "neuron", layer, head, None, token, layers, html_action, server, lang, height, dtype)
+
+
+def overview(db, run=None, layer=0, head=0, html_action="view", lang=None, height=None):
+    """Dodrio's head overview of an analysis database (a path or a Database): every layer x
+    head of a finished run (run=None: the newest) as a glyph coloured by its syntactic and
+    semantic scores and sized by importance, with the exact scores in a tooltip, sorting
+    and filtering; (layer, head) is the head selected first. Returns a View (Jupyter shows
+    it), or with html_action="return" the standalone HTML page (str). The page embeds the
+    run and its per-head results only (a few kB per head), not the database."""
+    if html_action not in ("view", "return"):
+        raise Error("html_action must be 'view' or 'return', not '%s'" % html_action)
+    v = View("overview", OverviewData(db, run), height=height, layer=layer, head=head, lang=lang)
+    return v.html() if html_action == "return" else v

@@ -8,8 +8,9 @@
 // Last, server=: the cell's iframe shows the real `attnscope serve` (harness.mjs, with
 // --frame-ancestors naming the notebook's origin) on the same input, the only origin the
 // page may reach.
-// Screenshot:
-// artifacts/notebook-head.png.
+// The head overview of an analysis database (attnscope.overview) offline: a glyph per head,
+// each head's tooltip scores and pattern equal to the database's rows.
+// Screenshots: artifacts/notebook-head.png, artifacts/notebook-overview.png.
 // Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
 // front end (ATTNSCOPE_WEB or <build>/web-dist next to the library); CTest sets both.
 import { test, before, after } from 'node:test';
@@ -50,6 +51,18 @@ json.dump({"labels": labels, "L": int(r.attentions.shape[0]), "H": int(r.attenti
            "att2": r.attentions[2].astype(np.float16).astype(np.float32).tolist(),
            "att2u8": np.float32((1 / 255) * np.rint(np.clip(r.attentions[2], 0, 1) * 255).astype(np.float64)).tolist(),
            "scores13": r.attention_scores[1, 3, 4].tolist()}, open(os.path.join(out, "expect.json"), "w"))
+# the head overview of an analysis database (the committed import fixture), and the
+# database's own rows, read here with sqlite3, for the checks
+import sqlite3
+db = os.path.join(out, "analysis.sqlite")
+attnscope.import_dir(os.path.join(sys.argv[1], "tests", "ref", "fixtures", "analysis", "import"), db)
+attnscope.overview(db, layer=1, head=0).save(os.path.join(out, "overview.html"))
+con = sqlite3.connect(db)
+L, H = con.execute("SELECT n_layer, n_head FROM runs").fetchone()
+rows = {"%d,%d" % (l, h): {"importance": i, "semantic": se, "syntactic": sy}
+        for l, h, i, se, sy in con.execute("SELECT layer, head, importance, semantic, syntactic FROM head_scores")}
+pats = {"%d,%d" % (l, h): p for l, h, p in con.execute("SELECT layer, head, label FROM patterns")}
+json.dump({"L": L, "H": H, "scores": rows, "patterns": pats}, open(os.path.join(out, "overview.json"), "w"))
 `;
 
 /** Opens a standalone page with every request refused; returns the requests it tried. */
@@ -159,6 +172,47 @@ test('a notebook cell\'s output: the view runs inside its srcdoc frame, which fi
     return Math.abs(el.getBoundingClientRect().height - el.contentDocument.documentElement.scrollHeight) <= 8;
   });
   assert.deepEqual(requests, []);
+  assert.deepEqual(errors, []);
+});
+
+test('standalone head overview: every head drawn offline, tooltips give the database\'s scores', async () => {
+  const exp = JSON.parse(readFileSync(join(tmp, 'overview.json'), 'utf8'));
+  const { requests, errors } = await open('overview.html');
+  await page.waitForSelector('[data-testid=overview-canvas]');
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid=overview-canvas]');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 735 && d[i + 3] > 0) n++;
+    return n > 1000;
+  }, null, { timeout: 30_000 });
+  assert.match(await page.textContent('[data-testid=embed-title]'), /analysis\.sqlite · import · 8 sentences · L1H0/);
+  // one keyboard button per head, in index order
+  const focus = await page.$$eval('[data-testid=overview-focus] button', (bs) => bs.map((b) => b.getAttribute('aria-label')));
+  assert.equal(focus.length, exp.L * exp.H, 'a glyph per head');
+  const box = await page.locator('[data-testid=overview-canvas]').boundingBox();
+  const fmt = (v) => (v === null ? '—' : v.toFixed(3));
+  let checked = 0;
+  for (let l = 0; l < exp.L; l++)
+    for (let h = 0; h < exp.H; h++) {
+      const db = exp.scores[`${l},${h}`];
+      assert.ok(focus[l * exp.H + h].startsWith(`layer ${l} head ${h}:`), focus[l * exp.H + h]);
+      // glyph (l, h): sorted by index, 64 px cells for <= 14 heads (tests/browser/dodrio.test.mjs)
+      await page.mouse.move(box.x + 44 + h * 64 + 32, box.y + 26 + l * 64 + 32);
+      await page.waitForFunction((s) => document.querySelector('[data-testid=ov-tip]')?.textContent.includes(s), `L${l}H${h}`);
+      const tip = await page.textContent('[data-testid=ov-tip]');
+      if (!db) continue; // a head without a row of scores
+      assert.ok(tip.includes(`importance ${fmt(db.importance)} · semantic ${fmt(db.semantic)} · syntactic ${fmt(db.syntactic)}`), tip);
+      if (exp.patterns[`${l},${h}`]) assert.ok(tip.includes(exp.patterns[`${l},${h}`]), tip);
+      checked++;
+    }
+  assert.ok(checked >= 4, `heads checked against the database (${checked})`);
+  // clicking a glyph selects its head
+  await page.mouse.click(box.x + 44 + 2 * 64 + 32, box.y + 26 + 0 * 64 + 32);
+  await page.waitForFunction(() => document.querySelector('[data-testid=embed-selected]').textContent === 'L0H2');
+  mkdirSync(ART, { recursive: true });
+  await page.screenshot({ path: join(ART, 'notebook-overview.png') });
+  assert.deepEqual(requests, [], 'no request left the page');
   assert.deepEqual(errors, []);
 });
 

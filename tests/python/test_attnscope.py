@@ -489,6 +489,39 @@ class TestViews(unittest.TestCase):
             self.assertEqual(p.stderr, "attnscope: serve: --frame-ancestors: %s%s\n" % (
                 msg, " (give origins separated by spaces, e.g. http://localhost:8888)" if "0x" in msg else " of origins"))
 
+    def test_overview_page(self):
+        fixture = os.path.join(ROOT, "tests", "ref", "fixtures", "analysis", "import")
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "a.sqlite")
+            attnscope.import_dir(fixture, db)
+            out = os.path.join(d, "heads.json")
+            cli("export", "--db", db, "--out", out)
+            with open(out) as f:
+                exp = json.load(f)["models"][0]
+            page = attnscope.overview(db, layer=1, head=2, html_action="return")
+            meta, tensors = decode_page(page)
+            self.assertEqual(tensors, {})
+            self.assertEqual((meta["view"], meta["db"], meta["layer"], meta["head"]), ("overview", "a.sqlite", 1, 2))
+            self.assertEqual(meta["heads"], exp["heads"], "the heads are the export's (and the server's) body")
+            run = meta["run"]
+            self.assertEqual((run["id"], run["layers"], run["heads"], run["source"], run["status"]),
+                             (exp["run"], exp["n_layer"], exp["n_head"], "import", "done"))
+            self.assertEqual((run["n_sentences"], run["name"], run["attention"]), (exp["n_sentences"], "import", None))
+            js, css = views.web_bundle()
+            self.assertIn(js, page)
+            self.assertIsNone(EXTERNAL.search(page))
+            with attnscope.open_db(db) as h:
+                v = attnscope.overview(h)  # a Database works too, and stays open
+                self.assertEqual(h.heads_response()["columns"]["importance"], exp["heads"]["columns"]["importance"])
+            self.assertTrue(v._repr_html_().startswith("<iframe srcdoc="))
+            self.assertEqual(repr(v), "<attnscope overview view (run 1 of a.sqlite)>")
+            with self.assertRaisesRegex(attnscope.Error, r"layer 2 out of range \(0..1\)"):
+                attnscope.overview(db, layer=2, html_action="return")
+            with self.assertRaisesRegex(attnscope.Error, "no run 7"):
+                attnscope.overview(db, run=7)
+            with self.assertRaisesRegex(attnscope.Error, "cannot open the analysis database"):
+                attnscope.overview(os.path.join(d, "missing.sqlite"))
+
     def test_bertviz_drop_in(self):
         from attnscope.bertviz import head_view, model_view
         m = attnscope.load(SST2)

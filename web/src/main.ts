@@ -1,11 +1,18 @@
-// main.ts — mounts the explorer, or, on a standalone page that carries its run
-// (api/embedded.ts: the Python package's notebook views), the embedded views.
+// main.ts — mounts the explorer, or, on a standalone page that carries its data
+// (api/embedded.ts: the Python package's notebook views), the embedded views of a run or
+// the embedded head overview of an analysis run.
 import { mount } from 'svelte';
 import App from './App.svelte';
 import Embed from './Embed.svelte';
-import { EmbeddedRunData, embeddedBytes } from './api/embedded';
+import EmbedOverview from './EmbedOverview.svelte';
+import { EmbeddedRunData, embeddedBytes, embeddedMeta } from './api/embedded';
 
 const target = document.getElementById('app');
 if (!target) throw new Error('no #app element');
 const bytes = embeddedBytes();
-export default bytes ? mount(Embed, { target, props: { data: new EmbeddedRunData(bytes) } }) : mount(App, { target });
+const meta = bytes ? embeddedMeta(bytes) : null;
+export default !bytes || !meta
+  ? mount(App, { target })
+  : meta.view === 'overview'
+    ? mount(EmbedOverview, { target, props: { meta } })
+    : mount(Embed, { target, props: { data: new EmbeddedRunData(bytes) } });

@@ -6,9 +6,12 @@
 // f32) and, for the neuron view, q and k [L, H, T, Dh] and scores [L, H, T, T] (f32), and
 // for a rotary model q_pre_rope and k_pre_rope [L, H, T, Dh] (f32).
 // EmbeddedRunData answers the views' calls (layer, pooled, head, qk) from those bytes,
-// decoding one layer or head at a time. No network here.
+// decoding one layer or head at a time. A head overview page (python: overview(db))
+// carries no tensor: its meta (EmbeddedOverviewMeta) holds the analysis run and its
+// per-head results as the server's /api/v1/db routes give them. No network here.
 import { RunData, type HeadQk, type LayerAttention, type PooledAttention } from './client';
 import { decodeOne, TENSOR_MAGIC, type Tensor } from './tensor';
+import type { DbRun, HeadsResponse } from './dbtypes';
 import type { RunResponse, TensorEntry, TensorHeader } from './types';
 
 export type EmbeddedView = 'head' | 'model' | 'neuron';
@@ -37,6 +40,21 @@ export interface EmbeddedMeta {
   qk: { kv_group: number[]; window: number[]; rope: boolean; softcap: number };
 }
 
+/** meta of an embedded head overview (written by python/attnscope/views.py, overview(db)). */
+export interface EmbeddedOverviewMeta {
+  view: 'overview';
+  /** the database file's base name */
+  db: string;
+  /** the run as GET /api/v1/db/runs lists it */
+  run: DbRun;
+  /** its heads as GET /api/v1/db/runs/{id}/heads gives them */
+  heads: HeadsResponse;
+  /** the head selected first */
+  layer: number;
+  head: number;
+  lang: string | null;
+}
+
 export const EMBED_ELEMENT_ID = 'attnscope-data';
 
 /** The embedded container's bytes, or null when the page has none (server mode). */
@@ -49,7 +67,7 @@ export function embeddedBytes(doc: Document = document): ArrayBuffer | null {
   return out.buffer;
 }
 
-type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta };
+type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta | EmbeddedOverviewMeta };
 
 /** The container's header and where its data starts; throws with one line when malformed. */
 function parseContainer(buf: ArrayBuffer): { header: EmbeddedHeader; base: number } {
@@ -59,6 +77,11 @@ function parseContainer(buf: ArrayBuffer): { header: EmbeddedHeader; base: numbe
   const n = new DataView(buf).getUint32(4, true);
   if (8 + n > buf.byteLength) throw new Error('embedded data: header runs past the data');
   return { header: JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 8, n))) as EmbeddedHeader, base: 8 + n };
+}
+
+/** The meta of the page's container: a run's views, or a head overview. */
+export function embeddedMeta(buf: ArrayBuffer): EmbeddedMeta | EmbeddedOverviewMeta {
+  return parseContainer(buf).header.meta;
 }
 
 /** A run given as bytes: the views read it through the RunData interface. */
@@ -71,8 +94,10 @@ export class EmbeddedRunData extends RunData {
 
   constructor(buf: ArrayBuffer) {
     const { header, base } = parseContainer(buf);
-    super(header.meta.run);
-    this.meta = header.meta;
+    const meta = header.meta;
+    if (meta.view === 'overview') throw new Error('embedded data: a head overview, not a run');
+    super(meta.run);
+    this.meta = meta;
     this.buf = buf;
     this.base = base;
     for (const t of header.tensors) this.entries.set(t.name, t);
