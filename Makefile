@@ -144,6 +144,7 @@ fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_llama.py
 	/usr/bin/python3 tests/ref/gen_grads.py
 	/usr/bin/python3 tests/ref/gen_attrib.py
+	/usr/bin/python3 tests/ref/gen_mixing.py
 	/usr/bin/python3 tests/ref/gen_param_grads.py
 
 # Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about

@@ -23,7 +23,7 @@ ACT_NAMES = ("gelu", "gelu_new", "relu", "silu")
 DTYPE_NAMES = ("F32", "F16", "BF16", "I64", "I32", "other")
 HEAD_BITS = {"classifier": 1, "mlm": 2, "lm": 4}
 SAL_METHODS = ("grad", "gxi", "ig")
-ATTR_METHODS = ("rollout", "flow", "norm", "grad", "importance")  # attr_method order
+ATTR_METHODS = ("rollout", "flow", "norm", "grad", "importance", "norm2", "alti")  # attr_method order
 
 
 class Error(ctypes.Structure):
@@ -174,7 +174,6 @@ _PROTOS = {
     "attr_result_free": (None, [_P(AttrResult)]),
     "an_analyze": (ctypes.c_int, [ctypes.c_char_p, _P(AnOpts), _P(Error)]),
     "an_import_dir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(AnOpts), _P(Error)]),
-    "an_export_db": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(Error)]),
 }
 
 

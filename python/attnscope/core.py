@@ -335,13 +335,13 @@ class Model:
     def attribute(self, text, text_b=None, method="rollout", target=None, position=None, ids=None, threads=0):
         """Attribution past raw attention (attr_compute; docs/attribution.md): method
         "rollout" / "flow" / "grad" (np.float32 [T, T], rows = output tokens, columns = input
-        tokens), "norm" ([L, H, T, T]) or "importance" ([L, H]). grad and importance explain
-        one logit: target = class index or label name of a classifier, token id of an LM /
-        masked-LM head (None = the predicted one), position = the LM's row (None = the last
-        token). Returns a dict: method, data, tokens (token dicts), and for grad /
+        tokens), "norm" ([L, H, T, T]), "norm2" / "alti" ([L, T, T]) or "importance" ([L, H]).
+        grad and importance explain one logit: target = class index or label name of a
+        classifier, token id of an LM / masked-LM head (None = the predicted one), position =
+        the LM's row (None = the last token). Returns a dict: method, data, tokens (token dicts), and for grad /
         importance target, position, logit."""
         if method not in _lib.ATTR_METHODS:
-            raise Error("bad method '%s': expected rollout, flow, norm, grad or importance" % method)
+            raise Error("bad method '%s': expected %s" % (method, ", ".join(_lib.ATTR_METHODS)))
         if isinstance(target, str):
             labels = self.config["id2label"]
             if target not in labels:

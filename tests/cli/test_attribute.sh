@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_attribute.sh — `attnscope attribute`: exit 2 with one-line errors for bad input,
 # and the values it writes (JSON and npz) against tests/ref/gen_attrib.py's references on
-# the bert (classifier) and gpt2 (LM) fixtures (read with numpy, no torch); a text pair
+# the bert (classifier) and gpt2 (LM) fixtures and gen_mixing.py's (norm2, alti: bert,
+# gemma2) (read with numpy, no torch); a text pair
 # through a real tokenizer (models/attnscope-sst2) with the class given by its label.
 # Usage: test_attribute.sh path/to/attnscope
 set -u
@@ -91,6 +92,29 @@ j = json.load(open(sys.argv[1]))
 assert j["target"] == 5 and j["position"] == 3 and j["shape"] == [3, 4], j
 print("gpt2 importance of token 5 at position 3: shape", j["shape"])
 EOF
+# norm2 and ALTI (tests/ref/gen_mixing.py): npz of the post-LN bert, JSON of Gemma 2's block
+expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method alti --format npz --out "$TMP/alti.npz"
+check "$TMP/alti.npz" <<EOF
+$REF_PY
+z = np.load(sys.argv[1]); ref = st("tests/ref/fixtures/attrib/bert_mix.safetensors")["alti"]
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "alti"]), z.files
+assert z["alti"].shape == (2, 10, 10)
+d = np.abs(z["alti"] - ref).max()
+assert d < 1e-5 and np.abs(z["alti"].sum(-1) - 1).max() < 1e-5, d
+print(f"bert alti npz: (2, 10, 10), rows sum to 1, max diff {d:.1e}")
+EOF
+GEMMA_IDS=$(ids_of $FX/gemma2/expected.safetensors)
+expect 0 "" -- attribute --model $FX/gemma2 --ids "$GEMMA_IDS" --method norm2 --out "$TMP/n2.json"
+check "$TMP/n2.json" <<EOF
+$REF_PY
+j = json.load(open(sys.argv[1])); ref = st("tests/ref/fixtures/attrib/gemma2_mix.safetensors")["norm2"]
+got = np.array(j["data"]).reshape(j["shape"])
+assert j["method"] == "norm2" and j["shape"] == [2, 11, 11] and "target" not in j
+d = np.abs(got - ref).max() / np.abs(ref).max()
+assert d < 1e-4, d
+print(f"gemma2 norm2 JSON: {j['shape']}, max rel diff {d:.1e}")
+EOF
+expect 2 "apply to --method grad and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method alti --position 1
 # text (a pair) through the model's tokenizer, the class by its label name
 expect 0 "" -- attribute --model models/attnscope-sst2 --text "the movie was not good ." --text-b "but the actors were great ." \
   --method grad --target POSITIVE --out "$TMP/sst.json"
