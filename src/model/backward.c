@@ -65,7 +65,34 @@ void model_tape_free(model_tape *tp) {
     if (!tp) return;
     free(tp->lay);
     as_large_put(tp->block, tp->cap);
+    free(tp->drop_block);
     memset(tp, 0, sizeof *tp);
+}
+
+as_status model_tape_dropout(const as_model *m, model_tape *tp, float p, as_error *err) {
+    if (!(p >= 0.0f && p < 1.0f)) return as_err_set(err, AS_ERR_INPUT, "dropout %g is outside [0, 1)", (double)p);
+    const as_config *c = &m->cfg;
+    size_t TD = (size_t)tp->T * c->d_model, HTT = (size_t)c->n_head * tp->T * tp->T, L = (size_t)c->n_layer;
+    size_t ncls = lin_has(&m->cls_pre) ? (size_t)m->cls_pre.n_out : 0;
+    size_t n = TD + ncls + L * (HTT + 2 * TD);
+    if (p > 0.0f && !tp->drop_block) {
+        tp->drop_block = n <= SIZE_MAX / sizeof(float) ? as_malloc_array(n, sizeof(float)) : NULL;
+        if (!tp->drop_block)
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the dropout masks (%zu MB)",
+                              n * sizeof(float) >> 20);
+    }
+    float *q = p > 0.0f ? tp->drop_block : NULL;
+#define TAKE(k) (q ? (q += (k)) - (k) : NULL)
+    tp->m_emb = TAKE(TD);
+    tp->m_cls = ncls ? TAKE(ncls) : NULL;
+    for (size_t l = 0; l < L; l++) {
+        tp->lay[l].m_attn = TAKE(HTT);
+        tp->lay[l].m_ao = TAKE(TD);
+        tp->lay[l].m_ff = TAKE(TD);
+    }
+#undef TAKE
+    tp->p_drop = p;
+    return AS_OK;
 }
 
 /* ---- parameter gradients ---- */
@@ -165,12 +192,13 @@ typedef struct {
     float *dkh, *dvh;           /* (H, T, Dh) per query head, summed into their group */
     float *da, *dup;            /* (T, F) */
     float *dP;                  /* (nthreads, T, T) */
+    float *pd;                  /* (nthreads, T, T) P * dropout mask; NULL without dropout */
     float *stat;                /* (2, T H) mean, rstd (the q norm's rows are T H) */
     float *rope;                /* (2, T, R) */
     float *conv;                /* linear maps' scratch (par_ops.c) */
     size_t conv_per_thread;
     float *hn;                  /* (T, max(W, F)) a linear map's recomputed input */
-    float *cls;                 /* (3, W) the classifier's intermediates */
+    float *cls;                 /* (4, W) the classifier's intermediates */
     model_grads *pg;            /* parameter gradients, or NULL */
 } bwd_ws;
 
@@ -256,7 +284,14 @@ static void attn_bwd_task(void *ctx, int h, int tid) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, 1.0f, dctx, ldq, tl->v + (size_t)g * Dh, ldk,
                 0.0f, dP, T);
     if (j->d_attn) memcpy(j->d_attn + (size_t)h * TT, dP, TT * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, dctx, ldq, 0.0f,
+    const float *Pv = P; /* what multiplied V */
+    if (tl->m_attn) { /* dropout: ctx = (P * M) V, so dP = (dctx V^T) * M and dV = (P * M)^T dctx */
+        const float *dm = tl->m_attn + (size_t)h * TT;
+        float *pd = w->pd + (size_t)tid * TT;
+        for (size_t i = 0; i < TT; i++) pd[i] = P[i] * dm[i], dP[i] *= dm[i];
+        Pv = pd;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, 1.0f, Pv, T, dctx, ldq, 0.0f,
                 w->dvh + (size_t)h * T * Dh, Dh);
     for (int i = 0; i < T; i++) { /* softmax backward, then the soft-cap's */
         float *d = dP + (size_t)i * T;
@@ -357,12 +392,22 @@ static void layer_bwd(const as_model *m, int l, const tape_layer *tl, int T, bwd
     size_t TD = (size_t)T * D;
     if (m->pre_ln) { /* x_out = mid + N_pf(MLP(N2(mid))), mid = x_in + N_pa(O(Attn(N1(x_in)))) */
         memcpy(w->dmid, w->dx, TD * sizeof(float));
-        norm_dx(m, &lw->post_ff, w->dx, tl->r2, T, D, w->g, w->stat, lg ? &lg->post_ff : NULL);
+        const float *dy = w->dx; /* dropout after the output norm: its output's gradient is masked */
+        if (tl->m_ff) {
+            for (size_t i = 0; i < TD; i++) w->g[i] = w->dx[i] * tl->m_ff[i];
+            dy = w->g;
+        }
+        norm_dx(m, &lw->post_ff, dy, tl->r2, T, D, w->g, w->stat, lg ? &lg->post_ff : NULL);
         const float *h2 = lg ? normed(m, &lw->ln2, tl->mid, T, D, w->tmp) : NULL;
         mlp_bwd(m, lw, tl, T, w->g, h2, w, lg, w->dh);
         norm_dx(m, &lw->ln2, w->dh, tl->mid, T, D, w->dh, w->stat, lg ? &lg->ln2 : NULL);
         add_to(w->dmid, w->dh, TD);
-        norm_dx(m, &lw->post_attn, w->dmid, tl->o_out, T, D, w->g, w->stat, lg ? &lg->post_attn : NULL);
+        dy = w->dmid;
+        if (tl->m_ao) {
+            for (size_t i = 0; i < TD; i++) w->g[i] = w->dmid[i] * tl->m_ao[i];
+            dy = w->g;
+        }
+        norm_dx(m, &lw->post_attn, dy, tl->o_out, T, D, w->g, w->stat, lg ? &lg->post_attn : NULL);
         if (lg) lin_dw(&lw->o, &lg->o, tl->ctx, w->g, T);
         op_linear_dx(&lw->o, w->g, T, w->dctx, 0);
         attention_bwd(m, lw, tl, l, T, w, d_attn, nthreads, w->dh);
@@ -371,11 +416,21 @@ static void layer_bwd(const as_model *m, int l, const tape_layer *tl, int T, bwd
     } else { /* x_out = LN2(r2), r2 = h1 + FF(h1), h1 = LN1(mid), mid = x_in + O(Attn(x_in)) */
         norm_dx(m, &lw->ln2, w->dx, tl->r2, T, D, w->g, w->stat, lg ? &lg->ln2 : NULL);
         const float *h1 = lg ? normed(m, &lw->ln1, tl->mid, T, D, w->tmp) : NULL;
-        mlp_bwd(m, lw, tl, T, w->g, h1, w, lg, w->dh);
+        const float *dy = w->g; /* the sub-layers' output gradients, masked by their dropout */
+        if (tl->m_ff) {
+            for (size_t i = 0; i < TD; i++) w->dmid[i] = w->g[i] * tl->m_ff[i];
+            dy = w->dmid;
+        }
+        mlp_bwd(m, lw, tl, T, dy, h1, w, lg, w->dh);
         add_to(w->dh, w->g, TD);
         norm_dx(m, &lw->ln1, w->dh, tl->mid, T, D, w->dh, w->stat, lg ? &lg->ln1 : NULL);
-        if (lg) lin_dw(&lw->o, &lg->o, tl->ctx, w->dh, T);
-        op_linear_dx(&lw->o, w->dh, T, w->dctx, 0);
+        dy = w->dh;
+        if (tl->m_ao) {
+            for (size_t i = 0; i < TD; i++) w->g[i] = w->dh[i] * tl->m_ao[i];
+            dy = w->g;
+        }
+        if (lg) lin_dw(&lw->o, &lg->o, tl->ctx, dy, T);
+        op_linear_dx(&lw->o, dy, T, w->dctx, 0);
         attention_bwd(m, lw, tl, l, T, w, d_attn, nthreads, w->dx);
         add_to(w->dx, w->dh, TD);
     }
@@ -396,7 +451,7 @@ static int cls_row(const as_model *m, const as_encoding *enc) {
  * for pre-norm models) for y = sum(dlogits * logits), and the head's parameter
  * gradients when accumulating. x: that input (T, D). */
 static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r, const float *x,
-                     const float *dlogits, bwd_ws *w) {
+                     const float *dlogits, const float *cls_mask, bwd_ws *w) {
     const as_config *c = &m->cfg;
     model_grads *pg = w->pg;
     int T = enc->n, D = c->d_model, V = c->vocab_size;
@@ -417,8 +472,15 @@ static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r,
             a[i] = m->cls_pre_act == CLS_ACT_TANH ? tanhf(z[i]) : m->cls_pre_act == CLS_ACT_RELU ? (z[i] > 0 ? z[i] : 0)
                                                                                                   : z[i];
         if (m->cls_pre_act == CLS_ACT_GELU) op_act_fwd(ACT_GELU, a, z, (size_t)n);
-        if (pg) lin_dw(&m->cls_out, &pg->cls_out, a, dlogits, 1);
+        const float *ad = a; /* cls_out's input: a, or with dropout a * mask */
+        if (cls_mask) {
+            float *t = w->cls + 3 * (size_t)n;
+            for (int i = 0; i < n; i++) t[i] = a[i] * cls_mask[i];
+            ad = t;
+        }
+        if (pg) lin_dw(&m->cls_out, &pg->cls_out, ad, dlogits, 1);
         op_linear_dx(&m->cls_out, dlogits, 1, dz, 0);
+        if (cls_mask) op_mul(dz, cls_mask, (size_t)n);
         for (int i = 0; i < n; i++) {
             switch (m->cls_pre_act) {
             case CLS_ACT_TANH: dz[i] *= 1.0f - a[i] * a[i]; break;
@@ -562,7 +624,8 @@ as_status model_backward_params(const as_model *m, const as_encoding *enc, const
     size_t conv = as_gemm_bf16_scratch((int)max_in);
     size_t WF = W > (size_t)c->d_ff ? W : (size_t)c->d_ff;
     size_t n = (size_t)T * (5 * W + WF + 2 * Qw + 2 * Kw + 2 * (size_t)H * Dh) + (size_t)T * (FV + c->d_ff) +
-               (size_t)nt * TT + 2 * (size_t)T * H + 2 * (size_t)T * R + (size_t)nt * conv + 3 * W;
+               (size_t)nt * TT * (tp->p_drop > 0.0f ? 2 : 1) + 2 * (size_t)T * H + 2 * (size_t)T * R +
+               (size_t)nt * conv + 4 * W;
     size_t cap = 0;
     float *blk = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &cap) : NULL;
     if (!blk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the backward workspace");
@@ -573,7 +636,9 @@ as_status model_backward_params(const as_model *m, const as_encoding *enc, const
     TAKE(dctx, T * Qw); TAKE(dq, T * Qw); TAKE(dk, T * Kw); TAKE(dv, T * Kw);
     TAKE(dkh, (size_t)T * H * Dh); TAKE(dvh, (size_t)T * H * Dh);
     TAKE(da, T * FV); TAKE(dup, (size_t)T * c->d_ff); TAKE(dP, nt * TT); TAKE(stat, 2 * (size_t)T * H);
-    TAKE(rope, 2 * (size_t)T * R); TAKE(conv, nt * conv); TAKE(hn, T * WF); TAKE(cls, 3 * W);
+    TAKE(rope, 2 * (size_t)T * R); TAKE(conv, nt * conv); TAKE(hn, T * WF); TAKE(cls, 4 * W);
+    w.pd = NULL;
+    if (tp->p_drop > 0.0f) TAKE(pd, nt * TT);
 #undef TAKE
     w.conv_per_thread = conv;
     w.pg = pg;
@@ -587,10 +652,11 @@ as_status model_backward_params(const as_model *m, const as_encoding *enc, const
         model_norm_rows(m, &m->ln_f, w.dmid, T);
         x_head = w.dmid;
     }
-    head_bwd(m, enc, r, x_head, dlogits, &w);
+    head_bwd(m, enc, r, x_head, dlogits, tp->m_cls, &w);
     if (m->pre_ln) norm_dx(m, &m->ln_f, w.dx, tp->x_last, T, c->d_model, w.dx, w.stat, pg ? &pg->ln_f : NULL);
     for (int l = L - 1; l >= 0; l--)
         layer_bwd(m, l, &tp->lay[l], T, &w, d_attn ? d_attn + (size_t)l * H * TT : NULL, nt);
+    if (tp->m_emb) op_mul(w.dx, tp->m_emb, (size_t)T * c->d_model);
     embed_bwd(m, enc, word, &w, d_word);
     model_par_end(&saved);
     as_large_put(blk, cap);

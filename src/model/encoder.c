@@ -63,11 +63,13 @@ typedef struct {
  * one key/value head, for query rows [i0, i1): S = Qh Kh^T * scale (then c tanh(S / c)
  * with a soft cap c), with disallowed keys set to AS_MASK_VALUE (Hugging Face adds
  * finfo.min: padding keys, keys after the query for causal models, keys before its
- * window), P = softmax(S) by row, ctx_h = P Vh. keep: (T) 1 for real keys, 0 for padding.
- * qh, ctx: row i0 of (T, ldq); kh, vh: (T, ldk); S, P: (i1 - i0, T). */
+ * window), P = softmax(S) by row, ctx_h = P Vh, or with dropout (dm non-NULL: its mask
+ * rows) ctx_h = (P * dm) Vh through the scratch Pd. keep: (T) 1 for real keys, 0 for
+ * padding. qh, ctx: row i0 of (T, ldq); kh, vh: (T, ldk); S, P, dm, Pd: (i1 - i0, T). */
 AS_SIMD_CLONES
 static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, int i0, int i1, const float *qh,
-                        int ldq, const float *kh, const float *vh, int ldk, float *S, float *P, float *ctx) {
+                        int ldq, const float *kh, const float *vh, int ldk, float *S, float *P, const float *dm,
+                        float *Pd, float *ctx) {
     int nr = i1 - i0;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
     float cap = ru->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
@@ -96,7 +98,12 @@ static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, i
         float inv = 1.0f / sum;
         for (int j = lo; j < n; j++) pi[j] *= inv;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, T, 1.0f, P, T, vh, ldk, 0.0f, ctx, ldq);
+    const float *Pv = P; /* what multiplies V: P, or with dropout P * dm */
+    if (dm) {
+        for (size_t i = 0; i < (size_t)nr * T; i++) Pd[i] = P[i] * dm[i];
+        Pv = Pd;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, T, 1.0f, Pv, T, vh, ldk, 0.0f, ctx, ldq);
 }
 
 /* The CAP_STATS statistics of one head's attention, accumulated over its real query rows
@@ -186,8 +193,10 @@ static void attn_task(void *ctx, int h, int tid) {
         int i1 = i0 + ATTN_ROW_BLOCK < T ? i0 + ATTN_ROW_BLOCK : T;
         float *S = Sf ? Sf + (size_t)i0 * T : ws->s + (size_t)tid * RT;
         float *P = Pf ? Pf + (size_t)i0 * T : ws->p + (size_t)tid * RT;
+        /* with dropout P is the tape's, so the probabilities scratch holds P * mask */
+        const float *dm = tl && tl->m_attn ? tl->m_attn + (size_t)h * TT + (size_t)i0 * T : NULL;
         attend_rows(ws->keep, &j->rule, T, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
-                    ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P,
+                    ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P, dm, ws->p + (size_t)tid * RT,
                     ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
     }
@@ -276,7 +285,8 @@ static void mlp(const as_model *m, const layer_w *lw, int T, const float *in, fw
 /* One transformer layer on ws->x (T, D). Post-LN (BERT, Devlin et al. 2019):
  * x = LN1(x + Attn(x)); x = LN2(x + FF(x)). Pre-norm (GPT-2, Radford et al. 2019; the
  * LLaMA family): x = x + [N_pa](Attn(N1(x))); x = x + [N_pf](FF(N2(x))), with the
- * bracketed output norms only in Gemma 2/3. */
+ * bracketed output norms only in Gemma 2/3. Training-mode dropout (the tape's masks)
+ * multiplies each sub-layer's output just before its residual add. */
 static void save(float *dst, const float *src, size_t n) {
     if (dst) memcpy(dst, src, n * sizeof(float));
 }
@@ -293,6 +303,7 @@ static void layer_forward(const as_model *m, int l, int T, fwd_ws *ws, as_run *r
         op_linear(&lw->o, ws->ctx, T, ws->h);
         if (tl && lw->post_attn.g) save(tl->o_out, ws->h, TD);
         model_norm_rows(m, &lw->post_attn, ws->h, T);
+        if (tl && tl->m_ao) op_mul(ws->h, tl->m_ao, TD);
         op_add(ws->x, ws->h, TD);
         if (tl) save(tl->mid, ws->x, TD);
         memcpy(ws->h, ws->x, TD * sizeof(float));
@@ -300,14 +311,17 @@ static void layer_forward(const as_model *m, int l, int T, fwd_ws *ws, as_run *r
         mlp(m, lw, T, ws->h, ws, ws->h);
         if (tl && lw->post_ff.g) save(tl->r2, ws->h, TD);
         model_norm_rows(m, &lw->post_ff, ws->h, T);
+        if (tl && tl->m_ff) op_mul(ws->h, tl->m_ff, TD);
         op_add(ws->x, ws->h, TD);
     } else {
         attention(m, lw, l, T, ws->x, ws, r, what, nthreads);
         op_linear(&lw->o, ws->ctx, T, ws->h);
+        if (tl && tl->m_ao) op_mul(ws->h, tl->m_ao, TD);
         op_add(ws->x, ws->h, TD);
         if (tl) save(tl->mid, ws->x, TD);
         model_norm_rows(m, &lw->ln1, ws->x, T);
         mlp(m, lw, T, ws->x, ws, ws->h);
+        if (tl && tl->m_ff) op_mul(ws->h, tl->m_ff, TD);
         op_add(ws->x, ws->h, TD);
         if (tl) save(tl->r2, ws->x, TD);
         model_norm_rows(m, &lw->ln2, ws->x, T);
@@ -328,12 +342,13 @@ static void cls_act(int a, float *x, int n) {
 /* Task heads. Classifier: the first token's state (the last non-padding token for
  * GPT-2's score head) through cls_pre + activation (BERT pooler tanh, RoBERTa
  * classifier.dense tanh, DistilBERT pre_classifier ReLU) and cls_out -> (1, C).
+ * Dropout (cls_mask non-NULL) on the pooled vector (HF's classifier dropout).
  * MLM: dense + activation + LayerNorm, then the (tied) decoder + bias -> (T, V);
  * GPT-2 LM: x (already through ln_f) times wte^T -> (T, V). work: (T, D). */
 static void vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work);
 
-void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,
-                       float *work) {
+void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, const float *cls_mask,
+                       float *logits, float *work) {
     int T = enc->n, D = m->cfg.d_model;
     if (m->heads & HEAD_CLASSIFIER) {
         int t = 0;
@@ -345,6 +360,7 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
         if (lin_has(&m->cls_pre)) {
             op_linear(&m->cls_pre, h0, 1, work);
             cls_act(m->cls_pre_act, work, m->cls_pre.n_out);
+            if (cls_mask) op_mul(work, cls_mask, (size_t)m->cls_pre.n_out);
             h0 = work;
         }
         op_linear(&m->cls_out, h0, 1, logits);
@@ -531,6 +547,22 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
     return s;
 }
 
+/* Draws the dropout masks of a forward on tp from (tp->drop_seed, site). */
+static void tape_masks(const as_model *m, const model_tape *tp) {
+    const as_config *c = &m->cfg;
+    size_t TD = (size_t)tp->T * c->d_model, HTT = (size_t)c->n_head * tp->T * tp->T;
+    float p = tp->p_drop;
+    op_drop_mask(tp->m_emb, 0, TD, op_drop_key(tp->drop_seed, 0), p);
+    if (tp->m_cls) op_drop_mask(tp->m_cls, 0, (size_t)m->cls_pre.n_out, op_drop_key(tp->drop_seed, 1), p);
+    for (int l = 0; l < c->n_layer; l++) {
+        const tape_layer *tl = &tp->lay[l];
+        uint32_t site = 4u * (uint32_t)(l + 1);
+        op_drop_mask(tl->m_attn, 0, HTT, op_drop_key(tp->drop_seed, site), p);
+        op_drop_mask(tl->m_ao, 0, TD, op_drop_key(tp->drop_seed, site + 1), p);
+        op_drop_mask(tl->m_ff, 0, TD, op_drop_key(tp->drop_seed, site + 2), p);
+    }
+}
+
 as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
                         model_tape *tape, as_run **out, as_error *err) {
     as_status s;
@@ -564,6 +596,10 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     case ARCH_LLAMA: llama_embed(m, &ein, ws.x); break;
     }
     size_t TD = (size_t)T * D;
+    if (tape && tape->m_emb) {
+        tape_masks(m, tape);
+        op_mul(ws.x, tape->m_emb, TD);
+    }
     if (r->hidden) memcpy(r->hidden, ws.x, TD * sizeof(float));
     memcpy(r->attention_mask, enc->mask, (size_t)T * sizeof(int32_t));
     for (int l = 0; l < n_run; l++) {
@@ -573,7 +609,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
         if (m->pre_ln && l == L - 1) model_norm_rows(m, &m->ln_f, ws.x, T);
         if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws.x, TD * sizeof(float));
     }
-    if (want_logits) model_head_logits(m, enc, ws.x, r->logits, ws.h);
+    if (want_logits) model_head_logits(m, enc, ws.x, tape ? tape->m_cls : NULL, r->logits, ws.h);
     model_par_end(&saved);
     *out = r;
     r = NULL;

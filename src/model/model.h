@@ -166,6 +166,10 @@ typedef struct {
     float *ff_pre; /* (T, F) the first (gate) projection, before the activation */
     float *up;     /* (T, F) the up projection of a gated MLP */
     float *ctx;    /* (T, Qw) the heads' outputs (the output projection's input) */
+    /* dropout masks (0 or 1 / (1 - p)), NULL when the forward has no dropout */
+    float *m_attn; /* (H, T, T) on the attention probabilities (the P that multiplies V) */
+    float *m_ao;   /* (T, D) on the attention sub-layer's output, before the residual add */
+    float *m_ff;   /* (T, D) on the feed-forward sub-layer's output, before the residual add */
 } tape_layer;
 
 typedef struct {
@@ -174,11 +178,26 @@ typedef struct {
     float *x_last;   /* (T, D) residual stream after the last layer (before a final norm) */
     float *block;    /* owns everything above */
     size_t cap;
+    /* training-mode dropout (model_tape_dropout): probability p_drop at the sites of
+       Hugging Face's BERT (embeddings output, attention probabilities, each sub-layer's
+       output before its residual add, the pooled classifier input); the forward draws
+       its masks from drop_seed, which the caller changes for every sequence and step */
+    float p_drop;
+    uint64_t drop_seed;
+    float *m_emb;    /* (T, D) on the embeddings' output */
+    float *m_cls;    /* (n) on the classifier's pooled vector (cls_pre's output), or NULL */
+    float *drop_block; /* owns the masks */
+    size_t drop_cap;
 } model_tape;
 
 /* Sizes a tape for T tokens of m. Errors: AS_ERR_INTERNAL (out of memory). */
 as_status model_tape_init(const as_model *m, int T, model_tape *tp, as_error *err);
 void model_tape_free(model_tape *tp);
+/* Turns training-mode dropout on (p in (0, 1)) or off (p = 0) for the forwards that fill
+ * tp, allocating its masks. Dropout site ids: 0 embeddings, 1 classifier, 4 (l + 1) + k for
+ * layer l (k: 0 attention probabilities, 1 attention output, 2 feed-forward output).
+ * Errors: p outside [0, 1), out of memory. */
+as_status model_tape_dropout(const as_model *m, model_tape *tp, float p, as_error *err);
 
 /* Parameter gradients, accumulated by model_backward: one F32 buffer per weight view of
  * the model (a lin_t's gradient in its weight's layout; views into a fused tensor have
@@ -291,8 +310,9 @@ const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);
  * ids given by the caller) the vocabulary, whose rows HF adds; 1 when neither. */
 int model_type_id_limit(const as_model *m, int given);
 const float *model_emb_type(const as_model *m, const as_encoding *enc, unsigned ablate, int t);
-/* Task heads: x (T, D) final hidden states -> logits (rows, cols). */
-void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, float *logits,
-                       float *work);
+/* Task heads: x (T, D) final hidden states -> logits (rows, cols); cls_mask: dropout
+ * mask of the classifier's pooled vector (cls_pre.n_out), or NULL. */
+void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, const float *cls_mask,
+                       float *logits, float *work);
 
 #endif

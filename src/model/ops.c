@@ -295,3 +295,27 @@ void op_rope_bwd(float *dx, int T, size_t ld, int nh, int Dh, int R, const float
         }
     }
 }
+
+/* ---- dropout masks ---- */
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t op_drop_key(uint64_t seed, uint32_t site) { return mix64(seed ^ mix64((uint64_t)site + 0x632be59bd9b4e019ULL)); }
+
+int op_drop_keep(uint64_t key, uint64_t idx, float p) {
+    uint64_t h = mix64(key + idx * 0x9e3779b97f4a7c15ULL);
+    return (float)(h >> 40) * (1.0f / 16777216.0f) >= p; /* uniform [0, 1) with 24 bits */
+}
+
+void op_drop_mask(float *mask, size_t i0, size_t n, uint64_t key, float p) {
+    float s = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) mask[i] = op_drop_keep(key, (uint64_t)(i0 + i), p) ? s : 0.0f;
+}
+
+void op_mul(float *y, const float *m, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] *= m[i];
+}

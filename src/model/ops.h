@@ -59,6 +59,17 @@ void op_glu_bwd(as_act a, float *dgate, float *dup, const float *dy, const float
  * (keep NULL = all); other columns, and rows with no kept column, become 0. */
 void op_softmax_rows(float *s, const int32_t *keep, int N, int C);
 
+/* Inverted dropout (Srivastava et al. 2014) as data: element i of a site keeps with
+ * probability 1 - p, decided by a counter-based hash (the splitmix64 finaliser, Steele
+ * et al. 2014) of (seed, site, i), so masks do not depend on threads or call order.
+ * op_drop_key hoists the per-(seed, site) part; op_drop_keep is the decision;
+ * op_drop_mask writes mask[i] = keep(i0 + i) ? 1 / (1 - p) : 0 for i < n. */
+uint64_t op_drop_key(uint64_t seed, uint32_t site);
+int op_drop_keep(uint64_t key, uint64_t idx, float p);
+void op_drop_mask(float *mask, size_t i0, size_t n, uint64_t key, float p);
+/* y[i] *= m[i] for i < n. */
+void op_mul(float *y, const float *m, size_t n);
+
 /* Rotary position embedding (Su et al. 2021) in the "rotate_half" layout of Hugging Face
  * Llama: dimensions i and i + R/2 of a head (i < R/2) form a pair rotated by the angle
  * pos * inv_freq[i]; dimensions R..Dh-1 pass unchanged (partial rotary).

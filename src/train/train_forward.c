@@ -538,8 +538,8 @@ static void att_fwd_head(const att_dims *d, const train_batch *b, int bb, int h,
     if (d->p > 0.0f) {
         size_t base = ((size_t)bb * d->H + h) * TT;
         float s = 1.0f / (1.0f - d->p);
-        uint64_t key = trainop_drop_key(d->seed, d->site);
-        for (size_t i = 0; i < TT; i++) scr[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+        uint64_t key = op_drop_key(d->seed, d->site);
+        for (size_t i = 0; i < TT; i++) scr[i] = op_drop_keep(key, base + i, d->p) ? P[i] * s : 0.0f;
         Pd = scr;
     }
     trainop_gemm(ctx + (size_t)h * Dh, d->D, Pd, T, 1, hp(d, scr, 1), T, Dh, T, 1.0f, NULL, 0, NULL);
@@ -556,7 +556,7 @@ static void att_bwd_head(const att_dims *d, int bb, int h, const float *qkv, con
     float *Pd = scr, *dP = scr + TT;
     int drop = d->p > 0.0f;
     float s = drop ? 1.0f / (1.0f - d->p) : 1.0f;
-    uint64_t key = trainop_drop_key(d->seed, d->site);
+    uint64_t key = op_drop_key(d->seed, d->site);
     trainop_pack_heads(hp(d, scr, 0), dctx + ho, d->D, T, 1, Dh, 0);          /* dctx_h */
     trainop_pack_heads(hp(d, scr, 1), qkv + 2 * d->D + ho, D3, T, 1, Dh, 1);  /* V_h^T */
     trainop_pack_heads(hp(d, scr, 2), qkv + d->D + ho, D3, T, 1, Dh, 0);      /* K_h */
@@ -565,12 +565,12 @@ static void att_bwd_head(const att_dims *d, int bb, int h, const float *qkv, con
     float *dq = dqkv + ho, *dk = dq + d->D, *dv = dq + 2 * d->D;
     size_t base = ((size_t)bb * d->H + h) * TT;
     if (drop)
-        for (size_t i = 0; i < TT; i++) Pd[i] = trainop_drop_keep_k(key, base + i, d->p) ? P[i] * s : 0.0f;
+        for (size_t i = 0; i < TT; i++) Pd[i] = op_drop_keep(key, base + i, d->p) ? P[i] * s : 0.0f;
     trainop_gemm(dv, D3, drop ? Pd : P, 1, T, hp(d, scr, 0), T, Dh, T, 1.0f, NULL, 0, NULL);
     trainop_gemm(dP, T, dctx + ho, d->D, 1, hp(d, scr, 1), T, T, Dh, 1.0f, NULL, 0, NULL);
     if (drop)
         for (size_t i = 0; i < TT; i++)
-            dP[i] = Pd[i] != 0.0f || trainop_drop_keep_k(key, base + i, d->p) ? dP[i] * s : 0.0f;
+            dP[i] = Pd[i] != 0.0f || op_drop_keep(key, base + i, d->p) ? dP[i] * s : 0.0f;
     for (int i = 0; i < T; i++) {
         const float *pi = P + (size_t)i * T;
         float *gi = dP + (size_t)i * T;

@@ -244,28 +244,13 @@ void trainop_xent(float *dlogits, double *row_loss, const float *logits, const i
 
 /* ---- dropout ---- */
 
-/* splitmix64 finaliser (Steele et al. 2014) as a counter-based hash: element idx of
- * a site keeps with probability 1 - p, independent of threads and call order. */
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-uint64_t trainop_drop_key(uint64_t seed, uint32_t site) { return mix64(seed ^ mix64((uint64_t)site + 0x632be59bd9b4e019ULL)); }
-
-int trainop_drop_keep_k(uint64_t key, uint64_t idx, float p) {
-    uint64_t h = mix64(key + idx * 0x9e3779b97f4a7c15ULL);
-    return (float)(h >> 40) * (1.0f / 16777216.0f) >= p; /* uniform [0, 1) with 24 bits */
-}
-
 int train_dropout_keep(uint64_t seed, uint32_t site, uint64_t idx, float p) {
-    return trainop_drop_keep_k(trainop_drop_key(seed, site), idx, p);
+    return op_drop_keep(op_drop_key(seed, site), idx, p);
 }
 
 void trainop_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site) {
     if (p <= 0.0f) return;
     float s = 1.0f / (1.0f - p);
-    uint64_t key = trainop_drop_key(seed, site);
-    for (size_t i = 0; i < n; i++) x[i] = trainop_drop_keep_k(key, (uint64_t)(i0 + i), p) ? x[i] * s : 0.0f;
+    uint64_t key = op_drop_key(seed, site);
+    for (size_t i = 0; i < n; i++) x[i] = op_drop_keep(key, (uint64_t)(i0 + i), p) ? x[i] * s : 0.0f;
 }

@@ -56,11 +56,6 @@ void trainop_xent(float *dlogits, double *row_loss, const float *logits, const i
 
 /* Inverted dropout (Srivastava et al. 2014): x[i] *= keep / (1 - p) with keep drawn by
  * train_dropout_keep(seed, site, i0 + i) for i in [0, n): element i of the slice x is
- * element i0 + i of the site. Used forward and backward alike. */
+ * element i0 + i of the site (model/ops.h op_drop_keep). Used forward and backward alike. */
 void trainop_dropout(float *x, size_t i0, size_t n, float p, uint64_t seed, uint32_t site);
-/* The same keep decision with the per-(seed, site) key hoisted out of a loop:
- * train_dropout_keep(seed, site, i, p) == trainop_drop_keep_k(trainop_drop_key(seed, site), i, p). */
-uint64_t trainop_drop_key(uint64_t seed, uint32_t site);
-int trainop_drop_keep_k(uint64_t key, uint64_t idx, float p);
-
 #endif

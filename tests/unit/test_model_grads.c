@@ -10,6 +10,8 @@
  * parameter gradients (model_backward_params) against PyTorch's of every tensor of the
  * checkpoint (tests/ref/gen_param_grads.py), fused views (GPT-2's c_attn, Phi-3's
  * qkv_proj / gate_up_proj) as slices of their tensor, tied heads into the table.
+ * Training-mode dropout (model_tape_dropout): finite differences at a fixed seed,
+ * reproducibility, p = 0 equal to no dropout (test_dropout states its tolerances).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/ops.h"
 #include "io/safetensors.h"
 #include "fixture_files.h"
 
@@ -359,8 +362,105 @@ static void test_param_grads(void **state) {
     if (failed) fail_msg("%d parameter gradient(s) differ from PyTorch's or were not compared", failed);
 }
 
+
+/* ---- training-mode dropout -------------------------------------------------- */
+
+/* The objective of gc on m with dropout tape tp (seed), its parameter gradients into pg
+ * (zeroed first) when non-NULL. */
+static double drop_objective(const as_model *m, const grad_case *gc, model_tape *tp, uint64_t seed,
+                             model_grads *pg) {
+    as_error err = {0};
+    tp->drop_seed = seed;
+    as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+    as_run *r = NULL;
+    if (model_forward(m, &gc->enc, &spec, NULL, tp, &r, &err)) fail_msg("%s", err.msg);
+    double y = 0;
+    for (size_t i = 0; i < gc->n_logits; i++) y += (double)gc->dlogits[i] * r->logits[i];
+    if (pg) {
+        model_grads_zero(pg);
+        if (model_backward_params(m, &gc->enc, NULL, tp, r, gc->dlogits, 2, NULL, NULL, pg, &err))
+            fail_msg("%s", err.msg);
+    }
+    as_run_free(r);
+    return y;
+}
+
+/* Dropout p = 0.1 with a fixed seed is a deterministic function of the weights: central
+ * finite differences (float forward, eps 1e-3) of the largest-gradient entry of each of
+ * 48 equal chunks of the parameters agree with the backward, |fd - g| <= 1e-2 |g| + 1e-4;
+ * the same seed gives bit-identical objective and gradients, another seed another
+ * objective; p = 0 is bit-identical to no dropout; about p of a mask is dropped. */
+static void test_dropout(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "roberta", "distilbert", "gpt2"};
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
+        fx_files ff;
+        fx_open(names[fi], 1, 0, &ff);
+        as_model *m = ff.m;
+        as_error err = {0};
+        grad_case gc = {0};
+        case_init(m, ff.ex, ff.gr, names[fi], "padded", &gc);
+        model_grads p, g, g2;
+        model_tape tp;
+        if (model_params_own(m, &p, &err) || model_grads_init(m, &g, &err) || model_grads_init(m, &g2, &err) ||
+            model_tape_init(m, gc.enc.n, &tp, &err))
+            fail_msg("%s", err.msg);
+        double y_plain = drop_objective(m, &gc, &tp, 7, &g2);
+        if (model_tape_dropout(m, &tp, 0.0f, &err)) fail_msg("%s", err.msg);
+        assert_true(drop_objective(m, &gc, &tp, 7, &g) == y_plain);
+        assert_memory_equal(g.block, g2.block, g.n * sizeof(float));
+        if (model_tape_dropout(m, &tp, 0.1f, &err)) fail_msg("%s", err.msg);
+        double y7 = drop_objective(m, &gc, &tp, 7, &g);
+        assert_true(drop_objective(m, &gc, &tp, 7, &g2) == y7);
+        assert_memory_equal(g.block, g2.block, g.n * sizeof(float));
+        double y8 = drop_objective(m, &gc, &tp, 8, NULL);
+        assert_true(y7 != y_plain && y8 != y7);
+        size_t chunk = (g.n + 47) / 48;
+        int checked = 0;
+        double worst = 0;
+        for (size_t c0 = 0; c0 < g.n; c0 += chunk) {
+            size_t best = c0, c1 = c0 + chunk < g.n ? c0 + chunk : g.n;
+            for (size_t k = c0; k < c1; k++)
+                if (fabsf(g.block[k]) > fabsf(g.block[best])) best = k;
+            float gv = g.block[best];
+            if (fabsf(gv) < 1e-3f) continue; /* below what a float difference resolves */
+            float old = p.block[best], eps = 1e-3f;
+            p.block[best] = old + eps;
+            double yp = drop_objective(m, &gc, &tp, 7, NULL);
+            p.block[best] = old - eps;
+            double ym = drop_objective(m, &gc, &tp, 7, NULL);
+            p.block[best] = old;
+            double fd = (yp - ym) / (2.0 * eps);
+            worst = fmax(worst, fabs(fd - gv) / (fabs(gv) + 1e-2));
+            if (fabs(fd - gv) > 1e-2 * fabs(gv) + 1e-4)
+                fail_msg("%s: parameter %zu: backward %.6g, finite difference %.6g", names[fi], best, gv, fd);
+            checked++;
+        }
+        printf("%s: dropout 0.1: objective %.6f (seed 7) %.6f (seed 8) %.6f (off); %d finite differences, worst "
+               "|fd - g| / (|g| + 0.01) = %.2e\n", names[fi], y7, y8, y_plain, checked, worst);
+        assert_true(checked >= 20);
+        model_tape_free(&tp);
+        model_grads_free(&g);
+        model_grads_free(&g2);
+        case_free(&gc);
+        fx_close(&ff);
+        model_grads_free(&p); /* after the model, whose views point into it */
+    }
+    float *mk = malloc(100000 * sizeof(float));
+    assert_non_null(mk);
+    op_drop_mask(mk, 0, 100000, op_drop_key(7, 3), 0.1f);
+    int dropped = 0;
+    for (int i = 0; i < 100000; i++) dropped += mk[i] == 0.0f;
+    printf("dropout mask: %d of 100000 dropped at p = 0.1\n", dropped);
+    assert_true(dropped > 9500 && dropped < 10500);
+    free(mk);
+    as_error err = {0};
+    model_tape none = {0};
+    assert_int_equal(model_tape_dropout(NULL, &none, 1.0f, &err), AS_ERR_INPUT);
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 2];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 3];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)FIXTURES[i]);
@@ -369,5 +469,6 @@ int main(void) {
     }
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_given_words_and_fd);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_param_grads);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dropout);
     return _cmocka_run_group_tests("model_grads", tests, n, NULL, NULL);
 }
