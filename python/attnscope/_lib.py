@@ -174,6 +174,7 @@ _PROTOS = {
     "attr_result_free": (None, [_P(AttrResult)]),
     "an_analyze": (ctypes.c_int, [ctypes.c_char_p, _P(AnOpts), _P(Error)]),
     "an_import_dir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(AnOpts), _P(Error)]),
+    "an_export_db": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(Error)]),
 }
 
 
