@@ -28,6 +28,8 @@ JOBS ?= $(shell nproc)
 DEMO_MODEL ?= $(firstword $(wildcard models/attnscope-sst2) models/demo-bert)
 # Served beside it for comparison when present (the distilled student).
 DEMO_MODEL2 ?= $(wildcard models/attnscope-sst2-student)
+# The decoder LM, served beside the encoders when shipped (its analysis: UD EWT dev text).
+DEMO_LM ?= $(wildcard models/attnscope-lm)
 DEMO_TEXT ?= the movie was not as good as i had hoped .
 DEMO_TEXT_B ?= but the actors were wonderful .
 DATA ?= ../shared/data
@@ -110,7 +112,8 @@ test-fast: build
 
 # `make demo`: build, print a run summary, compute (once; cached in $(DEMO_DB), resumable,
 # with a progress bar) the head analysis of the default model(s) on SST-2 dev and UD EWT dev
-# when ../shared is present, then serve the explorer on it and print the URL (Ctrl-C stops).
+# (the decoder $(DEMO_LM), when shipped: UD EWT dev only, with its induction probe) when
+# ../shared is present, then serve the explorer on them and print the URL (Ctrl-C stops).
 demo: build
 	./$(BUILD)/attnscope run --model $(DEMO_MODEL) --text "$(DEMO_TEXT)" --text-b "$(DEMO_TEXT_B)"
 	@mkdir -p $(dir $(DEMO_DB))
@@ -119,9 +122,13 @@ demo: build
 	    ./$(BUILD)/attnscope analyze --model $$m --sst2 $(DATA)/sst2/dev.tsv \
 	      --conllu $(DATA)/ud/en_ewt-ud-dev.conllu --limit $(DEMO_LIMIT) --min-rel 20 --db $(DEMO_DB) || exit $$?; \
 	  done; \
+	  for m in $(DEMO_LM); do \
+	    ./$(BUILD)/attnscope analyze --model $$m \
+	      --conllu $(DATA)/ud/en_ewt-ud-dev.conllu --limit $(DEMO_LIMIT) --min-rel 20 --db $(DEMO_DB) || exit $$?; \
+	  done; \
 	  db="--db $(DEMO_DB)"; \
 	else echo "demo: $(DATA) not found; serving without an analysis database"; db=""; fi; \
-	./$(BUILD)/attnscope serve $(foreach m,$(DEMO_MODEL) $(DEMO_MODEL2),--model $(m)) $$db --port $(PORT)
+	./$(BUILD)/attnscope serve $(foreach m,$(DEMO_MODEL) $(DEMO_MODEL2) $(DEMO_LM),--model $(m)) $$db --port $(PORT)
 
 # ---- python: `make python` installs the Python package (python/attnscope, its library and
 # web views) into the virtual environment $(VENV), made from Debian's Python with its
@@ -157,10 +164,14 @@ bench: build torch-deps
 	BIN=./$(BUILD)/attnscope bash bench/llama_bench.sh
 
 # ---- training: `make models` reproduces the shipped models in models/ from scratch
-# (vocab -> pretrain -> finetune -> distill; about 1-1.5 hours on 2 cores; not run in CI).
-.PHONY: models
+# (vocab -> pretrain -> finetune -> distill, then the decoder LM: byte-level BPE -> train-lm
+# -> BF16; about 1-1.5 hours on 2 cores for the encoders and 2.7 hours on one core for
+# the decoder; not run in CI). `make models-lm` makes only the decoder.
+.PHONY: models models-lm
 models: build
 	sh models/make_models.sh $(BUILD)/attnscope $(BUILD)/models-work
+models-lm: build
+	sh models/make_models.sh $(BUILD)/attnscope $(BUILD)/models-work lm
 # ---- end training ----
 
 clean:
