@@ -115,8 +115,10 @@ void as_set_quiet(int quiet);
 /* ---- configuration ------------------------------------------------------ */
 
 /* ARCH_LLAMA: the decoder LLM family (model_type llama, mistral, qwen2, qwen3, gemma2,
- * gemma3_text, phi3), one block description in as_config's decoder fields below. */
-typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2, ARCH_LLAMA } as_arch;
+ * gemma3_text, phi3), one block description in as_config's decoder fields below.
+ * ARCH_BART: the encoder-decoder family (model_type bart, mbart, marian): an encoder stack
+ * and a decoder stack whose layers also attend to the encoder's output (n_dec_layer > 0). */
+typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2, ARCH_LLAMA, ARCH_BART } as_arch;
 /* gelu = erf form; gelu_new = tanh form (also gelu_pytorch_tanh); silu = x * sigmoid(x) */
 typedef enum { ACT_GELU = 0, ACT_GELU_NEW, ACT_RELU, ACT_SILU } as_act;
 /* rope_scaling "type"/"rope_type" values the engine computes (others are refused by name). */
@@ -183,6 +185,15 @@ typedef struct {
                             the marks when sliding_window is 0: they still pick the local RoPE) */
     int bos_token_id;    /* -1 when none */
     int eos_token_id;    /* -1 when none (the first when config.json lists several) */
+    /* Encoder-decoder block description (ARCH_BART; zero for the other families). n_layer,
+     * n_head, d_ff describe the encoder; the decoder has n_dec_layer layers of the same
+     * width and heads, each with causal self-attention, cross-attention to the encoder's
+     * output and the feed-forward. */
+    int n_dec_layer;     /* decoder layers; 0 = not an encoder-decoder model */
+    int decoder_start_token_id; /* first decoder input of a shifted target; -1 when none */
+    int pre_norm;        /* mBART: pre-norm layers and final encoder / decoder layer norms;
+                            0 = post-norm (BART, Marian) */
+    int layernorm_embedding; /* BART / mBART: LayerNorm of the embedding sum (Marian: none) */
 } as_config;
 
 /* Factor applied to q.k in layer l (0-based): query_scale when set (Gemma), else 1/sqrt(Dh)
@@ -371,6 +382,13 @@ typedef struct as_run {
     size_t bytes;        /* bytes held by captured tensors */
     void *block_;        /* private: the one allocation the tensors above live in */
     size_t block_cap_;   /* private: its capacity in bytes */
+    /* Encoder-decoder runs (as_forward_seq2seq): this run holds the encoder's self-attention
+     * and hidden states (T source tokens); dec the decoder's self-attention, hidden states
+     * and the LM logits (T target tokens); cross the cross-attention, whose queries are the
+     * target's (T = target tokens) and keys / values the encoder output's (Tk = source
+     * tokens). NULL for other runs; owned by this run. */
+    int Tk;              /* keys per attention row: T, except in a cross-attention run */
+    struct as_run *dec, *cross;
 } as_run;
 
 /* Runs the model on enc. *out is allocated and owned by the caller (as_run_free).
@@ -378,6 +396,22 @@ typedef struct as_run {
 as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
                      as_run **out, as_error *err);
 void as_run_free(as_run *r);
+/* The forward of an encoder-decoder model (as_config.n_dec_layer > 0): the encoder on src,
+ * then the decoder on tgt (teacher-forced decoder input ids, used as given), each decoder
+ * layer attending to the encoder's output. *out is the encoder's run with ->dec and
+ * ->cross filled (as_run); spec applies to all three kinds (a --layer must exist in both
+ * stacks). The LM logits (with CAP_LOGITS) are (Tt, V) in out->dec. Owned by the caller
+ * (as_run_free). Errors: AS_ERR_INPUT for a model that is not encoder-decoder, ids out of
+ * range, too many tokens, a layer/head out of range. as_forward on an encoder-decoder
+ * model is AS_ERR_INPUT (it needs a target). */
+as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as_encoding *tgt,
+                             const as_capture_spec *spec, as_run **out, as_error *err);
+/* The decoder input of a target text's encoding for teacher forcing, as Hugging Face's
+ * shift_tokens_right makes it from labels: decoder_start_token_id, then the target's ids
+ * but the last (T stays the same). dec is filled and owned by the caller
+ * (as_encoding_free). Errors: the model has no decoder_start_token_id, out of memory. */
+as_status as_seq2seq_shift_target(const as_model *m, const as_encoding *target, as_encoding *dec,
+                                  as_error *err);
 /* Views into a run for absolute layer l / head h; NULL when not captured. */
 const float *as_run_attn(const as_run *r, int l, int h);   /* (T, T) */
 const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
@@ -412,6 +446,15 @@ typedef struct {
     int64_t shape[4];
 } as_run_array;
 void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]);
+/* Every array of a run, including an encoder-decoder run's three kinds, as the JSON and
+ * npz writers name them: as_run_arrays for other runs; for encoder-decoder runs the
+ * encoder's under encoder_* (encoder_attentions, encoder_queries, encoder_hidden_states,
+ * ...), the decoder's under decoder_*, the cross-attention's under cross_*
+ * (cross_attentions, cross_attention_scores, cross_queries (Tt rows), cross_keys and
+ * cross_values (Ts rows)), and the LM logits as logits. Returns the count written (at most
+ * AS_RUN_MAX_ARRAYS); entries whose data is NULL were not captured. */
+#define AS_RUN_MAX_ARRAYS (3 * AS_RUN_N_ARRAYS)
+int as_run_all_arrays(const as_run *r, as_run_array out[AS_RUN_MAX_ARRAYS]);
 /* Writes run r of input enc under model m as an .npz archive at path (numpy.load reads
  * it without pickle): input_ids, token_type_ids, attention_mask, offsets (T, 2), tokens
  * and token_text (unicode), layers and heads (absolute indices), score_scale, then
@@ -419,6 +462,11 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]);
  * hidden_states, logits); README "npz / JSON contents" lists the shapes. Only reads m,
  * enc and r. Errors: AS_ERR_INPUT when path cannot be created; AS_ERR_INTERNAL when
  * out of memory or a write fails. */
+/* An encoder-decoder run's archive also holds decoder_input_ids, decoder_attention_mask,
+ * decoder_tokens and decoder_token_text of tgt (NULL for other runs) and the arrays of
+ * as_run_all_arrays. */
+as_status as_run_write_npz_seq2seq(const as_model *m, const as_encoding *enc, const as_encoding *tgt,
+                                   const as_run *r, const char *path, as_error *err);
 as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_run *r, const char *path,
                            as_error *err);
 /* An array written after a run's own by as_run_write_npz_extra: data (F32 or I32 as

@@ -1,7 +1,9 @@
 /* cmd_run.c — `attnscope run`: tokenizes a text (or pair) or takes raw ids, runs the
  * model with the requested capture and either prints a readable summary (tokens and
  * each layer's strongest attention links) or writes the tokens, offsets and
- * captured tensors as JSON or npz (array names as Hugging Face outputs).
+ * captured tensors as JSON or npz (array names as Hugging Face outputs). Encoder-decoder
+ * models also take the decoder's input (--target text, shifted as for teacher forcing, or
+ * --target-ids as given) and write their encoder, decoder and cross attentions.
  */
 #include "cli.h"
 
@@ -11,6 +13,7 @@
 
 static const char *RUN_HELP =
     "usage: attnscope run --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
+    "                     [--target TEXT | --target-ids 2,0,...]\n"
     "                     [--type-ids 0,0,...] [--layer L] [--head H]\n"
     "                     [--capture all|attn,scores,qkv,hidden,logits,stats]\n"
     "                     [--format json|npz] [--out FILE] [--threads N]\n"
@@ -38,6 +41,17 @@ static const char *RUN_HELP =
     "keeping T x T: with --capture stats,qkv a long input keeps O(T) per head), and for rotary models\n"
     "queries_pre_rope, keys_pre_rope [L,H,T,Dh] (q and k before the rotation).\n"
     "\n"
+    "Encoder-decoder models (bart, mbart, marian) need the decoder's input: --target TEXT\n"
+    "(tokenized with the model's specials, then shifted right as for teacher forcing:\n"
+    "decoder_start_token_id first (mbart: the target's last non-pad token), the last\n"
+    "token dropped) or --target-ids (the decoder input ids, used as given). Their files\n"
+    "hold encoder_attentions [Le,H,Ts,Ts], decoder_attentions [Ld,H,Tt,Tt],\n"
+    "cross_attentions [Ld,H,Tt,Ts] (each with _attention_scores, _queries, _keys,\n"
+    "_values; cross_keys / cross_values have Ts rows), encoder_hidden_states,\n"
+    "decoder_hidden_states, logits [Tt,V], and decoder_input_ids, decoder_tokens,\n"
+    "decoder_attention_mask (JSON also decoder_layers); --target on any other model is\n"
+    "an error.\n"
+    "\n"
     "--precision bf16 multiplies the linear maps in BF16 (activations and weights\n"
     "rounded to BF16, sums in F32; AVX-512 BF16 where the CPU has it, about twice the\n"
     "F32 speed); attention, norms and softmax stay F32. Default f32.\n"
@@ -48,7 +62,7 @@ static const char *RUN_HELP =
     "warning; --no-truncate makes it an error. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
-    const char *model, *text, *text_b, *ids, *type_ids, *format, *out, *capture, *precision;
+    const char *model, *text, *text_b, *ids, *type_ids, *format, *out, *capture, *precision, *target, *target_ids;
     int layer, head, threads, max_tokens, truncate, top, quiet;
 } run_args;
 
@@ -58,6 +72,52 @@ static void print_token(const as_model *m, const as_encoding *enc, int i) {
     char *t = as_model_token_text(m, enc->ids[i]);
     printf("%s", t ? t : "?");
     free(t);
+}
+
+/* Each captured layer's top strongest links of r's attention (queries: tokens of qe, keys:
+ * tokens of ke), pads skipped; kind names the attention ("", "cross-"). */
+static void print_links(const as_model *m, const as_encoding *qe, const as_encoding *ke, const as_run *r,
+                        const char *kind, int top) {
+    printf("strongest %sattention links per layer (query -> key  weight  [head]):\n", kind);
+    int T = r->T, Tk = r->Tk > 0 ? r->Tk : r->T;
+    for (int li = 0; li < r->n_lay; li++) {
+        printf("  layer %d:", r->layer_lo + li);
+        /* top-k over heads and (query, key) by weight; pads skipped */
+        int k = top;
+        float best_w[16];
+        int best_h[16], best_i[16], best_j[16], nb = 0;
+        for (int hi = 0; hi < r->n_hd; hi++) {
+            const float *a = r->attn + ((size_t)li * r->n_hd + hi) * (size_t)T * Tk;
+            for (int i = 0; i < T; i++) {
+                if (!qe->mask[i]) continue;
+                for (int j = 0; j < Tk; j++) {
+                    float w = a[(size_t)i * Tk + j];
+                    if (nb < k || w > best_w[nb - 1]) {
+                        int p = nb < k ? nb++ : nb - 1;
+                        while (p > 0 && best_w[p - 1] < w) {
+                            best_w[p] = best_w[p - 1];
+                            best_h[p] = best_h[p - 1];
+                            best_i[p] = best_i[p - 1];
+                            best_j[p] = best_j[p - 1];
+                            p--;
+                        }
+                        best_w[p] = w;
+                        best_h[p] = r->head_lo + hi;
+                        best_i[p] = i;
+                        best_j[p] = j;
+                    }
+                }
+            }
+        }
+        for (int b = 0; b < nb; b++) {
+            printf("%s", b ? ";  " : "  ");
+            print_token(m, qe, best_i[b]);
+            printf(" -> ");
+            print_token(m, ke, best_j[b]);
+            printf("  %.2f [h%d]", (double)best_w[b], best_h[b]);
+        }
+        printf("\n");
+    }
 }
 
 /* Prints the summary; returns 0, or 1 when the classifier logits are not finite (then
@@ -72,48 +132,7 @@ static int print_summary(const as_model *m, const as_encoding *enc, const as_run
         print_token(m, enc, i);
     }
     printf("\n");
-    if (r->attn) {
-        printf("strongest attention links per layer (query -> key  weight  [head]):\n");
-        int T = r->T;
-        for (int li = 0; li < r->n_lay; li++) {
-            printf("  layer %d:", r->layer_lo + li);
-            /* top-k over heads and (query, key) by weight; pads skipped */
-            int k = top;
-            float best_w[16];
-            int best_h[16], best_i[16], best_j[16], nb = 0;
-            for (int hi = 0; hi < r->n_hd; hi++) {
-                const float *a = r->attn + ((size_t)li * r->n_hd + hi) * (size_t)T * T;
-                for (int i = 0; i < T; i++) {
-                    if (!enc->mask[i]) continue;
-                    for (int j = 0; j < T; j++) {
-                        float w = a[(size_t)i * T + j];
-                        if (nb < k || w > best_w[nb - 1]) {
-                            int p = nb < k ? nb++ : nb - 1;
-                            while (p > 0 && best_w[p - 1] < w) {
-                                best_w[p] = best_w[p - 1];
-                                best_h[p] = best_h[p - 1];
-                                best_i[p] = best_i[p - 1];
-                                best_j[p] = best_j[p - 1];
-                                p--;
-                            }
-                            best_w[p] = w;
-                            best_h[p] = r->head_lo + hi;
-                            best_i[p] = i;
-                            best_j[p] = j;
-                        }
-                    }
-                }
-            }
-            for (int b = 0; b < nb; b++) {
-                printf("%s", b ? ";  " : "  ");
-                print_token(m, enc, best_i[b]);
-                printf(" -> ");
-                print_token(m, enc, best_j[b]);
-                printf("  %.2f [h%d]", (double)best_w[b], best_h[b]);
-            }
-            printf("\n");
-        }
-    }
+    if (r->attn) print_links(m, enc, enc, r, r->dec ? "encoder " : "", top);
     if (r->logits && r->logits_head == HEAD_CLASSIFIER) {
         for (int j = 0; j < r->logits_cols; j++)
             if (!isfinite(r->logits[j])) {
@@ -134,6 +153,60 @@ static int print_summary(const as_model *m, const as_encoding *enc, const as_run
     return 0;
 }
 
+/* An encoder-decoder run's decoder input and its self- and cross-attention links. */
+static void print_seq2seq(const as_model *m, const as_encoding *src, const as_encoding *tgt, const as_run *r,
+                          int top) {
+    printf("decoder input (%d):", tgt->n);
+    for (int i = 0; i < tgt->n; i++) {
+        printf(" %d:", i);
+        print_token(m, tgt, i);
+    }
+    printf("\n");
+    if (r->dec->attn) print_links(m, tgt, tgt, r->dec, "decoder ", top);
+    if (r->cross->attn) print_links(m, tgt, src, r->cross, "cross-", top);
+}
+
+/* JSON members of an encoder-decoder run after the run's own (cli_write_run_json's more). */
+typedef struct {
+    const as_model *m;
+    const as_encoding *tgt;
+} seq2seq_json;
+
+static void more_seq2seq(FILE *f, void *ctx) {
+    const seq2seq_json *j = ctx;
+    char *tokens = as_tokens_json(j->m, j->tgt);
+    fprintf(f, ",\n\"decoder_layers\":%d,\n\"decoder_tokens\":%s", as_model_config(j->m)->n_dec_layer,
+            tokens ? tokens : "null");
+    free(tokens);
+    fputs(",\n\"decoder_input_ids\":", f);
+    cli_json_ints(f, j->tgt->ids, j->tgt->n);
+    fputs(",\n\"decoder_attention_mask\":", f);
+    cli_json_ints(f, j->tgt->mask, j->tgt->n);
+}
+
+/* The decoder input: --target text encoded and shifted right, or --target-ids as given;
+ * errors for a model that is not encoder-decoder or, for one, no target. */
+static int make_target(const run_args *a, const as_model *m, as_encoding *tgt) {
+    const as_config *c = as_model_config(m);
+    as_error err = {0};
+    if (c->n_dec_layer == 0) {
+        if (!a->target && !a->target_ids) return 0;
+        return cli_usage_error("run", "%s is not an encoder-decoder model (%s): --target / --target-ids do not apply",
+                               as_model_dir(m), c->model_type);
+    }
+    if (!a->target && !a->target_ids)
+        return cli_usage_error("run",
+                               "%s is an encoder-decoder model (%s): give the decoder input with --target TEXT or "
+                               "--target-ids IDS",
+                               as_model_dir(m), c->model_type);
+    if (a->target_ids) return cli_make_encoding("run", m, NULL, NULL, a->target_ids, NULL, 0, 0, tgt);
+    as_encoding labels = {0};
+    int rc = cli_make_encoding("run", m, a->target, NULL, NULL, NULL, a->max_tokens, a->truncate, &labels);
+    if (!rc && as_seq2seq_shift_target(m, &labels, tgt, &err)) rc = cli_fail(&err);
+    as_encoding_free(&labels);
+    return rc;
+}
+
 static int parse_args(int argc, char **argv, run_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -149,6 +222,8 @@ static int parse_args(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--text")) { VAL(); a->text = v; }
         else if (!strcmp(o, "--text-b")) { VAL(); a->text_b = v; }
         else if (!strcmp(o, "--ids")) { VAL(); a->ids = v; }
+        else if (!strcmp(o, "--target")) { VAL(); a->target = v; }
+        else if (!strcmp(o, "--target-ids")) { VAL(); a->target_ids = v; }
         else if (!strcmp(o, "--type-ids")) { VAL(); a->type_ids = v; }
         else if (!strcmp(o, "--format")) { VAL(); a->format = v; }
         else if (!strcmp(o, "--out")) { VAL(); a->out = v; }
@@ -187,6 +262,7 @@ int cmd_run(int argc, char **argv) {
     if (!a.text == !a.ids) return cli_usage_error("run", "give exactly one of --text or --ids");
     if (a.text_b && !a.text) return cli_usage_error("run", "--text-b needs --text");
     if (a.type_ids && !a.ids) return cli_usage_error("run", "--type-ids needs --ids");
+    if (a.target && a.target_ids) return cli_usage_error("run", "give at most one of --target or --target-ids");
     int fmt_npz = 0, fmt_json = 0;
     if (a.format) {
         if (!strcmp(a.format, "npz")) fmt_npz = 1;
@@ -209,7 +285,7 @@ int cmd_run(int argc, char **argv) {
 
     as_error err = {0};
     as_model *m = NULL;
-    as_encoding enc = {0};
+    as_encoding enc = {0}, tgt = {0};
     as_run *r = NULL;
     if (as_model_load(a.model, &m, &err) || as_model_set_precision(m, prec, &err)) {
         rc = cli_fail(&err);
@@ -218,13 +294,14 @@ int cmd_run(int argc, char **argv) {
     if ((rc = cli_make_encoding("run", m, a.text, a.text_b, a.ids, a.type_ids, a.max_tokens, a.truncate,
                                 &enc)))
         goto cleanup;
+    if ((rc = make_target(&a, m, &tgt))) goto cleanup;
     as_capture_spec spec = {.what = what, .layer = a.layer, .head = a.head, .threads = a.threads};
-    if (as_forward(m, &enc, &spec, &r, &err)) {
+    if (tgt.n ? as_forward_seq2seq(m, &enc, &tgt, &spec, &r, &err) : as_forward(m, &enc, &spec, &r, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }
     if (fmt_npz) {
-        if (as_run_write_npz(m, &enc, r, a.out, &err)) {
+        if (as_run_write_npz_seq2seq(m, &enc, tgt.n ? &tgt : NULL, r, a.out, &err)) {
             rc = cli_fail(&err);
             goto cleanup;
         }
@@ -235,7 +312,8 @@ int cmd_run(int argc, char **argv) {
             rc = cli_fail(&err);
             goto cleanup;
         }
-        int oom = cli_write_run_json(f, m, &enc, r, NULL, NULL) != 0;
+        seq2seq_json sj = {m, &tgt};
+        int oom = cli_write_run_json(f, m, &enc, r, tgt.n ? more_seq2seq : NULL, &sj) != 0;
         int bad = ferror(f);
         if (a.out) bad |= fclose(f) != 0;
         if (oom) {
@@ -258,10 +336,12 @@ int cmd_run(int argc, char **argv) {
             rc = cli_fail(&err);
             goto cleanup;
         }
+        if (r->dec) print_seq2seq(m, &enc, &tgt, r, a.top);
     }
     rc = 0;
 cleanup:
     as_run_free(r);
+    as_encoding_free(&tgt);
     as_encoding_free(&enc);
     as_model_free(m);
     return rc;

@@ -85,9 +85,9 @@ int cli_write_run_json(FILE *f, const as_model *m, const as_encoding *enc, const
     fputs("],\n\"kv_group\":[", f); /* the key/value head each captured query head reads */
     for (int i = 0; i < r->n_hd; i++) fprintf(f, "%s%d", i ? "," : "", as_run_kv_group(r, r->head_lo + i));
     fputc(']', f);
-    as_run_array arr[AS_RUN_N_ARRAYS];
-    as_run_arrays(r, arr);
-    for (int i = 0; i < AS_RUN_N_ARRAYS; i++) {
+    as_run_array arr[AS_RUN_MAX_ARRAYS]; /* an encoder-decoder run's under encoder_/decoder_/cross_ names */
+    int n_arr = as_run_all_arrays(r, arr);
+    for (int i = 0; i < n_arr; i++) {
         if (!arr[i].data) continue;
         fprintf(f, ",\n\"%s\":", arr[i].name);
         cli_json_tensor(f, arr[i].data, arr[i].ndim, arr[i].shape);

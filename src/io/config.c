@@ -189,6 +189,7 @@ static int arch_of(const char *t) {
         return ARCH_ROBERTA;
     if (strcmp(t, "distilbert") == 0) return ARCH_DISTILBERT;
     if (strcmp(t, "gpt2") == 0) return ARCH_GPT2;
+    if (strcmp(t, "bart") == 0 || strcmp(t, "mbart") == 0 || strcmp(t, "marian") == 0) return ARCH_BART;
     for (size_t i = 0; i < sizeof LLM_TYPES / sizeof LLM_TYPES[0]; i++)
         if (strcmp(t, LLM_TYPES[i]) == 0) return ARCH_LLAMA;
     return -1;
@@ -209,6 +210,9 @@ static const char *type_from_class(const char *cls) {
                {"Electra", "electra", 0},
                {"Bert", "bert", 0},
                {"GPT2", "gpt2", 0},
+               {"MBart", "mbart", 0},
+               {"Bart", "bart", 0},
+               {"Marian", "marian", 0},
                {"Gemma3ForConditionalGeneration", "gemma3", 1},
                {"Gemma3Text", "gemma3_text", 1},
                {"Gemma3", "gemma3_text", 1},
@@ -255,7 +259,7 @@ static as_status parse_model_type(const cfg_ctx *c, as_config *out) {
         return as_err_set(c->err, AS_ERR_INPUT,
                           "%s: field 'model_type' = '%.64s' is not supported (bert, electra, "
                           "roberta, camembert, xlm-roberta, distilbert, gpt2, llama, mistral, "
-                          "qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3)",
+                          "qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian)",
                           c->path, t);
     out->arch = (as_arch)arch;
     snprintf(out->model_type, sizeof out->model_type, "%s", t);
@@ -398,6 +402,106 @@ static as_status parse_gpt2(const cfg_ctx *c, as_config *o) {
     o->d_embed = o->d_model;
     o->type_vocab = 0;
     o->causal = 1;
+    return AS_OK;
+}
+
+/* ---- the encoder-decoder family (ARCH_BART) ---------------------------------
+ * bart, mbart and marian as transformers' configuration_{bart,mbart,marian}.py and
+ * modeling_*.py define them; docs/encoder_decoder.md has the block each one runs. */
+
+static as_status refuse_true(const cfg_ctx *c, const char *key, const char *why);
+static as_status get_token_id(const cfg_ctx *c, const char *key, int def, int *out);
+
+/* Refuses an integer field that, when present, differs from want (a layout the engine
+ * does not run: different encoder and decoder heads, a separate decoder vocabulary). */
+static as_status refuse_other_int(const cfg_ctx *c, const char *key, int want, const char *why) {
+    int v = want;
+    as_status rc = get_int(c, key, 0, want, 0, AS_MAX_VOCAB, &v);
+    if (rc != AS_OK) return rc;
+    if (v != want)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %d is not supported (%s: %d)", c->path, key, v,
+                          why, want);
+    return AS_OK;
+}
+
+static as_status parse_bart(const cfg_ctx *c, as_config *o) {
+    as_status rc;
+    int marian = strcmp(o->model_type, "marian") == 0, mbart = strcmp(o->model_type, "mbart") == 0;
+    int dheads = 0, dffn = 0, scale = 0, enc_dec = 1;
+    if ((rc = get_int(c, "vocab_size", 0, marian ? 58101 : 50265, 1, AS_MAX_VOCAB, &o->vocab_size)) ||
+        (rc = get_int(c, "d_model", 0, 1024, 1, AS_MAX_DMODEL, &o->d_model)) ||
+        (rc = get_int(c, "encoder_layers", 0, 12, 1, AS_MAX_LAYERS, &o->n_layer)) ||
+        (rc = get_int(c, "decoder_layers", 0, 12, 1, AS_MAX_LAYERS, &o->n_dec_layer)) ||
+        (rc = get_int(c, "encoder_attention_heads", 0, 16, 1, AS_MAX_HEADS, &o->n_head)) ||
+        (rc = get_int(c, "decoder_attention_heads", 0, 16, 1, AS_MAX_HEADS, &dheads)) ||
+        (rc = get_int(c, "encoder_ffn_dim", 0, 4096, 1, 4L * AS_MAX_DMODEL, &o->d_ff)) ||
+        (rc = get_int(c, "decoder_ffn_dim", 0, 4096, 1, 4L * AS_MAX_DMODEL, &dffn)) ||
+        (rc = get_int(c, "max_position_embeddings", 0, 1024, 1, AS_MAX_POSITIONS - 2, &o->max_pos)) ||
+        (rc = get_act(c, "activation_function", "gelu", 1, &o->act)) ||
+        (rc = get_bool(c, "scale_embedding", 0, &scale)) ||
+        (rc = get_bool(c, "tie_word_embeddings", 1, &o->tie_word_embeddings)) ||
+        (rc = get_bool(c, "is_encoder_decoder", 1, &enc_dec)) ||
+        (rc = get_int(c, "pad_token_id", 0, marian ? 58100 : 1, -1, AS_MAX_VOCAB, &o->pad_token_id)) ||
+        (rc = get_token_id(c, "bos_token_id", marian ? -1 : 0, &o->bos_token_id)) ||
+        (rc = get_token_id(c, "eos_token_id", marian ? 0 : 2, &o->eos_token_id)) ||
+        (rc = get_token_id(c, "decoder_start_token_id", marian ? 58100 : mbart ? -1 : 2,
+                           &o->decoder_start_token_id)))
+        return rc;
+    if (!enc_dec)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field 'is_encoder_decoder' = false is not supported (%s)",
+                          c->path, o->model_type);
+    if (dheads != o->n_head)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field 'decoder_attention_heads' = %d is not supported (it must equal "
+                          "encoder_attention_heads = %d)",
+                          c->path, dheads, o->n_head);
+    if (dffn != o->d_ff)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field 'decoder_ffn_dim' = %d is not supported (it must equal encoder_ffn_dim = %d)",
+                          c->path, dffn, o->d_ff);
+    if (o->d_model % o->n_head)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field 'd_model' (%d) is not divisible by "
+                          "'encoder_attention_heads' (%d)", c->path, o->d_model, o->n_head);
+    /* fields of older BART configurations that select other blocks */
+    if ((rc = refuse_true(c, "add_bias_logits", "the LM head's bias is final_logits_bias")) ||
+        (rc = refuse_true(c, "static_position_embeddings", "positions are a learned table")) ||
+        (rc = refuse_true(c, "add_final_layer_norm", "final layer norms only with mbart")))
+        return rc;
+    if (!mbart && (rc = refuse_true(c, "normalize_before", "post-norm layers; pre-norm is mbart")))
+        return rc;
+    if (!marian) {
+        int ne = 1;
+        if ((rc = get_bool(c, "normalize_embedding", 1, &ne))) return rc;
+        if (!ne)
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field 'normalize_embedding' = false is not supported (layernorm_embedding "
+                              "is part of %s)", c->path, o->model_type);
+    } else {
+        int share = 1;
+        if ((rc = get_bool(c, "share_encoder_decoder_embeddings", 1, &share))) return rc;
+        if (!share)
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field 'share_encoder_decoder_embeddings' = false is not supported (one "
+                              "shared embedding table)", c->path);
+        if ((rc = refuse_other_int(c, "decoder_vocab_size", o->vocab_size, "it must equal vocab_size")))
+            return rc;
+    }
+    o->d_head = o->d_model / o->n_head;
+    o->n_kv_head = o->n_head;
+    o->d_embed = o->d_model;
+    o->qkv_bias = o->o_bias = o->mlp_bias = 1;
+    o->ln_eps = 1e-5f; /* nn.LayerNorm's default: these configurations have no epsilon */
+    o->emb_scale = scale ? sqrtf((float)o->d_model) : 0.0f;
+    o->pre_norm = mbart;
+    o->layernorm_embedding = !marian;
+    o->sinusoidal_pos = marian;
+    if (!marian) o->max_pos += 2; /* BartLearnedPositionalEmbedding: offset 2, max + 2 rows */
+    if (o->pad_token_id >= o->vocab_size || o->eos_token_id >= o->vocab_size ||
+        o->decoder_start_token_id >= o->vocab_size || o->bos_token_id >= o->vocab_size)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: a special token id (pad %d, bos %d, eos %d, decoder_start %d) is not below "
+                          "vocab_size (%d)", c->path, o->pad_token_id, o->bos_token_id, o->eos_token_id,
+                          o->decoder_start_token_id, o->vocab_size);
     return AS_OK;
 }
 
@@ -872,9 +976,10 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
     case ARCH_DISTILBERT: rc = parse_distilbert(&c, out); break;
     case ARCH_GPT2: rc = parse_gpt2(&c, out); break;
     case ARCH_LLAMA: rc = parse_llama(&c, out); break;
+    case ARCH_BART: rc = parse_bart(&c, out); break;
     }
     if (rc != AS_OK) goto cleanup;
-    if (out->arch == ARCH_LLAMA) goto labels; /* parse_llama checks its own head layout */
+    if (out->arch == ARCH_LLAMA || out->arch == ARCH_BART) goto labels; /* parse_llama checks its own head layout */
     const char *hk = out->arch == ARCH_GPT2         ? "n_embd"
                      : out->arch == ARCH_DISTILBERT ? "dim"
                                                     : "hidden_size";

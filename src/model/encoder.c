@@ -2,8 +2,10 @@
  * (post-LN for the BERT family; pre-norm for GPT-2 and the LLaMA family, read from the
  * block description in as_config), multi-head / grouped-query attention with selective
  * capture, and the task heads; optionally saving what backward.c needs (a model_tape).
+ * Encoder-decoder models (bart.c) run their two stacks through the same layer, the decoder's
+ * with a cross-attention sub-layer (as_forward_seq2seq).
  * Architecture-specific weight binding and embeddings live in bert.c, distilbert.c,
- * gpt2.c and llama.c; the pooled linear maps, norms and activations in par_ops.c.
+ * gpt2.c, llama.c and bart.c; the pooled linear maps, norms and activations in par_ops.c.
  *
  * Threads: one pool (core/pool.h, passive waiting): linear maps split their output
  * columns, the attention runs one head per task, norms and activations split their rows;
@@ -45,6 +47,11 @@ typedef struct {
     size_t conv_per_thread;
     uint16_t *xb; /* (T, max n_in) BF16 input of a product at precision bf16, else NULL */
     const tape_layer *tl; /* what the current layer saves for the backward, or NULL */
+    /* encoder-decoder forwards: the encoder's output the decoder's cross-attention reads */
+    const float *mem;      /* (Tm, D) or NULL */
+    const float *keep_mem; /* (Tm) 1 for real source tokens, 0 for padding */
+    int Tm;
+    as_run *xr;            /* the run capturing the cross-attention */
     float *block;
 } fwd_ws;
 
@@ -161,6 +168,8 @@ typedef struct {
     unsigned what;
     int l, T, Dh, H, Hkv;
     attn_rule rule;
+    int Tk;              /* keys: 0 = T (self-attention), else the encoder output's rows */
+    const float *keep;   /* (Tk) keys' mask; NULL = ws->keep */
 } attn_job;
 
 static int captured(const as_run *r, int l, int h) {
@@ -181,7 +190,9 @@ static void attn_task(void *ctx, int h, int tid) {
     fwd_ws *ws = j->ws;
     const tape_layer *tl = ws->tl;
     int T = j->T, Dh = j->Dh, l = j->l, g = h / (j->H / j->Hkv), ldq = j->H * Dh, ldk = j->Hkv * Dh;
-    size_t TT = (size_t)T * T, TD = (size_t)T * Dh, RT = (size_t)ATTN_ROW_BLOCK * T;
+    int Tk = j->Tk > 0 ? j->Tk : T; /* query rows T, key rows Tk */
+    const float *keep = j->keep ? j->keep : ws->keep;
+    size_t TT = (size_t)T * Tk, TD = (size_t)T * Dh, TKD = (size_t)Tk * Dh, RT = (size_t)ATTN_ROW_BLOCK * Tk;
     int cap = captured(r, l, h);
     size_t slot = cap ? cap_slot(r, l, h) : 0;
     float *cS = (cap && (j->what & CAP_SCORES)) ? r->scores + slot * TT : NULL;
@@ -191,11 +202,11 @@ static void attn_task(void *ctx, int h, int tid) {
     head_stats_acc st = {{0}, 0, 0, 0};
     for (int i0 = 0; i0 < T; i0 += ATTN_ROW_BLOCK) {
         int i1 = i0 + ATTN_ROW_BLOCK < T ? i0 + ATTN_ROW_BLOCK : T;
-        float *S = Sf ? Sf + (size_t)i0 * T : ws->s + (size_t)tid * RT;
-        float *P = Pf ? Pf + (size_t)i0 * T : ws->p + (size_t)tid * RT;
+        float *S = Sf ? Sf + (size_t)i0 * Tk : ws->s + (size_t)tid * RT;
+        float *P = Pf ? Pf + (size_t)i0 * Tk : ws->p + (size_t)tid * RT;
         /* with dropout P is the tape's, so the probabilities scratch holds P * mask */
         const float *dm = tl && tl->m_attn ? tl->m_attn + (size_t)h * TT + (size_t)i0 * T : NULL;
-        attend_rows(ws->keep, &j->rule, T, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
+        attend_rows(keep, &j->rule, Tk, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
                     ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P, dm, ws->p + (size_t)tid * RT,
                     ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
@@ -205,8 +216,8 @@ static void attn_task(void *ctx, int h, int tid) {
     if (cS && Sf != cS) memcpy(cS, Sf, TT * sizeof(float));
     if (cap && (j->what & CAP_QKV)) {
         copy_head(r->q + slot * TD, ws->q, T, ldq, Dh, h);
-        copy_head(r->k + slot * TD, ws->k, T, ldk, Dh, g);
-        copy_head(r->v + slot * TD, ws->v, T, ldk, Dh, g);
+        copy_head(r->k + slot * TKD, ws->k, Tk, ldk, Dh, g);
+        copy_head(r->v + slot * TKD, ws->v, Tk, ldk, Dh, g);
     }
 }
 
@@ -261,9 +272,39 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
         memcpy(tl->v, ws->v, (size_t)T * Hkv * Dh * sizeof(float));
     }
     attn_job j = {ws, r, what, l, T, Dh, H, Hkv,
-                  {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap}};
+                  {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap},
+                  0,  NULL};
     as_parallel_for(H, nthreads, attn_task, &j);
     if (tl) memcpy(tl->ctx, ws->ctx, (size_t)T * H * Dh * sizeof(float));
+}
+
+/* The cross-attention sub-layer of an encoder-decoder model's decoder layer (Vaswani et al.
+ * 2017, sec. 3.2.3: queries from the decoder's stream, keys and values from the encoder's
+ * output ws->mem, whose padding is masked), on ws->x (T, D): post-LN (BART, Marian)
+ * x = LN_c(x + CrossAttn(x)); pre-norm (mBART) x = x + CrossAttn(LN_c(x)). Captured into
+ * ws->xr (no statistics). Nothing for layers without one. */
+static void cross_sublayer(const as_model *m, const layer_w *lw, int l, int T, fwd_ws *ws, unsigned what,
+                           int nthreads) {
+    if (!lin_has(&lw->cq)) return;
+    const as_config *c = &m->cfg;
+    size_t TD = (size_t)T * c->d_model;
+    const float *in = ws->x;
+    if (m->pre_ln) {
+        memcpy(ws->h, ws->x, TD * sizeof(float));
+        model_norm_rows(m, &lw->ln_c, ws->h, T);
+        in = ws->h;
+    }
+    op_linear(&lw->cq, in, T, ws->q);
+    op_linear(&lw->ck, ws->mem, ws->Tm, ws->k);
+    op_linear(&lw->cv, ws->mem, ws->Tm, ws->v);
+    attn_job j = {ws,     ws->xr,      what & (CAP_ATTN | CAP_SCORES | CAP_QKV),
+                  l,      T,           c->d_head,
+                  c->n_head, c->n_kv_head, {0, 0, as_attn_scale(c, l), 0.0f},
+                  ws->Tm, ws->keep_mem};
+    as_parallel_for(c->n_head, nthreads, attn_task, &j);
+    op_linear(&lw->co, ws->ctx, T, ws->h);
+    op_add(ws->x, ws->h, TD);
+    if (!m->pre_ln) model_norm_rows(m, &lw->ln_c, ws->x, T);
 }
 
 /* The feed-forward sub-layer on in (T, D) into out (T, D): ff2(act(ff1(in))) or, gated,
@@ -306,6 +347,7 @@ static void layer_forward(const as_model *m, int l, int T, fwd_ws *ws, as_run *r
         if (tl && tl->m_ao) op_mul(ws->h, tl->m_ao, TD);
         op_add(ws->x, ws->h, TD);
         if (tl) save(tl->mid, ws->x, TD);
+        cross_sublayer(m, lw, l, T, ws, what, nthreads);
         memcpy(ws->h, ws->x, TD * sizeof(float));
         model_norm_rows(m, &lw->ln2, ws->h, T);
         mlp(m, lw, T, ws->h, ws, ws->h);
@@ -320,6 +362,7 @@ static void layer_forward(const as_model *m, int l, int T, fwd_ws *ws, as_run *r
         op_add(ws->x, ws->h, TD);
         if (tl) save(tl->mid, ws->x, TD);
         model_norm_rows(m, &lw->ln1, ws->x, T);
+        cross_sublayer(m, lw, l, T, ws, what, nthreads);
         mlp(m, lw, T, ws->x, ws, ws->h);
         if (tl && tl->m_ff) op_mul(ws->h, tl->m_ff, TD);
         op_add(ws->x, ws->h, TD);
@@ -434,9 +477,10 @@ as_status as_forward(const as_model *m, const as_encoding *enc, const as_capture
 }
 
 /* The run of a forward: sizes, the captured selection and one block holding every
- * captured tensor (exactly what spec asks for). Errors: out of memory. */
+ * captured tensor (exactly what spec asks for). Tk: the keys of each attention row (T, or
+ * the source's tokens for a cross-attention run). Errors: out of memory. */
 static as_status run_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, unsigned what,
-                           int n_run, int want_logits, as_run **out, as_error *err) {
+                           int n_run, int want_logits, int Tk, as_run **out, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer, H = c->n_head, Dh = c->d_head;
     as_run *r = as_calloc(1, sizeof *r);
@@ -452,7 +496,8 @@ static as_status run_alloc(const as_model *m, const as_encoding *enc, const as_c
     r->n_lay = spec->layer >= 0 ? 1 : L;
     r->head_lo = spec->head >= 0 ? spec->head : 0;
     r->n_hd = spec->head >= 0 ? 1 : H;
-    size_t nlh = (size_t)r->n_lay * r->n_hd, TT = (size_t)T * T;
+    r->Tk = Tk;
+    size_t nlh = (size_t)r->n_lay * r->n_hd, TT = (size_t)T * Tk;
     int fail = 0;
     if (want_logits) {
         r->logits_head = (m->heads & HEAD_CLASSIFIER) ? HEAD_CLASSIFIER : (m->heads & HEAD_MLM) ? HEAD_MLM : HEAD_LM;
@@ -467,8 +512,8 @@ static as_status run_alloc(const as_model *m, const as_encoding *enc, const as_c
         if (what & CAP_SCORES) r->scores = cap_take(base, &off, &r->bytes, nlh, TT, 1, &fail);
         if (what & CAP_QKV) {
             r->q = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
-            r->k = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
-            r->v = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
+            r->k = cap_take(base, &off, &r->bytes, nlh, (size_t)Tk, (size_t)Dh, &fail);
+            r->v = cap_take(base, &off, &r->bytes, nlh, (size_t)Tk, (size_t)Dh, &fail);
             if (c->rope_dim > 0) {
                 r->q_pre = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
                 r->k_pre = cap_take(base, &off, &r->bytes, nlh, (size_t)T, (size_t)Dh, &fail);
@@ -491,6 +536,18 @@ static as_status run_alloc(const as_model *m, const as_encoding *enc, const as_c
     }
     *out = r;
     return AS_OK;
+}
+
+/* The embeddings of the model's family: x (T, D); tmp (T, max(D, De)) scratch. */
+static void stack_embed(const as_model *m, const emb_in *ein, float *x, float *tmp) {
+    switch (m->cfg.arch) {
+    case ARCH_BERT:
+    case ARCH_ROBERTA: bert_embed(m, ein, x, tmp); break;
+    case ARCH_DISTILBERT: distilbert_embed(m, ein, x); break;
+    case ARCH_GPT2: gpt2_embed(m, ein, x); break;
+    case ARCH_LLAMA: llama_embed(m, ein, x); break;
+    case ARCH_BART: bart_embed(m, ein, x); break;
+    }
 }
 
 /* The forward's workspace (fwd_ws) for T tokens on nthreads threads, and the rotary
@@ -567,6 +624,11 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
                         model_tape *tape, as_run **out, as_error *err) {
     as_status s;
     *out = NULL;
+    if (m->dec)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s is an encoder-decoder model (%s): it needs a target (attnscope run --target or "
+                          "--target-ids)",
+                          m->dir, m->cfg.model_type);
     if ((s = check_input(m, enc, spec, err))) return s;
     if (tape && (tape->T != enc->n || !(spec->what & CAP_LOGITS) || !m->heads || spec->ablate))
         return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs logits, no ablation and T = %d",
@@ -584,17 +646,11 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     fwd_ws ws = {0};
     size_t ws_cap = 0;
     as_run *r = NULL;
-    if ((s = run_alloc(m, enc, spec, what, n_run, want_logits, &r, err))) return s;
+    if ((s = run_alloc(m, enc, spec, what, n_run, want_logits, enc->n, &r, err))) return s;
     if ((s = ws_alloc(m, enc, spec, nthreads, &ws, &ws_cap, err))) goto cleanup;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
-    switch (c->arch) {
-    case ARCH_BERT:
-    case ARCH_ROBERTA: bert_embed(m, &ein, ws.x, ws.h); break;
-    case ARCH_DISTILBERT: distilbert_embed(m, &ein, ws.x); break;
-    case ARCH_GPT2: gpt2_embed(m, &ein, ws.x); break;
-    case ARCH_LLAMA: llama_embed(m, &ein, ws.x); break;
-    }
+    stack_embed(m, &ein, ws.x, ws.h);
     size_t TD = (size_t)T * D;
     if (tape && tape->m_emb) {
         tape_masks(m, tape);
@@ -695,4 +751,74 @@ as_status as_run_logit_lens(const as_model *m, const as_run *r, int l, int threa
     free(x);
     free(scratch);
     return AS_OK;
+}
+
+/* One stack of an encoder-decoder forward on enc: embeddings, every layer (captured into r;
+ * the decoder's cross-attention into ws->xr), the final norm of pre-norm stacks; the output
+ * stays in ws->x (T, D). */
+static void seq2seq_stack(const as_model *m, const as_encoding *enc, unsigned ablate, fwd_ws *ws, as_run *r,
+                          unsigned what, int nthreads) {
+    int T = enc->n, L = m->cfg.n_layer;
+    size_t TD = (size_t)T * m->cfg.d_model;
+    emb_in ein = {enc, ablate, NULL};
+    for (int i = 0; i < T; i++) ws->keep[i] = enc->mask[i] ? 1.0f : 0.0f;
+    stack_embed(m, &ein, ws->x, ws->h);
+    if (r->hidden) memcpy(r->hidden, ws->x, TD * sizeof(float));
+    memcpy(r->attention_mask, enc->mask, (size_t)T * sizeof(int32_t));
+    for (int l = 0; l < L; l++) {
+        layer_forward(m, l, T, ws, r, what, nthreads);
+        if (m->pre_ln && l == L - 1) model_norm_rows(m, &m->ln_f, ws->x, T);
+        if (r->hidden) memcpy(r->hidden + (size_t)(l + 1) * TD, ws->x, TD * sizeof(float));
+    }
+}
+
+as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as_encoding *tgt,
+                             const as_capture_spec *spec, as_run **out, as_error *err) {
+    as_status s;
+    *out = NULL;
+    if (!m->dec)
+        return as_err_set(err, AS_ERR_INPUT, "%s is not an encoder-decoder model (%s): it takes no target", m->dir,
+                          m->cfg.model_type);
+    const as_model *d = m->dec;
+    if ((s = check_input(m, src, spec, err))) return as_err_prefix(err, "source");
+    if ((s = check_input(d, tgt, spec, err))) return as_err_prefix(err, "target");
+    unsigned what = spec->what & (CAP_ALL | CAP_STATS);
+    int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
+    int Ts = src->n, Tt = tgt->n, D = m->cfg.d_model;
+    fwd_ws ws = {0};
+    size_t ws_cap = 0;
+    as_run *r = NULL;
+    float *mem = NULL;
+    /* both stacks run every layer: the decoder needs the whole encoder */
+    if ((s = run_alloc(m, src, spec, what & ~(unsigned)CAP_LOGITS, m->cfg.n_layer, 0, Ts, &r, err))) return s;
+    if ((s = run_alloc(d, tgt, spec, what, d->cfg.n_layer, (what & CAP_LOGITS) != 0, Tt, &r->dec, err)) ||
+        (s = run_alloc(d, tgt, spec, what & (CAP_ATTN | CAP_SCORES | CAP_QKV), d->cfg.n_layer, 0, Ts, &r->cross,
+                       err)) ||
+        (s = ws_alloc(m, Ts >= Tt ? src : tgt, spec, nthreads, &ws, &ws_cap, err)))
+        goto cleanup;
+    if (!(mem = as_malloc_array((size_t)Ts, (size_t)(D + 1) * sizeof(float)))) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the encoder output");
+        goto cleanup;
+    }
+    par_state saved;
+    model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
+    seq2seq_stack(m, src, spec->ablate, &ws, r, what, nthreads);
+    memcpy(mem, ws.x, (size_t)Ts * D * sizeof(float));
+    for (int i = 0; i < Ts; i++) mem[(size_t)Ts * D + i] = src->mask[i] ? 1.0f : 0.0f;
+    ws.mem = mem;
+    ws.keep_mem = mem + (size_t)Ts * D;
+    ws.Tm = Ts;
+    ws.xr = r->cross;
+    memcpy(r->cross->attention_mask, tgt->mask, (size_t)Tt * sizeof(int32_t));
+    seq2seq_stack(d, tgt, spec->ablate, &ws, r->dec, what, nthreads);
+    if (r->dec->logits) vocab_logits(d, ws.x, Tt, r->dec->logits, ws.h);
+    model_par_end(&saved);
+    *out = r;
+    r = NULL;
+    s = AS_OK;
+cleanup:
+    free(mem);
+    as_large_put(ws.block, ws_cap);
+    as_run_free(r);
+    return s;
 }

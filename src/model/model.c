@@ -27,6 +27,7 @@ const char *as_arch_name(as_arch a) {
     case ARCH_DISTILBERT: return "distilbert";
     case ARCH_GPT2: return "gpt2";
     case ARCH_LLAMA: return "llama";
+    case ARCH_BART: return "bart";
     }
     return "unknown";
 }
@@ -59,6 +60,7 @@ static const char *arch_prefix(const as_config *c) {
     case ARCH_DISTILBERT: return "distilbert.";
     case ARCH_GPT2: return "transformer.";
     case ARCH_LLAMA: return "model.";
+    case ARCH_BART: return "model.";
     }
     return "";
 }
@@ -342,6 +344,7 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     {
         const char *probe = m->cfg.arch == ARCH_GPT2    ? "wte.weight"
                             : m->cfg.arch == ARCH_LLAMA ? "embed_tokens.weight"
+                            : m->cfg.arch == ARCH_BART  ? "encoder.layers.0.fc1.weight"
                                                         : "embeddings.word_embeddings.weight";
         /* the family's prefix; Gemma 3's multimodal checkpoints nest the text model as
            language_model.model. (transformers < 4.52) or model.language_model. */
@@ -362,9 +365,11 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     case ARCH_DISTILBERT: s = distilbert_bind(m, err); break;
     case ARCH_GPT2: s = gpt2_bind(m, err); break;
     case ARCH_LLAMA: s = llama_bind(m, err); break;
+    case ARCH_BART: s = bart_bind(m, err); break;
     }
     if (s) goto cleanup;
     if ((s = mean_rows(m, err))) goto cleanup;
+    if (m->dec && (s = mean_rows(m->dec, err))) goto cleanup;
     {
         char p1[4096], p2[4096], p3[4096], p4[4096];
         if ((s = as_path_join(p1, sizeof p1, dir, "tokenizer.json", err))) goto cleanup;
@@ -405,6 +410,7 @@ void as_model_free(as_model *m) {
     free(m->mean_wpe);
     free(m->mean_wtt);
     free(m->rope_inv_freq);
+    bart_free_dec(m->dec);
     tok_free(m->tok);
     st_set_free(m->st);
     as_config_clear(&m->cfg);
@@ -452,25 +458,35 @@ static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
     return AS_OK;
 }
 
+/* BF16 copies of the linear maps of stack s (m itself, or an encoder-decoder model's
+ * decoder), owned by m. */
+static as_status stack_to_bf16(as_model *m, as_model *s_, as_error *err) {
+    int D = s_->cfg.d_model;
+    if (!lin_has(&s_->lm_head) && s_->mlm_decoder) /* the (tied) decoder as a linear map */
+        s_->lm_head = (lin_t){.w = s_->mlm_decoder, .b = s_->mlm_bias, .n_in = D, .n_out = s_->cfg.vocab_size, .ldw = D};
+    lin_t *heads[] = {&s_->emb_proj, &s_->cls_pre, &s_->cls_out, &s_->mlm_dense, &s_->lm_head};
+    as_status s;
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
+        if ((s = lin_to_bf16(m, heads[i], err))) return s;
+    for (int l = 0; l < s_->cfg.n_layer; l++) {
+        layer_w *w = &s_->layers[l];
+        lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2, &w->cq, &w->ck, &w->cv, &w->co};
+        for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
+            if ((s = lin_to_bf16(m, ls[i], err))) return s;
+    }
+    return AS_OK;
+}
+
 as_status as_model_set_precision(as_model *m, as_precision p, as_error *err) {
     if (p != AS_PRECISION_F32 && p != AS_PRECISION_BF16)
         return as_err_set(err, AS_ERR_INPUT, "unknown precision %d", (int)p);
     if (p == AS_PRECISION_BF16) {
-        int D = m->cfg.d_model;
-        if (!lin_has(&m->lm_head) && m->mlm_decoder) /* the (tied) decoder as a linear map */
-            m->lm_head = (lin_t){.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = m->cfg.vocab_size, .ldw = D};
-        lin_t *heads[] = {&m->emb_proj, &m->cls_pre, &m->cls_out, &m->mlm_dense, &m->lm_head};
         as_status s;
-        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-            if ((s = lin_to_bf16(m, heads[i], err))) return s;
-        for (int l = 0; l < m->cfg.n_layer; l++) {
-            layer_w *w = &m->layers[l];
-            lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2};
-            for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
-                if ((s = lin_to_bf16(m, ls[i], err))) return s;
-        }
+        if ((s = stack_to_bf16(m, m, err))) return s;
+        if (m->dec && (s = stack_to_bf16(m, m->dec, err))) return s;
     }
     m->precision = p;
+    if (m->dec) m->dec->precision = p;
     return AS_OK;
 }
 size_t as_model_n_params(const as_model *m) { return m->n_params; }
@@ -588,5 +604,7 @@ const float *as_run_v(const as_run *r, int l, int h) {
 void as_run_free(as_run *r) {
     if (!r) return;
     as_large_put(r->block_, r->block_cap_); /* every captured tensor lives in it */
+    as_run_free(r->dec);
+    as_run_free(r->cross);
     free(r);
 }

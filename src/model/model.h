@@ -52,6 +52,12 @@ typedef struct {
     ln_t post_attn; /* Gemma 2/3: norm of the attention output before the residual add */
     ln_t post_ff;   /* Gemma 2/3: norm of the MLP output before the residual add */
     ln_t q_norm, k_norm; /* (Dh) Qwen3 / Gemma 3: RMSNorm of each head's q and k */
+    /* cross-attention of an encoder-decoder model's decoder layers (keys and values from the
+       encoder's output); cq.w NULL elsewhere */
+    lin_t cq;       /* (D -> H Dh) on the decoder's stream */
+    lin_t ck, cv;   /* (D -> H Dh) on the encoder's output */
+    lin_t co;       /* (H Dh -> D) */
+    ln_t ln_c;      /* post-LN: after the cross-attention; pre-norm: before it */
 } layer_w;
 
 enum { CLS_ACT_NONE = 0, CLS_ACT_TANH, CLS_ACT_RELU, CLS_ACT_GELU };
@@ -99,6 +105,11 @@ struct as_model {
     lin_t lm_head;        /* (D -> V) LLaMA family's untied lm_head (may be BF16 in place); w and wbf
                              NULL otherwise (mlm_decoder is used) */
     const float *mlm_bias;    /* (V) or NULL */
+    /* encoder-decoder models (bart.c): this model is the encoder stack (its layers, ln_f the
+       final encoder norm of pre-norm models) and dec the decoder stack, an as_model view
+       sharing this one's mapping and owned weights (its own layers, cfg with causal = 1,
+       n_layer = n_dec_layer, and the LM head); NULL for other models */
+    struct as_model *dec;
 };
 
 /* ---- weight binding (model.c) ---- */
@@ -133,6 +144,9 @@ as_status bert_bind(as_model *m, as_error *err);
 as_status distilbert_bind(as_model *m, as_error *err);
 as_status gpt2_bind(as_model *m, as_error *err);
 as_status llama_bind(as_model *m, as_error *err);
+as_status bart_bind(as_model *m, as_error *err);
+/* Frees what bart_bind allocated for m->dec (not the shared weights). */
+void bart_free_dec(struct as_model *dec);
 
 /* ---- operations on the thread pool (par_ops.c) ---- */
 
@@ -301,6 +315,9 @@ int bert_position(const as_model *m, const as_encoding *enc, int t, int *count);
 /* The sums before the embedding LayerNorm, e (T, De) (the backward recomputes them). */
 void bert_embed_sum(const as_model *m, const emb_in *in, float *e);
 void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e);
+/* BART family: word embeddings times emb_scale, plus positions (offset pos_offset), then
+ * layernorm_embedding where the model has it; x (T, D). */
+void bart_embed(const as_model *m, const emb_in *in, float *x);
 /* LLaMA family: word embeddings (times emb_scale for Gemma) into x (T, D). */
 void llama_embed(const as_model *m, const emb_in *in, float *x);
 /* Rows of the embedding tables to add for token t, honouring ablation. */

@@ -10,13 +10,13 @@
 int as_run_kv_group(const as_run *r, int h) { return r->Hkv > 0 && r->Hkv < r->H ? h / (r->H / r->Hkv) : h; }
 
 void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
-    int64_t T = r->T;
+    int64_t T = r->T, Tk = r->Tk > 0 ? r->Tk : r->T; /* keys: the source's tokens in a cross-attention run */
     const as_run_array a[AS_RUN_N_ARRAYS] = {
-        {"attentions", r->attn, 4, {r->n_lay, r->n_hd, T, T}},
-        {"attention_scores", r->scores, 4, {r->n_lay, r->n_hd, T, T}},
+        {"attentions", r->attn, 4, {r->n_lay, r->n_hd, T, Tk}},
+        {"attention_scores", r->scores, 4, {r->n_lay, r->n_hd, T, Tk}},
         {"queries", r->q, 4, {r->n_lay, r->n_hd, T, r->Dh}},
-        {"keys", r->k, 4, {r->n_lay, r->n_hd, T, r->Dh}},
-        {"values", r->v, 4, {r->n_lay, r->n_hd, T, r->Dh}},
+        {"keys", r->k, 4, {r->n_lay, r->n_hd, Tk, r->Dh}},
+        {"values", r->v, 4, {r->n_lay, r->n_hd, Tk, r->Dh}},
         {"hidden_states", r->hidden, 3, {r->n_run + 1, T, r->D, 0}},
         {"logits", r->logits, 2, {r->logits_rows, r->logits_cols, 0, 0}},
         {"queries_pre_rope", r->q_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
@@ -26,13 +26,74 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
     for (int i = 0; i < AS_RUN_N_ARRAYS; i++) out[i] = a[i];
 }
 
+/* Names of an encoder-decoder run's arrays, per kind, in as_run_arrays' order (NULL: none). */
+static const char *const KIND_NAMES[3][AS_RUN_N_ARRAYS] = {
+    {"encoder_attentions", "encoder_attention_scores", "encoder_queries", "encoder_keys", "encoder_values",
+     "encoder_hidden_states", NULL, "encoder_queries_pre_rope", "encoder_keys_pre_rope", "encoder_head_stats"},
+    {"decoder_attentions", "decoder_attention_scores", "decoder_queries", "decoder_keys", "decoder_values",
+     "decoder_hidden_states", "logits", "decoder_queries_pre_rope", "decoder_keys_pre_rope", "decoder_head_stats"},
+    {"cross_attentions", "cross_attention_scores", "cross_queries", "cross_keys", "cross_values", NULL, NULL, NULL,
+     NULL, NULL},
+};
+
+int as_run_all_arrays(const as_run *r, as_run_array out[AS_RUN_MAX_ARRAYS]) {
+    if (!r->dec || !r->cross) {
+        as_run_arrays(r, out);
+        return AS_RUN_N_ARRAYS;
+    }
+    const as_run *kinds[3] = {r, r->dec, r->cross};
+    int n = 0;
+    for (int k = 0; k < 3; k++) {
+        as_run_array a[AS_RUN_N_ARRAYS];
+        as_run_arrays(kinds[k], a);
+        for (int i = 0; i < AS_RUN_N_ARRAYS; i++) {
+            if (!KIND_NAMES[k][i]) continue;
+            out[n] = a[i];
+            out[n++].name = KIND_NAMES[k][i];
+        }
+    }
+    return n;
+}
+
+/* The target's arrays of an encoder-decoder run: decoder_input_ids, decoder_attention_mask,
+ * decoder_tokens, decoder_token_text. */
+static as_status add_target(npz_writer *w, const as_model *m, const as_encoding *tgt, as_error *err) {
+    int64_t one[1] = {tgt->n};
+    char **text = as_calloc((size_t)tgt->n, sizeof(char *));
+    if (!text) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < tgt->n; i++) text[i] = as_model_token_text(m, tgt->ids[i]);
+    as_status s;
+    if (!(s = npz_add(w, "decoder_input_ids", NPY_I32, tgt->ids, 1, one, err)) &&
+        !(s = npz_add(w, "decoder_attention_mask", NPY_I32, tgt->mask, 1, one, err)) &&
+        !(s = npz_add_strings(w, "decoder_tokens", (const char *const *)tgt->pieces, tgt->n, err)))
+        s = npz_add_strings(w, "decoder_token_text", (const char *const *)text, tgt->n, err);
+    for (int i = 0; i < tgt->n; i++) free(text[i]);
+    free(text);
+    return s;
+}
+
+static as_status write_npz(const as_model *m, const as_encoding *enc, const as_encoding *tgt, const as_run *r,
+                           const as_npz_extra *extra, int n_extra, const char *path, as_error *err);
+
 as_status as_run_write_npz(const as_model *m, const as_encoding *enc, const as_run *r, const char *path,
                            as_error *err) {
-    return as_run_write_npz_extra(m, enc, r, NULL, 0, path, err);
+    return write_npz(m, enc, NULL, r, NULL, 0, path, err);
+}
+
+as_status as_run_write_npz_seq2seq(const as_model *m, const as_encoding *enc, const as_encoding *tgt,
+                                   const as_run *r, const char *path, as_error *err) {
+    return write_npz(m, enc, tgt, r, NULL, 0, path, err);
 }
 
 as_status as_run_write_npz_extra(const as_model *m, const as_encoding *enc, const as_run *r,
                                  const as_npz_extra *extra, int n_extra, const char *path, as_error *err) {
+    return write_npz(m, enc, NULL, r, extra, n_extra, path, err);
+}
+
+/* The archive of run r: enc's arrays, tgt's (encoder-decoder runs), the captured tensors,
+ * then the extra arrays. */
+static as_status write_npz(const as_model *m, const as_encoding *enc, const as_encoding *tgt, const as_run *r,
+                           const as_npz_extra *extra, int n_extra, const char *path, as_error *err) {
     npz_writer *w = NULL;
     as_status s = npz_open(path, &w, err);
     if (s) return s;
@@ -71,9 +132,10 @@ as_status as_run_write_npz_extra(const as_model *m, const as_encoding *enc, cons
     if ((s = npz_add(w, "heads", NPY_I32, heads, 1, nh, err))) goto cleanup;
     if ((s = npz_add(w, "kv_group", NPY_I32, group, 1, nh, err))) goto cleanup;
     if ((s = npz_add(w, "score_scale", NPY_F32, scale, 1, nl, err))) goto cleanup;
-    as_run_array arr[AS_RUN_N_ARRAYS];
-    as_run_arrays(r, arr);
-    for (int i = 0; i < AS_RUN_N_ARRAYS; i++) {
+    if (tgt && r->dec && (s = add_target(w, m, tgt, err))) goto cleanup;
+    as_run_array arr[AS_RUN_MAX_ARRAYS];
+    int n_arr = as_run_all_arrays(r, arr);
+    for (int i = 0; i < n_arr; i++) {
         if (!arr[i].data) continue;
         if ((s = npz_add(w, arr[i].name, NPY_F32, arr[i].data, arr[i].ndim, arr[i].shape, err))) goto cleanup;
     }
