@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# test_encdec.sh — `attnscope run` on encoder-decoder models (bart_tiny, mbart_tiny,
+# marian_tiny of tests/ref/gen_encdec.py): --ids with --target-ids writes the three
+# attention kinds in npz (encoder_/decoder_/cross_ arrays, shapes, values equal to the
+# torch reference's expected.safetensors within 1e-5) and in JSON (the same arrays and the
+# decoder's tokens); a BERT run's npz keeps its plain names; errors: no target for an
+# encoder-decoder model, a target for another model, both target options, a target id out
+# of range, a layer only the decoder has. It does not cover --target text (the fixtures
+# have no tokenizer; the shift is tested in test_encdec.c).
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+FX=$ROOT/tests/ref/fixtures/models
+PY=/usr/bin/python3
+SRC=0,17,45,9,88,23,2
+TGT=2,0,31,64,7
+for f in bart_tiny mbart_tiny marian_tiny; do
+  expect 0 "" -- run --model "$FX/$f" --ids $SRC --target-ids $TGT --out "$TMP/$f.npz"
+  expect 0 "" -- run --model "$FX/$f" --ids $SRC --target-ids $TGT --capture attn,logits --format json --out "$TMP/$f.json"
+  $PY - "$FX/$f" "$TMP/$f.npz" "$TMP/$f.json" <<'PY' && ok "$f: npz and JSON hold the three kinds, equal to the torch reference" || fail "$f: arrays"
+import json, struct, sys
+import numpy as np
+d, z, j = sys.argv[1], np.load(sys.argv[2]), json.load(open(sys.argv[3]))
+b = open(d + "/expected.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+def t(k):
+    v = h["c0." + k]; dt = np.int32 if v["dtype"] == "I32" else np.float32
+    return np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dt).reshape(v["shape"])
+shapes = {"encoder_attentions": (2, 3, 7, 7), "decoder_attentions": (3, 3, 5, 5), "cross_attentions": (3, 3, 5, 7),
+          "cross_queries": (3, 3, 5, 8), "cross_keys": (3, 3, 7, 8), "encoder_hidden_states": (3, 7, 24),
+          "decoder_hidden_states": (4, 5, 24), "logits": (5, 101)}
+for k, s in shapes.items():
+    assert z[k].shape == s, (k, z[k].shape)
+for k in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+    assert np.abs(z[k] - t(k)).max() <= 1e-5, k
+    assert np.abs(np.array(j[k], np.float32) - t(k)).max() <= 1e-5, k
+lg = t("logits")
+assert np.abs(z["logits"] - lg).max() <= 1e-4 * np.abs(lg).max()
+assert list(z["decoder_input_ids"]) == [2, 0, 31, 64, 7] and j["decoder_input_ids"] == [2, 0, 31, 64, 7]
+assert list(z["input_ids"]) == [0, 17, 45, 9, 88, 23, 2]
+assert j["decoder_layers"] == 3 and len(j["decoder_tokens"]) == 5
+assert "attentions" not in z.files and "attentions" not in j
+PY
+done
+expect 0 "" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids $TGT
+grep -q "strongest cross-attention links" "$TMP/out" && ok "summary prints cross-attention links" || fail "summary"
+expect 0 "" -- run --model "$FX/bert" --ids 2,7,9,3 --out "$TMP/bert.npz"
+$PY -c "
+import numpy as np, sys; z = np.load(sys.argv[1])
+assert 'attentions' in z.files and not any(k.startswith(('encoder_', 'decoder_', 'cross_')) for k in z.files)
+" "$TMP/bert.npz" && ok "encoder-only npz keeps its names" || fail "bert npz names"
+expect 2 "encoder-decoder model (bart): give the decoder input" -- run --model "$FX/bart_tiny" --ids $SRC
+expect 2 "not an encoder-decoder model" -- run --model "$FX/bert" --ids 2,7,9,3 --target-ids 2,0
+expect 2 "at most one of --target" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids 2 --target x
+expect 2 "outside the vocabulary" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids 2,0,500
+expect 2 "layer 2 is out of range" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids $TGT --layer 2
+exit $((fails > 0))
