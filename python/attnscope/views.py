@@ -192,7 +192,7 @@ class ViewData:
                    layer_ids=[int(r.layers[i]) for i in lay], head_ids=[int(h) for h in r.heads], config=cfg,
                    kv_group=r.kv_group)
 
-    def blob(self, view, layer=0, head=0, heads=None, token=-1, lang=None, dtype="f16"):
+    def blob(self, view, layer=0, head=0, heads=None, token=-1, lang=None, dtype="f16", part=None):
         L, H, T, _ = self.attention.shape
         views = ["head", "model"] + (["neuron"] if self.queries is not None else [])
         if view not in views:
@@ -214,6 +214,7 @@ class ViewData:
         meta = {"run": run, "view": view, "views": views, "layer": int(layer), "head": int(head),
                 "heads": None if heads is None else [int(h) for h in heads], "token": int(token),
                 "scale": self.scale, "layer_ids": self.layer_ids, "head_ids": self.head_ids, "lang": lang,
+                "part": part,
                 "qk": {"kv_group": block["kv_group"], "window": block["window"], "rope": block["rope"] is not None,
                        "softcap": block["attn_softcap"]}}
         if dtype not in ("f16", "f32", "u8"):
@@ -234,16 +235,33 @@ class ViewData:
 
 # ---- the page ---------------------------------------------------------------------------
 
+def _part_blob(label, d, view, layer=0, head=0, heads=None, **kw):
+    """One part of a page of several (an encoder-decoder's encoder, decoder and cross
+    attention): the layer, head and heads asked for, where the part has them."""
+    L, H = d.attention.shape[:2]
+    hs = None if heads is None else [h for h in heads if 0 <= h < H] or None
+    return d.blob(view, layer=min(layer, L - 1), head=min(head, H - 1), heads=hs, part=label, **kw)
+
+
 def standalone_html(data, view, title=None, **kw):
-    """The whole page: bundle and run inlined; opens no connection."""
+    """The whole page: bundle and run inlined; opens no connection. data: a ViewData or
+    OverviewData, or a list of (label, ViewData) shown with a selector (the first in
+    #attnscope-data, the others in .attnscope-data-part elements)."""
     js, css = web_bundle()
-    b64 = base64.b64encode(data.blob(view, **kw)).decode("ascii")
-    title = title or "attnscope %s view: %s" % (view, data.model or "attention")
+    if isinstance(data, list):
+        blobs = [_part_blob(label, d, view, **kw) for label, d in data]
+        name = " / ".join(label for label, _ in data)
+    else:
+        blobs, name = [data.blob(view, **kw)], data.model or "attention"
+    tags = ["<script %s type=\"application/octet-stream\">%s</script>\n" % (
+        "id=\"attnscope-data\"" if i == 0 else "class=\"attnscope-data-part\"", base64.b64encode(b).decode("ascii"))
+        for i, b in enumerate(blobs)]
+    title = title or "attnscope %s view: %s" % (view, name)
     return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             "<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<div id=\"app\"></div>\n"
-            "<script id=\"attnscope-data\" type=\"application/octet-stream\">%s</script>\n"
-            "<script type=\"module\">\n%s\n</script>\n</body>\n</html>\n") % (html.escape(title), css, b64, js)
+            "%s<script type=\"module\">\n%s\n</script>\n</body>\n</html>\n") % (html.escape(title), css,
+                                                                              "".join(tags), js)
 
 
 class OverviewData:
@@ -285,7 +303,7 @@ class View:
         if isinstance(data, OverviewData):  # the controls, then one 64 px row per layer
             self.height = height or min(1000, 140 + 64 * data.heads["layers"])
         else:
-            T = data.attention.shape[2] if data is not None else 32
+            T = _tokens_of(data) if data is not None else 32
             self.height = height or min(900, 260 + 18 * T)
         self._html = None
 
@@ -319,8 +337,13 @@ class View:
 
     def __repr__(self):
         where = self.server or ("run %d of %s" % (self.data.run["id"], self.data.db) if isinstance(
-            self.data, OverviewData) else "%d tokens embedded" % self.data.attention.shape[2])
+            self.data, OverviewData) else "%d tokens embedded" % _tokens_of(self.data))
         return "<attnscope %s view (%s)>" % (self.view, where)
+
+
+def _tokens_of(data):
+    """The most tokens of a ViewData or of a list of (label, ViewData)."""
+    return max(d.attention.shape[2] for _, d in data) if isinstance(data, list) else data.attention.shape[2]
 
 
 def _server_query(r, view, layer, head, token):
@@ -341,7 +364,7 @@ def _show(r, view, layer, head, heads, token, layers, html_action, server, lang,
         if html_action == "return":
             raise Error("html_action='return' needs the embedded page, not server=")
         return View(view, server=server, server_query=_server_query(r, view, layer, head, token), height=height)
-    data = r if isinstance(r, ViewData) else ViewData.from_result(r, layers=layers, neuron=view == "neuron")
+    data = r if isinstance(r, (ViewData, list)) else ViewData.from_result(r, layers=layers, neuron=view == "neuron")
     v = View(view, data, height=height, layer=layer, head=head, heads=heads, token=token, lang=lang, dtype=dtype)
     return v.html() if html_action == "return" else v
 

@@ -9,8 +9,10 @@
 // --frame-ancestors naming the notebook's origin) on the same input, the only origin the
 // page may reach.
 // The head overview of an analysis database (attnscope.overview) offline: a glyph per head,
-// each head's tooltip scores and pattern equal to the database's rows.
-// Screenshots: artifacts/notebook-head.png, artifacts/notebook-overview.png.
+// each head's tooltip scores and pattern equal to the database's rows. bertviz's
+// encoder-decoder arguments: the Encoder / Decoder / Cross selector and each part's weights.
+// Screenshots: artifacts/notebook-head.png, artifacts/notebook-overview.png,
+// artifacts/notebook-cross.png.
 // Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
 // front end (ATTNSCOPE_WEB or <build>/web-dist next to the library); CTest sets both.
 import { test, before, after } from 'node:test';
@@ -63,6 +65,24 @@ rows = {"%d,%d" % (l, h): {"importance": i, "semantic": se, "syntactic": sy}
         for l, h, i, se, sy in con.execute("SELECT layer, head, importance, semantic, syntactic FROM head_scores")}
 pats = {"%d,%d" % (l, h): p for l, h, p in con.execute("SELECT layer, head, label FROM patterns")}
 json.dump({"L": L, "H": H, "scores": rows, "patterns": pats}, open(os.path.join(out, "overview.json"), "w"))
+# bertviz's encoder-decoder arguments (shaped as a T5's outputs: per layer [1, H, T, T], cross [1, H, T_dec, T_enc])
+from attnscope.bertviz import head_view as bv_head_view
+rng = np.random.default_rng(0)
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+Te, Td, EL, EH = 7, 5, 3, 4
+enc = tuple(softmax(rng.normal(size=(1, EH, Te, Te)) * 2) for _ in range(EL))
+dec = tuple(softmax(rng.normal(size=(1, EH, Td, Td)) * 2 + np.triu(np.full((Td, Td), -np.inf), 1)) for _ in range(EL))
+cross = tuple(softmax(rng.normal(size=(1, EH, Td, Te)) * 2) for _ in range(EL))
+et = ["▁the", "▁cat", "▁sat", "▁on", "▁the", "▁mat", "</s>"]
+dt = ["<pad>", "▁le", "▁chat", "▁assis", "</s>"]
+open(os.path.join(out, "encdec.html"), "w").write(bv_head_view(
+    encoder_attention=enc, decoder_attention=dec, cross_attention=cross, encoder_tokens=et, decoder_tokens=dt,
+    layer=1, html_action="return"))
+f16 = lambda a: a[0].astype(np.float16).astype(np.float32).tolist()
+json.dump({"Te": Te, "Td": Td, "H": EH, "enc": f16(enc[1]), "dec": f16(dec[1]), "cross": f16(cross[1])},
+          open(os.path.join(out, "encdec.json"), "w"))
 `;
 
 /** Opens a standalone page with every request refused; returns the requests it tried. */
@@ -213,6 +233,41 @@ test('standalone head overview: every head drawn offline, tooltips give the data
   mkdirSync(ART, { recursive: true });
   await page.screenshot({ path: join(ART, 'notebook-overview.png') });
   assert.deepEqual(requests, [], 'no request left the page');
+  assert.deepEqual(errors, []);
+});
+
+test('bertviz encoder-decoder arguments: an Encoder / Decoder / Cross selector, each part\'s weights', async () => {
+  const exp = JSON.parse(readFileSync(join(tmp, 'encdec.json'), 'utf8'));
+  const { requests, errors } = await open('encdec.html');
+  const opts = await page.$$eval('[data-testid=embed-part] option', (os) => os.map((o) => o.textContent));
+  assert.deepEqual(opts, ['Encoder', 'Decoder', 'Cross']);
+  const links = () => page.evaluate(() => window.__attnscope.headLinks.map((h) => ({ head: h.head, i: Array.from(h.i), j: Array.from(h.j), w: Array.from(h.w) })));
+  const parts = [
+    ['0', exp.Te, (h, q, k) => exp.enc[h][q][k]],
+    ['1', exp.Td, (h, q, k) => { assert.ok(k <= q, `decoder link ${q}->${k} is causal`); return exp.dec[h][q][k]; }],
+    // cross: the encoder's tokens (0..Te-1) then the decoder's; links go from decoder queries to encoder keys
+    ['2', exp.Te + exp.Td, (h, q, k) => { assert.ok(q >= exp.Te && k < exp.Te, `cross link ${q}->${k}`); return exp.cross[h][q - exp.Te][k]; }],
+  ];
+  for (const [part, T, want] of parts) {
+    if (part !== '0') {
+      await page.evaluate(() => { window.__attnscope.headDraw = null; });
+      await page.selectOption('[data-testid=embed-part]', part);
+    }
+    await page.waitForFunction((T) => window.__attnscope?.headDraw?.links > 0 && document.querySelectorAll('[data-testid=head-focus] button').length === 2 * T, T, { timeout: 30_000 });
+    assert.equal(await page.inputValue('[data-testid=layer]'), '1', `part ${part}: the layer asked for`);
+    const ls = await links();
+    assert.equal(ls.length, exp.H);
+    let n = 0;
+    for (const h of ls) h.i.forEach((q, k) => { assert.equal(h.w[k], want(h.head, q, h.j[k]), `part ${part} H${h.head} ${q}->${h.j[k]}`); n++; });
+    assert.ok(n >= T, `part ${part}: links drawn (${n})`);
+    assert.ok((await ink('head-canvas')) > 1000, `part ${part}: drawn`);
+  }
+  const labels = await page.$$eval('[data-testid=head-focus] button', (bs) => bs.filter((_, i) => i % 2 === 0).map((b) => b.getAttribute('aria-label')));
+  assert.equal(labels[1], 'query 1:  cat'); // prettify_tokens: '▁' is a space, as in bertviz
+  assert.equal(labels[exp.Te + 2], `query ${exp.Te + 2}:  chat`);
+  mkdirSync(ART, { recursive: true });
+  await page.screenshot({ path: join(ART, 'notebook-cross.png') });
+  assert.deepEqual(requests, []);
   assert.deepEqual(errors, []);
 });
 

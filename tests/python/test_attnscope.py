@@ -555,8 +555,45 @@ class TestViews(unittest.TestCase):
             head_view([np.zeros((2, 2, 3, 3))], ["a", "b", "c"], html_action="return")
         with self.assertRaisesRegex(attnscope.Error, "2 tokens for attention over 3 positions"):
             head_view([np.zeros((1, 2, 3, 3))], ["a", "b"], html_action="return")
-        with self.assertRaisesRegex(attnscope.Error, "encoder_attention"):
-            head_view(encoder_attention=att, html_action="return")
+        # an encoder-decoder (per layer [1, H, T, T]; cross [1, H, T_dec, T_enc]): one part each, the
+        # cross attention over the encoder's tokens (segment 0) then the decoder's (segment 1)
+        rng = np.random.default_rng(0)
+        enc = [rng.random((1, 2, 4, 4), dtype=np.float32) for _ in range(3)]
+        dec = [np.tril(rng.random((1, 2, 3, 3), dtype=np.float32)) for _ in range(3)]
+        cross = [rng.random((1, 2, 3, 4), dtype=np.float32) for _ in range(3)]
+        et, dt = ["▁a", "▁b", "▁c", "</s>"], ["<pad>", "▁x", "▁y"]
+        page = model_view(encoder_attention=enc, decoder_attention=dec, cross_attention=cross, encoder_tokens=et,
+                          decoder_tokens=dt, include_layers=[0, 2], html_action="return")
+        blobs = re.findall(r'<script (?:id="attnscope-data"|class="attnscope-data-part") '
+                           r'type="application/octet-stream">([A-Za-z0-9+/=]+)</script>', page)
+        self.assertEqual(len(blobs), 3)
+        parts = [decode_page('<script id="attnscope-data" type="application/octet-stream">%s</script>' % b)
+                 for b in blobs]
+        self.assertEqual([m["part"] for m, _ in parts], ["Encoder", "Decoder", "Cross"])
+        self.assertEqual([m["run"]["causal"] for m, _ in parts], [False, True, False])
+        self.assertEqual([m["layer_ids"] for m, _ in parts], [[0, 2]] * 3)
+        f16 = lambda a: np.stack([a[l][0] for l in (0, 2)]).astype("<f2")  # noqa: E731
+        self.assertEqual(parts[0][1]["attention"].tobytes(), f16(enc).tobytes())
+        self.assertEqual(parts[1][1]["attention"].tobytes(), f16(dec).tobytes())
+        c = parts[2][1]["attention"]
+        self.assertEqual(c.shape, (2, 2, 7, 7))
+        self.assertEqual(c[:, :, 4:, :4].tobytes(), f16(cross).tobytes())
+        self.assertEqual(np.count_nonzero(c[:, :, :4]) + np.count_nonzero(c[:, :, 4:, 4:]), 0)
+        self.assertEqual([x["text"] for x in parts[2][0]["run"]["tokens"]], [" a", " b", " c", "</s>", "<pad>", " x", " y"])
+        self.assertEqual([x["segment"] for x in parts[2][0]["run"]["tokens"]], [0] * 4 + [1] * 3)
+        only = head_view(cross_attention=cross, encoder_tokens=et, decoder_tokens=dt, layer=2, html_action="return")
+        meta, _ = decode_page(only)
+        self.assertEqual((meta["part"], meta["layer"]), ("Cross", 2))
+        with self.assertRaisesRegex(attnscope.Error, "either attention and tokens, or encoder_attention"):
+            head_view(att, toks, encoder_attention=enc, encoder_tokens=et, html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "decoder_tokens: missing for cross_attention's queries over 3"):
+            head_view(cross_attention=cross, encoder_tokens=et, html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "encoder_tokens: 3 tokens for encoder_attention over 4"):
+            head_view(encoder_attention=enc, encoder_tokens=et[:3], html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, r"decoder_attention\[0\] must be \[1, heads, T, T\]"):
+            head_view(decoder_attention=cross, decoder_tokens=dt, html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "encoder_tokens given without"):
+            head_view(att, toks, encoder_tokens=et, html_action="return")
 
 
 if __name__ == "__main__":

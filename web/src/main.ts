@@ -1,11 +1,11 @@
 // main.ts — mounts the explorer, or, on a standalone page that carries its data
-// (api/embedded.ts: the Python package's notebook views), the embedded views of a run or
-// the embedded head overview of an analysis run.
+// (api/embedded.ts: the Python package's notebook views), the embedded views of a run (or
+// of several: an encoder-decoder's parts) or the embedded head overview of an analysis run.
 import { mount } from 'svelte';
 import App from './App.svelte';
 import Embed from './Embed.svelte';
 import EmbedOverview from './EmbedOverview.svelte';
-import { EmbeddedRunData, embeddedBytes, embeddedMeta } from './api/embedded';
+import { EmbeddedRunData, embeddedBytes, embeddedMeta, embeddedPartBytes } from './api/embedded';
 
 const target = document.getElementById('app');
 if (!target) throw new Error('no #app element');
@@ -15,4 +15,4 @@ export default !bytes || !meta
   ? mount(App, { target })
   : meta.view === 'overview'
     ? mount(EmbedOverview, { target, props: { meta } })
-    : mount(Embed, { target, props: { data: new EmbeddedRunData(bytes) } });
+    : mount(Embed, { target, props: { parts: [bytes, ...embeddedPartBytes()].map((b) => new EmbeddedRunData(b)) } });

@@ -1,7 +1,9 @@
 // embedded.ts — the run data of a standalone page (the Python package's notebook views,
 // python/attnscope/views.py): instead of the HTTP API, the page carries one run in a
 // <script id="attnscope-data" type="application/octet-stream"> element holding the
-// server's binary tensor container (tensor.ts: "ASTB", JSON header, data) in base64.
+// server's binary tensor container (tensor.ts: "ASTB", JSON header, data) in base64;
+// a page of several runs (an encoder-decoder's encoder, decoder and cross attention)
+// has one more such element per run (class attnscope-data-part), its meta naming the part.
 // Its header's meta is EmbeddedMeta; its tensors are attention [L, H, T, T] (f16 or
 // f32) and, for the neuron view, q and k [L, H, T, Dh] and scores [L, H, T, T] (f32), and
 // for a rotary model q_pre_rope and k_pre_rope [L, H, T, Dh] (f32).
@@ -35,6 +37,8 @@ export interface EmbeddedMeta {
   head_ids: number[];
   /** 'en' or 'zh-CN'; null = the browser's language */
   lang: string | null;
+  /** the part's name on a page of several (an encoder-decoder's Encoder, Decoder, Cross); null or absent on a page of one */
+  part?: string | null;
   /** per embedded layer and head: what the neuron view's q.k needs besides q and k
    *  (the run's block, also in run.block) */
   qk: { kv_group: number[]; window: number[]; rope: boolean; softcap: number };
@@ -57,14 +61,25 @@ export interface EmbeddedOverviewMeta {
 
 export const EMBED_ELEMENT_ID = 'attnscope-data';
 
+/** The bytes of an element holding base64. */
+function base64Bytes(el: Element): ArrayBuffer {
+  const s = atob((el.textContent ?? '').replace(/\s+/g, ''));
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out.buffer;
+}
+
 /** The embedded container's bytes, or null when the page has none (server mode). */
 export function embeddedBytes(doc: Document = document): ArrayBuffer | null {
   const el = doc.getElementById(EMBED_ELEMENT_ID);
   if (!el || !el.textContent) return null;
-  const s = atob(el.textContent.replace(/\s+/g, ''));
-  const out = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
-  return out.buffer;
+  return base64Bytes(el);
+}
+
+/** The containers of the page's further parts (elements .attnscope-data-part, in page
+ *  order), each a run like the first: an encoder-decoder's decoder and cross attention. */
+export function embeddedPartBytes(doc: Document = document): ArrayBuffer[] {
+  return Array.from(doc.querySelectorAll(`script.${EMBED_ELEMENT_ID}-part`), base64Bytes);
 }
 
 type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta | EmbeddedOverviewMeta };

@@ -21,6 +21,7 @@ export const en = {
   'tab.neuron': 'Neuron view',
   'tab.attribution': 'Attribution',
   'embed.subset': 'layers {layers} and heads {heads} of the model, numbered from 0 here',
+  'embed.part': 'Attention',
 
   // Input bar and masked-token predictions
   'input.model': 'Model',

@@ -38,6 +38,7 @@ export const zhCN: Messages = {
   'attr.titleNorm': '基于范数的注意力，第 {layer} 层第 {head} 个头：行 = 查询，列 = 键',
   'attr.importanceTitle': '头重要性：行 = 层，列 = 头',
   'embed.subset': '模型的第 {layers} 层和第 {heads} 个头，此处从 0 编号',
+  'embed.part': '注意力',
 
   // Input bar and masked-token predictions
   'input.model': '模型',
