@@ -28,9 +28,10 @@
 #include <string.h>
 
 #include "tokenize/merges.h"
+#include "tokenize/normalize.h"
 
-/* A normalized text may grow (" " -> "▁" triples it); past this it is refused. */
-#define SPM_MAX_NORM_BYTES (4u * TOK_MAX_TEXT_BYTES + 4096u)
+#include <pcre2.h>
+#include <utf8proc.h>
 
 /* A byte trie over the normalized contents of normalized added tokens. */
 typedef struct {
@@ -41,7 +42,8 @@ typedef struct {
 
 struct tok_spm {
     const tok_vocab *vocab; /* borrowed */
-    tok_merges *merges;
+    tok_merges *merges;   /* BPE; NULL for Unigram */
+    tok_unigram *unigram; /* Unigram; NULL for BPE */
     tok_spm_opts o;
     int32_t byte_id[256]; /* id of "<0xNN>", -1 when absent */
     spm_node *trie;       /* (n_trie) node 0 is the root; NULL when no normalized added token */
@@ -74,7 +76,8 @@ as_status tok_spm_init(const tok_vocab *v, const char *const *merge_left,
         s->byte_id[b] = tok_vocab_get(v, name, 6);
     }
     as_status st = tok_merges_init(v, merge_left, merge_right, n_merges, &s->merges, err);
-    if (st != AS_OK) {
+    if (st != AS_OK) { /* the caller keeps o's owned steps */
+        for (int k = 0; k < s->o.n_ops; k++) s->o.ops[k].own = NULL;
         tok_spm_free(s);
         return st;
     }
@@ -82,8 +85,34 @@ as_status tok_spm_init(const tok_vocab *v, const char *const *merge_left,
     return AS_OK;
 }
 
+as_status tok_spm_init_unigram(const tok_vocab *v, tok_unigram *u, const tok_spm_opts *o, tok_spm **out,
+                               as_error *err) {
+    ASSERT(v && u && o && out && o->n_ops >= 0 && o->n_ops <= TOK_SPM_MAX_OPS);
+    *out = NULL;
+    tok_spm *s = as_calloc(1, sizeof *s);
+    if (!s) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    s->vocab = v;
+    s->o = *o;
+    s->unigram = u;
+    for (int b = 0; b < 256; b++) s->byte_id[b] = -1; /* unigram.c does its own byte fallback */
+    *out = s;
+    return AS_OK;
+}
+
+void tok_spm_opts_free(tok_spm_opts *o) {
+    if (!o) return;
+    for (int k = 0; k < o->n_ops && k < TOK_SPM_MAX_OPS; k++) {
+        tok_spm_op *op = &o->ops[k];
+        if (op->kind == TOK_SPM_PRECOMPILED) tok_charsmap_free(op->own);
+        else if (op->kind == TOK_SPM_REPLACE_REGEX) pcre2_code_free(op->own);
+        op->own = NULL;
+    }
+}
+
 void tok_spm_free(tok_spm *s) {
     if (!s) return;
+    tok_spm_opts_free(&s->o);
+    tok_unigram_free(s->unigram);
     tok_merges_free(s->merges);
     free(s->trie);
     free(s);
@@ -103,35 +132,12 @@ int tok_spm_byte_piece(const char *p) {
 
 /* ---- the normalized text --------------------------------------------------------------- */
 
-typedef struct {
-    char *s;          /* (n) */
-    int32_t *os, *oe; /* (n) original byte range of each byte's character */
-    size_t n;
-} spm_text;
-
-static void text_free(spm_text *t) {
-    free(t->s);
-    free(t->os);
-    free(t->oe);
-    memset(t, 0, sizeof *t);
-}
-
-static int text_alloc(spm_text *t, size_t n) {
-    t->s = as_malloc(n + 1);
-    t->os = as_malloc_array(n + 1, sizeof *t->os);
-    t->oe = as_malloc_array(n + 1, sizeof *t->oe);
-    t->n = n;
-    if (t->s && t->os && t->oe) return 1;
-    text_free(t);
-    return 0;
-}
-
 static size_t utf8_len(unsigned char c) {
     return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 }
 
-static as_status text_init(spm_text *t, const char *s, size_t n, as_error *err) {
-    if (!text_alloc(t, n)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+static as_status text_init(tok_ntext *t, const char *s, size_t n, as_error *err) {
+    if (!tok_ntext_alloc(t, n)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
     memcpy(t->s, s, n);
     for (size_t i = 0; i < n;) {
         size_t k = utf8_len((unsigned char)s[i]);
@@ -145,19 +151,19 @@ static as_status text_init(spm_text *t, const char *s, size_t n, as_error *err) 
     return AS_OK;
 }
 
-static int starts_with(const spm_text *t, const char *p) {
+static int starts_with(const tok_ntext *t, const char *p) {
     size_t k = strlen(p);
     return t->n >= k && memcmp(t->s, p, k) == 0;
 }
 
 /* Puts p before a non-empty text, aligned with its first character. */
-static as_status text_prepend(spm_text *t, const char *p, as_error *err) {
+static as_status text_prepend(tok_ntext *t, const char *p, as_error *err) {
     size_t k = strlen(p);
     if (t->n == 0 || k == 0) return AS_OK;
-    if (t->n + k > SPM_MAX_NORM_BYTES)
-        return as_err_set(err, AS_ERR_INPUT, "text: over %u bytes once normalized", SPM_MAX_NORM_BYTES);
-    spm_text o;
-    if (!text_alloc(&o, t->n + k)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    if (t->n + k > TOK_MAX_NORM_BYTES)
+        return as_err_set(err, AS_ERR_INPUT, "text: over %u bytes once normalized", TOK_MAX_NORM_BYTES);
+    tok_ntext o;
+    if (!tok_ntext_alloc(&o, t->n + k)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
     memcpy(o.s, p, k);
     memcpy(o.s + k, t->s, t->n);
     for (size_t q = 0; q < k; q++) {
@@ -166,13 +172,13 @@ static as_status text_prepend(spm_text *t, const char *p, as_error *err) {
     }
     memcpy(o.os + k, t->os, t->n * sizeof *o.os);
     memcpy(o.oe + k, t->oe, t->n * sizeof *o.oe);
-    text_free(t);
+    tok_ntext_free(t);
     *t = o;
     return AS_OK;
 }
 
 /* Leftmost non-overlapping occurrence of p (k bytes) in t at or after i; t->n if none. */
-static size_t find_from(const spm_text *t, const char *p, size_t k, size_t i) {
+static size_t find_from(const tok_ntext *t, const char *p, size_t k, size_t i) {
     if (k == 0) return t->n;
     while (i + k <= t->n) {
         const char *hit = memchr(t->s + i, p[0], t->n - i - k + 1);
@@ -184,18 +190,18 @@ static size_t find_from(const spm_text *t, const char *p, size_t k, size_t i) {
     return t->n;
 }
 
-/* Replaces every occurrence of from by to; the new bytes take the range covered by
- * the bytes they replace. */
-static as_status text_replace(spm_text *t, const char *from, const char *to, as_error *err) {
+/* Replaces every occurrence of from by to; the new bytes take the alignment of the
+ * last byte they replace (HF NormalizedString::replace inserts them after the match). */
+static as_status text_replace(tok_ntext *t, const char *from, const char *to, as_error *err) {
     size_t fk = strlen(from), tk = strlen(to), hits = 0;
     for (size_t i = find_from(t, from, fk, 0); i < t->n; i = find_from(t, from, fk, i + fk)) hits++;
     if (hits == 0) return AS_OK;
     size_t nn = t->n - hits * fk;
-    if (tk > 0 && hits > (SPM_MAX_NORM_BYTES - nn) / tk)
-        return as_err_set(err, AS_ERR_INPUT, "text: over %u bytes once normalized", SPM_MAX_NORM_BYTES);
+    if (tk > 0 && hits > (TOK_MAX_NORM_BYTES - nn) / tk)
+        return as_err_set(err, AS_ERR_INPUT, "text: over %u bytes once normalized", TOK_MAX_NORM_BYTES);
     nn += hits * tk;
-    spm_text o;
-    if (!text_alloc(&o, nn)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    tok_ntext o;
+    if (!tok_ntext_alloc(&o, nn)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
     size_t r = 0, w = 0;
     while (r < t->n) {
         size_t h = find_from(t, from, fk, r);
@@ -207,24 +213,33 @@ static as_status text_replace(spm_text *t, const char *from, const char *to, as_
         if (h >= t->n) break;
         memcpy(o.s + w, to, tk);
         for (size_t q = 0; q < tk; q++) {
-            o.os[w + q] = t->os[h];
+            o.os[w + q] = t->os[h + fk - 1];
             o.oe[w + q] = t->oe[h + fk - 1];
         }
         w += tk;
         r = h + fk;
     }
     ASSERT(w == nn);
-    text_free(t);
+    tok_ntext_free(t);
     *t = o;
     return AS_OK;
 }
 
 /* The normalizer steps of s over t. */
-static as_status text_normalize(const tok_spm *s, spm_text *t, as_error *err) {
+static as_status text_normalize(const tok_spm *s, tok_ntext *t, as_error *err) {
     as_status st = AS_OK;
     for (int k = 0; st == AS_OK && k < s->o.n_ops; k++) {
         const tok_spm_op *op = &s->o.ops[k];
-        st = op->kind == TOK_SPM_PREPEND ? text_prepend(t, op->to, err) : text_replace(t, op->from, op->to, err);
+        switch (op->kind) {
+        case TOK_SPM_PREPEND: st = text_prepend(t, op->to, err); break;
+        case TOK_SPM_REPLACE: st = text_replace(t, op->from, op->to, err); break;
+        case TOK_SPM_REPLACE_REGEX: st = tok_norm_replace_regex(t, op->own, op->to, err); break;
+        case TOK_SPM_PRECOMPILED: st = tok_norm_precompiled(t, op->own, err); break;
+        case TOK_SPM_STRIP: st = tok_norm_strip(t, op->arg & 1, (op->arg & 2) != 0, err); break;
+        case TOK_SPM_LOWERCASE: st = tok_norm_lowercase(t, err); break;
+        case TOK_SPM_STRIP_ACCENTS: st = tok_norm_strip_accents(t, err); break;
+        default: st = tok_norm_unicode(t, (tok_norm_form)op->arg, err); break;
+        }
     }
     return st;
 }
@@ -245,7 +260,7 @@ as_status tok_spm_add_normalized(tok_spm *s, const char *content, size_t len, in
     ASSERT(s && (content || len == 0) && id >= 0);
     if (len > TOK_MAX_TEXT_BYTES)
         return as_err_set(err, AS_ERR_INPUT, "added token of %zu bytes, over the limit of %u", len, TOK_MAX_TEXT_BYTES);
-    spm_text t = {0};
+    tok_ntext t = {0};
     as_status st = text_init(&t, content, len, err);
     if (st == AS_OK) st = text_normalize(s, &t, err);
     if (st != AS_OK || t.n == 0) goto cleanup;
@@ -267,12 +282,12 @@ as_status tok_spm_add_normalized(tok_spm *s, const char *content, size_t len, in
 oom:
     st = as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
 cleanup:
-    text_free(&t);
+    tok_ntext_free(&t);
     return st;
 }
 
 /* Longest normalized added token starting at t->s[i]: its id (or -1), *end its end. */
-static int32_t trie_match(const tok_spm *s, const spm_text *t, size_t i, size_t *end) {
+static int32_t trie_match(const tok_spm *s, const tok_ntext *t, size_t i, size_t *end) {
     int node = 0;
     int32_t best = -1;
     for (size_t j = i; j < t->n; j++) {
@@ -314,7 +329,7 @@ static int words_push(spm_words *w, size_t a, size_t b) {
 }
 
 /* HF NormalizedString::split on a literal with the given behaviour. */
-static int split_literal(const spm_text *t, const char *p, int behavior, spm_words *w) {
+static int split_literal(const tok_ntext *t, const char *p, int behavior, spm_words *w) {
     size_t k = strlen(p), prev = 0; /* prev: end of what is already assigned */
     size_t run_s = 0, run_e = 0;    /* Contiguous: the current run of matches */
     int in_run = 0;
@@ -372,10 +387,20 @@ static void sym_add(spm_word *x, int32_t id, uint32_t len) {
 }
 
 /* Encodes word t->s[a, b) and appends its tokens with offsets mapped to the original. */
-static as_status encode_word(const tok_spm *s, spm_word *x, const spm_text *t, size_t a, size_t b,
+static as_status encode_word(const tok_spm *s, spm_word *x, const tok_ntext *t, size_t a, size_t b,
                              tok_ids *out, as_error *err) {
     const char *w = t->s + a;
     size_t n = b - a;
+    if (s->unigram) { /* offsets come back relative to w */
+        int n0 = out->n;
+        as_status st = tok_unigram_encode(s->unigram, w, n, out, err);
+        for (int k = n0; st == AS_OK && k < out->n; k++) {
+            size_t ys = a + (size_t)out->start[k], ye = a + (size_t)out->end[k];
+            out->start[k] = t->os[ys];
+            out->end[k] = t->oe[ye - 1];
+        }
+        return st;
+    }
     if (s->o.ignore_merges) {
         int32_t id = tok_vocab_get(s->vocab, w, n);
         if (id >= 0) return tok_ids_push(out, id, t->os[a], t->oe[b - 1], err);
@@ -429,7 +454,7 @@ static as_status encode_word(const tok_spm *s, spm_word *x, const spm_text *t, s
 }
 
 /* Pre-tokenizes and encodes t (normalized; modified by Metaspace) and appends its tokens. */
-static as_status encode_normalized(const tok_spm *s, spm_word *x, spm_text *t, int at_start, tok_ids *out,
+static as_status encode_pretok(const tok_spm *s, spm_word *x, tok_ntext *t, int at_start, tok_ids *out,
                                    as_error *err) {
     spm_words words = {0};
     as_status st = AS_OK;
@@ -457,17 +482,50 @@ cleanup:
     return st;
 }
 
+/* WhitespaceSplit (when set) then the rest of the pre-tokenizer, on t. A word begins
+ * the input (Metaspace prepend_scheme "first") when t does and its first character is
+ * the input's first, as HF's offsets_original of the split says. */
+static as_status encode_normalized(const tok_spm *s, spm_word *x, tok_ntext *t, int at_start, tok_ids *out,
+                                   as_error *err) {
+    if (!s->o.ws_split) return encode_pretok(s, x, t, at_start, out, err);
+    as_status st = AS_OK;
+    size_t i = 0;
+    while (i < t->n && st == AS_OK) {
+        size_t a = i, b;
+        int32_t cp;
+        utf8proc_ssize_t k;
+        while (a < t->n && (k = utf8proc_iterate((const utf8proc_uint8_t *)t->s + a, (utf8proc_ssize_t)(t->n - a), &cp)) > 0 &&
+               tok_is_whitespace(cp))
+            a += (size_t)k;
+        for (b = a; b < t->n; b += (size_t)k) {
+            k = utf8proc_iterate((const utf8proc_uint8_t *)t->s + b, (utf8proc_ssize_t)(t->n - b), &cp);
+            if (k <= 0) k = 1;
+            else if (tok_is_whitespace(cp)) break;
+        }
+        i = b;
+        if (b <= a) break;
+        tok_ntext u;
+        if (!tok_ntext_alloc(&u, b - a)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+        memcpy(u.s, t->s + a, b - a);
+        memcpy(u.os, t->os + a, (b - a) * sizeof *u.os);
+        memcpy(u.oe, t->oe + a, (b - a) * sizeof *u.oe);
+        st = encode_pretok(s, x, &u, at_start && u.os[0] == 0, out, err);
+        tok_ntext_free(&u);
+    }
+    return st;
+}
+
 /* Encodes t->s[a, b) (a normalized span between added tokens) on a copy. */
-static as_status encode_span(const tok_spm *s, spm_word *x, const spm_text *t, size_t a, size_t b, int at_start,
+static as_status encode_span(const tok_spm *s, spm_word *x, const tok_ntext *t, size_t a, size_t b, int at_start,
                              tok_ids *out, as_error *err) {
     if (b <= a) return AS_OK;
-    spm_text u;
-    if (!text_alloc(&u, b - a)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    tok_ntext u;
+    if (!tok_ntext_alloc(&u, b - a)) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
     memcpy(u.s, t->s + a, b - a);
     memcpy(u.os, t->os + a, (b - a) * sizeof *u.os);
     memcpy(u.oe, t->oe + a, (b - a) * sizeof *u.oe);
     as_status st = encode_normalized(s, x, &u, at_start && u.os[0] == 0, out, err);
-    text_free(&u);
+    tok_ntext_free(&u);
     return st;
 }
 
@@ -479,7 +537,7 @@ as_status tok_spm_encode(const tok_spm *s, const char *text, size_t len, int at_
                           TOK_MAX_TEXT_BYTES);
     if (len == 0) return AS_OK;
     int n_entry = out->n;
-    spm_text t = {0};
+    tok_ntext t = {0};
     spm_word x = {0};
     as_status st = text_init(&t, text, len, err);
     if (st == AS_OK) st = text_normalize(s, &t, err);
@@ -505,7 +563,7 @@ as_status tok_spm_encode(const tok_spm *s, const char *text, size_t len, int at_
 cleanup:
     if (st != AS_OK) out->n = n_entry;
     tok_merge_work_free(&x.w);
-    text_free(&t);
+    tok_ntext_free(&t);
     return st;
 }
 

@@ -2,10 +2,11 @@
  * `tokenizers` does: invalid UTF-8 replaced by U+FFFD, added/special tokens matched
  * in the raw text first (leftmost-longest, with lstrip / rstrip / single_word), the
  * rest normalized and split by the model (wordpiece.c, bpe.c for byte-level BPE, spm.c
- * for SentencePiece-style BPE with byte_fallback), then truncation (longest_first) and
+ * for the SentencePiece family: BPE with byte_fallback, or Unigram through unigram.c,
+ * with their normalizers in normalize.c), then truncation (longest_first) and
  * the post-processor's template ([CLS] A [SEP] B [SEP], <s> A, ...).
  *
- * Files: DIR/tokenizer.json when present (model WordPiece or BPE, normalizer,
+ * Files: DIR/tokenizer.json when present (model WordPiece, BPE or Unigram, normalizer,
  * pre_tokenizer, added_tokens, post_processor, and the decoder for readable token text;
  * tokenizer_config.json's add_bos_token / add_eos_token rebuild the template for the
  * Llama and Gemma tokenizer classes, as transformers does); else the legacy files: vocab.txt
@@ -13,27 +14,29 @@
  * with special_tokens_map.json naming the specials when present.
  * Offsets are byte offsets into the caller's text, whatever normalization did.
  *
- * It does not: pad, decode ids back to text (beyond one piece), run Unigram or
- * WordLevel models, or match added tokens after normalization except for
- * SentencePiece-style BPE (spm.c does; elsewhere normalized = true tokens are matched in
- * the raw text like the others).
+ * It does not: pad, decode ids back to text (beyond one piece), run WordLevel models,
+ * or match added tokens after normalization except for the SentencePiece family (spm.c
+ * does; elsewhere normalized = true tokens are matched in the raw text like the others).
  */
 #include "tokenize/tokenizer.h"
 
 #include <jansson.h>
+#include <pcre2.h>
 #include <string.h>
 #include <utf8proc.h>
 
 #include "io/config.h"
 #include "tokenize/bpe.h"
+#include "tokenize/normalize.h"
 #include "tokenize/spm.h"
+#include "tokenize/unigram.h"
 #include "tokenize/vocab.h"
 #include "tokenize/wordpiece.h"
 
 #define TOK_TPL_MAX 32    /* items in a post-processor template */
 #define TOK_ADDED_MAX 16384 /* added tokens in one tokenizer */
 
-enum { KIND_WORDPIECE = 0, KIND_BPE = 1 };
+enum { KIND_WORDPIECE = 0, KIND_BPE = 1, KIND_UNIGRAM = 2 };
 
 /* One added token of tokenizer.json's added_tokens (or a legacy special token). */
 typedef struct {
@@ -520,7 +523,8 @@ char *tok_piece_display(const tok_tokenizer *t, int32_t id) {
 }
 
 const char *tok_kind_name(const tok_tokenizer *t) {
-    return t && t->kind == KIND_BPE ? "bpe" : "wordpiece";
+    if (!t) return "wordpiece";
+    return t->kind == KIND_BPE ? "bpe" : t->kind == KIND_UNIGRAM ? "unigram" : "wordpiece";
 }
 
 int32_t tok_special_id(const tok_tokenizer *t, tok_special which) {
@@ -984,7 +988,7 @@ static void resolve_specials(tok_tokenizer *t, const special_names *sn) {
     for (int i = 0; i < TOK_SP_COUNT; i++) {
         int32_t id = -1;
         if (sn && sn->have[i]) id = lookup_any(t, sn->names[i]);
-        const char *const *d = t->kind == KIND_BPE ? bpe_default[i] : wp_default[i];
+        const char *const *d = t->kind != KIND_WORDPIECE ? bpe_default[i] : wp_default[i];
         for (int k = 0; k < 2 && id < 0; k++) id = lookup_any(t, d[k]);
         t->special[i] = id;
     }
@@ -1444,6 +1448,63 @@ static as_status spm_str(const json_t *v, char out[TOK_SPM_MAX_STR], int allow_e
     return AS_OK;
 }
 
+#define TOK_REGEX_MAX_BYTES 256 /* a Replace normalizer's Regex pattern */
+
+/* The SentencePiece normalizers beyond Prepend / Replace(String): Replace(Regex),
+ * Precompiled, Strip, Lowercase, StripAccents, NFC / NFD / NFKC / NFKD. The step's
+ * charsmap or compiled regex is owned by o (tok_spm_opts_free). */
+static as_status spm_normalizer_more(const json_t *nm, const char *type, tok_spm_opts *o, const char *file,
+                                     as_error *err) {
+    static const char *const simple[] = {"Lowercase", "StripAccents", "NFC", "NFD", "NFKC", "NFKD"};
+    int kind = -1, arg = 0;
+    for (int k = 0; type && k < 6; k++)
+        if (strcmp(type, simple[k]) == 0) kind = k == 0 ? TOK_SPM_LOWERCASE : k == 1 ? TOK_SPM_STRIP_ACCENTS : TOK_SPM_UNICODE, arg = k - 2;
+    if (type && strcmp(type, "Strip") == 0) {
+        int l = jbool(nm, "strip_left", 1), r = jbool(nm, "strip_right", 1);
+        if (l < 0 || r < 0)
+            return as_err_set(err, AS_ERR_INPUT, "%s: normalizer Strip: strip_left / strip_right is not a boolean", file);
+        kind = TOK_SPM_STRIP;
+        arg = l | r << 1;
+    }
+    if (type && (strcmp(type, "Precompiled") == 0 || strcmp(type, "Replace") == 0)) kind = type[0] == 'P' ? TOK_SPM_PRECOMPILED : TOK_SPM_REPLACE_REGEX;
+    if (kind < 0)
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: unsupported normalizer \"%.40s\" for a SentencePiece tokenizer (Prepend, Replace, Precompiled, "
+                          "Strip, Lowercase, StripAccents, NFC, NFD, NFKC, NFKD, Sequence)",
+                          file, type ? type : "?");
+    if (o->n_ops >= TOK_SPM_MAX_OPS)
+        return as_err_set(err, AS_ERR_INPUT, "%s: normalizer has more than %d steps", file, TOK_SPM_MAX_OPS);
+    tok_spm_op *op = &o->ops[o->n_ops];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->arg = arg;
+    if (kind == TOK_SPM_PRECOMPILED) {
+        const json_t *cm = json_object_get(nm, "precompiled_charsmap");
+        if (!json_is_string(cm))
+            return as_err_set(err, AS_ERR_INPUT, "%s: normalizer Precompiled: precompiled_charsmap is not a string", file);
+        tok_charsmap *c = NULL;
+        as_status rc = tok_charsmap_init(json_string_value(cm), json_string_length(cm), &c, err);
+        if (rc != AS_OK) return as_err_prefix(err, "%s: normalizer", file);
+        op->own = c;
+    } else if (kind == TOK_SPM_REPLACE_REGEX) {
+        const json_t *pat = json_object_get(json_object_get(nm, "pattern"), "Regex");
+        size_t pn = json_string_length(pat);
+        if (!json_is_string(pat) || pn == 0 || pn > TOK_REGEX_MAX_BYTES || strlen(json_string_value(pat)) != pn)
+            return as_err_set(err, AS_ERR_INPUT, "%s: normalizer Replace: pattern is neither a String nor a Regex of 1 to %d bytes",
+                              file, TOK_REGEX_MAX_BYTES);
+        as_status rc = spm_str(json_object_get(nm, "content"), op->to, 1, file, "normalizer Replace.content", err);
+        if (rc != AS_OK) return rc;
+        int ec;
+        PCRE2_SIZE eo;
+        op->own = pcre2_compile((PCRE2_SPTR)json_string_value(pat), pn, PCRE2_UTF, &ec, &eo, NULL);
+        if (!op->own)
+            return as_err_set(err, AS_ERR_INPUT, "%s: normalizer Replace: Regex \"%.40s\" does not compile (at %zu)", file,
+                              json_string_value(pat), (size_t)eo);
+    }
+    o->n_ops++;
+    return AS_OK;
+}
+
 /* One normalizer of a SentencePiece-style BPE: Prepend, Replace(String), Sequence of them. */
 static as_status spm_normalizer(const json_t *nm, tok_spm_opts *o, int depth, const char *file, as_error *err) {
     if (!nm || json_is_null(nm)) return AS_OK;
@@ -1470,9 +1531,7 @@ static as_status spm_normalizer(const json_t *nm, tok_spm_opts *o, int depth, co
         } else {
             op->kind = TOK_SPM_REPLACE;
             const json_t *pat = json_object_get(nm, "pattern");
-            if (!json_is_string(json_object_get(pat, "String")))
-                return as_err_set(err, AS_ERR_INPUT, "%s: normalizer Replace: only a String pattern is supported (not Regex)",
-                                  file);
+            if (!json_is_string(json_object_get(pat, "String"))) return spm_normalizer_more(nm, type, o, file, err);
             rc = spm_str(json_object_get(pat, "String"), op->from, 0, file, "normalizer Replace.pattern", err);
             if (rc == AS_OK) rc = spm_str(json_object_get(nm, "content"), op->to, 1, file, "normalizer Replace.content", err);
         }
@@ -1480,9 +1539,7 @@ static as_status spm_normalizer(const json_t *nm, tok_spm_opts *o, int depth, co
         o->n_ops++;
         return AS_OK;
     }
-    return as_err_set(err, AS_ERR_INPUT,
-                      "%s: unsupported normalizer \"%.40s\" for BPE with byte_fallback (Prepend, Replace, Sequence)",
-                      file, type ? type : "?");
+    return spm_normalizer_more(nm, type, o, file, err);
 }
 
 static as_status spm_pretok(const json_t *pt, tok_spm_opts *o, int depth, const char *file, as_error *err) {
@@ -1490,9 +1547,15 @@ static as_status spm_pretok(const json_t *pt, tok_spm_opts *o, int depth, const 
     const char *type = json_string_value(json_object_get(pt, "type"));
     if (type && strcmp(type, "Sequence") == 0 && depth == 0) {
         const json_t *list = json_object_get(pt, "pretokenizers");
-        if (json_is_array(list) && json_array_size(list) == 0) return AS_OK;
-        if (json_is_array(list) && json_array_size(list) == 1)
-            return spm_pretok(json_array_get(list, 0), o, depth + 1, file, err);
+        size_t n = json_array_size(list), i = 0;
+        const char *t0 = json_string_value(json_object_get(json_array_get(list, 0), "type"));
+        if (n > 0 && t0 && strcmp(t0, "WhitespaceSplit") == 0) o->ws_split = 1, i = 1; /* T5: WhitespaceSplit, Metaspace */
+        if (json_is_array(list) && n == i) return AS_OK;
+        if (json_is_array(list) && n == i + 1)
+            return spm_pretok(json_array_get(list, i), o, depth + 1, file, err);
+    } else if (type && strcmp(type, "WhitespaceSplit") == 0 && depth == 0) {
+        o->ws_split = 1;
+        return AS_OK;
     } else if (type && strcmp(type, "Metaspace") == 0) {
         o->pre = TOK_SPM_PRE_METASPACE;
         as_status rc = spm_str(json_object_get(pt, "replacement"), o->pre_str, 0, file,
@@ -1528,7 +1591,8 @@ static as_status spm_pretok(const json_t *pt, tok_spm_opts *o, int depth, const 
         return AS_OK;
     }
     return as_err_set(err, AS_ERR_INPUT,
-                      "%s: unsupported pre_tokenizer \"%.40s\" for BPE with byte_fallback (none, Metaspace, Split on a string)",
+                      "%s: unsupported pre_tokenizer \"%.40s\" for a SentencePiece tokenizer (none, Metaspace, Split on a "
+                      "string, WhitespaceSplit, or WhitespaceSplit then one of those)",
                       file, type ? type : "?");
 }
 
@@ -1570,29 +1634,101 @@ static int is_spm(const json_t *root, const json_t *model) {
     return nty && (strcmp(nty, "Prepend") == 0 || strcmp(nty, "Replace") == 0);
 }
 
+static as_status load_spm_opts(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path,
+                               tok_spm_opts *o, as_error *err);
+
 static as_status load_spm(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path, as_error *err) {
     tok_spm_opts o;
     memset(&o, 0, sizeof o);
-    o.unk_id = -1;
+    as_status rc = load_spm_opts(t, root, m, path, &o, err);
+    if (rc != AS_OK && !t->spm) tok_spm_opts_free(&o); /* tok_spm_init took them on success only */
+    return rc;
+}
+
+static as_status load_spm_opts(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path,
+                               tok_spm_opts *o, as_error *err) {
+    o->unk_id = -1;
     as_status rc;
-    if ((rc = spm_normalizer(json_object_get(root, "normalizer"), &o, 0, path, err)) != AS_OK) return rc;
-    if ((rc = spm_pretok(json_object_get(root, "pre_tokenizer"), &o, 0, path, err)) != AS_OK) return rc;
+    if ((rc = spm_normalizer(json_object_get(root, "normalizer"), o, 0, path, err)) != AS_OK) return rc;
+    if ((rc = spm_pretok(json_object_get(root, "pre_tokenizer"), o, 0, path, err)) != AS_OK) return rc;
     int bf = jbool(m, "byte_fallback", 0), fu = jbool(m, "fuse_unk", 0), im = jbool(m, "ignore_merges", 0);
     if (bf < 0 || fu < 0 || im < 0)
         return as_err_set(err, AS_ERR_INPUT, "%s: model.byte_fallback / fuse_unk / ignore_merges is not a boolean", path);
-    o.byte_fallback = bf;
-    o.fuse_unk = fu;
-    o.ignore_merges = im;
+    o->byte_fallback = bf;
+    o->fuse_unk = fu;
+    o->ignore_merges = im;
     const char *unk = json_string_value(json_object_get(m, "unk_token"));
     if (unk) {
-        o.unk_id = tok_vocab_get(t->vocab, unk, strlen(unk));
-        if (o.unk_id < 0)
+        o->unk_id = tok_vocab_get(t->vocab, unk, strlen(unk));
+        if (o->unk_id < 0)
             return as_err_set(err, AS_ERR_INPUT, "%s: unk_token \"%.40s\" is not in model.vocab", path, unk);
     }
     /* the merges are read as for byte-level BPE, then handed to spm.c */
-    if ((rc = bpe_merges_from_json(t, json_object_get(m, "merges"), path, NULL, 0, &o, err)) != AS_OK) return rc;
+    if ((rc = bpe_merges_from_json(t, json_object_get(m, "merges"), path, NULL, 0, o, err)) != AS_OK) return rc;
     spm_decoder(t, json_object_get(root, "decoder"), 0);
     return AS_OK;
+}
+
+/* The Unigram model: model.vocab [[piece, score], ...] (id = index), unk_id (null or
+ * absent: none), byte_fallback; the SentencePiece normalizers and pre-tokenizers. */
+static as_status load_unigram(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path, as_error *err) {
+    const json_t *vocab = json_object_get(m, "vocab");
+    size_t n = json_array_size(vocab);
+    if (!json_is_array(vocab) || n == 0 || n > (size_t)AS_MAX_VOCAB)
+        return as_err_set(err, AS_ERR_INPUT, "%s: model.vocab is not a list of 1 to %d [piece, score] pairs", path, AS_MAX_VOCAB);
+    const char **pc = as_malloc_array(n, sizeof *pc);
+    size_t *pl = as_malloc_array(n, sizeof *pl);
+    double *sc = as_malloc_array(n, sizeof *sc);
+    tok_unigram *u = NULL;
+    tok_spm_opts o;
+    memset(&o, 0, sizeof o);
+    as_status rc = AS_OK;
+    if (!pc || !pl || !sc) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *it = json_array_get(vocab, i);
+        const json_t *p = json_array_get(it, 0), *x = json_array_get(it, 1);
+        if (json_array_size(it) != 2 || !json_is_string(p) || !json_is_number(x)) {
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: model.vocab[%zu] is not [piece, score]", path, i);
+            goto cleanup;
+        }
+        pc[i] = json_string_value(p);
+        pl[i] = json_string_length(p);
+        sc[i] = json_number_value(x);
+        if ((rc = tok_vocab_set(t->vocab, pc[i], pl[i], (int32_t)i, err)) != AS_OK) {
+            as_err_prefix(err, "%s: model.vocab", path);
+            goto cleanup;
+        }
+    }
+    t->n_ids = tok_vocab_size(t->vocab);
+    const json_t *uj = json_object_get(m, "unk_id");
+    int bf = jbool(m, "byte_fallback", 0);
+    if ((uj && !json_is_null(uj) && (!json_is_integer(uj) || json_integer_value(uj) < 0 ||
+                                     json_integer_value(uj) >= (json_int_t)n)) || bf < 0) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: model.unk_id is not an id of model.vocab, or byte_fallback not a boolean", path);
+        goto cleanup;
+    }
+    o.unk_id = json_is_integer(uj) ? (int32_t)json_integer_value(uj) : -1;
+    o.byte_fallback = bf;
+    if ((rc = spm_normalizer(json_object_get(root, "normalizer"), &o, 0, path, err)) != AS_OK) goto cleanup;
+    if ((rc = spm_pretok(json_object_get(root, "pre_tokenizer"), &o, 0, path, err)) != AS_OK) goto cleanup;
+    if ((rc = tok_unigram_init(pc, pl, sc, (int)n, o.unk_id, bf, &u, err)) != AS_OK) {
+        as_err_prefix(err, "%s", path);
+        goto cleanup;
+    }
+    if ((rc = tok_spm_init_unigram(t->vocab, u, &o, &t->spm, err)) != AS_OK) goto cleanup;
+    u = NULL; /* t->spm owns it, and o's steps */
+    t->kind = KIND_UNIGRAM;
+    spm_decoder(t, json_object_get(root, "decoder"), 0);
+cleanup:
+    if (!t->spm) tok_spm_opts_free(&o);
+    tok_unigram_free(u);
+    free(pc);
+    free(pl);
+    free(sc);
+    return rc;
 }
 
 static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const char *path,
@@ -1607,14 +1743,16 @@ static as_status load_tokenizer_json(tok_tokenizer *t, const char *dir, const ch
     }
     const char *type = json_string_value(json_object_get(model, "type"));
     if (!type) type = json_object_get(model, "merges") ? "BPE" : "WordPiece";
-    if (strcmp(type, "WordPiece") != 0 && strcmp(type, "BPE") != 0) { /* e.g. Unigram (XLM-R) */
+    if (strcmp(type, "WordPiece") != 0 && strcmp(type, "BPE") != 0 && strcmp(type, "Unigram") != 0) { /* e.g. WordLevel */
         *unsupported = 1;
-        rc = as_err_set(err, AS_ERR_INPUT, "%s: unsupported model type \"%.40s\" (WordPiece or BPE)", path, type);
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: unsupported model type \"%.40s\" (WordPiece, BPE or Unigram)", path, type);
         goto cleanup;
     }
-    if ((rc = vocab_from_object(t, json_object_get(model, "vocab"), path, "model.vocab", err)) != AS_OK)
+    if (strcmp(type, "Unigram") == 0) {
+        if ((rc = load_unigram(t, root, model, path, err)) != AS_OK) goto cleanup;
+    } else if ((rc = vocab_from_object(t, json_object_get(model, "vocab"), path, "model.vocab", err)) != AS_OK) {
         goto cleanup;
-    if (strcmp(type, "WordPiece") == 0) {
+    } else if (strcmp(type, "WordPiece") == 0) {
         t->kind = KIND_WORDPIECE;
         const char *unk = json_string_value(json_object_get(model, "unk_token"));
         if (!unk) unk = "[UNK]";

@@ -1,6 +1,8 @@
 /* tokenizer.h — the model's tokenizer, matching Hugging Face `tokenizers`:
  * WordPiece (BERT, DistilBERT, ELECTRA), byte-level BPE (GPT-2, RoBERTa, Llama 3, Qwen)
- * and SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Phi-3, Gemma),
+ * SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Phi-3, Gemma) and the
+ * SentencePiece Unigram model with its Precompiled charsmap (T5, mT5, XLM-R, ALBERT,
+ * mBART, Marian),
  * loaded from tokenizer.json or from the legacy files (vocab.txt; vocab.json +
  * merges.txt) plus tokenizer_config.json / special_tokens_map.json when present.
  * Adds the model's special tokens for single sentences and pairs, and keeps a byte
@@ -34,7 +36,7 @@ typedef struct tok_tokenizer tok_tokenizer;
 /* Loads DIR's tokenizer. cfg decides defaults (special-token template, lower-casing)
  * when the files do not say. Errors: AS_ERR_INPUT naming the file. When unsupported is
  * not NULL it is set to 1 if the failure is a tokenizer.json model this engine does not
- * implement (Unigram, WordLevel: XLM-R, CamemBERT) rather than a bad file, else 0. */
+ * implement (WordLevel) rather than a bad file, else 0. */
 as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **out, int *unsupported,
                        as_error *err);
 void tok_free(tok_tokenizer *t);
@@ -71,7 +73,7 @@ char *tok_piece_display(const tok_tokenizer *t, int32_t id);
  * byte ("<0x00>", GPT-2's "Ā") needs: *len = 1 there while the string reads "". NULL
  * (and *len = 0) when id is unknown or out of memory. */
 char *tok_piece_bytes(const tok_tokenizer *t, int32_t id, size_t *len);
-const char *tok_kind_name(const tok_tokenizer *t); /* "wordpiece" or "bpe" */
+const char *tok_kind_name(const tok_tokenizer *t); /* "wordpiece", "bpe" or "unigram" */
 
 typedef enum { TOK_SP_CLS = 0, TOK_SP_SEP, TOK_SP_PAD, TOK_SP_UNK, TOK_SP_MASK, TOK_SP_BOS, TOK_SP_EOS, TOK_SP_COUNT } tok_special;
 /* id of a special token, -1 when the tokenizer has none. */

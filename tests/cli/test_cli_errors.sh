@@ -62,15 +62,15 @@ sys.exit(0 if ok else 1)" "$TMP/g.json" "$TMP/b.json"; then
 else
   echo "FAIL: score_scale: $(grep -o '"score_scale":[^]]*' "$TMP/g.json" "$TMP/b.json")"; fails=$((fails+1))
 fi
-# a SentencePiece Unigram tokenizer (XLM-R, CamemBERT) is not implemented: the model still
-# runs on token ids, and text gets an error that says so
+# a WordLevel tokenizer is not implemented: the model still runs on token ids, and text
+# gets an error that says so
 mkdir -p "$TMP/ug" && cp "$M/config.json" "$M/model.safetensors" "$TMP/ug/"
-printf '%s' '{"model":{"type":"Unigram","unk_id":0,"vocab":[["<unk>",0.0],["a",-1.0]]}}' > "$TMP/ug/tokenizer.json"
+printf '%s' '{"model":{"type":"WordLevel","vocab":{"<unk>":0,"a":1},"unk_token":"<unk>"}}' > "$TMP/ug/tokenizer.json"
 expect 0 "" -- run --model "$TMP/ug" --ids 2,5,3
-grep -q "unsupported model type \"Unigram\".*token ids only" "$TMP/err" || { echo "FAIL: no warning for the Unigram tokenizer: $(cat "$TMP/err")"; fails=$((fails+1)); }
-expect 2 'unsupported model type "Unigram" (WordPiece or BPE); give token ids instead (--ids)' -- run --model "$TMP/ug" --text "a b"
+grep -q "unsupported model type \"WordLevel\".*token ids only" "$TMP/err" || { echo "FAIL: no warning for the WordLevel tokenizer: $(cat "$TMP/err")"; fails=$((fails+1)); }
+expect 2 'unsupported model type "WordLevel" (WordPiece, BPE or Unigram); give token ids instead (--ids)' -- run --model "$TMP/ug" --text "a b"
 expect 0 "" -- info --model "$TMP/ug"
-grep -q '^tokenizer: *not used (.*"Unigram".*; use --ids)$' "$TMP/out" || { echo "FAIL: info of the Unigram folder: $(cat "$TMP/out")"; fails=$((fails+1)); }
+grep -q '^tokenizer: *not used (.*"WordLevel".*; use --ids)$' "$TMP/out" || { echo "FAIL: info of the WordLevel folder: $(cat "$TMP/out")"; fails=$((fails+1)); }
 # relative position embeddings are refused by name, not run as absolute ones
 mkdir -p "$TMP/rel" && cp "$M"/* "$TMP/rel/"
 sed -i 's/^{/{"position_embedding_type": "relative_key", /' "$TMP/rel/config.json"

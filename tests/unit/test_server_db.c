@@ -525,11 +525,11 @@ static void test_other_servers(void **state) {
     unlink(w.err_path);
 
     char cmd[4096], junk[320];
-    /* a model whose tokenizer is not implemented (Unigram) is served for what it can do,
+    /* a model whose tokenizer is not implemented (WordLevel) is served for what it can do,
        and text requests get a 400 naming the tokenizer */
     snprintf(cmd, sizeof cmd,
              "mkdir -p '%s/ug' && cp '%s/config.json' '%s/model.safetensors' '%s/ug/' && printf '%%s' "
-             "'{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0.0]]}}' > '%s/ug/tokenizer.json'",
+             "'{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"<unk>\":0},\"unk_token\":\"<unk>\"}}' > '%s/ug/tokenizer.json'",
              dir, m1, m1, dir, dir);
     assert_int_equal(system(cmd), 0);
     char m2[300];
@@ -540,7 +540,7 @@ static void test_other_servers(void **state) {
     expect_error(&r, 400);
     json_t *ej = body_json(&r);
     const char *msg = json_string_value(json_object_get(ej, "error"));
-    if (!strstr(msg, "cannot take text") || !strstr(msg, "Unigram")) fail_msg("error: %s", msg);
+    if (!strstr(msg, "cannot take text") || !strstr(msg, "WordLevel")) fail_msg("error: %s", msg);
     json_decref(ej);
     resp_free(&r);
     assert_int_equal(server_stop(&w, SIGTERM), 0);

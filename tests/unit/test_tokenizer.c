@@ -215,8 +215,8 @@ static void test_unsupported_model(void **state) {
         const char *json, *word;
         int unsupported;
     } cases[] = {
-        {"{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0.0],[\"\\u2581a\",-1.0]]}}",
-         "unsupported model type \"Unigram\"", 1},
+        {"{\"model\":{\"type\":\"Unigram\",\"unk_id\":5,\"vocab\":[[\"<unk>\",0.0],[\"\\u2581a\",-1.0]]}}",
+         "unk_id", 0},
         {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0},\"unk_token\":\"a\"}}", "\"WordLevel\"", 1},
         {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", "model.vocab", 0},
         {"{\"model\": ", "tokenizer.json", 0},

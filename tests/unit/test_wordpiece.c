@@ -532,7 +532,7 @@ static void test_load_errors(void **state) {
     expect_load_error(&td, "tokenizer.json",
                       "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": \"x\"}}}", "not an integer");
     expect_load_error(&td, "tokenizer.json",
-                      "{\"model\": {\"type\": \"Unigram\", \"vocab\": {\"[UNK]\": 0}}}", "unsupported model");
+                      "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0}}}", "unsupported model");
     expect_load_error(&td, "tokenizer.json",
                       "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0}},"
                       " \"post_processor\": {\"type\": \"Nope\"}}", "unsupported post_processor");
