@@ -205,7 +205,7 @@ test('GET /api/v1/runs/{id}/attribution', async () => {
   for (const q of inputs) {
     const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', q);
     const { layers: L, heads: H, tokens: T } = run.sizes;
-    const shapes = { rollout: [T, T], flow: [T, T], grad: [T, T], norm: [L, H, T, T], importance: [L, H] };
+    const shapes = { rollout: [T, T], flow: [T, T], grad: [T, T], norm: [L, H, T, T], importance: [L, H], norm2: [L, T, T], alti: [L, T, T] };
     for (const [method, shape] of Object.entries(shapes)) {
       const h = await binary(API, route, 'AttributionMeta', ['attribution'], `/api/v1/runs/${run.id}/attribution?method=${method}`);
       assert.deepEqual(h.tensors[0].shape, shape, `${q.model} ${method}: shape`);
@@ -222,7 +222,7 @@ test('GET /api/v1/runs/{id}/attribution', async () => {
   assert.equal(h.meta.position, 3);
   assert.equal(h.tensors[0].dtype, 'f16');
   const cls = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', inputs[0]);
-  const bad = [[cls, ''], [cls, '?method=attention'], [cls, '?method=rollout&target=1'], [cls, '?method=grad&position=1'],
+  const bad = [[cls, ''], [cls, '?method=attention'], [cls, '?method=rollout&target=1'], [cls, '?method=alti&target=1'], [cls, '?method=grad&position=1'],
     [cls, '?method=grad&target=99'], [cls, '?method=grad&target=-1'], [cls, '?method=flow&dtype=f64'],
     [lm, `?method=importance&position=${lm.sizes.tokens}`], [lm, '?method=grad&target=99999']];
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/attribution${query}`);

@@ -10,6 +10,7 @@
 //     (target, position) is shown, the matrix is divided by its largest value and says so;
 //   - norm-based attention shows the selected layer and head's slice;
 //   - head importance is a layers × heads table of the server's values;
+//   - ALTI and norm2 (gen_mixing.py's references) show the layer selected;
 //   - the method is kept in the URL (attr=...).
 // Screenshots go to tests/browser/artifacts/attribution-*.png.
 import { test, before, after } from 'node:test';
@@ -162,4 +163,29 @@ test('norm-based attention of the selected head, and head importance as a table'
   assert.equal(cells.length, 12);
   for (const [l, h, x] of cells) assert.ok(Math.abs(x - imp.data[l * 4 + h]) <= 5e-4, `importance ${l}/${h}`);
   await page.screenshot({ path: join(ART, 'attribution-importance.png'), fullPage: true });
+});
+
+test('ALTI and norm2 show the selected layer, against gen_mixing.py', async () => {
+  await page.goto(`${base}/?model=gpt2&ids=${ids('gpt2').join(',')}&view=attribution&attr=alti&layer=1`);
+  await until('attribution', (v) => v.method === 'alti');
+  const ref = safetensors(join(REF, 'gpt2_mix.safetensors'));
+  const s = await served(await runOf('gpt2'), 'alti');
+  assert.deepEqual(s.shape, [3, 9, 9]);
+  const TT = 81;
+  const v = await hook('attribution');
+  assert.equal(v.scale, 1, 'ALTI rows sum to 1: no rescaling');
+  assert.ok(maxDiff(v.shown, Array.from(ref.alti.data.subarray(TT, 2 * TT))) < 1e-5, 'ALTI up to layer 1 against PyTorch');
+  assert.ok(maxDiff(v.shown, Array.from(s.data.subarray(TT, 2 * TT))) < 1e-7, 'ALTI layer 1 as served');
+  await page.selectOption('[data-testid="attr-layer"]', '2');
+  await page.waitForFunction(() => /[?&]layer=2/.test(location.search));
+  const shown2 = await page.evaluate(() => window.__attnscope.attribution.shown);
+  assert.ok(maxDiff(shown2, Array.from(ref.alti.data.subarray(2 * TT, 3 * TT))) < 1e-5, 'the whole model after selecting layer 2');
+  await page.screenshot({ path: join(ART, 'attribution-alti.png'), fullPage: true });
+
+  await page.selectOption('[data-testid="attr-method"]', 'norm2');
+  const n = await until('attribution', (x) => x.method === 'norm2');
+  const slice = ref.norm2.data.subarray(2 * TT, 3 * TT);
+  const largest = ref.norm2.data.reduce((a, x) => Math.max(a, x), 0);
+  assert.ok(largest > 1 && Math.abs(n.scale - 1 / largest) < 1e-5 / largest, 'norm2 divided by its largest value');
+  assert.ok(maxDiff(n.shown, Array.from(slice, (x) => x / largest)) < 1e-5, 'norm2 of layer 2 against PyTorch, scaled');
 });

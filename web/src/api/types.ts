@@ -304,8 +304,8 @@ export interface AttentionMeta {
 /**
  * meta of GET /api/v1/runs/{id}/attribution?method=M[&target=C][&position=P][&dtype=f32|f16|u8]
  * (docs/attribution.md): one tensor attribution, (T, T) for rollout, flow and grad (rows = output
- * tokens, columns = input tokens), (layers, heads, T, T) for norm, (layers, heads) for importance; f32
- * unless dtype says otherwise
+ * tokens, columns = input tokens), (layers, heads, T, T) for norm, (layers, heads) for importance,
+ * (layers, T, T) for norm2 and alti; f32 unless dtype says otherwise
  */
 export interface AttributionMeta {
   run: string;
@@ -368,9 +368,9 @@ export interface StatsMeta {
 
 /**
  * rollout and flow (Abnar & Zuidema 2020), norm (Kobayashi et al. 2020), grad (Chefer et al. 2021),
- * importance (Michel et al. 2019)
+ * importance (Michel et al. 2019), norm2 (Kobayashi et al. 2021), alti (Ferrando et al. 2022)
  */
-export type AttributionMethod = 'rollout' | 'flow' | 'norm' | 'grad' | 'importance';
+export type AttributionMethod = 'rollout' | 'flow' | 'norm' | 'grad' | 'importance' | 'norm2' | 'alti';
 
 /** [first, last], inclusive */
 export type IndexRange = [number, number];

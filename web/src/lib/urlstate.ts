@@ -10,7 +10,7 @@ import type { AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
 
 export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'long' | AnalysisView;
-export const ATTRIBUTION_METHODS: readonly AttributionMethod[] = ['rollout', 'flow', 'grad', 'norm', 'importance'];
+export const ATTRIBUTION_METHODS: readonly AttributionMethod[] = ['rollout', 'flow', 'grad', 'norm', 'norm2', 'alti', 'importance'];
 /** The views of the analysis database (views/AnalysisViews.svelte). */
 export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
 export const ANALYSIS_VIEWS: readonly AnalysisView[] = ['overview', 'instances', 'dependency', 'graph', 'pattern', 'compare'];
