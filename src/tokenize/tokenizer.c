@@ -1634,17 +1634,8 @@ static int is_spm(const json_t *root, const json_t *model) {
     return nty && (strcmp(nty, "Prepend") == 0 || strcmp(nty, "Replace") == 0);
 }
 
-static as_status load_spm_opts(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path,
-                               tok_spm_opts *o, as_error *err);
-
-static as_status load_spm(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path, as_error *err) {
-    tok_spm_opts o;
-    memset(&o, 0, sizeof o);
-    as_status rc = load_spm_opts(t, root, m, path, &o, err);
-    if (rc != AS_OK && !t->spm) tok_spm_opts_free(&o); /* tok_spm_init took them on success only */
-    return rc;
-}
-
+/* The options of a SentencePiece-style BPE into *o (whose owned steps the caller frees
+ * when no tok_spm took them), then the model. */
 static as_status load_spm_opts(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path,
                                tok_spm_opts *o, as_error *err) {
     o->unk_id = -1;
@@ -1667,6 +1658,14 @@ static as_status load_spm_opts(tok_tokenizer *t, const json_t *root, const json_
     if ((rc = bpe_merges_from_json(t, json_object_get(m, "merges"), path, NULL, 0, o, err)) != AS_OK) return rc;
     spm_decoder(t, json_object_get(root, "decoder"), 0);
     return AS_OK;
+}
+
+static as_status load_spm(tok_tokenizer *t, const json_t *root, const json_t *m, const char *path, as_error *err) {
+    tok_spm_opts o;
+    memset(&o, 0, sizeof o);
+    as_status rc = load_spm_opts(t, root, m, path, &o, err);
+    if (rc != AS_OK && !t->spm) tok_spm_opts_free(&o); /* tok_spm_init took them on success only */
+    return rc;
 }
 
 /* The Unigram model: model.vocab [[piece, score], ...] (id = index), unk_id (null or
