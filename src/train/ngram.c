@@ -219,7 +219,7 @@ double ngram_prob(const ngram_lm *lm, const int32_t *ctx, int n_ctx, int32_t w) 
     int32_t key[NGRAM_MAX_ORDER];
     double p = 1.0 / lm->vocab;
     for (int k = 1; k <= K + 1; k++) { /* p_k from p_{k-1}: h = the last k - 1 tokens */
-        memcpy(key, ctx + n_ctx - (k - 1), (size_t)(k - 1) * sizeof(int32_t));
+        if (k > 1) memcpy(key, ctx + n_ctx - (k - 1), (size_t)(k - 1) * sizeof(int32_t));
         key[k - 1] = w;
         const ng_table *ct = &lm->ctx[k];
         size_t ci = ng_find(ct, key);
