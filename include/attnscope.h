@@ -117,8 +117,9 @@ void as_set_quiet(int quiet);
 /* ARCH_LLAMA: the decoder LLM family (model_type llama, mistral, qwen2, qwen3, gemma2,
  * gemma3_text, phi3), one block description in as_config's decoder fields below.
  * ARCH_BART: the encoder-decoder family (model_type bart, mbart, marian): an encoder stack
- * and a decoder stack whose layers also attend to the encoder's output (n_dec_layer > 0). */
-typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2, ARCH_LLAMA, ARCH_BART } as_arch;
+ * and a decoder stack whose layers also attend to the encoder's output (n_dec_layer > 0).
+ * ARCH_T5: t5, mt5: encoder-decoder with relative position buckets and RMS norms. */
+typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2, ARCH_LLAMA, ARCH_BART, ARCH_T5 } as_arch;
 /* gelu = erf form; gelu_new = tanh form (also gelu_pytorch_tanh); silu = x * sigmoid(x) */
 typedef enum { ACT_GELU = 0, ACT_GELU_NEW, ACT_RELU, ACT_SILU } as_act;
 /* rope_scaling "type"/"rope_type" values the engine computes (others are refused by name). */
@@ -194,6 +195,10 @@ typedef struct {
     int pre_norm;        /* mBART: pre-norm layers and final encoder / decoder layer norms;
                             0 = post-norm (BART, Marian) */
     int layernorm_embedding; /* BART / mBART: LayerNorm of the embedding sum (Marian: none) */
+    int rel_buckets;     /* T5: relative position buckets of the self-attention's bias (bidirectional
+                            in the encoder, causal in the decoder); 0 = none */
+    int rel_max_distance; /* T5: relative_attention_max_distance */
+    float head_in_scale; /* T5 with tied embeddings: the LM head's input times d_model^-0.5; 0 = none */
 } as_config;
 
 /* Factor applied to q.k in layer l (0-based): query_scale when set (Gemma), else 1/sqrt(Dh)

@@ -190,6 +190,7 @@ static int arch_of(const char *t) {
     if (strcmp(t, "distilbert") == 0) return ARCH_DISTILBERT;
     if (strcmp(t, "gpt2") == 0) return ARCH_GPT2;
     if (strcmp(t, "bart") == 0 || strcmp(t, "mbart") == 0 || strcmp(t, "marian") == 0) return ARCH_BART;
+    if (strcmp(t, "t5") == 0 || strcmp(t, "mt5") == 0) return ARCH_T5;
     for (size_t i = 0; i < sizeof LLM_TYPES / sizeof LLM_TYPES[0]; i++)
         if (strcmp(t, LLM_TYPES[i]) == 0) return ARCH_LLAMA;
     return -1;
@@ -213,6 +214,8 @@ static const char *type_from_class(const char *cls) {
                {"MBart", "mbart", 0},
                {"Bart", "bart", 0},
                {"Marian", "marian", 0},
+               {"MT5", "mt5", 0},
+               {"T5", "t5", 0},
                {"Gemma3ForConditionalGeneration", "gemma3", 1},
                {"Gemma3Text", "gemma3_text", 1},
                {"Gemma3", "gemma3_text", 1},
@@ -259,7 +262,7 @@ static as_status parse_model_type(const cfg_ctx *c, as_config *out) {
         return as_err_set(c->err, AS_ERR_INPUT,
                           "%s: field 'model_type' = '%.64s' is not supported (bert, electra, "
                           "roberta, camembert, xlm-roberta, distilbert, gpt2, llama, mistral, "
-                          "qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian)",
+                          "qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, mt5)",
                           c->path, t);
     out->arch = (as_arch)arch;
     snprintf(out->model_type, sizeof out->model_type, "%s", t);
@@ -502,6 +505,66 @@ static as_status parse_bart(const cfg_ctx *c, as_config *o) {
                           "%s: a special token id (pad %d, bos %d, eos %d, decoder_start %d) is not below "
                           "vocab_size (%d)", c->path, o->pad_token_id, o->bos_token_id, o->eos_token_id,
                           o->decoder_start_token_id, o->vocab_size);
+    return AS_OK;
+}
+
+/* t5 and mt5 (ARCH_T5) as transformers' configuration_t5.py / configuration_mt5.py define
+ * them: pre-norm layers with T5LayerNorm (RMS, no bias, no mean), no biases, q.k unscaled,
+ * a relative position bias from the first layer of each stack, feed_forward_proj "relu"
+ * (T5 v1.0) or "gated-gelu" (v1.1, mT5: gelu_new), the tied LM head's input scaled by
+ * d_model^-0.5. */
+static as_status parse_t5(const cfg_ctx *c, as_config *o) {
+    as_status rc;
+    char qb[160];
+    int mt5 = strcmp(o->model_type, "mt5") == 0, enc_dec = 1;
+    const char *ffp = NULL;
+    if ((rc = get_int(c, "vocab_size", 0, mt5 ? 250112 : 32128, 1, AS_MAX_VOCAB, &o->vocab_size)) ||
+        (rc = get_int(c, "d_model", 0, 512, 1, AS_MAX_DMODEL, &o->d_model)) ||
+        (rc = get_int(c, "d_kv", 0, 64, 1, AS_MAX_DMODEL, &o->d_head)) ||
+        (rc = get_int(c, "d_ff", 0, mt5 ? 1024 : 2048, 1, 4L * AS_MAX_DMODEL, &o->d_ff)) ||
+        (rc = get_int(c, "num_layers", 0, mt5 ? 8 : 6, 1, AS_MAX_LAYERS, &o->n_layer)) ||
+        (rc = get_int(c, "num_decoder_layers", 0, o->n_layer, 1, AS_MAX_LAYERS, &o->n_dec_layer)) ||
+        (rc = get_int(c, "num_heads", 0, mt5 ? 6 : 8, 1, AS_MAX_HEADS, &o->n_head)) ||
+        (rc = get_int(c, "relative_attention_num_buckets", 0, 32, 2, 1 << 16, &o->rel_buckets)) ||
+        (rc = get_int(c, "relative_attention_max_distance", 0, 128, 1, AS_MAX_POSITIONS, &o->rel_max_distance)) ||
+        (rc = get_eps(c, "layer_norm_epsilon", 1e-6, &o->ln_eps)) ||
+        (rc = get_str(c, "feed_forward_proj", mt5 ? "gated-gelu" : "relu", &ffp)) ||
+        (rc = get_bool(c, "tie_word_embeddings", mt5 ? 0 : 1, &o->tie_word_embeddings)) ||
+        (rc = get_bool(c, "is_encoder_decoder", 1, &enc_dec)) ||
+        (rc = get_int(c, "pad_token_id", 0, 0, -1, AS_MAX_VOCAB, &o->pad_token_id)) ||
+        (rc = get_token_id(c, "eos_token_id", 1, &o->eos_token_id)) ||
+        (rc = get_token_id(c, "decoder_start_token_id", 0, &o->decoder_start_token_id)))
+        return rc;
+    if (!enc_dec)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field 'is_encoder_decoder' = false is not supported (%s)",
+                          c->path, o->model_type);
+    /* T5Config: "ACT" or "gated-ACT"; "gated-gelu" means gelu_new */
+    const char *a = ffp;
+    o->gated_mlp = strncmp(ffp, "gated-", 6) == 0;
+    if (o->gated_mlp) a = ffp + 6;
+    if (!strcmp(ffp, "gated-gelu") || !strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh"))
+        o->act = ACT_GELU_NEW;
+    else if (!strcmp(a, "gelu")) o->act = ACT_GELU;
+    else if (!strcmp(a, "relu")) o->act = ACT_RELU;
+    else if (!strcmp(a, "silu") || !strcmp(a, "swish")) o->act = ACT_SILU;
+    else
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' = '%.64s' is not supported (relu, gelu, gelu_new, silu, each optionally "
+                          "gated-)",
+                          c->path, QKEY(c, "feed_forward_proj", qb), ffp);
+    o->bos_token_id = -1;
+    o->n_kv_head = o->n_head;
+    o->d_embed = o->d_model;
+    o->rms_norm = 1;
+    o->pre_norm = 1;
+    o->query_scale = 1.0f; /* T5Attention does not scale q.k (Mesh TensorFlow folds it into the init) */
+    o->head_in_scale = o->tie_word_embeddings ? 1.0f / sqrtf((float)o->d_model) : 0.0f;
+    o->max_pos = AS_MAX_POSITIONS; /* relative positions: no table */
+    if (o->pad_token_id >= o->vocab_size || o->eos_token_id >= o->vocab_size ||
+        o->decoder_start_token_id >= o->vocab_size)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: a special token id (pad %d, eos %d, decoder_start %d) is not below vocab_size (%d)",
+                          c->path, o->pad_token_id, o->eos_token_id, o->decoder_start_token_id, o->vocab_size);
     return AS_OK;
 }
 
@@ -977,9 +1040,10 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
     case ARCH_GPT2: rc = parse_gpt2(&c, out); break;
     case ARCH_LLAMA: rc = parse_llama(&c, out); break;
     case ARCH_BART: rc = parse_bart(&c, out); break;
+    case ARCH_T5: rc = parse_t5(&c, out); break;
     }
     if (rc != AS_OK) goto cleanup;
-    if (out->arch == ARCH_LLAMA || out->arch == ARCH_BART) goto labels; /* parse_llama checks its own head layout */
+    if (out->arch == ARCH_LLAMA || out->arch == ARCH_BART || out->arch == ARCH_T5) goto labels; /* parse_llama checks its own head layout */
     const char *hk = out->arch == ARCH_GPT2         ? "n_embd"
                      : out->arch == ARCH_DISTILBERT ? "dim"
                                                     : "hidden_size";

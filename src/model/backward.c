@@ -597,7 +597,8 @@ static void embed_bwd(const as_model *m, const as_encoding *enc, const float *wo
         memcpy(de, w->dx, (size_t)T * D * sizeof(float));
         break;
     }
-    case ARCH_BART: break; /* never reached: model_forward keeps no tape of an encoder-decoder model */
+    case ARCH_BART:
+    case ARCH_T5: break; /* never reached: model_forward keeps no tape of an encoder-decoder model */
     }
     if (d_word)
         for (size_t i = 0; i < (size_t)T * c->d_embed; i++) d_word[i] = de[i] * sc;

@@ -47,6 +47,7 @@ typedef struct {
     size_t conv_per_thread;
     uint16_t *xb; /* (T, max n_in) BF16 input of a product at precision bf16, else NULL */
     const tape_layer *tl; /* what the current layer saves for the backward, or NULL */
+    int32_t *bucket;      /* (T, T) T5: the current stack's relative position buckets, else NULL */
     /* encoder-decoder forwards: the encoder's output the decoder's cross-attention reads */
     const float *mem;      /* (Tm, D) or NULL */
     const float *keep_mem; /* (Tm) 1 for real source tokens, 0 for padding */
@@ -64,6 +65,10 @@ typedef struct {
 typedef struct {
     int causal, window; /* window 0 = none */
     float scale, softcap;
+    const int32_t *bucket; /* (T, Tk) T5's relative position bucket of each (query, key), or NULL */
+    const float *rel;      /* the bias of bucket b is rel[b * rel_stride] (one head's column of the
+                              (n_buckets, H) table) */
+    int rel_stride;
 } attn_rule;
 
 /* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) of one query head reading
@@ -79,6 +84,12 @@ static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, i
                         float *Pd, float *ctx) {
     int nr = i1 - i0;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
+    if (ru->bucket) /* T5 (Raffel et al. 2020, sec. 2.1): + the learned bias of the relative position's bucket */
+        for (int r = 0; r < nr; r++) {
+            const int32_t *b = ru->bucket + (size_t)(i0 + r) * T;
+            float *si = S + (size_t)r * T;
+            for (int j = 0; j < T; j++) si[j] += ru->rel[(size_t)b[j] * ru->rel_stride];
+        }
     float cap = ru->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     for (int r = 0; r < nr; r++) {
         int i = i0 + r;
@@ -190,6 +201,8 @@ static void attn_task(void *ctx, int h, int tid) {
     fwd_ws *ws = j->ws;
     const tape_layer *tl = ws->tl;
     int T = j->T, Dh = j->Dh, l = j->l, g = h / (j->H / j->Hkv), ldq = j->H * Dh, ldk = j->Hkv * Dh;
+    attn_rule ru = j->rule;
+    if (ru.rel) ru.rel += h; /* this head's column of the relative position bias */
     int Tk = j->Tk > 0 ? j->Tk : T; /* query rows T, key rows Tk */
     const float *keep = j->keep ? j->keep : ws->keep;
     size_t TT = (size_t)T * Tk, TD = (size_t)T * Dh, TKD = (size_t)Tk * Dh, RT = (size_t)ATTN_ROW_BLOCK * Tk;
@@ -206,7 +219,7 @@ static void attn_task(void *ctx, int h, int tid) {
         float *P = Pf ? Pf + (size_t)i0 * Tk : ws->p + (size_t)tid * RT;
         /* with dropout P is the tape's, so the probabilities scratch holds P * mask */
         const float *dm = tl && tl->m_attn ? tl->m_attn + (size_t)h * TT + (size_t)i0 * T : NULL;
-        attend_rows(keep, &j->rule, Tk, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
+        attend_rows(keep, &ru, Tk, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
                     ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P, dm, ws->p + (size_t)tid * RT,
                     ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
@@ -272,7 +285,8 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
         memcpy(tl->v, ws->v, (size_t)T * Hkv * Dh * sizeof(float));
     }
     attn_job j = {ws, r, what, l, T, Dh, H, Hkv,
-                  {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap},
+                  {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap,
+                   ws->bucket, m->rel_bias, H},
                   0,  NULL};
     as_parallel_for(H, nthreads, attn_task, &j);
     if (tl) memcpy(tl->ctx, ws->ctx, (size_t)T * H * Dh * sizeof(float));
@@ -299,7 +313,7 @@ static void cross_sublayer(const as_model *m, const layer_w *lw, int l, int T, f
     op_linear(&lw->cv, ws->mem, ws->Tm, ws->v);
     attn_job j = {ws,     ws->xr,      what & (CAP_ATTN | CAP_SCORES | CAP_QKV),
                   l,      T,           c->d_head,
-                  c->n_head, c->n_kv_head, {0, 0, as_attn_scale(c, l), 0.0f},
+                  c->n_head, c->n_kv_head, {0, 0, as_attn_scale(c, l), 0.0f, NULL, NULL, 0},
                   ws->Tm, ws->keep_mem};
     as_parallel_for(c->n_head, nthreads, attn_task, &j);
     op_linear(&lw->co, ws->ctx, T, ws->h);
@@ -416,6 +430,10 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
 static void vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work) {
     int D = m->cfg.d_model, V = m->cfg.vocab_size;
     const float *in = x;
+    if (m->cfg.head_in_scale > 0) { /* T5 with a tied head: sequence_output * d_model^-0.5 */
+        for (size_t i = 0; i < (size_t)T * D; i++) work[i] = x[i] * m->cfg.head_in_scale;
+        in = work;
+    }
     if (lin_has(&m->mlm_dense)) {
         op_linear(&m->mlm_dense, x, T, work);
         op_act(m->mlm_act, work, (size_t)T * D);
@@ -547,6 +565,7 @@ static void stack_embed(const as_model *m, const emb_in *ein, float *x, float *t
     case ARCH_GPT2: gpt2_embed(m, ein, x); break;
     case ARCH_LLAMA: llama_embed(m, ein, x); break;
     case ARCH_BART: bart_embed(m, ein, x); break;
+    case ARCH_T5: llama_embed(m, ein, x); break; /* the shared table's rows, no positions */
     }
 }
 
@@ -689,7 +708,11 @@ as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h
         return as_err_set(err, AS_ERR_INPUT, "rows [%d, %d) are outside [0, %d)", i0, i1, T);
     size_t slot = cap_slot(r, l, h), TD = (size_t)T * Dh;
     const float *q = r->q + slot * TD, *k = r->k + slot * TD;
-    attn_rule ru = {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap};
+    if (c->rel_buckets > 0 || (r->Tk > 0 && r->Tk != r->T))
+        return as_err_set(err, AS_ERR_INPUT,
+                          "rows are recomputed only for self-attention without a relative position bias");
+    attn_rule ru = {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap,
+                    NULL, NULL, 0};
     float *keep = as_malloc_array((size_t)T, sizeof(float));
     if (!keep) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     for (int j = 0; j < T; j++) keep[j] = r->attention_mask[j] ? 1.0f : 0.0f;
@@ -753,6 +776,33 @@ as_status as_run_logit_lens(const as_model *m, const as_run *r, int l, int threa
     return AS_OK;
 }
 
+/* T5's relative position buckets (transformers T5Attention._relative_position_bucket) of
+ * (query i, key j), relative position j - i: bidirectional (encoder) halves the buckets
+ * between keys before and after the query; positions below half the buckets get their own,
+ * larger ones share log-spaced buckets up to max_distance, the last bucket beyond.
+ * The log in float32, as torch computes it. out: (T, T). */
+static void t5_buckets(const as_config *c, int T, int bidirectional, int32_t *out) {
+    int nb0 = c->rel_buckets, maxd = c->rel_max_distance;
+    int nb = bidirectional ? nb0 / 2 : nb0, max_exact = nb / 2;
+    float denom = (float)log((double)maxd / max_exact);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) {
+            int rel = j - i, b = 0;
+            if (bidirectional) {
+                b = rel > 0 ? nb : 0;
+                rel = rel < 0 ? -rel : rel;
+            } else {
+                rel = rel < 0 ? -rel : 0;
+            }
+            if (rel >= max_exact) {
+                float v = logf((float)rel / (float)max_exact) / denom * (float)(nb - max_exact);
+                int large = max_exact + (int)v;
+                rel = large < nb - 1 ? large : nb - 1;
+            }
+            out[(size_t)i * T + j] = b + rel;
+        }
+}
+
 /* One stack of an encoder-decoder forward on enc: embeddings, every layer (captured into r;
  * the decoder's cross-attention into ws->xr), the final norm of pre-norm stacks; the output
  * stays in ws->x (T, D). */
@@ -762,6 +812,7 @@ static void seq2seq_stack(const as_model *m, const as_encoding *enc, unsigned ab
     size_t TD = (size_t)T * m->cfg.d_model;
     emb_in ein = {enc, ablate, NULL};
     for (int i = 0; i < T; i++) ws->keep[i] = enc->mask[i] ? 1.0f : 0.0f;
+    if (ws->bucket) t5_buckets(&m->cfg, T, !m->cfg.causal, ws->bucket);
     stack_embed(m, &ein, ws->x, ws->h);
     if (r->hidden) memcpy(r->hidden, ws->x, TD * sizeof(float));
     memcpy(r->attention_mask, enc->mask, (size_t)T * sizeof(int32_t));
@@ -796,7 +847,9 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
                        err)) ||
         (s = ws_alloc(m, Ts >= Tt ? src : tgt, spec, nthreads, &ws, &ws_cap, err)))
         goto cleanup;
-    if (!(mem = as_malloc_array((size_t)Ts, (size_t)(D + 1) * sizeof(float)))) {
+    int Tmax = Ts >= Tt ? Ts : Tt;
+    if (!(mem = as_malloc_array((size_t)Ts, (size_t)(D + 1) * sizeof(float))) ||
+        (m->rel_bias && !(ws.bucket = as_malloc_array((size_t)Tmax * Tmax, sizeof(int32_t))))) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the encoder output");
         goto cleanup;
     }
@@ -818,6 +871,7 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
     s = AS_OK;
 cleanup:
     free(mem);
+    free(ws.bucket);
     as_large_put(ws.block, ws_cap);
     as_run_free(r);
     return s;

@@ -28,6 +28,7 @@ const char *as_arch_name(as_arch a) {
     case ARCH_GPT2: return "gpt2";
     case ARCH_LLAMA: return "llama";
     case ARCH_BART: return "bart";
+    case ARCH_T5: return "t5";
     }
     return "unknown";
 }
@@ -61,6 +62,7 @@ static const char *arch_prefix(const as_config *c) {
     case ARCH_GPT2: return "transformer.";
     case ARCH_LLAMA: return "model.";
     case ARCH_BART: return "model.";
+    case ARCH_T5: return "";
     }
     return "";
 }
@@ -345,6 +347,7 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
         const char *probe = m->cfg.arch == ARCH_GPT2    ? "wte.weight"
                             : m->cfg.arch == ARCH_LLAMA ? "embed_tokens.weight"
                             : m->cfg.arch == ARCH_BART  ? "encoder.layers.0.fc1.weight"
+                            : m->cfg.arch == ARCH_T5    ? "encoder.block.0.layer.0.SelfAttention.q.weight"
                                                         : "embeddings.word_embeddings.weight";
         /* the family's prefix; Gemma 3's multimodal checkpoints nest the text model as
            language_model.model. (transformers < 4.52) or model.language_model. */
@@ -366,6 +369,7 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     case ARCH_GPT2: s = gpt2_bind(m, err); break;
     case ARCH_LLAMA: s = llama_bind(m, err); break;
     case ARCH_BART: s = bart_bind(m, err); break;
+    case ARCH_T5: s = t5_bind(m, err); break;
     }
     if (s) goto cleanup;
     if ((s = mean_rows(m, err))) goto cleanup;

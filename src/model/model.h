@@ -110,6 +110,8 @@ struct as_model {
        sharing this one's mapping and owned weights (its own layers, cfg with causal = 1,
        n_layer = n_dec_layer, and the LM head); NULL for other models */
     struct as_model *dec;
+    const float *rel_bias; /* (n_buckets, H) T5: the stack's relative position bias (its first
+                              layer's relative_attention_bias), NULL elsewhere */
 };
 
 /* ---- weight binding (model.c) ---- */
@@ -145,7 +147,9 @@ as_status distilbert_bind(as_model *m, as_error *err);
 as_status gpt2_bind(as_model *m, as_error *err);
 as_status llama_bind(as_model *m, as_error *err);
 as_status bart_bind(as_model *m, as_error *err);
-/* Frees what bart_bind allocated for m->dec (not the shared weights). */
+as_status t5_bind(as_model *m, as_error *err);
+/* Frees what bart_bind / t5_bind allocated for the decoder view m->dec (not the shared
+ * weights). */
 void bart_free_dec(struct as_model *dec);
 
 /* ---- operations on the thread pool (par_ops.c) ---- */

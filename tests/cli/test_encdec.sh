@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_encdec.sh — `attnscope run` on encoder-decoder models (bart_tiny, mbart_tiny,
-# marian_tiny of tests/ref/gen_encdec.py): --ids with --target-ids writes the three
+# marian_tiny, t5_tiny, mt5_tiny of tests/ref/gen_encdec.py): --ids with --target-ids writes the three
 # attention kinds in npz (encoder_/decoder_/cross_ arrays, shapes, values equal to the
 # torch reference's expected.safetensors within 1e-5) and in JSON (the same arrays and the
 # decoder's tokens); a BERT run's npz keeps its plain names; errors: no target for an
@@ -14,20 +14,21 @@ FX=$ROOT/tests/ref/fixtures/models
 PY=/usr/bin/python3
 SRC=0,17,45,9,88,23,2
 TGT=2,0,31,64,7
-for f in bart_tiny mbart_tiny marian_tiny; do
+for f in bart_tiny mbart_tiny marian_tiny t5_tiny mt5_tiny; do
   expect 0 "" -- run --model "$FX/$f" --ids $SRC --target-ids $TGT --out "$TMP/$f.npz"
   expect 0 "" -- run --model "$FX/$f" --ids $SRC --target-ids $TGT --capture attn,logits --format json --out "$TMP/$f.json"
   $PY - "$FX/$f" "$TMP/$f.npz" "$TMP/$f.json" <<'PY' && ok "$f: npz and JSON hold the three kinds, equal to the torch reference" || fail "$f: arrays"
 import json, struct, sys
 import numpy as np
 d, z, j = sys.argv[1], np.load(sys.argv[2]), json.load(open(sys.argv[3]))
+dh = 10 if "t5" in d.rsplit("/", 1)[-1] else 8
 b = open(d + "/expected.safetensors", "rb").read()
 n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
 def t(k):
     v = h["c0." + k]; dt = np.int32 if v["dtype"] == "I32" else np.float32
     return np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dt).reshape(v["shape"])
 shapes = {"encoder_attentions": (2, 3, 7, 7), "decoder_attentions": (3, 3, 5, 5), "cross_attentions": (3, 3, 5, 7),
-          "cross_queries": (3, 3, 5, 8), "cross_keys": (3, 3, 7, 8), "encoder_hidden_states": (3, 7, 24),
+          "cross_queries": (3, 3, 5, dh), "cross_keys": (3, 3, 7, dh), "encoder_hidden_states": (3, 7, 24),
           "decoder_hidden_states": (4, 5, 24), "logits": (5, 101)}
 for k, s in shapes.items():
     assert z[k].shape == s, (k, z[k].shape)

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """gen_encdec.py — numerical reference fixtures for the encoder-decoder family (ARCH_BART).
 
-What it does: builds small random (seeded) BART, mBART and Marian models with Hugging
-Face's tensor names, shapes and config.json keys (odd shapes: width 24, 3 heads, feed-forward
-40, vocabulary 101, 2 encoder and 3 decoder layers), writes each as a model folder
+What it does: builds small random (seeded) BART, mBART, Marian, T5 and mT5 models with
+Hugging Face's tensor names, shapes and config.json keys (odd shapes: width 24, 3 heads,
+feed-forward 40, vocabulary 101, 2 encoder and 3 decoder layers; T5 heads of width 10, so
+H * d_kv = 30 is not the width, and 10 relative position buckets up to distance 12), writes each as a model folder
 (config.json + model.safetensors) under tests/ref/fixtures/models/, runs a torch
 re-implementation of transformers' eager modeling code on two inputs per model (a source
 and a teacher-forced decoder input; the second source ends in two padding tokens) and
@@ -19,7 +20,7 @@ Independent cross-check before anything is written: the same forward in float64 
 diffs printed; attentions within 1e-5, logits within 1e-4 relative).
 
 What it does not: use the `transformers` library (not installed here), write tokenizer
-files (the C test runs on ids), or cover T5.
+files (the C test runs on ids).
 
 Run (deterministic; rewrites the folders it owns):
     /usr/bin/python3 tests/ref/gen_encdec.py
@@ -36,6 +37,11 @@ Sources (transformers main branch, eager attention):
       decoder.layer_norm after the last layer (also in the last hidden state)
   models/marian/modeling_marian.py MarianSinusoidalPositionalEmbedding (sin in the first
       half, cos in the second), no layernorm_embedding, post-norm
+  models/t5/modeling_t5.py         T5LayerNorm (RMS, no bias), T5Attention (no q.k scaling,
+      _relative_position_bucket, compute_bias in the first layer of each stack, shared),
+      T5DenseActDense / T5DenseGatedActDense, T5Stack (final_layer_norm), T5ForConditionalGeneration
+      (tied head: sequence_output * d_model^-0.5); configuration_t5.py feed_forward_proj
+      ("gated-gelu" = gelu_new); models/mt5 the same modules
 """
 import json
 import math
@@ -59,9 +65,21 @@ torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
 V, D, H, FF, LE, LD, POS = 101, 24, 3, 40, 2, 3, 32
+DKV, NB, MAXD = 10, 10, 12  # T5: head width, relative position buckets, max distance
 
 
 def config(kind):
+    if kind in ("t5", "mt5"):
+        return {
+            "model_type": kind, "architectures": ["T5ForConditionalGeneration" if kind == "t5" else
+                                                  "MT5ForConditionalGeneration"],
+            "vocab_size": V, "d_model": D, "d_kv": DKV, "d_ff": FF, "num_layers": LE, "num_decoder_layers": LD,
+            "num_heads": H, "relative_attention_num_buckets": NB, "relative_attention_max_distance": MAXD,
+            "layer_norm_epsilon": 1e-6, "dropout_rate": 0.1, "is_encoder_decoder": True, "pad_token_id": 0,
+            "eos_token_id": 1, "decoder_start_token_id": 0,
+            "feed_forward_proj": "relu" if kind == "t5" else "gated-gelu",
+            "tie_word_embeddings": kind == "t5",
+        }
     c = {
         "model_type": kind,
         "architectures": [{"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration",
@@ -84,7 +102,37 @@ def config(kind):
     return c
 
 
+def make_t5_params(kind, seed):
+    ini = Init(seed)
+    P = {"shared.weight": ini.normal((V, D), 1.0)}
+    Qw = H * DKV
+    for st, L in (("encoder", LE), ("decoder", LD)):
+        P[f"{st}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = ini.normal((NB, H), 1.0)
+        P[f"{st}.final_layer_norm.weight"] = ini.normal((D,), 0.1, 1.0)
+        subs = [("layer.0.SelfAttention", "layer.0.layer_norm")]
+        if st == "decoder":
+            subs.append(("layer.1.EncDecAttention", "layer.1.layer_norm"))
+        ff = 2 if st == "decoder" else 1
+        for l in range(L):
+            b = f"{st}.block.{l}."
+            for att, lnn in subs:
+                for pr, n_out, n_in, std in (("q", Qw, D, 0.12), ("k", Qw, D, 0.12), ("v", Qw, D, None),
+                                             ("o", D, Qw, None)):
+                    P[b + f"{att}.{pr}.weight"] = ini.normal((n_out, n_in), std or 1.0 / math.sqrt(n_in))
+                P[b + lnn + ".weight"] = ini.normal((D,), 0.1, 1.0)
+            names = ["wi_0", "wi_1"] if kind == "mt5" else ["wi"]
+            for nm in names:
+                P[b + f"layer.{ff}.DenseReluDense.{nm}.weight"] = ini.normal((FF, D), 1.0 / math.sqrt(D))
+            P[b + f"layer.{ff}.DenseReluDense.wo.weight"] = ini.normal((D, FF), 1.0 / math.sqrt(FF))
+            P[b + f"layer.{ff}.layer_norm.weight"] = ini.normal((D,), 0.1, 1.0)
+    if kind == "mt5":
+        P["lm_head.weight"] = ini.normal((V, D), 0.3)
+    return P
+
+
 def make_params(kind, seed):
+    if kind in ("t5", "mt5"):
+        return make_t5_params(kind, seed)
     ini = Init(seed)
     P = {}
     P["model.shared.weight"] = ini.normal((V, D), 0.5)
@@ -185,7 +233,97 @@ def embed(P, kind, st, ids, dtype):
     return ln(P, f"model.{st}.layernorm_embedding", x)
 
 
+def t5_rms(P, base, x):
+    """T5LayerNorm: weight * x / sqrt(mean(x^2) + eps) (float32 variance)."""
+    var = x.pow(2).mean(-1, keepdim=True)
+    return P[base + ".weight"] * (x * torch.rsqrt(var + 1e-6))
+
+
+def t5_bucket(rel, bidirectional, nb, maxd):
+    """T5Attention._relative_position_bucket."""
+    buckets = torch.zeros_like(rel)
+    if bidirectional:
+        nb //= 2
+        buckets += (rel > 0).to(torch.long) * nb
+        rel = torch.abs(rel)
+    else:
+        rel = -torch.min(rel, torch.zeros_like(rel))
+    max_exact = nb // 2
+    small = rel < max_exact
+    large = max_exact + (torch.log(rel.float() / max_exact) / math.log(maxd / max_exact)
+                         * (nb - max_exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, nb - 1))
+    return buckets + torch.where(small, rel, large)
+
+
+def t5_bias(P, st, T, bidirectional):
+    """compute_bias: (H, T, T) from the first layer's table."""
+    pos = torch.arange(T)
+    b = t5_bucket(pos[None, :] - pos[:, None], bidirectional, NB, MAXD)
+    return P[f"{st}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"][b].permute(2, 0, 1)
+
+
+def t5_attention(P, base, xq, xkv, add, out):
+    Tq, Tk = xq.shape[0], xkv.shape[0]
+    q = (xq @ P[base + ".q.weight"].T).view(Tq, H, DKV).transpose(0, 1)
+    k = (xkv @ P[base + ".k.weight"].T).view(Tk, H, DKV).transpose(0, 1)
+    v = (xkv @ P[base + ".v.weight"].T).view(Tk, H, DKV).transpose(0, 1)
+    p = torch.softmax(q @ k.transpose(1, 2) + add, dim=-1)  # no 1/sqrt(d) in T5
+    out.append(dict(attn=p, q=q, k=k, v=v))
+    return (p @ v).transpose(0, 1).reshape(Tq, H * DKV) @ P[base + ".o.weight"].T
+
+
+def t5_ff(P, kind, b, x):
+    if kind == "mt5":  # gated-gelu: gelu_new(wi_0 x) * wi_1 x
+        h = F.gelu(x @ P[b + ".wi_0.weight"].T, approximate="tanh") * (x @ P[b + ".wi_1.weight"].T)
+    else:
+        h = F.relu(x @ P[b + ".wi.weight"].T)
+    return h @ P[b + ".wo.weight"].T
+
+
+def t5_forward(P, kind, src, src_mask, tgt, dtype):
+    P = {k: v.to(dtype) for k, v in P.items()}
+    fmin = torch.finfo(torch.float32).min
+    Ts, Tt = src.shape[0], tgt.shape[0]
+    key_mask = torch.where(src_mask.bool(), 0.0, fmin).to(dtype)[None, None, :]
+    causal = torch.triu(torch.full((Tt, Tt), fmin, dtype=dtype), diagonal=1)[None]
+    out = {"enc": [], "dec": [], "cross": []}
+    enc_bias = t5_bias(P, "encoder", Ts, True) + key_mask
+    dec_bias = t5_bias(P, "decoder", Tt, False) + causal
+    x = P["shared.weight"][src]
+    eh = [x]
+    for l in range(LE):
+        b = f"encoder.block.{l}."
+        h = t5_rms(P, b + "layer.0.layer_norm", x)
+        x = x + t5_attention(P, b + "layer.0.SelfAttention", h, h, enc_bias, out["enc"])
+        x = x + t5_ff(P, kind, b + "layer.1.DenseReluDense", t5_rms(P, b + "layer.1.layer_norm", x))
+        if l == LE - 1:
+            x = t5_rms(P, "encoder.final_layer_norm", x)
+        eh.append(x)
+    mem = x
+    y = P["shared.weight"][tgt]
+    dh = [y]
+    for l in range(LD):
+        b = f"decoder.block.{l}."
+        h = t5_rms(P, b + "layer.0.layer_norm", y)
+        y = y + t5_attention(P, b + "layer.0.SelfAttention", h, h, dec_bias, out["dec"])
+        y = y + t5_attention(P, b + "layer.1.EncDecAttention", t5_rms(P, b + "layer.1.layer_norm", y), mem,
+                             key_mask, out["cross"])
+        y = y + t5_ff(P, kind, b + "layer.2.DenseReluDense", t5_rms(P, b + "layer.2.layer_norm", y))
+        if l == LD - 1:
+            y = t5_rms(P, "decoder.final_layer_norm", y)
+        dh.append(y)
+    if kind == "t5":  # tied: sequence_output * d_model^-0.5, then shared^T
+        logits = (y * D ** -0.5) @ P["shared.weight"].T
+    else:
+        logits = y @ P["lm_head.weight"].T
+    return out, eh, dh, logits
+
+
 def forward(P, kind, src, src_mask, tgt, dtype=torch.float32):
+    if kind in ("t5", "mt5"):
+        out, eh, dh, logits = t5_forward(P, kind, src, src_mask, tgt, dtype)
+        return outputs(out, eh, dh, logits)
     P = {k: v.to(dtype) for k, v in P.items()}
     fmin = torch.finfo(torch.float32).min  # HF: finfo(float32).min; the float64 check uses the same
     Ts, Tt = src.shape[0], tgt.shape[0]
@@ -209,6 +347,10 @@ def forward(P, kind, src, src_mask, tgt, dtype=torch.float32):
         dh.append(y)
     head = P["lm_head.weight"] if "lm_head.weight" in P else P["model.shared.weight"]
     logits = y @ head.T + P["final_logits_bias"][0]
+    return outputs(out, eh, dh, logits)
+
+
+def outputs(out, eh, dh, logits):
     stack = lambda caps, k: torch.stack([c[k] for c in caps])  # noqa: E731
     return {
         "encoder_attentions": stack(out["enc"], "attn"), "decoder_attentions": stack(out["dec"], "attn"),
@@ -222,11 +364,13 @@ CASES = [
     # source ids, source mask, decoder input ids
     ([0, 17, 45, 9, 88, 23, 2], [1] * 7, [2, 0, 31, 64, 7]),
     ([0, 5, 77, 12, 3, 96, 2, 1, 1], [1] * 7 + [0, 0], [2, 0, 14, 52, 90, 33]),
+    # longer (T5 only): relative positions past max_distance, so every bucket kind is used
+    ([40 + i for i in range(17)], [1] * 15 + [0, 0], [0] + [60 + i for i in range(13)]),
 ]
 
 
 def main():
-    for i, kind in enumerate(("bart", "mbart", "marian")):
+    for i, kind in enumerate(("bart", "mbart", "marian", "t5", "mt5")):
         name = f"{kind}_tiny"
         P = make_params(kind, 2001 + i)
         d = os.path.join(OUT_DIR, name)
@@ -239,10 +383,11 @@ def main():
         back = st_read(os.path.join(d, "model.safetensors"))
         assert all(torch.equal(back[n], P[n]) for n in names)
         tensors = []
-        for ci, (src, sm, tgt) in enumerate(CASES):
+        cases = CASES if kind in ("t5", "mt5") else CASES[:2]
+        for ci, (src, sm, tgt) in enumerate(cases):
             src_t, sm_t, tgt_t = torch.tensor(src), torch.tensor(sm), torch.tensor(tgt)
-            if kind == "marian":  # its pad id is 100
-                src_t = torch.where(sm_t.bool(), src_t, torch.tensor(100))
+            pad = {"marian": 100, "t5": 0, "mt5": 0}.get(kind, 1)
+            src_t = torch.where(sm_t.bool(), src_t, torch.tensor(pad))
             with torch.no_grad():
                 ref = forward(P, kind, src_t, sm_t, tgt_t)
                 r64 = forward(P, kind, src_t, sm_t, tgt_t, torch.float64)
@@ -254,7 +399,7 @@ def main():
             p = f"c{ci}."
             tensors += [(p + "src_ids", src_t, "I32"), (p + "src_mask", sm_t, "I32"), (p + "tgt_ids", tgt_t, "I32")]
             tensors += [(p + k, ref[k], "F32") for k in sorted(ref)]
-        meta = {"cases": str(len(CASES)), "generator": GENERATOR, "kind": kind}
+        meta = {"cases": str(len(cases)), "generator": GENERATOR, "kind": kind}
         st_write(os.path.join(d, "expected.safetensors"), tensors, meta)
         print(f"wrote {d}")
 

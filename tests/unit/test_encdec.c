@@ -1,9 +1,10 @@
-/* test_encdec.c — encoder-decoder models (BART, mBART, Marian) against PyTorch.
+/* test_encdec.c — encoder-decoder models (BART, mBART, Marian, T5, mT5) against PyTorch.
  *
  * What it does: for each fixture written by tests/ref/gen_encdec.py (bart_tiny, mbart_tiny,
- * marian_tiny: 2 encoder and 3 decoder layers, width 24, 3 heads, feed-forward 40,
- * vocabulary 101) it runs as_forward_seq2seq on both cases (the second source ends in two
- * padding tokens) with full capture and compares the encoder, decoder and cross attentions
+ * marian_tiny, t5_tiny, mt5_tiny: 2 encoder and 3 decoder layers, width 24, 3 heads,
+ * feed-forward 40, vocabulary 101; T5 heads of width 10 and relative position buckets) it
+ * runs as_forward_seq2seq on every case (the second source ends in two padding tokens; T5's
+ * third is 17 source and 14 decoder tokens, past the buckets' max distance) with full capture and compares the encoder, decoder and cross attentions
  * (max-abs 1e-5), the cross-attention queries / keys / values and both stacks' hidden
  * states (1e-4) and the LM logits (1e-4 relative to their largest magnitude), printing each
  * max diff; checks the named arrays of as_run_all_arrays (names and shapes), selective
@@ -37,8 +38,14 @@
 #define TOL_HIDDEN 1e-4
 #define TOL_LOGITS_REL 1e-4
 
-static const char *const FIXTURES[] = {"bart_tiny", "mbart_tiny", "marian_tiny"};
-#define N_CASES 2
+static const struct {
+    const char *name;
+    int arch, cases, dh;
+} FIXTURES[] = {{"bart_tiny", ARCH_BART, 2, 8},
+                {"mbart_tiny", ARCH_BART, 2, 8},
+                {"marian_tiny", ARCH_BART, 2, 8},
+                {"t5_tiny", ARCH_T5, 3, 10},
+                {"mt5_tiny", ARCH_T5, 3, 10}};
 
 static const st_tensor *want(const st_file *f, const char *fx, int c, const char *what) {
     char name[128];
@@ -119,14 +126,15 @@ static void test_parity(void **state) {
     (void)state;
     int bad = 0;
     for (size_t fi = 0; fi < sizeof FIXTURES / sizeof FIXTURES[0]; fi++) {
-        const char *fx = FIXTURES[fi];
+        const char *fx = FIXTURES[fi].name;
         as_model *m = load(fx);
         st_file *ex = load_expected(fx);
         const as_config *cfg = as_model_config(m);
-        assert_int_equal(cfg->arch, ARCH_BART);
+        assert_int_equal(cfg->arch, FIXTURES[fi].arch);
         assert_int_equal(cfg->n_layer, 2);
         assert_int_equal(cfg->n_dec_layer, 3);
-        for (int c = 0; c < N_CASES; c++) {
+        assert_int_equal(cfg->d_head, FIXTURES[fi].dh);
+        for (int c = 0; c < FIXTURES[fi].cases; c++) {
             as_encoding src = {0}, tgt = {0};
             case_encodings(m, ex, fx, c, &src, &tgt);
             as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1, .threads = 2};
@@ -295,6 +303,8 @@ static void test_errors(void **state) {
          "share_encoder_decoder_embeddings"},
         {"marian_tiny", "\"decoder_vocab_size\": 101", "\"decoder_vocab_size\": 90", "decoder_vocab_size"},
         {"bart_tiny", "\"activation_function\": \"gelu\"", "\"activation_function\": \"mish\"", "activation_function"},
+        {"t5_tiny", "\"feed_forward_proj\": \"relu\"", "\"feed_forward_proj\": \"gated-mish\"", "feed_forward_proj"},
+        {"t5_tiny", "\"is_encoder_decoder\": true", "\"is_encoder_decoder\": false", "is_encoder_decoder"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char dir[] = "/tmp/as_encdec_XXXXXX", src[1200], dst[1200];
