@@ -2,7 +2,8 @@
 # test_probe.sh — `attnscope probe --induction`: every head's induction, previous-token and
 # sink scores equal the same means computed here from `attnscope run --format npz` on the
 # probe's own ids (GPT-2 without BOS, a Llama with BOS, a sliding-window Mistral); the ids
-# are BOS + R tokens + the same R again; bad input gives one-line errors, exit 2.
+# are BOS + R tokens + the same R again; with an LM head, the next-token loss on each
+# copy equals NumPy's log-softmax of the npz logits; bad input gives one-line errors, exit 2.
 set -u
 BIN=$1
 . "$(dirname "$0")/lib.sh"
@@ -12,7 +13,7 @@ for f in gpt2 llama mistral_swa; do
   expect 0 "" -- probe --model "$FX/$f" --induction --length 8 --seed 3 --format json
   cp "$TMP/out" "$TMP/$f.json"
   ids=$($PY -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" "$TMP/$f.json")
-  expect 0 "" -- run --model "$FX/$f" --ids "$ids" --capture attn --format npz --out "$TMP/$f.npz"
+  expect 0 "" -- run --model "$FX/$f" --ids "$ids" --capture attn,logits --format npz --out "$TMP/$f.npz"
   $PY - "$TMP/$f.json" "$TMP/$f.npz" <<'PY' && ok "$f: scores equal the npz attention's" || fail "$f: probe scores"
 import json, sys
 import numpy as np
@@ -26,6 +27,11 @@ for h in d["heads"]:
     ind = np.mean([P[i, bos + k + 1] for k, i in zip(range(1, R), q)])
     prev = np.mean([P[i, i - 1] for i in q]); sink = np.mean([P[i, 0] for i in q])
     assert abs(ind - h["induction"]) < 1e-5 and abs(prev - h["previous"]) < 1e-5 and abs(sink - h["sink"]) < 1e-5, h
+Z = np.load(sys.argv[2])["logits"].astype(np.float64)  # (T, V)
+lsm = Z - Z.max(1, keepdims=True); lsm -= np.log(np.exp(lsm).sum(1, keepdims=True))
+loss = lambda lo, hi: -np.mean([lsm[p - 1, ids[p]] for p in range(lo, hi)])
+assert abs(loss(bos + 1, bos + R) - d["loss_first"]) < 1e-5, (loss(bos + 1, bos + R), d["loss_first"])
+assert abs(loss(bos + R + 1, bos + 2 * R) - d["loss_second"]) < 1e-5, (loss(bos + R + 1, bos + 2 * R), d["loss_second"])
 PY
 done
 expect 0 "" -- probe --model "$FX/llama" --induction --length 8 --top 2
