@@ -1,0 +1,52 @@
+// bench/notebook_view.mjs — times the pages of bench/notebook_bench.py in headless Chromium
+// with every network request refused (as a notebook without internet): for each
+// attnscope head view page, from navigation (file://) to the first drawn head view
+// (window.__attnscope.headDraw.links > 0, the browser tests' hook); for each bertviz JSON
+// page, from navigation to the end of parsing its params literal (bertviz's drawing needs
+// its CDN scripts, so this is a lower bound of its render). A page that does not finish
+// within LIMIT_S seconds (default 300) or crashes the tab is reported as such. Measures;
+// asserts nothing. Needs tests/browser's playwright-core and /usr/bin/chromium.
+//   node bench/notebook_view.mjs OUT_DIR [ROUNDS]
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium } from '../tests/browser/node_modules/playwright-core/index.mjs';
+import { openBrowser } from '../tests/browser/harness.mjs';
+
+const [dirArg, roundsArg] = process.argv.slice(2);
+if (!dirArg) throw new Error('usage: node bench/notebook_view.mjs OUT_DIR [ROUNDS]');
+const dir = resolve(dirArg);
+const rounds = +(roundsArg ?? 3);
+const limit = 1000 * +(process.env.LIMIT_S ?? 300);
+const rows = JSON.parse(readFileSync(join(dir, 'sizes.json'), 'utf8'));
+const tmp = mkdtempSync(join(tmpdir(), 'attnscope-nb-view-'));
+const results = [];
+try {
+  for (const row of rows) {
+    const times = [];
+    let note = '';
+    for (let k = 0; k < rounds && !note; k++) {
+      const { browser, page } = await openBrowser(chromium, join(tmp, `profile-${k}`), { height: 1000 });
+      await browser.route('**/*', (r) => (r.request().url().startsWith('file://') ? r.continue() : r.abort()));
+      const bertviz = row.file.startsWith('bertviz');
+      const t0 = Date.now();
+      try {
+        await page.goto(`file://${join(dir, row.file)}`, { waitUntil: 'commit', timeout: limit });
+        await page.waitForFunction(
+          (bv) => (bv ? window.__parsed !== undefined : window.__attnscope?.headDraw?.links > 0),
+          bertviz, { timeout: limit, polling: 20 });
+        times.push(Date.now() - t0);
+      } catch (e) {
+        note = `did not finish: ${String(e.message).split('\n')[0].slice(0, 120)}`;
+      }
+      await browser.close();
+    }
+    times.sort((a, b) => a - b);
+    const r = { T: row.T, what: row.what, mb: +(statSync(join(dir, row.file)).size / 1e6).toFixed(1), ms: times, median_ms: times.length ? times[times.length >> 1] : null, note };
+    results.push(r);
+    console.log(`T=${r.T} ${r.what.padEnd(32)} ${String(r.mb).padStart(7)} MB  ${r.median_ms === null ? note : `drawn/parsed in ${r.median_ms} ms (rounds: ${times.join(', ')})`}`);
+  }
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
+}
+writeFileSync(join(dir, 'view_times.json'), JSON.stringify(results, null, 1));
