@@ -1,8 +1,9 @@
 /* cmd_bench.c — `attnscope bench`: median wall time of one forward pass with full
  * capture (or, with --saliency, of one gradient saliency: forward + backward to the
  * word embeddings) on seeded random token ids, the achieved GFLOP/s, the sgemm peak
- * measured in the same run (on the model's largest linear shape) and peak RSS.
- * Measures, never asserts. */
+ * measured in the same run (on the model's largest linear shape) and peak RSS; for an
+ * encoder-decoder model, the forward of both stacks (as_forward_seq2seq) on N source and
+ * --target-tokens decoder tokens. Measures, never asserts. */
 #include "cli.h"
 #include "attnscope/analysis.h"
 
@@ -14,6 +15,7 @@ static const char *BENCH_HELP =
     "usage: attnscope bench --model DIR --tokens N [--repeat R] [--threads N]\n"
     "                       [--capture all|none|attn,scores,qkv,hidden,logits]\n"
     "                       [--layer L] [--precision f32|bf16] [--saliency]\n"
+    "                       [--target-tokens M]\n"
     "\n"
     "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
     "with full capture (or --capture; none = the logits only) and prints the median\n"
@@ -24,7 +26,9 @@ static const char *BENCH_HELP =
     "computed and the logits' product). --precision bf16 multiplies in BF16 (see\n"
     "`attnscope run --help`). --saliency times sal_compute instead (gradient saliency\n"
     "of the predicted class: the forward and the backward to the word embeddings;\n"
-    "BERT-family classifiers).\n";
+    "BERT-family classifiers). Encoder-decoder models (bart, mbart, marian, t5, mt5) time\n"
+    "the forward of both stacks on N source and M (--target-tokens, default N) decoder\n"
+    "tokens (the next M ids of the same generator) with the three attention kinds captured.\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -56,7 +60,7 @@ static double sgemm_peak(int M, int N, int K, int R) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *capture = "all", *precision = "f32";
-    int T = 128, R = 5, threads = 0, layer = -1, saliency = 0;
+    int T = 128, R = 5, threads = 0, layer = -1, saliency = 0, Tdec = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (cli_is_help(o)) {
@@ -73,6 +77,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(o, "--precision")) precision = v;
         else if (!strcmp(o, "--tokens")) {
             if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &T)) return cli_usage_error("bench", "bad --tokens '%s'", v);
+        } else if (!strcmp(o, "--target-tokens")) {
+            if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &Tdec))
+                return cli_usage_error("bench", "bad --target-tokens '%s'", v);
         } else if (!strcmp(o, "--repeat")) {
             if (cli_parse_int(v, 1, 1000, &R)) return cli_usage_error("bench", "bad --repeat '%s'", v);
         } else if (!strcmp(o, "--layer")) {
@@ -90,7 +97,7 @@ int cmd_bench(int argc, char **argv) {
     if (as_precision_parse(precision, &prec)) return cli_usage_error("bench", "--precision must be f32 or bf16");
     as_error err = {0};
     as_model *m = NULL;
-    as_encoding enc = {0};
+    as_encoding enc = {0}, tgt = {0};
     int32_t *ids = NULL;
     double *ms = NULL;
     int rc = 0;
@@ -104,11 +111,22 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_usage_error("bench", "--layer %d is over the model's %d layers", layer, c->n_layer);
         goto cleanup;
     }
-    if (T > as_model_max_tokens(m)) {
-        rc = cli_usage_error("bench", "--tokens %d is over the model's %d positions", T, as_model_max_tokens(m));
+    int s2s = c->n_dec_layer > 0;
+    if (!s2s && Tdec) {
+        rc = cli_usage_error("bench", "--target-tokens: %s is not an encoder-decoder model", dir);
         goto cleanup;
     }
-    ids = as_malloc_array((size_t)T, sizeof *ids);
+    if (s2s && !Tdec) Tdec = T;
+    if (s2s && saliency) {
+        rc = cli_usage_error("bench", "--saliency: no gradients for encoder-decoder models");
+        goto cleanup;
+    }
+    if (T > as_model_max_tokens(m) || Tdec > as_model_max_tokens(m)) {
+        rc = cli_usage_error("bench", "--tokens %d / --target-tokens %d: over the model's %d positions", T, Tdec,
+                             as_model_max_tokens(m));
+        goto cleanup;
+    }
+    ids = as_malloc_array((size_t)(T + Tdec), sizeof *ids);
     ms = as_malloc_array((size_t)R, sizeof *ms);
     if (!ids || !ms) {
         as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
@@ -116,11 +134,12 @@ int cmd_bench(int argc, char **argv) {
         goto cleanup;
     }
     uint32_t seed = 12345;
-    for (int i = 0; i < T; i++) {
+    for (int i = 0; i < T + Tdec; i++) {
         seed = seed * 1664525u + 1013904223u;
         ids[i] = (int32_t)(5 + (seed >> 8) % (uint32_t)(c->vocab_size - 5));
     }
-    if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err)) {
+    if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err) ||
+        (s2s && as_encoding_from_ids(m, ids + T, NULL, Tdec, &tgt, &err))) {
         rc = cli_fail(&err);
         goto cleanup;
     }
@@ -132,15 +151,19 @@ int cmd_bench(int argc, char **argv) {
         as_run *run = NULL;
         sal_result sr = {0};
         double t0 = as_now();
-        if (saliency ? sal_compute(m, &enc, &so, &sr, &err) : as_forward(m, &enc, &spec, &run, &err)) {
+        as_status st = saliency ? sal_compute(m, &enc, &so, &sr, &err)
+                       : s2s    ? as_forward_seq2seq(m, &enc, &tgt, &spec, &run, &err)
+                                : as_forward(m, &enc, &spec, &run, &err);
+        if (st) {
             rc = cli_fail(&err);
             goto cleanup;
         }
         double dt = (as_now() - t0) * 1e3;
-        cap_bytes = run ? run->bytes : 0;
+        cap_bytes = run ? run->bytes + (s2s ? run->dec->bytes + run->cross->bytes : 0) : 0;
         n_run = run ? run->n_run : c->n_layer;
-        head_rows = run && run->logits ? run->logits_rows : 0;
-        head_cols = run && run->logits ? run->logits_cols : 0;
+        const as_run *lr = s2s ? run->dec : run; /* the run holding the logits */
+        head_rows = lr && lr->logits ? lr->logits_rows : 0;
+        head_cols = lr && lr->logits ? lr->logits_cols : 0;
         as_run_free(run);
         sal_result_free(&sr);
         if (r >= 0) ms[r] = dt;
@@ -158,12 +181,20 @@ int cmd_bench(int argc, char **argv) {
     if (saliency)
         flop += L * (2.0 * Tt * D * (2 * Qw + 2 * Kw) + 2.0 * Tt * D * F * (c->gated_mlp ? 3 : 2) +
                      2.0 * Tt * Tt * Qw * 4);
+    if (s2s) { /* the decoder: self-attention and feed-forward on M tokens, cross-attention's q
+                  and o on M, k and v on N, its products M x N */
+        double M = tgt.n, N = T;
+        flop += c->n_dec_layer * (2.0 * M * D * (2 * Qw + 2 * Kw) + 2.0 * M * D * F * (c->gated_mlp ? 3 : 2) +
+                                  2.0 * M * M * Qw * 2 + 2.0 * M * D * 2 * Qw + 2.0 * N * D * 2 * Kw +
+                                  2.0 * M * N * Qw * 2);
+    }
     double gflops = flop / (med * 1e-3) * 1e-9;
     /* the same thread count as the forward; OpenBLAS's own threads do the sgemm here */
     openblas_set_num_threads(threads ? threads : as_n_cores());
     double peak = sgemm_peak(T, c->d_ff, c->d_model, 5);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    if (s2s) printf("encoder-decoder  target_tokens %d\n", tgt.n);
     printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s%s\n", dir, T, threads ? threads : as_n_cores(),
            R, as_precision_name(prec), prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "",
            saliency ? "  saliency" : "");
@@ -175,6 +206,7 @@ cleanup:
     free(ids);
     free(ms);
     as_encoding_free(&enc);
+    as_encoding_free(&tgt);
     as_model_free(m);
     return rc;
 }
