@@ -11,6 +11,7 @@
 #   - greedy generation gives PyTorch's argmax continuation (ids identical); the npz has
 #     the run's arrays plus generated_ids and generation_attentions, whose rows are the
 #     final attention's rows; sampling with a seed repeats, other seeds differ;
+#     --stop-at-eos stops after the end-of-sequence token;
 #   - bad options give one-line errors with exit status 2.
 set -u
 BIN=$1
@@ -115,6 +116,17 @@ done
 [ "$(sed -n 1p "$TMP/samples")" = "$(sed -n 2p "$TMP/samples")" ] && ok "same seed, same sample" \
   || fail "seed 1 twice: $(cat "$TMP/samples")"
 [ "$(sort -u "$TMP/samples" | wc -l)" -ge 2 ] && ok "other seeds, other samples" || fail "seeds 1-3 all equal"
+# --stop-at-eos: a copy of the fixture whose eos is the second greedy token stops there
+mkdir -p "$TMP/eos" && cp "$M"/*.json "$M/model.safetensors" "$TMP/eos/"
+$PY -c "import json,sys; p=sys.argv[1]+'/config.json'; c=json.load(open(p)); c['eos_token_id']=json.load(open(sys.argv[2]))['greedy_ids'][1]; json.dump(c,open(p,'w'))" "$TMP/eos" "$EXP"
+expect 0 "" -- generate --model "$TMP/eos" --text "The cat" --max-new 12 --stop-at-eos --out "$TMP/eos.npz"
+$PY -c "
+import json, sys
+import numpy as np
+z, e = np.load(sys.argv[1]), json.load(open(sys.argv[2]))
+assert list(z['generated_ids']) == e['greedy_ids'][:2], z['generated_ids']
+assert z['generation_attentions'].shape[0] == 2 and z['generation_attentions'].shape[-1] == z['attentions'].shape[-1]
+" "$TMP/eos.npz" "$EXP" && ok "--stop-at-eos stops after EOS (2 tokens), arrays of the final length" || fail "--stop-at-eos"
 expect 0 "" -- generate --model "$M" --ids 0,87 --max-new 100
 [ "$(grep -c . "$TMP/err")" -le 1 ] && grep -q "positions" "$TMP/err" && ok "stops at the 64 positions with a warning" \
   || fail "no positions warning: $(cat "$TMP/err")"
