@@ -56,7 +56,8 @@ as_status an_report(store *s, FILE *out, int top, as_error *err) {
             fprintf(out, "  (not finished: run `attnscope analyze` again with the same arguments to resume)\n\n");
             continue;
         }
-        static const char *cols[] = {"importance", "semantic", "syntactic", "cls", "sep", "punct", "self", "prev", "next"};
+        static const char *cols[] = {"importance", "semantic", "syntactic", "cls", "sep",  "punct",
+                                     "self",       "prev",     "next",      "first", "induction"};
         for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
             if ((rc = top_by(s, out, run, cols[i], top, err))) goto cleanup;
         /* best head per counted relation and direction */
