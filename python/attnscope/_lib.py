@@ -18,7 +18,7 @@ AS_MAX_LAYERS = 256
 RUN_ARRAYS_ROOM = 64
 
 CAP = {"attn": 1, "scores": 2, "qkv": 4, "hidden": 8, "logits": 16, "stats": 32, "all": 31}
-ARCH_NAMES = ("bert", "roberta", "distilbert", "gpt2", "llama")
+ARCH_NAMES = ("bert", "roberta", "distilbert", "gpt2", "llama", "bart", "t5")
 ACT_NAMES = ("gelu", "gelu_new", "relu", "silu")
 DTYPE_NAMES = ("F32", "F16", "BF16", "I64", "I32", "other")
 HEAD_BITS = {"classifier": 1, "mlm": 2, "lm": 4}
@@ -51,6 +51,9 @@ class Config(ctypes.Structure):
         ("yarn_beta_fast", ctypes.c_float), ("yarn_beta_slow", ctypes.c_float), ("yarn_attn_factor", ctypes.c_float),
         ("sliding_window", ctypes.c_int), ("layer_sliding", ctypes.c_ubyte * AS_MAX_LAYERS),
         ("bos_token_id", ctypes.c_int), ("eos_token_id", ctypes.c_int),
+        ("n_dec_layer", ctypes.c_int), ("decoder_start_token_id", ctypes.c_int), ("pre_norm", ctypes.c_int),
+        ("layernorm_embedding", ctypes.c_int), ("rel_buckets", ctypes.c_int), ("rel_max_distance", ctypes.c_int),
+        ("head_in_scale", ctypes.c_float),
     ]
 
 
