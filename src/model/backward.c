@@ -447,15 +447,18 @@ static int cls_row(const as_model *m, const as_encoding *enc) {
     return t;
 }
 
+static void vocab_bwd(const as_model *m, const float *x, int T, const float *dl, bwd_ws *w);
+
 /* w->dx (T, D) = dy / d(the head's input: the last layer's output, after a final norm
- * for pre-norm models) for y = sum(dlogits * logits), and the head's parameter
- * gradients when accumulating. x: that input (T, D). */
+ * for pre-norm models) for y = sum(dlogits * logits) (dlogits NULL: 0), and the head's
+ * parameter gradients when accumulating. x: that input (T, D). */
 static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r, const float *x,
                      const float *dlogits, const float *cls_mask, bwd_ws *w) {
     const as_config *c = &m->cfg;
     model_grads *pg = w->pg;
     int T = enc->n, D = c->d_model, V = c->vocab_size;
     memset(w->dx, 0, (size_t)T * D * sizeof(float));
+    if (!dlogits) return;
     if (r->logits_head == HEAD_CLASSIFIER) {
         int t = cls_row(m, enc);
         const float *x0 = x + (size_t)t * D;
@@ -500,6 +503,16 @@ static void head_bwd(const as_model *m, const as_encoding *enc, const as_run *r,
             float th = r->logits[i] / c->final_softcap;
             dl[i] *= 1.0f - th * th;
         }
+    vocab_bwd(m, x, T, dl, w);
+}
+
+/* w->dx (n, D) = the gradient through the vocabulary head (masked-LM transform + decoder,
+ * or the LM head) on rows x (n, D), from dl (n, V); the head's parameter gradients when
+ * accumulating. Scratch: w->tmp, dh, hn, g (n, D), stat (2, n). */
+static void vocab_bwd(const as_model *m, const float *x, int T, const float *dl, bwd_ws *w) {
+    const as_config *c = &m->cfg;
+    model_grads *pg = w->pg;
+    int D = c->d_model, V = c->vocab_size;
     lin_t dec = {.w = m->mlm_decoder, .b = m->mlm_bias, .n_in = D, .n_out = V, .ldw = D};
     int own = lin_has(&m->lm_head);
     const lin_t *out = own ? &m->lm_head : &dec;
@@ -605,6 +618,10 @@ static void embed_bwd(const as_model *m, const as_encoding *enc, const float *wo
     if (pg) table_grads(m, enc, word, de, sc, pg);
 }
 
+static as_status backward_run(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
+                              const as_run *r, const float *dlogits, const float *d_top, int threads,
+                              float *d_word, float *d_attn, model_grads *pg, as_error *err);
+
 as_status model_backward(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
                          const as_run *r, const float *dlogits, int threads, float *d_word, float *d_attn,
                          as_error *err) {
@@ -614,9 +631,21 @@ as_status model_backward(const as_model *m, const as_encoding *enc, const float 
 as_status model_backward_params(const as_model *m, const as_encoding *enc, const float *word,
                                 const model_tape *tp, const as_run *r, const float *dlogits, int threads,
                                 float *d_word, float *d_attn, model_grads *pg, as_error *err) {
+    return backward_run(m, enc, word, tp, r, dlogits, NULL, threads, d_word, d_attn, pg, err);
+}
+
+as_status model_backward_top(const as_model *m, const as_encoding *enc, const model_tape *tp, const as_run *r,
+                             const float *dlogits, const float *d_top, int threads, model_grads *pg,
+                             as_error *err) {
+    return backward_run(m, enc, NULL, tp, r, dlogits, d_top, threads, NULL, NULL, pg, err);
+}
+
+static as_status backward_run(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
+                              const as_run *r, const float *dlogits, const float *d_top, int threads,
+                              float *d_word, float *d_attn, model_grads *pg, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, L = c->n_layer, H = c->n_head, Dh = c->d_head, nt = threads > 0 ? threads : as_n_cores();
-    if (!tp || tp->T != T || !r || !r->logits || r->n_run != L)
+    if (!tp || tp->T != T || !r || (dlogits && !r->logits) || r->n_run != L)
         return as_err_set(err, AS_ERR_INTERNAL, "model_backward: the forward did not save what backward needs");
     size_t W = (size_t)(c->d_embed > c->d_model ? c->d_embed : c->d_model), Qw = (size_t)H * Dh;
     size_t Kw = (size_t)c->n_kv_head * Dh, TT = (size_t)T * T, R = (size_t)c->rope_dim;
@@ -655,6 +684,7 @@ as_status model_backward_params(const as_model *m, const as_encoding *enc, const
         x_head = w.dmid;
     }
     head_bwd(m, enc, r, x_head, dlogits, tp->m_cls, &w);
+    if (d_top) add_to(w.dx, d_top, (size_t)T * c->d_model);
     if (m->pre_ln) norm_dx(m, &m->ln_f, w.dx, tp->x_last, T, c->d_model, w.dx, w.stat, pg ? &pg->ln_f : NULL);
     for (int l = L - 1; l >= 0; l--)
         layer_bwd(m, l, &tp->lay[l], T, &w, d_attn ? d_attn + (size_t)l * H * TT : NULL, nt);
@@ -662,5 +692,24 @@ as_status model_backward_params(const as_model *m, const as_encoding *enc, const
     embed_bwd(m, enc, word, &w, d_word);
     model_par_end(&saved);
     as_large_put(blk, cap);
+    return AS_OK;
+}
+
+as_status model_vocab_rows_backward(const as_model *m, const float *x, int n, const float *dlogits, int threads,
+                                    float *dx, model_grads *pg, as_error *err) {
+    const as_config *c = &m->cfg;
+    int D = c->d_model, nt = threads > 0 ? threads : as_n_cores();
+    if (n <= 0) return AS_OK;
+    size_t conv = as_gemm_bf16_scratch(D > c->d_ff ? D : c->d_ff), ND = (size_t)n * D;
+    float *blk = as_malloc_array(4 * ND + 2 * (size_t)n + (size_t)nt * conv, sizeof(float));
+    if (!blk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the vocabulary head's backward");
+    bwd_ws w = {0};
+    w.dx = dx, w.tmp = blk, w.dh = blk + ND, w.hn = blk + 2 * ND, w.g = blk + 3 * ND, w.stat = blk + 4 * ND;
+    w.conv = w.stat + 2 * (size_t)n, w.conv_per_thread = conv, w.pg = pg;
+    par_state saved;
+    model_par_begin(nt, w.conv, conv, NULL, &saved);
+    vocab_bwd(m, x, n, dlogits, &w);
+    model_par_end(&saved);
+    free(blk);
     return AS_OK;
 }

@@ -402,7 +402,6 @@ static void cls_act(int a, float *x, int n) {
  * Dropout (cls_mask non-NULL) on the pooled vector (HF's classifier dropout).
  * MLM: dense + activation + LayerNorm, then the (tied) decoder + bias -> (T, V);
  * GPT-2 LM: x (already through ln_f) times wte^T -> (T, V). work: (T, D). */
-static void vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work);
 
 void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, const float *cls_mask,
                        float *logits, float *work) {
@@ -423,11 +422,10 @@ void model_head_logits(const as_model *m, const as_encoding *enc, const float *x
         op_linear(&m->cls_out, h0, 1, logits);
         return;
     }
-    vocab_logits(m, x, T, logits, work);
+    model_vocab_logits(m, x, T, logits, work);
 }
 
-/* The masked-LM / LM head on x (T, D) -> logits (T, V). work: (T, D). */
-static void vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work) {
+void model_vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work) {
     int D = m->cfg.d_model, V = m->cfg.vocab_size;
     const float *in = x;
     if (m->cfg.head_in_scale > 0) { /* T5 with a tied head: sequence_output * d_model^-0.5 */
@@ -649,9 +647,8 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
                           "--target-ids)",
                           m->dir, m->cfg.model_type);
     if ((s = check_input(m, enc, spec, err))) return s;
-    if (tape && (tape->T != enc->n || !(spec->what & CAP_LOGITS) || !m->heads || spec->ablate))
-        return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs logits, no ablation and T = %d",
-                          tape->T);
+    if (tape && (tape->T != enc->n || spec->ablate))
+        return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs no ablation and T = %d", tape->T);
     emb_in ein = {enc, spec->ablate, word};
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer;
@@ -662,6 +659,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     int n_run = L;
     if (!want_logits && spec->layer >= 0) n_run = spec->layer + 1;
     if (!want_logits && !per_layer) n_run = 0;
+    if (tape) n_run = L; /* the backward starts after the last layer */
     fwd_ws ws = {0};
     size_t ws_cap = 0;
     as_run *r = NULL;
@@ -769,7 +767,7 @@ as_status as_run_logit_lens(const as_model *m, const as_run *r, int l, int threa
     model_par_begin(nt, scratch, conv, NULL, &saved);
     /* the last layer's hidden state already went through the final norm (as HF returns it) */
     if (m->pre_ln && l < c->n_layer) model_norm_rows(m, &m->ln_f, x, T);
-    vocab_logits(m, x, T, logits, x + TD);
+    model_vocab_logits(m, x, T, logits, x + TD);
     model_par_end(&saved);
     free(x);
     free(scratch);
@@ -864,7 +862,7 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
     ws.xr = r->cross;
     memcpy(r->cross->attention_mask, tgt->mask, (size_t)Tt * sizeof(int32_t));
     seq2seq_stack(d, tgt, spec->ablate, &ws, r->dec, what, nthreads);
-    if (r->dec->logits) vocab_logits(d, ws.x, Tt, r->dec->logits, ws.h);
+    if (r->dec->logits) model_vocab_logits(d, ws.x, Tt, r->dec->logits, ws.h);
     model_par_end(&saved);
     *out = r;
     r = NULL;
@@ -875,4 +873,20 @@ cleanup:
     as_large_put(ws.block, ws_cap);
     as_run_free(r);
     return s;
+}
+
+as_status model_vocab_rows(const as_model *m, const float *x, int n, int threads, float *logits, as_error *err) {
+    const as_config *c = &m->cfg;
+    int D = c->d_model, nt = threads > 0 ? threads : as_n_cores();
+    size_t conv = as_gemm_bf16_scratch(D > c->d_ff ? D : c->d_ff);
+    float *work = as_malloc_array((size_t)(n > 0 ? n : 1) * D + (size_t)nt * conv, sizeof(float));
+    if (!work) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (n > 0) {
+        par_state saved;
+        model_par_begin(nt, work + (size_t)n * D, conv, NULL, &saved);
+        model_vocab_logits(m, x, n, logits, work);
+        model_par_end(&saved);
+    }
+    free(work);
+    return AS_OK;
 }

@@ -277,6 +277,24 @@ as_status model_backward(const as_model *m, const as_encoding *enc, const float 
 as_status model_backward_params(const as_model *m, const as_encoding *enc, const float *word,
                                 const model_tape *tp, const as_run *r, const float *dlogits, int threads,
                                 float *d_word, float *d_attn, model_grads *pg, as_error *err);
+/* The same for y = sum(dlogits * logits) + sum(d_top * h), h (T, D) the task head's input
+ * (the last layer's output, after a final norm): a loss computed outside the forward's
+ * head (masked-LM rows, hidden-state distillation) enters through d_top. dlogits may be
+ * NULL (then the forward need not have computed logits), d_top too. Gradients accumulate
+ * into pg. */
+as_status model_backward_top(const as_model *m, const as_encoding *enc, const model_tape *tp, const as_run *r,
+                             const float *dlogits, const float *d_top, int threads, model_grads *pg,
+                             as_error *err);
+
+/* ---- the masked-LM / LM head on chosen rows (training losses) ---- */
+
+/* logits (n, V) of the vocabulary head (masked-LM transform + decoder, or the LM head)
+ * on x (n, D), rows of final hidden states. Errors: out of memory. */
+as_status model_vocab_rows(const as_model *m, const float *x, int n, int threads, float *logits, as_error *err);
+/* Its backward for y = sum(dlogits * logits): dx (n, D) overwritten, the head's parameter
+ * gradients accumulated into pg (may be NULL). Errors: out of memory. */
+as_status model_vocab_rows_backward(const as_model *m, const float *x, int n, const float *dlogits, int threads,
+                                    float *dx, model_grads *pg, as_error *err);
 
 /* ---- compute (encoder.c) ---- */
 
@@ -335,5 +353,8 @@ const float *model_emb_type(const as_model *m, const as_encoding *enc, unsigned 
  * mask of the classifier's pooled vector (cls_pre.n_out), or NULL. */
 void model_head_logits(const as_model *m, const as_encoding *enc, const float *x, const float *cls_mask,
                        float *logits, float *work);
+/* The masked-LM / LM head on x (T, D) -> logits (T, V); work (T, D). On the caller's pool
+ * state (model_par_begin). */
+void model_vocab_logits(const as_model *m, const float *x, int T, float *logits, float *work);
 
 #endif

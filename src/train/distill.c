@@ -14,6 +14,7 @@
  * students of another width.
  */
 #include "train/trainer.h"
+#include "train/bert_loss.h"
 
 #include <math.h>
 #include <string.h>
@@ -55,54 +56,6 @@ static void init_student(train_model *s, const train_model *t) {
         so += s->sizes[k];
         to += t->sizes[k];
     }
-}
-
-double distill_kl_grad(const float *zs_all, const float *zt_all, float *d_all, int M, int V, float T, float alpha) {
-    double kl = 0.0;
-    for (int i = 0; i < M; i++) {
-        const float *zs = zs_all + (size_t)i * V, *zt = zt_all + (size_t)i * V;
-        float *d = d_all + (size_t)i * V;
-        float ms = zs[0], mt = zt[0];
-        for (int v = 1; v < V; v++) {
-            ms = zs[v] > ms ? zs[v] : ms;
-            mt = zt[v] > mt ? zt[v] : mt;
-        }
-        double ss = 0.0, st = 0.0;
-        for (int v = 0; v < V; v++) {
-            ss += exp((double)(zs[v] - ms) / T);
-            st += exp((double)(zt[v] - mt) / T);
-        }
-        double lss = log(ss), lst = log(st);
-        for (int v = 0; v < V; v++) {
-            double lps = (zs[v] - ms) / T - lss, lpt = (zt[v] - mt) / T - lst;
-            double pt = exp(lpt), ps = exp(lps);
-            kl += pt * (lpt - lps);
-            d[v] += (float)(alpha * T * (ps - pt) / M);
-        }
-    }
-    return M ? kl / M : 0.0;
-}
-
-double distill_cos_grad(const float *hs, const float *ht, const int32_t *mask, float *d_out, int N, int D, float alpha) {
-    int n = 0;
-    for (int r = 0; r < N; r++) n += mask[r] != 0;
-    if (!n) return 0.0;
-    double tot = 0.0;
-    for (int r = 0; r < N; r++) {
-        if (!mask[r]) continue;
-        const float *s = hs + (size_t)r * D, *t = ht + (size_t)r * D;
-        double st = 0, ss = 0, tt = 0;
-        for (int i = 0; i < D; i++) {
-            st += (double)s[i] * t[i];
-            ss += (double)s[i] * s[i];
-            tt += (double)t[i] * t[i];
-        }
-        double ns = sqrt(ss) + 1e-12, nt = sqrt(tt) + 1e-12, c = st / (ns * nt);
-        tot += 1.0 - c;
-        float *d = d_out + (size_t)r * D;
-        for (int i = 0; i < D; i++) d[i] += (float)(-alpha / n * (t[i] / (ns * nt) - c * s[i] / (ns * ns)));
-    }
-    return tot / n;
 }
 
 as_status distill_run(const distill_opts *o, as_error *err) {

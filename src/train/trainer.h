@@ -132,11 +132,4 @@ as_status checkpoint_model_load(const char *dir, const train_from_as_opts *fo, t
 /* Number of MLM rows of the last train_forward whose argmax is the target. */
 float train_mlm_correct(const train_acts *a, int V);
 
-/* The distillation terms. zs, zt, d (M, V): returns mean_rows KL(softmax(zt/T) ||
- * softmax(zs/T)) and adds alpha * T^2 * its gradient w.r.t. zs (averaged over M) into d.
- * hs, ht, d_out (N, D), mask (N): returns mean over rows with mask != 0 of
- * 1 - cos(hs, ht) and adds alpha times its gradient w.r.t. hs into d_out. */
-double distill_kl_grad(const float *zs, const float *zt, float *d, int M, int V, float T, float alpha);
-double distill_cos_grad(const float *hs, const float *ht, const int32_t *mask, float *d_out, int N, int D, float alpha);
-
 #endif

@@ -32,17 +32,12 @@
 #define FIXTURE_ROOT AS_SOURCE_DIR "/tests/ref/fixtures/models"
 #define GRAD_REL 2e-4
 
+#include "param_grads.h"
+
 static const char *const FIXTURES[] = {
     "bert", "bert_noprefix_mlm", "bert_f16", "bert_bf16", "roberta", "distilbert", "electra", "gpt2",
     "gpt2_f16", "gpt2_scaling", "llama", "llama3_scaled", "llama_bf16", "llama_cls", "mistral_swa",
     "qwen2_noprefix", "qwen3", "gemma2", "gemma3", "phi3", "yarn"};
-
-static void *copy_data(const st_tensor *t) {
-    void *p = malloc(t->nbytes ? t->nbytes : 1);
-    assert_non_null(p);
-    memcpy(p, t->data, t->nbytes);
-    return p;
-}
 
 static const st_tensor *need(const st_file *f, const char *fx, const char *cs, const char *what) {
     char name[128];
@@ -50,12 +45,6 @@ static const st_tensor *need(const st_file *f, const char *fx, const char *cs, c
     const st_tensor *t = st_file_find(f, name);
     if (!t) fail_msg("%s: no tensor %s", fx, name);
     return t;
-}
-
-static double max_abs(const float *a, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
-    return m;
 }
 
 static double max_diff(const float *a, const float *b, size_t n) {
@@ -217,71 +206,6 @@ static void test_given_words_and_fd(void **state) {
 }
 
 /* ---- parameter gradients ---------------------------------------------------- */
-
-typedef struct {
-    const st_file *ref;
-    double scale;           /* the largest |reference gradient| of the model */
-    int bad, checked;
-    char seen[256][96];     /* reference tensors compared */
-    int n_seen;
-} pg_check;
-
-static void mark(pg_check *pc, const char *name) {
-    for (int i = 0; i < pc->n_seen; i++)
-        if (!strcmp(pc->seen[i], name)) return;
-    if (pc->n_seen < 256) snprintf(pc->seen[pc->n_seen++], sizeof pc->seen[0], "%s", name);
-}
-
-/* ours (rows x cols, row-major) against rows [r0, r0 + rows) and columns [c0, c0 + cols)
- * of reference tensor `name` (R x C; 1-D: C = 1). */
-static void cmp_block(pg_check *pc, const char *name, const float *ours, int rows, int cols, int r0, int c0) {
-    if (!name || !ours) return;
-    const st_tensor *t = st_file_find(pc->ref, name);
-    if (!t) {
-        printf("  %s: no reference gradient\n", name);
-        pc->bad++;
-        return;
-    }
-    int64_t C = t->ndim == 2 ? t->shape[1] : 1;
-    float *e = copy_data(t);
-    double d = 0.0, mx = 0.0;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            double ref = e[(size_t)(r0 + r) * C + c0 + c];
-            mx = fmax(mx, fabs(ref));
-            d = fmax(d, fabs(ref - ours[(size_t)r * cols + c]));
-        }
-    double tol = 2e-4 * fmax(mx, 1e-3 * pc->scale);
-    if (!(d <= tol)) {
-        printf("  %s [%d:%d, %d:%d]: max|diff| %.2e of %.2e  FAIL\n", name, r0, r0 + rows, c0, c0 + cols, d, mx);
-        pc->bad++;
-    }
-    pc->checked++;
-    mark(pc, name);
-    free(e);
-}
-
-static void bias_name(const char *wname, char *out, size_t cap) {
-    snprintf(out, cap, "%s", wname);
-    char *p = strstr(out, ".weight");
-    if (p && p[7] == 0) snprintf(p, cap - (size_t)(p - out), ".bias");
-}
-
-static void cmp_lin(pg_check *pc, const lin_t *l, const lin_grad *g) {
-    if (!l->wname || !g->w) return;
-    if (l->in_out) cmp_block(pc, l->wname, g->w, l->n_in, l->n_out, 0, l->part_off);
-    else cmp_block(pc, l->wname, g->w, l->n_out, l->n_in, l->part_off, 0);
-    if (g->b) {
-        char bn[128];
-        bias_name(l->wname, bn, sizeof bn);
-        cmp_block(pc, bn, g->b, l->n_out, 1, l->part_off, 0);
-    }
-}
-
-static void cmp_ln(pg_check *pc, const ln_t *ln, const ln_grad *g) {
-    if (ln->gname) cmp_block(pc, ln->gname, g->g, ln->n, 1, 0, 0);
-    if (ln->bname) cmp_block(pc, ln->bname, g->b, ln->n, 1, 0, 0);
-}
 
 static void test_param_grads(void **state) {
     (void)state;

@@ -20,6 +20,7 @@
 
 #include "io/safetensors.h"
 #include "train/trainer.h"
+#include "train/bert_loss.h"
 
 #include <math.h>
 #include <stdio.h>
