@@ -6,7 +6,8 @@
 // labels (keyboard list) name the database's pattern of every head, "previous-word" on
 // L0H0, "sink" on L1H0 and "induction" on L1H2; the tooltip shows the head's induction and first-token scores
 // as the API gives them; the decoder scores are offered as sort and colour keys, and
-// colouring by pattern paints the sink head in its legend colour.
+// colouring by pattern paints the sink head in its legend colour; the pattern view of the
+// induction head names its label.
 // Screenshots go to tests/browser/artifacts/decoder-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -99,4 +100,12 @@ test('the overview labels the decoder heads and sorts / colours by their scores'
   await page.selectOption('[data-testid=ov-sort]', 'sink');
   await page.waitForFunction(() => /layer 1 head 0: sink/.test(
     [...document.querySelectorAll('[data-testid=overview-focus] button')][4]?.getAttribute('aria-label') ?? ''));
+});
+
+test('the pattern view of the induction head names its label', async () => {
+  await page.goto(`${base}/?view=pattern&dbrun=1&layer=1&head=2`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=pattern-label]')?.innerText.startsWith('L1H2'));
+  const lab = await page.locator('[data-testid=pattern-label]').innerText();
+  assert.match(lab, /^L1H2: induction /);
+  await page.screenshot({ path: join(ART, 'decoder-pattern.png') });
 });

@@ -264,6 +264,8 @@ export const en = {
   'pat.prev': 'previous token',
   'pat.self': 'self',
   'pat.delimiters': 'delimiters',
+  'pat.first': 'first token (sink)',
+  'pat.induction': 'induction (probe)',
   'pat.broad': 'broad',
   'pat.concNone': 'Concentration: n/a (no q/k: imported or not explained)',
   'pat.conc': 'Concentration: {c} of {Dh} dimensions carry 90% of q·k (median over {n} dominant links)',

@@ -286,6 +286,8 @@ export const zhCN: Messages = {
   'pat.prev': '上一词元',
   'pat.self': '自身',
   'pat.delimiters': '分隔符',
+  'pat.first': '首词元（汇聚）',
+  'pat.induction': '归纳（探针）',
   'pat.broad': '广泛',
   'pat.concNone': '集中度：无（没有 q/k：导入的运行或未做解释）',
   'pat.conc': '集中度：{Dh} 个维度中有 {c} 个承载 q·k 的 90%（{n} 条主导连线的中位数）',
