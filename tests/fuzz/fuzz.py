@@ -14,6 +14,10 @@ Modes (one per ctest test):
   db      mutates an analysis database (cells set to odd values or NULL, rows deleted,
           tables dropped, bytes flipped) and runs `attnscope report`, `export`, or `serve
           --db` with a GET of every database route
+  tokenizer  mutates a SentencePiece Unigram tokenizer.json (tests/ref/unigram_tokenizers.py
+          variants): the Precompiled charsmap's binary table (header, trie units, strings,
+          truncation), vocab pieces and scores, unk_id / byte_fallback, or any JSON value,
+          and runs `attnscope run` on hostile text with it
   corpus  mutates an SST-2 TSV and a CoNLL-U corpus (fields swapped for odd values, lines
           deleted, duplicated or made huge, bytes flipped, truncation) and runs
           `attnscope analyze`, `pretrain` (a tiny model, 2 steps) or `vocab` on them
@@ -30,15 +34,18 @@ the corpus is the committed fixtures plus shipped models.
 Usage: fuzz.py MODE --bin BUILD/attnscope --work DIR [--n N] [--seed S] [--keep DIR]
   --work: folder with the models of tests/ref/make_analysis_db.sh (bert-sst, distil-sst,
   analysis.sqlite), of tests/browser/make_gpt2_model.mjs (gpt2) and of
-  tests/cli/make_bpe_model.mjs (spm: the Llama-2 tokenizer), made by run.sh.
+  tests/cli/make_bpe_model.mjs (spm: the Llama-2 tokenizer; ug-NAME: the Unigram variants of
+  tests/ref/unigram_tokenizers.py), made by run.sh.
 """
 import argparse
+import base64
 import json
 import os
 import random
 import shutil
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -55,7 +62,8 @@ PIECES = ['hello', 'world', '[SEP]', '[CLS]', '[MASK]', '<s>', '</s>', '<mask>',
           '##ing', 'Ġthe', 'café', 'naïve', '日本語', '😀👍🏽', '\u200b', '\u0301', '\ufeff',
           '\t', '\r\n', ' ', '  ', '.', '...', '--', '\\', '"', "'", '%s%n', '\x01', '\x7f',
           'ﬁ', 'Ⅻ', 'İ', 'ß', 'ΣΑΣ', '\U0010ffff', 'a' * 300, '1234567890' * 20,
-          '▁', '▁the', '<0x41>', '<unk>', '\U00020000', '\U000e0001']
+          '▁', '▁the', '<0x41>', '<unk>', '\U00020000', '\U000e0001',
+          '\uff21\uff22', '\uff76\uff9e', '\u2460', '\u337b', '\u00bd', 'e\u0301\u0301', '\u3000']
 
 
 def mutate_json(o, rng):
@@ -227,11 +235,67 @@ class Checker:
             self.fail('control character in the error output', keep_dir, repr(err[:600]))
 
 
+UNIGRAM_VARIANTS = ('t5', 'xlmr', 'albert', 'new_spm', 'byte_fallback', 'nfkc_lower')
+
+
 def models(work):
     out = [os.path.join(ROOT, 'models', m) for m in ('attnscope-sst2', 'attnscope-mlm')]
     out = [m for m in out if os.path.isdir(m)]
-    out += [os.path.join(work, m) for m in ('bert-sst', 'distil-sst', 'gpt2', 'spm')]
+    out += [os.path.join(work, m) for m in ('bert-sst', 'distil-sst', 'gpt2', 'spm', 'ug-t5', 'ug-albert')]
     return out
+
+
+def mutate_charsmap(pc, rng):
+    """Edits the binary table of a Precompiled normalizer (base64 in the JSON)."""
+    raw = bytearray(base64.b64decode(pc['precompiled_charsmap']))
+    trie = struct.unpack('<I', raw[:4])[0] // 4
+    k = rng.random()
+    if k < 0.2:
+        raw[0:4] = struct.pack('<I', rng.choice([0, 3, 4, 8, len(raw), len(raw) - 4, 2**32 - 4, 2**31,
+                                                   rng.randrange(len(raw))]))
+    elif k < 0.6:
+        for _ in range(rng.randint(1, 40)):
+            i = 4 + 4 * rng.randrange(max(trie, 1))
+            u = rng.getrandbits(32) if rng.random() < 0.5 else struct.unpack('<I', raw[i:i + 4])[0] ^ (1 << rng.randrange(32))
+            raw[i:i + 4] = struct.pack('<I', u)
+    elif k < 0.8 and len(raw) > 4 + 4 * trie:
+        for _ in range(rng.randint(1, 20)):
+            raw[rng.randrange(4 + 4 * trie, len(raw))] = rng.choice([0, 0x80, 0xbf, 0xc0, 0xe2, 0xf4, 0xff, 0x41])
+    else:
+        raw = bytearray(mutate_bytes(bytes(raw), rng))
+    enc = base64.b64encode(bytes(raw)).decode()
+    pc['precompiled_charsmap'] = enc if rng.random() < 0.9 else enc[:rng.randrange(len(enc) + 1)] + rng.choice(['', '=', '!', '\n'])
+
+
+def mutate_unigram(path, rng):
+    """One structure-aware edit of a Unigram tokenizer.json, else JSON-aware ones."""
+    j = json.load(open(path, encoding='utf-8'))
+    nm = j.get('normalizer') or {}
+    steps = nm.get('normalizers', [nm]) if isinstance(nm, dict) else []
+    pcs = [n for n in steps if isinstance(n, dict) and n.get('type') == 'Precompiled']
+    vocab = j['model']['vocab']
+    r = rng.random()
+    if r < 0.45 and pcs:
+        mutate_charsmap(pcs[0], rng)
+    elif r < 0.7:
+        for _ in range(rng.randint(1, 5)):
+            i = rng.randrange(len(vocab))
+            k = rng.random()
+            if k < 0.4:
+                vocab[i][1] = rng.choice([1e308, -1e308, 0, 0.0, 5, 100.0, -1e-300, 2**63, -2**63])
+            elif k < 0.8:
+                vocab[i][0] = rng.choice(PIECES + ['', vocab[rng.randrange(len(vocab))][0], '\u2581' * 50])
+            elif k < 0.9:
+                del vocab[i]
+            else:
+                vocab.append([rng.choice(PIECES), rng.choice([0.0, -1.0, 3.0])])
+    elif r < 0.85:
+        j['model'][rng.choice(['unk_id', 'byte_fallback'])] = rng.choice(WEIRD + [len(vocab) - 1, len(vocab)])
+    else:
+        for _ in range(rng.randint(1, 3)):
+            mutate_json(j, rng)
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(j, f)
 
 
 def case_dirs(n, prefix):
@@ -253,6 +317,14 @@ def mode_files(args, rng, chk):
         files = sorted(f for f in os.listdir(d) if f.endswith(('.json', '.txt', '.safetensors')))
         mutate_file(os.path.join(d, rng.choice(files)), rng)
         text = rng.choice(['hello world', 'The café, naïve! 123', 'a ' * 50, 'x y z [SEP] [MASK]'])
+        chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
+
+
+def mode_tokenizer(args, rng, chk):
+    for d in case_dirs(args.n, 'fuzz-tokenizer-'):
+        shutil.copytree(os.path.join(args.work, 'ug-' + rng.choice(UNIGRAM_VARIANTS)), d)
+        mutate_unigram(os.path.join(d, 'tokenizer.json'), rng)
+        text = hostile_text(rng).replace(b'\0', b'') or b'x'
         chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
 
 
@@ -464,7 +536,7 @@ def mode_http(args, rng, chk):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('mode', choices=['files', 'text', 'import', 'corpus', 'db', 'http'])
+    ap.add_argument('mode', choices=['files', 'text', 'tokenizer', 'import', 'corpus', 'db', 'http'])
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--n', type=int, default=100)
@@ -475,7 +547,7 @@ def main():
     rng = random.Random(f'{args.mode}:{args.seed}')
     chk = Checker(args)
     t0 = time.time()
-    {'files': mode_files, 'text': mode_text, 'import': mode_import, 'corpus': mode_corpus,
+    {'files': mode_files, 'text': mode_text, 'tokenizer': mode_tokenizer, 'import': mode_import, 'corpus': mode_corpus,
      'db': mode_db, 'http': mode_http}[args.mode](args, rng, chk)
     seen = ', '.join(f'{k}: {v}' for k, v in sorted(chk.exit_codes.items(), key=lambda kv: str(kv[0])))
     print(f'fuzz {args.mode}: {chk.cases} cases in {time.time() - t0:.0f} s, {chk.failures} failures '

