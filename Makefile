@@ -154,6 +154,7 @@ fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_attrib.py
 	/usr/bin/python3 tests/ref/gen_mixing.py
 	/usr/bin/python3 tests/ref/gen_param_grads.py
+	/usr/bin/python3 tests/ref/gen_bf16.py
 
 # Every benchmark beside the best PyTorch configuration found (bench/RESULTS.md; about
 # 70 minutes on 2 cores; run it on a quiet machine): forward T=64..1024, training, the

