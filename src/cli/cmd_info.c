@@ -74,6 +74,12 @@ static json_t *info_json(const char *dir, const as_model *m) {
                           "max_tokens", as_model_max_tokens(m), "type_vocab", c->type_vocab, "vocab_size",
                           c->vocab_size);
     json_object_set_new(o, "gqa_ratio", json_integer(c->n_head / kv_heads(c)));
+    /* encoder-decoder models: layers are the encoder's */
+    json_object_set_new(o, "decoder_layers", json_integer(c->n_dec_layer));
+    json_object_set_new(o, "relative_attention",
+                        c->rel_buckets > 0 ? json_pack("{s:i, s:i}", "buckets", c->rel_buckets, "max_distance",
+                                                       c->rel_max_distance)
+                                           : json_null());
     json_object_set_new(o, "score_scale", json_real((double)as_attn_scale(c, 0)));
     json_object_set_new(o, "score_layer_scale", json_boolean(c->attn_layer_scale));
     json_object_set_new(o, "activation", json_string(as_act_name(c->act)));
@@ -103,7 +109,13 @@ static void info_text(const char *dir, const as_model *m) {
     int hkv = kv_heads(c);
     printf("model:        %s\n", dir);
     printf("architecture: %s (model_type %s)%s\n", as_arch_name(c->arch), c->model_type, c->causal ? ", causal" : "");
-    printf("layers:       %d\n", c->n_layer);
+    printf("layers:       %d%s\n", c->n_layer, c->n_dec_layer ? " (encoder)" : "");
+    if (c->n_dec_layer)
+        printf("decoder:      %d layers (causal self-attention, cross-attention to the encoder, feed-forward; %s)\n",
+               c->n_dec_layer, c->pre_norm ? "pre-norm" : "post-norm");
+    if (c->rel_buckets > 0)
+        printf("relative:     %d position buckets up to distance %d (the first layer's bias, every layer)\n",
+               c->rel_buckets, c->rel_max_distance);
     if (hkv < c->n_head)
         printf("heads:        %d query, %d key/value (grouped-query, %d query heads per kv head; head width %d)\n",
                c->n_head, hkv, c->n_head / hkv, c->d_head);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # test_encdec.sh — `attnscope run` on encoder-decoder models (bart_tiny, mbart_tiny,
-# marian_tiny, t5_tiny, mt5_tiny of tests/ref/gen_encdec.py): --ids with --target-ids writes the three
-# attention kinds in npz (encoder_/decoder_/cross_ arrays, shapes, values equal to the
-# torch reference's expected.safetensors within 1e-5) and in JSON (the same arrays and the
-# decoder's tokens); a BERT run's npz keeps its plain names; errors: no target for an
+# marian_tiny, t5_tiny, mt5_tiny of tests/ref/gen_encdec.py): --ids with --target-ids writes
+# the three attention kinds in npz (encoder_/decoder_/cross_ arrays, shapes, values equal to
+# the torch reference's expected.safetensors within 1e-5) and in JSON (the same arrays and
+# the decoder's tokens); a BERT run's npz keeps its plain names; errors: no target for an
 # encoder-decoder model, a target for another model, both target options, a target id out
-# of range, a layer only the decoder has. It does not cover --target text (the fixtures
-# have no tokenizer; the shift is tested in test_encdec.c).
+# of range, a layer only the decoder has; `info` shows the decoder and T5's buckets. It does
+# not cover --target text (the fixtures have no tokenizer; the shift is tested in
+# test_encdec.c).
 set -u
 BIN=$1
 . "$(dirname "$0")/lib.sh"
@@ -55,4 +56,12 @@ expect 2 "not an encoder-decoder model" -- run --model "$FX/bert" --ids 2,7,9,3 
 expect 2 "at most one of --target" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids 2 --target x
 expect 2 "outside the vocabulary" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids 2,0,500
 expect 2 "layer 2 is out of range" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids $TGT --layer 2
+expect 0 "" -- info --model "$FX/t5_tiny"
+grep -q "^decoder:      3 layers (causal self-attention, cross-attention to the encoder, feed-forward; pre-norm)" "$TMP/out" &&
+  grep -q "^relative:     10 position buckets up to distance 12" "$TMP/out" && ok "info: t5 decoder and buckets" || fail "info t5"
+expect 0 "" -- info --model "$FX/bart_tiny" --format json
+$PY -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+assert d['decoder_layers'] == 3 and d['relative_attention'] is None and d['layers'] == 2
+" "$TMP/out" && ok "info --format json: decoder_layers" || fail "info json"
 exit $((fails > 0))
