@@ -5,9 +5,9 @@
 # the torch reference's expected.safetensors within 1e-5) and in JSON (the same arrays and
 # the decoder's tokens); a BERT run's npz keeps its plain names; errors: no target for an
 # encoder-decoder model, a target for another model, both target options, a target id out
-# of range, a layer only the decoder has; `info` shows the decoder and T5's buckets. It does
-# not cover --target text (the fixtures have no tokenizer; the shift is tested in
-# test_encdec.c).
+# of range, a layer only the decoder has; --target text (a ten-token byte-level BPE
+# tokenizer.json written here) encoded and shifted right; `info` shows the decoder and T5's
+# buckets.
 set -u
 BIN=$1
 . "$(dirname "$0")/lib.sh"
@@ -56,6 +56,30 @@ expect 2 "not an encoder-decoder model" -- run --model "$FX/bert" --ids 2,7,9,3 
 expect 2 "at most one of --target" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids 2 --target x
 expect 2 "outside the vocabulary" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids 2,0,500
 expect 2 "layer 2 is out of range" -- run --model "$FX/bart_tiny" --ids $SRC --target-ids $TGT --layer 2
+# --target text: bart_tiny with a byte-level BPE tokenizer.json of ten tokens; the target's
+# encoding <s> b a Ġ ab </s> shifted right: decoder_start_token_id (2) first, </s> dropped
+mkdir -p "$TMP/tok" && cp "$FX/bart_tiny/config.json" "$TMP/tok/" && ln -s "$FX/bart_tiny/model.safetensors" "$TMP/tok/"
+$PY - "$TMP/tok/tokenizer.json" <<'PY'
+import json, sys
+vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5, "\u0120": 6, "ab": 7, "\u0120b": 8, "\u0120a": 9}
+special = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+            "special": True} for c, i in list(vocab.items())[:4]]
+json.dump({"version": "1.0", "truncation": None, "padding": None, "added_tokens": special, "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+           "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                              "trim_offsets": True, "add_prefix_space": False},
+           "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                     "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                     "merges": ["a b", "\u0120 b", "\u0120 a"]}}, open(sys.argv[1], "w"))
+PY
+expect 0 "" -- run --model "$TMP/tok" --text "ab ba" --target "ba ab" --capture logits --format json
+$PY -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+assert d['input_ids'] == [0, 7, 8, 4, 2], d['input_ids']
+assert d['decoder_input_ids'] == [2, 0, 5, 4, 6, 7], d['decoder_input_ids']
+assert [t['piece'] for t in d['decoder_tokens']] == ['</s>', '<s>', 'b', 'a', '\u0120', 'ab']
+" "$TMP/out" && ok "--target text: encoded, then shifted right" || fail "--target text"
 expect 0 "" -- info --model "$FX/t5_tiny"
 grep -q "^decoder:      3 layers (causal self-attention, cross-attention to the encoder, feed-forward; pre-norm)" "$TMP/out" &&
   grep -q "^relative:     10 position buckets up to distance 12" "$TMP/out" && ok "info: t5 decoder and buckets" || fail "info t5"
