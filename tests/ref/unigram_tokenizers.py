@@ -6,7 +6,14 @@ Precompiled normalizer, Metaspace, TemplateProcessing).
 
   --from-model M.model OUT.json   (dev only) converts a SentencePiece model file, as
       `spm_train --model_type=unigram` (Debian package sentencepiece) writes it, into the
-      committed T5-style base file tests/ref/fixtures/unigram/tokenizer.json
+      committed T5-style base file tests/ref/fixtures/unigram/tokenizer.json. The committed
+      model was trained once (on this repository's docs and README of the day plus a few
+      hundred multilingual lines; not meant to be regenerated) with
+        spm_train --input=corpus.txt --model_prefix=ug --vocab_size=3000
+          --model_type=unigram --character_coverage=0.9995 --pad_id=0 --eos_id=1
+          --unk_id=2 --bos_id=-1 --byte_fallback=true --num_threads=1
+      so its charsmap is SentencePiece 0.1.97's nmt_nfkc table, the one T5 / XLM-R /
+      ALBERT models carry
   --variants BASE.json DIR        writes DIR/NAME/tokenizer.json for every variant below
       (tests/unit/test_unigram.c and gen_unigram_fixtures.mjs both call this)
 
