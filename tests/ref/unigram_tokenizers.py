@@ -12,8 +12,8 @@ Precompiled normalizer, Metaspace, TemplateProcessing).
         spm_train --input=corpus.txt --model_prefix=ug --vocab_size=3000
           --model_type=unigram --character_coverage=0.9995 --pad_id=0 --eos_id=1
           --unk_id=2 --bos_id=-1 --byte_fallback=true --num_threads=1
-      so its charsmap is SentencePiece 0.1.97's nmt_nfkc table, the one T5 / XLM-R /
-      ALBERT models carry
+      so its charsmap is SentencePiece 0.1.97's table for nmt_nfkc, the rule T5, XLM-R and
+      ALBERT were trained with (older SentencePiece versions' tables may differ in details)
   --variants BASE.json DIR        writes DIR/NAME/tokenizer.json for every variant below
       (tests/unit/test_unigram.c and gen_unigram_fixtures.mjs both call this)
 
