@@ -259,6 +259,9 @@ void model_params_decay_mask(const as_model *m, const model_grads *p, uint8_t *m
  * name: the current weights, fused tensors reassembled from their views, unbound ones as
  * stored) and copies config.json and the tokenizer files of src_dir. */
 as_status model_params_save(const as_model *m, const char *src_dir, const char *dir, as_error *err);
+/* The F32 data of checkpoint tensor `name` (n floats) as m holds it now (its own copy
+ * after model_params_own), or NULL when m does not bind it as one whole buffer. Borrowed. */
+const float *model_param_data(const as_model *m, const char *name, size_t n);
 
 /* The forward (encoder.c) with, optionally, word vectors instead of the table's rows
  * (word: (T, De)) and a tape to fill (spec must ask for logits, without ablation). */

@@ -165,6 +165,12 @@ static int find_parts(const as_model *m, const char *name, src_part *parts) {
         {"embeddings.word_embeddings.weight", "w"}, {"wte.weight", "w"}, {"embed_tokens.weight", "w"},
         {"embeddings.position_embeddings.weight", "p"}, {"wpe.weight", "p"},
         {"embeddings.token_type_embeddings.weight", "t"}};
+    static const char *const mlm_biases[] = {"cls.predictions.bias", "cls.predictions.decoder.bias", "lm_head.bias",
+                                             "lm_head.decoder.bias", "vocab_projector.bias"};
+    for (size_t i = 0; i < sizeof mlm_biases / sizeof mlm_biases[0] && !n && m->mlm_bias; i++) {
+        const char *tn = model_tensor_name(m, mlm_biases[i]);
+        if (tn && !strcmp(tn, name)) parts[n++] = (src_part){m->mlm_bias, c->vocab_size, 1, 0, 0};
+    }
     for (size_t i = 0; i < sizeof tables / sizeof tables[0] && !n; i++) {
         const char *tn = model_tensor_name(m, tables[i][0]);
         if (!tn || strcmp(tn, name)) continue;
@@ -173,6 +179,13 @@ static int find_parts(const as_model *m, const char *name, src_part *parts) {
         if (d) parts[n++] = (src_part){d, rows, c->d_embed, 0, 0};
     }
     return n;
+}
+
+const float *model_param_data(const as_model *m, const char *name, size_t n) {
+    src_part parts[4];
+    int np = find_parts(m, name, parts);
+    if (np != 1 || parts[0].part_off || (size_t)parts[0].rows * parts[0].cols != n) return NULL;
+    return parts[0].data;
 }
 
 as_status model_params_save(const as_model *m, const char *src_dir, const char *dir, as_error *err) {

@@ -60,12 +60,30 @@ as_status checkpoint_state_load(const char *dir, trainop_adamw *o, uint64_t *see
     return rc;
 }
 
-as_status checkpoint_model_load(const char *dir, const train_from_as_opts *fo, train_model **out, as_error *err) {
-    as_model *am = NULL;
-    *out = NULL;
-    as_status rc = as_model_load(dir, &am, err);
-    if (rc) return rc;
-    rc = train_model_from_as(am, fo, out, err);
-    as_model_free(am);
-    return rc;
+as_status trainable_load(const char *dir, trainable *t, as_error *err) {
+    memset(t, 0, sizeof *t);
+    train_config c;
+    as_status s = as_model_load(dir, &t->m, err);
+    if (s || (s = bert_ckpt_config(t->m, &c, err)) || (s = model_params_own(t->m, &t->p, err)) ||
+        (s = model_grads_init(t->m, &t->g, err)))
+        goto fail;
+    t->decay = as_malloc(t->p.n ? t->p.n : 1);
+    if (!t->decay) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for %zu parameters", t->p.n);
+        goto fail;
+    }
+    model_params_decay_mask(t->m, &t->p, t->decay);
+    return AS_OK;
+fail:
+    trainable_free(t);
+    return s;
+}
+
+void trainable_free(trainable *t) {
+    if (!t) return;
+    as_model_free(t->m); /* before the weights its views point into */
+    model_grads_free(&t->p);
+    model_grads_free(&t->g);
+    free(t->decay);
+    memset(t, 0, sizeof *t);
 }

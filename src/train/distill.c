@@ -10,14 +10,18 @@
  *         of the real tokens, DistilBERT's cosine embedding loss)
  * dL/dz_s of the KL term = alpha_kl * T * (softmax(z_s / T) - softmax(z_t / T)) / M;
  * dL/dh_s of the cosine term = -alpha_cos / N * (h_t / (|h_s||h_t|) - cos * h_s / |h_s|^2).
+ * The losses and their gradients are bert_loss.c's, on the one forward; the teacher's
+ * weights are read in place from its checkpoint.
  * What it does not: distil a classifier directly (fine-tune the student afterwards),
  * students of another width.
  */
 #include "train/trainer.h"
 #include "train/bert_loss.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void distill_opts_default(distill_opts *o) {
     memset(o, 0, sizeof *o);
@@ -37,56 +41,52 @@ void distill_opts_default(distill_opts *o) {
     o->dtype = DTYPE_F16;
 }
 
-/* Student arena from the teacher: all non-layer tensors copied, layer l <- teacher 2l. */
-static void init_student(train_model *s, const train_model *t) {
-    size_t so = 0, to = 0;
-    int Ls = s->cfg.n_layer, Lt = t->cfg.n_layer;
-    for (int k = 0; k < TRAIN_N_TENSORS; k++) {
-        int per_layer = k >= 5 && k <= 16;
-        if (!per_layer) {
-            ASSERT(s->sizes[k] == t->sizes[k]);
-            memcpy(s->params_mem + so, t->params_mem + to, s->sizes[k] * sizeof(float));
-        } else {
-            size_t one = s->sizes[k] / (size_t)Ls;
-            ASSERT(one * (size_t)Lt == t->sizes[k]);
-            for (int l = 0; l < Ls; l++)
-                memcpy(s->params_mem + so + (size_t)l * one, t->params_mem + to + (size_t)(2 * l) * one,
-                       one * sizeof(float));
-        }
-        so += s->sizes[k];
-        to += t->sizes[k];
-    }
-}
-
 as_status distill_run(const distill_opts *o, as_error *err) {
     as_status rc = AS_OK;
-    train_model *tm = NULL, *sm = NULL;
-    train_acts *ta = NULL, *sa = NULL;
+    as_model *tm = NULL;
+    trainable st = {0};
     trainop_adamw opt = {0};
     data_tok *tk = NULL;
     data_text txt = {0};
     data_corpus cor = {0};
     data_mlm_batch mb = {0};
-    char vp[4096];
+    char vp[4096], init[4200];
+    int *layer_of = NULL;
     if (o->steps < 1 || o->batch < 1 || o->max_len < 16 || !(o->lr > 0.0f) || !(o->temperature > 0.0f) ||
         !(o->dropout >= 0.0f && o->dropout < 1.0f))
         return as_err_set(err, AS_ERR_INPUT, "bad distillation options: need steps >= 1, batch >= 1, max-len >= 16, "
                                              "lr > 0, temperature > 0, dropout in [0, 1)");
     train_set_threads(o->threads);
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.num_labels = 0;
-    if ((rc = checkpoint_model_load(o->teacher, &fo, &tm, err))) return rc;
-    if (!tm->cfg.mlm || tm->cfg.arch != ARCH_BERT || tm->cfg.n_layer < 2) {
+    train_config tc, sc;
+    if ((rc = as_model_load(o->teacher, &tm, err))) return rc;
+    if ((rc = bert_ckpt_config(tm, &tc, err))) goto cleanup;
+    if (!tc.mlm || tc.arch != ARCH_BERT || tc.n_layer < 2) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: the teacher must be a BERT masked-LM model with >= 2 layers", o->teacher);
         goto cleanup;
     }
-    train_config sc = tm->cfg;
-    sc.n_layer = tm->cfg.n_layer / 2;
-    if ((rc = train_model_init(&sc, o->seed, 1, &sm, err))) goto cleanup;
-    init_student(sm, tm);
+    /* the student: every other teacher layer (0, 2, 4, ...), the teacher's embeddings and
+       masked-LM head, no classifier; written to out/.init and loaded trainable */
+    sc = tc;
+    sc.n_layer = tc.n_layer / 2;
+    sc.num_labels = 0;
+    layer_of = as_malloc_array((size_t)sc.n_layer, sizeof(int));
+    if (!layer_of) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int l = 0; l < sc.n_layer; l++) layer_of[l] = 2 * l;
+    if (mkdir(o->out, 0755) && errno != EEXIST) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: cannot create: %s", o->out, strerror(errno));
+        goto cleanup;
+    }
+    snprintf(init, sizeof init, "%s/.init", o->out);
+    bert_ckpt_opts io = {.src = tm, .layer_of = layer_of, .seed = o->seed, .dtype = DTYPE_F32};
+    if (!(rc = bert_ckpt_write(init, &sc, &io, err))) rc = trainable_load(init, &st, err);
+    bert_ckpt_remove(init);
+    if (rc) goto cleanup;
     if ((rc = as_path_join(vp, sizeof vp, o->teacher, "vocab.txt", err))) goto cleanup;
     if ((rc = data_tok_load(vp, &tk, err))) goto cleanup;
-    int V = tm->cfg.vocab_size, D = tm->cfg.d_model, drop = 0;
+    int V = tc.vocab_size, drop = 0;
     if (data_tok_vocab(tk) != V) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: %d tokens, the teacher has %d", vp, data_tok_vocab(tk), V);
         goto cleanup;
@@ -94,12 +94,9 @@ as_status distill_run(const distill_opts *o, as_error *err) {
     if ((rc = data_read_corpus(o->corpus, o->n_corpus, o->exclude, o->n_exclude, &txt, &drop, err))) goto cleanup;
     if ((rc = data_tokenize(tk, &txt, &cor, err))) goto cleanup;
     data_text_free(&txt);
-    int T = o->max_len < tm->cfg.max_pos ? o->max_len : tm->cfg.max_pos;
-    int max_mlm = data_max_predictions(o->batch, T, DATA_MASK_PROB);
-    if ((rc = train_acts_init(tm, o->batch, T, max_mlm, &ta, err))) goto cleanup;
-    if ((rc = train_acts_init(sm, o->batch, T, max_mlm, &sa, err))) goto cleanup;
+    int T = o->max_len < tc.max_pos ? o->max_len : tc.max_pos;
     if ((rc = data_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
-    if ((rc = trainop_adamw_init(&opt, sm->n_params, err))) goto cleanup;
+    if ((rc = trainop_adamw_init(&opt, st.p.n, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -108,39 +105,32 @@ as_status distill_run(const distill_opts *o, as_error *err) {
     opt.clip = o->clip;
     opt.total = o->steps;
     opt.warmup = o->steps / 20;
-    fprintf(stderr, "distill: teacher %d layers -> student %d layers (%zu parameters), %d sentences\n",
-            tm->cfg.n_layer, sc.n_layer, sm->n_params, cor.n_sent);
+    fprintf(stderr, "distill: teacher %d layers -> student %d layers (%zu parameters), %d sentences\n", tc.n_layer,
+            sc.n_layer, st.p.n, cor.n_sent);
     double start = as_now(), s_kl = 0, s_ce = 0, s_cos = 0, ok = 0, np = 0;
     int cnt = 0;
-    size_t BTcap = (size_t)o->batch * T;
     while (opt.step < o->steps) {
         train_rng rng = train_rng_seeded(o->seed, (uint64_t)opt.step);
         data_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
-        train_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
-                      .mlm_labels = mb.labels};
-        if ((rc = train_forward(tm, ta, &b, err))) goto cleanup;
-        sa->p_hidden = sa->p_attn = o->dropout;
+        bert_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+                        .mlm_labels = mb.labels};
         train_rng dr = train_rng_seeded(o->seed ^ 0xD15711ull, (uint64_t)opt.step);
-        sa->seed = train_rng_next(&dr);
-        train_zero_grad(sm);
-        if ((rc = train_forward(sm, sa, &b, err))) goto cleanup;
-        int M = sa->n_mlm;
-        for (size_t i = 0; i < (size_t)M * V; i++) sa->d_mlm_logits[i] *= o->alpha_mlm;
-        double kl = distill_kl_grad(sa->mlm_logits, ta->mlm_logits, sa->d_mlm_logits, M, V, o->temperature, o->alpha_kl);
-        const float *hs = sa->resid + (size_t)sc.n_layer * BTcap * D;
-        const float *ht = ta->resid + (size_t)tm->cfg.n_layer * BTcap * D;
-        double cs = distill_cos_grad(hs, ht, mb.mask, sa->d_out, mb.b * mb.t, D, o->alpha_cos);
-        train_backward(sm, sa, &b, 1);
-        float gn = trainop_adamw_step(&opt, sm);
-        if (!isfinite(sa->loss) || !isfinite(gn) || !isfinite(kl)) {
+        bert_loss_opts lo = {.dropout = o->dropout, .seed = train_rng_next(&dr), .threads = train_threads(),
+                             .teacher = tm, .temperature = o->temperature, .alpha_kl = o->alpha_kl,
+                             .alpha_mlm = o->alpha_mlm, .alpha_cos = o->alpha_cos};
+        bert_loss_out out = {0};
+        model_grads_zero(&st.g);
+        if ((rc = bert_batch_loss(st.m, &b, &lo, &st.g, &out, err))) goto cleanup;
+        float gn = trainop_adamw_step(&opt, st.p.block, st.g.block, st.decay);
+        if (!isfinite(out.loss) || !isfinite(gn)) {
             rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)opt.step);
             goto cleanup;
         }
-        s_kl += kl;
-        s_ce += sa->loss_mlm;
-        s_cos += cs;
-        ok += train_mlm_correct(sa, V);
-        np += M;
+        s_kl += out.loss_kl;
+        s_ce += out.loss_mlm;
+        s_cos += out.loss_cos;
+        ok += out.mlm_correct;
+        np += out.n_mlm;
         cnt++;
         if (opt.step % o->log_every == 0 || opt.step == o->steps) {
             double el = as_now() - start;
@@ -151,18 +141,18 @@ as_status distill_run(const distill_opts *o, as_error *err) {
             cnt = 0;
         }
     }
-    if ((rc = train_model_save(sm, o->out, o->dtype, err))) goto cleanup;
+    bert_ckpt_opts so = {.src = st.m, .dtype = o->dtype};
+    if ((rc = bert_ckpt_write(o->out, &sc, &so, err))) goto cleanup;
     if ((rc = train_copy_tokenizer(o->teacher, o->out, err))) goto cleanup;
     fprintf(stderr, "distill: done in %.0fs; student in %s\n", as_now() - start, o->out);
 cleanup:
+    free(layer_of);
     trainop_adamw_free(&opt);
     data_mlm_batch_free(&mb);
     data_corpus_free(&cor);
     data_text_free(&txt);
     data_tok_free(tk);
-    train_acts_free(ta);
-    train_acts_free(sa);
-    train_model_free(tm);
-    train_model_free(sm);
+    trainable_free(&st);
+    as_model_free(tm);
     return rc;
 }

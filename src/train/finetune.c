@@ -2,7 +2,7 @@
  * sec. 4.1: the first token's final state -> pooler -> classifier, all weights
  * trained) on a labelled SST-2 TSV, with dev accuracy after each epoch and the best
  * epoch kept; classifier evaluation on a TSV; masked-token accuracy of an MLM model
- * on held-out text. Batches are padded to their longest sentence; sentences are
+ * on held-out text. The model trains on the one forward (bert_loss.c). Batches are padded to their longest sentence; sentences are
  * bucketed by length within windows of 50 batches (less padding) and the batch order
  * is shuffled per epoch from (seed, epoch).
  * What it does not: regression tasks (STS-B), sentence-pair tasks.
@@ -10,8 +10,10 @@
 #include "train/trainer.h"
 #include "io/tsv.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void finetune_opts_default(finetune_opts *o) {
     memset(o, 0, sizeof *o);
@@ -103,40 +105,41 @@ static int max_len_of(const enc_set *s) {
     return T;
 }
 
-/* Accuracy of m on s (dropout off); a sized for (B, >= longest). */
-static as_status accuracy(const train_model *m, train_acts *a, const enc_set *s, int B, float *acc, as_error *err) {
-    int32_t *ids = as_malloc_array((size_t)a->B * a->T, sizeof(int32_t));
-    int32_t *mask = as_malloc_array((size_t)a->B * a->T, sizeof(int32_t));
+/* Accuracy of m on s (dropout off), in batches of B. */
+static as_status accuracy(const as_model *m, const enc_set *s, int B, float *acc, as_error *err) {
+    int T = max_len_of(s), C = as_model_config(m)->num_labels;
+    int32_t *ids = as_malloc_array((size_t)B * T, sizeof(int32_t));
+    int32_t *mask = as_malloc_array((size_t)B * T, sizeof(int32_t));
     int *idx = as_malloc_array((size_t)B, sizeof(int));
+    float *logits = as_malloc_array((size_t)B * (C > 0 ? C : 1), sizeof(float));
     as_status rc = AS_OK;
-    int ok = 0, C = m->cfg.num_labels;
-    if (!ids || !mask || !idx) {
+    int ok = 0;
+    if (!ids || !mask || !idx || !logits) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    float ph = a->p_hidden, pa = a->p_attn;
-    a->p_hidden = a->p_attn = 0.0f;
+    bert_loss_opts lo = {.threads = train_threads()};
     for (int i0 = 0; i0 < s->n; i0 += B) {
         int b = s->n - i0 < B ? s->n - i0 : B;
         for (int i = 0; i < b; i++) idx[i] = i0 + i;
-        int T = fill_batch(s, idx, b, ids, mask, NULL);
-        train_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask};
-        if ((rc = train_forward(m, a, &tb, err))) break;
+        int Tb = fill_batch(s, idx, b, ids, mask, NULL);
+        bert_batch tb = {.B = b, .T = Tb, .ids = ids, .mask = mask};
+        bert_loss_out out = {.cls_logits = logits};
+        if ((rc = bert_batch_loss(m, &tb, &lo, NULL, &out, err))) break;
         for (int i = 0; i < b; i++) {
-            const float *l = a->cls_logits + (size_t)i * C;
+            const float *l = logits + (size_t)i * C;
             int best = 0;
             for (int c = 1; c < C; c++)
                 if (l[c] > l[best]) best = c;
             ok += best == s->label[i0 + i];
         }
     }
-    a->p_hidden = ph;
-    a->p_attn = pa;
     *acc = s->n ? (float)ok / (float)s->n : 0.0f;
 cleanup:
     free(ids);
     free(mask);
     free(idx);
+    free(logits);
     return rc;
 }
 
@@ -184,17 +187,39 @@ static void epoch_order(const enc_set *s, int B, uint64_t seed, int epoch, int *
     }
 }
 
+/* The model to fine-tune: o->model with a 2-class classifier (its own when it has one,
+ * else a fresh one) and no masked-LM head, written to out/.init and loaded trainable. */
+static as_status finetune_model(const finetune_opts *o, const as_model *am, train_config *cfg, trainable *t,
+                                as_error *err) {
+    static char neg[] = "NEGATIVE", pos[] = "POSITIVE";
+    static char *const sst2[2] = {neg, pos};
+    as_status rc = bert_ckpt_config(am, cfg, err);
+    if (rc) return rc;
+    const as_config *ac = as_model_config(am);
+    cfg->num_labels = 2;
+    cfg->mlm = 0;
+    char init[4200];
+    snprintf(init, sizeof init, "%s/.init", o->out);
+    if (mkdir(o->out, 0755) && errno != EEXIST)
+        return as_err_set(err, AS_ERR_INPUT, "%s: cannot create: %s", o->out, strerror(errno));
+    bert_ckpt_opts co = {.src = am, .seed = o->seed, .dtype = DTYPE_F32,
+                         .labels = ac->id2label && ac->num_labels == 2 ? NULL : sst2};
+    if (!(rc = bert_ckpt_write(init, cfg, &co, err))) rc = trainable_load(init, t, err);
+    bert_ckpt_remove(init);
+    return rc;
+}
+
 as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
     as_status rc = AS_OK;
     as_model *am = NULL;
-    train_model *m = NULL;
-    train_acts *a = NULL;
+    trainable t = {0};
     trainop_adamw opt = {0};
     enc_set tr = {0}, dv = {0};
     int32_t *ids = NULL, *mask = NULL, *y = NULL;
-    int *order = NULL, *bperm = NULL, *idx = NULL;
+    int *order = NULL, *bperm = NULL;
     ord_t *tmp = NULL;
-    float *best = NULL;
+    float *best = NULL, *logits = NULL;
+    train_config cfg;
     *best_acc = -1.0f;
     if (strcmp(o->task, "sst2")) return as_err_set(err, AS_ERR_INPUT, "unknown task '%s' (supported: sst2)", o->task);
     if (o->epochs < 1 || o->batch < 1 || !(o->lr > 0.0f) || !(o->dropout >= 0.0f && o->dropout < 1.0f))
@@ -206,12 +231,7 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
         goto cleanup;
     }
     /* the model first, so that an untrainable one fails before the data is read */
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.with_grads = 1;
-    fo.num_labels = 2;
-    fo.mlm = 0;
-    fo.seed = o->seed;
-    if ((rc = train_model_from_as(am, &fo, &m, err))) goto cleanup;
+    if ((rc = finetune_model(o, am, &cfg, &t, err))) goto cleanup;
     int maxl = o->max_len > 0 && o->max_len < as_model_max_tokens(am) ? o->max_len : as_model_max_tokens(am);
     double t0 = as_now();
     if ((rc = encode_tsv(am, o->train, maxl, o->max_train, &tr, err))) goto cleanup;
@@ -222,32 +242,21 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
             goto cleanup;
         }
     fprintf(stderr, "finetune: %d train / %d dev sentences encoded in %.1fs\n", tr.n, dv.n, as_now() - t0);
-    if (!m->labels) {
-        m->labels = as_calloc(2, sizeof(char *));
-        if (m->labels) {
-            m->labels[0] = as_strdup("NEGATIVE");
-            m->labels[1] = as_strdup("POSITIVE");
-        }
-        if (!m->labels || !m->labels[0] || !m->labels[1]) {
-            rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-            goto cleanup;
-        }
-    }
-    int B = o->batch, Tmax = max_len_of(&tr) > max_len_of(&dv) ? max_len_of(&tr) : max_len_of(&dv);
-    if ((rc = train_acts_init(m, B, Tmax, 0, &a, err))) goto cleanup;
+    int B = o->batch, Tmax = max_len_of(&tr);
     int nb = (tr.n + B - 1) / B;
     ids = as_malloc_array((size_t)B * Tmax, sizeof(int32_t));
     mask = as_malloc_array((size_t)B * Tmax, sizeof(int32_t));
     y = as_malloc_array((size_t)B, sizeof(int32_t));
+    logits = as_malloc_array((size_t)B * 2, sizeof(float));
     order = as_malloc_array((size_t)tr.n, sizeof(int));
     tmp = as_malloc_array((size_t)50 * B, sizeof(ord_t));
     bperm = as_malloc_array((size_t)nb, sizeof(int));
-    best = as_malloc_array(m->n_params, sizeof(float));
-    if (!ids || !mask || !y || !order || !tmp || !bperm || !best) {
+    best = as_malloc_array(t.p.n, sizeof(float));
+    if (!ids || !mask || !y || !logits || !order || !tmp || !bperm || !best) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    if ((rc = trainop_adamw_init(&opt, m->n_params, err))) goto cleanup;
+    if ((rc = trainop_adamw_init(&opt, t.p.n, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -265,21 +274,20 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
         for (int k = 0; k < nb; k++) {
             int s0 = bperm[k] * B, b = tr.n - s0 < B ? tr.n - s0 : B;
             int T = fill_batch(&tr, order + s0, b, ids, mask, y);
-            train_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
-            a->p_hidden = a->p_attn = o->dropout;
+            bert_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
             train_rng dr = train_rng_seeded(o->seed ^ 0xF17Eull, (uint64_t)opt.step);
-            a->seed = train_rng_next(&dr);
-            train_zero_grad(m);
-            if ((rc = train_forward(m, a, &tb, err))) goto cleanup;
-            train_backward(m, a, &tb, 1);
-            trainop_adamw_step(&opt, m);
-            if (!isfinite(a->loss)) {
+            bert_loss_opts lo = {.dropout = o->dropout, .seed = train_rng_next(&dr), .threads = train_threads()};
+            bert_loss_out out = {.cls_logits = logits};
+            model_grads_zero(&t.g);
+            if ((rc = bert_batch_loss(t.m, &tb, &lo, &t.g, &out, err))) goto cleanup;
+            trainop_adamw_step(&opt, t.p.block, t.g.block, t.decay);
+            if (!isfinite(out.loss)) {
                 rc = as_err_set(err, AS_ERR_INPUT, "epoch %d: loss is not finite (lower --lr)", ep + 1);
                 goto cleanup;
             }
-            lsum += a->loss;
+            lsum += out.loss;
             lcount++;
-            for (int i = 0; i < b; i++) correct += (a->cls_logits[2 * i + 1] > a->cls_logits[2 * i]) == (y[i] == 1);
+            for (int i = 0; i < b; i++) correct += (logits[2 * i + 1] > logits[2 * i]) == (y[i] == 1);
             seen += b;
             if ((k + 1) % 200 == 0 || k + 1 == nb) {
                 double now = as_now();
@@ -291,7 +299,7 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
             }
         }
         float acc = 0.0f;
-        if ((rc = accuracy(m, a, &dv, B, &acc, err))) goto cleanup;
+        if ((rc = accuracy(t.m, &dv, B, &acc, err))) goto cleanup;
         int improved = acc > *best_acc;
         printf("epoch %d: dev accuracy %.4f%s (%.0fs)\n", ep + 1, (double)acc, improved ? " (best)" : "",
                as_now() - start);
@@ -299,11 +307,12 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
         if (improved) {
             *best_acc = acc;
             best_epoch = ep;
-            memcpy(best, m->params_mem, m->n_params * sizeof(float));
+            memcpy(best, t.p.block, t.p.n * sizeof(float));
         }
     }
-    memcpy(m->params_mem, best, m->n_params * sizeof(float));
-    if ((rc = train_model_save(m, o->out, o->dtype, err))) goto cleanup;
+    memcpy(t.p.block, best, t.p.n * sizeof(float));
+    bert_ckpt_opts so = {.src = t.m, .dtype = o->dtype};
+    if ((rc = bert_ckpt_write(o->out, &cfg, &so, err))) goto cleanup;
     if ((rc = train_copy_tokenizer(o->model, o->out, err))) goto cleanup;
     printf("best: epoch %d, dev accuracy %.4f; saved to %s\n", best_epoch + 1, (double)*best_acc, o->out);
 cleanup:
@@ -311,15 +320,14 @@ cleanup:
     free(ids);
     free(mask);
     free(y);
+    free(logits);
     free(order);
     free(tmp);
     free(bperm);
     free(best);
-    free(idx);
     enc_free(&tr);
     enc_free(&dv);
-    train_acts_free(a);
-    train_model_free(m);
+    trainable_free(&t);
     as_model_free(am);
     return rc;
 }
@@ -327,8 +335,6 @@ cleanup:
 as_status finetune_eval_cls(const char *model_dir, const char *tsv, int threads, int max_len, float *acc, int *n,
                        as_error *err) {
     as_model *am = NULL;
-    train_model *m = NULL;
-    train_acts *a = NULL;
     enc_set s = {0};
     train_set_threads(threads);
     as_status rc = as_model_load(model_dir, &am, err);
@@ -337,25 +343,20 @@ as_status finetune_eval_cls(const char *model_dir, const char *tsv, int threads,
         rc = as_err_set(err, AS_ERR_INPUT, "%s: the model has no sequence-classification head", model_dir);
         goto cleanup;
     }
+    train_config cfg;
+    if ((rc = bert_ckpt_config(am, &cfg, err))) goto cleanup;
     int maxl = max_len > 0 && max_len < as_model_max_tokens(am) ? max_len : as_model_max_tokens(am);
     if ((rc = encode_tsv(am, tsv, maxl, 0, &s, err))) goto cleanup;
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.mlm = 0;
-    fo.borrow = 1; /* forward only: the loaded weights are read in place, not copied */
-    if ((rc = train_model_from_as(am, &fo, &m, err))) goto cleanup;
     for (int i = 0; i < s.n; i++)
-        if (s.label[i] >= m->cfg.num_labels) {
+        if (s.label[i] >= cfg.num_labels) {
             rc = as_err_set(err, AS_ERR_INPUT, "%s: label %d but the model has %d classes", tsv, s.label[i],
-                            m->cfg.num_labels);
+                            cfg.num_labels);
             goto cleanup;
         }
-    if ((rc = train_acts_init(m, 64, max_len_of(&s), 0, &a, err))) goto cleanup;
-    rc = accuracy(m, a, &s, 64, acc, err);
+    rc = accuracy(am, &s, 64, acc, err); /* the loaded weights read in place */
     *n = s.n;
 cleanup:
     enc_free(&s);
-    train_acts_free(a);
-    train_model_free(m);
     as_model_free(am);
     return rc;
 }
@@ -363,17 +364,16 @@ cleanup:
 as_status finetune_eval_mlm(const char *model_dir, const char *const *files, int n_files, int n_batches, int batch,
                        int max_len, uint64_t seed, float *acc, float *loss, as_error *err) {
     as_status rc;
-    train_model *m = NULL;
-    train_acts *a = NULL;
+    as_model *m = NULL;
     data_tok *tk = NULL;
     data_text txt = {0};
     data_corpus cor = {0};
     data_mlm_batch mb = {0};
     char vp[4096];
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.num_labels = 0;
-    if ((rc = checkpoint_model_load(model_dir, &fo, &m, err))) return rc;
-    if (!m->cfg.mlm) {
+    train_config cfg;
+    if ((rc = as_model_load(model_dir, &m, err))) return rc;
+    if ((rc = bert_ckpt_config(m, &cfg, err))) goto cleanup;
+    if (!cfg.mlm) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: the model has no masked-LM head", model_dir);
         goto cleanup;
     }
@@ -382,19 +382,20 @@ as_status finetune_eval_mlm(const char *model_dir, const char *const *files, int
     int drop = 0;
     if ((rc = data_read_corpus(files, n_files, NULL, 0, &txt, &drop, err))) goto cleanup;
     if ((rc = data_tokenize(tk, &txt, &cor, err))) goto cleanup;
-    int T = max_len < m->cfg.max_pos ? max_len : m->cfg.max_pos;
-    if ((rc = train_acts_init(m, batch, T, 0, &a, err))) goto cleanup;
+    int T = max_len < cfg.max_pos ? max_len : cfg.max_pos;
     if ((rc = data_mlm_batch_init(&mb, batch, T, err))) goto cleanup;
     double ok = 0, tot = 0, ls = 0;
+    bert_loss_opts lo = {.threads = train_threads()};
     for (int k = 0; k < n_batches; k++) {
         train_rng r = train_rng_seeded(seed, (uint64_t)k);
-        data_mlm_batch_make(&mb, &cor, batch, m->cfg.vocab_size, &r);
-        train_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
-                      .mlm_labels = mb.labels};
-        if ((rc = train_forward(m, a, &b, err))) goto cleanup;
-        ok += train_mlm_correct(a, m->cfg.vocab_size);
-        tot += a->n_mlm;
-        ls += (double)a->loss_mlm * a->n_mlm;
+        data_mlm_batch_make(&mb, &cor, batch, cfg.vocab_size, &r);
+        bert_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+                        .mlm_labels = mb.labels};
+        bert_loss_out out = {0};
+        if ((rc = bert_batch_loss(m, &b, &lo, NULL, &out, err))) goto cleanup;
+        ok += out.mlm_correct;
+        tot += out.n_mlm;
+        ls += out.loss_mlm * out.n_mlm;
     }
     *acc = tot > 0 ? (float)(ok / tot) : 0.0f;
     *loss = tot > 0 ? (float)(ls / tot) : 0.0f;
@@ -403,7 +404,6 @@ cleanup:
     data_corpus_free(&cor);
     data_text_free(&txt);
     data_tok_free(tk);
-    train_acts_free(a);
-    train_model_free(m);
+    as_model_free(m);
     return rc;
 }

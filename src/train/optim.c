@@ -1,5 +1,6 @@
 /* optim.c — AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay
- * Regularization", Algorithm 2) over the flat parameter arena of a train_model, with
+ * Regularization", Algorithm 2) over a model's flat parameter and gradient arrays
+ * (model_params_own / model_grads), with
  * global-norm gradient clipping (Pascanu et al. 2013, sec. 3.2) and the BERT learning
  * rate schedule: linear warmup, then linear decay to 0 (Devlin et al. 2019, A.2).
  * Bias correction as torch.optim.AdamW. Weight decay applies to weight matrices and
@@ -10,12 +11,21 @@
 #include "train/trainer.h"
 #include "core/pool.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-/* Arena order of train_params (train_model.c): 1 = decayed weight / embedding. */
-static const int decayed[TRAIN_N_TENSORS] = {1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0,
-                                          1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0};
+static int g_threads; /* 0 = the cores */
+
+void train_set_threads(int threads) {
+    g_threads = threads > 0 ? (threads < TRAIN_MAX_THREADS ? threads : TRAIN_MAX_THREADS) : 0;
+    openblas_set_num_threads(threads > 0 ? threads : as_n_cores());
+}
+
+int train_threads(void) {
+    int n = g_threads > 0 ? g_threads : as_n_cores();
+    return n < 1 ? 1 : n < TRAIN_MAX_THREADS ? n : TRAIN_MAX_THREADS;
+}
 
 as_status trainop_adamw_init(trainop_adamw *o, size_t n, as_error *err) {
     o->m = as_calloc(n, sizeof(float));
@@ -50,10 +60,11 @@ float trainop_adamw_lr(const trainop_adamw *o, int64_t step) {
 
 typedef struct {
     trainop_adamw *o;
-    train_model *m;
+    float *p;
+    const float *g;
+    const uint8_t *decay;
     size_t chunk;
     double *part;
-    const size_t *off;
     float gscale, lr, b1, b2, step_size, rbc2;
 } adam_job;
 
@@ -71,33 +82,30 @@ void trainop_adamw_span(float *restrict p, const float *restrict g, float *restr
 static void norm_task(void *ctx, int k, int tid) {
     const adam_job *j = ctx;
     size_t n = j->o->n, i0 = (size_t)k * j->chunk, i1 = i0 + j->chunk < n ? i0 + j->chunk : n;
-    const float *gm = j->m->grads_mem;
+    const float *gm = j->g;
     double s = 0.0;
 #pragma omp simd reduction(+ : s)
     for (size_t i = i0; i < i1; i++) s += (double)gm[i] * gm[i];
     j->part[k] = s;
 }
 
-/* chunk c's update, tensor by tensor (weight decay per tensor) */
+/* chunk c's update, run by run of equal weight decay */
 static void adam_task(void *ctx, int c, int tid) {
     const adam_job *j = ctx;
     trainop_adamw *o = j->o;
-    train_model *m = j->m;
     size_t n = o->n, i0 = (size_t)c * j->chunk, i1 = i0 + j->chunk < n ? i0 + j->chunk : n;
-    for (int k = 0; k < TRAIN_N_TENSORS; k++) {
-        size_t s0 = j->off[k] > i0 ? j->off[k] : i0, s1 = j->off[k + 1] < i1 ? j->off[k + 1] : i1;
-        if (s0 >= s1) continue;
-        float decay = decayed[k] ? 1.0f - j->lr * o->wd : 1.0f;
-        trainop_adamw_span(m->params_mem + s0, m->grads_mem + s0, o->m + s0, o->v + s0, s1 - s0, j->gscale, j->b1, j->b2,
-                   decay, j->step_size, j->rbc2, o->eps);
+    for (size_t s0 = i0, s1; s0 < i1; s0 = s1) {
+        for (s1 = s0 + 1; s1 < i1 && j->decay[s1] == j->decay[s0];) s1++;
+        float decay = j->decay[s0] ? 1.0f - j->lr * o->wd : 1.0f;
+        trainop_adamw_span(j->p + s0, j->g + s0, o->m + s0, o->v + s0, s1 - s0, j->gscale, j->b1, j->b2, decay,
+                           j->step_size, j->rbc2, o->eps);
     }
 }
 
-float trainop_adamw_step(trainop_adamw *o, train_model *m) {
-    ASSERT(m->grads_mem && !m->borrowed && o->n == m->n_params);
+float trainop_adamw_step(trainop_adamw *o, float *p, const float *g, const uint8_t *decay) {
     size_t n = o->n, chunk = (n + ADAM_CHUNKS - 1) / ADAM_CHUNKS;
     double part[ADAM_CHUNKS];
-    adam_job j = {o, m, chunk, part, NULL, 0, 0, 0, 0, 0, 0};
+    adam_job j = {o, p, g, decay, chunk, part, 0, 0, 0, 0, 0, 0};
     int nt = train_threads();
     as_parallel_for(ADAM_CHUNKS, nt, norm_task, &j);
     double ss = 0.0;
@@ -108,18 +116,12 @@ float trainop_adamw_step(trainop_adamw *o, train_model *m) {
     o->step++;
     float b1 = o->beta1, b2 = o->beta2;
     float bc1 = 1.0f - powf(b1, (float)o->step), bc2 = 1.0f - powf(b2, (float)o->step);
-    float step_size = lr / bc1, rbc2 = 1.0f / sqrtf(bc2);
-    size_t off[TRAIN_N_TENSORS + 1];
-    off[0] = 0;
-    for (int k = 0; k < TRAIN_N_TENSORS; k++) off[k + 1] = off[k] + m->sizes[k];
-    ASSERT(off[TRAIN_N_TENSORS] == n);
-    j.off = off;
     j.gscale = gscale;
     j.lr = lr;
     j.b1 = b1;
     j.b2 = b2;
-    j.step_size = step_size;
-    j.rbc2 = rbc2;
+    j.step_size = lr / bc1;
+    j.rbc2 = 1.0f / sqrtf(bc2);
     as_parallel_for(ADAM_CHUNKS, nt, adam_task, &j);
     return norm;
 }

@@ -1,14 +1,14 @@
 /* pretrain.c — the masked-LM pretraining loop (BERT, Devlin et al. 2019, sec. 3.1,
  * without the next-sentence loss, as RoBERTa found it unnecessary; the pairs still
- * teach position and segment embeddings): batches from data.c, forward/backward from
- * train_forward.c, AdamW from optim.c, checkpoints from checkpoint.c; a progress line on
+ * teach position and segment embeddings): batches from data.c, the loss and its
+ * gradient on the one forward (bert_loss.c), AdamW from optim.c, checkpoints from
+ * checkpoint.c and bert_ckpt.c; a progress line on
  * stderr and a TSV log of the curve. Step s draws its batch, masks and dropout from
  * (seed, s) only, so a resumed run equals an uninterrupted one.
  * What it does not: distributed training, gradient accumulation.
  */
 #include "train/trainer.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -35,28 +35,16 @@ void pretrain_opts_default(pretrain_opts *o) {
     o->dtype = DTYPE_F16;
 }
 
-/* Fraction of the MLM rows whose argmax is the target. */
-float train_mlm_correct(const train_acts *a, int V) {
-    int ok = 0;
-    for (int i = 0; i < a->n_mlm; i++) {
-        const float *l = a->mlm_logits + (size_t)i * V;
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (l[v] > l[best]) best = v;
-        ok += best == a->mlm_tgt[i];
-    }
-    return (float)ok;
-}
-
 static as_status make_dir(const char *d, as_error *err) {
     if (mkdir(d, 0755) && errno != EEXIST) return as_err_set(err, AS_ERR_INPUT, "%s: cannot create: %s", d, strerror(errno));
     return AS_OK;
 }
 
-static as_status save_checkpoint(const pretrain_opts *o, const char *ck, const train_model *m, const trainop_adamw *opt,
-                                 as_error *err) {
+static as_status save_checkpoint(const pretrain_opts *o, const char *ck, const train_config *cfg, const as_model *m,
+                                 const trainop_adamw *opt, as_error *err) {
     as_status rc;
-    if ((rc = train_model_save(m, ck, DTYPE_F32, err))) return rc;
+    bert_ckpt_opts so = {.src = m, .dtype = DTYPE_F32};
+    if ((rc = bert_ckpt_write(ck, cfg, &so, err))) return rc;
     if ((rc = vocab_train_write_tokenizer(o->vocab, ck, o->max_len, err))) return rc;
     return checkpoint_state_save(ck, opt, o->seed, err);
 }
@@ -78,8 +66,7 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
     data_tok *tk = NULL;
     data_text txt = {0};
     data_corpus cor = {0};
-    train_model *m = NULL;
-    train_acts *a = NULL;
+    trainable t = {0};
     trainop_adamw opt = {0};
     data_mlm_batch mb = {0};
     FILE *log = NULL;
@@ -113,31 +100,27 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
         fprintf(stderr, "pretrain: %d sentences, %zu tokens (%d held-out sentences dropped) in %.1fs\n", cor.n_sent,
             cor.n_tok, dropped, as_now() - t0);
     data_text_free(&txt);
-    if (o->resume) {
-        train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-        fo.with_grads = 1;
-        fo.num_labels = 0;
-        fo.mlm = 1;
-        if ((rc = checkpoint_model_load(ck, &fo, &m, err))) {
-            as_err_prefix(err, "--resume");
-            goto cleanup;
-        }
-        if (m->cfg.vocab_size != V) {
-            rc = as_err_set(err, AS_ERR_INPUT, "--resume: %s has %d tokens, the vocabulary %d", ck, m->cfg.vocab_size, V);
-            goto cleanup;
-        }
-    } else {
-        if ((rc = train_model_init(&cfg, o->seed, 1, &m, err))) goto cleanup;
-        if (o->pos_sinusoidal) train_model_init_sinusoidal_positions(m);
+    if (!o->resume) { /* Hugging Face's initialisation from the seed, written as the first checkpoint */
+        bert_ckpt_opts io = {.seed = o->seed, .sinusoidal = o->pos_sinusoidal, .dtype = DTYPE_F32};
+        if ((rc = bert_ckpt_write(ck, &cfg, &io, err))) goto cleanup;
+    }
+    if ((rc = trainable_load(ck, &t, err))) {
+        if (o->resume) as_err_prefix(err, "--resume");
+        goto cleanup;
+    }
+    if ((rc = bert_ckpt_config(t.m, &cfg, err))) goto cleanup;
+    cfg.init_range = o->init_range; /* as config.json states it */
+    if (!cfg.mlm || cfg.num_labels || cfg.vocab_size != V) {
+        rc = as_err_set(err, AS_ERR_INPUT, "--resume: %s has %d tokens%s, the vocabulary %d", ck, cfg.vocab_size,
+                        cfg.mlm && !cfg.num_labels ? "" : " and not only a masked-LM head", V);
+        goto cleanup;
     }
     int T = o->seq_len > 0 ? o->seq_len : o->max_len;
-    if (T > m->cfg.max_pos) T = m->cfg.max_pos;
+    if (T > cfg.max_pos) T = cfg.max_pos;
     float mask_prob = o->mask_prob > 0 ? o->mask_prob : DATA_MASK_PROB;
-    int max_mlm = data_max_predictions(o->batch, T, mask_prob);
-    if ((rc = train_acts_init(m, o->batch, T, max_mlm, &a, err))) goto cleanup;
     if ((rc = data_mlm_batch_init(&mb, o->batch, T, err))) goto cleanup;
     mb.mask_prob = mask_prob;
-    if ((rc = trainop_adamw_init(&opt, m->n_params, err))) goto cleanup;
+    if ((rc = trainop_adamw_init(&opt, t.p.n, err))) goto cleanup;
     opt.lr = o->lr;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -165,8 +148,8 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
     }
     if (!o->resume) fprintf(log, "step\tloss\tmlm_acc\tlr\tgrad_norm\ttokens_per_s\telapsed_s\n");
     if (!o->quiet)
-        fprintf(stderr, "pretrain: L=%d D=%d H=%d F=%d V=%d T=%d, %zu parameters, batch %d, %d steps\n", m->cfg.n_layer,
-            m->cfg.d_model, m->cfg.n_head, m->cfg.d_ff, V, T, m->n_params, o->batch, o->steps);
+        fprintf(stderr, "pretrain: L=%d D=%d H=%d F=%d V=%d T=%d, %zu parameters, batch %d, %d steps\n", cfg.n_layer,
+            cfg.d_model, cfg.n_head, cfg.d_ff, V, T, t.p.n, o->batch, o->steps);
     double start = as_now(), tick = start, loss_acc = 0.0;
     double ntok_tick = 0, ncorrect = 0, npred = 0;
     int nacc = 0;
@@ -175,23 +158,23 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
         int64_t step = opt.step;
         train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
         data_mlm_batch_make(&mb, &cor, o->batch, V, &rng);
-        train_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
-                      .mlm_labels = mb.labels};
-        a->p_hidden = a->p_attn = o->dropout;
-        a->seed = mix(o->seed ^ 0xD0D0D0D0ull, (uint64_t)step);
-        train_zero_grad(m);
-        if ((rc = train_forward(m, a, &b, err))) goto cleanup;
-        train_backward(m, a, &b, 1);
+        bert_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
+                        .mlm_labels = mb.labels};
+        bert_loss_opts lo = {.dropout = o->dropout, .seed = mix(o->seed ^ 0xD0D0D0D0ull, (uint64_t)step),
+                             .threads = train_threads()};
+        bert_loss_out out = {0};
+        model_grads_zero(&t.g);
+        if ((rc = bert_batch_loss(t.m, &b, &lo, &t.g, &out, err))) goto cleanup;
         float lr = trainop_adamw_lr(&opt, step);
-        float gn = trainop_adamw_step(&opt, m);
-        if (!isfinite(a->loss) || !isfinite(gn)) {
+        float gn = trainop_adamw_step(&opt, t.p.block, t.g.block, t.decay);
+        if (!isfinite(out.loss) || !isfinite(gn)) {
             rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)step);
             goto cleanup;
         }
-        loss_acc += a->loss;
+        loss_acc += out.loss;
         nacc++;
-        ncorrect += train_mlm_correct(a, V);
-        npred += a->n_mlm;
+        ncorrect += out.mlm_correct;
+        npred += out.n_mlm;
         for (size_t i = 0; i < (size_t)mb.b * mb.t; i++) ntok_tick += mb.mask[i];
         if (opt.step % o->log_every == 0 || opt.step == o->steps) {
             double now = as_now(), tps = ntok_tick / (now - tick + 1e-9);
@@ -212,19 +195,19 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
             tick = now;
         }
         if (opt.step % o->save_every == 0 && opt.step < o->steps)
-            if ((rc = save_checkpoint(o, ck, m, &opt, err))) goto cleanup;
+            if ((rc = save_checkpoint(o, ck, &cfg, t.m, &opt, err))) goto cleanup;
         if (o->stop_after > 0 && opt.step == o->stop_after) goto cleanup;
     }
-    if ((rc = save_checkpoint(o, ck, m, &opt, err))) goto cleanup;
-    if ((rc = train_model_save(m, o->out, o->dtype, err))) goto cleanup;
-    if ((rc = vocab_train_write_tokenizer(o->vocab, o->out, m->cfg.max_pos, err))) goto cleanup;
+    if ((rc = save_checkpoint(o, ck, &cfg, t.m, &opt, err))) goto cleanup;
+    bert_ckpt_opts so = {.src = t.m, .dtype = o->dtype};
+    if ((rc = bert_ckpt_write(o->out, &cfg, &so, err))) goto cleanup;
+    if ((rc = vocab_train_write_tokenizer(o->vocab, o->out, cfg.max_pos, err))) goto cleanup;
     if (!o->quiet) fprintf(stderr, "pretrain: done in %.1fs; model in %s\n", as_now() - start, o->out);
 cleanup:
     if (log) fclose(log);
     trainop_adamw_free(&opt);
     data_mlm_batch_free(&mb);
-    train_acts_free(a);
-    train_model_free(m);
+    trainable_free(&t);
     data_corpus_free(&cor);
     data_text_free(&txt);
     data_tok_free(tk);

@@ -1,13 +1,13 @@
-/* trainer.h — the training pipeline above the forward/backward pass of train.h:
+/* trainer.h — the training pipeline above the one forward and backward (src/model):
  * the WordPiece vocabulary trainer, corpus loading (text, CoNLL-U, SST-2 TSV) with
  * held-out sentence filtering, masked-LM batches on sentence pairs, AdamW with
  * warmup + linear decay and global-norm clipping, checkpoints with optimizer state,
  * and the pretrain / finetune / evaluate / distill loops the CLI runs.
- * What it does not: the numerics of the model (train_forward.c), tokenizer loading for
+ * What it does not: the numerics of the model (src/model, bert_loss.c), tokenizer loading for
  * inference (src/tokenize), argument parsing (src/cli/cmd_*.c). The options and entry
  * points the tools call are declared in include/attnscope/train.h.
  *
- * Dimension legend as in train.h: B sequences, T tokens, V vocabulary, D width.
+ * Dimension legend: B sequences, T tokens, V vocabulary, D width.
  * Reproducibility: every random choice (data order, masking, dropout seeds) is a pure
  * function of (seed, step), so a run resumed from a checkpoint at step s draws the
  * same batches as an uninterrupted run.
@@ -16,7 +16,8 @@
 #define AS_TRAINER_H
 
 #include "attnscope/train.h" /* the options and loops the tools call */
-#include "train/train.h"
+#include "train/bert_ckpt.h"
+#include "train/bert_loss.h"
 
 #define VOCAB_TRAIN_N_SPECIAL 5         /* [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0..4 */
 #define VOCAB_TRAIN_PAD 0
@@ -94,7 +95,12 @@ int data_max_predictions(int b, int T, float prob);
 
 /* ---- AdamW (optim.c) ---- */
 
-/* AdamW (Loshchilov & Hutter 2019, Algorithm 2) over the model's flat arena: decoupled
+/* Threads of the training loops and the optimizer (train_set_threads; default: the
+ * cores). Work runs on the one thread pool of core/pool.h. */
+#define TRAIN_MAX_THREADS 256
+int train_threads(void);
+
+/* AdamW (Loshchilov & Hutter 2019, Algorithm 2) over a model's flat parameters: decoupled
  * weight decay on weight matrices and embeddings only (not biases / LayerNorm, as BERT).
  * lr(step) = peak * step / warmup for step < warmup, then linear decay to 0 at total. */
 typedef struct {
@@ -107,9 +113,10 @@ typedef struct {
 as_status trainop_adamw_init(trainop_adamw *o, size_t n, as_error *err);
 void trainop_adamw_free(trainop_adamw *o);
 float trainop_adamw_lr(const trainop_adamw *o, int64_t step);
-/* Clips the gradients to o->clip (when > 0), applies one update; returns the gradient
- * norm before clipping. */
-float trainop_adamw_step(trainop_adamw *o, train_model *m);
+/* Clips the gradients g (o->n) to o->clip (when > 0), applies one update to p (decay:
+ * model_params_decay_mask, 1 = decayed); returns the gradient norm before clipping. No
+ * result depends on the thread count. */
+float trainop_adamw_step(trainop_adamw *o, float *p, const float *g, const uint8_t *decay);
 /* The update itself on n elements (Algorithm 2 with torch's bias correction): g scaled by
  * gscale into the moments mm, vv; p = p * decay - step_size * mm / (sqrt(vv) * rbc2 + eps),
  * decay = 1 - lr * weight_decay (1 when not decayed), step_size = lr / (1 - b1^t),
@@ -124,12 +131,17 @@ void trainop_adamw_span(float *restrict p, const float *restrict g, float *restr
 as_status checkpoint_state_save(const char *dir, const trainop_adamw *o, uint64_t seed, as_error *err);
 /* Loads the state into o (o->n must match); *seed returned. */
 as_status checkpoint_state_load(const char *dir, trainop_adamw *o, uint64_t *seed, as_error *err);
-/* Loads DIR as a trainable model (as_model_load + train_model_from_as). */
-as_status checkpoint_model_load(const char *dir, const train_from_as_opts *fo, train_model **out, as_error *err);
 
-/* ---- loops (pretrain.c, finetune.c, distill.c) ---- */
-
-/* Number of MLM rows of the last train_forward whose argmax is the target. */
-float train_mlm_correct(const train_acts *a, int V);
+/* A model made trainable: loaded, its weights owned (p: the F32 values in model_grads
+ * layout, model_params_own), gradients g of the same layout, and AdamW's decay mask. */
+typedef struct {
+    as_model *m;
+    model_grads p, g;
+    uint8_t *decay; /* (p.n) 1 = weight decay (model_params_decay_mask) */
+} trainable;
+/* Loads dir (a folder bert_ckpt_write wrote, or any supported checkpoint) as trainable.
+ * Errors: those of as_model_load and bert_ckpt_config; out of memory. */
+as_status trainable_load(const char *dir, trainable *t, as_error *err);
+void trainable_free(trainable *t);
 
 #endif

@@ -17,7 +17,11 @@
  *   dropout p > 0: bit-identical loss and gradients for the same seed, another loss for
  *     another seed; thread count: bit-identical gradients at 1 and 3 threads;
  *   the classifier's logits equal the inference forward's (as_forward) bit for bit;
- *   bad labels are AS_ERR_INPUT.
+ *   bad labels are AS_ERR_INPUT;
+ *   checkpoints (bert_ckpt.c): a written model reloads bit for bit in F32 (1e-3 relative
+ *   in F16) with its heads and labels; a new classifier head is initialised (bias 0) while
+ *   the rest is copied; a fresh model has N(0, 0.02) tables (std within 0.017..0.023), a
+ *   zero padding row and a near-uniform classifier (|loss - log C| < 0.05).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,9 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "train/bert_ckpt.h"
 #include "train/bert_loss.h"
 
 #include "param_grads.h"
@@ -310,12 +316,111 @@ static void test_matches_inference_and_bad_input(void **state) {
     unload(&f);
 }
 
+/* bert_ckpt_write of a loaded model reloads to the same weights (F32 bit for bit, F16
+ * within 1e-3 relative), heads and labels. */
+static void save_roundtrip(const char *arch, as_dtype dt) {
+    fixture f;
+    load(&f, arch);
+    char tmpl[] = "/tmp/as_ckpt_XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    as_error err = {0};
+    train_config c;
+    if (bert_ckpt_config(f.m, &c, &err)) fail_msg("%s", err.msg);
+    bert_ckpt_opts o = {.src = f.m, .dtype = dt};
+    if (bert_ckpt_write(dir, &c, &o, &err)) fail_msg("%s", err.msg);
+    as_model *m2 = NULL;
+    model_grads p2;
+    if (as_model_load(dir, &m2, &err) || model_params_own(m2, &p2, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(as_model_heads(m2), as_model_heads(f.m));
+    assert_int_equal(as_model_dtype(m2), dt);
+    assert_string_equal(as_model_config(m2)->id2label[1], "class_1");
+    assert_int_equal(p2.n, f.p.n);
+    double md = 0.0;
+    for (size_t i = 0; i < p2.n; i++)
+        md = fmax(md, fabs((double)p2.block[i] - f.p.block[i]) / fmax(1e-2, fabs(f.p.block[i])));
+    printf("save %s %s -> load: max rel param diff %.2e\n", arch, as_dtype_name(dt), md);
+    if (dt == DTYPE_F32) assert_memory_equal(p2.block, f.p.block, p2.n * sizeof(float));
+    else assert_true(md < 1e-3);
+    as_model_free(m2);
+    model_grads_free(&p2);
+    bert_ckpt_remove(dir);
+    unload(&f);
+}
+
+static void test_save_roundtrip(void **state) {
+    save_roundtrip("bert", DTYPE_F32);
+    save_roundtrip("roberta", DTYPE_F32);
+    save_roundtrip("distilbert", DTYPE_F32);
+    save_roundtrip("bert", DTYPE_F16);
+}
+
+/* A new 5-class head in place of the 3-class one (and no masked-LM head), and a fresh
+ * model with Hugging Face's initialisation, train a step; bad configs are errors. */
+static void test_init_and_new_heads(void **state) {
+    fixture f;
+    load(&f, "bert");
+    as_error err = {0};
+    train_config c;
+    if (bert_ckpt_config(f.m, &c, &err)) fail_msg("%s", err.msg);
+    c.num_labels = 5;
+    c.mlm = 0;
+    char tmpl[] = "/tmp/as_ckpt_XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    bert_ckpt_opts o = {.src = f.m, .seed = 3, .dtype = DTYPE_F32};
+    if (bert_ckpt_write(dir, &c, &o, &err)) fail_msg("%s", err.msg);
+    as_model *m5 = NULL;
+    if (as_model_load(dir, &m5, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(as_model_config(m5)->num_labels, 5);
+    assert_int_equal(as_model_heads(m5) & HEAD_MLM, 0);
+    assert_true(m5->cls_out.b[0] == 0.0f && m5->cls_out.w[0] != 0.0f);
+    assert_string_equal(as_model_config(m5)->id2label[4], "LABEL_4"); /* 3 names do not fit 5 classes */
+    assert_memory_equal(m5->layers[1].ff2.w, f.m->layers[1].ff2.w, sizeof(float) * 16 * 32); /* copied */
+    as_model_free(m5);
+    /* a fresh model: N(0, 0.02) tables, the padding row 0, LayerNorm gains 1, biases 0 */
+    bert_ckpt_opts fresh = {.seed = 1, .dtype = DTYPE_F32};
+    if (bert_ckpt_write(dir, &c, &fresh, &err)) fail_msg("%s", err.msg);
+    fixture r = f;
+    if (as_model_load(dir, &r.m, &err) || model_params_own(r.m, &r.p, &err) || model_grads_init(r.m, &r.g, &err))
+        fail_msg("%s", err.msg);
+    double sum2 = 0.0;
+    size_t n = (size_t)c.vocab_size * c.d_model;
+    for (size_t i = 0; i < n; i++) sum2 += (double)r.m->wte[i] * r.m->wte[i];
+    double sd = sqrt(sum2 / (double)(n - (size_t)c.d_model));
+    printf("init: word embedding std %.4f (0.02 expected)\n", sd);
+    assert_true(sd > 0.017 && sd < 0.023);
+    for (int i = 0; i < c.d_model; i++) assert_true(r.m->wte[(size_t)c.pad_token_id * c.d_model + i] == 0.0f);
+    assert_true(r.m->layers[0].ln1.g[0] == 1.0f && r.m->layers[0].q.b[0] == 0.0f);
+    int32_t lab[2] = {4, 1};
+    r.b.cls_labels = lab;
+    r.b.mlm_labels = NULL;
+    bert_loss_opts lo = {.threads = 1};
+    bert_loss_out out = {0};
+    if (bert_batch_loss(r.m, &r.b, &lo, &r.g, &out, &err)) fail_msg("%s", err.msg);
+    printf("init: classifier loss %.4f (log 5 = %.4f)\n", out.loss_cls, log(5.0));
+    assert_true(fabs(out.loss_cls - log(5.0)) < 0.05); /* near-uniform at init */
+    r.b.mlm_labels = f.mlm; /* no masked-LM head */
+    assert_int_equal(bert_batch_loss(r.m, &r.b, &lo, &r.g, &out, &err), AS_ERR_INPUT);
+    printf("bad input: %s\n", err.msg);
+    as_model_free(r.m);
+    model_grads_free(&r.p);
+    model_grads_free(&r.g);
+    train_config bc = c;
+    bc.n_head = 3;
+    assert_int_equal(bert_ckpt_write(dir, &bc, &fresh, &err), AS_ERR_INPUT);
+    printf("bad config: %s\n", err.msg);
+    bert_ckpt_remove(dir);
+    unload(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity_bert),        cmocka_unit_test(test_parity_roberta),
         cmocka_unit_test(test_parity_distilbert),  cmocka_unit_test(test_finite_diff),
         cmocka_unit_test(test_distill_finite_diff), cmocka_unit_test(test_dropout_threads),
-        cmocka_unit_test(test_matches_inference_and_bad_input),
+        cmocka_unit_test(test_matches_inference_and_bad_input), cmocka_unit_test(test_save_roundtrip),
+        cmocka_unit_test(test_init_and_new_heads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

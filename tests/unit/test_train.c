@@ -1,5 +1,5 @@
 /* test_train.c — the training loop (src/train: optim.c, pretrain.c, checkpoint.c,
- * data.c) on tiny models:
+ * data.c, bert_loss.c, bert_ckpt.c) on tiny models:
  *   - 30 AdamW steps (warmup + linear decay, clipping, weight decay, dropout off) from
  *     the fixed initialisation of tests/ref/gen_train.py match PyTorch's loss curve:
  *     |loss_c - loss_torch| <= 1e-4 * max(1, |loss_torch|) at every step, and the final
@@ -20,7 +20,6 @@
 
 #include "io/safetensors.h"
 #include "train/trainer.h"
-#include "train/bert_loss.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,22 +45,18 @@ static void test_loss_curve(void **state) {
     (void)state;
     as_error err = {0};
     st_file *exp = NULL;
-    train_model *m = NULL;
-    train_acts *a = NULL;
+    trainable t = {0};
     trainop_adamw opt = {0};
     train_set_threads(1);
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    fo.with_grads = 1;
-    if (checkpoint_model_load(FIX "tiny", &fo, &m, &err)) fail_msg("%s", err.msg);
-    assert_true(m->cfg.mlm && m->cfg.num_labels == 3);
+    if (trainable_load(FIX "tiny", &t, &err)) fail_msg("%s", err.msg);
+    assert_true((as_model_heads(t.m) & HEAD_MLM) && as_model_config(t.m)->num_labels == 3);
     if (st_file_open(FIX "expected.safetensors", &exp, &err)) fail_msg("%s", err.msg);
     const st_tensor *ids = want(exp, "in.ids"), *tt = want(exp, "in.type_ids"), *mk = want(exp, "in.mask"),
                     *cl = want(exp, "in.cls_labels"), *ml = want(exp, "in.mlm_labels"), *ls = want(exp, "out.losses");
     int S = (int)ids->shape[0], B = (int)ids->shape[1], T = (int)ids->shape[2];
     assert_int_equal(S, 30);
     assert_int_equal(ls->n_elems, (size_t)S);
-    if (train_acts_init(m, B, T, 0, &a, &err)) fail_msg("%s", err.msg);
-    if (trainop_adamw_init(&opt, m->n_params, &err)) fail_msg("%s", err.msg);
+    if (trainop_adamw_init(&opt, t.p.n, &err)) fail_msg("%s", err.msg);
     opt.lr = 1e-2f;
     opt.beta1 = 0.9f;
     opt.beta2 = 0.999f;
@@ -72,46 +67,38 @@ static void test_loss_curve(void **state) {
     opt.total = S;
     double worst = 0.0;
     const float *ref = ls->data;
+    bert_loss_opts lo = {.threads = 1};
     for (int s = 0; s < S; s++) {
         size_t o = (size_t)s * B * T;
-        train_batch b = {.B = B, .T = T, .ids = (const int32_t *)ids->data + o, .type_ids = (const int32_t *)tt->data + o,
-                      .mask = (const int32_t *)mk->data + o, .cls_labels = (const int32_t *)cl->data + (size_t)s * B,
-                      .mlm_labels = (const int32_t *)ml->data + o};
-        train_zero_grad(m);
-        if (train_forward(m, a, &b, &err)) fail_msg("%s", err.msg);
-        train_backward(m, a, &b, 1);
-        trainop_adamw_step(&opt, m);
-        double d = fabs((double)a->loss - ref[s]) / fmax(1.0, fabs(ref[s]));
+        bert_batch b = {.B = B, .T = T, .ids = (const int32_t *)ids->data + o, .type_ids = (const int32_t *)tt->data + o,
+                        .mask = (const int32_t *)mk->data + o, .cls_labels = (const int32_t *)cl->data + (size_t)s * B,
+                        .mlm_labels = (const int32_t *)ml->data + o};
+        bert_loss_out out = {0};
+        model_grads_zero(&t.g);
+        if (bert_batch_loss(t.m, &b, &lo, &t.g, &out, &err)) fail_msg("%s", err.msg);
+        trainop_adamw_step(&opt, t.p.block, t.g.block, t.decay);
+        double d = fabs(out.loss - ref[s]) / fmax(1.0, fabs(ref[s]));
         worst = d > worst ? d : worst;
-        if (d > LOSS_TOL) fail_msg("step %d: loss %.6f, torch %.6f", s, (double)a->loss, (double)ref[s]);
+        if (d > LOSS_TOL) fail_msg("step %d: loss %.6f, torch %.6f", s, out.loss, (double)ref[s]);
     }
     printf("loss curve: %d steps, max relative loss diff %.2e (tol %.0e); loss %.4f -> %.4f\n", S, worst, LOSS_TOL,
            (double)ref[0], (double)ref[S - 1]);
-    train_named *nv = calloc(TRAIN_MAX_NAMED, sizeof *nv);
-    assert_non_null(nv);
-    int n = train_model_named(m, 0, nv, TRAIN_MAX_NAMED);
     double pmax = 0.0;
     int found = 0;
-    for (int i = 0; i < n; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "final.%s", nv[i].name);
-        const st_tensor *t = st_file_find(exp, name);
-        if (!t) continue;
+    for (int i = 0; i < st_file_count(exp); i++) {
+        const st_tensor *r = st_file_tensor(exp, i);
+        if (strncmp(r->name, "final.", 6)) continue;
+        const float *c = model_param_data(t.m, r->name + 6, r->n_elems);
+        if (!c) fail_msg("final parameter %s: not a tensor of the model", r->name + 6);
         found++;
-        assert_int_equal(t->n_elems, nv[i].n);
-        const float *r = t->data;
-        for (size_t k = 0; k < nv[i].n; k++) {
-            double d = fabs((double)nv[i].data[k] - r[k]);
-            pmax = d > pmax ? d : pmax;
-        }
+        const float *e = r->data;
+        for (size_t k = 0; k < r->n_elems; k++) pmax = fmax(pmax, fabs((double)c[k] - e[k]));
     }
     printf("final parameters: %d tensors, max |diff| %.2e (tol %.0e)\n", found, pmax, PARAM_TOL);
     assert_true(found >= 20);
     assert_true(pmax <= PARAM_TOL);
-    free(nv);
     trainop_adamw_free(&opt);
-    train_acts_free(a);
-    train_model_free(m);
+    trainable_free(&t);
     st_file_free(exp);
 }
 
@@ -217,14 +204,16 @@ static void test_resume_identical(void **state) {
     st_file_free(fb);
 
     /* save -> load round trip: the final F32 folder reloads to the same parameters */
-    train_from_as_opts fo = TRAIN_FROM_AS_DEFAULTS;
-    train_model *m1 = NULL, *m2 = NULL;
-    if (checkpoint_model_load(cka, &fo, &m1, &err)) fail_msg("%s", err.msg);
-    if (train_model_save(m1, outa, DTYPE_F32, &err)) fail_msg("%s", err.msg);
-    if (checkpoint_model_load(outa, &fo, &m2, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(m1->n_params, m2->n_params);
-    assert_memory_equal(m1->params_mem, m2->params_mem, m1->n_params * sizeof(float));
-    assert_true(m2->cfg.mlm);
+    trainable m1 = {0}, m2 = {0};
+    train_config cfg;
+    if (trainable_load(cka, &m1, &err) || bert_ckpt_config(m1.m, &cfg, &err)) fail_msg("%s", err.msg);
+    bert_ckpt_opts so = {.src = m1.m, .dtype = DTYPE_F32};
+    if (bert_ckpt_write(outa, &cfg, &so, &err) || trainable_load(outa, &m2, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m1.p.n, m2.p.n);
+    assert_memory_equal(m1.p.block, m2.p.block, m1.p.n * sizeof(float));
+    assert_true(as_model_heads(m2.m) & HEAD_MLM);
+    trainable_free(&m1);
+    trainable_free(&m2);
     as_model *am = NULL;
     if (as_model_load(outa, &am, &err)) fail_msg("%s", err.msg);
     assert_true(as_model_has_tokenizer(am));
@@ -235,8 +224,6 @@ static void test_resume_identical(void **state) {
     for (int i = 0; i < enc.n; i++) assert_int_not_equal(enc.ids[i], VOCAB_TRAIN_UNK);
     as_encoding_free(&enc);
     as_model_free(am);
-    train_model_free(m1);
-    train_model_free(m2);
 }
 
 static void test_errors(void **state) {
