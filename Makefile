@@ -18,7 +18,7 @@ APT_PACKAGES += libmicrohttpd-dev chromium
 # the Python package's tests (tests/python): a notebook executed by a real kernel
 APT_PACKAGES += python3-nbformat python3-nbclient python3-ipykernel python3-jupyter-client
 # `make python`: the package in a virtual environment of Debian's Python, and Jupyter
-APT_PACKAGES += python3-venv python3-pip python3-notebook jupyter-nbconvert
+APT_PACKAGES += python3-venv python3-pip python3-notebook jupyter-nbconvert python3-nbconvert
 # a Simplified Chinese font, so the explorer's zh-CN pages and screenshots render its text
 APT_PACKAGES += fonts-wqy-microhei
 BUILD := build

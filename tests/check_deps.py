@@ -43,10 +43,11 @@ PY_PACKAGES = {"numpy": "python3-numpy", "torch": "python3-torch",
                "networkx": "python3-networkx", "sentencepiece": "python3-sentencepiece",
                "nbformat": "python3-nbformat", "nbclient": "python3-nbclient",
                "ipykernel": "python3-ipykernel", "jupyter_client": "python3-jupyter-client",
-               "pip": "python3-pip", "ensurepip": "python3-venv"}
+               "pip": "python3-pip", "ensurepip": "python3-venv", "nbconvert": "python3-nbconvert"}
 # modules a test needs without importing them: the kernel tests/python/test_notebook.py starts
 PY_RUNTIME = {"ipykernel": "tests/python/test_notebook.py", "pip": "tests/python/test_venv.py",
-              "ensurepip": "tests/python/test_venv.py"}
+              "ensurepip": "tests/python/test_venv.py", "nbconvert": "tests/browser/notebook.test.mjs",
+              "nbclient": "tests/browser/notebook.test.mjs"}
 # the project's own package (python/attnscope): importable with python/ on the path
 PY_LOCAL_PATH = os.path.join(ROOT, "python")
 # generators and references that `make fixtures` / `make bench` run, not the tests

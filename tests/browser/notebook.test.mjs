@@ -11,6 +11,9 @@
 // The head overview of an analysis database (attnscope.overview) offline: a glyph per head,
 // each head's tooltip scores and pattern equal to the database's rows. bertviz's
 // encoder-decoder arguments: the Encoder / Decoder / Cross selector and each part's weights.
+// The example notebook python/examples/views.ipynb executed by nbclient and converted by
+// nbconvert: its four views paint inside the converted page, hover works, nothing is
+// fetched but the template's local scripts.
 // Screenshots: artifacts/notebook-head.png, artifacts/notebook-overview.png,
 // artifacts/notebook-cross.png.
 // Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
@@ -83,6 +86,22 @@ open(os.path.join(out, "encdec.html"), "w").write(bv_head_view(
 f16 = lambda a: a[0].astype(np.float16).astype(np.float32).tolist()
 json.dump({"Te": Te, "Td": Td, "H": EH, "enc": f16(enc[1]), "dec": f16(dec[1]), "cross": f16(cross[1])},
           open(os.path.join(out, "encdec.json"), "w"))
+# the example notebook executed by nbclient (a kernel of Debian's /usr/bin/python3) and
+# converted to HTML by nbconvert (Debian's jupyter-nbconvert, lab template), as a user shares it
+import tempfile
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+nb = nbformat.read(os.path.join(sys.argv[1], "python", "examples", "views.ipynb"), as_version=4)
+with tempfile.TemporaryDirectory() as d:
+    spec = os.path.join(d, "kernels", "attnscope-test")
+    os.makedirs(spec)
+    json.dump({"argv": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+               "display_name": "attnscope test", "language": "python"}, open(os.path.join(spec, "kernel.json"), "w"))
+    os.environ.update(JUPYTER_PATH=d, PYDEVD_DISABLE_FILE_VALIDATION="1")
+    NotebookClient(nb, timeout=300, kernel_name="attnscope-test",
+                   resources={"metadata": {"path": os.path.join(sys.argv[1], "python", "examples")}}).execute()
+open(os.path.join(out, "notebook.html"), "w").write(HTMLExporter(template_name="lab").from_notebook_node(nb)[0])
 `;
 
 /** Opens a standalone page with every request refused; returns the requests it tried. */
@@ -269,6 +288,37 @@ test('bertviz encoder-decoder arguments: an Encoder / Decoder / Cross selector, 
   await page.screenshot({ path: join(ART, 'notebook-cross.png') });
   assert.deepEqual(requests, []);
   assert.deepEqual(errors, []);
+});
+
+test('the example notebook, executed and converted by nbconvert: every view paints offline, hover works', async () => {
+  const { requests, errors } = await open('notebook.html');
+  await page.waitForFunction(() => document.querySelectorAll('iframe').length === 4);
+  const frames = page.frames().filter((f) => f !== page.mainFrame());
+  assert.equal(frames.length, 4, 'head, model, neuron and the bertviz drop-in\'s head view');
+  for (const f of frames) {
+    // every canvas of the view, pixels not white
+    await f.waitForFunction(() => {
+      let n = 0;
+      for (const c of document.querySelectorAll('canvas')) {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 735 && d[i + 3] > 0) n++;
+      }
+      return n > 1000;
+    }, null, { timeout: 60_000 });
+  }
+  // hover: the head view keeps only the links of the token under the pointer
+  const head = frames[0];
+  await head.waitForFunction(() => window.__attnscope?.headDraw?.links > 0);
+  const all = await head.evaluate(() => window.__attnscope.headDraw.links);
+  const b = await head.locator('[data-testid=head-focus] button').nth(2 * 3).boundingBox(); // query token 3
+  await page.mouse.move(b.x + b.width / 2, b.y + b.height / 2);
+  await head.waitForFunction(() => window.__attnscope.headDraw.hover?.token === 3 && window.__attnscope.headDraw.hover.side === 'left');
+  assert.ok(await head.evaluate((n) => window.__attnscope.headDraw.links <= n, all));
+  mkdirSync(ART, { recursive: true });
+  await page.screenshot({ path: join(ART, 'notebook-nbconvert.png') });
+  // nothing from the network: the only requests are the lab template's own local scripts (Debian's requirejs, MathJax)
+  assert.deepEqual(requests.filter((u) => !u.startsWith('file:///usr/share/javascript/')), [], 'no request but the template\'s local scripts');
+  assert.deepEqual(errors.filter((e) => !/require|MathJax/i.test(e)), []);
 });
 
 test('server=: the cell is an iframe on a running attnscope serve, showing the same run', async () => {
