@@ -6,7 +6,8 @@ from the environment's site-packages with its own copy of libattnscope.so and of
 front end; that a run of the shipped model equals `attnscope run --format npz` bit for
 bit; that pip (Debian's, through the system site-packages) lists the package; that a
 notebook cell runs in a kernel of the environment's Python (nbclient, Debian's
-ipykernel) and shows a head view; that a second install replaces the first; and that the
+ipykernel) and shows a head view; that a second install replaces the first and --kernel
+registers the environment's Python as the Jupyter kernel "attnscope"; and that the
 installer refuses a build folder without the library with one line and exit status 2.
 
 Usage: ATTNSCOPE_BIN=build/attnscope ATTNSCOPE_LIB=build/libattnscope.so \
@@ -129,10 +130,16 @@ class TestVenv(unittest.TestCase):
         self.assertTrue(html[0].startswith("<iframe srcdoc="))
         self.assertIn("attnscope-data", html[0])
 
-    def test_4_reinstall_and_bad_build(self):
-        p = subprocess.run(["/usr/bin/python3", INSTALL, self.venv, "--build", BUILD], capture_output=True,
-                           text=True, timeout=300)
+    def test_4_reinstall_kernel_and_bad_build(self):
+        home = os.path.join(self.tmp.name, "home")  # --kernel registers for this user: a home of the test's own
+        env = dict(clean_env(), HOME=home)
+        env.pop("JUPYTER_DATA_DIR", None)
+        p = subprocess.run(["/usr/bin/python3", INSTALL, self.venv, "--build", BUILD, "--kernel"], capture_output=True,
+                           text=True, timeout=300, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(home, ".local", "share", "jupyter", "kernels", "attnscope", "kernel.json")) as f:
+            spec = json.load(f)
+        self.assertEqual((spec["argv"][0], spec["display_name"]), (self.py, "Python (attnscope)"))
         infos = [n for n in os.listdir(os.path.dirname(where_pkg(self))) if n.startswith("attnscope-")]
         self.assertEqual(len(infos), 1, infos)
         with tempfile.TemporaryDirectory() as empty:
