@@ -12,8 +12,8 @@
 // each head's tooltip scores and pattern equal to the database's rows. bertviz's
 // encoder-decoder arguments: the Encoder / Decoder / Cross selector and each part's weights.
 // The example notebook python/examples/views.ipynb executed by nbclient and converted by
-// nbconvert: its four views paint inside the converted page, hover works, nothing is
-// fetched but the template's local scripts.
+// nbconvert: its four views paint inside the converted page, hover works, SVG and PNG
+// export from inside the frame, nothing is fetched but the template's local scripts.
 // Screenshots: artifacts/notebook-head.png, artifacts/notebook-overview.png,
 // artifacts/notebook-cross.png.
 // Needs /usr/bin/python3 with numpy, ATTNSCOPE_LIB (libattnscope.so) and the built web
@@ -290,7 +290,7 @@ test('bertviz encoder-decoder arguments: an Encoder / Decoder / Cross selector, 
   assert.deepEqual(errors, []);
 });
 
-test('the example notebook, executed and converted by nbconvert: every view paints offline, hover works', async () => {
+test('the example notebook, executed and converted by nbconvert: every view paints offline, hover and export work', async () => {
   const { requests, errors } = await open('notebook.html');
   await page.waitForFunction(() => document.querySelectorAll('iframe').length === 4);
   const frames = page.frames().filter((f) => f !== page.mainFrame());
@@ -316,6 +316,18 @@ test('the example notebook, executed and converted by nbconvert: every view pain
   assert.ok(await head.evaluate((n) => window.__attnscope.headDraw.links <= n, all));
   mkdirSync(ART, { recursive: true });
   await page.screenshot({ path: join(ART, 'notebook-nbconvert.png') });
+  // SVG and PNG export from inside the notebook's frame
+  const saved = async (testid) => {
+    const [d] = await Promise.all([page.waitForEvent('download'), head.click(`[data-testid=${testid}]`)]);
+    return { name: d.suggestedFilename(), bytes: readFileSync(await d.path()) };
+  };
+  const svg = await saved('export-svg');
+  assert.match(svg.name, /^attnscope-head-L1\.svg$/);
+  assert.ok(svg.bytes.toString('utf8').includes('<svg') && svg.bytes.toString('utf8').includes('was'), 'the SVG has the tokens');
+  const png = await saved('export-png');
+  assert.equal(png.name, 'attnscope-head-L1.png');
+  assert.deepEqual([...png.bytes.subarray(0, 8)], [137, 80, 78, 71, 13, 10, 26, 10]);
+  assert.ok(png.bytes.length > 2000);
   // nothing from the network: the only requests are the lab template's own local scripts (Debian's requirejs, MathJax)
   assert.deepEqual(requests.filter((u) => !u.startsWith('file:///usr/share/javascript/')), [], 'no request but the template\'s local scripts');
   assert.deepEqual(errors.filter((e) => !/require|MathJax/i.test(e)), []);
