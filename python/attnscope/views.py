@@ -394,7 +394,7 @@ def neuron_view(r, layer=0, head=0, token=-1, layers=None, html_action="view", s
     'all'): q, k, q x k, the scores and the softmax of one query. It embeds q, k and scores
     as float32, by default of the layer shown only (layers=None: [layer], shown as layer 0;
     give layers=[...] to embed more). Arguments as head_view."""
-    if layers is None and not server:
+    if layers is None and not server and not isinstance(r, ViewData):
         layers, layer = [layer], 0
     return _show(r, "neuron", layer, head, None, token, layers, html_action, server, lang, height, dtype)
 

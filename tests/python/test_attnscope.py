@@ -522,6 +522,60 @@ class TestViews(unittest.TestCase):
             with self.assertRaisesRegex(attnscope.Error, "cannot open the analysis database"):
                 attnscope.overview(os.path.join(d, "missing.sqlite"))
 
+    def test_read_npz(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = os.path.join(d, "run.npz")
+            cli("run", "--model", SST2, "--text", "the movie was good .", "--text-b", "i liked it .", "--format", "npz",
+                "--out", run, "--quiet")
+            with np.load(run) as z:
+                att, toks, types, scores = z["attentions"], list(z["tokens"]), z["token_type_ids"], z["attention_scores"]
+            v = attnscope.read_npz(run)
+            self.assertEqual((v.model, v.causal), ("run.npz", False))
+            meta, t = decode_page(attnscope.head_view(v, layer=2, html_action="return"))
+            self.assertEqual(t["attention"].tobytes(), att.astype("<f2").tobytes())
+            self.assertEqual(meta["layer"], 2)
+            self.assertEqual([x["piece"] for x in meta["run"]["tokens"]], toks)
+            self.assertEqual([x["segment"] for x in meta["run"]["tokens"]], [int(x) for x in types])
+            self.assertEqual(sum(x["special"] for x in meta["run"]["tokens"]), 3)  # [CLS] and two [SEP]
+            meta, t = decode_page(attnscope.neuron_view(v, layer=1, head=3, token=4, html_action="return"))
+            self.assertEqual((meta["layer"], meta["head"], meta["views"]), (1, 3, ["head", "model", "neuron"]))
+            self.assertEqual(t["scores"].tobytes(), scores.astype("<f4").tobytes())
+            # bertviz-style: the stacked tuple of per-layer [1, H, T, T] outputs, with sentence_b_start
+            bv = os.path.join(d, "bv.npz")
+            np.savez(bv, attention=att[:, None], tokens=np.array(toks), sentence_b_start=np.int64(7))
+            meta, t = decode_page(attnscope.model_view(attnscope.read_npz(bv, model="mine"), html_action="return"))
+            self.assertEqual(t["attention"].tobytes(), att.astype("<f2").tobytes())
+            self.assertEqual((meta["run"]["model"], meta["views"]), ("mine", ["head", "model"]))
+            self.assertEqual([x["segment"] for x in meta["run"]["tokens"]], [int(x) for x in types])
+            causal = os.path.join(d, "causal.npz")
+            np.savez(causal, attentions=np.tril(att), tokens=np.array(toks))
+            self.assertTrue(attnscope.read_npz(causal).causal)
+            # bad files: one line naming the file and the problem
+            bad = {"missing.npz": None, "text.npz": b"not a zip", "noatt.npz": {"tokens": np.array(toks)},
+                   "shape.npz": {"attentions": att[0], "tokens": np.array(toks)},
+                   "count.npz": {"attentions": att, "tokens": np.array(toks[:-1])},
+                   "negative.npz": {"attentions": -att, "tokens": np.array(toks)},
+                   "nan.npz": {"attentions": att * np.nan, "tokens": np.array(toks)},
+                   "ints.npz": {"attentions": att.astype(np.int32), "tokens": np.array(toks)},
+                   "pickle.npz": {"attentions": att, "tokens": np.array(toks, dtype=object)}}
+            want = {"missing.npz": "no such file", "text.npz": "not an npz file", "noatt.npz": "no 'attentions' array",
+                    "shape.npz": r"'attentions' must be \[layers, heads, T, T\], not \[4, 12, 12\]",
+                    "count.npz": "'tokens' must be 12 strings", "negative.npz": "'attentions' holds weights that are not finite or are negative",
+                    "nan.npz": "'attentions' holds weights that are not finite or are negative",
+                    "ints.npz": "'attentions' must hold floats, not int32",
+                    "pickle.npz": "damaged npz"}
+            for name, content in bad.items():
+                f = os.path.join(d, name)
+                if isinstance(content, bytes):
+                    with open(f, "wb") as h:
+                        h.write(content)
+                elif content is not None:
+                    np.savez(f, **content)
+                with self.subTest(file=name), self.assertRaisesRegex(attnscope.Error, "^%s: %s" % (re.escape(f),
+                                                                                                   want[name])) as e:
+                    attnscope.read_npz(f)
+                self.assertNotIn("\n", str(e.exception))
+
     def test_bertviz_drop_in(self):
         from attnscope.bertviz import head_view, model_view
         m = attnscope.load(SST2)
