@@ -356,12 +356,43 @@ typedef enum {
     ABLATE_SEGMENT = 4   /* token-type embeddings -> mean of the type rows (no-op without them) */
 } as_ablate;
 
+/* Interventions on the attention (docs/attribution.md, "Interventions"), applied inside the
+ * one forward: head ablation replaces the context vector ctx_h = A_h V_h of each listed
+ * head (its input to the output projection) by zeros (AS_HEAD_ZERO, Michel et al. 2019's
+ * gate at 0) or, at every position, by its mean over the input's real positions
+ * (AS_HEAD_MEAN); attention knockout sets A_h[query, key] to 0 after the softmax at one
+ * layer, for one head or every head (head -1), and with renorm divides each changed row by
+ * what is left (the same as masking the score before the softmax; a row left empty stays 0).
+ * Knockouts come first, so an ablated head's mean uses the knocked-out attention. Captured
+ * attention holds the knockouts; an ablated head's attention is captured as computed. */
+typedef enum { AS_HEAD_ZERO = 0, AS_HEAD_MEAN = 1 } as_head_mode;
+/* Most heads or edges one intervention lists. */
+#define AS_MAX_INTERVENTION_ITEMS 65536
+typedef struct {
+    int layer, head; /* an ablated head */
+} as_head_ref;
+typedef struct {
+    int layer;      /* 0..L-1 */
+    int head;       /* a query head, or -1 = every head of the layer */
+    int query, key; /* token positions: the edge key -> query (A[query, key]) */
+} as_edge;
+typedef struct {
+    int n_heads;              /* heads ablated, 0..AS_MAX_INTERVENTION_ITEMS */
+    const as_head_ref *heads; /* (n_heads), borrowed for the call */
+    int head_mode;            /* as_head_mode */
+    int n_edges;              /* edges knocked out, 0..AS_MAX_INTERVENTION_ITEMS */
+    const as_edge *edges;     /* (n_edges), borrowed for the call */
+    int renorm;               /* 1: knocked-out rows renormalised; 0: only the edges zeroed */
+} as_intervention;
+
 typedef struct {
     unsigned what; /* bit set of as_capture_what */
     int layer;     /* -1 = all layers, else only this layer is captured */
     int head;      /* -1 = all heads, else only this head is captured */
     int threads;   /* 0 = number of cores */
     unsigned ablate; /* bit set of as_ablate; 0 = the normal forward */
+    const as_intervention *intervene; /* NULL = none; else checked (AS_ERR_INPUT naming the
+                                         item out of range) and applied; borrowed for the call */
 } as_capture_spec;
 
 typedef struct as_run {

@@ -147,6 +147,39 @@ as_status attr_write_npz(const as_model *m, const as_encoding *enc, const attr_r
 const char *attr_method_name(attr_method m); /* "rollout", "flow", "norm", "grad", "importance", "norm2", "alti" */
 int attr_method_parse(const char *s, attr_method *out);  /* 0 ok, -1 unknown */
 
+/* ---- interventions ----------------------------------------------------------------
+ * The output of the model with and without an intervention on its attention (head
+ * ablation, attention knockout: as_intervention in attnscope.h, applied inside the one
+ * forward), side by side (docs/attribution.md, "Interventions"). */
+
+typedef struct {
+    int position; /* LM / masked-LM head: the row of logits compared; -1 = the last token with
+                     attention mask 1 (a causal LM's next-token prediction). Classifier: -1 */
+    int threads;  /* 0 = the cores */
+} iv_opts;
+
+typedef struct {
+    int cols;        /* C classes, or V tokens */
+    int classifier;  /* 1: a sequence classifier (cols classes), 0: an LM / masked-LM head */
+    int position;    /* the row compared (the classifier's: the token its head reads) */
+    float *base;     /* (cols) log-probabilities (log-softmax of the logits) without the
+                        intervention, owned */
+    float *after;    /* (cols) with it, owned */
+} iv_result;
+
+/* Runs enc under m twice, without and with iv, and keeps the log-probabilities of one row
+ * of logits (iv_result_free). Errors: AS_ERR_INPUT for a model without a task head, an
+ * intervention out of range (as as_forward), a position out of range or given to a
+ * classifier. */
+as_status iv_compare(const as_model *m, const as_encoding *enc, const as_intervention *iv, const iv_opts *o,
+                     iv_result *out, as_error *err);
+void iv_result_free(iv_result *r);
+/* Parses "L:H,L:H,..." (heads) into *out (n_out items, malloc'd, caller frees) and
+ * "L:i>j,L:H:i>j,..." (edges, H absent or '*' = every head) likewise. 0 ok; -1 with a
+ * one-line message in msg (cap bytes) naming the bad item. Ranges are checked by the forward. */
+int iv_parse_heads(const char *s, as_head_ref **out, int *n_out, char *msg, size_t cap);
+int iv_parse_edges(const char *s, as_edge **out, int *n_out, char *msg, size_t cap);
+
 /* ---- the induction probe ---------------------------------------------------------
  * The model runs on BOS (when it has one) + R seeded random token ids (above the special
  * ids) + the same R ids again (Olsson et al. 2022, sec. 2). On the second copy's query

@@ -74,7 +74,7 @@ class EncodeOpts(ctypes.Structure):
 
 class CaptureSpec(ctypes.Structure):
     _fields_ = [("what", ctypes.c_uint), ("layer", ctypes.c_int), ("head", ctypes.c_int),
-                ("threads", ctypes.c_int), ("ablate", ctypes.c_uint)]
+                ("threads", ctypes.c_int), ("ablate", ctypes.c_uint), ("intervene", ctypes.c_void_p)]
 
 
 class RunArray(ctypes.Structure):

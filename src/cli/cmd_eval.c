@@ -57,7 +57,7 @@ static int eval_patterns(const char *model, const ta_list *files, int pairs, int
         as_encoding e = {0};
         as_encode_opts eo = {0, 1};
         as_run *r = NULL;
-        as_capture_spec sp = {CAP_ATTN, -1, -1, threads, 0};
+        as_capture_spec sp = {.what = CAP_ATTN, .layer = -1, .head = -1, .threads = threads};
         if (as_encode(m, txt.text[i], txt.text[i + 1], &eo, &e, &err) || as_forward(m, &e, &sp, &r, &err)) {
             as_encoding_free(&e);
             rc = cli_fail(&err);

@@ -47,6 +47,7 @@ typedef struct {
     size_t conv_per_thread;
     uint16_t *xb; /* (T, max n_in) BF16 input of a product at precision bf16, else NULL */
     const tape_layer *tl; /* what the current layer saves for the backward, or NULL */
+    const as_intervention *iv; /* the spec's intervention (self-attention only), or NULL */
     int32_t *bucket;      /* (T, T) T5: the current stack's relative position buckets, else NULL */
     /* encoder-decoder forwards: the encoder's output the decoder's cross-attention reads */
     const float *mem;      /* (Tm, D) or NULL */
@@ -183,6 +184,47 @@ typedef struct {
     const float *keep;   /* (Tk) keys' mask; NULL = ws->keep */
 } attn_job;
 
+/* Attention knockout (as_intervention) of layer l, query head h in the probabilities P
+ * (i1 - i0, T) of query rows [i0, i1): the listed edges set to 0, with renorm each changed
+ * row divided by its new sum (left at 0 when nothing is left), and the changed rows of
+ * ctx (row i0 of (T, ldq)) recomputed as P V from vh (T, ldk). */
+static void knockout_rows(const as_intervention *iv, int l, int h, int T, int Dh, int i0, int i1, float *P,
+                          const float *vh, int ldk, float *ctx, int ldq) {
+    for (int pass = 0; pass < 2; pass++)
+        for (int e = 0; e < iv->n_edges; e++) {
+            const as_edge *x = &iv->edges[e];
+            if (x->layer != l || (x->head != -1 && x->head != h) || x->query < i0 || x->query >= i1) continue;
+            float *p = P + (size_t)(x->query - i0) * T, *c = ctx + (size_t)(x->query - i0) * ldq;
+            if (pass == 0) {
+                p[x->key] = 0.0f;
+                continue;
+            }
+            double s = 0.0;
+            for (int j = 0; j < T; j++) s += p[j];
+            if (iv->renorm && s > 0.0 && s != 1.0)
+                for (int j = 0; j < T; j++) p[j] = (float)(p[j] / s);
+            cblas_sgemv(CblasRowMajor, CblasTrans, T, Dh, 1.0f, vh, ldk, p, 1, 0.0f, c, 1);
+        }
+}
+
+/* Head ablation (as_intervention) of layer l in ctx (T, H Dh): each listed head's columns
+ * set to 0, or to their mean over the real positions (keep[i] != 0). */
+static void ablate_heads(const as_intervention *iv, int l, int T, int H, int Dh, const float *keep, float *ctx) {
+    const size_t ld = (size_t)H * Dh;
+    for (int e = 0; e < iv->n_heads; e++) {
+        if (iv->heads[e].layer != l) continue;
+        float *c = ctx + (size_t)iv->heads[e].head * Dh;
+        for (int d = 0; d < Dh; d++) {
+            double s = 0.0;
+            int n = 0;
+            for (int i = 0; i < T; i++)
+                if (keep[i] != 0.0f) s += c[i * ld + d], n++;
+            float v = iv->head_mode == AS_HEAD_MEAN && n ? (float)(s / n) : 0.0f;
+            for (int i = 0; i < T; i++) c[i * ld + d] = v;
+        }
+    }
+}
+
 static int captured(const as_run *r, int l, int h) {
     return l >= r->layer_lo && l < r->layer_lo + r->n_lay && h >= r->head_lo && h < r->head_lo + r->n_hd;
 }
@@ -222,6 +264,9 @@ static void attn_task(void *ctx, int h, int tid) {
         attend_rows(keep, &ru, Tk, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
                     ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P, dm, ws->p + (size_t)tid * RT,
                     ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
+        if (ws->iv && j->Tk <= 0)
+            knockout_rows(ws->iv, l, h, T, Dh, i0, i1, P, ws->v + (size_t)g * Dh, ldk,
+                          ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh, ldq);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
     }
     if (cap && (j->what & CAP_STATS)) head_stats_out(&st, r->head_stats + slot * AS_HEAD_N_STATS);
@@ -289,6 +334,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
                    ws->bucket, m->rel_bias, H},
                   0,  NULL};
     as_parallel_for(H, nthreads, attn_task, &j);
+    if (ws->iv) ablate_heads(ws->iv, l, T, H, Dh, ws->keep, ws->ctx);
     if (tl) memcpy(tl->ctx, ws->ctx, (size_t)T * H * Dh * sizeof(float));
 }
 
@@ -445,6 +491,34 @@ void model_vocab_logits(const as_model *m, const float *x, int T, float *logits,
         for (size_t i = 0; i < (size_t)T * V; i++) logits[i] = cap * tanhf(logits[i] / cap);
 }
 
+/* An intervention's heads and edges within the model and the T tokens. */
+static as_status check_intervention(const as_model *m, int T, const as_intervention *iv, as_error *err) {
+    const as_config *c = &m->cfg;
+    if (m->dec) return as_err_set(err, AS_ERR_INPUT, "interventions apply to encoder-only and decoder-only models");
+    if (iv->n_heads < 0 || iv->n_heads > AS_MAX_INTERVENTION_ITEMS || iv->n_edges < 0 ||
+        iv->n_edges > AS_MAX_INTERVENTION_ITEMS || (iv->n_heads && !iv->heads) || (iv->n_edges && !iv->edges))
+        return as_err_set(err, AS_ERR_INPUT, "intervention: %d heads and %d edges, at most %d of each", iv->n_heads,
+                          iv->n_edges, AS_MAX_INTERVENTION_ITEMS);
+    if (iv->head_mode != AS_HEAD_ZERO && iv->head_mode != AS_HEAD_MEAN)
+        return as_err_set(err, AS_ERR_INPUT, "intervention: unknown head mode %d", iv->head_mode);
+    for (int e = 0; e < iv->n_heads; e++) {
+        const as_head_ref *x = &iv->heads[e];
+        if (x->layer < 0 || x->layer >= c->n_layer || x->head < 0 || x->head >= c->n_head)
+            return as_err_set(err, AS_ERR_INPUT, "ablated head %d:%d is outside layers 0..%d, heads 0..%d", x->layer,
+                              x->head, c->n_layer - 1, c->n_head - 1);
+    }
+    for (int e = 0; e < iv->n_edges; e++) {
+        const as_edge *x = &iv->edges[e];
+        if (x->layer < 0 || x->layer >= c->n_layer || x->head < -1 || x->head >= c->n_head)
+            return as_err_set(err, AS_ERR_INPUT, "knocked-out edge at %d:%d is outside layers 0..%d, heads 0..%d",
+                              x->layer, x->head, c->n_layer - 1, c->n_head - 1);
+        if (x->query < 0 || x->query >= T || x->key < 0 || x->key >= T)
+            return as_err_set(err, AS_ERR_INPUT, "knocked-out edge %d>%d is outside the %d tokens", x->query, x->key,
+                              T);
+    }
+    return AS_OK;
+}
+
 static as_status check_input(const as_model *m, const as_encoding *enc, const as_capture_spec *spec,
                              as_error *err) {
     const as_config *c = &m->cfg;
@@ -469,7 +543,7 @@ static as_status check_input(const as_model *m, const as_encoding *enc, const as
                           spec->head, c->n_head - 1);
     if (spec->threads < 0 || spec->threads > 1024)
         return as_err_set(err, AS_ERR_INPUT, "threads %d is out of range [0, 1024]", spec->threads);
-    return AS_OK;
+    return spec->intervene ? check_intervention(m, enc->n, spec->intervene, err) : AS_OK;
 }
 
 /* Captured tensors share one block (reused between forwards, core.h as_large_get);
@@ -647,7 +721,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
                           "--target-ids)",
                           m->dir, m->cfg.model_type);
     if ((s = check_input(m, enc, spec, err))) return s;
-    if (tape && (tape->T != enc->n || spec->ablate))
+    if (tape && (tape->T != enc->n || spec->ablate || spec->intervene))
         return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs no ablation and T = %d", tape->T);
     emb_in ein = {enc, spec->ablate, word};
     const as_config *c = &m->cfg;
@@ -665,6 +739,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     as_run *r = NULL;
     if ((s = run_alloc(m, enc, spec, what, n_run, want_logits, enc->n, &r, err))) return s;
     if ((s = ws_alloc(m, enc, spec, nthreads, &ws, &ws_cap, err))) goto cleanup;
+    ws.iv = spec->intervene;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
     stack_embed(m, &ein, ws.x, ws.h);
