@@ -103,7 +103,7 @@ static void test_bert_defaults_and_arch_inference(void **state) {
     assert_int_equal(c.num_labels, 3);
     assert_null(c.id2label);
     as_config_clear(&c);
-    expect_error("{\"architectures\":[\"T5Model\"],\"num_hidden_layers\":1}", "model_type", NULL);
+    expect_error("{\"architectures\":[\"XLNetLMHeadModel\"],\"num_hidden_layers\":1}", "model_type", NULL);
     expect_error("{\"num_hidden_layers\":1}", "model_type", NULL);
 }
 
@@ -407,7 +407,7 @@ static void test_field_errors(void **state) {
     expect_error(j, "'pad_token_id'", NULL);
     bert_with(j, sizeof j, "hidden_act", "7");
     expect_error(j, "'hidden_act'", "string");
-    expect_error("{\"model_type\":\"t5\",\"d_model\":512}", "'model_type'", "t5");
+    expect_error("{\"model_type\":\"xlnet\",\"d_model\":512}", "'model_type'", "xlnet");
     expect_error("{\"model_type\":3}", "'model_type'", "string");
     expect_error("[1,2]", "object", NULL);
     expect_error("{\"model_type\":\"bert\",", "invalid JSON", NULL);
