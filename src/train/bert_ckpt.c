@@ -100,7 +100,7 @@ as_status bert_ckpt_config(const as_model *am, train_config *c, as_error *err) {
 enum { INIT_NORMAL = 0, INIT_ZERO, INIT_ONE };
 
 typedef struct {
-    char name[96];
+    char name[192];
     int64_t d0, d1;   /* d1 = 0: 1-D */
     int init;         /* INIT_* */
     int layer;        /* the layer it belongs to, or -1 */
@@ -123,7 +123,7 @@ static void add(spec_list *l, const char *name, int64_t d0, int64_t d1, int init
 
 /* base.weight (n_out, n_in) and base.bias; LayerNorms (n_in 0) weight 1, bias 0. */
 static void add_lin(spec_list *l, const char *base, int n_out, int n_in, int layer) {
-    char name[128];
+    char name[176];
     snprintf(name, sizeof name, "%s.weight", base);
     add(l, name, n_out, n_in, n_in ? INIT_NORMAL : INIT_ONE, layer, 0);
     snprintf(name, sizeof name, "%s.bias", base);

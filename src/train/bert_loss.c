@@ -1,11 +1,12 @@
 /* bert_loss.c — the BERT family's training objectives on the one forward (see
- * bert_loss.h). Per sequence of the batch: one forward with a tape (training-mode
- * dropout drawn from (seed, b)); the classifier's logits come from the forward's head;
- * the masked-LM head runs only on the predicted rows of the final hidden states
- * (model_vocab_rows), as Hugging Face's loss only reads those rows; the distillation
- * terms compare with the teacher's forward on the same tokens; then one backward
- * (model_backward_top) from the classifier's logit gradient and the gradient at the
- * final hidden states. Every mean is over the whole batch (its B sequences, its M
+ * bert_loss.h). The batch runs in chunks of sequences whose tapes fit TAPE_BUDGET: per
+ * sequence one forward with a tape (training-mode dropout drawn from (seed, b)), the
+ * classifier's logits from the forward's head; then the masked-LM head once on the
+ * chunk's predicted rows of the final hidden states (model_vocab_rows: Hugging Face's loss
+ * only reads those rows, and the decoder is read once per chunk, not per sequence); the
+ * distillation terms compare with the teacher's forward on the same tokens; then per
+ * sequence one backward (model_backward_top) from the classifier's logit gradient and the
+ * gradient at the final hidden states. Every mean is over the whole batch (its B sequences, its M
  * predicted rows, its real tokens), so the batch's gradient is the sum of its sequences'.
  *
  *   loss_cls = mean_b CE(z_b, y_b)                         (Devlin et al. 2019, sec. 4.1)
@@ -107,42 +108,55 @@ static as_status batch_check(const as_model *m, const bert_batch *b, const bert_
     return AS_OK;
 }
 
-/* Per-sequence buffers, sized for T tokens. */
+/* One sequence of a chunk between its forward and its backward. */
 typedef struct {
-    float *d_top;    /* (T, D) */
-    float *xm, *dxm; /* (T, D) the predicted rows' hidden states, their gradients */
-    float *zs, *zt;  /* (T, V) student and teacher logits of those rows */
-    float *dz;       /* (T, V) */
-    float *dcls;     /* (C) */
-    int32_t *rows, *tgt; /* (T) */
-    double *row_loss;    /* (T) */
-} seq_buf;
+    as_encoding enc;
+    model_tape tp;
+    as_run *r;
+    float *d_top;  /* (T, D) the gradient at the final hidden states */
+    float *dcls;   /* (C) the classifier logits' gradient, or unused */
+    int has_dcls;
+} seq_slot;
 
-static void seq_buf_free(seq_buf *s) {
-    free(s->d_top), free(s->xm), free(s->dxm), free(s->zs), free(s->zt), free(s->dz), free(s->dcls);
-    free(s->rows), free(s->tgt), free(s->row_loss);
+/* A chunk's masked-LM rows, gathered from its sequences. */
+typedef struct {
+    int cap;          /* rows */
+    float *xm, *xt;   /* (cap, D) student and teacher final hidden states of the predicted rows */
+    float *dxm;       /* (cap, D) their gradients */
+    float *zs, *zt, *dz; /* (cap, V) student and teacher logits, the gradient */
+    int32_t *seq, *row, *tgt; /* (cap) slot, position and target of each row */
+    double *row_loss; /* (cap) */
+} rows_buf;
+
+static void rows_free(rows_buf *b) {
+    free(b->xm), free(b->xt), free(b->dxm), free(b->zs), free(b->zt), free(b->dz);
+    free(b->seq), free(b->row), free(b->tgt), free(b->row_loss);
 }
 
-static as_status seq_buf_init(const as_model *m, int T, seq_buf *s, as_error *err) {
-    const as_config *c = as_model_config(m);
-    size_t TD = (size_t)T * c->d_model, TV = (size_t)T * c->vocab_size;
-    memset(s, 0, sizeof *s);
-    s->d_top = as_malloc_array(TD, sizeof(float));
-    s->xm = as_malloc_array(TD, sizeof(float));
-    s->dxm = as_malloc_array(TD, sizeof(float));
-    s->zs = as_malloc_array(TV, sizeof(float));
-    s->zt = as_malloc_array(TV, sizeof(float));
-    s->dz = as_malloc_array(TV, sizeof(float));
-    s->dcls = as_malloc_array((size_t)(c->num_labels > 0 ? c->num_labels : 1), sizeof(float));
-    s->rows = as_malloc_array((size_t)T, sizeof(int32_t));
-    s->tgt = as_malloc_array((size_t)T, sizeof(int32_t));
-    s->row_loss = as_malloc_array((size_t)T, sizeof(double));
-    if (!s->d_top || !s->xm || !s->dxm || !s->zs || !s->zt || !s->dz || !s->dcls || !s->rows || !s->tgt ||
-        !s->row_loss) {
-        seq_buf_free(s);
-        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for a batch of %d tokens", T);
+static as_status rows_init(rows_buf *b, int cap, int D, int V, as_error *err) {
+    memset(b, 0, sizeof *b);
+    size_t n = (size_t)(cap > 0 ? cap : 1);
+    b->cap = cap;
+    b->xm = as_malloc_array(n * D, sizeof(float)), b->xt = as_malloc_array(n * D, sizeof(float));
+    b->dxm = as_malloc_array(n * D, sizeof(float));
+    b->zs = as_malloc_array(n * V, sizeof(float)), b->zt = as_malloc_array(n * V, sizeof(float));
+    b->dz = as_malloc_array(n * V, sizeof(float));
+    b->seq = as_malloc_array(n, sizeof(int32_t)), b->row = as_malloc_array(n, sizeof(int32_t));
+    b->tgt = as_malloc_array(n, sizeof(int32_t)), b->row_loss = as_malloc_array(n, sizeof(double));
+    if (!b->xm || !b->xt || !b->dxm || !b->zs || !b->zt || !b->dz || !b->seq || !b->row || !b->tgt || !b->row_loss) {
+        rows_free(b);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for %d masked-LM rows", cap);
     }
     return AS_OK;
+}
+
+static void slot_free(seq_slot *sl) {
+    as_run_free(sl->r);
+    model_tape_free(&sl->tp);
+    as_encoding_free(&sl->enc);
+    free(sl->d_top);
+    free(sl->dcls);
+    memset(sl, 0, sizeof *sl);
 }
 
 static int argmax(const float *z, int n) {
@@ -152,89 +166,104 @@ static int argmax(const float *z, int n) {
     return best;
 }
 
-/* Sequence s of the batch: its forward, losses (added into out, weighted by the batch's
- * counts M and N) and, with g, its backward. */
-static as_status seq_loss(const as_model *m, const bert_batch *b, const bert_loss_opts *o, int s, int M, int N,
-                          seq_buf *sb, model_grads *g, bert_loss_out *out, as_error *err) {
+/* Sequence s of the batch into slot k: its forward (with a tape), the classifier's loss,
+ * its predicted rows appended to rb, and with a teacher the teacher's rows and the cosine
+ * term (into the slot's d_top). Means are over the batch's counts M and N. */
+static as_status seq_forward(const as_model *m, const bert_batch *b, const bert_loss_opts *o, int s, int k, int N,
+                             seq_slot *sl, rows_buf *rb, int *nr, bert_loss_out *out, as_error *err) {
     const as_config *c = as_model_config(m);
-    int D = c->d_model, V = c->vocab_size, C = c->num_labels, T = b->T;
+    int D = c->d_model, C = c->num_labels, T = b->T;
     const int32_t *mask = b->mask ? b->mask + (size_t)s * T : NULL;
     int n = T; /* up to the last real token */
     if (mask)
         while (n > 1 && !mask[n - 1]) n--;
-    as_encoding enc = {0};
-    model_tape tp = {0};
-    as_run *r = NULL, *rt = NULL;
+    as_run *rt = NULL;
     as_status st = as_encoding_from_ids(m, b->ids + (size_t)s * T, b->type_ids ? b->type_ids + (size_t)s * T : NULL,
-                                        n, &enc, err);
+                                        n, &sl->enc, err);
     if (st) return as_err_prefix(err, "sequence %d", s);
-    for (int t = 0; mask && t < n; t++) enc.mask[t] = mask[t] != 0;
-    if ((st = model_tape_init(m, n, &tp, err)) || (st = model_tape_dropout(m, &tp, o->dropout, err))) goto cleanup;
+    for (int t = 0; mask && t < n; t++) sl->enc.mask[t] = mask[t] != 0;
+    sl->d_top = as_calloc((size_t)n * D, sizeof(float));
+    sl->dcls = as_malloc_array((size_t)(C > 0 ? C : 1), sizeof(float));
+    if (!sl->d_top || !sl->dcls) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if ((st = model_tape_init(m, n, &sl->tp, err)) || (st = model_tape_dropout(m, &sl->tp, o->dropout, err)))
+        return st;
     train_rng dr = train_rng_seeded(o->seed, (uint64_t)s);
-    tp.drop_seed = train_rng_next(&dr);
+    sl->tp.drop_seed = train_rng_next(&dr);
     int cls = (as_model_heads(m) & HEAD_CLASSIFIER) != 0;
     as_capture_spec spec = {.what = cls ? CAP_LOGITS : 0, .layer = -1, .head = -1, .threads = o->threads};
-    if ((st = model_forward(m, &enc, &spec, NULL, &tp, &r, err))) goto cleanup;
-    const float *dcls = NULL;
-    if (cls && out->cls_logits) memcpy(out->cls_logits + (size_t)s * C, r->logits, (size_t)C * sizeof(float));
+    if ((st = model_forward(m, &sl->enc, &spec, NULL, &sl->tp, &sl->r, err))) return st;
+    if (cls && out->cls_logits) memcpy(out->cls_logits + (size_t)s * C, sl->r->logits, (size_t)C * sizeof(float));
     if (cls && b->cls_labels) {
-        trainop_xent(sb->dcls, sb->row_loss, r->logits, b->cls_labels + s, 1, C, 1.0f / (float)b->B);
-        out->loss_cls += sb->row_loss[0] / b->B;
-        dcls = sb->dcls;
+        double rl;
+        trainop_xent(sl->dcls, &rl, sl->r->logits, b->cls_labels + s, 1, C, 1.0f / (float)b->B);
+        out->loss_cls += rl / b->B;
+        sl->has_dcls = 1;
     }
-    size_t TD = (size_t)n * D;
-    memset(sb->d_top, 0, TD * sizeof(float));
-    int Ms = 0;
+    int r0 = *nr;
     for (int t = 0; b->mlm_labels && t < n; t++) {
         int32_t y = b->mlm_labels[(size_t)s * T + t];
         if (y == TRAIN_IGNORE) continue;
-        sb->rows[Ms] = t, sb->tgt[Ms] = y;
-        memcpy(sb->xm + (size_t)Ms * D, tp.x_last + (size_t)t * D, (size_t)D * sizeof(float));
-        Ms++;
+        rb->seq[*nr] = k, rb->row[*nr] = t, rb->tgt[*nr] = y;
+        memcpy(rb->xm + (size_t)*nr * D, sl->tp.x_last + (size_t)t * D, (size_t)D * sizeof(float));
+        (*nr)++;
     }
-    if (Ms) {
-        float a_mlm = o->teacher ? o->alpha_mlm : 1.0f;
-        if ((st = model_vocab_rows(m, sb->xm, Ms, o->threads, sb->zs, err))) goto cleanup;
-        trainop_xent(sb->dz, sb->row_loss, sb->zs, sb->tgt, Ms, V, a_mlm / (float)M);
-        if (out->mlm_logits)
-            memcpy(out->mlm_logits + (size_t)out->n_mlm * V, sb->zs, (size_t)Ms * V * sizeof(float));
-        out->n_mlm += Ms;
-        for (int i = 0; i < Ms; i++) {
-            out->loss_mlm += sb->row_loss[i] / M;
-            out->mlm_correct += argmax(sb->zs + (size_t)i * V, V) == sb->tgt[i];
-        }
-    }
-    if (o->teacher) { /* its final hidden states and masked-LM logits on the same tokens */
+    if (o->teacher) { /* its final hidden states on the same tokens: the predicted rows, the cosine */
         as_capture_spec ts = {.what = CAP_HIDDEN, .layer = -1, .head = -1, .threads = o->threads};
-        if ((st = model_forward(o->teacher, &enc, &ts, NULL, NULL, &rt, err))) goto cleanup;
-        const float *ht = rt->hidden + (size_t)rt->n_run * TD;
-        for (int i = 0; i < Ms; i++)
-            memcpy(sb->dxm + (size_t)i * D, ht + (size_t)sb->rows[i] * D, (size_t)D * sizeof(float));
-        if (Ms && (st = model_vocab_rows(o->teacher, sb->dxm, Ms, o->threads, sb->zt, err))) goto cleanup;
-        double kl = distill_kl_grad(sb->zs, sb->zt, sb->dz, Ms, V, o->temperature, o->alpha_kl * (float)Ms / (float)M);
-        out->loss_kl += kl * Ms / M;
+        if ((st = model_forward(o->teacher, &sl->enc, &ts, NULL, NULL, &rt, err))) return st;
+        const float *ht = rt->hidden + (size_t)rt->n_run * n * D;
+        for (int i = r0; i < *nr; i++)
+            memcpy(rb->xt + (size_t)i * D, ht + (size_t)rb->row[i] * D, (size_t)D * sizeof(float));
         int real = 0;
-        for (int t = 0; t < n; t++) real += enc.mask[t] != 0;
-        double cs = distill_cos_grad(tp.x_last, ht, enc.mask, sb->d_top, n, D, o->alpha_cos * (float)real / (float)N);
+        for (int t = 0; t < n; t++) real += sl->enc.mask[t] != 0;
+        double cs = distill_cos_grad(sl->tp.x_last, ht, sl->enc.mask, sl->d_top, n, D,
+                                     o->alpha_cos * (float)real / (float)N);
         out->loss_cos += cs * real / N;
+        as_run_free(rt);
     }
-    if (g) {
-        if (Ms) {
-            if ((st = model_vocab_rows_backward(m, sb->xm, Ms, sb->dz, o->threads, sb->dxm, g, err))) goto cleanup;
-            for (int i = 0; i < Ms; i++) {
-                float *d = sb->d_top + (size_t)sb->rows[i] * D;
-                const float *e = sb->dxm + (size_t)i * D;
-                for (int k = 0; k < D; k++) d[k] += e[k];
-            }
-        }
-        st = model_backward_top(m, &enc, &tp, r, dcls, sb->d_top, o->threads, g, err);
+    return AS_OK;
+}
+
+/* The masked-LM head on a chunk's nr rows at once (the decoder read once per chunk): the
+ * cross-entropy (and KL against the teacher's rows), and with g the head's gradients and
+ * the rows' gradients added into their slots' d_top. */
+static as_status rows_loss(const as_model *m, const bert_loss_opts *o, int M, rows_buf *rb, int nr, seq_slot *slots,
+                           model_grads *g, bert_loss_out *out, as_error *err) {
+    const as_config *c = as_model_config(m);
+    int D = c->d_model, V = c->vocab_size;
+    as_status st;
+    if (!nr) return AS_OK;
+    float a_mlm = o->teacher ? o->alpha_mlm : 1.0f;
+    if ((st = model_vocab_rows(m, rb->xm, nr, o->threads, rb->zs, err))) return st;
+    trainop_xent(rb->dz, rb->row_loss, rb->zs, rb->tgt, nr, V, a_mlm / (float)M);
+    if (out->mlm_logits) memcpy(out->mlm_logits + (size_t)out->n_mlm * V, rb->zs, (size_t)nr * V * sizeof(float));
+    out->n_mlm += nr;
+    for (int i = 0; i < nr; i++) {
+        out->loss_mlm += rb->row_loss[i] / M;
+        out->mlm_correct += argmax(rb->zs + (size_t)i * V, V) == rb->tgt[i];
     }
-cleanup:
-    as_run_free(r);
-    as_run_free(rt);
-    model_tape_free(&tp);
-    as_encoding_free(&enc);
-    return st;
+    if (o->teacher) {
+        if ((st = model_vocab_rows(o->teacher, rb->xt, nr, o->threads, rb->zt, err))) return st;
+        double kl = distill_kl_grad(rb->zs, rb->zt, rb->dz, nr, V, o->temperature, o->alpha_kl * (float)nr / (float)M);
+        out->loss_kl += kl * nr / M;
+    }
+    if (!g) return AS_OK;
+    if ((st = model_vocab_rows_backward(m, rb->xm, nr, rb->dz, o->threads, rb->dxm, g, err))) return st;
+    for (int i = 0; i < nr; i++) {
+        float *d = slots[rb->seq[i]].d_top + (size_t)rb->row[i] * D;
+        const float *e = rb->dxm + (size_t)i * D;
+        for (int k = 0; k < D; k++) d[k] += e[k];
+    }
+    return AS_OK;
+}
+
+/* Sequences per chunk: their tapes together within about TAPE_BUDGET bytes. */
+#define TAPE_BUDGET ((size_t)256 << 20)
+
+static int chunk_seqs(const as_model *m, int B, int T) {
+    const as_config *c = as_model_config(m);
+    double per = 4.0 * c->n_layer * T * (8.0 * c->d_model + 2.0 * c->n_head * T + 2.0 * c->d_ff);
+    double k = (double)TAPE_BUDGET / (per > 1 ? per : 1);
+    return k < 1 ? 1 : k > B ? B : (int)k;
 }
 
 as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_loss_opts *o, model_grads *g,
@@ -243,11 +272,33 @@ as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_los
     memset(out, 0, sizeof *out);
     out->cls_logits = keep_cls, out->mlm_logits = keep_mlm;
     int M = 0, N = 0;
-    seq_buf sb;
     as_status s = batch_check(m, b, o, &M, &N, err);
-    if (s || (s = seq_buf_init(m, b->T, &sb, err))) return s;
-    for (int k = 0; k < b->B && !s; k++) s = seq_loss(m, b, o, k, M, N, &sb, g, out, err);
-    seq_buf_free(&sb);
+    if (s) return s;
+    int K = chunk_seqs(m, b->B, b->T), cap = 0;
+    for (int s0 = 0; s0 < b->B; s0 += K) { /* the most predicted rows of a chunk */
+        int r = 0;
+        for (size_t i = (size_t)s0 * b->T; b->mlm_labels && i < (size_t)(s0 + K < b->B ? s0 + K : b->B) * b->T; i++)
+            r += b->mlm_labels[i] != TRAIN_IGNORE;
+        cap = r > cap ? r : cap;
+    }
+    rows_buf rb;
+    seq_slot *slots = as_calloc((size_t)K, sizeof *slots);
+    if (!slots) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if ((s = rows_init(&rb, cap, as_model_config(m)->d_model, as_model_config(m)->vocab_size, err))) {
+        free(slots);
+        return s;
+    }
+    for (int s0 = 0; s0 < b->B && !s; s0 += K) {
+        int k1 = s0 + K < b->B ? K : b->B - s0, nr = 0;
+        for (int k = 0; k < k1 && !s; k++) s = seq_forward(m, b, o, s0 + k, k, N, &slots[k], &rb, &nr, out, err);
+        if (!s) s = rows_loss(m, o, M, &rb, nr, slots, g, out, err);
+        for (int k = 0; k < k1 && !s && g; k++)
+            s = model_backward_top(m, &slots[k].enc, &slots[k].tp, slots[k].r, slots[k].has_dcls ? slots[k].dcls : NULL,
+                                   slots[k].d_top, o->threads, g, err);
+        for (int k = 0; k < k1; k++) slot_free(&slots[k]);
+    }
+    rows_free(&rb);
+    free(slots);
     double a_mlm = o->teacher ? o->alpha_mlm : 1.0;
     out->loss = out->loss_cls + a_mlm * out->loss_mlm;
     if (o->teacher) /* the KL term weighted T^2 (Hinton et al. 2015, sec. 2) */
