@@ -427,6 +427,17 @@ static as_status refuse_other_int(const cfg_ctx *c, const char *key, int want, c
     return AS_OK;
 }
 
+/* Refuses a boolean field that, when present, is not want. */
+static as_status want_bool(const cfg_ctx *c, const char *key, int want, const char *why) {
+    int v = want;
+    as_status rc = get_bool(c, key, want, &v);
+    if (rc != AS_OK) return rc;
+    if (v != want)
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %s is not supported (%s)", c->path, key,
+                          v ? "true" : "false", why);
+    return AS_OK;
+}
+
 static as_status parse_bart(const cfg_ctx *c, as_config *o) {
     as_status rc;
     int marian = strcmp(o->model_type, "marian") == 0, mbart = strcmp(o->model_type, "mbart") == 0;
@@ -465,20 +476,21 @@ static as_status parse_bart(const cfg_ctx *c, as_config *o) {
     if (o->d_model % o->n_head)
         return as_err_set(c->err, AS_ERR_INPUT, "%s: field 'd_model' (%d) is not divisible by "
                           "'encoder_attention_heads' (%d)", c->path, o->d_model, o->n_head);
-    /* fields of older BART configurations that select other blocks */
-    if ((rc = refuse_true(c, "add_bias_logits", "the LM head's bias is final_logits_bias")) ||
-        (rc = refuse_true(c, "static_position_embeddings", "positions are a learned table")) ||
-        (rc = refuse_true(c, "add_final_layer_norm", "final layer norms only with mbart")))
-        return rc;
-    if (!mbart && (rc = refuse_true(c, "normalize_before", "post-norm layers; pre-norm is mbart")))
+    /* fields of older BART / mBART / Marian configurations naming the block each one is:
+       accepted when they say what the model_type runs, refused otherwise */
+    if ((rc = want_bool(c, "add_bias_logits", 0, "the LM head's bias is final_logits_bias")) ||
+        (rc = want_bool(c, "static_position_embeddings", marian,
+                        marian ? "marian's positions are sinusoidal" : "positions are a learned table")) ||
+        (rc = want_bool(c, "add_final_layer_norm", mbart,
+                        mbart ? "mbart has final layer norms" : "final layer norms only with mbart")) ||
+        (rc = want_bool(c, "normalize_before", mbart,
+                        mbart ? "mbart's layers are pre-norm" : "post-norm layers; pre-norm is mbart")) ||
+        (rc = want_bool(c, "normalize_embedding", !marian,
+                        marian ? "marian has no layernorm_embedding" : "layernorm_embedding is part of the model")))
         return rc;
     if (!marian) {
-        int ne = 1;
-        if ((rc = get_bool(c, "normalize_embedding", 1, &ne))) return rc;
-        if (!ne)
-            return as_err_set(c->err, AS_ERR_INPUT,
-                              "%s: field 'normalize_embedding' = false is not supported (layernorm_embedding "
-                              "is part of %s)", c->path, o->model_type);
+        if ((rc = refuse_other_int(c, "extra_pos_embeddings", 2, "it must be the learned positions' offset")))
+            return rc;
     } else {
         int share = 1;
         if ((rc = get_bool(c, "share_encoder_decoder_embeddings", 1, &share))) return rc;
