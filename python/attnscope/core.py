@@ -7,6 +7,7 @@ The forward, the tokenizer and saliency run inside the library with the GIL rele
 (ctypes.CDLL), so several Python threads can run forwards at once.
 """
 import ctypes
+import functools
 import json
 import os
 import threading
@@ -147,10 +148,26 @@ class Result:
         self.offsets = off
         cfg = lib().as_model_config(model._ptr)
         self.score_scale = np.array([lib().as_attn_scale(cfg, int(l)) for l in self.layers], np.float32)
-        self.tokens = json.loads(_lib.take_string(lib().as_tokens_json(model._ptr, ctypes.byref(enc))))
-        self.token_pieces = [enc.pieces[i].decode("utf-8", errors="replace") for i in range(T)]
-        self.token_text = [t["text"] for t in self.tokens]
         self.warning = enc.warning.decode("utf-8", errors="replace") if enc.n_warnings else None
+
+    # The token lists are made on first use (O(T) Python objects), so a run costs O(1) in
+    # Python per captured array; the encoding they read lives as long as the run.
+    @functools.cached_property
+    def tokens(self):
+        """The token dicts of `attnscope run`'s JSON (as_tokens_json)."""
+        o = self._owner
+        return json.loads(_lib.take_string(lib().as_tokens_json(self.model._ptr, ctypes.byref(o.enc))))
+
+    @functools.cached_property
+    def token_pieces(self):
+        """The npz's tokens: each token's piece."""
+        enc = self._owner.enc
+        return [enc.pieces[i].decode("utf-8", errors="replace") for i in range(enc.n)]
+
+    @functools.cached_property
+    def token_text(self):
+        """The npz's token_text: each token's readable text."""
+        return [t["text"] for t in self.tokens]
 
     @property
     def nbytes(self):
