@@ -64,6 +64,7 @@ int cmd_pretrain(int argc, char **argv);
 int cmd_train_lm(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_lens(int argc, char **argv);
+int cmd_intervene(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_distill(int argc, char **argv);

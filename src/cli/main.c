@@ -15,7 +15,8 @@ static void usage(FILE *f) {
             "  info      print a model folder's architecture, sizes, dtype and vocabulary\n"
             "  bench     time one forward pass with full capture (median ms, GFLOP/s, sgemm peak)\n"
             "  saliency  per-token gradient saliency for a classifier (grad | gxi | ig)\n"
-            "  attribute rollout, flow, norm-based, gradient-weighted attention, head importance\n"
+            "  attribute rollout, flow, norm-based, ALTI, gradient-weighted attention, head importance\n"
+            "  intervene the output with heads ablated or attention edges knocked out, beside the original\n"
             "  vocab     train a WordPiece vocabulary (vocab.txt) on text files\n"
             "  pretrain  masked-LM pretraining of a BERT encoder from scratch\n"
             "  train-lm  causal-LM training of a decoder (GPT-2, LLaMA family) on the one forward\n"
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "saliency")) return cmd_saliency(argc - 1, argv + 1);
     if (!strcmp(c, "attribute")) return cmd_attribute(argc - 1, argv + 1);
+    if (!strcmp(c, "intervene")) return cmd_intervene(argc - 1, argv + 1);
     if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(c, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(c, "import")) return cmd_import(argc - 1, argv + 1);
