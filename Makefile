@@ -149,6 +149,8 @@ serve: build
 fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_models.py
 	/usr/bin/python3 tests/ref/gen_llama.py
+	/usr/bin/python3 tests/ref/gen_lm_eval.py
+	/usr/bin/python3 tests/ref/gen_ngram.py
 	/usr/bin/python3 tests/ref/gen_encdec.py
 	/usr/bin/python3 tests/ref/gen_grads.py
 	/usr/bin/python3 tests/ref/gen_attrib.py
