@@ -375,12 +375,14 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     if ((s = mean_rows(m, err))) goto cleanup;
     if (m->dec && (s = mean_rows(m->dec, err))) goto cleanup;
     {
-        char p1[4096], p2[4096], p3[4096], p4[4096];
+        char p1[4096], p2[4096], p3[4096], p4[4096], p5[4096];
         if ((s = as_path_join(p1, sizeof p1, dir, "tokenizer.json", err))) goto cleanup;
         if ((s = as_path_join(p2, sizeof p2, dir, "vocab.txt", err))) goto cleanup;
         if ((s = as_path_join(p3, sizeof p3, dir, "vocab.json", err))) goto cleanup;
         if ((s = as_path_join(p4, sizeof p4, dir, "merges.txt", err))) goto cleanup;
-        if (as_file_exists(p1) || as_file_exists(p2) || (as_file_exists(p3) && as_file_exists(p4))) {
+        if ((s = as_path_join(p5, sizeof p5, dir, "spiece.model", err))) goto cleanup;
+        if (as_file_exists(p1) || as_file_exists(p2) || (as_file_exists(p3) && as_file_exists(p4)) ||
+            as_file_exists(p5)) {
             int unsup = 0;
             if ((s = tok_load_dir(dir, &m->cfg, &m->tok, &unsup, err))) {
                 if (!unsup) goto cleanup;
@@ -520,7 +522,7 @@ as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
         return as_err_set(err, AS_ERR_INPUT, "%s; give token ids instead (--ids)", m->tok_unsupported);
     if (!m->tok)
         return as_err_set(err, AS_ERR_INPUT,
-                          "%s: no tokenizer files (tokenizer.json, vocab.txt or vocab.json + merges.txt); use --ids",
+                          "%s: no tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt or spiece.model); use --ids",
                           m->dir);
     int max = as_model_max_tokens(m);
     if (opts && opts->max_len > 0 && opts->max_len < max) max = opts->max_len;
@@ -589,20 +591,22 @@ static const float *run_view(const as_run *r, const float *base, int l, int h, s
     return base + idx * per;
 }
 
+/* Keys per attention row: the source's tokens in a cross-attention run, else T. */
+static size_t run_keys(const as_run *r) { return (size_t)(r->Tk > 0 ? r->Tk : r->T); }
 const float *as_run_attn(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->attn, l, h, (size_t)r->T * r->T) : NULL;
+    return r ? run_view(r, r->attn, l, h, (size_t)r->T * run_keys(r)) : NULL;
 }
 const float *as_run_scores(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->scores, l, h, (size_t)r->T * r->T) : NULL;
+    return r ? run_view(r, r->scores, l, h, (size_t)r->T * run_keys(r)) : NULL;
 }
 const float *as_run_q(const as_run *r, int l, int h) {
     return r ? run_view(r, r->q, l, h, (size_t)r->T * r->Dh) : NULL;
 }
 const float *as_run_k(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->k, l, h, (size_t)r->T * r->Dh) : NULL;
+    return r ? run_view(r, r->k, l, h, run_keys(r) * r->Dh) : NULL;
 }
 const float *as_run_v(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->v, l, h, (size_t)r->T * r->Dh) : NULL;
+    return r ? run_view(r, r->v, l, h, run_keys(r) * r->Dh) : NULL;
 }
 
 void as_run_free(as_run *r) {

@@ -94,7 +94,18 @@ as_status tok_charsmap_init(const char *b64, size_t n, tok_charsmap **out, as_er
     size_t rn = 0;
     as_status rc = b64_decode(b64, n, &raw, &rn, err);
     if (rc != AS_OK) return rc;
+    rc = tok_charsmap_init_raw(raw, rn, out, err);
+    free(raw);
+    return rc;
+}
+
+as_status tok_charsmap_init_raw(const unsigned char *raw, size_t rn, tok_charsmap **out, as_error *err) {
+    ASSERT(out && (raw || rn == 0));
+    *out = NULL;
+    as_status rc = AS_OK;
     tok_charsmap *c = NULL;
+    if (rn > TOK_CHARSMAP_MAX_BYTES)
+        return as_err_set(err, AS_ERR_INPUT, "precompiled_charsmap: over %u bytes", TOK_CHARSMAP_MAX_BYTES);
     if (rn < 4) {
         rc = as_err_set(err, AS_ERR_INPUT, "precompiled_charsmap: %zu bytes, too short for its header", rn);
         goto cleanup;
@@ -131,7 +142,6 @@ oom:
     rc = as_err_set(err, AS_ERR_INTERNAL, "precompiled_charsmap: out of memory");
 cleanup:
     tok_charsmap_free(c);
-    free(raw);
     return rc;
 }
 

@@ -20,6 +20,8 @@ typedef struct tok_charsmap tok_charsmap;
  * a multiple of 4, replacement strings not UTF-8, over TOK_CHARSMAP_MAX_BYTES);
  * AS_ERR_INTERNAL when out of memory. */
 as_status tok_charsmap_init(const char *b64, size_t n, tok_charsmap **out, as_error *err);
+/* As tok_charsmap_init, from the decoded table (raw, rn bytes; only read). */
+as_status tok_charsmap_init_raw(const unsigned char *raw, size_t rn, tok_charsmap **out, as_error *err);
 void tok_charsmap_free(tok_charsmap *c);
 
 /* The replacement for the shortest key of the table that is a prefix of s[0..n) (the

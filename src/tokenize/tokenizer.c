@@ -11,7 +11,9 @@
  * tokenizer_config.json's add_bos_token / add_eos_token rebuild the template for the
  * Llama and Gemma tokenizer classes, as transformers does); else the legacy files: vocab.txt
  * (+ tokenizer_config.json) for WordPiece, vocab.json + merges.txt for byte-level BPE,
- * with special_tokens_map.json naming the specials when present.
+ * with special_tokens_map.json naming the specials when present; spiece.model (+
+ * tokenizer_config.json's extra_ids, legacy) for a T5 / mT5 folder, built as transformers'
+ * T5 converter builds the fast tokenizer.
  * Offsets are byte offsets into the caller's text, whatever normalization did.
  *
  * It does not: pad, decode ids back to text (beyond one piece), run WordLevel models,
@@ -29,6 +31,7 @@
 #include "tokenize/bpe.h"
 #include "tokenize/normalize.h"
 #include "tokenize/spm.h"
+#include "tokenize/spm_model.h"
 #include "tokenize/unigram.h"
 #include "tokenize/vocab.h"
 #include "tokenize/wordpiece.h"
@@ -2029,6 +2032,151 @@ cleanup:
     return rc;
 }
 
+/* ---- loading: a T5 / mT5 spiece.model --------------------------------------------------------------- */
+
+#define TOK_MAX_EXTRA_IDS 10000 /* T5's <extra_id_N> sentinels (tokenizer_config.json extra_ids) */
+
+/* 1 when the folder's tokenizer is T5's: config.json's model_type, or tokenizer_class. */
+static int is_t5_folder(const as_config *cfg, const json_t *conf) {
+    if (cfg && (strcmp(cfg->model_type, "t5") == 0 || strcmp(cfg->model_type, "mt5") == 0 ||
+                strcmp(cfg->model_type, "umt5") == 0))
+        return 1;
+    const char *cls = json_string_value(json_object_get(conf, "tokenizer_class"));
+    return cls && (strncmp(cls, "T5Tokenizer", 11) == 0 || strncmp(cls, "MT5Tokenizer", 12) == 0);
+}
+
+/* The steps transformers' SpmConverter writes for a SentencePiece model: Precompiled (when
+ * the model has a charsmap), Strip(right), Replace(Regex " {2,}", "▁"); Metaspace with
+ * prepend_scheme always (first when tokenizer_config.json says legacy: false; never
+ * without add_dummy_prefix). */
+static as_status spiece_opts(const tok_spm_proto *p, int legacy, tok_spm_opts *o, const char *path, as_error *err) {
+    if (p->charsmap) {
+        tok_spm_op *op = &o->ops[o->n_ops];
+        op->kind = TOK_SPM_PRECOMPILED;
+        as_status rc = tok_charsmap_init_raw(p->charsmap, p->charsmap_n, (tok_charsmap **)&op->own, err);
+        if (rc != AS_OK) return as_err_prefix(err, "%s: normalizer_spec", path);
+        o->n_ops++;
+    }
+    o->ops[o->n_ops].kind = TOK_SPM_STRIP;
+    o->ops[o->n_ops++].arg = 2;
+    if (p->remove_extra_whitespaces) {
+        tok_spm_op *op = &o->ops[o->n_ops];
+        int ec;
+        PCRE2_SIZE eo;
+        op->kind = TOK_SPM_REPLACE_REGEX;
+        strcpy(op->to, "\xE2\x96\x81");
+        op->own = pcre2_compile((PCRE2_SPTR) " {2,}", PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+        if (!op->own) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+        o->n_ops++;
+    }
+    o->pre = TOK_SPM_PRE_METASPACE;
+    strcpy(o->pre_str, "\xE2\x96\x81");
+    o->scheme = !p->add_dummy_prefix ? TOK_SPM_NEVER : legacy ? TOK_SPM_ALWAYS : TOK_SPM_FIRST;
+    o->split = 1;
+    return AS_OK;
+}
+
+/* A T5 / mT5 folder without tokenizer.json: the Unigram model of spiece.model plus
+ * tokenizer_config.json's extra_ids sentinels (<extra_id_N>, N counting down from the
+ * end), as transformers' T5 converter builds the fast tokenizer: control and unknown
+ * pieces and the sentinels are special added tokens, user-defined pieces plain ones,
+ * template "$A </s>" / "$A </s> $B </s>". */
+static as_status load_spiece(tok_tokenizer *t, const char *dir, const char *path, const as_config *cfg, as_error *err) {
+    tok_spm_proto p;
+    json_t *conf = NULL;
+    tok_unigram *u = NULL;
+    tok_spm_opts o;
+    memset(&o, 0, sizeof o);
+    char cpath[4096];
+    const char **pc = NULL;
+    size_t *pl = NULL;
+    double *sc = NULL;
+    as_status rc = tok_spm_proto_read(path, &p, err);
+    if (rc != AS_OK) return rc;
+    if ((rc = as_path_join(cpath, sizeof cpath, dir, "tokenizer_config.json", err)) != AS_OK) goto cleanup;
+    if (as_file_exists(cpath) && (rc = load_json(cpath, &conf, err)) != AS_OK) goto cleanup;
+    const json_t *ej = json_object_get(conf, "extra_ids");
+    json_int_t extra = json_is_integer(ej) ? json_integer_value(ej) : 100;
+    int legacy = jbool(conf, "legacy", 1);
+    if (!is_t5_folder(cfg, conf) || p.model_type != 1) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: a SentencePiece model without tokenizer.json is read for T5 / mT5 Unigram "
+                        "folders only (config.json model_type or tokenizer_config.json tokenizer_class)", path);
+        goto cleanup;
+    }
+    if (extra < 0 || extra > TOK_MAX_EXTRA_IDS || (ej && !json_is_integer(ej)) || legacy < 0) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: extra_ids is not an integer in [0, %d], or legacy not a boolean", cpath,
+                        TOK_MAX_EXTRA_IDS);
+        goto cleanup;
+    }
+    int n = p.n + (int)extra;
+    if (n > AS_MAX_VOCAB) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: %d pieces with the extra ids, over %d", path, n, AS_MAX_VOCAB);
+        goto cleanup;
+    }
+    pc = as_malloc_array((size_t)n, sizeof *pc);
+    pl = as_malloc_array((size_t)n, sizeof *pl);
+    sc = as_malloc_array((size_t)n, sizeof *sc);
+    char *names = as_malloc_array((size_t)extra + 1, 24);
+    if (!pc || !pl || !sc || !names) {
+        free(names);
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+        goto cleanup;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i < p.n) {
+            pc[i] = p.piece[i], pl[i] = p.len[i], sc[i] = p.score[i];
+        } else {
+            char *nm = names + 24 * (size_t)(i - p.n);
+            snprintf(nm, 24, "<extra_id_%d>", n - 1 - i);
+            pc[i] = nm, pl[i] = strlen(nm), sc[i] = 0.0;
+        }
+        if ((rc = tok_vocab_set(t->vocab, pc[i], pl[i], i, err)) != AS_OK) break;
+        int ty = i < p.n ? p.type[i] : TOK_PIECE_CONTROL;
+        if (ty == TOK_PIECE_UNKNOWN || ty == TOK_PIECE_CONTROL || ty == TOK_PIECE_USER)
+            rc = added_push(t, pc[i], pl[i], i, ty != TOK_PIECE_USER, 0, 0, 0, 0, path, err);
+        if (rc != AS_OK) break;
+    }
+    if (rc == AS_OK) rc = tok_unigram_init(pc, pl, sc, n, (int32_t)p.unk_id, 0, &u, err);
+    free(names);
+    if (rc != AS_OK) {
+        as_err_prefix(err, "%s", path);
+        goto cleanup;
+    }
+    t->n_ids = tok_vocab_size(t->vocab);
+    o.unk_id = (int32_t)p.unk_id;
+    if ((rc = spiece_opts(&p, legacy, &o, path, err)) != AS_OK) goto cleanup;
+    if ((rc = tok_spm_init_unigram(t->vocab, u, &o, &t->spm, err)) != AS_OK) goto cleanup;
+    u = NULL;
+    t->kind = KIND_UNIGRAM;
+    strcpy(t->disp_from, "\xE2\x96\x81");
+    strcpy(t->disp_to, " ");
+    int32_t eos = tok_vocab_get(t->vocab, "</s>", 4);
+    if (eos < 0) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: no </s> piece for the T5 template", path);
+        goto cleanup;
+    }
+    t->n_single = t->n_pair = 0;
+    tpl_add(t->single, &t->n_single, 0, 0, 0);
+    tpl_add(t->single, &t->n_single, -1, 0, eos);
+    tpl_add(t->pair, &t->n_pair, 0, 0, 0);
+    tpl_add(t->pair, &t->n_pair, -1, 0, eos);
+    tpl_add(t->pair, &t->n_pair, 1, 0, 0);
+    tpl_add(t->pair, &t->n_pair, -1, 0, eos);
+    tpl_count(t);
+    special_names sn;
+    if ((rc = read_special_names(dir, &sn, err)) != AS_OK) goto cleanup;
+    resolve_specials(t, &sn);
+cleanup:
+    if (!t->spm) tok_spm_opts_free(&o);
+    tok_unigram_free(u);
+    free(pc);
+    free(pl);
+    free(sc);
+    json_decref(conf);
+    tok_spm_proto_free(&p);
+    return rc;
+}
+
 /* ---- tok_load_dir ---------------------------------------------------------------------------------- */
 
 static as_status check_ids(const tok_tokenizer *t, const as_config *cfg, const char *dir,
@@ -2069,9 +2217,11 @@ as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **ou
             if ((rc = as_path_join(p2, sizeof p2, dir, "merges.txt", err)) != AS_OK) goto fail;
             if (as_file_exists(p1) && as_file_exists(p2))
                 rc = load_vocab_json_merges(t, dir, p1, p2, cfg, err);
-            else
+            else if ((rc = as_path_join(p1, sizeof p1, dir, "spiece.model", err)) == AS_OK && as_file_exists(p1))
+                rc = load_spiece(t, dir, p1, cfg, err);
+            else if (rc == AS_OK)
                 rc = as_err_set(err, AS_ERR_INPUT,
-                                "%s: no tokenizer files (tokenizer.json, vocab.txt, or vocab.json + merges.txt)",
+                                "%s: no tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt, or spiece.model)",
                                 dir);
         }
     }

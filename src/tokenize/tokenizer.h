@@ -4,7 +4,8 @@
  * SentencePiece Unigram model with its Precompiled charsmap (T5, mT5, XLM-R, ALBERT,
  * mBART, Marian),
  * loaded from tokenizer.json or from the legacy files (vocab.txt; vocab.json +
- * merges.txt) plus tokenizer_config.json / special_tokens_map.json when present.
+ * merges.txt; spiece.model of T5 / mT5) plus tokenizer_config.json /
+ * special_tokens_map.json when present.
  * Adds the model's special tokens for single sentences and pairs, and keeps a byte
  * offset map into the input text. It does not run models.
  *

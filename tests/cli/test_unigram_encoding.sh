@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SentencePiece Unigram tokenizers through the CLI: tiny GPT-2 folders carrying the T5-,
 # XLM-R- and ALBERT-style tokenizer.json files of tests/ref/unigram_tokenizers.py (over the
-# committed Unigram model with the nmt_nfkc precompiled_charsmap). For a hostile text set
+# committed Unigram model with the nmt_nfkc precompiled_charsmap), and one carrying only
+# that model's spiece.model with a T5Tokenizer tokenizer_config.json. For a hostile text set
 # (accents, full-width and compatibility characters the charsmap rewrites, CJK, emoji,
 # space runs, tabs and newlines, digits, characters outside the vocabulary, a longer text),
 # `run --format json` must give the ids the Hugging Face `tokenizers` library gives
@@ -28,9 +29,13 @@ texts = ["Hello world", "  two  spaces   here ", "caf\u00e9 na\u00efve r\u00e9su
 json.dump(texts, open(sys.argv[1], "w"))
 PY
 
-for v in t5 xlmr albert; do
+for v in t5 xlmr albert spiece; do
   node "$ROOT/tests/cli/make_bpe_model.mjs" "$TMP/m-$v" "$TMP/v/$v" 3010 >/dev/null || { fail "making the $v model"; continue; }
-  node "$ROOT/tests/cli/hf_encode.mjs" "$TMP/v/$v/tokenizer.json" "$TMP/texts.json" > "$TMP/hf-$v.json" ||
+  ref=$TMP/v/$v/tokenizer.json
+  if [ "$v" = spiece ]; then # spiece.model only: against the file transformers' T5 converter writes
+    cp "$TMP/v/spiece/spiece.model" "$TMP/m-$v/" && ref=$TMP/v/spiece_json/tokenizer.json
+  fi
+  node "$ROOT/tests/cli/hf_encode.mjs" "$ref" "$TMP/texts.json" > "$TMP/hf-$v.json" ||
     { fail "hf_encode $v"; continue; }
   n=$($PY -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$TMP/texts.json")
   good=0
@@ -47,7 +52,7 @@ text, v = sys.argv[4].encode(), sys.argv[5]
 toks = o["tokens"]
 got = [t["id"] for t in toks]
 assert got == want, (got, want)
-specials = {"t5": ["</s>"], "xlmr": ["<s>", "</s>"], "albert": ["[CLS]", "[SEP]"]}[v]
+specials = {"t5": ["</s>"], "spiece": ["</s>"], "xlmr": ["<s>", "</s>"], "albert": ["[CLS]", "[SEP]"]}[v]
 assert [t["piece"] for t in toks if t["special"]] == specials, toks
 for t in toks:
     if t["special"]:

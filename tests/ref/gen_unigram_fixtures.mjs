@@ -1,6 +1,7 @@
 // gen_unigram_fixtures.mjs — writes the SentencePiece Unigram fixtures that
 // tests/unit/test_unigram.c checks: the tokenizer.json variants of unigram_tokenizers.py
-// (T5, XLM-R, ALBERT, recent-SpmConverter, byte_fallback and NFKC+Lowercase styles over
+// (T5, XLM-R, ALBERT, recent-SpmConverter, byte_fallback and NFKC+Lowercase styles, and
+// the T5 converter's file for the spiece.model folders, over
 // one SentencePiece Unigram model with the real nmt_nfkc precompiled_charsmap, committed
 // as fixtures/unigram/tokenizer.json) run through Hugging Face `tokenizers` (Rust, via its
 // npm package) over a hostile text list: accents and combining marks, CJK, emoji,
@@ -24,7 +25,7 @@ const tk = require('tokenizers');
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const FIX = path.join(HERE, 'fixtures');
 const HF_VERSION = JSON.parse(fs.readFileSync(require.resolve('tokenizers/package.json'), 'utf8')).version;
-export const VARIANTS = ['t5', 'xlmr', 'albert', 'new_spm', 'byte_fallback', 'nfkc_lower'];
+export const VARIANTS = ['t5', 'xlmr', 'albert', 'new_spm', 'byte_fallback', 'nfkc_lower', 'spiece', 'spiece_first'];
 
 function mulberry32(seed) {
   return () => {
@@ -118,7 +119,8 @@ async function main() {
   execFileSync('/usr/bin/python3', [path.join(HERE, 'unigram_tokenizers.py'), '--variants',
     path.join(FIX, 'unigram', 'tokenizer.json'), tmp]);
   for (const name of VARIANTS) {
-    const file = path.join(tmp, name, 'tokenizer.json');
+    // a spiece.model folder is compared with what transformers' converter makes of it
+    const file = path.join(tmp, name.startsWith('spiece') ? `${name}_json` : name, 'tokenizer.json');
     const tok = tk.Tokenizer.fromFile(file);
     const recs = [];
     for (const s of SINGLES) recs.push(await record(tok, s, null, 0));

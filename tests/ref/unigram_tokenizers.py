@@ -28,6 +28,13 @@ Variants (name: what it exercises):
               " {2,}", "▁"), Metaspace(first, split)
   byte_fallback  t5 with byte_fallback true (unknown characters as <0xNN> pieces)
   nfkc_lower  Sequence[NFKC, Lowercase], WhitespaceSplit only, no unk fusing surprises
+  spiece, spiece_first  a T5 folder without tokenizer.json: spiece.model (the committed
+              fixtures/unigram/spiece.model, the model the base was converted from) and
+              tokenizer_config.json (T5Tokenizer, 10 extra ids; legacy false for _first);
+              beside each, NAME_json/tokenizer.json is what transformers' T5 converter
+              (SpmConverter: Precompiled, Strip(right), Replace(Regex " {2,}", "▁"),
+              Metaspace always / first) writes for it: the reference the engine's reading
+              of spiece.model is compared with
 It does not test anything itself.
 """
 import base64
@@ -135,6 +142,39 @@ def from_model(path, out):
     write(j, out)
 
 
+def t5_fast(path, n_extra, legacy):
+    """What transformers' T5Converter writes for a SentencePiece Unigram model."""
+    pieces, charsmap, unk = read_model(path)
+    vocab = [[p, float(sc)] for p, sc, _ in pieces]
+    vocab += [[f'<extra_id_{i}>', 0.0] for i in range(n_extra - 1, -1, -1)]
+    toks = [dict(added(i, p), special=ty != 4) for i, (p, _, ty) in enumerate(pieces) if ty in (2, 3, 4)]
+    toks += [added(len(pieces) + k, vocab[len(pieces) + k][0]) for k in range(n_extra)]
+    eos = next(i for i, (p, _, _) in enumerate(pieces) if p == '</s>')
+    steps = [{'type': 'Precompiled', 'precompiled_charsmap': base64.b64encode(charsmap).decode()}] if charsmap else []
+    steps += [{'type': 'Strip', 'strip_left': False, 'strip_right': True},
+              {'type': 'Replace', 'pattern': {'Regex': ' {2,}'}, 'content': '\u2581'}]
+    scheme = 'always' if legacy else 'first'
+    return {
+        'version': '1.0', 'truncation': None, 'padding': None, 'added_tokens': toks,
+        'normalizer': {'type': 'Sequence', 'normalizers': steps},
+        'pre_tokenizer': metaspace(scheme), 'decoder': metaspace(scheme),
+        'post_processor': template('$A:0 </s>:0', '$A:0 </s>:0 $B:0 </s>:0', {'</s>': eos}),
+        'model': {'type': 'Unigram', 'unk_id': unk, 'vocab': vocab, 'byte_fallback': False},
+    }
+
+
+def write_spiece(model, out):
+    """DIR/spiece{,_first}/ (spiece.model + tokenizer_config.json) and their _json twins."""
+    for name, legacy in (('spiece', True), ('spiece_first', False)):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        with open(model, 'rb') as f, open(os.path.join(d, 'spiece.model'), 'wb') as g:
+            g.write(f.read())
+        with open(os.path.join(d, 'tokenizer_config.json'), 'w') as f:
+            json.dump({'tokenizer_class': 'T5Tokenizer', 'extra_ids': 10, 'legacy': legacy}, f)
+        write(t5_fast(model, 10, legacy), os.path.join(out, name + '_json', 'tokenizer.json'))
+
+
 def write(j, out):
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, 'w', encoding='utf-8') as f:
@@ -201,6 +241,9 @@ def main():
         base = json.load(open(sys.argv[2], encoding='utf-8'))
         for name, j in variants(base).items():
             write(j, os.path.join(sys.argv[3], name, 'tokenizer.json'))
+        model = os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), 'spiece.model')
+        if os.path.exists(model):
+            write_spiece(model, sys.argv[3])
     else:
         sys.exit(__doc__)
 

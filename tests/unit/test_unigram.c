@@ -8,10 +8,13 @@
  * recent-SpmConverter, byte_fallback and NFKC+Lowercase variants, and every record of
  * tests/ref/fixtures/unigram_<variant>.json (gen_unigram_fixtures.mjs, tokenizers 0.23.2,
  * 277 texts, pairs and truncations each) must give the same ids, type ids, pieces,
- * sequence ids and byte offsets. Also: the lattice on a hand-made vocabulary (HF's own
+ * sequence ids and byte offsets. The spiece variants are folders without tokenizer.json
+ * (spiece.model + tokenizer_config.json, T5Tokenizer) whose fixtures come from the file
+ * transformers' T5 converter writes for that model. Also: the lattice on a hand-made vocabulary (HF's own
  * doc example, unk fusing, ties, no unk_id), readable token text, hostile tokenizer.json
  * files (bad charsmaps, vocab entries, unk_id, normalizers: one-line errors), random
- * charsmap tables (no crash, whatever they say), and speed on 100 KB and a 1 MiB word.
+ * charsmap tables (no crash, whatever they say), spiece.model folders refused by name,
+ * truncated or bit-flipped (loaded or refused in one line), and speed on 100 KB and a 1 MiB word.
  * It does not test SentencePiece-style BPE (test_spm.c).
  */
 #include <stdarg.h>
@@ -33,7 +36,8 @@
 #define REF AS_SOURCE_DIR "/tests/ref"
 #define BASE REF "/fixtures/unigram/tokenizer.json"
 
-static const char *const k_variants[] = {"t5", "xlmr", "albert", "new_spm", "byte_fallback", "nfkc_lower"};
+static const char *const k_variants[] = {"t5",         "xlmr",   "albert",      "new_spm",
+                                         "byte_fallback", "nfkc_lower", "spiece", "spiece_first"};
 static char g_dir[] = "/tmp/as_unigram_XXXXXX"; /* the variants, made once */
 
 static int setup(void **state) {
@@ -400,6 +404,92 @@ static void test_random_charsmaps(void **state) {
     json_decref(j);
 }
 
+/* Writes a spiece folder with model bytes m (n) and the given tokenizer_config.json, loads
+ * it and returns the status (the message in msg); a model that loads must encode. */
+static as_status load_spiece_bytes(const unsigned char *m, size_t n, const char *conf, char *msg, size_t cap) {
+    char dir[] = "/tmp/as_unigram_sp_XXXXXX", p1[512], p2[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(p1, sizeof p1, "%s/spiece.model", dir);
+    snprintf(p2, sizeof p2, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(p1, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(m, 1, n, f), n);
+    fclose(f);
+    f = fopen(p2, "w");
+    assert_non_null(f);
+    fputs(conf, f);
+    fclose(f);
+    tok_tokenizer *t = NULL;
+    as_error err = {0};
+    as_status rc = tok_load_dir(dir, NULL, &t, NULL, &err);
+    snprintf(msg, cap, "%s", rc == AS_OK ? "" : err.msg);
+    if (rc == AS_OK) {
+        as_encoding e = {0};
+        tok_encode(t, "Hello \xEF\xBC\xA1\xE2\x91\xA0  caf\xC3\xA9 <extra_id_0> \xF0\x9F\x98\x80", NULL, 0, 0, &e, &err);
+        as_encoding_free(&e);
+    }
+    tok_free(t);
+    unlink(p1);
+    unlink(p2);
+    rmdir(dir);
+    return rc;
+}
+
+/* spiece.model folders: refused configurations, truncated and bit-flipped models. */
+static void test_spiece_hostile(void **state) {
+    (void)state;
+    char *m = NULL, msg[512];
+    size_t n = 0;
+    as_error err = {0};
+    assert_int_equal(as_read_file(REF "/fixtures/unigram/spiece.model", 1u << 24, &m, &n, &err), AS_OK);
+    const unsigned char *u = (const unsigned char *)m;
+    const char *t5 = "{\"tokenizer_class\": \"T5Tokenizer\", \"extra_ids\": 3}";
+    assert_int_equal(load_spiece_bytes(u, n, t5, msg, sizeof msg), AS_OK);
+    static const struct {
+        const char *conf, *word;
+    } bad[] = {
+        {"{}", "T5 / mT5"},
+        {"{\"tokenizer_class\": \"AlbertTokenizer\"}", "T5 / mT5"},
+        {"{\"tokenizer_class\": \"T5Tokenizer\", \"extra_ids\": -1}", "extra_ids"},
+        {"{\"tokenizer_class\": \"T5Tokenizer\", \"extra_ids\": \"5\"}", "extra_ids"},
+        {"{\"tokenizer_class\": \"T5Tokenizer\", \"legacy\": 3}", "legacy"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(load_spiece_bytes(u, n, bad[k].conf, msg, sizeof msg), AS_ERR_INPUT);
+        printf("  %s -> %s\n", bad[k].conf, msg);
+        if (!strstr(msg, bad[k].word)) fail_msg("\"%s\" lacks \"%s\"", msg, bad[k].word);
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    unsigned char *c = malloc(n);
+    assert_non_null(c);
+    int n_ok = 0, n_err = 0;
+    for (int round = 0; round < 160; round++) {
+        memcpy(c, u, n);
+        size_t len = n;
+        if (round % 4 == 0) {
+            len = rng(&seed) % n;
+        } else {
+            int flips = 1 + (int)(rng(&seed) % 16);
+            for (int k = 0; k < flips; k++) {
+                size_t at = round % 4 == 1 ? rng(&seed) % 64 : rng(&seed) % n; /* the first pieces, or anywhere */
+                c[at] ^= (unsigned char)(1u << (rng(&seed) % 8));
+            }
+        }
+        as_status rc = load_spiece_bytes(c, len, t5, msg, sizeof msg);
+        if (rc == AS_OK) {
+            n_ok++;
+        } else {
+            n_err++;
+            assert_int_equal(rc, AS_ERR_INPUT);
+            assert_null(strchr(msg, '\n'));
+        }
+    }
+    printf("  damaged spiece.model: %d loaded, %d refused\n", n_ok, n_err);
+    assert_true(n_err > 20);
+    free(c);
+    free(m);
+}
+
 static void test_speed(void **state) {
     (void)state;
     tok_tokenizer *t = load_variant("xlmr");
@@ -441,6 +531,7 @@ int main(void) {
         cmocka_unit_test(test_display),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_random_charsmaps),
+        cmocka_unit_test(test_spiece_hostile),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
