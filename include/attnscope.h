@@ -449,10 +449,10 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
 as_status as_seq2seq_shift_target(const as_model *m, const as_encoding *target, as_encoding *dec,
                                   as_error *err);
 /* Views into a run for absolute layer l / head h; NULL when not captured. */
-const float *as_run_attn(const as_run *r, int l, int h);   /* (T, T) */
-const float *as_run_scores(const as_run *r, int l, int h); /* (T, T) */
+const float *as_run_attn(const as_run *r, int l, int h);   /* (T, Tk): Tk = T except cross-attention */
+const float *as_run_scores(const as_run *r, int l, int h); /* (T, Tk) */
 const float *as_run_q(const as_run *r, int l, int h);      /* (T, Dh) */
-const float *as_run_k(const as_run *r, int l, int h);      /* (T, Dh) */
+const float *as_run_k(const as_run *r, int l, int h);      /* (Tk, Dh) */
 const float *as_run_v(const as_run *r, int l, int h);      /* (T, Dh) */
 /* Rows [i0, i1) of the attention of absolute layer l, head h, recomputed from the run's
  * captured q and k (CAP_QKV, post-RoPE) with the model's scale, soft-cap and masks (causal,
@@ -519,6 +519,10 @@ typedef struct {
  * AS_ERR_INTERNAL for an extra of another dtype. */
 as_status as_run_write_npz_extra(const as_model *m, const as_encoding *enc, const as_run *r,
                                  const as_npz_extra *extra, int n_extra, const char *path, as_error *err);
+/* as_run_write_npz_seq2seq, then the n_extra arrays of extra. */
+as_status as_run_write_npz_seq2seq_extra(const as_model *m, const as_encoding *enc, const as_encoding *tgt,
+                                         const as_run *r, const as_npz_extra *extra, int n_extra, const char *path,
+                                         as_error *err);
 
 /* ---- utilities ------------------------------------------------------------ */
 

@@ -48,6 +48,9 @@ int cli_write_run_json(FILE *f, const as_model *m, const as_encoding *enc, const
 void cli_json_str(FILE *f, const char *s);
 void cli_json_ints(FILE *f, const int32_t *v, int n);
 void cli_json_tensor(FILE *f, const float *data, int ndim, const int64_t *shape);
+/* An encoder-decoder run's members for the decoder input tgt: decoder_layers, decoder_tokens,
+ * decoder_input_ids, decoder_attention_mask (each after ",\n"). */
+void cli_json_seq2seq(FILE *f, const as_model *m, const as_encoding *tgt);
 
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -6,7 +6,11 @@
  * seeded by --seed (Steele et al. 2014), so a seed gives the same text. With --out, the
  * final sequence's run (the file `attnscope run` writes, JSON or npz) plus the generated
  * ids and, when attention is captured, each step's attention row of the position that
- * chose the new token. What it does not: beam search, repetition penalties, batches.
+ * chose the new token. Encoder-decoder models (bart, mbart, marian, t5, mt5) take the
+ * prompt as the source and generate the decoder's sequence from decoder_start_token_id (or
+ * --target-ids), each step a whole as_forward_seq2seq; their per-step rows are the
+ * cross-attention's (which source tokens the choosing position read). What it does not:
+ * beam search, repetition penalties, batches.
  */
 #include "cli.h"
 
@@ -16,7 +20,7 @@
 static const char *GEN_HELP =
     "usage: attnscope generate --model DIR (--text PROMPT | --ids 1,2,...) [--max-new 50]\n"
     "                          [--temperature 0 | --top-k K [--temperature 1] [--seed 0]]\n"
-    "                          [--stop-at-eos] [--out FILE.json|FILE.npz]\n"
+    "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--target-ids 2,...]\n"
     "                          [--capture attentions|all|attn,scores,qkv,hidden,logits]\n"
     "                          [--threads N] [--quiet]\n"
     "\n"
@@ -34,10 +38,17 @@ static const char *GEN_HELP =
     "generated_ids [steps] and, with attention captured, generation_attentions\n"
     "[steps, L, H, T]: at step s, every head's attention row of the position that chose\n"
     "the new token (position prompt_length - 1 + s; keys after it are 0).\n"
+    "\n"
+    "Encoder-decoder models (bart, mbart, marian, t5, mt5): the prompt is the source; the\n"
+    "decoder's sequence starts with decoder_start_token_id, or with --target-ids (mBART:\n"
+    "give the target language code), and grows from there; the text printed is the decoder's\n"
+    "(prompt_length counts its start). --out writes the final run as `attnscope run --target-ids`\n"
+    "does, and generation_cross_attentions [steps, L, H, Ts]: at step s, every decoder layer's\n"
+    "and head's cross-attention row of the choosing position over the Ts source tokens.\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
-    const char *model, *text, *ids, *out, *capture;
+    const char *model, *text, *ids, *out, *capture, *target_ids;
     int max_new, top_k, seed, stop_eos, threads, quiet;
     double temperature; /* < 0: not given */
 } gen_args;
@@ -45,7 +56,9 @@ typedef struct {
 typedef struct {
     int prompt_len, steps, L, H, T;
     int32_t *gen;   /* (steps) */
-    float *rows;    /* (steps, L, H, T) or NULL */
+    float *rows;    /* (steps, L, H, K) or NULL */
+    const as_encoding *src; /* encoder-decoder models: the source (the prompt), else NULL */
+    int K;          /* keys of a row: the source's tokens (encoder-decoder), or T */
 } gen_result;
 
 static uint64_t gen_splitmix(uint64_t *s) {
@@ -106,6 +119,7 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
         if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--text")) a->text = v;
         else if (!strcmp(o, "--ids")) a->ids = v;
+        else if (!strcmp(o, "--target-ids")) a->target_ids = v;
         else if (!strcmp(o, "--out")) a->out = v;
         else if (!strcmp(o, "--capture")) a->capture = v;
         else if (!strcmp(o, "--max-new")) {
@@ -145,12 +159,15 @@ static as_status gen_loop(const as_model *m, const gen_args *a, unsigned what, i
         as_encoding enc = {0};
         as_run *r = NULL;
         as_capture_spec spec = {.what = CAP_LOGITS | (what & CAP_ATTN), .layer = -1, .head = -1, .threads = a->threads};
-        if (!(s = as_encoding_from_ids(m, ids, NULL, *n, &enc, err)) && !(s = as_forward(m, &enc, &spec, &r, err))) {
-            int T = *n, next = gen_pick(r->logits + (size_t)(T - 1) * V, V, a, &rng, order);
+        if (!(s = as_encoding_from_ids(m, ids, NULL, *n, &enc, err)) &&
+            !(s = g->src ? as_forward_seq2seq(m, g->src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err))) {
+            /* encoder-decoder: the logits are the decoder's, the rows the cross-attention's */
+            const as_run *lr = g->src ? r->dec : r, *ar = g->src ? r->cross : r;
+            int T = *n, K = g->src ? g->K : T, next = gen_pick(lr->logits + (size_t)(T - 1) * V, V, a, &rng, order);
             for (int l = 0; g->rows && l < g->L; l++)
                 for (int h = 0; h < g->H; h++)
-                    memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * g->T,
-                           as_run_attn(r, l, h) + (size_t)(T - 1) * T, (size_t)T * sizeof(float));
+                    memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * (g->src ? g->K : g->T),
+                           as_run_attn(ar, l, h) + (size_t)(T - 1) * K, (size_t)K * sizeof(float));
             g->gen[g->steps++] = ids[(*n)++] = next;
             if (a->stop_eos && next == c->eos_token_id) cap = *n;
         }
@@ -158,7 +175,7 @@ static as_status gen_loop(const as_model *m, const gen_args *a, unsigned what, i
         as_encoding_free(&enc);
     }
     free(order);
-    if (!s && g->rows && *n < g->T) { /* stopped early: rows of the final length */
+    if (!s && g->rows && !g->src && *n < g->T) { /* stopped early: rows of the final length */
         for (size_t i = 0; i < (size_t)g->steps * g->L * g->H; i++)
             memmove(g->rows + i * (size_t)*n, g->rows + i * (size_t)g->T, (size_t)*n * sizeof(float));
     }
@@ -193,15 +210,19 @@ static int gen_print(const as_model *m, const int32_t *ids, int n) {
 
 typedef struct {
     const gen_result *g;
+    const as_model *m;
+    const as_encoding *dec; /* the final sequence (the decoder's for an encoder-decoder model) */
 } gen_json_ctx;
 
 static void gen_json_more(FILE *f, void *vctx) {
-    const gen_result *g = ((gen_json_ctx *)vctx)->g;
+    const gen_json_ctx *ctx = vctx;
+    const gen_result *g = ctx->g;
+    if (g->src) cli_json_seq2seq(f, ctx->m, ctx->dec);
     fprintf(f, ",\n\"prompt_length\":%d,\n\"generated_ids\":", g->prompt_len);
     cli_json_ints(f, g->gen, g->steps);
     if (g->rows) {
-        int64_t shape[4] = {g->steps, g->L, g->H, g->T};
-        fputs(",\n\"generation_attentions\":", f);
+        int64_t shape[4] = {g->steps, g->L, g->H, g->src ? g->K : g->T};
+        fprintf(f, ",\n\"%s\":", g->src ? "generation_cross_attentions" : "generation_attentions");
         cli_json_tensor(f, g->rows, 4, shape);
     }
 }
@@ -213,20 +234,22 @@ static as_status gen_write(const as_model *m, const gen_args *a, unsigned what, 
     as_run *r = NULL;
     as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = a->threads};
     as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
-    if (!s) s = as_forward(m, &enc, &spec, &r, err);
+    if (!s) s = g->src ? as_forward_seq2seq(m, g->src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err);
     size_t len = strlen(a->out);
     if (!s && len >= 4 && !strcmp(a->out + len - 4, ".npz")) {
         int32_t pl = g->prompt_len;
         as_npz_extra ex[3] = {{"prompt_length", DTYPE_I32, &pl, 1, {1}},
                               {"generated_ids", DTYPE_I32, g->gen, 1, {g->steps}},
-                              {"generation_attentions", DTYPE_F32, g->rows, 4, {g->steps, g->L, g->H, g->T}}};
-        s = as_run_write_npz_extra(m, &enc, r, ex, g->rows ? 3 : 2, a->out, err);
+                              {g->src ? "generation_cross_attentions" : "generation_attentions", DTYPE_F32, g->rows,
+                               4, {g->steps, g->L, g->H, g->src ? g->K : g->T}}};
+        s = g->src ? as_run_write_npz_seq2seq_extra(m, g->src, &enc, r, ex, g->rows ? 3 : 2, a->out, err)
+                   : as_run_write_npz_extra(m, &enc, r, ex, g->rows ? 3 : 2, a->out, err);
     } else if (!s) {
         FILE *f = fopen(a->out, "wb");
-        gen_json_ctx ctx = {g};
+        gen_json_ctx ctx = {g, m, &enc};
         if (!f) s = as_err_set(err, AS_ERR_INPUT, "%s: cannot create the output file", a->out);
         else {
-            int oom = cli_write_run_json(f, m, &enc, r, gen_json_more, &ctx) != 0;
+            int oom = cli_write_run_json(f, m, g->src ? g->src : &enc, r, gen_json_more, &ctx) != 0;
             int bad = ferror(f) | (fclose(f) != 0);
             if (oom) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             else if (bad) s = as_err_set(err, AS_ERR_INTERNAL, "%s: write failed", a->out);
@@ -235,6 +258,24 @@ static as_status gen_write(const as_model *m, const gen_args *a, unsigned what, 
     as_run_free(r);
     as_encoding_free(&enc);
     return s;
+}
+
+/* The decoder's first ids of an encoder-decoder model: --target-ids, else
+ * decoder_start_token_id; dec stays empty for other models (--target-ids refused there). */
+static int gen_decoder_start(const as_model *m, const gen_args *a, as_encoding *dec) {
+    const as_config *c = as_model_config(m);
+    if (!c->n_dec_layer)
+        return a->target_ids ? cli_usage_error("generate", "--target-ids: %s is not an encoder-decoder model (%s)",
+                                               as_model_dir(m), c->model_type)
+                             : 0;
+    if (a->target_ids) return cli_make_encoding("generate", m, NULL, NULL, a->target_ids, NULL, 0, 0, dec);
+    if (c->decoder_start_token_id < 0)
+        return cli_usage_error("generate", "%s has no decoder_start_token_id: give the decoder's first ids with "
+                                           "--target-ids (mBART: the target language code)",
+                               as_model_dir(m));
+    as_error err = {0};
+    int32_t start = c->decoder_start_token_id;
+    return as_encoding_from_ids(m, &start, NULL, 1, dec, &err) ? cli_fail(&err) : 0;
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -248,7 +289,7 @@ int cmd_generate(int argc, char **argv) {
     as_set_quiet(a.quiet);
     as_error err = {0};
     as_model *m = NULL;
-    as_encoding enc = {0};
+    as_encoding enc = {0}, dec = {0};
     int32_t *ids = NULL;
     gen_result g = {0};
     if (as_model_load(a.model, &m, &err)) return cli_fail(&err);
@@ -258,7 +299,10 @@ int cmd_generate(int argc, char **argv) {
         goto cleanup;
     }
     if ((rc = cli_make_encoding("generate", m, a.text, NULL, a.ids, NULL, 0, 0, &enc))) goto cleanup;
-    int max = as_model_max_tokens(m), n = enc.n;
+    const as_config *c = as_model_config(m);
+    if ((rc = gen_decoder_start(m, &a, &dec))) goto cleanup;
+    const as_encoding *seq = c->n_dec_layer ? &dec : &enc; /* the sequence that grows */
+    int max = as_model_max_tokens(m), n = seq->n;
     if (n >= max) {
         rc = cli_usage_error("generate", "the prompt has %d tokens: no room left in the model's %d positions", n, max);
         goto cleanup;
@@ -266,18 +310,20 @@ int cmd_generate(int argc, char **argv) {
     g.prompt_len = n;
     g.T = n + a.max_new < max ? n + a.max_new : max;
     if (n + a.max_new > max) as_warn("stopping at the model's %d positions (%d new tokens)", max, max - n);
-    g.L = as_model_config(m)->n_layer;
-    g.H = as_model_config(m)->n_head;
+    g.L = c->n_dec_layer ? c->n_dec_layer : c->n_layer;
+    g.H = c->n_head;
+    g.src = c->n_dec_layer ? &enc : NULL;
+    g.K = c->n_dec_layer ? enc.n : 0;
     ids = as_malloc_array((size_t)g.T, sizeof(int32_t));
     g.gen = as_malloc_array((size_t)g.T, sizeof(int32_t));
-    size_t rows = as_mul_size(as_mul_size((size_t)(g.T - n), (size_t)g.L * g.H), (size_t)g.T);
+    size_t rows = as_mul_size(as_mul_size((size_t)(g.T - n), (size_t)g.L * g.H), (size_t)(g.K ? g.K : g.T));
     if (a.out && (what & CAP_ATTN)) g.rows = rows ? as_calloc(rows, sizeof(float)) : NULL;
     if (!ids || !g.gen || (a.out && (what & CAP_ATTN) && !g.rows)) {
         as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
         rc = cli_fail(&err);
         goto cleanup;
     }
-    memcpy(ids, enc.ids, (size_t)n * sizeof(int32_t));
+    memcpy(ids, seq->ids, (size_t)n * sizeof(int32_t));
     if (gen_loop(m, &a, a.out ? what : 0, ids, &n, &g, &err) || (a.out && gen_write(m, &a, what, ids, n, &g, &err))) {
         rc = cli_fail(&err);
         goto cleanup;
@@ -290,6 +336,7 @@ cleanup:
     free(ids);
     free(g.gen);
     free(g.rows);
+    as_encoding_free(&dec);
     as_encoding_free(&enc);
     as_model_free(m);
     return rc;

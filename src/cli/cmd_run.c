@@ -174,14 +174,7 @@ typedef struct {
 
 static void more_seq2seq(FILE *f, void *ctx) {
     const seq2seq_json *j = ctx;
-    char *tokens = as_tokens_json(j->m, j->tgt);
-    fprintf(f, ",\n\"decoder_layers\":%d,\n\"decoder_tokens\":%s", as_model_config(j->m)->n_dec_layer,
-            tokens ? tokens : "null");
-    free(tokens);
-    fputs(",\n\"decoder_input_ids\":", f);
-    cli_json_ints(f, j->tgt->ids, j->tgt->n);
-    fputs(",\n\"decoder_attention_mask\":", f);
-    cli_json_ints(f, j->tgt->mask, j->tgt->n);
+    cli_json_seq2seq(f, j->m, j->tgt);
 }
 
 /* The decoder input: --target text encoded and shifted right, or --target-ids as given;

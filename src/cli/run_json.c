@@ -52,6 +52,17 @@ void cli_json_tensor(FILE *f, const float *data, int ndim, const int64_t *shape)
     fputc(']', f);
 }
 
+void cli_json_seq2seq(FILE *f, const as_model *m, const as_encoding *tgt) {
+    char *tokens = as_tokens_json(m, tgt);
+    fprintf(f, ",\n\"decoder_layers\":%d,\n\"decoder_tokens\":%s", as_model_config(m)->n_dec_layer,
+            tokens ? tokens : "null");
+    free(tokens);
+    fputs(",\n\"decoder_input_ids\":", f);
+    cli_json_ints(f, tgt->ids, tgt->n);
+    fputs(",\n\"decoder_attention_mask\":", f);
+    cli_json_ints(f, tgt->mask, tgt->n);
+}
+
 void cli_json_ints(FILE *f, const int32_t *v, int n) {
     fputc('[', f);
     for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", (int)v[i]);

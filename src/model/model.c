@@ -591,20 +591,22 @@ static const float *run_view(const as_run *r, const float *base, int l, int h, s
     return base + idx * per;
 }
 
+/* Keys per attention row: the source's tokens in a cross-attention run, else T. */
+static size_t run_keys(const as_run *r) { return (size_t)(r->Tk > 0 ? r->Tk : r->T); }
 const float *as_run_attn(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->attn, l, h, (size_t)r->T * r->T) : NULL;
+    return r ? run_view(r, r->attn, l, h, (size_t)r->T * run_keys(r)) : NULL;
 }
 const float *as_run_scores(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->scores, l, h, (size_t)r->T * r->T) : NULL;
+    return r ? run_view(r, r->scores, l, h, (size_t)r->T * run_keys(r)) : NULL;
 }
 const float *as_run_q(const as_run *r, int l, int h) {
     return r ? run_view(r, r->q, l, h, (size_t)r->T * r->Dh) : NULL;
 }
 const float *as_run_k(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->k, l, h, (size_t)r->T * r->Dh) : NULL;
+    return r ? run_view(r, r->k, l, h, run_keys(r) * r->Dh) : NULL;
 }
 const float *as_run_v(const as_run *r, int l, int h) {
-    return r ? run_view(r, r->v, l, h, (size_t)r->T * r->Dh) : NULL;
+    return r ? run_view(r, r->v, l, h, run_keys(r) * r->Dh) : NULL;
 }
 
 void as_run_free(as_run *r) {

@@ -90,6 +90,12 @@ as_status as_run_write_npz_extra(const as_model *m, const as_encoding *enc, cons
     return write_npz(m, enc, NULL, r, extra, n_extra, path, err);
 }
 
+as_status as_run_write_npz_seq2seq_extra(const as_model *m, const as_encoding *enc, const as_encoding *tgt,
+                                         const as_run *r, const as_npz_extra *extra, int n_extra, const char *path,
+                                         as_error *err) {
+    return write_npz(m, enc, tgt, r, extra, n_extra, path, err);
+}
+
 /* The archive of run r: enc's arrays, tgt's (encoder-decoder runs), the captured tensors,
  * then the extra arrays. */
 static as_status write_npz(const as_model *m, const as_encoding *enc, const as_encoding *tgt, const as_run *r,

@@ -6,8 +6,9 @@
 # the decoder's tokens); a BERT run's npz keeps its plain names; errors: no target for an
 # encoder-decoder model, a target for another model, both target options, a target id out
 # of range, a layer only the decoder has; --target text (a ten-token byte-level BPE
-# tokenizer.json written here) encoded and shifted right; `info` shows the decoder and T5's
-# buckets.
+# tokenizer.json written here) encoded and shifted right; `generate` (greedy, from
+# decoder_start_token_id or --target-ids, per-step cross-attention rows); `info` shows the
+# decoder and T5's buckets.
 set -u
 BIN=$1
 . "$(dirname "$0")/lib.sh"
@@ -80,6 +81,31 @@ assert d['input_ids'] == [0, 7, 8, 4, 2], d['input_ids']
 assert d['decoder_input_ids'] == [2, 0, 5, 4, 6, 7], d['decoder_input_ids']
 assert [t['piece'] for t in d['decoder_tokens']] == ['</s>', '<s>', 'b', 'a', '\u0120', 'ab']
 " "$TMP/out" && ok "--target text: encoded, then shifted right" || fail "--target text"
+# generate: greedy decoding from decoder_start_token_id; each new token is the argmax of the
+# final run's logits at the position before it, and each step's cross-attention rows are
+# the final run's rows of that position (causal decoder: later tokens change nothing before)
+for f in bart_tiny t5_tiny; do
+  expect 0 "" -- generate --model "$FX/$f" --ids $SRC --max-new 5 --capture attn,logits --out "$TMP/g-$f.npz"
+  $PY - "$TMP/g-$f.npz" <<'PY' && ok "$f: generate = argmax of the final run, cross rows equal it" || fail "$f: generate"
+import sys
+import numpy as np
+z = np.load(sys.argv[1])
+d, L, p = z["decoder_input_ids"], z["logits"], int(z["prompt_length"])
+assert p == 1 and len(d) == 6 and list(d[1:]) == list(z["generated_ids"])
+assert all(int(L[i].argmax()) == int(d[i + 1]) for i in range(len(d) - 1))
+g, ca = z["generation_cross_attentions"], z["cross_attentions"]
+assert g.shape == (5, 3, 3, 7), g.shape
+assert max(float(np.abs(g[s] - ca[:, :, p - 1 + s, :]).max()) for s in range(5)) <= 1e-6
+PY
+done
+expect 2 "no decoder_start_token_id" -- generate --model "$FX/mbart_tiny" --ids $SRC --max-new 2
+expect 0 "" -- generate --model "$FX/mbart_tiny" --ids $SRC --max-new 2 --target-ids 2,40 --out "$TMP/g.json"
+$PY -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+assert d['decoder_input_ids'][:2] == [2, 40] and len(d['decoder_input_ids']) == 4 and d['prompt_length'] == 2
+assert len(d['generation_cross_attentions']) == 2 and len(d['generation_cross_attentions'][0][0][0]) == 7
+" "$TMP/g.json" && ok "generate --target-ids: the decoder's prefix" || fail "generate --target-ids"
+expect 2 "not an encoder-decoder model" -- generate --model "$FX/gpt2" --ids 1,2,3 --max-new 2 --target-ids 2
 expect 0 "" -- info --model "$FX/t5_tiny"
 grep -q "^decoder:      3 layers (causal self-attention, cross-attention to the encoder, feed-forward; pre-norm)" "$TMP/out" &&
   grep -q "^relative:     10 position buckets up to distance 12" "$TMP/out" && ok "info: t5 decoder and buckets" || fail "info t5"
