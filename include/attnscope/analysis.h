@@ -230,6 +230,8 @@ typedef struct {
     int min_rel;           /* relations need this many instances; 0 = AN_DEFAULT_MIN_REL */
     int progress;          /* 1: progress line with ETA on stderr (callers pass isatty(2)) */
     int quiet;             /* 1: no summary line on stdout */
+    int topk;              /* an_analyze: store each head's k strongest keys per query (table
+                              topk); 0 = none, else 1..AN_TOPK_MAX */
 } an_opts;
 
 /* Analyzes o->model_dir on the corpora into the database at db_path (created when
@@ -283,9 +285,9 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 /* ---- reading the analysis database -------------------------------------------- */
 
 /* 2: runs.source ('analyze' | 'import'); 3: sentence_heads.first, head_scores.first and
- * head_scores.induction. A database of an earlier version is upgraded in place by
- * analyze, import, report and export (docs/analysis.md, "Store"). */
-#define STORE_SCHEMA_VERSION 3
+ * head_scores.induction; 4: table topk. A database of an earlier version is upgraded in
+ * place by analyze, import, report and export (docs/analysis.md, "Store"). */
+#define STORE_SCHEMA_VERSION 4
 /* runs.source: what wrote a run, and the only mark of an imported run (its model_name
  * and params say nothing a reader should test). An import's params.source tells
  * `import --dir` ("import") from single files ("import-files"). */
@@ -316,6 +318,45 @@ struct json_t *store_column_json(struct sqlite3_stmt *q, int i);
  * (json_decref). Errors: AS_ERR_INTERNAL when the database cannot be read. */
 as_status store_heads_json(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
                            struct json_t **out, as_error *err);
+
+/* ---- sparse top-k attention (src/analysis/topk.c, docs/analysis.md "Top-k") -------
+ * Per layer, head and query: the k strongest keys (index, weight; strongest first, ties
+ * to the lower index; keys of weight 0 never listed, unused slots index -1 weight 0) and
+ * the remaining mass (the sum of every other key's weight). `analyze --topk K` stores one
+ * BLOB per (sentence, layer, head) in table topk: AN_TOPK_ROW_BYTES(k) bytes per query,
+ * k int32 indices, k float32 weights, one float32 remaining mass, little-endian. */
+#define AN_TOPK_DEFAULT 8
+#define AN_TOPK_MAX 64
+#define AN_TOPK_ROW_BYTES(k) ((size_t)(k) * 8 + 4)
+
+/* The top-k of one attention row (n keys): idx (k), w (k), *rest. k in 1..AN_TOPK_MAX. */
+void an_topk_select(const float *row, int n, int k, int32_t *idx, float *w, float *rest);
+/* The top-k rows of absolute layer l, head h of run r (computed by m with CAP_QKV) into
+ * out (T, AN_TOPK_ROW_BYTES(k)) bytes, recomputing the attention a block of query rows at a
+ * time (as_run_attention_rows): memory O(T) per call, never T x T. Only reads m and r.
+ * Errors: AS_ERR_INPUT for k outside 1..AN_TOPK_MAX or q/k not captured (as there). */
+as_status an_topk_head(const as_model *m, const as_run *r, int l, int h, int k, uint8_t *out, as_error *err);
+
+/* One stored query row. */
+typedef struct {
+    int k, n_query, query;
+    int32_t index[AN_TOPK_MAX]; /* (k) key positions, -1 for an unused slot */
+    float weight[AN_TOPK_MAX];  /* (k) */
+    float rest;                 /* mass of the keys not listed */
+} an_topk_row;
+/* Reads query `query` of the stored top-k of (run, sent, layer, head) from an open
+ * analysis database into *out. Errors: AS_ERR_INPUT when no such row is stored or query is
+ * outside the sentence; AS_ERR_INTERNAL (naming path) when the database cannot be read or
+ * the row is damaged (k, size or an index out of range). */
+as_status store_topk_row(struct sqlite3 *db, const char *path, int64_t run, int64_t sent, int layer, int head,
+                         int query, an_topk_row *out, as_error *err);
+/* The mean kept mass of run's stored top-k per layer: mass (n_layer, AN_TOPK_MAX), entry
+ * [l][j] = mean over layer l's heads, sentences and query rows of the sum of the j + 1
+ * strongest weights (j < *k_out); n_rows (n_layer) the query rows counted. *k_out = the
+ * run's k, 0 when it stored none. Errors: AS_ERR_INTERNAL naming path for a damaged row
+ * or a failed read. */
+as_status store_topk_mass(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int *k_out,
+                          double *mass, int64_t *n_rows, as_error *err);
 
 /* Word-level attention (Clark et al. 2019, sec. 4.1): Wm[a,b] = mean over the pieces i
  * of word a of sum over the pieces j of word b of A[i,j]. word: (T) word index of each

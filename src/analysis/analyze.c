@@ -3,7 +3,9 @@
  * gradient saliency on SST-2 sentences when the model has a trainable classifier head;
  * q/k capture and three embedding-ablated forwards on the first `explain` sentences),
  * the induction probe of a causal model (an_induction_probe, once per run, before it is
- * finalized), and the run's identity (model and corpus digests, parameters).
+ * finalized), each head's top-k keys per query with --topk (topk.c, from q and k
+ * captured by the same forward), and the run's identity (model and corpus digests,
+ * parameters).
  * What it does not: score or store sentences (records.c, chunks.c, drive.c).
  */
 #include "analysis/runner_internal.h"
@@ -17,6 +19,7 @@ typedef struct {
     as_model *m;
     int sal_ok; /* the model has a classifier head: SST-2 sentences get their saliency */
     int threads, L, H, Dh, has_types;
+    int topk_k;      /* k of the stored top-k rows, 0 = none */
     tsv_corpus tsv;
     cu_corpus cu;
     const char *sst_path, *cu_path;
@@ -25,6 +28,7 @@ typedef struct {
     as_encoding enc;
     as_run *run, *abl[3];
     float *sal_attn; /* (L, H, T, T) from the saliency forward, when it replaces the engine's */
+    uint8_t *topk;   /* (L, H, T, AN_TOPK_ROW_BYTES(topk_k)) the sentence's top-k rows, or NULL */
     sal_result sal;
     int have_sal;
     char **tok_text;
@@ -54,6 +58,8 @@ static void az_release(void *u_) {
     u->run = NULL;
     free(u->sal_attn);
     u->sal_attn = NULL;
+    free(u->topk);
+    u->topk = NULL;
     for (int a = 0; a < 3; a++) {
         as_run_free(u->abl[a]);
         u->abl[a] = NULL;
@@ -62,6 +68,23 @@ static void az_release(void *u_) {
     u->have_sal = 0;
     as_encoding_free(&u->enc);
     memset(&u->enc, 0, sizeof u->enc);
+}
+
+/* The sentence's top-k rows of every layer and head into u->topk, from the q and k its
+ * forward captured (one head's block of rows at a time, never L x H x T x T). */
+static as_status az_topk(az_user *u, an_sent *s, as_error *err) {
+    const int T = u->enc.n;
+    const size_t per = (size_t)T * AN_TOPK_ROW_BYTES(u->topk_k);
+    u->topk = as_malloc_array(as_mul_size((size_t)u->L * u->H, (size_t)T), AN_TOPK_ROW_BYTES(u->topk_k));
+    if (!u->topk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int l = 0; l < u->L; l++)
+        for (int h = 0; h < u->H; h++) {
+            as_status rc = an_topk_head(u->m, u->run, l, h, u->topk_k, u->topk + ((size_t)l * u->H + h) * per, err);
+            if (rc) return rc;
+        }
+    s->topk_k = u->topk_k;
+    s->topk = u->topk;
+    return AS_OK;
 }
 
 static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error *err) {
@@ -76,15 +99,16 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
     const int T = u->enc.n;
     /* SST-2 sentences without the explanation: the saliency's forward (the same forward)
        gives the attention, so no second forward runs */
-    int reuse = is_sst && u->sal_ok && !explain;
+    int reuse = is_sst && u->sal_ok && !explain && !u->topk_k;
     if (reuse) {
         u->sal_attn = as_malloc_array(as_mul_size((size_t)u->L * u->H, (size_t)T * T), sizeof(float));
         if (!u->sal_attn) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     } else {
-        as_capture_spec spec = {.what = CAP_ATTN | (explain ? CAP_QKV : 0), .layer = -1, .head = -1,
+        as_capture_spec spec = {.what = CAP_ATTN | (explain || u->topk_k ? CAP_QKV : 0), .layer = -1, .head = -1,
                                 .threads = u->threads};
         if ((rc = as_forward(u->m, &u->enc, &spec, &u->run, err))) return as_err_prefix(err, "%s", u->src);
     }
+    if (u->topk_k && (rc = az_topk(u, s, err))) return as_err_prefix(err, "%s", u->src);
     u->tok_text = as_calloc((size_t)T, sizeof *u->tok_text);
     u->kind = as_malloc((size_t)T);
     if (!u->tok_text || !u->kind) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -168,6 +192,9 @@ static as_status az_setup(az_user *u, const an_opts *o, as_error *err) {
     u->sst_path = o->sst2;
     u->cu_path = o->conllu;
     u->threads = o->threads;
+    if (o->topk < 0 || o->topk > AN_TOPK_MAX)
+        return as_err_set(err, AS_ERR_INPUT, "top-k: k = %d, expected 1..%d", o->topk, AN_TOPK_MAX);
+    u->topk_k = o->topk;
     if (o->sst2 && (rc = tsv_read_sst2(o->sst2, o->limit, &u->tsv, err))) return rc;
     if (o->conllu && (rc = cu_read(o->conllu, o->limit, &u->cu, err))) return rc;
     if ((rc = as_model_load(o->model_dir, &u->m, err))) return rc;
@@ -229,6 +256,8 @@ static as_status az_begin(az_user *u, const char *db_path, const an_opts *o, sto
     snprintf(params, sizeof params,
              "{\"chunk\":%d,\"explain\":%d,\"limit\":%d,\"min_rel\":%d,\"saliency\":\"grad\",\"source\":\"analyze\"}", chunk,
              explain, o->limit, min_rel);
+    /* top-k is part of the run's identity only when asked for, so earlier runs keep theirs */
+    if (o->topk) snprintf(params + strlen(params) - 1, sizeof params - strlen(params) + 1, ",\"topk\":%d}", o->topk);
     run_key k = {.model_name = o->model_dir, .model_digest = mdig, .arch = as_arch_name(as_model_config(u->m)->arch),
                  .corpus = corpus, .corpus_digest = cdig, .params = params, .source = STORE_SOURCE_ANALYZE,
                  .L = u->L, .H = u->H, .Dh = u->Dh, .n_total = u->tsv.n + u->cu.n};

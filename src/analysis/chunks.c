@@ -20,6 +20,7 @@ void an_ctx_free(an_ctx *c) {
     sqlite3_finalize(c->ins_word);
     sqlite3_finalize(c->ins_sal);
     sqlite3_finalize(c->ins_sh);
+    sqlite3_finalize(c->ins_topk);
     free(c->Wm);
     free(c->pred);
     free(c->has_piece);
@@ -44,7 +45,8 @@ as_status an_ctx_init(an_ctx *c, store *st, int64_t run, int L, int H, int Dh, a
         (s = store_prepare_insert(st, "tokens", NULL, &c->ins_tok, err)) ||
         (s = store_prepare_insert(st, "words", NULL, &c->ins_word, err)) ||
         (s = store_prepare_insert(st, "saliency", NULL, &c->ins_sal, err)) ||
-        (s = store_prepare_insert(st, "sentence_heads", NULL, &c->ins_sh, err)))
+        (s = store_prepare_insert(st, "sentence_heads", NULL, &c->ins_sh, err)) ||
+        (s = store_prepare_insert(st, "topk", NULL, &c->ins_topk, err)))
         return s;
     return AS_OK;
 }
@@ -191,7 +193,7 @@ as_status an_run_begin(store *st, const run_key *k, int64_t *run, int *n_done, i
 /* Removes rows of sentences >= from (none exist after a clean kill: a chunk's rows and
  * n_done commit together; this keeps a hand-edited database consistent too). */
 as_status an_run_truncate(store *st, int64_t run, int from, as_error *err) {
-    static const char *tables[] = {"sentences", "tokens", "words", "saliency", "sentence_heads"};
+    static const char *tables[] = {"sentences", "tokens", "words", "saliency", "sentence_heads", "topk"};
     char sql[256];
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
         snprintf(sql, sizeof sql, "DELETE FROM %s WHERE run=%lld AND %s >= %d", tables[i], (long long)run,

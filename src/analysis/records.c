@@ -361,6 +361,9 @@ as_status an_rec_build(an_ctx *c, int idx, const an_sent *s, rec_buf *r, as_erro
     if (rc) return rc;
     if (nhist) rec_hist(c, s, acc + npre);
     if ((rc = rec_put_syntax(c, s, r, err))) return rc;
+    /* the top-k rows: k, then (L, H, T) rows of AN_TOPK_ROW_BYTES(k) bytes */
+    rb_i32(r, s->topk ? s->topk_k : 0);
+    if (s->topk) rb_put(r, s->topk, (size_t)c->LH * (size_t)s->T * AN_TOPK_ROW_BYTES(s->topk_k));
     if (r->oom) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     return AS_OK;
 }
@@ -480,6 +483,29 @@ static as_status apply_heads_counts(an_ctx *c, const rec_head *h, rec_rd *r, as_
     return AS_OK;
 }
 
+/* Writes the record's top-k rows (table topk), one per layer and head, when it has them. */
+static as_status apply_topk(an_ctx *c, const rec_head *h, rec_rd *r, as_error *err) {
+    int k = rr_i32(r);
+    if (!k || r->bad) return AS_OK;
+    if (k < 1 || k > AN_TOPK_MAX) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record %d", h->idx);
+    const size_t per = (size_t)h->T * AN_TOPK_ROW_BYTES(k);
+    for (int lh = 0; lh < c->LH; lh++) {
+        const void *b = rr_take(r, per);
+        if (!b) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record %d", h->idx);
+        sqlite3_stmt *q = c->ins_topk;
+        store_set_int(q, "run", c->run);
+        store_set_int(q, "sent", h->idx);
+        store_set_int(q, "layer", lh / c->H);
+        store_set_int(q, "head", lh % c->H);
+        store_set_int(q, "k", k);
+        store_set_int(q, "n_query", h->T);
+        store_set_blob(q, "rows", b, per);
+        as_status rc = store_step_done(c->st, q, err);
+        if (rc) return rc;
+    }
+    return AS_OK;
+}
+
 as_status an_rec_apply(an_ctx *c, const rec_buf *rbuf, as_error *err) {
     rec_rd r = {rbuf->b, rbuf->b + rbuf->n, rbuf->b, 0};
     if (rr_i32(&r) != AN_REC_MAGIC) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record");
@@ -505,7 +531,9 @@ as_status an_rec_apply(an_ctx *c, const rec_buf *rbuf, as_error *err) {
     if (r.bad || h.T < 0 || h.W < 0 || h.ncls < 0)
         return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record %d", h.idx);
     as_status rc;
-    if ((rc = apply_rows(c, &h, &r, err)) || (rc = apply_heads_counts(c, &h, &r, err))) return rc;
+    if ((rc = apply_rows(c, &h, &r, err)) || (rc = apply_heads_counts(c, &h, &r, err)) ||
+        (rc = apply_topk(c, &h, &r, err)))
+        return rc;
     if (r.bad || r.p != r.e) return as_err_set(err, AS_ERR_INTERNAL, "corrupt sentence record %d", h.idx);
     return AS_OK;
 }

@@ -39,6 +39,36 @@ static as_status top_by(store *s, FILE *out, int64_t run, const char *col, int t
     return AS_OK;
 }
 
+/* The mean attention mass the run's stored top-k keeps per layer (store_topk_mass), for
+ * k' = 1, 2, 4, ... up to the stored k and k itself; nothing when it stored none. */
+static as_status report_topk(store *s, FILE *out, int64_t run, int L, int H, as_error *err) {
+    double *mass = as_calloc((size_t)L * AN_TOPK_MAX, sizeof *mass);
+    int64_t *rows = as_calloc((size_t)L, sizeof *rows);
+    int K = 0;
+    as_status rc = AS_OK;
+    if (!mass || !rows) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    if ((rc = store_topk_mass(s->db, s->path, run, L, H, &K, mass, rows, err)) || !K) goto cleanup;
+    int ks[AN_TOPK_MAX], n = 0;
+    for (int k = 1; k < K; k *= 2) ks[n++] = k;
+    ks[n++] = K;
+    fprintf(out, "  top-k kept mass (k = %d stored; mean over the layer's heads, sentences and query rows):\n    layer", K);
+    for (int i = 0; i < n; i++) fprintf(out, "  k=%-4d", ks[i]);
+    fprintf(out, "\n");
+    for (int l = 0; l < L; l++) {
+        fprintf(out, "    %-5d", l);
+        for (int i = 0; i < n; i++) fprintf(out, "  %.4f", mass[(size_t)l * AN_TOPK_MAX + ks[i] - 1]);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "\n");
+cleanup:
+    free(mass);
+    free(rows);
+    return rc;
+}
+
 as_status an_report(store *s, FILE *out, int top, as_error *err) {
     sqlite3_stmt *runs = NULL, *q = NULL;
     as_status rc = store_prepare(s, "SELECT id, model_name, arch, n_layer, n_head, n_total, n_done, status, params FROM runs ORDER BY id", &runs, err);
@@ -109,6 +139,8 @@ as_status an_report(store *s, FILE *out, int top, as_error *err) {
         fprintf(out, "\n\n");
         sqlite3_finalize(q);
         q = NULL;
+        int L = sqlite3_column_int(runs, store_col(runs, "n_layer")), H = sqlite3_column_int(runs, store_col(runs, "n_head"));
+        if (store_run_shape_ok(L, H) && (rc = report_topk(s, out, run, L, H, err))) goto cleanup;
     }
     if (!nruns) fprintf(out, "no runs in %s\n", s->path);
 cleanup:

@@ -55,6 +55,8 @@ typedef struct {
     char *const *word_form;    /* (W) */
     const int *parent;         /* (W) parent word, -1 root, -2 none */
     char *const *rel;          /* (W) relation names */
+    int topk_k;                /* k of the stored top-k, 0 = none */
+    const uint8_t *topk;       /* (L, H, T, AN_TOPK_ROW_BYTES(topk_k)) bytes, or NULL */
 } an_sent;
 
 #endif

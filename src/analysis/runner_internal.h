@@ -66,7 +66,7 @@ typedef struct {
     int64_t *rel_total;   /* (nrel) */
     int64_t *rel_correct; /* (nrel, 2, LH) */
     int64_t *rel_base;    /* (nrel, 2, HD_N_OFFSETS) */
-    sqlite3_stmt *ins_sent, *ins_tok, *ins_word, *ins_sal, *ins_sh;
+    sqlite3_stmt *ins_sent, *ins_tok, *ins_word, *ins_sal, *ins_sh, *ins_topk;
     float *Wm;            /* (W, W) scratch */
     int capW;
     int *pred;            /* (W) scratch */

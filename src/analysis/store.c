@@ -71,6 +71,10 @@ static const store_column PATTERNS[] = {
     {"run", IN}, {"layer", IN}, {"head", IN}, {"label", TN}, {"confidence", RN}, {"concentration", I},
     {"n_links", IN}, {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}, {"depends_on", TX}};
 
+/* rows: AN_TOPK_ROW_BYTES(k) bytes per query (include/attnscope/analysis.h, topk.c) */
+static const store_column TOPK[] = {{"run", IN}, {"sent", IN}, {"layer", IN}, {"head", IN},
+                                    {"k", IN},   {"n_query", IN}, {"rows", "BLOB NOT NULL"}};
+
 static const store_table TABLES[] = {
     {"meta", COLS(META), NULL, 0},
     {"runs", COLS(RUNS), "UNIQUE(model_digest, corpus_digest, params)", 0},
@@ -87,6 +91,8 @@ static const store_table TABLES[] = {
     {"rel_accuracy", COLS(REL_ACCURACY), "PRIMARY KEY(run, relation, dir, layer, head)", 1},
     {"head_pairs", COLS(HEAD_PAIRS), "PRIMARY KEY(run, a_layer, a_head, b_layer, b_head)", 1},
     {"patterns", COLS(PATTERNS), "PRIMARY KEY(run, layer, head)", 1},
+    /* a rowid table: its rows (kilobytes) are far above the size WITHOUT ROWID suits */
+    {"topk", COLS(TOPK), "PRIMARY KEY(run, sent, layer, head)", 0},
 };
 #define N_TABLES ((int)(sizeof TABLES / sizeof TABLES[0]))
 
@@ -307,7 +313,7 @@ static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_finalize(st);
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 3, "upgrade writes schema version 3");
+_Static_assert(STORE_SCHEMA_VERSION == 4, "upgrade writes schema version 4");
 
 /* The statements that take a database of schema version v to v + 1 (the columns added
  * since, at the end of their tables as a new database has them). */
@@ -325,14 +331,20 @@ static const char *const UPGRADE_SQL[STORE_SCHEMA_VERSION] = {
     "ALTER TABLE head_scores ADD COLUMN first REAL;"
     "ALTER TABLE head_scores ADD COLUMN induction REAL;"
     "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
+    /* 3 -> 4: table topk (created from the schema by upgrade(), empty for older runs) */
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version';",
 };
 
 /* Upgrades a database of schema version from (1 <= from < STORE_SCHEMA_VERSION) to
- * STORE_SCHEMA_VERSION in one transaction (the caller holds the writer lock). */
+ * STORE_SCHEMA_VERSION in one transaction (the caller holds the writer lock); the tables
+ * added since are created from the schema. */
 static as_status upgrade(store *s, int from, as_error *err) {
-    char *e = NULL;
+    char *e = NULL, *create = schema_sql();
+    if (!create) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     int ok = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &e) == SQLITE_OK;
     for (int v = from; ok && v < STORE_SCHEMA_VERSION; v++) ok = sqlite3_exec(s->db, UPGRADE_SQL[v], NULL, NULL, &e) == SQLITE_OK;
+    if (ok) ok = sqlite3_exec(s->db, create, NULL, NULL, &e) == SQLITE_OK;
+    free(create);
     if (ok) ok = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &e) == SQLITE_OK;
     if (!ok) {
         as_err_set(err, AS_ERR_INPUT,

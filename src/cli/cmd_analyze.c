@@ -17,7 +17,8 @@
 
 static const char *ANALYZE_HELP =
     "usage: attnscope analyze --model DIR [--sst2 FILE] [--conllu FILE] --db FILE\n"
-    "                         [--limit N] [--threads N] [--chunk K] [--explain N] [--min-rel N] [--quiet]\n"
+    "                         [--limit N] [--threads N] [--chunk K] [--explain N] [--min-rel N]\n"
+    "                         [--topk [K]] [--quiet]\n"
     "\n"
     "Runs every sentence once (forward + attention capture; gradient saliency on SST-2\n"
     "sentences when the model has a classifier head) and stores Dodrio's importance,\n"
@@ -32,6 +33,9 @@ static const char *ANALYZE_HELP =
     "  --chunk K      sentences per transaction (default 16)\n"
     "  --explain N    concentration + ablation on the first N sentences (default 64)\n"
     "  --min-rel N    relations need N instances for the syntactic score (default 100)\n"
+    "  --topk [K]     also store each head's K strongest keys per query and the mass of\n"
+    "                 the rest (table topk; K 1..64, default 8), computed from attention\n"
+    "                 rows recomputed from q and k; `report` shows the mass they keep\n"
     "A run is identified by the model's and corpora's SHA-256 and these parameters: the\n"
     "same command resumes an interrupted run and does nothing for a finished one. Several\n"
     "models can share one database. With MPI: `mpirun -n N attnscope analyze ...` scores\n"
@@ -64,6 +68,14 @@ int cmd_analyze(int argc, char **argv) {
         else if (!strcmp(a, "--chunk")) INT(1, 100000, &o.chunk);
         else if (!strcmp(a, "--explain")) INT(0, 100000000, &o.explain);
         else if (!strcmp(a, "--min-rel")) INT(1, 100000000, &o.min_rel);
+        else if (!strcmp(a, "--topk")) {
+            /* the value is optional: --topk alone (or before another option) is K = 8 */
+            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+                v = argv[++i];
+                if (cli_parse_int(v, 1, AN_TOPK_MAX, &o.topk))
+                    return cli_usage_error("analyze", "bad --topk '%s': expected an integer in [1, %d]", v, AN_TOPK_MAX);
+            } else o.topk = AN_TOPK_DEFAULT;
+        }
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else return cli_usage_error("analyze", "unknown option '%s'", a);
 #undef INT

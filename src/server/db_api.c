@@ -1,7 +1,7 @@
 /* db_api.c — the /api/v1/db routes (see db_api.h and docs/views.md): runs, heads,
- * head pairs (binary), relations, sentences (paginated, searchable), one sentence, and
- * a head's predicted parents on a sentence. The database is opened read-only with a
- * serialized connection; each request prepares its own statements and binds every
+ * head pairs (binary), relations, sentences (paginated, searchable), one sentence, a
+ * head's predicted parents on a sentence, and one stored top-k attention row (runs
+ * analyzed with --topk). The database is opened read-only with a serialized connection; each request prepares its own statements and binds every
  * parameter (no request text is ever pasted into SQL). Attention is not stored in the
  * database, so per-sentence attention is recomputed with the served model whose folder
  * name matches the run's model (and whose tokens match the stored ones); the run then
@@ -903,6 +903,42 @@ cleanup:
     sent_data_free(&d);
 }
 
+/* GET .../sentences/{idx}/topk?layer=L&head=H&query=i: one stored top-k row of a run
+ * analyzed with --topk (store_topk_row): {"run", "sent", "layer", "head", "query", "k",
+ * "tokens", "index": [k], "weight": [k], "rest"}; 404 when the run stored none for it. */
+static void route_sent_topk(req *r, const run_info *ri, int64_t idx) {
+    int l0, l1, h0, h1;
+    long qi;
+    if (reply_parse_range(reply_query(r->rq, "layer"), ri->L, &l0, &l1) || !reply_query(r->rq, "layer") || l0 != l1) {
+        reply_error(r->rs, 400, "query 'layer': expected an integer in [0, %d)", ri->L);
+        return;
+    }
+    if (reply_parse_range(reply_query(r->rq, "head"), ri->H, &h0, &h1) || !reply_query(r->rq, "head") || h0 != h1) {
+        reply_error(r->rs, 400, "query 'head': expected an integer in [0, %d)", ri->H);
+        return;
+    }
+    const char *qs = reply_query(r->rq, "query");
+    if (!qs || parse_long(qs, 0, AS_MAX_POSITIONS - 1, 0, &qi)) {
+        reply_error(r->rs, 400, "query 'query': expected a token position in [0, %d)", AS_MAX_POSITIONS);
+        return;
+    }
+    an_topk_row row;
+    as_error err = {0};
+    as_status rc = store_topk_row(r->d->db, r->d->name, ri->id, idx, l0, h0, (int)qi, &row, &err);
+    if (rc) {
+        reply_error(r->rs, rc == AS_ERR_INPUT ? 404 : 500, "%s", err.msg);
+        return;
+    }
+    json_t *ix = json_array(), *w = json_array();
+    for (int j = 0; j < row.k; j++) {
+        json_array_append_new(ix, json_integer(row.index[j]));
+        json_array_append_new(w, json_real(row.weight[j]));
+    }
+    reply_json(r->rs, 200, json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:f}", "run", (json_int_t)ri->id,
+                                     "sent", (json_int_t)idx, "layer", l0, "head", h0, "query", row.query, "k", row.k,
+                                     "tokens", row.n_query, "index", ix, "weight", w, "rest", (double)row.rest));
+}
+
 /* ---- --import-dir folders at startup ----------------------------------------------------- */
 
 void db_api_print_imports(srv_state *s, FILE *out) {
@@ -977,10 +1013,11 @@ void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_re
         reply_error(rs, 404, "sentence index: expected an integer");
         goto done;
     }
-    if (*p && strcmp(p, "/parents") && strcmp(p, "/attention")) goto not_found;
+    if (*p && strcmp(p, "/parents") && strcmp(p, "/attention") && strcmp(p, "/topk")) goto not_found;
     if (load_run(&r, id, &ri, NULL)) goto done;
     if (!*p) route_sentence(&r, &ri, idx);
     else if (!strcmp(p, "/parents")) route_parents(&r, &ri, idx);
+    else if (!strcmp(p, "/topk")) route_sent_topk(&r, &ri, idx);
     else route_sent_attention(&r, &ri, idx);
     goto done;
 not_found:

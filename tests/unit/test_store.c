@@ -537,8 +537,9 @@ static void test_upgrade_v2(void **state) {
         store s;
         if (writer) assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
         else assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
-        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), 3);
+        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), STORE_SCHEMA_VERSION);
         assert_int_equal((int)q1(&s, "SELECT count(*) FROM head_scores WHERE induction IS NULL AND first IS NULL"), 2);
+        assert_int_equal((int)q1(&s, "SELECT count(*) FROM topk"), 0); /* created by the upgrade, empty */
         assert_int_equal((int)q1(&s, "SELECT count(*) FROM sentence_heads WHERE first IS NULL"), 0);
         assert_int_equal(store_check(s.db, db, &err), AS_OK);
         assert_int_equal(an_export(&s, out, &err), AS_OK);

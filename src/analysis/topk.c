@@ -1,0 +1,191 @@
+/* topk.c — sparse top-k attention for corpus analysis of long inputs: per layer, head and
+ * query, the k strongest keys (index, weight) and the mass of every other key, computed
+ * from rows recomputed from a run's captured queries and keys (as_run_attention_rows,
+ * AN_TOPK_BLOCK rows at a time, so no T x T of a head is ever held), encoded as one BLOB
+ * per (sentence, layer, head) of table topk (store.c), and read back one query row at a
+ * time or pooled into the mean kept mass per layer (`attnscope report`).
+ * Row encoding (little-endian, AN_TOPK_ROW_BYTES(k) bytes per query, queries in order):
+ * k int32 key indices, strongest first (ties: lower index first), k float32 weights,
+ * then one float32 remaining mass (sum of the weights of the keys not listed). Keys of
+ * weight 0 (masked: later keys of a causal model, padding, outside a window) are never
+ * listed; unused slots hold index -1 and weight 0.
+ * What it does not: run the forward (analyze.c) or write rows (records.c, chunks.c).
+ */
+#include "analysis/store.h"
+
+#include <string.h>
+
+/* Query rows recomputed per call of as_run_attention_rows: (AN_TOPK_BLOCK, T) floats. */
+#define AN_TOPK_BLOCK 64
+
+void an_topk_select(const float *row, int n, int k, int32_t *idx, float *w, float *rest) {
+    int m = 0; /* slots filled, kept sorted by weight descending, index ascending */
+    for (int j = 0; j < n; j++) {
+        float x = row[j];
+        if (!(x > 0.0f)) continue;
+        if (m == k && x <= w[k - 1]) continue; /* equal weight: the earlier index stays */
+        int p = m < k ? m++ : k - 1;
+        while (p > 0 && w[p - 1] < x) {
+            w[p] = w[p - 1];
+            idx[p] = idx[p - 1];
+            p--;
+        }
+        w[p] = x;
+        idx[p] = j;
+    }
+    double kept = 0.0, all = 0.0;
+    for (int s = 0; s < m; s++) kept += w[s];
+    for (int j = 0; j < n; j++) all += row[j] > 0.0f ? row[j] : 0.0f;
+    for (int s = m; s < k; s++) {
+        idx[s] = -1;
+        w[s] = 0.0f;
+    }
+    double r = all - kept;
+    *rest = r > 0.0 ? (float)r : 0.0f;
+}
+
+/* Encodes one query row's selection at out (AN_TOPK_ROW_BYTES(k) bytes). */
+static void row_encode(uint8_t *out, int k, const int32_t *idx, const float *w, float rest) {
+    memcpy(out, idx, (size_t)k * 4);
+    memcpy(out + (size_t)k * 4, w, (size_t)k * 4);
+    memcpy(out + (size_t)k * 8, &rest, 4);
+}
+
+as_status an_topk_head(const as_model *m, const as_run *r, int l, int h, int k, uint8_t *out, as_error *err) {
+    if (k < 1 || k > AN_TOPK_MAX)
+        return as_err_set(err, AS_ERR_INPUT, "top-k: k = %d, expected 1..%d", k, AN_TOPK_MAX);
+    const int T = r->T;
+    int B = T < AN_TOPK_BLOCK ? T : AN_TOPK_BLOCK;
+    float *rows = as_malloc_array(as_mul_size((size_t)B, (size_t)T), sizeof *rows); /* (B, T) */
+    int32_t idx[AN_TOPK_MAX];
+    float w[AN_TOPK_MAX];
+    if (!rows) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    as_status rc = AS_OK;
+    for (int i0 = 0; i0 < T && !rc; i0 += B) {
+        int i1 = i0 + B < T ? i0 + B : T;
+        if ((rc = as_run_attention_rows(m, r, l, h, i0, i1, rows, err))) break;
+        for (int i = i0; i < i1; i++) {
+            float rest;
+            an_topk_select(rows + (size_t)(i - i0) * T, T, k, idx, w, &rest);
+            row_encode(out + (size_t)i * AN_TOPK_ROW_BYTES(k), k, idx, w, rest);
+        }
+    }
+    free(rows);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+/* Checks a stored head's k, n_query and BLOB size; AS_ERR_INTERNAL naming the row. */
+static as_status check_blob(const char *path, int64_t run, int64_t sent, int l, int h, int64_t k, int64_t nq, int bytes,
+                            as_error *err) {
+    if (k < 1 || k > AN_TOPK_MAX || nq < 1 || nq > AS_MAX_POSITIONS || bytes < 0 ||
+        (int64_t)bytes != nq * (int64_t)AN_TOPK_ROW_BYTES(k))
+        return as_err_set(err, AS_ERR_INTERNAL,
+                          "%s: run %lld sentence %lld layer %d head %d: top-k row of k = %lld, %lld queries and %d bytes "
+                          "(damaged database?)",
+                          path, (long long)run, (long long)sent, l, h, (long long)k, (long long)nq, bytes);
+    return AS_OK;
+}
+
+as_status store_topk_row(sqlite3 *db, const char *path, int64_t run, int64_t sent, int layer, int head, int query,
+                         an_topk_row *out, as_error *err) {
+    sqlite3_stmt *q = NULL;
+    as_status rc = AS_OK;
+    memset(out, 0, sizeof *out);
+    if (sqlite3_prepare_v2(db, "SELECT k, n_query, rows FROM topk WHERE run=?1 AND sent=?2 AND layer=?3 AND head=?4",
+                           -1, &q, NULL) != SQLITE_OK) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    sqlite3_bind_int64(q, 1, run);
+    sqlite3_bind_int64(q, 2, sent);
+    sqlite3_bind_int(q, 3, layer);
+    sqlite3_bind_int(q, 4, head);
+    int s = sqlite3_step(q);
+    if (s == SQLITE_DONE) {
+        rc = as_err_set(err, AS_ERR_INPUT,
+                        "run %lld has no top-k row for sentence %lld layer %d head %d (analyze it with --topk)",
+                        (long long)run, (long long)sent, layer, head);
+        goto cleanup;
+    }
+    if (s != SQLITE_ROW) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    int64_t k = sqlite3_column_int64(q, 0), nq = sqlite3_column_int64(q, 1);
+    const uint8_t *b = sqlite3_column_blob(q, 2);
+    int bytes = sqlite3_column_bytes(q, 2);
+    if ((rc = check_blob(path, run, sent, layer, head, k, nq, b ? bytes : -1, err))) goto cleanup;
+    if (query < 0 || query >= nq) {
+        rc = as_err_set(err, AS_ERR_INPUT, "query %d is outside the sentence's %lld tokens", query, (long long)nq);
+        goto cleanup;
+    }
+    out->k = (int)k;
+    out->n_query = (int)nq;
+    out->query = query;
+    const uint8_t *p = b + (size_t)query * AN_TOPK_ROW_BYTES(k);
+    memcpy(out->index, p, (size_t)k * 4);
+    memcpy(out->weight, p + (size_t)k * 4, (size_t)k * 4);
+    memcpy(&out->rest, p + (size_t)k * 8, 4);
+    for (int s2 = 0; s2 < k; s2++)
+        if (out->index[s2] < -1 || out->index[s2] >= nq) {
+            rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld layer %d head %d: key index %d out of range "
+                            "(damaged database?)", path, (long long)run, (long long)sent, layer, head, out->index[s2]);
+            goto cleanup;
+        }
+cleanup:
+    sqlite3_finalize(q);
+    return rc;
+}
+
+as_status store_topk_mass(sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int *k_out,
+                          double *mass, int64_t *n_rows, as_error *err) {
+    sqlite3_stmt *q = NULL;
+    as_status rc = AS_OK;
+    int K = 0, s;
+    *k_out = 0;
+    memset(mass, 0, sizeof *mass * (size_t)n_layer * AN_TOPK_MAX);
+    memset(n_rows, 0, sizeof *n_rows * (size_t)n_layer);
+    if (sqlite3_prepare_v2(db, "SELECT sent, layer, head, k, n_query, rows FROM topk WHERE run=?1", -1, &q, NULL) !=
+        SQLITE_OK) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    sqlite3_bind_int64(q, 1, run);
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        int l = store_column_index(q, 1, n_layer), h = store_column_index(q, 2, n_head);
+        int64_t k = sqlite3_column_int64(q, 3), nq = sqlite3_column_int64(q, 4);
+        const uint8_t *b = sqlite3_column_blob(q, 5);
+        int bytes = sqlite3_column_bytes(q, 5);
+        if (l < 0 || h < 0 || (K && k != K)) {
+            rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld: a top-k row has a layer, head or k outside the run "
+                            "(damaged database?)", path, (long long)run);
+            goto cleanup;
+        }
+        if ((rc = check_blob(path, run, sqlite3_column_int64(q, 0), l, h, k, nq, b ? bytes : -1, err))) goto cleanup;
+        K = (int)k;
+        for (int64_t i = 0; i < nq; i++) {
+            const uint8_t *p = b + (size_t)i * AN_TOPK_ROW_BYTES(K) + (size_t)K * 4;
+            double cum = 0.0;
+            for (int j = 0; j < K; j++) {
+                float w;
+                memcpy(&w, p + (size_t)j * 4, 4);
+                cum += w;
+                mass[(size_t)l * AN_TOPK_MAX + j] += cum;
+            }
+        }
+        n_rows[l] += nq;
+    }
+    if (s != SQLITE_DONE) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    for (int l = 0; l < n_layer; l++)
+        for (int j = 0; j < K; j++)
+            if (n_rows[l]) mass[(size_t)l * AN_TOPK_MAX + j] /= (double)n_rows[l];
+    *k_out = K;
+cleanup:
+    sqlite3_finalize(q);
+    return rc;
+}
