@@ -174,6 +174,14 @@ typedef struct {
 as_status iv_compare(const as_model *m, const as_encoding *enc, const as_intervention *iv, const iv_opts *o,
                      iv_result *out, as_error *err);
 void iv_result_free(iv_result *r);
+/* r as JSON (new reference, NULL when out of memory): {"kind": "classifier", "position",
+ * "classes": [{"index", "label", "before", "after"}]} (probabilities), or {"kind": "lm",
+ * "position", "top_before": [{"id", "text", "before", "after"}] (log-probabilities of the
+ * top `top` before), "top_after": [...] (the top after), "target": {...} (token target,
+ * or the prediction before when target is -1 or out of range)}. */
+/* Most tokens iv_result_json lists per side. */
+#define IV_MAX_TOP 100
+struct json_t *iv_result_json(const as_model *m, const iv_result *r, int top, int target);
 /* Parses "L:H,L:H,..." (heads) into *out (n_out items, malloc'd, caller frees) and
  * "L:i>j,L:H:i>j,..." (edges, H absent or '*' = every head) likewise. 0 ok; -1 with a
  * one-line message in msg (cap bytes) naming the bad item. Ranges are checked by the forward. */

@@ -9,6 +9,7 @@
 #include "model/model.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,6 +86,61 @@ as_status iv_compare(const as_model *m, const as_encoding *enc, const as_interve
     if (!s) s = one(m, enc, iv, o, out, &out->after, err);
     if (s) iv_result_free(out);
     return s;
+}
+
+/* Indices of the k largest of x (n) into idx, largest first (ties: the lower index). */
+static void top_k(const float *x, int n, int k, int *idx) {
+    for (int r = 0; r < k; r++) {
+        int b = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int q = 0; q < r && !taken; q++) taken = idx[q] == i;
+            if (!taken && (b < 0 || x[i] > x[b])) b = i;
+        }
+        idx[r] = b;
+    }
+}
+
+static json_t *token_json(const as_model *m, const iv_result *r, int id) {
+    char *t = as_model_token_text(m, id);
+    json_t *o = json_pack("{s:i, s:o, s:f, s:f}", "id", id, "text", as_json_string_utf8(t ? t : ""), "before",
+                          (double)r->base[id], "after", (double)r->after[id]);
+    free(t);
+    return o;
+}
+
+json_t *iv_result_json(const as_model *m, const iv_result *r, int top, int target) {
+    json_t *o = json_pack("{s:s, s:i}", "kind", r->classifier ? "classifier" : "lm", "position", r->position);
+    if (!o) return NULL;
+    if (r->classifier) {
+        const as_config *c = as_model_config(m);
+        json_t *cl = json_array();
+        for (int k = 0; k < r->cols; k++) {
+            const char *label = c->id2label && k < c->num_labels && c->id2label[k] ? c->id2label[k] : "";
+            json_array_append_new(cl, json_pack("{s:i, s:o, s:f, s:f}", "index", k, "label", as_json_string_utf8(label),
+                                                "before", exp((double)r->base[k]), "after", exp((double)r->after[k])));
+        }
+        json_object_set_new(o, "classes", cl);
+        return o;
+    }
+    int k = top < r->cols ? top : r->cols;
+    int *idx = as_malloc_array((size_t)(k > 0 ? k : 1), sizeof(int));
+    if (!idx) {
+        json_decref(o);
+        return NULL;
+    }
+    const float *side[2] = {r->base, r->after};
+    const char *name[2] = {"top_before", "top_after"};
+    for (int s = 0; s < 2; s++) {
+        top_k(side[s], r->cols, k, idx);
+        json_t *a = json_array();
+        for (int q = 0; q < k; q++) json_array_append_new(a, token_json(m, r, idx[q]));
+        json_object_set_new(o, name[s], a);
+    }
+    top_k(r->base, r->cols, 1, idx);
+    json_object_set_new(o, "target", token_json(m, r, target >= 0 && target < r->cols ? target : idx[0]));
+    free(idx);
+    return o;
 }
 
 /* ---- the text form ------------------------------------------------------------------ */

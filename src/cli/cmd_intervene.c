@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "attnscope/analysis.h"
 
-#include <math.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +29,6 @@ static const char *IV_HELP =
     "log-probabilities at --position P (default: the last token, the next-token prediction)\n"
     "before and after, and --target ID's (default: the prediction before).\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
-
-#define IV_MAX_TOP 100
 
 typedef struct {
     const char *model, *text, *text_b, *ids, *type_ids, *heads, *knockout, *format;
@@ -91,104 +89,54 @@ static int parse_args(int argc, char **argv, iv_args *a) {
     return 0;
 }
 
-/* Indices of the k largest of x (n) into idx, largest first. */
-static void top_k(const float *x, int n, int k, int *idx) {
-    for (int r = 0; r < k; r++) {
-        int b = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int q = 0; q < r && !taken; q++) taken = idx[q] == i;
-            if (!taken && (b < 0 || x[i] > x[b])) b = i;
-        }
-        idx[r] = b;
-    }
-}
-
-static void print_token(FILE *f, const as_model *m, int id, int json) {
-    char *t = as_model_token_text(m, id);
-    if (json) cli_json_str(f, t ? t : "");
-    else fprintf(f, "%-14s", t ? t : "?");
-    free(t);
-}
-
-static void write_classes(FILE *f, const as_model *m, const iv_result *r, int json) {
-    const as_config *c = as_model_config(m);
-    if (!json) fprintf(f, "%-14s %9s %9s %9s\n", "class", "before", "after", "change");
-    for (int k = 0; k < r->cols; k++) {
-        double b = exp(r->base[k]), a = exp(r->after[k]);
-        const char *label = c->id2label && k < c->num_labels && c->id2label[k] ? c->id2label[k] : NULL;
-        if (json) {
-            fprintf(f, "%s{\"index\": %d, \"label\": ", k ? ", " : "", k);
-            cli_json_str(f, label ? label : "");
-            fprintf(f, ", \"before\": %.7g, \"after\": %.7g}", b, a);
-        } else {
+/* The text table of j (iv_result_json's object). */
+static void write_text(FILE *f, json_t *j) {
+    size_t k;
+    json_t *x;
+    if (json_object_get(j, "classes")) {
+        fprintf(f, "%-14s %9s %9s %9s\n", "class", "before", "after", "change");
+        json_array_foreach(json_object_get(j, "classes"), k, x) {
+            double b = json_real_value(json_object_get(x, "before")), a = json_real_value(json_object_get(x, "after"));
+            const char *label = json_string_value(json_object_get(x, "label"));
             char idx[16];
-            snprintf(idx, sizeof idx, "%d", k);
-            fprintf(f, "%-14s %9.5f %9.5f %+9.5f\n", label ? label : idx, b, a, a - b);
+            snprintf(idx, sizeof idx, "%d", (int)json_integer_value(json_object_get(x, "index")));
+            fprintf(f, "%-14s %9.5f %9.5f %+9.5f\n", label && *label ? label : idx, b, a, a - b);
         }
+        return;
     }
-}
-
-/* The top k of one side as JSON [{"id", "text", "before", "after"}] or text rows. */
-static void write_top(FILE *f, const as_model *m, const iv_result *r, const int *idx, int k, int json) {
-    for (int q = 0; q < k; q++) {
-        int id = idx[q];
-        if (json) {
-            fprintf(f, "%s{\"id\": %d, \"text\": ", q ? ", " : "", id);
-            print_token(f, m, id, 1);
-            fprintf(f, ", \"before\": %.7g, \"after\": %.7g}", r->base[id], r->after[id]);
-        } else {
-            fprintf(f, "  %6d ", id);
-            print_token(f, m, id, 0);
-            fprintf(f, " %10.5f %10.5f %+9.5f\n", r->base[id], r->after[id], r->after[id] - r->base[id]);
+    const char *part[3] = {"top_before", "top_after", "target"};
+    const char *title[3] = {"top %zu before the intervention", "top %zu after", "target"};
+    fprintf(f, "log-probabilities at position %d:\n", (int)json_integer_value(json_object_get(j, "position")));
+    for (int p = 0; p < 3; p++) {
+        json_t *arr = json_object_get(j, part[p]);
+        size_t n = json_is_array(arr) ? json_array_size(arr) : 1;
+        fprintf(f, title[p], n);
+        fprintf(f, ":\n  %6s %-14s %10s %10s %9s\n", "id", "token", "before", "after", "change");
+        for (size_t q = 0; q < n; q++) {
+            x = json_is_array(arr) ? json_array_get(arr, q) : arr;
+            double b = json_real_value(json_object_get(x, "before")), a = json_real_value(json_object_get(x, "after"));
+            fprintf(f, "  %6d %-14s %10.5f %10.5f %+9.5f\n", (int)json_integer_value(json_object_get(x, "id")),
+                    json_string_value(json_object_get(x, "text")), b, a, a - b);
         }
     }
 }
 
 static int write_out(const as_model *m, const iv_result *r, const iv_args *a) {
-    int json = !strcmp(a->format, "json"), k = a->top < r->cols ? a->top : r->cols;
-    int *ib = malloc((size_t)k * sizeof(int)), *ia = malloc((size_t)k * sizeof(int));
-    if (!ib || !ia) {
-        free(ib);
-        free(ia);
+    json_t *j = iv_result_json(m, r, a->top, a->target);
+    if (!j) {
         fprintf(stderr, "attnscope: out of memory\n");
         return AS_ERR_INTERNAL;
     }
-    FILE *f = stdout;
-    if (json) {
-        fprintf(f, "{\"model\": ");
-        cli_json_str(f, as_model_dir(m));
-        fprintf(f, ", \"kind\": \"%s\", \"position\": %d, ", r->classifier ? "classifier" : "lm", r->position);
-    }
-    if (r->classifier) {
-        if (json) fprintf(f, "\"classes\": [");
-        write_classes(f, m, r, json);
-        if (json) fprintf(f, "]}\n");
+    int rc = 0;
+    if (!strcmp(a->format, "json")) {
+        json_object_set_new(j, "model", json_string(as_model_dir(m)));
+        rc = json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(7)) ? AS_ERR_INTERNAL : 0;
+        putchar('\n');
     } else {
-        top_k(r->base, r->cols, k, ib);
-        top_k(r->after, r->cols, k, ia);
-        int target = a->target >= 0 ? a->target : ib[0];
-        if (json) {
-            fprintf(f, "\"top_before\": [");
-            write_top(f, m, r, ib, k, 1);
-            fprintf(f, "], \"top_after\": [");
-            write_top(f, m, r, ia, k, 1);
-            fprintf(f, "], \"target\": ");
-            write_top(f, m, r, &target, 1, 1);
-            fprintf(f, "}\n");
-        } else {
-            fprintf(f, "log-probabilities at position %d, top %d before the intervention:\n", r->position, k);
-            fprintf(f, "  %6s %-14s %10s %10s %9s\n", "id", "token", "before", "after", "change");
-            write_top(f, m, r, ib, k, 0);
-            fprintf(f, "top %d after:\n", k);
-            write_top(f, m, r, ia, k, 0);
-            fprintf(f, "target:\n");
-            write_top(f, m, r, &target, 1, 0);
-        }
+        write_text(stdout, j);
     }
-    free(ib);
-    free(ia);
-    return 0;
+    json_decref(j);
+    return rc;
 }
 
 int cmd_intervene(int argc, char **argv) {

@@ -680,13 +680,13 @@ static void wrong_method(srv_response *rs, const char *allow) {
     rs->allow = allow;
 }
 
-/* /api/v1/runs/{id}[/attention|/qk|/attribution|/tile|/stats]; rest is the part after "runs/". */
+/* /api/v1/runs/{id}[/attention|/qk|/attribution|/intervene|/tile|/stats]; rest is the part after "runs/". */
 static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     const char *slash = strchr(rest, '/');
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
     if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution") &&
-        strcmp(sub, "tile") && strcmp(sub, "stats")) {
+        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "intervene")) {
         reply_error(rs, 404, "no such route");
         return;
     }
@@ -709,6 +709,7 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
     else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
+    else if (!strcmp(sub, "intervene")) intervene_api_route(s, e, rq, rs);
     else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
     else if (!strcmp(sub, "stats")) tile_api_stats(s, e, rq, rs);
     else route_qk(s, e, rq, rs);

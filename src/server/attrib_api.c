@@ -5,7 +5,8 @@
  * keeps the hidden states, which cached runs do not), and
  * replies one tensor named attribution (rollout, flow, grad: (T, T); norm:
  * (L, H, T, T); importance: (L, H); norm2, alti: (L, T, T)) with meta {run, method, tokens[, target, position,
- * logit]}. It does not cache results: every request computes.
+ * logit]}. It does not cache results: every request computes. Also the intervention
+ * route (intervene_api_route): two forwards of the run's input, the output of each.
  */
 #include "attrib_api.h"
 #include "attnscope/analysis.h"
@@ -78,4 +79,82 @@ void attrib_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_res
     }
     reply_tensors(rs, &t, 1, meta);
     attr_result_free(&r);
+}
+
+/* as_intervention and iv_opts from the query (heads, edges: owned by the caller); 0, or -1
+ * after setting a 400. */
+static int parse_intervention(const srv_entry *e, const srv_request *rq, as_intervention *iv, as_head_ref **heads,
+                              as_edge **edges, iv_opts *o, int *top, int *target, srv_response *rs) {
+    const char *h = reply_query(rq, "heads"), *k = reply_query(rq, "knockout"), *m = reply_query(rq, "mode");
+    const char *rn = reply_query(rq, "renorm"), *p = reply_query(rq, "position"), *t = reply_query(rq, "top");
+    const char *tg = reply_query(rq, "target");
+    char msg[256];
+    if (!h && !k) {
+        reply_error(rs, 400, "query: give heads=L:H,... and / or knockout=L:Q>K,...");
+        return -1;
+    }
+    if (h && iv_parse_heads(h, heads, &iv->n_heads, msg, sizeof msg)) {
+        reply_error(rs, 400, "query 'heads': %s", msg);
+        return -1;
+    }
+    if (k && iv_parse_edges(k, edges, &iv->n_edges, msg, sizeof msg)) {
+        reply_error(rs, 400, "query 'knockout': %s", msg);
+        return -1;
+    }
+    iv->heads = *heads, iv->edges = *edges;
+    if (m && strcmp(m, "zero") && strcmp(m, "mean")) {
+        reply_error(rs, 400, "query 'mode': expected zero or mean");
+        return -1;
+    }
+    iv->head_mode = m && !strcmp(m, "mean") ? AS_HEAD_MEAN : AS_HEAD_ZERO;
+    if (rn && strcmp(rn, "0") && strcmp(rn, "1")) {
+        reply_error(rs, 400, "query 'renorm': expected 0 or 1");
+        return -1;
+    }
+    iv->renorm = rn && !strcmp(rn, "1");
+    if (p && parse_nonneg(p, e->enc.n - 1, &o->position)) {
+        reply_error(rs, 400, "query 'position': expected an integer in [0, %d)", e->enc.n);
+        return -1;
+    }
+    if (t && (parse_nonneg(t, IV_MAX_TOP, top) || *top < 1)) {
+        reply_error(rs, 400, "query 'top': expected an integer in [1, %d]", IV_MAX_TOP);
+        return -1;
+    }
+    if (tg && parse_nonneg(tg, AS_MAX_VOCAB, target)) {
+        reply_error(rs, 400, "query 'target': expected a token id");
+        return -1;
+    }
+    return 0;
+}
+
+void intervene_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
+    as_intervention iv = {0};
+    as_head_ref *heads = NULL;
+    as_edge *edges = NULL;
+    iv_opts o = {.position = -1, .threads = s->threads};
+    int top = 5, target = -1;
+    if (parse_intervention(e, rq, &iv, &heads, &edges, &o, &top, &target, rs)) goto cleanup;
+    if (!api_admit(s, rs)) goto cleanup;
+    as_error err = {0};
+    iv_result r = {0};
+    const as_model *m = s->models[e->model].m;
+    pthread_mutex_lock(&s->fwd_mu);
+    as_status st = iv_compare(m, &e->enc, &iv, &o, &r, &err);
+    pthread_mutex_unlock(&s->fwd_mu);
+    api_leave(s);
+    if (st) {
+        reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "intervene: %s", err.msg);
+        goto cleanup;
+    }
+    if (!r.classifier && target >= r.cols) {
+        reply_error(rs, 400, "query 'target': %d is outside the vocabulary [0, %d)", target, r.cols);
+    } else {
+        json_t *j = iv_result_json(m, &r, top, target);
+        if (j) json_object_set_new(j, "run", json_string(e->id));
+        reply_json(rs, 200, j);
+    }
+    iv_result_free(&r);
+cleanup:
+    free(heads);
+    free(edges);
 }

@@ -228,6 +228,25 @@ test('GET /api/v1/runs/{id}/attribution', async () => {
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/attribution${query}`);
 });
 
+test('GET /api/v1/runs/{id}/intervene', async () => {
+  const route = 'GET /api/v1/runs/{id}/intervene';
+  const cls = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'bert-sst', text: 'it is a good film .' });
+  const c = await call(API, route, 'InterveneResponse', `/api/v1/runs/${cls.id}/intervene?heads=0:0,1:1&mode=mean`);
+  assert.equal(c.kind, 'classifier');
+  assert.equal(c.run, cls.id);
+  assert.ok(Math.abs(c.classes.reduce((a, x) => a + x.after, 0) - 1) < 1e-5);
+  const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'gpt2-tiny', text: ' a short text' });
+  const T = lm.sizes.tokens;
+  const g = await call(API, route, 'InterveneResponse', `/api/v1/runs/${lm.id}/intervene?knockout=${encodeURIComponent(`0:${T - 1}>0`)}&renorm=1&top=3&target=5`);
+  assert.equal(g.kind, 'lm');
+  assert.equal(g.position, T - 1);
+  assert.equal(g.top_before.length, 3);
+  assert.equal(g.target.id, 5);
+  const bad = [[cls, ''], [cls, '?heads=1'], [cls, '?heads=0:0&mode=half'], [cls, '?heads=9:0'], [cls, '?knockout=0:1%3E99'],
+    [cls, '?heads=0:0&position=1'], [cls, '?heads=0:0&renorm=2'], [lm, '?heads=0:0&top=0'], [lm, '?heads=0:0&target=999999']];
+  for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/intervene${query}`);
+});
+
 test('long runs: capture, tile and stats', async () => {
   const ids = [3, 8, 13, 21, 34, 4, 7, 11, 50, 1, 2];
   const runs = {};

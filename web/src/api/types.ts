@@ -246,6 +246,41 @@ export interface MlmResponse {
   predictions: MlmPrediction[];
 }
 
+/** one token's log-probability before and after the intervention */
+export interface InterveneToken {
+  id: number;
+  text: string;
+  before: number;
+  after: number;
+}
+
+/**
+ * GET
+ * /api/v1/runs/{id}/intervene?heads=L:H,...&knockout=L[:H]:Q>K,...[&mode=zero|mean][&renorm=0|1][&position=P][&top=K][&target=ID]
+ * (docs/attribution.md, Interventions): the output without and with heads ablated / attention edges
+ * knocked out; a classifier's class probabilities, or an LM's log-probabilities at position
+ */
+export interface InterveneResponse {
+  run: string;
+  kind: 'classifier' | 'lm';
+  /** the row of logits compared: the token a classifier reads, or the LM position */
+  position: number;
+  /** classifier: every class's probability before and after */
+  classes?: {
+    index: number;
+    /** id2label's name, or empty */
+    label: string;
+    before: number;
+    after: number;
+  }[];
+  /** lm: the top tokens before the intervention */
+  top_before?: InterveneToken[];
+  /** lm: the top tokens after */
+  top_after?: InterveneToken[];
+  /** lm: the target token (default: the prediction before) */
+  target?: InterveneToken;
+}
+
 /** Every 4xx/5xx body: one line that names the field or the problem. */
 export interface ErrorResponse {
   error: string;
