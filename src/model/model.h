@@ -3,7 +3,8 @@
  * dtype conversion), linear / layer-norm views, and the transformer layer with
  * attention capture (encoder.c). One file per architecture family binds its weights
  * and computes its embeddings and task heads: bert.c (BERT, RoBERTa, ELECTRA),
- * distilbert.c, gpt2.c.
+ * distilbert.c, gpt2.c, llama.c, and the encoder-decoder families bart.c (BART, mBART,
+ * Marian) and t5.c (T5, mT5), whose decoder stack is a second as_model view (dec).
  *
  * Dimension legend: L layers, H heads, T tokens, D model width, Dh head width,
  * F feed-forward width, V vocabulary, P max positions, C classes, De embedding width.
