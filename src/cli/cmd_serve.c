@@ -7,7 +7,8 @@
 #include <string.h>
 
 static const char *SERVE_HELP =
-    "usage: attnscope serve --model DIR [--model DIR2 ...] [--host 127.0.0.1] [--port 8080]\n"
+    "usage: attnscope serve --model DIR [--model DIR2 ...] [--attention FILE.npz ...]\n"
+    "                       [--host 127.0.0.1] [--port 8080]\n"
     "                       [--threads N] [--max-runs N] [--cache-runs N] [--cache-mb N]\n"
     "                       [--max-connections N] [--request-timeout S]\n"
     "                       [--db FILE.sqlite [--import-dir [RUN=]DIR ...]]\n"
@@ -32,6 +33,13 @@ static const char *SERVE_HELP =
     "its NNNN.attention.npy files give that run's per-sentence attention (dependency view,\n"
     "graph). It serves the imported run whose corpus digest matches the folder, or run\n"
     "RUN with RUN=DIR. Repeatable (at most 16); needs --db.\n"
+    "--attention FILE.npz: attention computed elsewhere, shown in the head and model views\n"
+    "(and the neuron view when the file has queries, keys and attention_scores) without a\n"
+    "model: the npz of `attnscope run --format npz`, or bertviz-style arrays (attention\n"
+    "[layers, 1, heads, T, T] or [layers, heads, T, T], tokens as strings). Each file is\n"
+    "checked at startup (shapes, limits, finite non-negative weights); its run is listed\n"
+    "by GET /api/v1/models under \"imported\". Repeatable (at most 16); --model is then\n"
+    "optional.\n"
     "--frame-ancestors: origins allowed to show the pages in a frame, separated by spaces\n"
     "(e.g. \"http://localhost:8888\" for a notebook's attnscope.head_view(r, server=...));\n"
     "by default no page may be framed (Content-Security-Policy frame-ancestors 'none').\n"
@@ -39,8 +47,9 @@ static const char *SERVE_HELP =
     "models' info (GET /api/v1/models) says which.\n";
 
 int cmd_serve(int argc, char **argv) {
-    const char *dirs[SRV_MAX_MODELS], *imports[SRV_MAX_IMPORT_DIRS];
-    srv_options o = {.model_dirs = dirs, .import_dirs = imports, .host = "127.0.0.1", .port = SRV_DEFAULT_PORT};
+    const char *dirs[SRV_MAX_MODELS], *imports[SRV_MAX_IMPORT_DIRS], *npz[SRV_MAX_NPZ_FILES];
+    srv_options o = {.model_dirs = dirs, .import_dirs = imports, .attention_files = npz, .host = "127.0.0.1",
+                     .port = SRV_DEFAULT_PORT};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int n;
@@ -98,6 +107,12 @@ int cmd_serve(int argc, char **argv) {
             if (o.n_import_dirs == SRV_MAX_IMPORT_DIRS)
                 return cli_usage_error("serve", "at most %d --import-dir folders", SRV_MAX_IMPORT_DIRS);
             imports[o.n_import_dirs++] = v;
+        } else if (!strcmp(a, "--attention")) { /* attention computed elsewhere (server/npz_runs.c) */
+            if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
+            if (!*v) return cli_usage_error("serve", "--attention needs an .npz file");
+            if (o.n_attention_files == SRV_MAX_NPZ_FILES)
+                return cli_usage_error("serve", "at most %d --attention files", SRV_MAX_NPZ_FILES);
+            npz[o.n_attention_files++] = v;
         } else if (!strcmp(a, "--test-delay-ms")) { /* testing only: makes runs slow to exercise limits */
             if (!(v = cli_value(argc, argv, &i, "serve"))) return AS_ERR_INPUT;
             if (cli_parse_int(v, 0, 60000, &o.test_delay_ms)) return cli_usage_error("serve", "--test-delay-ms: 0..60000");
@@ -105,7 +120,8 @@ int cmd_serve(int argc, char **argv) {
             return cli_usage_error("serve", "unknown option '%s'", a);
         }
     }
-    if (!o.n_models) return cli_usage_error("serve", "--model DIR is required");
+    if (!o.n_models && !o.n_attention_files)
+        return cli_usage_error("serve", "--model DIR (or --attention FILE.npz) is required");
     if (o.n_import_dirs && !o.db_path) return cli_usage_error("serve", "--import-dir needs --db FILE.sqlite");
     as_error err = {0};
     if (srv_serve(&o, &err) != AS_OK) return cli_fail(&err);

@@ -5,6 +5,9 @@
 
 #include "core/file.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -62,8 +65,10 @@ static int word(cur *c, const char *w) {
     return 0;
 }
 
-as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy_array *out, size_t *data_off,
-                           as_error *err) {
+/* The header parser: descr must be '<f4' when descr_out is NULL, else it is copied out
+ * as written (the caller checks it). */
+static as_status parse_header(const char *name, const uint8_t *buf, size_t len, npy_array *out, size_t *data_off,
+                              char *descr_out, as_error *err) {
     memset(out, 0, sizeof *out);
     *data_off = 0;
     if (len < 10 || memcmp(buf, "\x93NUMPY", 6))
@@ -95,7 +100,8 @@ as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy
         if (!strcmp(key, "descr")) {
             if (have_descr++) return as_err_set(err, AS_ERR_INPUT, "%s: repeated key 'descr' in .npy header", name);
             if (str_lit(&c, val, sizeof val)) return as_err_set(err, AS_ERR_INPUT, "%s: malformed 'descr' in .npy header", name);
-            if (strcmp(val, "<f4"))
+            if (descr_out) snprintf(descr_out, NPYR_MAX_DESCR, "%s", val);
+            else if (strcmp(val, "<f4"))
                 return as_err_set(err, AS_ERR_INPUT, "%s: dtype '%s' is not supported (expected '<f4', float32 little-endian)", name, val);
         } else if (!strcmp(key, "fortran_order")) {
             if (have_fo++) return as_err_set(err, AS_ERR_INPUT, "%s: repeated key 'fortran_order' in .npy header", name);
@@ -143,6 +149,33 @@ as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy
     out->n = (size_t)n;
     *data_off = off + hl;
     return AS_OK;
+}
+
+as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy_array *out, size_t *data_off,
+                           as_error *err) {
+    return parse_header(name, buf, len, out, data_off, NULL, err);
+}
+
+as_status npy_parse_header_descr(const char *name, const uint8_t *buf, size_t len, npy_array *out,
+                                 size_t *data_off, char descr[NPYR_MAX_DESCR], as_error *err) {
+    descr[0] = 0;
+    return parse_header(name, buf, len, out, data_off, descr, err);
+}
+
+size_t npy_descr_itemsize(const char *descr) {
+    static const char *const fixed[] = {"<f4", "<f2", "<f8", "<i4", "<i8", "|i1", "|u1", "|b1", "<u4", "<u8", "<i2", "<u2"};
+    static const size_t fsize[] = {4, 2, 8, 4, 8, 1, 1, 1, 4, 8, 2, 2};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (!strcmp(descr, fixed[i])) return fsize[i];
+    /* '<U n' (n UCS-4 code points) and '|S n' (n bytes): n decimal, 1..NPYR_MAX_STR */
+    int ucs = !strncmp(descr, "<U", 2);
+    if (!ucs && strncmp(descr, "|S", 2)) return 0;
+    const char *d = descr + 2;
+    size_t n = strspn(d, "0123456789");
+    if (n == 0 || n > 6 || d[n] || d[0] == '0') return 0;
+    long v = strtol(d, NULL, 10);
+    if (v < 1 || v > NPYR_MAX_STR) return 0;
+    return (size_t)v * (ucs ? 4u : 1u);
 }
 
 as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_array *out, as_error *err) {

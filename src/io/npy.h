@@ -28,6 +28,18 @@ as_status npy_parse_f32(const char *name, const uint8_t *buf, size_t len, npy_ar
  * start. The data length is not checked (callers compare it with 4 x n). */
 as_status npy_parse_header(const char *name, const uint8_t *buf, size_t len, npy_array *out, size_t *data_off,
                            as_error *err);
+/* Longest dtype string kept by npy_parse_header_descr (with its NUL), and the longest
+ * fixed-width string dtype ('<U n' or '|S n') npy_descr_itemsize accepts. */
+#define NPYR_MAX_DESCR 32
+#define NPYR_MAX_STR 4096
+/* Like npy_parse_header, for any dtype: the header's 'descr' is copied into descr as
+ * written and not checked (npy_descr_itemsize tells the ones with a known size). */
+as_status npy_parse_header_descr(const char *name, const uint8_t *buf, size_t len, npy_array *out,
+                                 size_t *data_off, char descr[NPYR_MAX_DESCR], as_error *err);
+/* Bytes per element of a little-endian numeric dtype ('<f4', '<f2', '<i8', '|b1', ...) or
+ * of a fixed-width string dtype ('<U n': 4n, '|S n': n, n <= NPYR_MAX_STR); 0 for any
+ * other (big-endian, objects, structured dtypes). */
+size_t npy_descr_itemsize(const char *descr);
 /* Reads only the header of the file path (at most NPYR_MAX_PREFIX bytes) and checks
  * the file's data length against the shape; out->data stays NULL. */
 as_status npy_read_header(const char *path, npy_array *out, as_error *err);

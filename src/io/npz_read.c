@@ -219,7 +219,7 @@ static uint64_t inflate_to(z_stream *z, const uint8_t **in, uint64_t *in_left, u
  * only (no data, no CRC check); else the data are inflated straight into out->data
  * and the CRC-32 is checked. */
 static as_status read_entry(const char *f, const uint8_t *buf, uint64_t cd_off, const cen_entry *ce, int header_only,
-                            npy_array *out, as_error *err) {
+                            npz_raw *raw, npy_array *out, as_error *err) {
     const int nl = (int)ce->name_len;
     const char *nm = (const char *)ce->name;
     if (ce->flags & 0x41) BAD("%s: entry '%.*s' is encrypted", f, nl, nm);
@@ -286,21 +286,29 @@ static as_status read_entry(const char *f, const uint8_t *buf, uint64_t cd_off, 
         if (crc != ce->crc)
             BAD("%s: entry '%.*s': CRC-32 mismatch (stored %08x, data %08x)", f, nl, nm, ce->crc, crc);
     }
-    size_t off;
-    if ((rc = npy_parse_header(what, hdr, (size_t)hlen, out, &off, err))) goto cleanup;
-    if (ce->usize - off != (uint64_t)out->n * 4u) {
+    size_t off, item = 4;
+    if ((rc = raw ? npy_parse_header_descr(what, hdr, (size_t)hlen, out, &off, raw->descr, err)
+                  : npy_parse_header(what, hdr, (size_t)hlen, out, &off, err)))
+        goto cleanup;
+    if (raw && !(item = npy_descr_itemsize(raw->descr))) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: dtype '%s' is not read (little-endian numbers and fixed-width strings "
+                        "only; no objects or pickles)", what, raw->descr);
+        goto cleanup;
+    }
+    if (raw) raw->itemsize = item;
+    if (ce->usize - off != (uint64_t)out->n * item) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: .npy data is %llu bytes but the shape needs %llu", what,
-                        (unsigned long long)(ce->usize - off), (unsigned long long)out->n * 4u);
+                        (unsigned long long)(ce->usize - off), (unsigned long long)out->n * item);
         goto cleanup;
     }
     if (header_only) goto cleanup;
-    out->data = as_malloc_array(out->n ? out->n : 1, sizeof(float));
-    if (!out->data) {
+    const uint64_t nbytes = (uint64_t)out->n * item;
+    uint8_t *dst = raw ? (raw->bytes = as_malloc((size_t)(nbytes ? nbytes : 1)))
+                       : (uint8_t *)(out->data = as_malloc_array(out->n ? out->n : 1, sizeof(float)));
+    if (!dst) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", what);
         goto cleanup;
-    }
-    uint8_t *dst = (uint8_t *)out->data; /* '<f4' on a little-endian host (npy.c) */
-    const uint64_t nbytes = (uint64_t)out->n * 4u;
+    } /* '<f4' (or the raw dtype's bytes) as stored, on a little-endian host (npy.c) */
     if (ce->method == 0) {
         memcpy(dst, buf + data + off, (size_t)nbytes);
     } else {
@@ -332,14 +340,17 @@ inflate_failed:
 cleanup:
     if (zopen) inflateEnd(&z);
     free(hbuf);
-    if (rc) npy_array_free(out);
+    if (rc) {
+        npy_array_free(out);
+        if (raw) npz_raw_free(raw);
+    }
     return rc;
 }
 
 /* Parses the archive and reads the chosen entry (see npz_parse_f32), or only its
  * shape when header_only. */
 static as_status npz_parse(const char *f, const uint8_t *buf, size_t len, const char *name, int header_only,
-                           npy_array *out, as_error *err) {
+                           npz_raw *raw, npy_array *out, as_error *err) {
     memset(out, 0, sizeof *out);
     uint64_t cd_off = 0, cd_size = 0, n = 0, cd_end = 0;
     as_status rc = find_directory(f, buf, len, &cd_off, &cd_size, &n, &cd_end, err);
@@ -369,12 +380,16 @@ static as_status npz_parse(const char *f, const uint8_t *buf, size_t len, const 
         if (ents[i].name_len == wl + 4 && !memcmp(ents[i].name, want, wl) && !memcmp(ents[i].name + wl, ".npy", 4))
             pick = (int)i;
     if (pick < 0 && !name && n == 1) pick = 0;
+    if (pick < 0 && raw) {
+        raw->absent = 1;
+        goto cleanup;
+    }
     if (pick < 0) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: no array named '%s' among its %llu arrays%s", f, want,
                         (unsigned long long)n, name ? "" : " (and more than one array)");
         goto cleanup;
     }
-    rc = read_entry(f, buf, cd_off, &ents[pick], header_only, out, err);
+    rc = read_entry(f, buf, cd_off, &ents[pick], header_only, raw, out, err);
 cleanup:
     free(ents);
     return rc;
@@ -382,7 +397,19 @@ cleanup:
 
 as_status npz_parse_f32(const char *f, const uint8_t *buf, size_t len, const char *name, npy_array *out,
                         as_error *err) {
-    return npz_parse(f, buf, len, name, 0, out, err);
+    return npz_parse(f, buf, len, name, 0, NULL, out, err);
+}
+
+as_status npz_parse_raw(const char *f, const uint8_t *buf, size_t len, const char *name, npz_raw *out,
+                        as_error *err) {
+    memset(out, 0, sizeof *out);
+    return npz_parse(f, buf, len, name, 0, out, &out->a, err);
+}
+
+void npz_raw_free(npz_raw *r) {
+    if (!r) return;
+    free(r->bytes);
+    memset(r, 0, sizeof *r);
 }
 
 /* Maps path read-only (at most NPZR_MAX_FILE bytes) and parses it; an empty file is
@@ -401,7 +428,7 @@ static as_status npz_read(const char *path, const char *name, int header_only, n
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return as_err_set(err, AS_ERR_INTERNAL, "%s: mmap failed: %s", path, strerror(errno));
-    rc = npz_parse(path, map, len, name, header_only, out, err);
+    rc = npz_parse(path, map, len, name, header_only, NULL, out, err);
     munmap(map, len);
     return rc;
 }

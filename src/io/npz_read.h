@@ -17,7 +17,8 @@
  * length and stream end, and the CRC-32.
  * Every error is AS_ERR_INPUT with one line naming the file (and the entry).
  * What it does not: write archives (io/npz.h does), multi-disk archives, encryption,
- * compression methods other than stored / deflate, dtypes other than '<f4'.
+ * compression methods other than stored / deflate, dtypes other than '<f4' (npz_parse_raw
+ * also reads other numbers and fixed-width strings, as bytes; never objects).
  */
 #ifndef AS_NPZ_READ_H
 #define AS_NPZ_READ_H
@@ -42,6 +43,22 @@
  * archive. The data is copied; buf is not kept. Errors: AS_ERR_INPUT naming fname. */
 as_status npz_parse_f32(const char *fname, const uint8_t *buf, size_t len, const char *name, npy_array *out,
                         as_error *err);
+/* One array of any dtype npy_descr_itemsize knows (io/npy.h): its shape in a (a.data
+ * stays NULL), dtype string, bytes per element and the n x itemsize bytes as stored. */
+typedef struct {
+    npy_array a;
+    char descr[NPYR_MAX_DESCR];
+    size_t itemsize;
+    uint8_t *bytes; /* (a.n * itemsize) owned */
+    int absent;     /* the archive has no entry "name.npy" (not an error) */
+} npz_raw;
+/* Reads the entry "name.npy" of the in-memory archive buf with the same checks as
+ * npz_parse_f32, any dtype with a known item size (a dtype that is not, such as a
+ * pickled object array, is AS_ERR_INPUT). A missing entry sets out->absent and returns
+ * AS_OK. *out owned by the caller (npz_raw_free). */
+as_status npz_parse_raw(const char *fname, const uint8_t *buf, size_t len, const char *name, npz_raw *out,
+                        as_error *err);
+void npz_raw_free(npz_raw *r);
 /* Maps the file path (at most NPZR_MAX_FILE bytes) read-only and calls npz_parse_f32. */
 as_status npz_read_f32(const char *path, const char *name, npy_array *out, as_error *err);
 /* Reads path as .npz when it starts with a ZIP signature ("PK\3\4", or "PK\5\6" for

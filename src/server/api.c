@@ -9,7 +9,9 @@
  * SRV_LONG_TOKENS tokens, or capture "stats,qkv") keeps no T x T: its attention is served
  * as pooled tiles recomputed from q and k, and every run's head statistics by the stats
  * route (server/tile_api.c). Every failure is a one-line
- * JSON error with a 4xx/5xx status; no request input can abort the process.
+ * JSON error with a 4xx/5xx status; no request input can abort the process. Runs imported
+ * from .npz files (server/npz_runs.h) have no model: the run, attention and qk routes
+ * serve them, the routes that need a model answer 409, and GET /models lists them.
  * It does not speak HTTP (server.c does) and serves no files.
  */
 #include "api.h"
@@ -96,8 +98,10 @@ static void route_models(srv_state *s, srv_response *rs) {
     json_t *lim = json_pack("{s:i, s:i, s:i, s:I, s:i}", "max_body_bytes", (int)SRV_MAX_BODY_BYTES,
                             "max_active_runs", s->max_active, "max_cached_runs", s->cache.max_entries,
                             "max_cache_bytes", (json_int_t)s->cache.max_bytes, "max_topk", SRV_MAX_TOPK);
-    reply_json(rs, 200, json_pack("{s:s, s:o, s:o, s:b}", "version", AS_VERSION, "models", arr, "limits", lim,
-                                  "db", s->db != NULL));
+    json_t *imported = json_array(); /* the --attention files' runs (server/npz_runs.h) */
+    for (int i = 0; i < s->npz.n; i++) json_array_append_new(imported, srv_npz_run_json(&s->npz.runs[i]));
+    reply_json(rs, 200, json_pack("{s:s, s:o, s:o, s:b, s:o}", "version", AS_VERSION, "models", arr, "limits", lim,
+                                  "db", s->db != NULL, "imported", imported));
 }
 
 /* ---- request bodies --------------------------------------------------------- */
@@ -261,6 +265,7 @@ static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_r
 /* ---- runs -------------------------------------------------------------------- */
 
 static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
+    if (e->npz) return srv_npz_run_json(e->npz);
     const srv_model *sm = &s->models[e->model];
     const as_config *c = as_model_config(sm->m);
     const as_run *r = e->run;
@@ -540,6 +545,11 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
         reply_error(rs, 400, "run %s is a long run (capture stats,qkv: no T x T kept); use .../tile", e->id);
         return;
     }
+    if (e->npz && !e->npz->a.neuron) {
+        reply_error(rs, 409, "run %s is attention imported from %s, which has no queries, keys and attention_scores: "
+                    "the neuron view needs them", e->id, e->npz->name);
+        return;
+    }
     if (!q || !k || !sc || !at) {
         reply_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
         return;
@@ -566,11 +576,12 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
                                    .shape = {r->T, vec ? r->Dh : r->T}, .parts = &ts->one[i], .n_parts = 1,
                                    .part_len = vec ? T * Dh : T * T};
     }
-    const as_config *c = as_model_config(s->models[e->model].m);
+    const as_config *c = e->npz ? NULL : as_model_config(s->models[e->model].m);
     json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:b, s:f}", "run", e->id, "layer", l, "head",
-                             h, "tokens", r->T, "d_head", r->Dh, "scale", (double)as_attn_scale(c, l), "kv_group",
-                             as_run_kv_group(r, h), "window", layer_window(c, l), "rope", qp != NULL, "softcap",
-                             (double)c->attn_softcap);
+                             h, "tokens", r->T, "d_head", r->Dh, "scale",
+                             c ? (double)as_attn_scale(c, l) : (double)e->npz->a.scale[l], "kv_group",
+                             c ? as_run_kv_group(r, h) : e->npz->a.kv_group[h], "window", c ? layer_window(c, l) : 0,
+                             "rope", qp != NULL, "softcap", c ? (double)c->attn_softcap : 0.0);
     reply_stream(rs, ts, meta);
 }
 
@@ -701,19 +712,24 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     }
     memcpy(id, rest, idn);
     id[idn] = 0;
-    srv_entry *e = srv_cache_get(&s->cache, id);
+    srv_entry *imp = srv_npz_find(&s->npz, id); /* held by the server, not the cache */
+    srv_entry *e = imp ? imp : srv_cache_get(&s->cache, id);
     if (!e) {
         reply_error(rs, 404, "run %s not found (evicted or never made); POST /api/v1/run again", id);
         return;
     }
     if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
     else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
+    else if (imp && strcmp(sub, "qk"))
+        reply_error(rs, 409, "run %s is attention imported from %s: %s needs a model (serve --model DIR and run the "
+                    "text)", id, imp->npz->name, !strcmp(sub, "attribution") ? "attribution" : !strcmp(sub, "tile")
+                    ? "the tile route (attention recomputed from q and k)" : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
     else if (!strcmp(sub, "intervene")) intervene_api_route(s, e, rq, rs);
     else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
     else if (!strcmp(sub, "stats")) tile_api_stats(s, e, rq, rs);
     else route_qk(s, e, rq, rs);
-    srv_cache_release(&s->cache, e);
+    if (!imp) srv_cache_release(&s->cache, e);
 }
 
 void api_handle(srv_state *s, const srv_request *rq, srv_response *rs) {

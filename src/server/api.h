@@ -7,6 +7,7 @@
 #define AS_SRV_API_H
 
 #include "cache.h"
+#include "npz_runs.h"
 #include "reply.h" /* srv_request, srv_response */
 #include "server.h"
 
@@ -28,6 +29,7 @@ typedef struct {
     int test_delay_ms;
     struct srv_db *db; /* the --db analysis database (server/db_api.h), or NULL */
     srv_imports imports; /* --import-dir folders (server/imports.h) */
+    srv_npz_runs npz;    /* --attention files (server/npz_runs.h) */
 } srv_state;
 
 /* Handles one request whose path starts with "/api/". Fills rs (body owned by rs). */

@@ -42,6 +42,8 @@ typedef struct srv_entry {
     int in_cache;
     int evicted;                 /* left the cache while referenced: counted in held_bytes */
     int streams;                 /* responses streaming from this run */
+    const struct srv_npz_run *npz; /* attention imported from an .npz (server/npz_runs.h; model -1,
+                                      never in the cache), or NULL for a model's run */
     struct srv_entry *prev, *next; /* LRU list, most recent first */
 } srv_entry;
 

@@ -591,9 +591,11 @@ as_status srv_serve(const srv_options *o, as_error *err) {
     struct MHD_Daemon *d = NULL;
     conn_table ct = {.slots = NULL};
     int cache_ready = 0, lfd = -1, ct_ready = 0;
-    if (o->n_models < 1 || o->n_models > SRV_MAX_MODELS)
-        return as_err_set(err, AS_ERR_INPUT, "serve: give between 1 and %d --model folders", SRV_MAX_MODELS);
-    s.models = calloc((size_t)o->n_models, sizeof *s.models);
+    if (o->n_models < (o->n_attention_files > 0 ? 0 : 1) || o->n_models > SRV_MAX_MODELS)
+        return as_err_set(err, AS_ERR_INPUT, "serve: give between 1 and %d --model folders (or --attention files)",
+                          SRV_MAX_MODELS);
+    if ((st = srv_npz_runs_init(o->attention_files, o->n_attention_files, &s.npz, err))) goto cleanup;
+    s.models = calloc((size_t)(o->n_models > 0 ? o->n_models : 1), sizeof *s.models);
     if (!s.models) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     for (int i = 0; i < o->n_models; i++) {
         if ((st = as_model_load(o->model_dirs[i], &s.models[i].m, err))) goto cleanup;
@@ -695,6 +697,12 @@ as_status srv_serve(const srv_options *o, as_error *err) {
         printf("attnscope serve: model %s (%s, %d layers x %d heads, up to %d tokens)\n", s.models[i].name,
                as_arch_name(c->arch), c->n_layer, c->n_head, as_model_max_tokens(s.models[i].m));
     }
+    for (int i = 0; i < s.npz.n; i++) {
+        const as_run *r = s.npz.runs[i].a.run;
+        printf("attnscope serve: imported attention %s (%d layers x %d heads, %d tokens%s): run %s\n",
+               s.npz.runs[i].name, r->L, r->H, r->T, s.npz.runs[i].a.neuron ? ", queries and keys" : "",
+               s.npz.runs[i].entry.id);
+    }
     if (s.db) printf("attnscope serve: analysis database %s (GET /api/v1/db/runs)\n", srv_db_name(s.db));
     if (s.db) db_api_print_imports(&s, stdout);
     fflush(stdout);
@@ -725,5 +733,6 @@ cleanup:
     free(s.models);
     srv_db_free(s.db);
     srv_imports_free(&s.imports);
+    srv_npz_runs_free(&s.npz);
     return st;
 }

@@ -1,7 +1,8 @@
 /* server.h — `attnscope serve`: an HTTP server (libmicrohttpd) that serves the
  * embedded web explorer and the versioned JSON + binary-tensor API under /api/v1
  * (see docs/server.md). It does not parse command lines (src/cli/cmd_serve.c does)
- * and never reads files other than the model folders it is given.
+ * and never reads files other than the model folders, database, import folders and
+ * --attention files it is given.
  */
 #ifndef AS_SRV_SERVER_H
 #define AS_SRV_SERVER_H
@@ -10,7 +11,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include "imports.h" /* SRV_MAX_IMPORT_DIRS */
+#include "imports.h"  /* SRV_MAX_IMPORT_DIRS */
+#include "npz_runs.h" /* SRV_MAX_NPZ_FILES */
 
 /* ---- named limits (docs/server.md lists them) ---- */
 #define SRV_MAX_MODELS 16
@@ -48,6 +50,9 @@ typedef struct {
     const char *db_path;   /* analysis database served under /api/v1/db (read-only), or NULL */
     const char *const *import_dirs; /* (n_import_dirs) borrowed: "DIR" or "RUN=DIR" (server/imports.h) */
     int n_import_dirs;
+    const char *const *attention_files; /* (n_attention_files) borrowed: .npz files served as runs
+                                           without a model (server/npz_runs.h) */
+    int n_attention_files;
     const char *frame_ancestors; /* the pages' CSP frame-ancestors sources (origins that may show
                                     them in a frame, e.g. a notebook's "http://localhost:8888"),
                                     or NULL: 'none'. Borrowed */
@@ -56,7 +61,8 @@ typedef struct {
 
 /* Loads the models, listens, prints "attnscope serve: listening on http://HOST:PORT/"
  * on stdout and serves until SIGINT or SIGTERM, then shuts down cleanly.
- * Returns AS_OK after a signal; AS_ERR_INPUT for a bad model folder or host,
+ * At least one model folder or --attention file is needed.
+ * Returns AS_OK after a signal; AS_ERR_INPUT for a bad model folder, .npz file or host,
  * AS_ERR_INTERNAL when it cannot listen. */
 as_status srv_serve(const srv_options *o, as_error *err);
 

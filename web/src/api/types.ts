@@ -113,6 +113,11 @@ export interface ModelsResponse {
   limits: Limits;
   /** whether the server serves an analysis database (--db) under /api/v1/db */
   db: boolean;
+  /**
+   * the runs of the --attention files (attention computed elsewhere, no model), opened by id like any
+   * run; [] without them
+   */
+  imported?: RunResponse[];
 }
 
 /**
@@ -151,9 +156,9 @@ export interface RunSizes {
   heads: number;
   /** Hkv: key/value heads (H without grouped-query attention) */
   kv_heads: number;
-  /** D */
+  /** D (0 for imported attention without queries and keys) */
   d_model: number;
-  /** Dh */
+  /** Dh (0 for imported attention without queries and keys) */
   d_head: number;
 }
 
@@ -162,7 +167,8 @@ export interface RunResponse {
   /** the cached run's id: 16 hex digits */
   id: string;
   model: string;
-  arch: Arch;
+  /** the model's architecture family, or npz for attention imported from an .npz file (--attention) */
+  arch: Arch | 'npz';
   /** as in config.json */
   model_type: string;
   /** true when the same (model, text, text_b) or (model, ids) was already in the cache */
@@ -184,6 +190,24 @@ export interface RunResponse {
    * statistics only, O(T) per head, its attention served by the tile route
    */
   capture?: Capture;
+  source?: RunSource;
+}
+
+/**
+ * where an imported run's attention came from (absent for a model's run): an --attention file. Only
+ * the run, attention and qk routes serve it; the routes that need a model answer 409
+ */
+export interface RunSource {
+  kind: 'npz';
+  /**
+   * attnscope: the npz of `attnscope run --format npz` (attentions); bertviz: bertviz-style arrays
+   * (attention)
+   */
+  layout: 'attnscope' | 'bertviz';
+  /** the file's name, also the run's model field */
+  file: string;
+  /** the file has queries, keys and attention_scores: the neuron view (qk route) works */
+  neuron: boolean;
 }
 
 /**
