@@ -16,8 +16,9 @@ Modes (one per ctest test):
           --db` with a GET of every database route
   tokenizer  mutates a SentencePiece Unigram tokenizer.json (tests/ref/unigram_tokenizers.py
           variants): the Precompiled charsmap's binary table (header, trie units, strings,
-          truncation), vocab pieces and scores, unk_id / byte_fallback, or any JSON value,
-          and runs `attnscope run` on hostile text with it
+          truncation), vocab pieces and scores, unk_id / byte_fallback, or any JSON value;
+          or a T5 folder's spiece.model (protobuf bytes) / tokenizer_config.json; and runs
+          `attnscope run` on hostile text with it
   corpus  mutates an SST-2 TSV and a CoNLL-U corpus (fields swapped for odd values, lines
           deleted, duplicated or made huge, bytes flipped, truncation) and runs
           `attnscope analyze`, `pretrain` (a tiny model, 2 steps) or `vocab` on them
@@ -322,8 +323,12 @@ def mode_files(args, rng, chk):
 
 def mode_tokenizer(args, rng, chk):
     for d in case_dirs(args.n, 'fuzz-tokenizer-'):
-        shutil.copytree(os.path.join(args.work, 'ug-' + rng.choice(UNIGRAM_VARIANTS)), d)
-        mutate_unigram(os.path.join(d, 'tokenizer.json'), rng)
+        v = rng.choice(UNIGRAM_VARIANTS + ('spiece',))
+        shutil.copytree(os.path.join(args.work, 'ug-' + v), d)
+        if v != 'spiece':
+            mutate_unigram(os.path.join(d, 'tokenizer.json'), rng)
+        else:  # a T5 folder with only spiece.model: its protobuf bytes or tokenizer_config.json
+            mutate_file(os.path.join(d, rng.choice(['spiece.model'] * 4 + ['tokenizer_config.json'])), rng)
         text = hostile_text(rng).replace(b'\0', b'') or b'x'
         chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
 

