@@ -155,6 +155,10 @@ typedef struct {
     int steps, batch, seq, warmup, threads, log_every, quiet;
     int save_every; /* checkpoint out_dir/checkpoint every N steps (0 = never) */
     int resume;     /* continue from out_dir/checkpoint (weights, moments, step) */
+    float repeat_frac; /* from step repeat_from on, this fraction of the windows (seeded,
+                          own stream) gets a span repeated right after itself
+                          (lm_repeat_span): a curriculum for in-context copying */
+    int repeat_from;
     float lr, weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
     float *loss_out; /* optional (steps): each step's loss */

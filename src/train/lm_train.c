@@ -84,6 +84,17 @@ void lm_opts_default(lm_opts *o) {
     o->seed = 1;
 }
 
+/* Own random stream of the repeated-span windows: drawing from it leaves every window
+ * offset as it is without them. */
+#define LM_REPEAT_STREAM 0x5265706561745370ULL
+
+void lm_repeat_span(int32_t *w, int T, train_rng *r) {
+    if (T < 8) return;
+    int m = T / 16 + (int)train_rng_below(r, (uint32_t)(T / 2 - T / 16 + 1)); /* span length in [T/16, T/2] */
+    int s = (int)train_rng_below(r, (uint32_t)(T - 2 * m + 1));                  /* start: s + 2m <= T */
+    memmove(w + s + m, w + s, (size_t)m * sizeof(int32_t));
+}
+
 /* Learning rate at step (0-based): linear warmup over `warmup` steps, then cosine decay
  * to 10% of lr at `steps`. */
 static float lm_lr(const lm_opts *o, int step) {
@@ -266,9 +277,12 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     double t0 = as_now();
     for (int step = start; step < o->steps; step++) {
         train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
+        train_rng rep = train_rng_seeded(o->seed ^ LM_REPEAT_STREAM, (uint64_t)step);
         for (int b = 0; b < o->batch; b++) {
             size_t at = (size_t)(train_rng_uniform(&rng) * (double)(n_tok - (size_t)o->seq));
             memcpy(batch + (size_t)b * o->seq, stream + at, (size_t)o->seq * sizeof(int32_t));
+            if (step >= o->repeat_from && o->repeat_frac > 0 && train_rng_uniform(&rep) < o->repeat_frac)
+                lm_repeat_span(batch + (size_t)b * o->seq, o->seq, &rep);
         }
         model_grads_zero(&grads);
         double loss;

@@ -45,6 +45,24 @@ cmp -s "$TMP/s1/model.safetensors" "$TMP/s2/model.safetensors" && ok "resumed ru
   || fail "the resumed run differs from the uninterrupted one"
 expect 2 "no checkpoint to resume from" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/none" --resume
 
+# --repeat-frac: reproducible, different from plain windows, and before --repeat-from the
+# windows (offsets included) are exactly the plain ones
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/r1" --steps 6 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --repeat-frac 0.5
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/r2" --steps 6 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --repeat-frac 0.5
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/r0" --steps 6 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/r3" --steps 12 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --repeat-frac 1 --repeat-from 12
+cmp -s "$TMP/r1/model.safetensors" "$TMP/r2/model.safetensors" && ok "--repeat-frac: same seed, same weights" \
+  || fail "--repeat-frac is not reproducible"
+cmp -s "$TMP/r1/model.safetensors" "$TMP/r0/model.safetensors" && fail "--repeat-frac changed nothing" \
+  || ok "--repeat-frac changes the windows"
+cmp -s "$TMP/r3/model.safetensors" "$TMP/s1/model.safetensors" && ok "before --repeat-from the windows are the plain ones" \
+  || fail "--repeat-from: the earlier steps differ from a plain run"
+expect 2 "bad --repeat-frac" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --repeat-frac 2
+
 # --exclude: held-out sentences leave the token stream (the log says how many)
 grep "farmer 1[0-9] times" "$TMP/corpus.txt" > "$TMP/heldout.txt"
 EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" \
