@@ -19,6 +19,13 @@
 #define SRV_TILE_MAX 256       /* cells per side of one tile */
 #define SRV_TILE_ROWS 32       /* attention rows computed at once, per thread */
 #define SRV_TILE_MAX_EXCLUDE 16 /* keys a request may exclude */
+/* Admission of the tile route (server/tile_api.c): tile requests computing at once (each
+ * on --threads threads; more are answered 429 with Retry-After), tiles one request may
+ * ask for (layers x heads; more: 413) and the bytes of its pooled cells, max and mean at
+ * f32, which the server holds while it answers (more: 413). */
+#define SRV_TILE_MAX_ACTIVE 2
+#define SRV_TILE_MAX_PER_REQUEST 1024
+#define SRV_TILE_MAX_RESPONSE_BYTES (16u << 20)
 
 typedef struct {
     int layer, head;       /* absolute */

@@ -1,15 +1,21 @@
 /* tile_api.c — the tile and stats routes of a cached run (see tile_api.h): parses the
- * query, computes the tile (server/tile.c) on the server's forward threads without the
- * forward lock (a tile only reads the run), and replies it whole (at most 2 x 256 x 256
- * floats). It keeps nothing between requests.
+ * query, admits the request (SRV_TILE_MAX_ACTIVE computing at once, at most
+ * SRV_TILE_MAX_PER_REQUEST tiles and SRV_TILE_MAX_RESPONSE_BYTES of cells: server/tile.h),
+ * computes the tiles (server/tile.c) one head after another on the server's forward
+ * threads without the forward lock (a tile only reads the run), and replies them whole.
+ * It keeps nothing between requests but the count of requests computing.
  */
 #include "tile_api.h"
 #include "reply.h"
 #include "tensor.h"
 #include "tile.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Tile requests computing now, in this process (admission: SRV_TILE_MAX_ACTIVE). */
+static atomic_int g_tiles_active;
 
 /* A decimal integer in [lo, hi] (digits only); -1 otherwise. */
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -35,20 +41,46 @@ static int parse_exclude(const char *s, int T, srv_tile_req *q) {
     }
 }
 
-/* The tile request of rq's query for run r; 0, or -1 after setting a 400. */
-static int parse_tile(const as_run *r, const srv_request *rq, srv_tile_req *q, int *dt, srv_response *rs) {
-    int lo, hi;
-    memset(q, 0, sizeof *q);
-    const char *l = reply_query(rq, "layer"), *h = reply_query(rq, "head"), *n = reply_query(rq, "n"),
-               *x = reply_query(rq, "exclude"), *d = reply_query(rq, "dtype");
-    if (parse_int(l, 0, r->L - 1, &q->layer)) {
+/* The heads a tile request asks for: layer=L&head=H (one tile, *multi = 0), or
+ * layers=a-b&heads=c-d (every head of the block, *multi = 1); 0, or -1 after a 400. */
+static int parse_heads(const as_run *r, const srv_request *rq, int hl[2], int hh[2], int *multi, srv_response *rs) {
+    const char *l = reply_query(rq, "layer"), *h = reply_query(rq, "head"), *ls = reply_query(rq, "layers"),
+               *hs = reply_query(rq, "heads");
+    *multi = ls || hs;
+    if (*multi && (l || h)) {
+        reply_error(rs, 400, "query: give layer and head (one tile) or layers and heads (a block of heads), not both");
+        return -1;
+    }
+    if (*multi) {
+        if (!ls || reply_parse_range(ls, r->L, &hl[0], &hl[1])) {
+            reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
+            return -1;
+        }
+        if (!hs || reply_parse_range(hs, r->H, &hh[0], &hh[1])) {
+            reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
+            return -1;
+        }
+        return 0;
+    }
+    if (parse_int(l, 0, r->L - 1, &hl[0])) {
         reply_error(rs, 400, "query 'layer': expected an integer in [0, %d)", r->L);
         return -1;
     }
-    if (parse_int(h, 0, r->H - 1, &q->head)) {
+    if (parse_int(h, 0, r->H - 1, &hh[0])) {
         reply_error(rs, 400, "query 'head': expected an integer in [0, %d)", r->H);
         return -1;
     }
+    hl[1] = hl[0];
+    hh[1] = hh[0];
+    return 0;
+}
+
+/* The tile request of rq's query for run r (q's layer and head are set by the caller);
+ * 0, or -1 after setting a 400. */
+static int parse_tile(const as_run *r, const srv_request *rq, srv_tile_req *q, int *dt, srv_response *rs) {
+    int lo, hi;
+    memset(q, 0, sizeof *q);
+    const char *n = reply_query(rq, "n"), *x = reply_query(rq, "exclude"), *d = reply_query(rq, "dtype");
     if (reply_parse_range(reply_query(rq, "rows"), r->T, &lo, &hi)) {
         reply_error(rs, 400, "query 'rows': expected a or a-b with 0 <= a <= b < %d", r->T);
         return -1;
@@ -79,37 +111,75 @@ static int parse_tile(const as_run *r, const srv_request *rq, srv_tile_req *q, i
     return 0;
 }
 
+/* Computes the tiles q of heads [hl] x [hh] into buf: max (nt, cells), then mean
+ * (nt, cells), nt tiles in layer-major order. */
+static as_status compute_tiles(srv_state *s, srv_entry *e, srv_tile_req *q, const int hl[2], const int hh[2],
+                               size_t cells, float *buf, as_error *err) {
+    size_t nt = (size_t)(hl[1] - hl[0] + 1) * (size_t)(hh[1] - hh[0] + 1), t = 0;
+    for (int l = hl[0]; l <= hl[1]; l++)
+        for (int h = hh[0]; h <= hh[1]; h++, t++) {
+            q->layer = l;
+            q->head = h;
+            as_status st = srv_tile_compute(s->models[e->model].m, e->run, q, s->threads, buf + t * cells,
+                                            buf + (nt + t) * cells, err);
+            if (st) return st;
+        }
+    return AS_OK;
+}
+
 void tile_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
     const as_run *r = e->run;
     srv_tile_req q;
-    int dt;
-    if (parse_tile(r, rq, &q, &dt, rs)) return;
-    int Pr = srv_tile_rows(&q), Pc = srv_tile_cols(&q);
-    size_t cells = (size_t)Pr * (size_t)Pc;
-    float *buf = malloc(sizeof(float) * 2 * cells);
-    if (!buf) {
-        reply_error(rs, 500, "out of memory");
+    int dt, hl[2], hh[2], multi;
+    if (parse_heads(r, rq, hl, hh, &multi, rs) || parse_tile(r, rq, &q, &dt, rs)) return;
+    int Pr = srv_tile_rows(&q), Pc = srv_tile_cols(&q), nl = hl[1] - hl[0] + 1, nh = hh[1] - hh[0] + 1;
+    size_t cells = (size_t)Pr * (size_t)Pc, nt = (size_t)nl * (size_t)nh, bytes = 2 * nt * cells * sizeof(float);
+    if (nt > SRV_TILE_MAX_PER_REQUEST) {
+        reply_error(rs, 413, "tile: %zu tiles asked for, at most %d per request (SRV_TILE_MAX_PER_REQUEST)", nt,
+                    SRV_TILE_MAX_PER_REQUEST);
         return;
     }
+    if (bytes > SRV_TILE_MAX_RESPONSE_BYTES) {
+        reply_error(rs, 413, "tile: %zu tiles of %d x %d cells are %zu bytes, over the %u of one response "
+                    "(SRV_TILE_MAX_RESPONSE_BYTES): ask for fewer heads or a smaller n", nt, Pr, Pc, bytes,
+                    SRV_TILE_MAX_RESPONSE_BYTES);
+        return;
+    }
+    if (atomic_fetch_add(&g_tiles_active, 1) >= SRV_TILE_MAX_ACTIVE) {
+        atomic_fetch_sub(&g_tiles_active, 1);
+        reply_error(rs, 429, "tile: %d tile requests are computing (SRV_TILE_MAX_ACTIVE); retry shortly",
+                    SRV_TILE_MAX_ACTIVE);
+        rs->retry_after = 1;
+        return;
+    }
+    float *buf = malloc(bytes);
     as_error err = {0};
-    as_status st = srv_tile_compute(s->models[e->model].m, r, &q, s->threads, buf, buf + cells, &err);
+    as_status st = buf ? compute_tiles(s, e, &q, hl, hh, cells, buf, &err)
+                       : as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+    atomic_fetch_sub(&g_tiles_active, 1);
     if (st) {
         free(buf);
         reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "tile: %s", err.msg);
         return;
     }
-    const float *parts[2] = {buf, buf + cells};
+    const float *parts[2] = {buf, buf + nt * cells};
     srv_tb_tensor t[2];
     const char *names[2] = {"max", "mean"};
     for (int i = 0; i < 2; i++)
-        t[i] = (srv_tb_tensor){.name = names[i], .dtype = (srv_tb_dtype)dt, .ndim = 2, .shape = {Pr, Pc},
-                               .parts = &parts[i], .n_parts = 1, .part_len = cells};
+        t[i] = multi ? (srv_tb_tensor){.name = names[i], .dtype = (srv_tb_dtype)dt, .ndim = 4, .shape = {nl, nh, Pr, Pc},
+                                       .parts = &parts[i], .n_parts = 1, .part_len = nt * cells}
+                     : (srv_tb_tensor){.name = names[i], .dtype = (srv_tb_dtype)dt, .ndim = 2, .shape = {Pr, Pc},
+                                       .parts = &parts[i], .n_parts = 1, .part_len = cells};
     json_t *ex = json_array();
     for (int i = 0; i < q.n_exclude; i++) json_array_append_new(ex, json_integer(q.exclude[i]));
-    json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:[i,i], s:[i,i], s:[i,i], s:o, s:s}", "run", e->id, "layer",
-                             q.layer, "head", q.head, "tokens", r->T, "rows", q.i0, q.i1 - 1, "cols", q.j0, q.j1 - 1,
-                             "pool", Pr, Pc, "exclude", ex, "source", as_run_attn(r, q.layer, q.head) ? "dense"
-                                                                                                          : "recomputed");
+    /* layer and head: the tile's head, or the block's first one (then layers and heads) */
+    json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:[i,i], s:[i,i], s:[i,i], s:o, s:s}", "run", e->id, "layer", hl[0],
+                             "head", hh[0], "tokens", r->T, "rows", q.i0, q.i1 - 1, "cols", q.j0, q.j1 - 1, "pool", Pr,
+                             Pc, "exclude", ex, "source", as_run_attn(r, hl[0], hh[0]) ? "dense" : "recomputed");
+    if (meta && multi) {
+        json_object_set_new(meta, "layers", json_pack("[i,i]", hl[0], hl[1]));
+        json_object_set_new(meta, "heads", json_pack("[i,i]", hh[0], hh[1]));
+    }
     reply_tensors(rs, t, 2, meta);
     free(buf);
 }

@@ -10,8 +10,11 @@
 #include "api.h"
 
 /* tile?layer=L&head=H[&rows=a-b][&cols=c-d][&n=N][&exclude=k1,k2,...][&dtype=f32|f16|u8]
- * on entry e (borrowed, referenced by the caller). Fills rs: 200 with tensors max and
- * mean, 400 for a bad query, 500 otherwise. */
+ * on entry e (borrowed, referenced by the caller), or layers=a-b&heads=c-d instead of
+ * layer and head for the same tile of every head of that block. Fills rs: 200 with
+ * tensors max and mean ((Pr, Pc), or (layers, heads, Pr, Pc)), 400 for a bad query, 413
+ * over SRV_TILE_MAX_PER_REQUEST tiles or SRV_TILE_MAX_RESPONSE_BYTES, 429 (Retry-After)
+ * while SRV_TILE_MAX_ACTIVE requests compute, 500 otherwise. */
 void tile_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);
 
 /* stats[?dtype=f32|f16|u8] on entry e: tensor head_stats (L, H, AS_HEAD_N_STATS). 400

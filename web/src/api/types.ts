@@ -407,6 +407,13 @@ export interface TileMeta {
   /** keys left out, each row renormalised over the others (the attention sink); [] for none */
   exclude: number[];
   /**
+   * layers=a-b&heads=c-d requests (a block of heads; tensors (layers, heads, Pr, Pc); layer and head
+   * are then its first): the layers, inclusive
+   */
+  layers?: IndexRange;
+  /** the heads of such a request, inclusive */
+  heads?: IndexRange;
+  /**
    * dense: pooled from the captured attention; recomputed: rows recomputed from the captured q and k
    * (a stats,qkv run)
    */
