@@ -537,7 +537,7 @@ static as_status parse_t5(const cfg_ctx *c, as_config *o) {
         (rc = get_int(c, "num_layers", 0, mt5 ? 8 : 6, 1, AS_MAX_LAYERS, &o->n_layer)) ||
         (rc = get_int(c, "num_decoder_layers", 0, o->n_layer, 1, AS_MAX_LAYERS, &o->n_dec_layer)) ||
         (rc = get_int(c, "num_heads", 0, mt5 ? 6 : 8, 1, AS_MAX_HEADS, &o->n_head)) ||
-        (rc = get_int(c, "relative_attention_num_buckets", 0, 32, 2, 1 << 16, &o->rel_buckets)) ||
+        (rc = get_int(c, "relative_attention_num_buckets", 0, 32, 4, 1 << 16, &o->rel_buckets)) ||
         (rc = get_int(c, "relative_attention_max_distance", 0, 128, 1, AS_MAX_POSITIONS, &o->rel_max_distance)) ||
         (rc = get_eps(c, "layer_norm_epsilon", 1e-6, &o->ln_eps)) ||
         (rc = get_str(c, "feed_forward_proj", mt5 ? "gated-gelu" : "relu", &ffp)) ||

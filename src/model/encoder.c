@@ -869,7 +869,8 @@ static void t5_buckets(const as_config *c, int T, int bidirectional, int32_t *ou
             }
             if (rel >= max_exact) {
                 float v = logf((float)rel / (float)max_exact) / denom * (float)(nb - max_exact);
-                int large = max_exact + (int)v;
+                /* v is NaN or infinite only when max_distance <= max_exact: the last bucket */
+                int large = v >= 0.0f && v < (float)nb ? max_exact + (int)v : nb - 1;
                 rel = large < nb - 1 ? large : nb - 1;
             }
             out[(size_t)i * T + j] = b + rel;
