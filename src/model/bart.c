@@ -14,6 +14,10 @@
 #include <math.h>
 #include <string.h>
 
+/* Largest sinusoidal position table computed at load (max_position_embeddings x d_model
+ * floats; opus-mt's is 512 x 512, 1 MiB): a config asking for more is refused. */
+#define BART_MAX_SINUSOID_BYTES ((size_t)256 << 20)
+
 /* Linear map base (nn.Linear layout) with its bias. */
 static as_status get_lin(as_model *m, const char *base, int n_in, int n_out, lin_t *out, as_error *err) {
     return model_get_lin(m, base, n_in, n_out, 0, 1, out, err);
@@ -72,6 +76,11 @@ static as_status bind_positions(as_model *m, const char *st, const float **out, 
         *out = m->wpe;
         return AS_OK;
     }
+    if ((size_t)c->max_pos * c->d_model > BART_MAX_SINUSOID_BYTES / sizeof(float))
+        return as_err_set(err, AS_ERR_INPUT,
+                          "%s: max_position_embeddings %d x d_model %d: the sinusoidal position table would be "
+                          "over %zu MiB",
+                          m->dir, c->max_pos, c->d_model, BART_MAX_SINUSOID_BYTES >> 20);
     float *tab = as_malloc_array((size_t)c->max_pos * c->d_model, sizeof(float));
     if (!tab) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     sinusoid_table(tab, c->max_pos, c->d_model);

@@ -11,7 +11,8 @@
  * capture (one layer and head of every kind equals the full capture's), the target shift
  * of teacher forcing (BART: decoder_start_token_id first; mBART: the last non-pad token),
  * and the errors: as_forward without a target, a target on a model that is not
- * encoder-decoder, a target id out of range, and the config options refused by name.
+ * encoder-decoder, a target id out of range, the config options refused by name (and the
+ * legacy block keys accepted), a sinusoidal table over its named limit.
  * What it does not: tokenization (ids only) or the CLI (tests/cli/test_encdec.sh).
  */
 #include <stdarg.h>
@@ -360,12 +361,48 @@ static void test_errors(void **state) {
     }
 }
 
+/* A Marian config whose computed sinusoidal table would be 65534 x 65536 floats (16 GiB):
+ * refused by size before anything is allocated; the file holds only the 1 x 65536 word table
+ * (shared.weight), bound before the positions. */
+static void test_sinusoid_limit(void **state) {
+    (void)state;
+    char dir[] = "/tmp/as_encdec_XXXXXX", path[1200];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("{\"model_type\": \"marian\", \"vocab_size\": 1, \"d_model\": 65536, \"encoder_layers\": 1, "
+          "\"decoder_layers\": 1, \"encoder_attention_heads\": 1, \"decoder_attention_heads\": 1, "
+          "\"encoder_ffn_dim\": 1, \"decoder_ffn_dim\": 1, \"max_position_embeddings\": 65534, "
+          "\"pad_token_id\": 0, \"eos_token_id\": 0, \"decoder_start_token_id\": 0, \"decoder_vocab_size\": 1}",
+          f);
+    fclose(f);
+    float *w = calloc(65536, sizeof(float));
+    assert_non_null(w);
+    st_tensor t = {.name = "shared.weight", .dtype = DTYPE_F32, .ndim = 2, .shape = {1, 65536},
+                   .n_elems = 65536, .data = w, .nbytes = 65536 * sizeof(float)};
+    snprintf(t.dtype_name, sizeof t.dtype_name, "F32");
+    as_error err = {0};
+    char st[1200];
+    snprintf(st, sizeof st, "%s/model.safetensors", dir);
+    assert_int_equal(st_write(st, &t, 1, &err), AS_OK);
+    free(w);
+    as_model *m = NULL;
+    assert_int_equal(as_model_load(dir, &m, &err), AS_ERR_INPUT);
+    printf("refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "sinusoidal position table"));
+    unlink(st);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity),
         cmocka_unit_test(test_arrays_and_selection),
         cmocka_unit_test(test_shift_target),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_sinusoid_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
