@@ -11,6 +11,8 @@
 //   - norm-based attention shows the selected layer and head's slice;
 //   - head importance is a layers × heads table of the server's values;
 //   - ALTI and norm2 (gen_mixing.py's references) show the layer selected;
+//   - the Interventions panel: heads clicked in the importance table are ablated, the
+//     before / after log-probabilities equal gen_intervene.py's;
 //   - the method is kept in the URL (attr=...).
 // Screenshots go to tests/browser/artifacts/attribution-*.png.
 import { test, before, after } from 'node:test';
@@ -188,4 +190,24 @@ test('ALTI and norm2 show the selected layer, against gen_mixing.py', async () =
   const largest = ref.norm2.data.reduce((a, x) => Math.max(a, x), 0);
   assert.ok(largest > 1 && Math.abs(n.scale - 1 / largest) < 1e-5 / largest, 'norm2 divided by its largest value');
   assert.ok(maxDiff(n.shown, Array.from(slice, (x) => x / largest)) < 1e-5, 'norm2 of layer 2 against PyTorch, scaled');
+});
+
+test('the Interventions panel: heads picked in the importance table, the output before and after as PyTorch computes it', async () => {
+  await page.goto(`${base}/?model=gpt2&ids=${ids('gpt2').join(',')}&view=attribution&attr=importance`);
+  await until('attribution', (v) => v.method === 'importance');
+  await page.click('[data-testid="attr-importance"] td[data-l="0"][data-h="1"] button');
+  await page.click('[data-testid="attr-importance"] td[data-l="1"][data-h="2"] button');
+  assert.equal(await page.inputValue('[data-testid="iv-heads"]'), '0:1,1:2');
+  await page.click('[data-testid="iv-apply"]');
+  const r = await until('intervention', (v) => v.kind === 'lm');
+  const ref = safetensors(join(REF, 'intervene.safetensors'));
+  const before = ref['gpt2.zero.base'].data, after = ref['gpt2.zero.after'].data;
+  const order = (x) => Array.from(x.keys()).sort((a, b) => x[b] - x[a]);
+  assert.deepEqual(r.top_after.map((x) => x.id), order(after).slice(0, 5), 'top 5 after the ablation');
+  for (const x of [...r.top_before, ...r.top_after, r.target]) {
+    assert.ok(Math.abs(x.before - before[x.id]) < 1e-5 && Math.abs(x.after - after[x.id]) < 1e-5, `token ${x.id}`);
+  }
+  const cells = await page.$$eval('[data-testid="iv-result"] tbody tr', (trs) => trs.length);
+  assert.equal(cells, 11, 'top 5 before, top 5 after, the prediction');
+  await page.screenshot({ path: join(ART, 'attribution-intervene.png'), fullPage: true });
 });

@@ -5,6 +5,7 @@ import type {
   AttentionMeta,
   AttributionMeta,
   AttributionMethod,
+  InterveneResponse,
   ErrorResponse,
   MlmRequest,
   MlmResponse,
@@ -250,6 +251,18 @@ export class RunData {
       this.attributions.set(method, p);
     }
     return p;
+  }
+
+  /** The output with heads ablated and / or attention edges knocked out beside the original
+   *  (GET .../intervene; not cached: every intervention is new). */
+  async intervene(q: { heads: string; knockout: string; mode: 'zero' | 'mean'; renorm: boolean }): Promise<InterveneResponse> {
+    const p = new URLSearchParams();
+    if (q.heads) p.set('heads', q.heads);
+    if (q.knockout) p.set('knockout', q.knockout);
+    p.set('mode', q.mode);
+    p.set('renorm', q.renorm ? '1' : '0');
+    const buf = await this.fetchBinary(`intervene?${p.toString()}`);
+    return JSON.parse(new TextDecoder().decode(buf)) as InterveneResponse;
   }
 
   /** Whether the run kept no T × T attention (a long input): only tiles and stats serve it. */
