@@ -1,0 +1,98 @@
+// imported.test.mjs — attention computed elsewhere (`attnscope serve --attention FILE.npz`,
+// no model) in the explorer, in Debian's Chromium: the first imported run opens by itself
+// in the head view, the run picker lists both files, a drawn weight (the per-head bar's
+// tooltip) equals the file's value read by NumPy, the model view draws its grid, the
+// model-only controls are hidden or disabled (text input, attribution, long map; the
+// neuron view for a file without queries and keys), and the neuron view opens for the
+// file that has them. Fixtures: tests/ref/gen_npz_attention.py.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { openBrowser, startServer, stopServer } from './harness.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const FIX = join(HERE, '..', 'ref', 'fixtures', 'npz_attention');
+const ART = join(HERE, 'artifacts');
+const BIN = process.env.ATTNSCOPE_BIN;
+
+let server, base, browser, page, tmp;
+
+before(async () => {
+  assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
+  mkdirSync(ART, { recursive: true });
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-imported-'));
+  const s = await startServer(BIN, ['--attention', join(FIX, 'run_like.npz'), '--attention', join(FIX, 'bertviz_f16.npz')]);
+  server = s.p;
+  base = s.url;
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile')));
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) assert.equal(await stopServer(server), 0, 'server exits 0 on SIGTERM');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+/** The file's array `name`, element [l][h][i][j], as NumPy reads it (float64 of its float32). */
+function fileWeight(file, name, l, h, i, j) {
+  const py = `import numpy as np; print(repr(float(np.load(${JSON.stringify(join(FIX, file))})[${JSON.stringify(name)}][${l}, ${h}, ${i}, ${j}])))`;
+  return +execFileSync('/usr/bin/python3', ['-c', py]).toString().trim();
+}
+
+const tabDisabled = (id) => page.$eval(`[data-testid=tab-${id}]`, (b) => b.disabled);
+
+test('an imported run in the head view: a drawn weight equals the file', async () => {
+  await page.goto(`${base}/`);
+  // no model: the first imported file opens by itself
+  await page.waitForFunction(() => window.__attnscope?.headDraw?.links > 0);
+  assert.equal(await page.locator('[data-testid=model]').count(), 0, 'no model selector without a model');
+  assert.equal(await page.locator('[data-testid=text]').count(), 0, 'no text input without a model');
+  const options = await page.$$eval('[data-testid=imported] option', (o) => o.map((x) => x.textContent));
+  assert.equal(options.length, 3, `the picker: none and the two files (${options})`);
+  assert.match(options[1], /run_like\.npz \(2×3, 6 tokens\)/);
+  assert.match(await page.textContent('[data-testid=status]'), /run_like\.npz: attention imported/);
+  assert.ok(await tabDisabled('attribution'), 'attribution needs a model');
+  assert.ok(await tabDisabled('long'), 'the long map needs a model');
+  assert.ok(!(await tabDisabled('neuron')), 'the neuron view opens: the file has queries and keys');
+
+  // pin query 3, hover head 2's bar next to key 5 (the head view's layout: readability.test.mjs)
+  const H = 3, rowH = 20, top = 28;
+  const leftX = H * 14 + 8 + 120 + 8, x2 = leftX + 6 + 260, barsX = x2 + 6 + 120 + 4;
+  const cy = (i) => top + i * rowH + rowH / 2;
+  const box = await page.locator('[data-testid=head-canvas]').boundingBox();
+  await page.mouse.click(box.x + leftX - 20, box.y + cy(3));
+  await page.mouse.move(box.x + barsX + 2 * 14 + 6, box.y + cy(5) + 4);
+  await page.waitForFunction(() => /head 2/.test(document.querySelector('[data-testid=head-tip]')?.textContent ?? ''));
+  const shown = +(await page.getAttribute('[data-testid=head-tip] [data-w]', 'data-w'));
+  const want = fileWeight('run_like.npz', 'attentions', 0, 2, 3, 5);
+  // the views fetch float16: within its rounding of a weight below 1
+  assert.ok(Math.abs(shown - want) < 5e-4, `drawn weight ${shown} = the file's ${want}`);
+  await page.screenshot({ path: join(ART, 'imported-head.png') });
+
+  // the model view's grid and the neuron view work from the file alone
+  await page.click('[data-testid=tab-model]');
+  await page.waitForFunction(() => [...document.querySelectorAll('canvas')].some((c) => c.width > 0 && c.height > 0));
+  await page.click('[data-testid=tab-neuron]');
+  await page.waitForSelector('[data-testid=tab-neuron].active');
+});
+
+test('the picker switches to a bertviz-style float16 file without queries and keys', async () => {
+  await page.click('[data-testid=tab-head]');
+  const id = await page.$eval('[data-testid=imported]', (s) => s.options[2].value);
+  await page.selectOption('[data-testid=imported]', id);
+  await page.waitForFunction(() => /bertviz_f16\.npz/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''));
+  await page.waitForFunction(() => window.__attnscope?.headDraw?.links > 0);
+  assert.ok(await tabDisabled('neuron'), 'no queries and keys in the file: the neuron view is off');
+  assert.match(await page.getAttribute('[data-testid=tab-neuron]', 'title'), /no queries, keys/);
+  assert.ok(await tabDisabled('attribution'));
+  // a causal file: no drawn link goes to a later token
+  const links = await page.evaluate(() => window.__attnscope.headLinks.map((h) => ({ i: Array.from(h.i), j: Array.from(h.j) })));
+  assert.ok(links.length > 0);
+  for (const h of links) for (let m = 0; m < h.i.length; m++) assert.ok(h.j[m] <= h.i[m], 'causal: key <= query');
+  await page.screenshot({ path: join(ART, 'imported-bertviz.png') });
+});
