@@ -18,7 +18,9 @@ its tokens/s counts real tokens only), torch on random full-length ids.
 Every call: bench/out/train_rounds.txt; table: bench/out/train_latest.md.
 
 Settings (environment): BIN, STEPS (30), ROUNDS (3), SCREEN_STEPS (10), AS_DATA
-(../shared/data).
+(../shared/data); BIN_B: a second attnscope binary (e.g. the build before a change) run in
+the same rounds, with its own rows and ratios ("attnscope-B"); TORCH_CONFIGS: comma-separated
+configuration labels (the first the one-core reference) to use instead of the screen.
 """
 import os, re, statistics, subprocess, sys, tempfile
 
@@ -64,11 +66,11 @@ def main():
         for i in range(8192 - n):
             f.write("[unused%d]\n" % i)
 
-    def attnscope(threads):
+    def attnscope(threads, binary=bin_):
         e = dict(os.environ)
         e.pop("OPENBLAS_CORETYPE", None)
         e["OMP_NUM_THREADS"] = str(threads)
-        r = sh([bin_, "pretrain", "--corpus", os.path.join(data, "sst2", "train.tsv"), "--vocab", vocab,
+        r = sh([binary, "pretrain", "--corpus", os.path.join(data, "sst2", "train.tsv"), "--vocab", vocab,
                 "--out", os.path.join(tmp, "m"), "--layers", "4", "--width", "128", "--heads", "4", "--ff", "512",
                 "--max-len", "64", "--batch", "32", "--steps", str(steps + 3), "--log-every", "1", "--dropout", "0",
                 "--threads", str(threads)], e)
@@ -77,12 +79,14 @@ def main():
         return sum(tps) / len(tps)
 
     print(sh([PY, os.path.join(HERE, "train_torch.py")] + SHAPE + ["0", "1", "--check"]).stdout.strip(), flush=True)
+    bin_b = os.environ.get("BIN_B")
+    given = [lab for lab in os.environ.get("TORCH_CONFIGS", "").split(",") if lab]
     screen = {}
-    for cfg in configs.grid():
+    for cfg in configs.grid() if not given else []:
         screen[configs.label(cfg)], _ = torch_tps(cfg, ssteps)
-    best = max(screen, key=screen.get)
+    best = max(screen, key=screen.get) if screen else given[0]
     extra = {}
-    for optim in ("loop", "fused"):
+    for optim in ("loop", "fused") if screen else []:
         extra[optim] = torch_tps(configs.parse_label(best), ssteps, optim)
     with open(os.path.join(OUT, "train_screen.md"), "w") as f:
         f.write("Screen: torch tokens/s over %d steps (after 3 warm-up) per configuration "
@@ -92,17 +96,20 @@ def main():
             f.write("| %s%s | %.0f |\n" % (lab, "*" if configs.one_core(configs.parse_label(lab)) else "", v))
         for optim, (v, line) in extra.items():
             f.write("| %s, AdamW %s | %s |\n" % (best, optim, "%.0f" % v if v else "not available: " + line))
-    print(open(os.path.join(OUT, "train_screen.md")).read(), flush=True)
+    if screen:
+        print(open(os.path.join(OUT, "train_screen.md")).read(), flush=True)
     ranked = sorted(screen, key=screen.get, reverse=True)
-    one = [lab for lab in ranked if configs.one_core(configs.parse_label(lab))][0]
-    chosen = list(dict.fromkeys([one] + ranked[:2]))
+    one = [lab for lab in ranked if configs.one_core(configs.parse_label(lab))][0] if screen else given[0]
+    chosen = list(dict.fromkeys([one] + ranked[:2])) if screen else given
     optim = "foreach"
-    if extra["fused"][0] and extra["fused"][0] > screen[best]:
+    if screen and extra["fused"][0] and extra["fused"][0] > screen[best]:
         optim = "fused"
     res = {}
     with open(os.path.join(OUT, "train_rounds.txt"), "w") as log:
         for r in range(rounds):
             calls = [("attnscope 1t", lambda: attnscope(1)), ("attnscope 2t", lambda: attnscope(2))]
+            if bin_b:
+                calls += [("attnscope-B 1t", lambda: attnscope(1, bin_b)), ("attnscope-B 2t", lambda: attnscope(2, bin_b))]
             for lab in chosen:
                 calls.append(("torch " + lab, lambda lab=lab: torch_tps(configs.parse_label(lab), steps, optim)[0]))
             for name, fn in calls:
@@ -120,6 +127,11 @@ def main():
                                                                      med["attnscope 1t"] / tone),
             "| 2 threads | %.0f | %.0f (%s, AdamW %s) | **%.2fx** |" % (med["attnscope 2t"], tbest, tbest_lab, optim,
                                                                       med["attnscope 2t"] / tbest)]
+    if bin_b:
+        rows += ["| 1 thread, B | %.0f | %.0f (%s) | **%.2fx** |" % (med["attnscope-B 1t"], tone, one,
+                                                                    med["attnscope-B 1t"] / tone),
+                 "| 2 threads, B | %.0f | %.0f (%s) | **%.2fx** |" % (med["attnscope-B 2t"], tbest, tbest_lab,
+                                                                     med["attnscope-B 2t"] / tbest)]
     table = "\n".join(rows) + "\n"
     with open(os.path.join(OUT, "train_latest.md"), "w") as f:
         f.write(table)
