@@ -41,6 +41,7 @@
  *   attnscope/train.h     vocabulary training, pretraining, fine-tuning, evaluation, distillation
  *   attnscope/analysis.h  saliency, corpus analysis and import, reports, the analysis database
  *   attnscope/npy.h       reading float32 .npy files (imported attention)
+ *   attnscope/attn_npz.h  attention computed elsewhere, read from an .npz into a run
  * are the API of the higher layers that the tools (the CLI in src/cli, the server in
  * src/server) are built on; they follow the library's internals more closely and may
  * change with them.
