@@ -116,7 +116,9 @@ before(async () => {
     join(ROOT, 'models', 'attnscope-sst2'), join(tmp, 'gpt2-tiny'), join(LLAMA_FIXTURES, 'llama'),
     join(LLAMA_FIXTURES, 'mistral_swa')].flatMap((m) => ['--model', m]);
   ({ p: server, url: base } = await startServer(BIN, [...models, '--db', join(tmp, 'analysis.sqlite'), '--import-dir', imp]));
-  ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm')]));
+  const npz = join(ROOT, 'tests', 'ref', 'fixtures', 'npz_attention');
+  ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm'),
+    '--attention', join(npz, 'run_like.npz'), '--attention', join(npz, 'bertviz_f16.npz')]));
 });
 
 after(async () => {
@@ -152,6 +154,28 @@ test('GET /api/v1/models', async () => {
   assert.equal(b.db, false);
   const e = await (await fetch(`${bareBase}/api/v1/db/runs`)).json();
   conforms(API, 'ErrorResponse', e, 'db route without --db');
+});
+
+test('imported attention (--attention FILE.npz): RunResponse with source, attention, qk, 409s', async () => {
+  const m = await (await fetch(`${bareBase}/api/v1/models`)).json();
+  conforms(API, 'ModelsResponse', m, 'models with --attention');
+  assert.deepEqual(m.imported.map((r) => [r.model, r.arch, r.source.layout, r.source.neuron]),
+    [['run_like.npz', 'npz', 'attnscope', true], ['bertviz_f16.npz', 'npz', 'bertviz', false]]);
+  for (const run of m.imported) {
+    const again = await (await fetch(`${bareBase}/api/v1/runs/${run.id}`)).json();
+    conforms(API, 'RunResponse', again, 'GET an imported run');
+    assert.deepEqual(again, run);
+    const r = await fetch(`${bareBase}/api/v1/runs/${run.id}/attention?pool=8&dtype=f16`);
+    const { header } = tensorHeader(await r.arrayBuffer());
+    conforms(API, 'AttentionMeta', header.meta, 'imported attention meta');
+    const qk = await fetch(`${bareBase}/api/v1/runs/${run.id}/qk?layer=0&head=0`);
+    if (run.source.neuron) conforms(API, 'QkMeta', tensorHeader(await qk.arrayBuffer()).header.meta, 'imported qk meta');
+    else conforms(API, 'ErrorResponse', await qk.json(), 'qk of a file without queries');
+    assert.equal(qk.status, run.source.neuron ? 200 : 409);
+    const at = await fetch(`${bareBase}/api/v1/runs/${run.id}/attribution?method=rollout`);
+    assert.equal(at.status, 409);
+    conforms(API, 'ErrorResponse', await at.json(), 'attribution of an imported run');
+  }
 });
 
 test('POST /api/v1/run, GET /api/v1/runs/{id}, attention and qk', async () => {
