@@ -155,6 +155,7 @@ fixtures: torch-deps node-deps
 	/usr/bin/python3 tests/ref/gen_grads.py
 	/usr/bin/python3 tests/ref/gen_attrib.py
 	/usr/bin/python3 tests/ref/gen_mixing.py
+	/usr/bin/python3 tests/ref/gen_intervene.py
 	/usr/bin/python3 tests/ref/gen_param_grads.py
 	/usr/bin/python3 tests/ref/gen_bf16.py
 
