@@ -9,7 +9,11 @@ computed outside attnscope, as `attnscope serve --attention FILE.npz` reads it
   bertviz_f16.npz   bertviz-style arrays (savez): attention float16 [2, 1, 2, 5, 5], causal,
                     tokens as a unicode array with a non-ASCII token, sentence_b_start 3;
                     expected_f32 holds the float16 weights as float32 (what the server sends)
-  bad_*.npz         one defect each (the tests check the message names it)
+  bad_*.npz         one defect each (the tests check the message names it): negative and
+                    NaN weights, token count, no tokens, 3-D or integer attention, a
+                    queries shape, object (pickled) tokens, no attention, 300 layers, a
+                    kv_group out of range, sentence_b_start past T, a lone surrogate in a
+                    token, NaN scores; and a file that is not a ZIP archive
 
 Run with Debian's Python (python3-torch, python3-numpy):
     /usr/bin/python3 tests/ref/gen_npz_attention.py
@@ -68,6 +72,12 @@ def main():
         "bad_queries_shape": dict(base, queries=good["queries"][:, :, :5]),
         "bad_object_tokens": dict(base, tokens=np.array(["a", 1, None, "b", "c", "d"], dtype=object)),
         "bad_no_attention": dict(tokens=good["tokens"]),
+        "bad_too_many_layers": dict(attentions=np.ones((300, 1, 1, 1), dtype=np.float32), tokens=np.array(["a"])),
+        "bad_kv_group": dict(base, kv_group=np.array([0, 1, 3], dtype=np.int64)),
+        "bad_sentence_b": dict(attention=good["attentions"], tokens=good["tokens"], sentence_b_start=np.int64(99)),
+        "bad_surrogate": dict(base, tokens=np.array(["a", "b", "\ud800", "c", "d", "e"])),
+        "bad_scores_nan": dict(base, queries=good["queries"], keys=good["keys"],
+                               attention_scores=np.full_like(good["attention_scores"], np.nan)),
     }
     for name, arrays in bad.items():
         np.savez(os.path.join(OUT, name + ".npz"), **arrays)

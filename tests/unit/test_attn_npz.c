@@ -5,7 +5,7 @@
  * reader of the same archive), bertviz-style float16 arrays [L, 1, H, T, T] converted
  * exactly (compared with NumPy's float32 conversion stored in the file), unicode tokens
  * to UTF-8, sentence_b_start to segments, causality detected; and every bad file
- * refused with AS_ERR_INPUT and one line naming the file and the defect.
+ * (sixteen) refused with AS_ERR_INPUT and one line naming the file and the defect.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -103,6 +103,11 @@ static void test_bad_files(void **state) {
         {"bad_object_tokens.npz", "dtype '|O' is not read"},
         {"bad_no_attention.npz", "no 'attentions' array"},
         {"bad_not_npz.npz", "not an .npz archive"},
+        {"bad_too_many_layers.npz", "over the limits of 256 layers (AS_NPZ_MAX_LAYERS)"},
+        {"bad_kv_group.npz", "'kv_group' entry 2 is outside [0, 2]"},
+        {"bad_sentence_b.npz", "'sentence_b_start' must be one integer in [0, 6]"},
+        {"bad_surrogate.npz", "'tokens' string 2 holds U+D800"},
+        {"bad_scores_nan.npz", "'attention_scores' entry 0 is NaN"},
         {"missing.npz", "missing.npz"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
