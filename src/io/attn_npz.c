@@ -91,9 +91,17 @@ static as_status floats(const char *path, const char *name, const npz_raw *a, fl
     if (!is_float(a))
         return as_err_set(err, AS_ERR_INPUT, "%s: '%s' must hold floats (float16, float32 or float64), not '%s'", path,
                           name, a->descr);
-    int bad = 0;
-    for (size_t i = 0; i < a->a.n; i++) {
-        float v = (float)num_at(a, i, &bad);
+    const int w = (int)a->itemsize; /* 2, 4 or 8: the dtype, decided once */
+    const uint8_t *p = a->bytes;
+    for (size_t i = 0; i < a->a.n; i++, p += w) {
+        float v;
+        if (w == 4) memcpy(&v, p, 4);
+        else if (w == 2) v = as_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+        else {
+            double d;
+            memcpy(&d, p, 8);
+            v = (float)d;
+        }
         if ((check == 1 && (!isfinite(v) || v < 0.0f)) || (check == 2 && !isfinite(v)) || (check == 3 && isnan(v)))
             return as_err_set(err, AS_ERR_INPUT, "%s: '%s' entry %zu is %s", path, name, i,
                               check == 1 ? "negative or not finite (weights must be finite and >= 0)"
