@@ -72,17 +72,17 @@ typedef struct {
     int rel_stride;
 } attn_rule;
 
-/* Scaled dot-product attention (Vaswani et al. 2017, eq. 1) of one query head reading
- * one key/value head, for query rows [i0, i1): S = Qh Kh^T * scale (then c tanh(S / c)
- * with a soft cap c), with disallowed keys set to AS_MASK_VALUE (Hugging Face adds
- * finfo.min: padding keys, keys after the query for causal models, keys before its
- * window), P = softmax(S) by row, ctx_h = P Vh, or with dropout (dm non-NULL: its mask
- * rows) ctx_h = (P * dm) Vh through the scratch Pd. keep: (T) 1 for real keys, 0 for
- * padding. qh, ctx: row i0 of (T, ldq); kh, vh: (T, ldk); S, P, dm, Pd: (i1 - i0, T). */
+/* The attention probabilities of scaled dot-product attention (Vaswani et al. 2017,
+ * eq. 1) of one query head reading one key/value head, for query rows [i0, i1), as one
+ * block: S = Qh Kh^T * scale by one sgemm (then c tanh(S / c) with a soft cap c), with
+ * disallowed keys set to AS_MASK_VALUE (Hugging Face adds finfo.min: padding keys, keys
+ * after the query for causal models, keys before its window), P = softmax(S) by row.
+ * The forward (attend_rows) and the recomputation of rows from captured q and k
+ * (as_run_attention_rows) both use it. keep: (T) 1 for real keys, 0 for padding. qh: row
+ * i0 of (T, ldq); kh: (T, ldk); S, P: (i1 - i0, T). */
 AS_SIMD_CLONES
-static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, int i0, int i1, const float *qh,
-                        int ldq, const float *kh, const float *vh, int ldk, float *S, float *P, const float *dm,
-                        float *Pd, float *ctx) {
+static void attn_probs_rows(const float *keep, const attn_rule *ru, int T, int Dh, int i0, int i1, const float *qh,
+                            int ldq, const float *kh, int ldk, float *S, float *P) {
     int nr = i1 - i0;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
     if (ru->bucket) /* T5 (Raffel et al. 2020, sec. 2.1): + the learned bias of the relative position's bucket */
@@ -117,6 +117,17 @@ static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, i
         float inv = 1.0f / sum;
         for (int j = lo; j < n; j++) pi[j] *= inv;
     }
+}
+
+/* Scaled dot-product attention of one query head for query rows [i0, i1):
+ * attn_probs_rows, then ctx_h = P Vh, or with dropout (dm non-NULL: its mask rows)
+ * ctx_h = (P * dm) Vh through the scratch Pd. ctx: row i0 of (T, ldq); vh: (T, ldk);
+ * dm, Pd: (i1 - i0, T); the rest as attn_probs_rows. */
+static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, int i0, int i1, const float *qh,
+                        int ldq, const float *kh, const float *vh, int ldk, float *S, float *P, const float *dm,
+                        float *Pd, float *ctx) {
+    int nr = i1 - i0;
+    attn_probs_rows(keep, ru, T, Dh, i0, i1, qh, ldq, kh, ldk, S, P);
     const float *Pv = P; /* what multiplies V: P, or with dropout P * dm */
     if (dm) {
         for (size_t i = 0; i < (size_t)nr * T; i++) Pd[i] = P[i] * dm[i];
@@ -786,34 +797,23 @@ as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h
                           "rows are recomputed only for self-attention without a relative position bias");
     attn_rule ru = {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap,
                     NULL, NULL, 0};
+    /* the forward's own blocks: ATTN_ROW_BLOCK query rows against every key by one sgemm,
+       then the masked softmax of each row (attn_probs_rows) */
+    int B = i1 - i0 < ATTN_ROW_BLOCK ? i1 - i0 : ATTN_ROW_BLOCK;
     float *keep = as_malloc_array((size_t)T, sizeof(float));
-    if (!keep) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    float *S = as_malloc_array(as_mul_size((size_t)B, (size_t)T), sizeof(float)); /* (B, T) scores */
+    if (!keep || !S) {
+        free(keep);
+        free(S);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
     for (int j = 0; j < T; j++) keep[j] = r->attention_mask[j] ? 1.0f : 0.0f;
-    for (int i = i0; i < i1; i++) {
-        float *o = out + (size_t)(i - i0) * T;
-        int n = ru.causal ? i + 1 : T, lo = ru.window > 0 && i - ru.window + 1 > 0 ? i - ru.window + 1 : 0;
-        float mx = AS_MASK_VALUE;
-        for (int j = 0; j < T; j++) {
-            if (j < lo || j >= n || keep[j] == 0.0f) {
-                o[j] = AS_MASK_VALUE;
-                continue;
-            }
-            float s = 0.0f;
-            for (int d = 0; d < Dh; d++) s += q[(size_t)i * Dh + d] * k[(size_t)j * Dh + d];
-            s *= ru.scale;
-            if (ru.softcap > 0.0f) s = ru.softcap * as_fast_tanhf(s / ru.softcap);
-            o[j] = s;
-            mx = s > mx ? s : mx;
-        }
-        float sum = 0.0f;
-        for (int j = 0; j < T; j++) {
-            float e = o[j] == AS_MASK_VALUE || mx == AS_MASK_VALUE ? 0.0f : as_fast_expf(o[j] - mx);
-            o[j] = e;
-            sum += e;
-        }
-        for (int j = 0; j < T; j++) o[j] = sum > 0.0f ? o[j] / sum : 0.0f;
+    for (int b0 = i0; b0 < i1; b0 += B) {
+        int b1 = b0 + B < i1 ? b0 + B : i1;
+        attn_probs_rows(keep, &ru, T, Dh, b0, b1, q + (size_t)b0 * Dh, Dh, k, Dh, S, out + (size_t)(b0 - i0) * T);
     }
     free(keep);
+    free(S);
     return AS_OK;
 }
 

@@ -30,49 +30,66 @@ static void renormalise(float *p, int T, const srv_tile_req *q) {
     for (int j = 0; j < T; j++) p[j] = kept > 0.0 ? (float)((double)p[j] / kept) : 0.0f;
 }
 
-/* Row blocks [b0, b1) of the tile: each block's rows R at a time, their column-wise max
- * and sum over [j0, j1), then each column block's max and mean. */
+/* Resets a row block's column-wise max and sum over the W columns. */
+static void acc_reset(float *cmax, double *csum, int W) {
+    for (int j = 0; j < W; j++) {
+        cmax[j] = -INFINITY;
+        csum[j] = 0.0;
+    }
+}
+
+/* Row block b (rows [r0, r1)) done: each column block's max and mean into the job's row b. */
+static void block_out(tile_job *jb, int b, int r0, int r1, const float *cmax, const double *csum, int W) {
+    for (int bj = 0; bj < jb->Pc; bj++) {
+        int k0 = srv_maxpool_start(bj, W, jb->Pc), k1 = srv_maxpool_start(bj + 1, W, jb->Pc);
+        float m = -INFINITY;
+        double sum = 0.0;
+        for (int j = k0; j < k1; j++) {
+            m = cmax[j] > m ? cmax[j] : m;
+            sum += csum[j];
+        }
+        jb->mx[(size_t)b * (size_t)jb->Pc + (size_t)bj] = m;
+        jb->mean[(size_t)b * (size_t)jb->Pc + (size_t)bj] = (float)(sum / ((double)(k1 - k0) * (double)(r1 - r0)));
+    }
+}
+
+/* Row blocks [b0, b1) of the tile: their rows SRV_TILE_ROWS at a time, whatever the block
+ * boundaries (so small blocks share one recomputation), each row added to its block's
+ * column-wise max and sum over [j0, j1); a block is pooled over the columns when its last
+ * row is in. */
 static void *tile_job_run(void *arg) {
     tile_job *jb = arg;
     const srv_tile_req *q = jb->q;
-    int T = jb->r->T, W = q->j1 - q->j0;
+    int T = jb->r->T, W = q->j1 - q->j0, R = q->i1 - q->i0;
     float *rows = malloc(sizeof(float) * (size_t)SRV_TILE_ROWS * (size_t)T), *cmax = malloc(sizeof(float) * (size_t)W);
     double *csum = malloc(sizeof(double) * (size_t)W);
     if (!rows || !cmax || !csum) {
         jb->st = as_err_set(&jb->err, AS_ERR_INTERNAL, "out of memory for a tile");
         goto cleanup;
     }
-    for (int b = jb->b0; b < jb->b1; b++) {
-        int r0 = q->i0 + srv_maxpool_start(b, q->i1 - q->i0, jb->Pr), r1 = q->i0 + srv_maxpool_start(b + 1, q->i1 - q->i0, jb->Pr);
-        for (int j = 0; j < W; j++) {
-            cmax[j] = -INFINITY;
-            csum[j] = 0.0;
-        }
-        for (int c0 = r0; c0 < r1; c0 += SRV_TILE_ROWS) {
-            int c1 = c0 + SRV_TILE_ROWS < r1 ? c0 + SRV_TILE_ROWS : r1;
-            if (jb->dense) memcpy(rows, jb->dense + (size_t)c0 * (size_t)T, sizeof(float) * (size_t)(c1 - c0) * (size_t)T);
-            else if ((jb->st = as_run_attention_rows(jb->m, jb->r, q->layer, q->head, c0, c1, rows, &jb->err)))
-                goto cleanup;
-            for (int i = 0; i < c1 - c0; i++) {
-                float *p = rows + (size_t)i * (size_t)T;
-                if (q->n_exclude) renormalise(p, T, q);
-                for (int j = 0; j < W; j++) {
-                    float v = p[q->j0 + j];
-                    cmax[j] = v > cmax[j] ? v : cmax[j];
-                    csum[j] += (double)v;
-                }
+    int lo = q->i0 + srv_maxpool_start(jb->b0, R, jb->Pr), hi = q->i0 + srv_maxpool_start(jb->b1, R, jb->Pr);
+    int b = jb->b0, b_start = lo, b_end = q->i0 + srv_maxpool_start(b + 1, R, jb->Pr);
+    acc_reset(cmax, csum, W);
+    for (int c0 = lo; c0 < hi; c0 += SRV_TILE_ROWS) {
+        int c1 = c0 + SRV_TILE_ROWS < hi ? c0 + SRV_TILE_ROWS : hi;
+        if (jb->dense) memcpy(rows, jb->dense + (size_t)c0 * (size_t)T, sizeof(float) * (size_t)(c1 - c0) * (size_t)T);
+        else if ((jb->st = as_run_attention_rows(jb->m, jb->r, q->layer, q->head, c0, c1, rows, &jb->err)))
+            goto cleanup;
+        for (int i = c0; i < c1; i++) {
+            float *p = rows + (size_t)(i - c0) * (size_t)T;
+            if (q->n_exclude) renormalise(p, T, q);
+            for (int j = 0; j < W; j++) {
+                float v = p[q->j0 + j];
+                cmax[j] = v > cmax[j] ? v : cmax[j];
+                csum[j] += (double)v;
             }
-        }
-        for (int bj = 0; bj < jb->Pc; bj++) {
-            int k0 = srv_maxpool_start(bj, W, jb->Pc), k1 = srv_maxpool_start(bj + 1, W, jb->Pc);
-            float m = -INFINITY;
-            double sum = 0.0;
-            for (int j = k0; j < k1; j++) {
-                m = cmax[j] > m ? cmax[j] : m;
-                sum += csum[j];
+            if (i + 1 == b_end) { /* the block's last row */
+                block_out(jb, b, b_start, b_end, cmax, csum, W);
+                acc_reset(cmax, csum, W);
+                b++;
+                b_start = b_end;
+                b_end = q->i0 + srv_maxpool_start(b + 1, R, jb->Pr);
             }
-            jb->mx[(size_t)b * (size_t)jb->Pc + (size_t)bj] = m;
-            jb->mean[(size_t)b * (size_t)jb->Pc + (size_t)bj] = (float)(sum / ((double)(k1 - k0) * (double)(r1 - r0)));
         }
     }
 cleanup:
