@@ -239,7 +239,8 @@ static as_run *run_alloc(int L, int H, int T, int Dh) {
 }
 
 /* The optional arrays: queries, keys, attention_scores (all three or the neuron view is
- * off), score_scale, kv_group, token_text, input_ids, token_type_ids / sentence_b_start. */
+ * off), score_scale, kv_group, layers, heads, token_text, input_ids, token_type_ids /
+ * sentence_b_start. */
 static as_status read_optional(const npz_src *f, as_attn_npz *o, int L, int H, int T, as_error *err) {
     const char *path = f->path;
     char sh[64];
@@ -293,6 +294,21 @@ static as_status read_optional(const npz_src *f, as_attn_npz *o, int L, int H, i
     npz_raw_free(&a);
     if ((rc = get(f, "kv_group", &a, err))) goto cleanup;
     if (!a.absent && (rc = ints(path, "kv_group", &a, H, 0, H - 1, o->kv_group, err))) goto cleanup;
+    /* layers and heads: the ids `attnscope run --layer/--head` captured; checked, not used
+       (the views number what the file holds from 0) */
+    for (int w = 0; w < 2; w++) {
+        npz_raw_free(&a);
+        const char *nm = w ? "heads" : "layers";
+        int n = w ? H : L;
+        int32_t *ids = calloc((size_t)n, sizeof *ids);
+        if (!ids) {
+            rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+            goto cleanup;
+        }
+        if (!(rc = get(f, nm, &a, err)) && !a.absent) rc = ints(path, nm, &a, n, 0, w ? AS_NPZ_MAX_HEADS : AS_NPZ_MAX_LAYERS, ids, err);
+        free(ids);
+        if (rc) goto cleanup;
+    }
     npz_raw_free(&a);
     if ((rc = get(f, "token_text", &a, err))) goto cleanup;
     if (!a.absent) {

@@ -12,7 +12,7 @@ computed outside attnscope, as `attnscope serve --attention FILE.npz` reads it
   bad_*.npz         one defect each (the tests check the message names it): negative and
                     NaN weights, token count, no tokens, 3-D or integer attention, a
                     queries shape, object (pickled) tokens, no attention, 300 layers, a
-                    kv_group out of range, sentence_b_start past T, a lone surrogate in a
+                    kv_group out of range, layers of the wrong length, sentence_b_start past T, a lone surrogate in a
                     token, NaN scores; and a file that is not a ZIP archive
 
 Run with Debian's Python (python3-torch, python3-numpy):
@@ -76,6 +76,7 @@ def main():
         "bad_kv_group": dict(base, kv_group=np.array([0, 1, 3], dtype=np.int64)),
         "bad_sentence_b": dict(attention=good["attentions"], tokens=good["tokens"], sentence_b_start=np.int64(99)),
         "bad_surrogate": dict(base, tokens=np.array(["a", "b", "\ud800", "c", "d", "e"])),
+        "bad_layers": dict(base, layers=np.arange(3, dtype=np.int32)),
         "bad_scores_nan": dict(base, queries=good["queries"], keys=good["keys"],
                                attention_scores=np.full_like(good["attention_scores"], np.nan)),
     }

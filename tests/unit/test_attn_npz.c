@@ -5,7 +5,7 @@
  * reader of the same archive), bertviz-style float16 arrays [L, 1, H, T, T] converted
  * exactly (compared with NumPy's float32 conversion stored in the file), unicode tokens
  * to UTF-8, sentence_b_start to segments, causality detected; and every bad file
- * (sixteen) refused with AS_ERR_INPUT and one line naming the file and the defect.
+ * (seventeen) refused with AS_ERR_INPUT and one line naming the file and the defect.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,6 +107,7 @@ static void test_bad_files(void **state) {
         {"bad_kv_group.npz", "'kv_group' entry 2 is outside [0, 2]"},
         {"bad_sentence_b.npz", "'sentence_b_start' must be one integer in [0, 6]"},
         {"bad_surrogate.npz", "'tokens' string 2 holds U+D800"},
+        {"bad_layers.npz", "'layers' must be 2 integers, not '<i4' of [3]"},
         {"bad_scores_nan.npz", "'attention_scores' entry 0 is NaN"},
         {"missing.npz", "missing.npz"},
     };
