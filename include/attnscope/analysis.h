@@ -361,8 +361,8 @@ as_status store_topk_row(struct sqlite3 *db, const char *path, int64_t run, int6
 /* The mean kept mass of run's stored top-k per layer: mass (n_layer, AN_TOPK_MAX), entry
  * [l][j] = mean over layer l's heads, sentences and query rows of the sum of the j + 1
  * strongest weights (j < *k_out); n_rows (n_layer) the query rows counted. *k_out = the
- * run's k, 0 when it stored none. Errors: AS_ERR_INTERNAL naming path for a damaged row
- * or a failed read. */
+ * run's k, 0 when it stored none. Errors: AS_ERR_INPUT naming path for a damaged row (a
+ * damaged file: `report` exits 2), AS_ERR_INTERNAL for a failed read. */
 as_status store_topk_mass(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int *k_out,
                           double *mass, int64_t *n_rows, as_error *err);
 

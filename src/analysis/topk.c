@@ -76,12 +76,12 @@ as_status an_topk_head(const as_model *m, const as_run *r, int l, int h, int k, 
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-/* Checks a stored head's k, n_query and BLOB size; AS_ERR_INTERNAL naming the row. */
-static as_status check_blob(const char *path, int64_t run, int64_t sent, int l, int h, int64_t k, int64_t nq, int bytes,
-                            as_error *err) {
+/* Checks a stored head's k, n_query and BLOB size; code (naming the row) when damaged. */
+static as_status check_blob(as_status code, const char *path, int64_t run, int64_t sent, int l, int h, int64_t k,
+                            int64_t nq, int bytes, as_error *err) {
     if (k < 1 || k > AN_TOPK_MAX || nq < 1 || nq > AS_MAX_POSITIONS || bytes < 0 ||
         (int64_t)bytes != nq * (int64_t)AN_TOPK_ROW_BYTES(k))
-        return as_err_set(err, AS_ERR_INTERNAL,
+        return as_err_set(err, code,
                           "%s: run %lld sentence %lld layer %d head %d: top-k row of k = %lld, %lld queries and %d bytes "
                           "(damaged database?)",
                           path, (long long)run, (long long)sent, l, h, (long long)k, (long long)nq, bytes);
@@ -116,7 +116,7 @@ as_status store_topk_row(sqlite3 *db, const char *path, int64_t run, int64_t sen
     int64_t k = sqlite3_column_int64(q, 0), nq = sqlite3_column_int64(q, 1);
     const uint8_t *b = sqlite3_column_blob(q, 2);
     int bytes = sqlite3_column_bytes(q, 2);
-    if ((rc = check_blob(path, run, sent, layer, head, k, nq, b ? bytes : -1, err))) goto cleanup;
+    if ((rc = check_blob(AS_ERR_INTERNAL, path, run, sent, layer, head, k, nq, b ? bytes : -1, err))) goto cleanup;
     if (query < 0 || query >= nq) {
         rc = as_err_set(err, AS_ERR_INPUT, "query %d is outside the sentence's %lld tokens", query, (long long)nq);
         goto cleanup;
@@ -159,11 +159,12 @@ as_status store_topk_mass(sqlite3 *db, const char *path, int64_t run, int n_laye
         const uint8_t *b = sqlite3_column_blob(q, 5);
         int bytes = sqlite3_column_bytes(q, 5);
         if (l < 0 || h < 0 || (K && k != K)) {
-            rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld: a top-k row has a layer, head or k outside the run "
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: run %lld: a top-k row has a layer, head or k outside the run "
                             "(damaged database?)", path, (long long)run);
             goto cleanup;
         }
-        if ((rc = check_blob(path, run, sqlite3_column_int64(q, 0), l, h, k, nq, b ? bytes : -1, err))) goto cleanup;
+        if ((rc = check_blob(AS_ERR_INPUT, path, run, sqlite3_column_int64(q, 0), l, h, k, nq, b ? bytes : -1, err)))
+            goto cleanup;
         K = (int)k;
         for (int64_t i = 0; i < nq; i++) {
             const uint8_t *p = b + (size_t)i * AN_TOPK_ROW_BYTES(K) + (size_t)K * 4;

@@ -4,7 +4,8 @@
 # stores K = 8 for every (sentence, layer, head) of models/attnscope-sst2 on a small
 # CoNLL-U corpus (rows of 8 * 8 + 4 bytes per token), is part of the run's identity
 # (params "topk"), is a no-op when run again, and `report` prints the kept mass per layer
-# (non-decreasing in k, at most 1); a run without --topk stores no top-k rows.
+# (non-decreasing in k, at most 1), or exits 2 with one line for a damaged row; a run
+# without --topk stores no top-k rows.
 # The stored values themselves are checked in tests/unit/test_topk.c.
 set -u
 BIN=$1
@@ -41,6 +42,10 @@ n=$(printf '%s\n' "$rows" | grep -c .)
 [ "$n" = "$L" ] && ok "kept mass for each of the $L layers" || fail "kept-mass rows: '$rows'"
 printf '%s\n' "$rows" | awk '{ for (i = 3; i <= NF; i++) if ($i + 1e-9 < $(i-1)) bad = 1; if ($NF > 1.0000001 || $2 <= 0) bad = 1 } END { exit bad }' \
   && ok "kept mass grows with k, within (0, 1]" || fail "kept mass not monotone: $rows"
+
+cp "$TMP/t.db" "$TMP/damaged.db"
+sqlite3 "$TMP/damaged.db" "UPDATE topk SET rows = x'0011' WHERE sent = 1 AND layer = 0 AND head = 0"
+expect 2 "damaged database" -- report --db "$TMP/damaged.db"
 
 expect 0 "" -- analyze "${A[@]}" --db "$TMP/t.db"
 [ "$(sqlite3 "$TMP/t.db" "SELECT count(DISTINCT run) FROM topk")" = 1 ] && ok "a run without --topk stores none" \

@@ -8,7 +8,8 @@
  *     CoNLL-U corpus; every stored row read back by store_topk_row equals an_topk_head on
  *     a fresh forward of the same sentence (bit for bit), store_topk_mass equals the mean
  *     computed here; a missing row / query out of range is AS_ERR_INPUT, a damaged row
- *     AS_ERR_INTERNAL; k outside 1..AN_TOPK_MAX is refused.
+ *     AS_ERR_INTERNAL for the row reader (the server's 500) and AS_ERR_INPUT for the
+ *     pooled mass (report's exit 2); k outside 1..AN_TOPK_MAX is refused.
  *  3. the real server: GET /api/v1/db/runs/{id}/sentences/{i}/topk serves the same row;
  *     bad layer / head / query are 400s with one-line JSON errors, a run without top-k a 404.
  */
@@ -291,7 +292,7 @@ static void test_store_roundtrip(void **state) {
                      SQLITE_OK);
     assert_int_equal(store_topk_row(d, db, 1, 2, 0, 0, 0, &got, &err), AS_ERR_INTERNAL);
     assert_non_null(strstr(err.msg, "damaged"));
-    assert_int_equal(store_topk_mass(d, db, 1, L, H, &K, mass, rows, &err), AS_ERR_INTERNAL);
+    assert_int_equal(store_topk_mass(d, db, 1, L, H, &K, mass, rows, &err), AS_ERR_INPUT);
     sqlite3_close(d);
 }
 
