@@ -71,8 +71,12 @@ encoders() {
 # RoPE theta 10000, tied embeddings, trained on 256-token windows: 2400 steps x 16 x 256
 # tokens (9.8 M tokens) of Shakespeare, RT snippets, Austen (every 20th paragraph held
 # out), the King James Bible, UD EWT train and SST-2 train sentences, with a byte-level
-# BPE of 8192. A stopped run continues where its last checkpoint (every 200 steps) left
-# off: the same command resumes it, with the same weights as an uninterrupted run.
+# BPE of 8192. From step 1600 on, 30% of the windows get a span repeated right after
+# itself (--repeat-frac: a curriculum for induction heads; the steps before are unchanged).
+# A stopped run continues where its last checkpoint (every 200 steps) left off: the same
+# command resumes it, with the same weights as an uninterrupted run. (The shipped model was
+# trained as 1600 plain steps, then resumed from that checkpoint with --repeat-frac 0.3
+# --repeat-from 1600, which is this command's run.)
 decoder() {
   LM=$WORK/lm-work
   mkdir -p "$LM"
@@ -97,7 +101,7 @@ decoder() {
   [ -f "$LM/lm/checkpoint/optimizer.safetensors" ] && resume=--resume
   ( "$BIN" train-lm --model "$LM/init" --corpus "$LM_CORPUS" --exclude "$LM_HELDOUT" --out "$LM/lm" \
       --steps 2400 --batch 16 --seq 256 --lr 1.5e-3 --warmup 100 --wd 0.1 --clip 1.0 --log-every 10 \
-      --save-every 200 --threads "$THREADS" --seed 2026 $resume
+      --save-every 200 --threads "$THREADS" --seed 2026 --repeat-frac 0.3 --repeat-from 1600 $resume
     echo $? > "$LM/lm_train.status" ) | tee -a "$LM/lm_train.log"
   [ "$(cat "$LM/lm_train.status")" = 0 ]
 
