@@ -11,6 +11,10 @@ Modes (one per ctest test):
           characters, special-token strings, very long inputs) and hostile --ids lists
   import  mutates the tokens / saliency / dependency JSON, CoNLL-U and npz files of
           `attnscope import`
+  attention  mutates the .npy members (header dict: dtype, shape, order; data: NaN, inf,
+          negative bits; tokens: code points that are not scalar values) of the npz files
+          of tests/ref/gen_npz_attention.py, drops or renames members, rewrites the archive
+          with valid CRCs and runs `attnscope serve --attention` on it with GETs of its runs
   db      mutates an analysis database (cells set to odd values or NULL, rows deleted,
           tables dropped, bytes flipped) and runs `attnscope report`, `export`, or `serve
           --db` with a GET of every database route
@@ -365,6 +369,82 @@ def mode_import(args, rng, chk):
                  '--db', f'{d}/x.sqlite', '--quiet'], d)
 
 
+def mutate_npy(data, rng, name):
+    """A mutated .npy image: its header dict (dtype, shape, order) or its data bytes; for
+    the tokens, code points that are not Unicode scalar values."""
+    hl = 10 + int.from_bytes(data[8:10], 'little') if data[:6] == b'\x93NUMPY' and data[6] == 1 else 0
+    head, body = data[:hl], data[hl:]
+    r = rng.random()
+    if hl and r < 0.45:
+        descr = rng.choice(['<f4', '<f2', '<f8', '<i4', '<i8', '|u1', '|b1', '|O', '>f4', '<U3', '<U0', '|S2',
+                            '<U5000', '<c8', '<f16', 'V8'])
+        shape = rng.choice(['()', '(0,)', '(1,)', '(6,)', '(3, 6, 6)', '(2, 3, 6, 6)', '(2, 1, 3, 6, 6)',
+                            '(99999999,)', '(1099511627776, 1)', '(2, 3, 6, 4)', '(300, 1, 1, 1)', '(2, 3, 5, 5)'])
+        d = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (
+            descr if rng.random() < 0.5 else _field(head, 'descr'), rng.choice(['False', 'False', 'True']),
+            shape if rng.random() < 0.6 else _field(head, 'shape'))
+        d = d.encode()
+        d += b' ' * ((64 - (10 + len(d) + 1) % 64) % 64) + b'\n'
+        return b'\x93NUMPY\x01\x00' + len(d).to_bytes(2, 'little') + d + body
+    if name == 'tokens' and r < 0.6:
+        cps = [rng.choice([0x41, 0xD800, 0xDFFF, 0x110000, 0xFFFFFFFF, 0x20AC, 0x1F600, 0]) for _ in range(len(body) // 4)]
+        return head + b''.join(c.to_bytes(4, 'little') for c in cps)
+    if r < 0.8 and body:
+        b = bytearray(body)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            b[i] = rng.choice([0x00, 0x7f, 0x80, 0xff, 0xfc, rng.randrange(256)])  # NaN/inf/negative bits
+        return head + bytes(b)
+    return mutate_bytes(data, rng)
+
+
+def _field(head, key):
+    """The value text of key in a .npy header dict ('descr' quoted, 'shape' a tuple)."""
+    h = head[10:].decode('latin-1')
+    i = h.find(f"'{key}':")
+    if i < 0:
+        return "'<f4'" if key == 'descr' else '()'
+    v = h[i + len(key) + 3:].lstrip()
+    end = v.find(')') + 1 if key == 'shape' else v.find("'", 1) + 1
+    return v[:end] if key == 'shape' else v[1:end - 1]
+
+
+def mode_attention(args, rng, chk):
+    """`attnscope serve --attention FILE.npz` on a mutated fixture of
+    tests/ref/gen_npz_attention.py, rewritten with valid CRCs so the .npy and array checks
+    are reached: a refused file must be a one-line error with exit 2, an accepted one is
+    served (GET of its run, attention, qk, attribution) without a crash or a 500."""
+    import zipfile
+    src = os.path.join(ROOT, 'tests', 'ref', 'fixtures', 'npz_attention')
+    for d in case_dirs(args.n, 'fuzz-attention-'):
+        os.makedirs(d)
+        with zipfile.ZipFile(os.path.join(src, rng.choice(['run_like.npz', 'bertviz_f16.npz'])), 'r') as z:
+            members = {n[:-4]: z.read(n) for n in z.namelist()}
+        for _ in range(rng.randint(1, 3)):
+            r = rng.random()
+            k = rng.choice(sorted(members))
+            if r < 0.1 and len(members) > 1:
+                del members[k]
+            elif r < 0.2:
+                members[rng.choice(['attention', 'attentions', 'tokens', 'queries', 'sentence_b_start', 'kv_group'])] = members[k]
+            else:
+                members[k] = mutate_npy(members[k], rng, k)
+        path = os.path.join(d, 'a.npz')
+        with zipfile.ZipFile(path, 'w', rng.choice([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])) as z:
+            for k, v in members.items():
+                z.writestr(k + '.npy', v)
+
+        def requests(port):
+            r = http_send(port, http_req('GET', '/api/v1/models'), args.timeout)
+            for run in json.loads(r.split(b'\r\n\r\n', 1)[1])['imported']:
+                L, H = run['sizes']['layers'], run['sizes']['heads']
+                for p in ['', f'/attention?layers=0-{L - 1}&heads=0-{H - 1}&dtype=f16', '/attention?pool=8&dtype=u8',
+                          f'/qk?layer={L - 1}&head={H - 1}', '/attribution?method=rollout', '/tile?layer=0&head=0']:
+                    yield http_req('GET', f'/api/v1/runs/{run["id"]}{p}')
+
+        serve_and_get(args, chk, ['--attention', path], requests, keep_dir=d)
+
+
 def mode_corpus(args, rng, chk):
     for d in case_dirs(args.n, 'fuzz-corpus-'):
         os.makedirs(d)
@@ -541,7 +621,7 @@ def mode_http(args, rng, chk):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('mode', choices=['files', 'text', 'tokenizer', 'import', 'corpus', 'db', 'http'])
+    ap.add_argument('mode', choices=['files', 'text', 'tokenizer', 'import', 'attention', 'corpus', 'db', 'http'])
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--n', type=int, default=100)
@@ -552,7 +632,8 @@ def main():
     rng = random.Random(f'{args.mode}:{args.seed}')
     chk = Checker(args)
     t0 = time.time()
-    {'files': mode_files, 'text': mode_text, 'tokenizer': mode_tokenizer, 'import': mode_import, 'corpus': mode_corpus,
+    {'files': mode_files, 'text': mode_text, 'tokenizer': mode_tokenizer, 'import': mode_import, 'attention': mode_attention,
+     'corpus': mode_corpus,
      'db': mode_db, 'http': mode_http}[args.mode](args, rng, chk)
     seen = ', '.join(f'{k}: {v}' for k, v in sorted(chk.exit_codes.items(), key=lambda kv: str(kv[0])))
     print(f'fuzz {args.mode}: {chk.cases} cases in {time.time() - t0:.0f} s, {chk.failures} failures '
