@@ -355,6 +355,14 @@ test('the /api/v1/db routes', async () => {
       const h = await binary(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/attention', 'SentenceAttentionMeta', ['attention'],
         `/api/v1/db/runs/${r.id}/sentences/${s.idx}/attention?dtype=f16`);
       assert.equal(h.meta.tokens, d.n_tokens);
+      if (r.params.topk) { // the distil-sst run is analysed with --topk 4
+        const t = await call(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/topk', 'TopkRow',
+          `/api/v1/db/runs/${r.id}/sentences/${s.idx}/topk?layer=0&head=1&query=1`);
+        assert.equal(t.k, r.params.topk);
+        assert.equal(t.tokens, d.n_tokens);
+        assert.equal(t.index.length, t.k);
+        assert.ok(Math.abs(t.weight.reduce((a, b) => a + b, 0) + t.rest - 1) < 1e-5, 'kept + rest = 1');
+      }
     }
   }
 });

@@ -6,7 +6,7 @@
 # SST-2 TSV + CoNLL-U corpus into one database. Deterministic. Takes a few seconds.
 # Usage: make_analysis_db.sh BINARY OUT_DIR
 #   OUT_DIR/bert-sst/      classifier (2 layers x 4 heads, 64 positions)   -> run 1
-#   OUT_DIR/distil-sst/    DistilBERT classifier (2 x 4)                    -> run 2
+#   OUT_DIR/distil-sst/    DistilBERT classifier (2 x 4)                    -> run 2 (with --topk 4)
 #   OUT_DIR/sst.tsv, OUT_DIR/ud.conllu, OUT_DIR/analysis.sqlite
 # The last SST-2 sentence is long enough to be truncated to 64 tokens (the graph benchmark).
 set -eu
@@ -44,5 +44,5 @@ done
 rm -f "$OUT/analysis.sqlite" "$OUT/analysis.sqlite-wal" "$OUT/analysis.sqlite-shm"
 for m in bert-sst distil-sst; do
   "$BIN" analyze --model "$OUT/$m" --sst2 "$OUT/sst.tsv" --conllu "$OUT/ud.conllu" --db "$OUT/analysis.sqlite" \
-    --chunk 4 --explain 4 --min-rel 2 --threads 1 --quiet
+    --chunk 4 --explain 4 --min-rel 2 --threads 1 --quiet $([ $m = distil-sst ] && echo --topk 4)
 done

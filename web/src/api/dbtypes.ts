@@ -10,6 +10,28 @@
 import type { IndexRange } from './types';
 
 /**
+ * GET /api/v1/db/runs/{run}/sentences/{idx}/topk?layer=L&head=H&query=Q: one stored top-k row of a run
+ * analysed with --topk (docs/analysis.md, Top-k attention): the k strongest keys of query Q, strongest
+ * first (index -1, weight 0 for unused slots), and the mass of the others
+ */
+export interface TopkRow {
+  run: number;
+  sent: number;
+  layer: number;
+  head: number;
+  query: number;
+  k: number;
+  /** the sentence's tokens (keys per row) */
+  tokens: number;
+  /** (k) key positions */
+  index: number[];
+  /** (k) their attention weights */
+  weight: number[];
+  /** the summed weight of every key not listed */
+  rest: number;
+}
+
+/**
  * where per-sentence attention comes from: recomputed by the served model, or read from the run's
  * --import-dir folder (imported runs)
  */
