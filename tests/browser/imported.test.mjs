@@ -3,8 +3,8 @@
 // in the head view, the run picker lists both files, a drawn weight (the per-head bar's
 // tooltip) equals the file's value read by NumPy, the model view draws its grid, the
 // model-only controls are hidden or disabled (text input, attribution, long map; the
-// neuron view for a file without queries and keys), and the neuron view opens for the
-// file that has them. Fixtures: tests/ref/gen_npz_attention.py.
+// neuron view for a file without queries and keys), and the neuron view shows the file's
+// scores and weights for the file that has queries and keys. Fixtures: tests/ref/gen_npz_attention.py.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -79,6 +79,16 @@ test('an imported run in the head view: a drawn weight equals the file', async (
   await page.waitForFunction(() => [...document.querySelectorAll('canvas')].some((c) => c.width > 0 && c.height > 0));
   await page.click('[data-testid=tab-neuron]');
   await page.waitForSelector('[data-testid=tab-neuron].active');
+  await page.waitForTimeout(1000);
+  assert.equal(await page.$eval('[data-testid=status]', (e) => e.classList.contains('error')), false,
+    `no error in the neuron view: ${await page.textContent('[data-testid=status]')}`);
+  // the numbers table: query 3's softmax over key 5 ([SEP]) is the file's weight (4 decimals)
+  const rows = await page.$$eval('table tr', (r) => r.map((x) => [...x.querySelectorAll('td')].map((c) => c.textContent.trim())));
+  const sep = rows.find((r) => r[0] === '5' && r[1] === '[SEP]');
+  assert.ok(sep, `a numbers row for key 5: ${JSON.stringify(rows)}`);
+  assert.ok(Math.abs(+sep[3] - fileWeight('run_like.npz', 'attentions', 0, 0, 3, 5)) <= 5e-5, `softmax ${sep[3]}`);
+  assert.ok(Math.abs(+sep[2] - fileWeight('run_like.npz', 'attention_scores', 0, 0, 3, 5)) <= 5e-5, `score ${sep[2]}`);
+  await page.screenshot({ path: join(ART, 'imported-neuron.png') });
 });
 
 test('the picker switches to a bertviz-style float16 file without queries and keys', async () => {
