@@ -159,6 +159,8 @@ typedef struct {
                           own stream) gets a span repeated right after itself
                           (lm_repeat_span): a curriculum for in-context copying */
     int repeat_from;
+    int stop_after; /* > 0: stop after this step (checkpoint and weights written there);
+                       the schedule stays that of `steps` */
     float lr, weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
     float *loss_out; /* optional (steps): each step's loss */

@@ -7,7 +7,7 @@ static const char *TRAIN_LM_HELP =
     "         [--steps 100] [--batch 8] [--seq 128] [--lr 3e-4] [--warmup 10] [--wd 0.1]\n"
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
     "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
-    "         [--repeat-frac P [--repeat-from STEP]]\n"
+    "         [--repeat-frac P [--repeat-from STEP]] [--stop-after STEP]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
     "model with a causal-LM head: GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) on\n"
@@ -26,7 +26,9 @@ static const char *TRAIN_LM_HELP =
     "identical to an uninterrupted run. --repeat-frac P: from step --repeat-from (default\n"
     "0) on, a fraction P of the windows (seeded, drawn apart from the window offsets) has\n"
     "a span of T/16..T/2 tokens repeated right after itself, so that copying from context\n"
-    "pays off (a curriculum for induction heads). Exit status 0 ok, 2 bad input, 1 internal.\n";
+    "pays off (a curriculum for induction heads). --stop-after STEP ends the run after\n"
+    "that step (checkpoint and weights written) with the schedule of --steps, so that a\n"
+    "run can continue from there with other options. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_train_lm(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
@@ -64,6 +66,7 @@ int cmd_train_lm(int argc, char **argv) {
         INT("--save-every", save_every, 1, 100000000)
         INT("--threads", threads, 1, 1024)
         INT("--repeat-from", repeat_from, 0, 100000000)
+        INT("--stop-after", stop_after, 1, 100000000)
         else if (!strcmp(a, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &seed))
                 rc = cli_usage_error("train-lm", "bad --seed '%s': expected an integer in [0, 2147483647]", v);

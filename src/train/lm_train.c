@@ -267,15 +267,17 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     model_params_decay_mask(m, &params, decay);
     int start = 0;
     if (o->resume && (s = state_load(ckpt, mo, vo, params.n, &start, err))) goto cleanup;
-    if (start > o->steps) {
-        s = as_err_set(err, AS_ERR_INPUT, "%s: the checkpoint is at step %d, past --steps %d", ckpt, start, o->steps);
+    if (start > o->steps || (o->stop_after > 0 && start >= o->stop_after)) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: the checkpoint is at step %d, past --%s %d", ckpt, start,
+                       start > o->steps ? "steps" : "stop-after", start > o->steps ? o->steps : o->stop_after);
         goto cleanup;
     }
     if (!o->quiet)
         printf("train-lm: %s, %zu parameters, %zu corpus tokens, %d steps of %d x %d tokens\n", o->model_dir, params.n,
                n_tok, o->steps, o->batch, o->seq);
     double t0 = as_now();
-    for (int step = start; step < o->steps; step++) {
+    int stop = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    for (int step = start; step < stop; step++) {
         train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
         train_rng rep = train_rng_seeded(o->seed ^ LM_REPEAT_STREAM, (uint64_t)step);
         for (int b = 0; b < o->batch; b++) {
@@ -296,7 +298,8 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
             printf("step %d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.0f tokens/s\n", step + 1, o->steps, loss, norm,
                    lr, (double)(step + 1 - start) * o->batch * o->seq / (as_now() - t0));
         if (o->loss_out) o->loss_out[step] = (float)loss;
-        if (o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 < o->steps) {
+        if ((o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 < o->steps) ||
+            (step + 1 == stop && stop < o->steps)) {
             if ((s = model_params_save(m, o->model_dir, ckpt, err)) ||
                 (s = state_save(ckpt, mo, vo, params.n, step + 1, err)))
                 goto cleanup;

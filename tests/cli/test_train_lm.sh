@@ -43,6 +43,15 @@ EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.tx
 [ -f "$TMP/s2/checkpoint/optimizer.safetensors" ] && ok "checkpoint written" || fail "no checkpoint"
 cmp -s "$TMP/s1/model.safetensors" "$TMP/s2/model.safetensors" && ok "resumed run = uninterrupted run" \
   || fail "the resumed run differs from the uninterrupted one"
+# --stop-after: the first 5 steps of a 12-step schedule, then --resume to 12 (= s1)
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s3" --steps 12 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --stop-after 5
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s3" --steps 12 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --resume
+cmp -s "$TMP/s1/model.safetensors" "$TMP/s3/model.safetensors" && ok "--stop-after 5 then --resume = uninterrupted run" \
+  || fail "--stop-after then --resume differs from the uninterrupted run"
+expect 2 "past --stop-after 5" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s3" --steps 12 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --resume --stop-after 5
 expect 2 "no checkpoint to resume from" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/none" --resume
 
 # --repeat-frac: reproducible, different from plain windows, and before --repeat-from the
