@@ -105,4 +105,12 @@ test('the picker switches to a bertviz-style float16 file without queries and ke
   assert.ok(links.length > 0);
   for (const h of links) for (let m = 0; m < h.i.length; m++) assert.ok(h.j[m] <= h.i[m], 'causal: key <= query');
   await page.screenshot({ path: join(ART, 'imported-bertviz.png') });
+  // the URL keeps the imported run (imp=FILE): a reload shows it again, Back the previous one
+  assert.match(page.url(), /imp=bertviz_f16\.npz/);
+  await page.reload();
+  await page.waitForFunction(() => /bertviz_f16\.npz/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''));
+  assert.equal(await page.$eval('[data-testid=imported]', (s) => s.value), id);
+  await page.goBack();
+  await page.waitForFunction(() => /run_like\.npz/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''));
+  assert.match(page.url(), /imp=run_like\.npz/);
 });

@@ -5,6 +5,7 @@
 // `rope=pre` shows a rotary model's q and k before the rotation in the neuron view;
 // `attr=flow` picks the attribution view's method (docs/attribution.md); `scale=log` and
 // `sink=0` set the long map's colour scale and leave out its first key (view=long).
+// `imp=FILE.npz` shows the imported run of that `serve --attention` file instead of a text.
 
 import type { AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
@@ -36,6 +37,7 @@ export interface UrlState {
   dbrun: number; // analysis run id (0 = the first)
   sent: number; // analysed sentence index (-1 = none)
   cmp: number; // second run of the comparison (0 = the second)
+  imp: string; // the imported run shown (serve --attention), by its file name; '' = none
   lang: Lang | null; // UI language (lib/i18n.ts); null = not in the URL: the browser's language
 }
 
@@ -57,6 +59,7 @@ export const DEFAULT_STATE: UrlState = {
   dbrun: 0,
   sent: -1,
   cmp: 0,
+  imp: '',
   lang: null,
 };
 
@@ -96,6 +99,7 @@ export function readUrlState(search: string): UrlState {
     dbrun: Math.max(0, int(p.get('dbrun'), 0)),
     sent: Math.max(-1, int(p.get('sent'), -1)),
     cmp: Math.max(0, int(p.get('cmp'), 0)),
+    imp: p.get('imp') ?? '',
     lang: asLang(p.get('lang')),
   };
 }
@@ -119,6 +123,7 @@ export function writeUrlState(s: UrlState): string {
   if (s.dbrun > 0) p.set('dbrun', String(s.dbrun));
   if (s.sent >= 0) p.set('sent', String(s.sent));
   if (s.cmp > 0) p.set('cmp', String(s.cmp));
+  if (s.imp) p.set('imp', s.imp);
   if (s.lang) p.set('lang', s.lang);
   return `?${p.toString()}`;
 }
