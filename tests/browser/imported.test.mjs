@@ -4,7 +4,8 @@
 // tooltip) equals the file's value read by NumPy, the model view draws its grid, the
 // model-only controls are hidden or disabled (text input, attribution, long map; the
 // neuron view for a file without queries and keys), and the neuron view shows the file's
-// scores and weights for the file that has queries and keys. Fixtures: tests/ref/gen_npz_attention.py.
+// scores and weights for the file that has queries and keys; the URL keeps the run shown
+// (reload, Back). Fixtures: tests/ref/gen_npz_attention.py.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
