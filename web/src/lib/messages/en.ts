@@ -15,7 +15,7 @@ export const en = {
   'app.cannotListModels': 'cannot list models: {msg}',
   'app.runFirst': 'Run a text first',
   'app.imported': 'Imported attention',
-  'app.importedNone': '—',
+  'app.importedNone': '(none)',
   'app.importedStatus': { one: '{file}: attention imported from an .npz file, {n} token (no model)', other: '{file}: attention imported from an .npz file, {n} tokens (no model)' },
   'app.needsModel': 'This run is attention imported from a file: this view needs a model',
   'app.noQk': 'The imported file has no queries, keys and attention_scores: the neuron view needs them',

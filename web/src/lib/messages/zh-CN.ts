@@ -15,7 +15,7 @@ export const zhCN: Messages = {
   'app.cannotListModels': '无法获取模型列表：{msg}',
   'app.runFirst': '请先运行一段文本',
   'app.imported': '导入的注意力',
-  'app.importedNone': '—',
+  'app.importedNone': '（无）',
   'app.importedStatus': { other: '{file}：从 .npz 文件导入的注意力，{n} 个词元（无模型）' },
   'app.needsModel': '此运行的注意力从文件导入：此视图需要模型',
   'app.noQk': '导入的文件没有 queries、keys 和 attention_scores：神经元视图需要它们',
