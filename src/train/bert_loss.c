@@ -9,6 +9,11 @@
  * gradient at the final hidden states. Every mean is over the whole batch (its B sequences, its M
  * predicted rows, its real tokens), so the batch's gradient is the sum of its sequences'.
  *
+ * Threads: whole sequences. A chunk's forwards run one sequence per task, each
+ * single-threaded with its own tape; the masked-LM head runs on the pool; the backwards run
+ * in fixed groups of sequences (grad_groups.h), each group's gradient in a buffer of its
+ * own, added in group order, so every result is the same at any thread count.
+ *
  *   loss_cls = mean_b CE(z_b, y_b)                         (Devlin et al. 2019, sec. 4.1)
  *   loss_mlm = mean over predicted rows CE(z_r, target_r)  (sec. 3.1)
  *   loss_kl  = mean_r KL(softmax(zt_r / T) || softmax(zs_r / T)), weighted T^2
@@ -17,6 +22,8 @@
  * dL/dh_s of the cosine term = -alpha_cos / N * (h_t / (|h_s||h_t|) - cos * h_s / |h_s|^2).
  */
 #include "train/bert_loss.h"
+#include "core/pool.h"
+#include "train/grad_groups.h"
 #include "train/train_ops.h"
 #include "train/trainer.h"
 
@@ -116,6 +123,10 @@ typedef struct {
     float *d_top;  /* (T, D) the gradient at the final hidden states */
     float *dcls;   /* (C) the classifier logits' gradient, or unused */
     int has_dcls;
+    int r0;        /* its first row in the chunk's rows_buf */
+    double loss_cls, loss_cos; /* its terms of the batch's means */
+    as_status st;  /* of its forward or backward */
+    as_error err;
 } seq_slot;
 
 /* A chunk's masked-LM rows, gathered from its sequences. */
@@ -166,11 +177,12 @@ static int argmax(const float *z, int n) {
     return best;
 }
 
-/* Sequence s of the batch into slot k: its forward (with a tape), the classifier's loss,
- * its predicted rows appended to rb, and with a teacher the teacher's rows and the cosine
- * term (into the slot's d_top). Means are over the batch's counts M and N. */
+/* Sequence s of the batch into slot k, single-threaded: its forward (with a tape), the
+ * classifier's loss, its predicted rows written to rb from row sl->r0 on, and with a
+ * teacher the teacher's rows and the cosine term (into the slot's d_top). Means are over
+ * the batch's counts M and N; the loss terms go to the slot. */
 static as_status seq_forward(const as_model *m, const bert_batch *b, const bert_loss_opts *o, int s, int k, int N,
-                             seq_slot *sl, rows_buf *rb, int *nr, bert_loss_out *out, as_error *err) {
+                             seq_slot *sl, rows_buf *rb, bert_loss_out *out, as_error *err) {
     const as_config *c = as_model_config(m);
     int D = c->d_model, C = c->num_labels, T = b->T;
     const int32_t *mask = b->mask ? b->mask + (size_t)s * T : NULL;
@@ -190,34 +202,34 @@ static as_status seq_forward(const as_model *m, const bert_batch *b, const bert_
     train_rng dr = train_rng_seeded(o->seed, (uint64_t)s);
     sl->tp.drop_seed = train_rng_next(&dr);
     int cls = (as_model_heads(m) & HEAD_CLASSIFIER) != 0;
-    as_capture_spec spec = {.what = cls ? CAP_LOGITS : 0, .layer = -1, .head = -1, .threads = o->threads};
+    as_capture_spec spec = {.what = cls ? CAP_LOGITS : 0, .layer = -1, .head = -1, .threads = 1};
     if ((st = model_forward(m, &sl->enc, &spec, NULL, &sl->tp, &sl->r, err))) return st;
     if (cls && out->cls_logits) memcpy(out->cls_logits + (size_t)s * C, sl->r->logits, (size_t)C * sizeof(float));
     if (cls && b->cls_labels) {
         double rl;
         trainop_xent(sl->dcls, &rl, sl->r->logits, b->cls_labels + s, 1, C, 1.0f / (float)b->B);
-        out->loss_cls += rl / b->B;
+        sl->loss_cls = rl / b->B;
         sl->has_dcls = 1;
     }
-    int r0 = *nr;
+    int r0 = sl->r0, nr = r0;
     for (int t = 0; b->mlm_labels && t < n; t++) {
         int32_t y = b->mlm_labels[(size_t)s * T + t];
         if (y == TRAIN_IGNORE) continue;
-        rb->seq[*nr] = k, rb->row[*nr] = t, rb->tgt[*nr] = y;
-        memcpy(rb->xm + (size_t)*nr * D, sl->tp.x_last + (size_t)t * D, (size_t)D * sizeof(float));
-        (*nr)++;
+        rb->seq[nr] = k, rb->row[nr] = t, rb->tgt[nr] = y;
+        memcpy(rb->xm + (size_t)nr * D, sl->tp.x_last + (size_t)t * D, (size_t)D * sizeof(float));
+        nr++;
     }
     if (o->teacher) { /* its final hidden states on the same tokens: the predicted rows, the cosine */
-        as_capture_spec ts = {.what = CAP_HIDDEN, .layer = -1, .head = -1, .threads = o->threads};
+        as_capture_spec ts = {.what = CAP_HIDDEN, .layer = -1, .head = -1, .threads = 1};
         if ((st = model_forward(o->teacher, &sl->enc, &ts, NULL, NULL, &rt, err))) return st;
         const float *ht = rt->hidden + (size_t)rt->n_run * n * D;
-        for (int i = r0; i < *nr; i++)
+        for (int i = r0; i < nr; i++)
             memcpy(rb->xt + (size_t)i * D, ht + (size_t)rb->row[i] * D, (size_t)D * sizeof(float));
         int real = 0;
         for (int t = 0; t < n; t++) real += sl->enc.mask[t] != 0;
         double cs = distill_cos_grad(sl->tp.x_last, ht, sl->enc.mask, sl->d_top, n, D,
                                      o->alpha_cos * (float)real / (float)N);
-        out->loss_cos += cs * real / N;
+        sl->loss_cos = cs * real / N;
         as_run_free(rt);
     }
     return AS_OK;
@@ -256,6 +268,39 @@ static as_status rows_loss(const as_model *m, const bert_loss_opts *o, int M, ro
     return AS_OK;
 }
 
+/* A chunk of sequences s0.. on the pool: forwards one sequence per task, backwards
+ * one group of sequences per task (grad_groups_run). */
+typedef struct {
+    const as_model *m;
+    const bert_batch *b;
+    const bert_loss_opts *o;
+    int s0, N;
+    seq_slot *slots;
+    rows_buf *rb;
+    bert_loss_out *out;
+    int k1, G; /* sequences of the chunk, their groups */
+} chunk_job;
+
+static void fwd_task(void *ctx, int k, int tid) {
+    (void)tid;
+    const chunk_job *c = ctx;
+    seq_slot *sl = &c->slots[k];
+    sl->st = seq_forward(c->m, c->b, c->o, c->s0 + k, k, c->N, sl, c->rb, c->out, &sl->err);
+}
+
+static int bwd_group(void *ctx, int j, model_grads *buf) {
+    const chunk_job *c = ctx;
+    int lo, hi;
+    grad_groups_range(c->k1, c->G, j, &lo, &hi);
+    for (int k = lo; k < hi; k++) {
+        seq_slot *sl = &c->slots[k];
+        sl->st = model_backward_top(c->m, &sl->enc, &sl->tp, sl->r, sl->has_dcls ? sl->dcls : NULL, sl->d_top, 1, buf,
+                                    &sl->err);
+        if (sl->st) return 1;
+    }
+    return 0;
+}
+
 /* Sequences per chunk: their tapes together within about TAPE_BUDGET bytes. */
 #define TAPE_BUDGET ((size_t)256 << 20)
 
@@ -288,15 +333,42 @@ as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_los
         free(slots);
         return s;
     }
+    int nt = o->threads > 0 ? o->threads : as_n_cores();
+    grad_groups gg = {0};
+    if (g) {
+        int G = grad_groups_count(K);
+        s = grad_groups_init(m, nt < G ? nt : G, &gg, err);
+    }
+    par_state saved;
+    model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */
     for (int s0 = 0; s0 < b->B && !s; s0 += K) {
         int k1 = s0 + K < b->B ? K : b->B - s0, nr = 0;
-        for (int k = 0; k < k1 && !s; k++) s = seq_forward(m, b, o, s0 + k, k, N, &slots[k], &rb, &nr, out, err);
+        for (int k = 0; k < k1; k++) { /* each sequence's first row in rb */
+            slots[k].r0 = nr;
+            for (int t = 0; b->mlm_labels && t < b->T; t++) nr += b->mlm_labels[(size_t)(s0 + k) * b->T + t] != TRAIN_IGNORE;
+        }
+        chunk_job cj = {.m = m, .b = b, .o = o, .s0 = s0, .N = N, .slots = slots, .rb = &rb, .out = out};
+        as_parallel_for(k1, nt, fwd_task, &cj);
+        for (int k = 0; k < k1 && !s; k++) /* in sequence order: the same sums at any thread count */
+            if (slots[k].st) {
+                *err = slots[k].err;
+                s = slots[k].st;
+            } else {
+                out->loss_cls += slots[k].loss_cls;
+                out->loss_cos += slots[k].loss_cos;
+            }
         if (!s) s = rows_loss(m, o, M, &rb, nr, slots, g, out, err);
-        for (int k = 0; k < k1 && !s && g; k++)
-            s = model_backward_top(m, &slots[k].enc, &slots[k].tp, slots[k].r, slots[k].has_dcls ? slots[k].dcls : NULL,
-                                   slots[k].d_top, o->threads, g, err);
+        if (!s && g) {
+            cj.k1 = k1;
+            cj.G = grad_groups_count(k1);
+            if (grad_groups_run(&gg, cj.G, g, bwd_group, &cj))
+                for (int k = 0; k < k1 && !s; k++)
+                    if (slots[k].st) *err = slots[k].err, s = slots[k].st;
+        }
         for (int k = 0; k < k1; k++) slot_free(&slots[k]);
     }
+    model_par_end(&saved);
+    grad_groups_free(&gg);
     rows_free(&rb);
     free(slots);
     double a_mlm = o->teacher ? o->alpha_mlm : 1.0;
