@@ -12,6 +12,7 @@
  * family's masked-LM training (src/train/pretrain.c).
  */
 #include "train/lm_train.h"
+#include "train/grad_groups.h"
 #include "train/train_ops.h"
 #include "io/safetensors.h"
 #include "train/trainer.h"
@@ -22,49 +23,99 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* One thread's workspace of lm_batch_loss: a window's tape, encoding and logit gradient. */
+typedef struct {
+    model_tape tp;
+    as_encoding enc;
+    float *dl; /* (T, V) */
+} lm_worker;
+
+typedef struct {
+    const as_model *m;
+    const int32_t *ids; /* (B, T) */
+    int B, T, G;
+    double inv;         /* 1 / (B (T - 1)) */
+    double *row_loss;   /* (B, T - 1) */
+    lm_worker *wk;      /* (threads of a round) */
+    int n_wk;
+    as_status *st;      /* (G) */
+    as_error *err;      /* (G) */
+} lm_job;
+
+/* Group j's windows, each forward and backward single-threaded, gradients into buf. */
+static int lm_group(void *ctx, int j, model_grads *buf) {
+    const lm_job *c = ctx;
+    lm_worker *w = &c->wk[j % c->n_wk]; /* a round's groups are consecutive: distinct workers */
+    int lo, hi, T = c->T, V = as_model_config(c->m)->vocab_size;
+    as_status s = AS_OK;
+    grad_groups_range(c->B, c->G, j, &lo, &hi);
+    for (int b = lo; b < hi && !s; b++) {
+        const int32_t *ids = c->ids + (size_t)b * T;
+        as_encoding_free(&w->enc);
+        if ((s = as_encoding_from_ids(c->m, ids, NULL, T, &w->enc, &c->err[j]))) break;
+        as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 1};
+        as_run *r = NULL;
+        if ((s = model_forward(c->m, &w->enc, &spec, NULL, &w->tp, &r, &c->err[j]))) break;
+        /* rows 0..T-2 predict the next token: dl = (softmax - onehot) / N; the last row nothing */
+        trainop_xent(w->dl, c->row_loss + (size_t)b * (T - 1), r->logits, ids + 1, T - 1, V, (float)c->inv);
+        memset(w->dl + (size_t)(T - 1) * V, 0, (size_t)V * sizeof(float));
+        s = model_backward_params(c->m, &w->enc, NULL, &w->tp, r, w->dl, 1, NULL, NULL, buf, &c->err[j]);
+        as_run_free(r);
+    }
+    c->st[j] = s;
+    return s != AS_OK;
+}
+
 /* Mean cross-entropy of the next token over the B x (T - 1) predictions of windows ids
- * (B, T); the gradient of that mean for every parameter accumulated into g. */
+ * (B, T); the gradient of that mean for every parameter accumulated into g. Windows run
+ * whole on the threads, in fixed groups (grad_groups.h): the same result at any thread
+ * count. */
 as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int threads, model_grads *g,
                         double *loss, as_error *err) {
     const as_config *c = as_model_config(m);
-    int V = c->vocab_size;
+    int V = c->vocab_size, nt = threads > 0 ? threads : as_n_cores();
     as_status s = AS_OK;
-    model_tape tp = {0};
-    float *dl = NULL;
-    double *row_loss = NULL;
-    as_encoding enc = {0};
     *loss = 0.0;
     if (T < 2 || B < 1) return as_err_set(err, AS_ERR_INPUT, "a batch needs at least 1 window of 2 tokens");
     if (!(as_model_heads(m) & HEAD_LM))
         return as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", as_model_dir(m));
-    double inv = 1.0 / ((double)B * (T - 1));
-    if ((s = model_tape_init(m, T, &tp, err))) return s;
-    dl = as_malloc_array((size_t)T * V, sizeof(float));
-    row_loss = as_malloc_array((size_t)T, sizeof(double));
-    if (!dl || !row_loss) {
+    int G = grad_groups_count(B), nw = nt < G ? nt : G;
+    as_status st[GRAD_GROUPS] = {0};
+    as_error errs[GRAD_GROUPS];
+    lm_job job = {.m = m, .ids = ids, .B = B, .T = T, .G = G, .inv = 1.0 / ((double)B * (T - 1)), .n_wk = nw,
+                  .st = st, .err = errs};
+    grad_groups gg = {0};
+    job.row_loss = as_malloc_array((size_t)B * (T - 1), sizeof(double));
+    job.wk = as_calloc((size_t)nw, sizeof *job.wk);
+    if (!job.row_loss || !job.wk) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    for (int b = 0; b < B; b++) {
-        const int32_t *w = ids + (size_t)b * T;
-        as_encoding_free(&enc);
-        if ((s = as_encoding_from_ids(m, w, NULL, T, &enc, err))) goto cleanup;
-        as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = threads};
-        as_run *r = NULL;
-        if ((s = model_forward(m, &enc, &spec, NULL, &tp, &r, err))) goto cleanup;
-        /* rows 0..T-2 predict the next token: dl = (softmax - onehot) / N; the last row nothing */
-        trainop_xent(dl, row_loss, r->logits, w + 1, T - 1, V, (float)inv);
-        memset(dl + (size_t)(T - 1) * V, 0, (size_t)V * sizeof(float));
-        for (int t = 0; t < T - 1; t++) *loss += row_loss[t] * inv;
-        s = model_backward_params(m, &enc, NULL, &tp, r, dl, threads, NULL, NULL, g, err);
-        as_run_free(r);
-        if (s) goto cleanup;
+    for (int i = 0; i < nw; i++) {
+        if ((s = model_tape_init(m, T, &job.wk[i].tp, err))) goto cleanup;
+        if (!(job.wk[i].dl = as_malloc_array((size_t)T * V, sizeof(float)))) {
+            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+            goto cleanup;
+        }
     }
+    if ((s = grad_groups_init(m, nw, &gg, err))) goto cleanup;
+    par_state saved;
+    model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */
+    int failed = grad_groups_run(&gg, G, g, lm_group, &job);
+    model_par_end(&saved);
+    for (int j = 0; failed && j < G && !s; j++)
+        if (st[j]) *err = errs[j], s = st[j];
+    if (s) goto cleanup;
+    for (size_t i = 0; i < (size_t)B * (T - 1); i++) *loss += job.row_loss[i] * job.inv;
 cleanup:
-    as_encoding_free(&enc);
-    free(dl);
-    free(row_loss);
-    model_tape_free(&tp);
+    for (int i = 0; job.wk && i < nw; i++) {
+        as_encoding_free(&job.wk[i].enc);
+        model_tape_free(&job.wk[i].tp);
+        free(job.wk[i].dl);
+    }
+    free(job.wk);
+    free(job.row_loss);
+    grad_groups_free(&gg);
     return s;
 }
 
