@@ -170,7 +170,7 @@ bench: build torch-deps
 
 # ---- training: `make models` reproduces the shipped models in models/ from scratch
 # (vocab -> pretrain -> finetune -> distill, then the decoder LM: byte-level BPE -> train-lm
-# -> BF16; about 1-1.5 hours on 2 cores for the encoders and 2.7 hours on one core for
+# -> BF16; about 1-1.5 hours on 2 cores for the encoders and 3 hours on one core for
 # the decoder; not run in CI). `make models-lm` makes only the decoder.
 .PHONY: models models-lm
 models: build

@@ -5,7 +5,7 @@
 #   models/attnscope-sst2          its SST-2 classifier
 #   models/attnscope-sst2-student  2-layer distilled student, fine-tuned on SST-2
 #   models/attnscope-lm            6-layer Llama causal LM (BF16), trained here with train-lm
-#                                  (about 2.7 hours on one core; `make models-lm` runs it alone)
+#                                  (about 3 hours on one core; `make models-lm` runs it alone)
 # Usage: models/make_models.sh [BIN] [WORK_DIR] [PART]   (defaults: build/attnscope,
 #        build/models-work, all; PART encoders = the first three, lm = the decoder)
 # Data: ../shared/data (corpus/, ud/, sst2/); SST-2 dev and test sentences are removed
@@ -71,12 +71,9 @@ encoders() {
 # RoPE theta 10000, tied embeddings, trained on 256-token windows: 2400 steps x 16 x 256
 # tokens (9.8 M tokens) of Shakespeare, RT snippets, Austen (every 20th paragraph held
 # out), the King James Bible, UD EWT train and SST-2 train sentences, with a byte-level
-# BPE of 8192. From step 1600 on, 30% of the windows get a span repeated right after
-# itself (--repeat-frac: a curriculum for induction heads; the steps before are unchanged).
-# A stopped run continues where its last checkpoint (every 200 steps) left off: the same
-# command resumes it, with the same weights as an uninterrupted run. (The shipped model was
-# trained as 1600 plain steps, then resumed from that checkpoint with --repeat-frac 0.3
-# --repeat-from 1600, which is this command's run.)
+# BPE of 8192; from step 1600 on, a share of the windows get a span repeated right after
+# itself (step 4). A stopped run continues where its last checkpoint (every 100 steps) left
+# off: running the script again resumes it, with the same weights as an uninterrupted run.
 decoder() {
   LM=$WORK/lm-work
   mkdir -p "$LM"
@@ -96,14 +93,28 @@ decoder() {
     --scaled-residual
   cp "$LM/tok/tokenizer.json" "$LM/tok/tokenizer_config.json" "$LM/init/"
 
-  # 4. causal-LM training, peak lr 1.5e-3 after 100 warmup steps, cosine to 10%; ~2.7 h
-  resume=
-  [ -f "$LM/lm/checkpoint/optimizer.safetensors" ] && resume=--resume
-  ( "$BIN" train-lm --model "$LM/init" --corpus "$LM_CORPUS" --exclude "$LM_HELDOUT" --out "$LM/lm" \
-      --steps 2400 --batch 16 --seq 256 --lr 1.5e-3 --warmup 100 --wd 0.1 --clip 1.0 --log-every 10 \
-      --save-every 200 --threads "$THREADS" --seed 2026 --repeat-frac 0.3 --repeat-from 1600 $resume
-    echo $? > "$LM/lm_train.status" ) | tee -a "$LM/lm_train.log"
-  [ "$(cat "$LM/lm_train.status")" = 0 ]
+  # 4. causal-LM training, peak lr 1.5e-3 after 100 warmup steps, cosine to 10%, in the
+  #    stages the shipped model went through, each resumed from the previous one's
+  #    checkpoint (a stage interrupted is resumed too; a finished one is skipped):
+  #    steps 1-1600 plain on a 2400-step schedule; 1601-2000 with 30% of the windows
+  #    holding a repeated span (--repeat-frac: a curriculum for induction heads); then a
+  #    3400-step schedule with 50% repeated windows, stopped after step 2800. ~3 h on one core
+  lm_stage() { # NAME, then the options of the stage
+    name=$1
+    shift
+    [ -f "$LM/stage-$name.done" ] && return 0
+    resume=
+    [ -f "$LM/lm/checkpoint/optimizer.safetensors" ] && resume=--resume
+    ( "$BIN" train-lm --model "$LM/init" --corpus "$LM_CORPUS" --exclude "$LM_HELDOUT" --out "$LM/lm" \
+        --batch 16 --seq 256 --lr 1.5e-3 --warmup 100 --wd 0.1 --clip 1.0 --log-every 10 --save-every 100 \
+        --threads "$THREADS" --seed 2026 "$@" $resume
+      echo $? > "$LM/lm_train.status" ) | tee -a "$LM/lm_train.log"
+    [ "$(cat "$LM/lm_train.status")" = 0 ]
+    touch "$LM/stage-$name.done"
+  }
+  lm_stage plain --steps 2400 --stop-after 1600
+  lm_stage repeat30 --steps 2400 --repeat-frac 0.3 --repeat-from 1600 --stop-after 2000
+  lm_stage repeat50 --steps 3400 --repeat-frac 0.5 --repeat-from 2000 --stop-after 2800
 
   # 5. shipped in BF16, with the training log and its curve
   /usr/bin/python3 models/to_bf16.py "$LM/lm" models/attnscope-lm
