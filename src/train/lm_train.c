@@ -66,56 +66,80 @@ static int lm_group(void *ctx, int j, model_grads *buf) {
     return s != AS_OK;
 }
 
+/* What lm_batch_loss needs for batches of B windows of T tokens on `threads` threads: the
+ * workers, the groups' gradient buffers and the row losses; kept over a run's steps (fresh
+ * buffers of a large vocabulary's logit gradient and of the gradients cost page faults). */
+typedef struct {
+    int B, T, G, nw;
+    lm_worker *wk;    /* (nw) */
+    grad_groups gg;   /* nw buffers */
+    double *row_loss; /* (B, T - 1) */
+} lm_ws;
+
+static void lm_ws_free(lm_ws *w) {
+    for (int i = 0; w->wk && i < w->nw; i++) {
+        as_encoding_free(&w->wk[i].enc);
+        model_tape_free(&w->wk[i].tp);
+        free(w->wk[i].dl);
+    }
+    free(w->wk);
+    free(w->row_loss);
+    grad_groups_free(&w->gg);
+    memset(w, 0, sizeof *w);
+}
+
+static as_status lm_ws_init(const as_model *m, int B, int T, int threads, lm_ws *w, as_error *err) {
+    int V = as_model_config(m)->vocab_size, nt = threads > 0 ? threads : as_n_cores();
+    as_status s = AS_OK;
+    memset(w, 0, sizeof *w);
+    if (T < 2 || B < 1) return as_err_set(err, AS_ERR_INPUT, "a batch needs at least 1 window of 2 tokens");
+    if (!(as_model_heads(m) & HEAD_LM))
+        return as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", as_model_dir(m));
+    w->B = B, w->T = T, w->G = grad_groups_count(B);
+    w->nw = nt < w->G ? nt : w->G;
+    w->row_loss = as_malloc_array((size_t)B * (T - 1), sizeof(double));
+    w->wk = as_calloc((size_t)w->nw, sizeof *w->wk);
+    if (!w->row_loss || !w->wk) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int i = 0; !s && i < w->nw; i++) {
+        if ((s = model_tape_init(m, T, &w->wk[i].tp, err))) break;
+        if (!(w->wk[i].dl = as_malloc_array((size_t)T * V, sizeof(float))))
+            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    if (!s) s = grad_groups_init(m, w->nw, &w->gg, err);
+    if (s) lm_ws_free(w);
+    return s;
+}
+
+/* lm_batch_loss on a workspace of its B, T. */
+static as_status lm_ws_loss(const as_model *m, const int32_t *ids, lm_ws *w, model_grads *g, double *loss,
+                            as_error *err) {
+    as_status s = AS_OK, st[GRAD_GROUPS] = {0};
+    as_error errs[GRAD_GROUPS];
+    lm_job job = {.m = m, .ids = ids, .B = w->B, .T = w->T, .G = w->G, .inv = 1.0 / ((double)w->B * (w->T - 1)),
+                  .row_loss = w->row_loss, .wk = w->wk, .n_wk = w->nw, .st = st, .err = errs};
+    *loss = 0.0;
+    par_state saved;
+    model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */
+    int failed = grad_groups_run(&w->gg, w->G, g, lm_group, &job);
+    model_par_end(&saved);
+    for (int j = 0; failed && j < w->G && !s; j++)
+        if (st[j]) *err = errs[j], s = st[j];
+    for (size_t i = 0; !s && i < (size_t)w->B * (w->T - 1); i++) *loss += w->row_loss[i] * job.inv;
+    return s;
+}
+
 /* Mean cross-entropy of the next token over the B x (T - 1) predictions of windows ids
  * (B, T); the gradient of that mean for every parameter accumulated into g. Windows run
  * whole on the threads, in fixed groups (grad_groups.h): the same result at any thread
  * count. */
 as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int threads, model_grads *g,
                         double *loss, as_error *err) {
-    const as_config *c = as_model_config(m);
-    int V = c->vocab_size, nt = threads > 0 ? threads : as_n_cores();
-    as_status s = AS_OK;
+    lm_ws w;
     *loss = 0.0;
-    if (T < 2 || B < 1) return as_err_set(err, AS_ERR_INPUT, "a batch needs at least 1 window of 2 tokens");
-    if (!(as_model_heads(m) & HEAD_LM))
-        return as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to train", as_model_dir(m));
-    int G = grad_groups_count(B), nw = nt < G ? nt : G;
-    as_status st[GRAD_GROUPS] = {0};
-    as_error errs[GRAD_GROUPS];
-    lm_job job = {.m = m, .ids = ids, .B = B, .T = T, .G = G, .inv = 1.0 / ((double)B * (T - 1)), .n_wk = nw,
-                  .st = st, .err = errs};
-    grad_groups gg = {0};
-    job.row_loss = as_malloc_array((size_t)B * (T - 1), sizeof(double));
-    job.wk = as_calloc((size_t)nw, sizeof *job.wk);
-    if (!job.row_loss || !job.wk) {
-        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        goto cleanup;
-    }
-    for (int i = 0; i < nw; i++) {
-        if ((s = model_tape_init(m, T, &job.wk[i].tp, err))) goto cleanup;
-        if (!(job.wk[i].dl = as_malloc_array((size_t)T * V, sizeof(float)))) {
-            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-            goto cleanup;
-        }
-    }
-    if ((s = grad_groups_init(m, nw, &gg, err))) goto cleanup;
-    par_state saved;
-    model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */
-    int failed = grad_groups_run(&gg, G, g, lm_group, &job);
-    model_par_end(&saved);
-    for (int j = 0; failed && j < G && !s; j++)
-        if (st[j]) *err = errs[j], s = st[j];
-    if (s) goto cleanup;
-    for (size_t i = 0; i < (size_t)B * (T - 1); i++) *loss += job.row_loss[i] * job.inv;
-cleanup:
-    for (int i = 0; job.wk && i < nw; i++) {
-        as_encoding_free(&job.wk[i].enc);
-        model_tape_free(&job.wk[i].tp);
-        free(job.wk[i].dl);
-    }
-    free(job.wk);
-    free(job.row_loss);
-    grad_groups_free(&gg);
+    as_status s = lm_ws_init(m, B, T, threads, &w, err);
+    if (s) return s;
+    s = lm_ws_loss(m, ids, &w, g, loss, err);
+    lm_ws_free(&w);
     return s;
 }
 
@@ -268,6 +292,7 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     as_status s;
     as_model *m = NULL;
     model_grads params = {0}, grads = {0};
+    lm_ws ws = {0};
     int32_t *stream = NULL, *batch = NULL;
     float *mo = NULL, *vo = NULL;
     uint8_t *decay = NULL;
@@ -306,7 +331,9 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         s = as_err_set(err, AS_ERR_INPUT, "the corpus has %zu tokens, fewer than one window of %d", n_tok, o->seq);
         goto cleanup;
     }
-    if ((s = model_params_own(m, &params, err)) || (s = model_grads_init(m, &grads, err))) goto cleanup;
+    if ((s = model_params_own(m, &params, err)) || (s = model_grads_init(m, &grads, err)) ||
+        (s = lm_ws_init(m, o->batch, o->seq, o->threads, &ws, err)))
+        goto cleanup;
     mo = as_calloc(params.n, sizeof(float));
     vo = as_calloc(params.n, sizeof(float));
     decay = as_malloc(params.n ? params.n : 1);
@@ -339,7 +366,7 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         }
         model_grads_zero(&grads);
         double loss;
-        if ((s = lm_batch_loss(m, batch, o->batch, o->seq, o->threads, &grads, &loss, err))) goto cleanup;
+        if ((s = lm_ws_loss(m, batch, &ws, &grads, &loss, err))) goto cleanup;
         double norm = 0.0;
         for (size_t i = 0; i < grads.n; i++) norm += (double)grads.block[i] * grads.block[i];
         norm = sqrt(norm);
@@ -368,5 +395,6 @@ cleanup:
     as_model_free(m);
     model_grads_free(&params);
     model_grads_free(&grads);
+    lm_ws_free(&ws);
     return s;
 }
