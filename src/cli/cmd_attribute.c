@@ -5,7 +5,7 @@
  * row-major order) or as an .npz archive (attr_write_npz).
  * What it does not: draw anything (the server's view does), or average over a corpus.
  */
-#include "cli.h"
+#include "cli_input.h"
 #include "attnscope/analysis.h"
 
 #include <jansson.h>
@@ -36,24 +36,25 @@ static const char *ATTR_HELP =
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
-    const char *model, *text, *text_b, *ids, *type_ids, *target, *position, *format, *out;
-    int method_set, threads;
+    cli_input in;
+    const char *target, *position, *format, *out;
+    int method_set;
     attr_method method;
 } attr_args;
 
 static int parse_args(int argc, char **argv, attr_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = NULL;
+        int rc;
+        if (cli_input_option(&a->in, "attribute", argc, argv, &i, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
 #define VAL()                                                              \
     do {                                                                   \
         if (!(v = cli_value(argc, argv, &i, "attribute"))) return AS_ERR_INPUT; \
     } while (0)
-        if (!strcmp(o, "--model")) { VAL(); a->model = v; }
-        else if (!strcmp(o, "--text")) { VAL(); a->text = v; }
-        else if (!strcmp(o, "--text-b")) { VAL(); a->text_b = v; }
-        else if (!strcmp(o, "--ids")) { VAL(); a->ids = v; }
-        else if (!strcmp(o, "--type-ids")) { VAL(); a->type_ids = v; }
-        else if (!strcmp(o, "--target")) { VAL(); a->target = v; }
+        if (!strcmp(o, "--target")) { VAL(); a->target = v; }
         else if (!strcmp(o, "--position")) { VAL(); a->position = v; }
         else if (!strcmp(o, "--out")) { VAL(); a->out = v; }
         else if (!strcmp(o, "--format")) {
@@ -66,20 +67,15 @@ static int parse_args(int argc, char **argv, attr_args *a) {
             if (attr_method_parse(v, &a->method))
                 return cli_usage_error("attribute", "bad --method '%s': expected rollout, flow, norm, norm2, alti, grad or importance", v);
             a->method_set = 1;
-        } else if (!strcmp(o, "--threads")) {
-            VAL();
-            if (cli_parse_int(v, 1, 1024, &a->threads))
-                return cli_usage_error("attribute", "bad --threads '%s': expected an integer in [1, 1024]", v);
         } else {
             return cli_usage_error("attribute", "unknown option '%s'", o);
         }
 #undef VAL
     }
-    if (!a->model) return cli_usage_error("attribute", "--model DIR is required");
-    if (!a->method_set) return cli_usage_error("attribute", "--method is required (rollout, flow, norm, norm2, alti, grad or importance)");
-    if (!a->text == !a->ids) return cli_usage_error("attribute", "give exactly one of --text or --ids");
-    if (a->text_b && !a->text) return cli_usage_error("attribute", "--text-b needs --text");
-    if (a->type_ids && !a->ids) return cli_usage_error("attribute", "--type-ids needs --ids");
+    /* --model DIR is required before --method, and --method before the input */
+    if (a->in.model && !a->method_set) return cli_usage_error("attribute", "--method is required (rollout, flow, norm, norm2, alti, grad or importance)");
+    int rc = cli_input_check(&a->in, "attribute");
+    if (rc) return rc;
     if (!strcmp(a->format, "npz") && !a->out) return cli_usage_error("attribute", "--format npz needs --out FILE");
     int grad = a->method == ATTR_GRAD || a->method == ATTR_IMPORTANCE;
     if (!grad && (a->target || a->position))
@@ -146,13 +142,10 @@ int cmd_attribute(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0};
     attr_result r = {0};
-    attr_opts o = {.method = a.method, .target = -1, .position = -1, .threads = a.threads};
-    if (as_model_load(a.model, &m, &err)) {
-        rc = cli_fail(&err);
+    attr_opts o = {.method = a.method, .target = -1, .position = -1, .threads = a.in.threads};
+    if ((rc = cli_input_load(&a.in, &m)) || (rc = parse_target(m, &a, &o)) ||
+        (rc = cli_input_encode(&a.in, "attribute", m, &enc)))
         goto cleanup;
-    }
-    if ((rc = parse_target(m, &a, &o))) goto cleanup;
-    if ((rc = cli_make_encoding("attribute", m, a.text, a.text_b, a.ids, a.type_ids, 0, 1, &enc))) goto cleanup;
     if (attr_compute(m, &enc, &o, &r, &err)) {
         rc = cli_fail(&err);
         goto cleanup;

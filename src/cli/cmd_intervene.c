@@ -5,7 +5,7 @@
  * and one target token's of an LM / masked-LM head. Text table or JSON.
  * What it does not: search for heads or edges to intervene on, or keep the runs.
  */
-#include "cli.h"
+#include "cli_input.h"
 #include "attnscope/analysis.h"
 
 #include <jansson.h>
@@ -31,23 +31,24 @@ static const char *IV_HELP =
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
-    const char *model, *text, *text_b, *ids, *type_ids, *heads, *knockout, *format;
-    int mode, renorm, position, top, target, threads;
+    cli_input in;
+    const char *heads, *knockout, *format;
+    int mode, renorm, position, top, target;
 } iv_args;
 
 static int parse_args(int argc, char **argv, iv_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = NULL;
+        int rc;
+        if (cli_input_option(&a->in, "intervene", argc, argv, &i, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
 #define VAL()                                                                   \
     do {                                                                        \
         if (!(v = cli_value(argc, argv, &i, "intervene"))) return AS_ERR_INPUT; \
     } while (0)
-        if (!strcmp(o, "--model")) { VAL(); a->model = v; }
-        else if (!strcmp(o, "--text")) { VAL(); a->text = v; }
-        else if (!strcmp(o, "--text-b")) { VAL(); a->text_b = v; }
-        else if (!strcmp(o, "--ids")) { VAL(); a->ids = v; }
-        else if (!strcmp(o, "--type-ids")) { VAL(); a->type_ids = v; }
-        else if (!strcmp(o, "--heads")) { VAL(); a->heads = v; }
+        if (!strcmp(o, "--heads")) { VAL(); a->heads = v; }
         else if (!strcmp(o, "--knockout")) { VAL(); a->knockout = v; }
         else if (!strcmp(o, "--renorm")) { a->renorm = 1; }
         else if (!strcmp(o, "--mode")) {
@@ -72,19 +73,13 @@ static int parse_args(int argc, char **argv, iv_args *a) {
             VAL();
             if (cli_parse_int(v, 0, AS_MAX_VOCAB, &a->target))
                 return cli_usage_error("intervene", "bad --target '%s': expected a token id", v);
-        } else if (!strcmp(o, "--threads")) {
-            VAL();
-            if (cli_parse_int(v, 1, 1024, &a->threads))
-                return cli_usage_error("intervene", "bad --threads '%s': expected an integer in [1, 1024]", v);
         } else {
             return cli_usage_error("intervene", "unknown option '%s'", o);
         }
 #undef VAL
     }
-    if (!a->model) return cli_usage_error("intervene", "--model DIR is required");
-    if (!a->text == !a->ids) return cli_usage_error("intervene", "give exactly one of --text or --ids");
-    if (a->text_b && !a->text) return cli_usage_error("intervene", "--text-b needs --text");
-    if (a->type_ids && !a->ids) return cli_usage_error("intervene", "--type-ids needs --ids");
+    int rc = cli_input_check(&a->in, "intervene");
+    if (rc) return rc;
     if (!a->heads && !a->knockout) return cli_usage_error("intervene", "give --heads, --knockout or both");
     return 0;
 }
@@ -165,12 +160,8 @@ int cmd_intervene(int argc, char **argv) {
         goto cleanup;
     }
     iv.heads = heads, iv.edges = edges;
-    if (as_model_load(a.model, &m, &err)) {
-        rc = cli_fail(&err);
-        goto cleanup;
-    }
-    if ((rc = cli_make_encoding("intervene", m, a.text, a.text_b, a.ids, a.type_ids, 0, 1, &enc))) goto cleanup;
-    iv_opts o = {.position = a.position, .threads = a.threads};
+    if ((rc = cli_input_load(&a.in, &m)) || (rc = cli_input_encode(&a.in, "intervene", m, &enc))) goto cleanup;
+    iv_opts o = {.position = a.position, .threads = a.in.threads};
     if (iv_compare(m, &enc, &iv, &o, &r, &err)) {
         rc = cli_fail(&err);
         goto cleanup;

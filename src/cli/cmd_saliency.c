@@ -3,7 +3,7 @@
  * gradients; see src/analysis/saliency.h), printed as a table with bars or as JSON,
  * with the predicted class and the probabilities.
  */
-#include "cli.h"
+#include "cli_input.h"
 #include "attnscope/analysis.h"
 
 #include <cblas.h>
@@ -28,24 +28,25 @@ static const char *SAL_HELP =
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
-    const char *model, *text, *text_b, *ids, *type_ids, *target, *format;
+    cli_input in;
+    const char *target, *format;
     sal_method method;
-    int steps, threads;
+    int steps;
 } sal_args;
 
 static int parse_args(int argc, char **argv, sal_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = NULL;
+        int rc;
+        if (cli_input_option(&a->in, "saliency", argc, argv, &i, &rc)) {
+            if (rc) return rc;
+            continue;
+        }
 #define VAL()                                                   \
     do {                                                        \
         if (!(v = cli_value(argc, argv, &i, "saliency"))) return AS_ERR_INPUT; \
     } while (0)
-        if (!strcmp(o, "--model")) { VAL(); a->model = v; }
-        else if (!strcmp(o, "--text")) { VAL(); a->text = v; }
-        else if (!strcmp(o, "--text-b")) { VAL(); a->text_b = v; }
-        else if (!strcmp(o, "--ids")) { VAL(); a->ids = v; }
-        else if (!strcmp(o, "--type-ids")) { VAL(); a->type_ids = v; }
-        else if (!strcmp(o, "--target")) { VAL(); a->target = v; }
+        if (!strcmp(o, "--target")) { VAL(); a->target = v; }
         else if (!strcmp(o, "--format")) {
             VAL();
             if (strcmp(v, "text") && strcmp(v, "json"))
@@ -59,19 +60,13 @@ static int parse_args(int argc, char **argv, sal_args *a) {
             VAL();
             if (cli_parse_int(v, 1, SAL_MAX_STEPS, &a->steps))
                 return cli_usage_error("saliency", "bad --steps '%s': expected an integer in [1, %d]", v, SAL_MAX_STEPS);
-        } else if (!strcmp(o, "--threads")) {
-            VAL();
-            if (cli_parse_int(v, 1, 1024, &a->threads))
-                return cli_usage_error("saliency", "bad --threads '%s': expected an integer in [1, 1024]", v);
         } else {
             return cli_usage_error("saliency", "unknown option '%s'", o);
         }
 #undef VAL
     }
-    if (!a->model) return cli_usage_error("saliency", "--model DIR is required");
-    if (!a->text == !a->ids) return cli_usage_error("saliency", "give exactly one of --text or --ids");
-    if (a->text_b && !a->text) return cli_usage_error("saliency", "--text-b needs --text");
-    if (a->type_ids && !a->ids) return cli_usage_error("saliency", "--type-ids needs --ids");
+    int rc = cli_input_check(&a->in, "saliency");
+    if (rc) return rc;
     if (a->steps && a->method != SAL_IG) return cli_usage_error("saliency", "--steps applies to --method ig only");
     return 0;
 }
@@ -195,13 +190,8 @@ int cmd_saliency(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0};
     sal_result r = {0};
-    if (as_model_load(a.model, &m, &err)) {
-        rc = cli_fail(&err);
-        goto cleanup;
-    }
-    if ((rc = cli_make_encoding("saliency", m, a.text, a.text_b, a.ids, a.type_ids, 0, 1, &enc)))
-        goto cleanup;
-    sal_opts so = {.method = a.method, .steps = a.steps, .threads = a.threads};
+    if ((rc = cli_input_load(&a.in, &m)) || (rc = cli_input_encode(&a.in, "saliency", m, &enc))) goto cleanup;
+    sal_opts so = {.method = a.method, .steps = a.steps, .threads = a.in.threads};
     if (parse_target(m, a.target, &so.target)) {
         rc = cli_usage_error("saliency", "bad --target '%s': expected a class index or label name", a.target);
         goto cleanup;

@@ -1,0 +1,29 @@
+/* cli_input.h — the input options the one-input analysis commands (intervene, saliency,
+ * attribute) share: --model, --text, --text-b, --ids, --type-ids and --threads, their
+ * checks, and loading the model and encoding the input, each with the command's
+ * one-line usage errors (cli.h).
+ */
+#ifndef AS_CLI_INPUT_H
+#define AS_CLI_INPUT_H
+
+#include "cli.h"
+
+typedef struct {
+    const char *model, *text, *text_b, *ids, *type_ids;
+    int threads;
+} cli_input;
+
+/* Consumes argv[*i] when it is one of the shared options (its value too, advancing
+ * *i): returns 1 with *rc 0, or *rc an exit status after printing a usage error.
+ * Returns 0, touching nothing, for any other option. */
+int cli_input_option(cli_input *in, const char *cmd, int argc, char **argv, int *i, int *rc);
+/* Checks the options together: --model given, exactly one of --text and --ids,
+ * --text-b only with --text, --type-ids only with --ids. 0 or an exit status. */
+int cli_input_check(const cli_input *in, const char *cmd);
+/* Loads in->model into *m (the caller's, as_model_free); 0 or an exit status. */
+int cli_input_load(const cli_input *in, as_model **m);
+/* Encodes the input for m (untruncated past the model's limit, warnings printed)
+ * into *enc (the caller's, as_encoding_free); 0 or an exit status. */
+int cli_input_encode(const cli_input *in, const char *cmd, const as_model *m, as_encoding *enc);
+
+#endif
