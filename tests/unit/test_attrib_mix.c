@@ -18,27 +18,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analysis/attrib.h"
-#include "io/safetensors.h"
-
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#ifndef AS_SOURCE_DIR
-#define AS_SOURCE_DIR "."
-#endif
-#define MODELS AS_SOURCE_DIR "/tests/ref/fixtures/models/"
-#define REFS AS_SOURCE_DIR "/tests/ref/fixtures/attrib/"
-
-typedef struct {
-    const char *name;
-    as_model *m;
-    st_file *exp, *ref;
-    as_encoding enc;
-    int L, T;
-} fx;
+#define FX_REF_SUFFIX "_mix"
+#define FX_WHAT_WIDTH 12
+#include "attrib_fixture.h"
 
 static const float *ref(const fx *f, const char *name) {
     const st_tensor *t = st_file_find(f->ref, name);
@@ -46,45 +30,6 @@ static const float *ref(const fx *f, const char *name) {
     assert_int_equal(t->dtype, DTYPE_F32);
     assert_int_equal(t->n_elems, (size_t)f->L * f->T * f->T);
     return t->data;
-}
-
-static void load(fx *f, const char *name) {
-    memset(f, 0, sizeof *f);
-    f->name = name;
-    char path[512];
-    as_error err = {0};
-    snprintf(path, sizeof path, MODELS "%s", name);
-    if (as_model_load(path, &f->m, &err)) fail_msg("%s", err.msg);
-    snprintf(path, sizeof path, MODELS "%s/expected.safetensors", name);
-    if (st_file_open(path, &f->exp, &err)) fail_msg("%s", err.msg);
-    snprintf(path, sizeof path, REFS "%s_mix.safetensors", name);
-    if (st_file_open(path, &f->ref, &err)) fail_msg("%s", err.msg);
-    const st_tensor *ids = st_file_find(f->exp, "single.input_ids"), *tt = st_file_find(f->exp, "single.token_type_ids");
-    assert_non_null(ids);
-    assert_non_null(tt);
-    const int32_t *types = as_model_config(f->m)->type_vocab > 1 ? tt->data : NULL;
-    if (as_encoding_from_ids(f->m, ids->data, types, (int)ids->n_elems, &f->enc, &err)) fail_msg("%s", err.msg);
-    f->L = as_model_config(f->m)->n_layer, f->T = (int)ids->n_elems;
-}
-
-static void unload(fx *f) {
-    as_encoding_free(&f->enc);
-    st_file_free(f->exp);
-    st_file_free(f->ref);
-    as_model_free(f->m);
-}
-
-/* max |c - r| (relative: over max |r|) <= tol */
-static void compare(const char *what, const float *c, const float *r, size_t n, double tol, int relative) {
-    double md = 0.0, mr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        md = fmax(md, fabs((double)c[i] - r[i]));
-        mr = fmax(mr, fabs(r[i]));
-    }
-    double d = relative ? md / mr : md;
-    printf("  %-12s max %s diff %.2e (scale %.3g)\n", what, relative ? "rel" : "abs", d, mr);
-    assert_true(mr > 0.0);
-    assert_true(d <= tol);
 }
 
 static void compute(const fx *f, attr_method method, int threads, attr_result *r) {
