@@ -1,11 +1,11 @@
 #!/bin/sh
 # make_models.sh — reproduces attnscope's shipped models from scratch with the attnscope
-# binary (run by `make models`; not part of CI: about 95 minutes on one core).
+# binary (run by `make models`; not part of CI: about 95 minutes on one core for the encoders).
 #   models/attnscope-mlm           4-layer BERT masked-LM, pretrained here
 #   models/attnscope-sst2          its SST-2 classifier
 #   models/attnscope-sst2-student  2-layer distilled student, fine-tuned on SST-2
 #   models/attnscope-lm            6-layer Llama causal LM (BF16), trained here with train-lm
-#                                  (about 3 hours on one core; `make models-lm` runs it alone)
+#                                  (about 110 minutes on one core; `make models-lm` runs it alone)
 # Usage: models/make_models.sh [BIN] [WORK_DIR] [PART]   (defaults: build/attnscope,
 #        build/models-work, all; PART encoders = the first three, lm = the decoder)
 # Data: ../shared/data (corpus/, ud/, sst2/); SST-2 dev and test sentences are removed
