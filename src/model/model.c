@@ -91,6 +91,24 @@ static const st_tensor *find_any(const as_model *m, const char *name, char *used
     return t;
 }
 
+as_model *model_decoder_view(as_model *m) {
+    const as_config *c = &m->cfg;
+    as_model *d = as_calloc(1, sizeof *d);
+    if (!d) return NULL;
+    m->dec = d;
+    d->cfg = *c;
+    d->cfg.id2label = NULL; /* owned by m's config */
+    d->cfg.num_labels = 0;
+    d->cfg.n_layer = c->n_dec_layer;
+    d->cfg.n_dec_layer = 0;
+    d->cfg.causal = 1;
+    d->dir = m->dir;
+    d->st = m->st;
+    d->prefix = m->prefix;
+    d->dtype = m->dtype;
+    return d;
+}
+
 int model_has(const as_model *m, const char *name) {
     char used[512];
     return find_any(m, name, used, sizeof used) != NULL;

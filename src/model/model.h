@@ -134,6 +134,10 @@ as_status model_get_lin(as_model *m, const char *base, int n_in, int n_out, int 
                         int bias_required, lin_t *out, as_error *err);
 as_status model_get_ln(as_model *m, const char *base, int n, const char *gname,
                        const char *bname, ln_t *out, as_error *err);
+/* The decoder stack of an encoder-decoder model as an as_model view set as m->dec: m's
+ * config with n_dec_layer layers, causal, no labels, m's file, prefix and dtype (weights
+ * bound by the caller, owned by m). NULL when out of memory. */
+as_model *model_decoder_view(as_model *m);
 int model_has(const as_model *m, const char *name);
 /* The checkpoint's name of tensor `name` (looked up as model_get does; borrowed from the
  * mapping), or NULL. */

@@ -102,19 +102,8 @@ as_status t5_bind(as_model *m, as_error *err) {
                           "%s: %s sequence-classification / question-answering heads are not supported (the LM "
                           "head is)",
                           m->dir, c->model_type);
-    as_model *d = as_calloc(1, sizeof *d);
+    as_model *d = model_decoder_view(m);
     if (!d) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    m->dec = d;
-    d->cfg = *c;
-    d->cfg.id2label = NULL; /* owned by m's config */
-    d->cfg.num_labels = 0;
-    d->cfg.n_layer = c->n_dec_layer;
-    d->cfg.n_dec_layer = 0;
-    d->cfg.causal = 1;
-    d->dir = m->dir;
-    d->st = m->st;
-    d->prefix = m->prefix;
-    d->dtype = m->dtype;
     if ((s = bind_stack(m, m, "encoder", c->n_layer, 0, err)) ||
         (s = bind_stack(m, d, "decoder", c->n_dec_layer, 1, err)))
         return s;

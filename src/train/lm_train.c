@@ -228,16 +228,24 @@ as_status lm_corpus_tokens(const as_model *m, const char *const *files, int n_fi
     size_t cap = 1 << 16, len = 0, bytes = 0;
     int32_t *ids = as_malloc_array(cap, sizeof(int32_t));
     if (!ids) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    /* the tokens of the line break between sentences, encoded once */
+    size_t sep_cap = 16, n_sep = 0;
+    int32_t *sep = ids ? as_malloc_array(sep_cap, sizeof(int32_t)) : NULL;
+    if (ids && !sep) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (!s) s = stream_add(m, "\n", &sep, &n_sep, &sep_cap, err);
     for (int i = 0; i < txt.n && !s; i++) {
         int first = i == 0 || txt.doc[i] != txt.doc[i - 1];
         if (first && c->bos_token_id >= 0) {
             if (!(s = stream_reserve(&ids, len, &cap, 1, err))) ids[len++] = c->bos_token_id;
-        } else if (!first)
-            s = stream_add(m, "\n", &ids, &len, &cap, err);
+        } else if (!first && !(s = stream_reserve(&ids, len, &cap, n_sep, err))) {
+            memcpy(ids + len, sep, n_sep * sizeof(int32_t));
+            len += n_sep;
+        }
         if (!s) s = stream_add(m, txt.text[i], &ids, &len, &cap, err);
         bytes += strlen(txt.text[i]) + (i > 0); /* a line break or a document boundary before it */
     }
     data_text_free(&txt);
+    free(sep);
     if (s) {
         free(ids);
         return s;
