@@ -42,6 +42,7 @@
  *   attnscope/analysis.h  saliency, corpus analysis and import, reports, the analysis database
  *   attnscope/npy.h       reading float32 .npy files (imported attention)
  *   attnscope/attn_npz.h  attention computed elsewhere, read from an .npz into a run
+ *   attnscope/beam.h      beam search over the forward (`attnscope generate --beams`)
  * are the API of the higher layers that the tools (the CLI in src/cli, the server in
  * src/server) are built on; they follow the library's internals more closely and may
  * change with them.
@@ -109,6 +110,8 @@ void as_set_quiet(int quiet);
 #define AS_MAX_VOCAB 4000000
 #define AS_MAX_POSITIONS 65536
 #define AS_MAX_LABELS 4096
+#define AS_MAX_EOS_IDS 8         /* ids config.json's eos_token_id may list */
+#define AS_NPZ_EXTRA_MAX_DIMS 5  /* dimensions of an as_npz_extra array */
 /* layers x heads of one run in an analysis database (its head-pair matrix is that
    squared); GPT-2 XL has 1,200 */
 #define AS_MAX_RUN_HEADS 4096
@@ -200,6 +203,14 @@ typedef struct {
                             in the encoder, causal in the decoder); 0 = none */
     int rel_max_distance; /* T5: relative_attention_max_distance */
     float head_in_scale; /* T5 with tied embeddings: the LM head's input times d_model^-0.5; 0 = none */
+    /* Generation settings Hugging Face's generate takes from the configuration: every id that
+     * eos_token_id lists below vocab_size (n_eos_ids of them; 0 when eos_token_id is -1),
+     * forced_bos_token_id (the only allowed first generated token) and forced_eos_token_id
+     * (the only allowed token at the last position); -1 when none. The encoder-decoder family
+     * has transformers' defaults (BartConfig and MBartConfig: forced_eos 2, MarianConfig: 0). */
+    int n_eos_ids;
+    int eos_ids[AS_MAX_EOS_IDS];
+    int forced_bos_token_id, forced_eos_token_id;
 } as_config;
 
 /* Factor applied to q.k in layer l (0-based): query_scale when set (Gemma), else 1/sqrt(Dh)
@@ -512,8 +523,8 @@ typedef struct {
     const char *name;
     as_dtype dtype; /* DTYPE_F32 or DTYPE_I32 */
     const void *data;
-    int ndim;
-    int64_t shape[4];
+    int ndim; /* 1..AS_NPZ_EXTRA_MAX_DIMS */
+    int64_t shape[AS_NPZ_EXTRA_MAX_DIMS];
 } as_npz_extra;
 /* as_run_write_npz, then the n_extra arrays of extra (e.g. `attnscope generate`'s
  * generated ids and per-step attention) in the same archive. Errors as there, and

@@ -12,6 +12,7 @@ import os
 
 AS_ERR_MSG_MAX = 512
 AS_MAX_LAYERS = 256
+AS_MAX_EOS_IDS = 8
 # as_run_arrays writes AS_RUN_N_ARRAYS entries (9 today); the package passes room for
 # RUN_ARRAYS_ROOM and reads the entries that have a name, so a header that adds arrays
 # needs no change here (as_run itself stays opaque: its fields are read through functions)
@@ -53,7 +54,8 @@ class Config(ctypes.Structure):
         ("bos_token_id", ctypes.c_int), ("eos_token_id", ctypes.c_int),
         ("n_dec_layer", ctypes.c_int), ("decoder_start_token_id", ctypes.c_int), ("pre_norm", ctypes.c_int),
         ("layernorm_embedding", ctypes.c_int), ("rel_buckets", ctypes.c_int), ("rel_max_distance", ctypes.c_int),
-        ("head_in_scale", ctypes.c_float),
+        ("head_in_scale", ctypes.c_float), ("n_eos_ids", ctypes.c_int), ("eos_ids", ctypes.c_int * AS_MAX_EOS_IDS),
+        ("forced_bos_token_id", ctypes.c_int), ("forced_eos_token_id", ctypes.c_int),
     ]
 
 

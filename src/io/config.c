@@ -1030,6 +1030,44 @@ json_t *as_json_loadb_hf(const char *buf, size_t len, size_t flags, json_error_t
     return root;
 }
 
+/* The generation settings of as_config: the eos_token_id list (as the family parsed
+ * eos_token_id: -1 leaves it empty; ids at or above vocab_size, which no step can pick, are
+ * left out), forced_bos_token_id and forced_eos_token_id (absent:
+ * transformers' configuration default, BartConfig / MBartConfig 2, MarianConfig 0, else
+ * none; null: none). Each id below vocab_size. */
+static as_status parse_generation(const cfg_ctx *c, as_config *o) {
+    char qb[160];
+    as_status rc;
+    o->n_eos_ids = 0;
+    json_t *e = field(c, "eos_token_id");
+    if (o->eos_token_id >= 0 && json_is_array(e)) {
+        if (json_array_size(e) > AS_MAX_EOS_IDS)
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' lists %zu ids (at most %d)", c->path,
+                              QKEY(c, "eos_token_id", qb), json_array_size(e), AS_MAX_EOS_IDS);
+        for (size_t i = 0; i < json_array_size(e); i++) {
+            json_t *v = json_array_get(e, i);
+            json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (x < 0 || x > AS_MAX_VOCAB)
+                return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' entry %zu is not an id in [0, %d]", c->path,
+                                  QKEY(c, "eos_token_id", qb), i, AS_MAX_VOCAB);
+            if (x < o->vocab_size) o->eos_ids[o->n_eos_ids++] = (int)x;
+        }
+    } else if (o->eos_token_id >= 0 && o->eos_token_id < o->vocab_size) o->eos_ids[o->n_eos_ids++] = o->eos_token_id;
+    int def_eos = -1;
+    if (o->arch == ARCH_BART) def_eos = strcmp(o->model_type, "marian") ? 2 : 0;
+    const char *keys[2] = {"forced_bos_token_id", "forced_eos_token_id"};
+    int *dst[2] = {&o->forced_bos_token_id, &o->forced_eos_token_id}, defs[2] = {-1, def_eos};
+    for (int i = 0; i < 2; i++) {
+        *dst[i] = -1;
+        if (json_is_null(json_object_get(c->root, keys[i]))) continue;
+        if ((rc = get_token_id(c, keys[i], defs[i], dst[i]))) return rc;
+        if (*dst[i] >= o->vocab_size)
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' (%d) is not below vocab_size (%d)", c->path,
+                              QKEY(c, keys[i], qb), *dst[i], o->vocab_size);
+    }
+    return AS_OK;
+}
+
 as_status as_config_parse(const char *json, size_t len, const char *path, as_config *out,
                           as_error *err) {
     as_status rc = AS_OK;
@@ -1071,6 +1109,7 @@ as_status as_config_parse(const char *json, size_t len, const char *path, as_con
     out->n_kv_head = out->n_head;
     out->bos_token_id = out->eos_token_id = -1;
 labels:
+    if ((rc = parse_generation(&c, out)) != AS_OK) goto cleanup;
     if (out->pad_token_id >= out->vocab_size) {
         rc = as_err_set(err, AS_ERR_INPUT, "%s: field 'pad_token_id' (%d) is not below vocab_size (%d)",
                         path, out->pad_token_id, out->vocab_size);

@@ -1029,6 +1029,43 @@ static void test_llm_fixture_configs(void **state) {
     as_config_clear(&c);
 }
 
+/* Generation settings: the eos_token_id list, forced_bos / forced_eos with transformers'
+ * per-family defaults (BartConfig 2, MarianConfig 0, T5 none), null = none, bad ids refused */
+static void test_generation_settings(void **state) {
+    (void)state;
+    as_config c;
+    parse_ok("{\"model_type\":\"llama\",\"vocab_size\":100,\"eos_token_id\":[5,7,300]}", &c);
+    assert_int_equal(c.eos_token_id, 5);
+    assert_int_equal(c.n_eos_ids, 2); /* 300 is past the vocabulary: no step can pick it */
+    assert_int_equal(c.eos_ids[0], 5);
+    assert_int_equal(c.eos_ids[1], 7);
+    assert_int_equal(c.forced_bos_token_id, -1);
+    assert_int_equal(c.forced_eos_token_id, -1);
+    as_config_clear(&c);
+    parse_ok("{\"model_type\":\"bart\",\"vocab_size\":50}", &c);
+    assert_int_equal(c.n_eos_ids, 1);
+    assert_int_equal(c.eos_ids[0], 2);
+    assert_int_equal(c.forced_eos_token_id, 2);
+    assert_int_equal(c.forced_bos_token_id, -1);
+    as_config_clear(&c);
+    parse_ok("{\"model_type\":\"marian\",\"vocab_size\":50,\"pad_token_id\":49,\"decoder_start_token_id\":49}", &c);
+    assert_int_equal(c.forced_eos_token_id, 0);
+    as_config_clear(&c);
+    parse_ok("{\"model_type\":\"bart\",\"vocab_size\":50,\"forced_eos_token_id\":null,\"forced_bos_token_id\":0}", &c);
+    assert_int_equal(c.forced_eos_token_id, -1);
+    assert_int_equal(c.forced_bos_token_id, 0);
+    as_config_clear(&c);
+    parse_ok("{\"model_type\":\"t5\",\"vocab_size\":50}", &c);
+    assert_int_equal(c.forced_eos_token_id, -1);
+    assert_int_equal(c.n_eos_ids, 1);
+    assert_int_equal(c.eos_ids[0], 1);
+    as_config_clear(&c);
+    expect_error("{\"model_type\":\"t5\",\"vocab_size\":50,\"forced_bos_token_id\":50}", "forced_bos_token_id",
+                 "vocab_size");
+    expect_error("{\"model_type\":\"llama\",\"eos_token_id\":[1,2,3,4,5,6,7,8,9]}", "eos_token_id", "at most 8");
+    expect_error("{\"model_type\":\"llama\",\"eos_token_id\":[1,\"x\"]}", "eos_token_id", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),
@@ -1049,6 +1086,7 @@ int main(void) {
         cmocka_unit_test(test_llm_rope),
         cmocka_unit_test(test_llm_refusals_and_bad_values),
         cmocka_unit_test(test_llm_fixture_configs),
+        cmocka_unit_test(test_generation_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

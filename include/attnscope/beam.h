@@ -1,0 +1,51 @@
+/* attnscope/beam.h — beam search (src/analysis/beam.c): Hugging Face's generate with
+ * num_beams > 1 and no sampling, for one prompt, on the forward of attnscope.h (one whole
+ * forward per beam and step: no key/value cache). Part of the tools' API (see attnscope.h);
+ * `attnscope generate --beams N` is built on it. It returns token sequences and scores;
+ * the attention of a returned sequence is the forward over it (causal: each generated
+ * token's row is the same as at its step). What it does not: sampling, diverse or
+ * constrained beams, batches, tokenizing.
+ */
+#ifndef ATTNSCOPE_BEAM_H
+#define ATTNSCOPE_BEAM_H
+
+#include "attnscope.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GEN_MAX_BEAMS 16 /* --beams */
+
+typedef struct {
+    int beams;             /* 2..GEN_MAX_BEAMS */
+    int num_return;        /* hypotheses returned, 1..beams (num_return_sequences) */
+    int early_stopping;    /* early_stopping=True: stop once `beams` hypotheses are finished */
+    double length_penalty; /* score = sum of log-probs / generated_length^length_penalty */
+    int threads;
+} gen_beam_opts;
+
+typedef struct {
+    int n;               /* hypotheses returned, best first */
+    int cap;             /* row stride of ids: the longest allowed sequence */
+    int32_t *ids;        /* (n, cap): prompt + generated ids (an end-of-sequence id included) */
+    int *len;            /* (n) ids used in each row */
+    float *sum_logprobs; /* (n) sum of the generated tokens' log-probabilities (float32, as torch) */
+    double *score;       /* (n) sum_logprobs / (len - prompt_len)^length_penalty */
+} gen_beam_result;
+
+/* Beam search from prompt (prompt_len ids: the decoder's start for an encoder-decoder
+ * model, whose source is src; src NULL for a causal LM) up to max_len ids in all. The
+ * end-of-sequence ids, forced_bos_token_id and forced_eos_token_id come from the model's
+ * configuration. *out is filled and owned by the caller (gen_beam_result_free). Errors:
+ * the forward's (AS_ERR_INPUT), a vocabulary too small for the beams, out of memory. */
+as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32_t *prompt, int prompt_len,
+                          int max_len, const gen_beam_opts *o, gen_beam_result *out, as_error *err);
+/* Frees what gen_beam_search allocated and zeroes r; NULL or a zeroed r is a no-op. */
+void gen_beam_result_free(gen_beam_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

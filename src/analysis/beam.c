@@ -1,0 +1,262 @@
+/* beam.c — beam search (attnscope/beam.h; `attnscope generate --beams N`), with the semantics of
+ * Hugging Face transformers' generate (num_beams > 1, no sampling, batch of one):
+ * generation/utils.py _beam_search and generation/beam_search.py BeamSearchScorer /
+ * BeamHypotheses, with the configuration's logits processors of logits_process.py
+ * (ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor).
+ *
+ * Each step: every beam's last-position logits -> log_softmax -> the forced-token
+ * processors -> + the beam's running score (float32 sums, as torch keeps them); the best
+ * max(2, 1 + n_eos) * beams candidates over all beams, best first. A candidate that is an
+ * end-of-sequence id finishes a hypothesis when it ranks among the first `beams` (score
+ * sum / generated_length^length_penalty, generated_length counting the end id); the others
+ * fill the next step's beams in order. The search stops once `beams` hypotheses are
+ * finished and (early_stopping) at once, or (otherwise) when the best candidate's sum,
+ * divided by the current generated length^length_penalty, cannot beat the worst finished
+ * score; at the length limit the open beams join the finished ones. The initial beams but
+ * the first start at -1e9 so the first step expands one beam. A finished hypothesis is
+ * returned with the first end-of-sequence id appended (BeamSearchScorer.finalize).
+ *
+ * What it does not: sampling beams, diverse or constrained beam search, length or
+ * repetition processors other than the forced tokens, a key/value cache (each beam's
+ * whole sequence is run again each step; beams holding the same ids share one forward).
+ */
+#include "attnscope/beam.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    double score;
+    float sum;
+    int len;      /* ids kept: prompt + generated, without the end id */
+    int eos;      /* finished by an end-of-sequence id */
+    int order;    /* insertion order */
+    int32_t *ids; /* (cap) */
+} beam_hyp;
+
+/* BeamHypotheses: at most `beams` finished hypotheses in insertion order, and the worst
+ * score among them (1e9 while empty, as transformers starts it). */
+typedef struct {
+    beam_hyp *h; /* (beams + 1) */
+    int n, beams, added, prompt_len;
+    double worst, lp;
+} beam_hyps;
+
+/* BeamHypotheses.add: keeps the hypothesis when there is room or it beats the worst; past
+ * `beams` the lowest (the earliest of equal scores) leaves. */
+static void hyps_add(beam_hyps *s, const int32_t *ids, int len, float sum, int gen_len, int eos) {
+    double score = (double)sum / pow((double)gen_len, s->lp);
+    if (!(s->n < s->beams || score > s->worst)) return;
+    beam_hyp *h = &s->h[s->n++];
+    memcpy(h->ids, ids, (size_t)len * sizeof(int32_t));
+    h->len = len, h->sum = sum, h->score = score, h->eos = eos, h->order = s->added++;
+    if (s->n > s->beams) {
+        int lo = 0;
+        for (int i = 1; i < s->n; i++)
+            if (s->h[i].score < s->h[lo].score) lo = i;
+        beam_hyp gone = s->h[lo];
+        memmove(s->h + lo, s->h + lo + 1, (size_t)(s->n - lo - 1) * sizeof(beam_hyp));
+        s->h[--s->n] = gone; /* the slot keeps its ids buffer */
+        s->worst = s->h[0].score;
+        for (int i = 1; i < s->n; i++)
+            if (s->h[i].score < s->worst) s->worst = s->h[i].score;
+    } else if (score < s->worst) s->worst = score;
+}
+
+/* BeamHypotheses.is_done for early_stopping True / False; cur_len counts the new token. */
+static int hyps_done(const beam_hyps *s, float best_sum, int cur_len, int early) {
+    if (s->n < s->beams) return 0;
+    if (early) return 1;
+    return s->worst >= (double)best_sum / pow((double)(cur_len - s->prompt_len), s->lp);
+}
+
+/* log_softmax of one row of V logits into out (float, from double sums). */
+static void log_softmax_row(const float *x, int V, float *out) {
+    double mx = x[0], z = 0.0;
+    for (int v = 1; v < V; v++)
+        if (x[v] > mx) mx = x[v];
+    for (int v = 0; v < V; v++) z += exp((double)x[v] - mx);
+    double lse = mx + log(z);
+    for (int v = 0; v < V; v++) out[v] = (float)((double)x[v] - lse);
+}
+
+/* Only `id` allowed: 0 there, -inf elsewhere (the forced-token processors). */
+static void force_row(float *row, int V, int id) {
+    for (int v = 0; v < V; v++) row[v] = v == id ? 0.0f : -INFINITY;
+}
+
+/* The k best of n scores into idx/val, best first (ties: lower index first). */
+static void top_k(const float *x, size_t n, int k, int *idx, float *val) {
+    int have = 0;
+    for (size_t i = 0; i < n; i++) {
+        float s = x[i];
+        if (have == k && !(s > val[k - 1])) continue;
+        int j = have < k ? have++ : k - 1;
+        while (j > 0 && s > val[j - 1]) {
+            val[j] = val[j - 1], idx[j] = idx[j - 1];
+            j--;
+        }
+        val[j] = s, idx[j] = (int)i;
+    }
+}
+
+/* The next-token log-probabilities (V) of the sequence ids[0..n). */
+static as_status beam_logprobs(const as_model *m, const as_encoding *src, const int32_t *ids, int n, int threads,
+                               float *out, as_error *err) {
+    as_encoding enc = {0};
+    as_run *r = NULL;
+    as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = threads};
+    int V = as_model_config(m)->vocab_size;
+    as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
+    if (!s) s = src ? as_forward_seq2seq(m, src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err);
+    if (!s) {
+        const as_run *lr = src ? r->dec : r;
+        if (!lr || !lr->logits || lr->logits_cols != V || lr->logits_rows != n)
+            s = as_err_set(err, AS_ERR_INTERNAL, "beam search: the forward gave no LM logits");
+        else log_softmax_row(lr->logits + (size_t)(n - 1) * V, V, out);
+    }
+    as_run_free(r);
+    as_encoding_free(&enc);
+    return s;
+}
+
+static int is_eos(const as_config *c, int tok) {
+    for (int i = 0; i < c->n_eos_ids; i++)
+        if (c->eos_ids[i] == tok) return 1;
+    return 0;
+}
+
+static const beam_hyp *g_sort_hyps;
+/* ascending score, then insertion order (Python's stable sort of the list) */
+static int hyp_cmp(const void *a, const void *b) {
+    const beam_hyp *x = &g_sort_hyps[*(const int *)a], *y = &g_sort_hyps[*(const int *)b];
+    if (x->score != y->score) return x->score < y->score ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+void gen_beam_result_free(gen_beam_result *r) {
+    if (!r) return;
+    free(r->ids);
+    free(r->len);
+    free(r->sum_logprobs);
+    free(r->score);
+    memset(r, 0, sizeof *r);
+}
+
+as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32_t *prompt, int prompt_len,
+                          int max_len, const gen_beam_opts *o, gen_beam_result *out, as_error *err) {
+    const as_config *c = as_model_config(m);
+    int V = c->vocab_size, nb = o->beams, cap = max_len;
+    AS_ASSERT(nb >= 1 && nb <= GEN_MAX_BEAMS && o->num_return >= 1 && o->num_return <= nb);
+    AS_ASSERT(prompt_len >= 1 && prompt_len < max_len);
+    int keep = (c->n_eos_ids + 1 > 2 ? c->n_eos_ids + 1 : 2) * nb;
+    size_t NV = (size_t)nb * (size_t)V;
+    if ((size_t)keep > NV) keep = (int)NV;
+    memset(out, 0, sizeof *out);
+    as_status s = AS_OK;
+    int32_t *ids = as_malloc_array(as_mul_size((size_t)nb, (size_t)cap), sizeof(int32_t));
+    int32_t *nids = as_malloc_array(as_mul_size((size_t)nb, (size_t)cap), sizeof(int32_t));
+    int32_t *hyp_ids = as_malloc_array(as_mul_size((size_t)nb + 1, (size_t)cap), sizeof(int32_t));
+    float *lp = as_malloc_array(NV, sizeof(float));
+    int *top = as_malloc_array((size_t)keep, sizeof(int)), *sel_b = as_malloc_array((size_t)nb, sizeof(int));
+    float *topv = as_malloc_array((size_t)keep, sizeof(float)), *bscore = as_malloc_array((size_t)nb, sizeof(float));
+    float *nscore = as_malloc_array((size_t)nb, sizeof(float));
+    int32_t *sel_tok = as_malloc_array((size_t)nb, sizeof(int32_t));
+    int *order = as_malloc_array((size_t)nb + 1, sizeof(int));
+    beam_hyps hs = {.h = as_calloc((size_t)nb + 1, sizeof(beam_hyp)), .beams = nb, .prompt_len = prompt_len,
+                    .worst = 1e9, .lp = o->length_penalty};
+    if (!ids || !nids || !hyp_ids || !lp || !top || !sel_b || !topv || !bscore || !nscore || !sel_tok || !order ||
+        !hs.h) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i <= nb; i++) hs.h[i].ids = hyp_ids + (size_t)i * cap;
+    for (int b = 0; b < nb; b++) {
+        memcpy(ids + (size_t)b * cap, prompt, (size_t)prompt_len * sizeof(int32_t));
+        bscore[b] = b ? -1e9f : 0.0f;
+    }
+    int cur = prompt_len, done = 0;
+    while (!done && cur < max_len) {
+        for (int b = 0; b < nb && !s; b++) {
+            int same = -1;
+            for (int b2 = 0; b2 < b && same < 0; b2++)
+                if (!memcmp(ids + (size_t)b2 * cap, ids + (size_t)b * cap, (size_t)cur * sizeof(int32_t))) same = b2;
+            if (same >= 0) memcpy(lp + (size_t)b * V, lp + (size_t)same * V, (size_t)V * sizeof(float));
+            else s = beam_logprobs(m, src, ids + (size_t)b * cap, cur, o->threads, lp + (size_t)b * V, err);
+        }
+        if (s) goto cleanup;
+        for (int b = 0; b < nb; b++) {
+            float *row = lp + (size_t)b * V;
+            if (cur == 1 && c->forced_bos_token_id >= 0) force_row(row, V, c->forced_bos_token_id);
+            if (cur == max_len - 1 && c->forced_eos_token_id >= 0) force_row(row, V, c->forced_eos_token_id);
+            for (int v = 0; v < V; v++) row[v] += bscore[b];
+        }
+        top_k(lp, NV, keep, top, topv);
+        int nsel = 0;
+        for (int r = 0; r < keep && nsel < nb; r++) {
+            int b = top[r] / V, tok = top[r] % V;
+            if (is_eos(c, tok)) {
+                if (r < nb) hyps_add(&hs, ids + (size_t)b * cap, cur, topv[r], cur + 1 - prompt_len, 1);
+                continue;
+            }
+            sel_b[nsel] = b, sel_tok[nsel] = tok, nscore[nsel] = topv[r];
+            nsel++;
+        }
+        if (nsel < nb) {
+            s = as_err_set(err, AS_ERR_INPUT, "beam search: the vocabulary (%d ids) is too small for %d beams", V, nb);
+            goto cleanup;
+        }
+        done = hyps_done(&hs, topv[0], cur + 1, o->early_stopping);
+        for (int b = 0; b < nb; b++) {
+            int32_t *dst = nids + (size_t)b * cap;
+            memcpy(dst, ids + (size_t)sel_b[b] * cap, (size_t)cur * sizeof(int32_t));
+            dst[cur] = sel_tok[b];
+            bscore[b] = nscore[b];
+        }
+        int32_t *t = ids;
+        ids = nids, nids = t;
+        cur++;
+    }
+    if (!done)
+        for (int b = 0; b < nb; b++) hyps_add(&hs, ids + (size_t)b * cap, cur, bscore[b], cur - prompt_len, 0);
+    for (int i = 0; i < hs.n; i++) order[i] = i;
+    g_sort_hyps = hs.h;
+    qsort(order, (size_t)hs.n, sizeof(int), hyp_cmp);
+    int R = o->num_return < hs.n ? o->num_return : hs.n;
+    out->cap = cap;
+    out->ids = as_malloc_array(as_mul_size((size_t)R, (size_t)cap), sizeof(int32_t));
+    out->len = as_malloc_array((size_t)R, sizeof(int));
+    out->sum_logprobs = as_malloc_array((size_t)R, sizeof(float));
+    out->score = as_malloc_array((size_t)R, sizeof(double));
+    if (!out->ids || !out->len || !out->sum_logprobs || !out->score) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int r = 0; r < R; r++) {
+        const beam_hyp *h = &hs.h[order[hs.n - 1 - r]];
+        int32_t *dst = out->ids + (size_t)r * cap;
+        memcpy(dst, h->ids, (size_t)h->len * sizeof(int32_t));
+        out->len[r] = h->len;
+        if (h->eos && h->len < cap) dst[out->len[r]++] = c->eos_ids[0];
+        out->sum_logprobs[r] = h->sum;
+        out->score[r] = h->score;
+    }
+    out->n = R;
+cleanup:
+    if (s) gen_beam_result_free(out);
+    free(ids);
+    free(nids);
+    free(hyp_ids);
+    free(lp);
+    free(top);
+    free(sel_b);
+    free(topv);
+    free(bscore);
+    free(nscore);
+    free(sel_tok);
+    free(order);
+    free(hs.h);
+    return s;
+}
