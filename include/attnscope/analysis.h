@@ -295,7 +295,7 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 /* 2: runs.source ('analyze' | 'import'); 3: sentence_heads.first, head_scores.first and
  * head_scores.induction; 4: table topk. A database of an earlier version is upgraded in
  * place by analyze, import, report and export (docs/analysis.md, "Store"). */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 /* runs.source: what wrote a run, and the only mark of an imported run (its model_name
  * and params say nothing a reader should test). An import's params.source tells
  * `import --dir` ("import") from single files ("import-files"). */

@@ -19,7 +19,7 @@ from . import _lib
 from ._lib import lib
 from .core import Error, _bytes, _check
 
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 
 
 def _opts(model=None, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
@@ -68,7 +68,8 @@ class Database:
     # head_scores and patterns columns read per head (docs/analysis.md, "Store")
     SCORE_COLUMNS = ("importance", "semantic", "syntactic", "syntactic_relation", "syntactic_dir", "cls", "sep",
                      "punct", "self", "prev", "next", "entropy", "entropy_norm", "n_sentences", "n_semantic",
-                     "first", "induction")
+                     "first", "induction", "head_importance", "head_importance_norm", "norm_sink_ratio",
+                     "alti_contribution")
     PATTERN_COLUMNS = ("label", "confidence", "concentration", "n_links", "abl_token", "abl_position",
                        "abl_segment", "depends_on")
 

@@ -1,6 +1,8 @@
 /* analyze.c — an_analyze: the sentences of `attnscope analyze`, produced by running the
- * model on the SST-2 TSV and / or CoNLL-U corpus (forward with attention capture;
- * gradient saliency on SST-2 sentences when the model has a trainable classifier head;
+ * model on the SST-2 TSV and / or CoNLL-U corpus (forward with attention, value and
+ * hidden-state capture, from which each head's value norms and ALTI shares come;
+ * gradient saliency on SST-2 sentences when the model has a trainable classifier head,
+ * whose one backward also gives each head's gradient importance;
  * q/k capture and three embedding-ablated forwards on the first `explain` sentences),
  * the induction probe of a causal model (an_induction_probe, once per run, before it is
  * finalized), each head's top-k keys per query with --topk (topk.c, from q and k
@@ -10,6 +12,7 @@
  */
 #include "analysis/runner_internal.h"
 
+#include "analysis/attrib.h"
 #include "analysis/saliency.h"
 #include "io/tsv.h"
 
@@ -27,7 +30,11 @@ typedef struct {
     /* owned by the current sentence */
     as_encoding enc;
     as_run *run, *abl[3];
-    float *sal_attn; /* (L, H, T, T) from the saliency forward, when it replaces the engine's */
+    as_run *sal_run; /* the saliency's forward (attention; values and hidden states when it replaces the engine's) */
+    float *d_attn;   /* (L, H, T, T) the saliency backward's attention gradient */
+    float *head_imp; /* (L, H) |dy/dξ| of each head (Michel et al. 2019) from d_attn */
+    float *fnorm;    /* (L, H, T) ||f_lh(x_j)|| */
+    float *alti;     /* (L, H, T) each head's ALTI share of the block output per query */
     uint8_t *topk;   /* (L, H, T, AN_TOPK_ROW_BYTES(topk_k)) the sentence's top-k rows, or NULL */
     sal_result sal;
     int have_sal;
@@ -56,8 +63,16 @@ static void az_release(void *u_) {
     u->form = NULL;
     as_run_free(u->run);
     u->run = NULL;
-    free(u->sal_attn);
-    u->sal_attn = NULL;
+    as_run_free(u->sal_run);
+    u->sal_run = NULL;
+    free(u->d_attn);
+    u->d_attn = NULL;
+    free(u->head_imp);
+    u->head_imp = NULL;
+    free(u->fnorm);
+    u->fnorm = NULL;
+    free(u->alti);
+    u->alti = NULL;
     free(u->topk);
     u->topk = NULL;
     for (int a = 0; a < 3; a++) {
@@ -87,6 +102,21 @@ static as_status az_topk(az_user *u, an_sent *s, as_error *err) {
     return AS_OK;
 }
 
+/* Each head's value norms and ALTI shares (attr_head_mixing) from run r of the sentence,
+ * into s; nothing when r holds no values or hidden states. */
+static as_status az_mixing(az_user *u, const as_run *r, an_sent *s, as_error *err) {
+    if (!r->v || !r->hidden) return AS_OK;
+    const size_t n = as_mul_size((size_t)u->L * u->H, (size_t)r->T);
+    u->fnorm = as_malloc_array(n, sizeof(float));
+    u->alti = as_malloc_array(n, sizeof(float));
+    if (!u->fnorm || !u->alti) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    as_status rc = attr_head_mixing(u->m, r, u->threads > 0 ? u->threads : as_n_cores(), u->fnorm, u->alti, err);
+    if (rc) return as_err_prefix(err, "%s", u->src);
+    s->fnorm = u->fnorm;
+    s->alti_share = u->alti;
+    return AS_OK;
+}
+
 static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error *err) {
     az_user *u = u_;
     int is_sst = idx < u->tsv.n;
@@ -98,14 +128,10 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
     if (rc) return as_err_prefix(err, "%s", u->src);
     const int T = u->enc.n;
     /* SST-2 sentences without the explanation: the saliency's forward (the same forward)
-       gives the attention, so no second forward runs */
+       gives the attention, values and hidden states, so no second forward runs */
     int reuse = is_sst && u->sal_ok && !explain && !u->topk_k;
-    if (reuse) {
-        u->sal_attn = as_malloc_array(as_mul_size((size_t)u->L * u->H, (size_t)T * T), sizeof(float));
-        if (!u->sal_attn) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    } else {
-        as_capture_spec spec = {.what = CAP_ATTN | (explain || u->topk_k ? CAP_QKV : 0), .layer = -1, .head = -1,
-                                .threads = u->threads};
+    if (!reuse) {
+        as_capture_spec spec = {.what = CAP_ATTN | CAP_QKV | CAP_HIDDEN, .layer = -1, .head = -1, .threads = u->threads};
         if ((rc = as_forward(u->m, &u->enc, &spec, &u->run, err))) return as_err_prefix(err, "%s", u->src);
     }
     if (u->topk_k && (rc = az_topk(u, s, err))) return as_err_prefix(err, "%s", u->src);
@@ -131,10 +157,16 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
         s->k = u->run->k;
     }
     if (is_sst && u->sal_ok) {
-        sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0, .attn_out = reuse ? u->sal_attn : NULL,
-                       .threads = u->threads};
-        if ((rc = sal_compute(u->m, &u->enc, &so, &u->sal, err))) return as_err_prefix(err, "%s", u->src);
+        /* the saliency's one backward also gives dy/dA, hence each head's importance */
+        u->d_attn = as_malloc_array(as_mul_size((size_t)u->L * u->H, (size_t)T * T), sizeof(float));
+        u->head_imp = as_malloc_array((size_t)u->L * u->H, sizeof(float));
+        if (!u->d_attn || !u->head_imp) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        sal_opts so = {.method = SAL_GRAD, .target = -1, .steps = 0, .threads = u->threads};
+        sal_extra sx = {.capture = reuse ? CAP_QKV | CAP_HIDDEN : 0, .d_attn = u->d_attn, .run = &u->sal_run};
+        if ((rc = sal_compute_extra(u->m, &u->enc, &so, &sx, &u->sal, err))) return as_err_prefix(err, "%s", u->src);
         u->have_sal = 1;
+        attr_head_importance(u->sal_run->attn, u->d_attn, u->L, u->H, T, u->head_imp);
+        s->head_imp = u->head_imp;
         s->sal = u->sal.scores;
         s->sal_all = u->sal.scores;
         s->n_sal_cls = 1;
@@ -182,8 +214,8 @@ static as_status az_produce(void *u_, int idx, int explain, an_sent *s, as_error
     s->start = u->enc.start;
     s->end = u->enc.end;
     s->kind = u->kind;
-    s->attn = reuse ? u->sal_attn : u->run->attn;
-    return AS_OK;
+    s->attn = reuse ? u->sal_run->attn : u->run->attn;
+    return az_mixing(u, reuse ? u->sal_run : u->run, s, err);
 }
 
 /* Reads the corpora and loads the model into u (every MPI rank does). */

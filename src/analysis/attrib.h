@@ -59,6 +59,15 @@ void attr_norm_apply(const float *A, const float *fnorm, int L, int H, int T, fl
  * (attrib_mix.c). threads: 0 or 1 = the calling thread only. Errors: AS_ERR_INPUT when r
  * lacks them; AS_ERR_INTERNAL out of memory. */
 as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2, float *C, as_error *err);
+/* Per head h of every layer l of run r (which holds every layer's attention, values and
+ * hidden states): fnorm (L, H, T) = ||f_lh(x_j)|| (Kobayashi et al. 2020, eq. 6) and share
+ * (L, H, T): head h's ALTI share of token i's block output (attrib_mix.c: Ferrando et al.
+ * 2022, eq. 9, with the H head outputs o_h,i = sum_j A_h[i, j] f_h(x_j) and the residual x_i
+ * as the components instead of the input tokens). Either may be NULL. threads: 0 or 1 =
+ * the calling thread only. Errors: AS_ERR_INPUT when r lacks them; AS_ERR_INTERNAL out of
+ * memory. */
+as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, float *fnorm, float *share,
+                           as_error *err);
 /* C (L, T, T) per-layer contributions -> in place the ALTI rollout R_l = C_l ... C_1.
  * Errors: AS_ERR_INTERNAL out of memory. */
 as_status attr_alti_aggregate(float *C, int L, int T, as_error *err);

@@ -16,6 +16,9 @@
  * norm2[l, i, j] = ||T_i(x_j)||_2; ALTI c_ij = max(0, ||x̃_i||_1 − ||x̃_i − T_i(x_j)||_1),
  * each row divided by its sum (a zero row stays zero).
  * Row i needs T_i(x_j) for every j: (T, D) per thread, never the (T, T, D) of a layer.
+ * attr_head_mixing splits the same block output by head instead of by input token: the
+ * components are head h's output o_h,i = sum_j A_h[i, j] f_h(x_j) and the residual x_i,
+ * each through the same T_i (the norm's linear map at row i), scored by the same ALTI c.
  * What it does not: follow the feed-forward half (it mixes no tokens), or run the forward.
  */
 #include "analysis/attrib.h"
@@ -189,4 +192,136 @@ as_status attr_alti_aggregate(float *C, int L, int T, as_error *err) {
     }
     free(R);
     return AS_OK;
+}
+
+/* ---- per head: value norms and ALTI shares of the block output ---------------------- */
+
+typedef struct {
+    mix_kind kind;
+    int T, D, H;
+    const float *A;        /* (H, T, T) the layer's attention */
+    const float *Fh;       /* (H, T, D) f_h(x_j) */
+    const float *x;        /* (T, D) the layer's input */
+    const float *bo;       /* (D) or NULL */
+    const float *g, *beta; /* (D) the norm's gain and bias; NULL: none */
+    float eps;
+    int add_one;
+    double *work;          /* (threads, (H + 3) D + H + 1) scratch */
+    float *share;          /* (H, T) of the layer */
+} hmix_job;
+
+/* y = T_i(z) of one component z (D): the linear map of the block's output norm at row i
+ * (sc = 1 / σ(u_i) post-LN, 1 / rms(a_i) with a post-attention norm). resid: z is the
+ * residual x_i, which a post-attention norm does not scale. */
+static void hmix_map(const hmix_job *jb, const double *z, int resid, double sc, double *y) {
+    const int D = jb->D;
+    if (jb->kind == MIX_POST_LN) {
+        double mu = 0.0;
+        for (int d = 0; d < D; d++) mu += z[d];
+        mu /= D;
+        for (int d = 0; d < D; d++) y[d] = (z[d] - mu) * sc * (jb->g ? jb->g[d] : 1.0);
+    } else if (jb->kind == MIX_PRE_POSTNORM && !resid) {
+        for (int d = 0; d < D; d++) y[d] = z[d] * sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]);
+    } else {
+        memcpy(y, z, (size_t)D * sizeof *y);
+    }
+}
+
+/* Task i: head shares of row i. Components: o_h,i = sum_j A_h[i, j] f_h(x_j) (h < H) and
+ * the residual x_i; c = max(0, ||x̃_i||_1 − ||x̃_i − T_i(component)||_1) (Ferrando et al.
+ * 2022, eq. 9), share_h = c_h / sum of all H + 1 (0 when the sum is 0). */
+static void hmix_row(void *ctx, int i, int tid) {
+    hmix_job *jb = ctx;
+    const int T = jb->T, D = jb->D, H = jb->H;
+    const size_t TT = (size_t)T * T;
+    double *o = jb->work + (size_t)tid * ((size_t)(H + 3) * D + H + 1);
+    double *tl = o + (size_t)H * D, *y = tl + D, *xr = y + D, *c = xr + D;
+    const float *xi = jb->x + (size_t)i * D;
+    memset(o, 0, (size_t)H * D * sizeof *o);
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < T; j++) {
+            const double a = jb->A[h * TT + (size_t)i * T + j];
+            if (a == 0.0) continue;
+            const float *f = jb->Fh + ((size_t)h * T + j) * D;
+            double *oh = o + (size_t)h * D;
+            for (int d = 0; d < D; d++) oh[d] += a * f[d];
+        }
+    for (int d = 0; d < D; d++) {
+        tl[d] = jb->bo ? jb->bo[d] : 0.0;
+        for (int h = 0; h < H; h++) tl[d] += o[(size_t)h * D + d];
+        xr[d] = xi[d];
+    }
+    /* x̃_i and the norm's scale, as mix_row */
+    double sc = 1.0;
+    if (jb->kind == MIX_POST_LN) {
+        double mu = 0.0, var = 0.0;
+        for (int d = 0; d < D; d++) mu += tl[d] += xi[d];
+        mu /= D;
+        for (int d = 0; d < D; d++) var += (tl[d] - mu) * (tl[d] - mu);
+        sc = 1.0 / sqrt(var / D + jb->eps);
+        for (int d = 0; d < D; d++)
+            tl[d] = (tl[d] - mu) * sc * (jb->g ? jb->g[d] : 1.0) + (jb->beta ? jb->beta[d] : 0.0);
+    } else if (jb->kind == MIX_PRE_POSTNORM) {
+        double ms = 0.0;
+        for (int d = 0; d < D; d++) ms += tl[d] * tl[d];
+        sc = 1.0 / sqrt(ms / D + jb->eps);
+        for (int d = 0; d < D; d++) tl[d] = tl[d] * sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]) + xi[d];
+    } else {
+        for (int d = 0; d < D; d++) tl[d] += xi[d];
+    }
+    double l1 = 0.0, z = 0.0;
+    for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
+    for (int k = 0; k <= H; k++) {
+        hmix_map(jb, k < H ? o + (size_t)k * D : xr, k == H, sc, y);
+        double dist = 0.0;
+        for (int d = 0; d < D; d++) dist += fabs(tl[d] - y[d]);
+        c[k] = l1 - dist > 0.0 ? l1 - dist : 0.0;
+        z += c[k];
+    }
+    for (int h = 0; h < H; h++) jb->share[(size_t)h * T + i] = z > 0.0 ? (float)(c[h] / z) : 0.0f;
+}
+
+as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, float *fnorm, float *share,
+                           as_error *err) {
+    const as_config *c = as_model_config(m);
+    const int L = r->L, H = r->H, T = r->T, D = r->D, Dh = r->Dh;
+    const size_t TT = (size_t)T * T;
+    if (!r->attn || !r->v || !r->hidden || r->layer_lo || r->n_lay != L || r->head_lo || r->n_hd != H ||
+        r->n_run < L || D != c->d_model || L != c->n_layer)
+        return as_err_set(err, AS_ERR_INPUT, "head mixing needs a run with every layer's attention, values and hidden states");
+    if (threads < 1) threads = 1;
+    if (threads > T) threads = T;
+    float *Fh = as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float));
+    float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
+    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)(H + 3) * D + H + 1), sizeof(double));
+    as_status s = AS_OK;
+    if (!Fh || !wo || !work) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < H; h++) { /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
+            float *F = Fh + (size_t)h * T * D;
+            model_head_out(m, l, h, wo);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, as_run_v(r, l, h), Dh, wo, D,
+                        0.0f, F, D);
+            for (int j = 0; fnorm && j < T; j++) {
+                double n2 = 0.0;
+                for (int d = 0; d < D; d++) n2 += (double)F[(size_t)j * D + d] * F[(size_t)j * D + d];
+                fnorm[((size_t)l * H + h) * T + j] = (float)sqrt(n2);
+            }
+        }
+        if (!share) continue;
+        const ln_t *ln = NULL;
+        hmix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .A = r->attn + (size_t)l * H * TT,
+                       .Fh = Fh, .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g,
+                       .beta = ln->b, .eps = c->ln_eps, .add_one = c->norm_add_one, .work = work,
+                       .share = share + (size_t)l * H * T};
+        as_parallel_for(T, threads, hmix_row, &jb);
+    }
+cleanup:
+    free(Fh);
+    free(wo);
+    free(work);
+    return s;
 }

@@ -13,7 +13,9 @@
 typedef struct {
     double imp, sem, w, wpn, cls, sep, punct, self, prev, next, ent, entn, ablw, abl[3];
     double wfirst, first; /* rows with a previous token of the sentences that have a first-token mass */
-    int n, nsem;
+    double gimp;          /* sum of the per-sentence gradient head importance */
+    double wsink, sraw, snorm, walti, alti; /* row-weighted sums of the sink masses and ALTI shares */
+    int n, nsem, ngimp;
 } head_acc;
 
 /* What an_finalize reads and computes for one run. */
@@ -84,7 +86,8 @@ static as_status fin_read_heads(fin *f, as_error *err) {
     sqlite3_stmt *q = NULL;
     as_status rc = store_prepare(f->st,
                                  "SELECT h.layer, h.head, h.importance, h.semantic, h.cls, h.sep, h.punct, h.self, h.prev,"
-                                 " h.next, h.entropy, h.entropy_norm, h.abl_token, h.abl_position, h.abl_segment, s.n_tokens, h.first"
+                                 " h.next, h.entropy, h.entropy_norm, h.abl_token, h.abl_position, h.abl_segment, s.n_tokens, h.first,"
+                                 " h.head_importance, h.sink_raw, h.sink_norm, h.alti"
                                  " FROM sentence_heads h JOIN sentences s ON s.run = h.run AND s.idx = h.sent"
                                  " WHERE h.run = ? ORDER BY h.sent, h.layer, h.head",
                                  &q, err);
@@ -116,6 +119,19 @@ static as_status fin_read_heads(fin *f, as_error *err) {
         if (sqlite3_column_type(q, 16) != SQLITE_NULL) { /* NULL in the rows of schema version 2 */
             a->wfirst += npn;
             a->first += npn * sqlite3_column_double(q, 16);
+        }
+        if (sqlite3_column_type(q, 17) != SQLITE_NULL) { /* NULL: no backward, or schema version < 5 */
+            a->gimp += sqlite3_column_double(q, 17);
+            a->ngimp++;
+        }
+        if (sqlite3_column_type(q, 18) != SQLITE_NULL && sqlite3_column_type(q, 19) != SQLITE_NULL) {
+            a->wsink += n;
+            a->sraw += n * sqlite3_column_double(q, 18);
+            a->snorm += n * sqlite3_column_double(q, 19);
+        }
+        if (sqlite3_column_type(q, 20) != SQLITE_NULL) {
+            a->walti += n;
+            a->alti += n * sqlite3_column_double(q, 20);
         }
         if (sqlite3_column_type(q, 12) != SQLITE_NULL) {
             a->ablw += n;
@@ -286,11 +302,29 @@ static void fin_stats(const head_acc *a, hd_stats *hs) {
     hs->first = a->wfirst > 0 ? a->first / a->wfirst : 0.0;
 }
 
+/* Michel et al. 2019, sec. 4.2 (their code: head_importance / its l2 norm over each
+ * layer's heads): gimp (LH) mean importance per head -> gnorm (LH) divided by the l2 norm
+ * of its layer's; NaN where the importance is NaN or the layer's norm is 0. */
+static void fin_layer_norm(const fin *f, const double *gimp, double *gnorm) {
+    for (int l = 0; l < f->L; l++) {
+        double s = 0.0;
+        for (int h = 0; h < f->H; h++) s += gimp[l * f->H + h] * gimp[l * f->H + h];
+        for (int h = 0; h < f->H; h++) gnorm[l * f->H + h] = s > 0.0 && !isnan(s) ? gimp[l * f->H + h] / sqrt(s) : NAN;
+    }
+}
+
 static as_status fin_write_head_scores(fin *f, as_error *err) {
     static const char *names[] = {"cls", "sep", "punct", "self", "prev", "next", "entropy", "entropy_norm"};
     sqlite3_stmt *q = NULL;
+    double *gimp = as_malloc_array((size_t)f->LH * 2, sizeof *gimp), *gnorm = gimp + f->LH;
+    if (!gimp) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int lh = 0; lh < f->LH; lh++) gimp[lh] = f->ha[lh].ngimp ? f->ha[lh].gimp / f->ha[lh].ngimp : NAN;
+    fin_layer_norm(f, gimp, gnorm);
     as_status rc = store_prepare_insert(f->st, "head_scores", NULL, &q, err);
-    if (rc) return rc;
+    if (rc) {
+        free(gimp);
+        return rc;
+    }
     for (int lh = 0; lh < f->LH; lh++) {
         const head_acc *a = &f->ha[lh];
         hd_stats hs;
@@ -311,9 +345,14 @@ static as_status fin_write_head_scores(fin *f, as_error *err) {
         store_set_int(q, "n_semantic", a->nsem);
         store_set_real(q, "first", a->n && a->wfirst > 0 ? hs.first : NAN);
         store_set_real(q, "induction", f->induction ? f->induction[lh] : NAN);
+        store_set_real(q, "head_importance", gimp[lh]);
+        store_set_real(q, "head_importance_norm", gnorm[lh]);
+        store_set_real(q, "norm_sink_ratio", a->wsink > 0 && a->sraw > 0 ? a->snorm / a->sraw : NAN);
+        store_set_real(q, "alti_contribution", a->walti > 0 ? a->alti / a->walti : NAN);
         if ((rc = store_step_done(f->st, q, err))) break;
     }
     sqlite3_finalize(q);
+    free(gimp);
     return rc;
 }
 

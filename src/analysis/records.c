@@ -13,12 +13,14 @@
 #include <math.h>
 #include <string.h>
 
-#define REC_NHEAD 14 /* per-head values: importance, semantic, 8 statistics, 3 ablations, first-token mass */
+#define REC_NHEAD 18 /* per-head values: importance, semantic, 8 statistics, 3 ablations, first-token mass,
+                        gradient head importance, raw and norm-weighted sink mass, ALTI share */
 
 /* The sentence_heads columns of the REC_NHEAD per-head values, in record order. */
 static const char *const REC_HEAD_COLS[REC_NHEAD] = {"importance", "semantic", "cls", "sep", "punct",
                                                      "self", "prev", "next", "entropy", "entropy_norm",
-                                                     "abl_token", "abl_position", "abl_segment", "first"};
+                                                     "abl_token", "abl_position", "abl_segment", "first",
+                                                     "head_importance", "sink_raw", "sink_norm", "alti"};
 
 /* ---- the byte buffer ------------------------------------------------------------------ */
 
@@ -169,8 +171,47 @@ static void rec_put_rows(const an_sent *s, const int32_t *hdr, size_t nhdr, rec_
     }
 }
 
-/* Per head: importance, semantic, Clark statistics, ablation change, first-token mass
- * (REC_NHEAD values). */
+/* Sink mass of one head on one sentence (docs/analysis.md, "Head importance, sink ratio
+ * and ALTI share"): the mean over real query rows i of the attention on the sink keys S =
+ * {the first token, [CLS], [SEP] / </s>} (raw: A[i,j]; norm-weighted: A[i,j] ||f(x_j)||
+ * renormalised over the row's real keys, Kobayashi et al. 2020, sec. 4). fnorm: (T)
+ * ||f(x_j)||, or NULL (then *norm is NaN). */
+static void sink_mass(const float *A, const float *fnorm, int T, const uint8_t *kind, double *raw, double *norm) {
+    double sr = 0.0, sn = 0.0;
+    int n = 0;
+    for (int i = 0; i < T; i++) {
+        if (kind[i] == HK_PAD) continue;
+        const float *row = A + (size_t)i * T;
+        double r = 0.0, num = 0.0, den = 0.0;
+        for (int j = 0; j < T; j++) {
+            if (kind[j] == HK_PAD) continue;
+            const int sink = j == 0 || kind[j] == HK_CLS || kind[j] == HK_SEP;
+            if (sink) r += row[j];
+            if (!fnorm) continue;
+            double w = (double)row[j] * fnorm[j];
+            den += w;
+            if (sink) num += w;
+        }
+        sr += r;
+        if (den > 0.0) sn += num / den;
+        n++;
+    }
+    *raw = n ? sr / n : NAN;
+    *norm = fnorm && n ? sn / n : NAN;
+}
+
+/* Mean over real query rows of share (T), or NaN when share is NULL. */
+static double row_mean(const float *share, int T, const uint8_t *kind) {
+    if (!share) return NAN;
+    double s = 0.0;
+    int n = 0;
+    for (int i = 0; i < T; i++)
+        if (kind[i] != HK_PAD) s += share[i], n++;
+    return n ? s / n : NAN;
+}
+
+/* Per head: importance, semantic, Clark statistics, ablation change, first-token mass,
+ * gradient head importance, sink masses and ALTI share (REC_NHEAD values). */
 static void rec_put_heads(const an_ctx *c, const an_sent *s, rec_buf *r) {
     const int T = s->T;
     const size_t TT = (size_t)T * T;
@@ -194,9 +235,13 @@ static void rec_put_heads(const an_ctx *c, const an_sent *s, rec_buf *r) {
             }
             abl[a] = n ? sum / n : 0.0;
         }
+        double sraw, snorm;
+        sink_mass(A, s->fnorm ? s->fnorm + (size_t)lh * T : NULL, T, s->kind, &sraw, &snorm);
         double v[REC_NHEAD] = {hd_importance(A, T, s->kind), s->sal ? hd_semantic(A, T, s->kind, s->sal) : NAN,
                                hs.cls, hs.sep, hs.punct, hs.self, hs.prev, hs.next, hs.entropy, hs.entropy_norm,
-                               abl[0], abl[1], abl[2], hs.first};
+                               abl[0], abl[1], abl[2], hs.first, s->head_imp ? s->head_imp[lh] : NAN,
+                               s->fnorm ? sraw : NAN, snorm,
+                               row_mean(s->alti_share ? s->alti_share + (size_t)lh * T : NULL, T, s->kind)};
         rb_put(r, v, sizeof v);
     }
 }

@@ -55,6 +55,9 @@ typedef struct {
     char *const *word_form;    /* (W) */
     const int *parent;         /* (W) parent word, -1 root, -2 none */
     char *const *rel;          /* (W) relation names */
+    const float *head_imp;     /* (L, H) |dy/dξ_lh| of the saliency's backward (Michel et al. 2019), or NULL */
+    const float *fnorm;        /* (L, H, T) ||f_lh(x_j)|| (Kobayashi et al. 2020), or NULL */
+    const float *alti_share;   /* (L, H, T) each head's ALTI share of the block output per query, or NULL */
     int topk_k;                /* k of the stored top-k, 0 = none */
     const uint8_t *topk;       /* (L, H, T, AN_TOPK_ROW_BYTES(topk_k)) bytes, or NULL */
 } an_sent;

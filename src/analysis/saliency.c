@@ -69,12 +69,13 @@ static int set_prediction(sal_result *out, int C) {
     return pred;
 }
 
-/* The backward of logit target of run r (whose forward filled tp) into d_word (T, De). */
+/* The backward of logit target of run r (whose forward filled tp) into d_word (T, De)
+ * and, when d_attn is non-NULL, the attention gradient (L, H, T, T). */
 static as_status backward(const as_model *m, const as_encoding *enc, const float *word, const model_tape *tp,
-                          const as_run *r, int threads, int target, float *d_word, as_error *err) {
+                          const as_run *r, int threads, int target, float *d_word, float *d_attn, as_error *err) {
     float dl[AS_MAX_LABELS] = {0};
     dl[target] = 1.0f;
-    return model_backward(m, enc, word, tp, r, dl, threads, d_word, NULL, err);
+    return model_backward(m, enc, word, tp, r, dl, threads, d_word, d_attn, err);
 }
 
 /* The forward on enc with word vectors `word` (T, De) (NULL: the table's rows) saving
@@ -82,14 +83,16 @@ static as_status backward(const as_model *m, const as_encoding *enc, const float
  * with target >= 0, the backward of logit target into d_word (T, De). With target -1
  * the run is returned in *keep for a later backward (pick the target from the logits). */
 static as_status pass(const as_model *m, const as_encoding *enc, const float *word, int threads, int target,
-                      float *logits, float *attn, float *d_word, model_tape *tp, as_run **keep, as_error *err) {
-    as_capture_spec spec = {.what = CAP_LOGITS | (attn ? CAP_ATTN : 0), .layer = -1, .head = -1, .threads = threads};
+                      float *logits, float *attn, float *d_word, model_tape *tp, as_run **keep, unsigned capture,
+                      as_error *err) {
+    as_capture_spec spec = {.what = CAP_LOGITS | (attn ? CAP_ATTN : 0) | capture, .layer = -1, .head = -1,
+                            .threads = threads};
     as_run *r = NULL;
     as_status s = model_forward(m, enc, &spec, word, tp, &r, err);
     if (s) return s;
     memcpy(logits, r->logits, (size_t)r->logits_cols * sizeof(float));
     if (attn) memcpy(attn, r->attn, (size_t)r->n_lay * r->n_hd * r->T * r->T * sizeof(float));
-    if (target >= 0) s = backward(m, enc, word, tp, r, threads, target, d_word, err);
+    if (target >= 0) s = backward(m, enc, word, tp, r, threads, target, d_word, NULL, err);
     if (keep && !s) *keep = r;
     else as_run_free(r);
     return s;
@@ -97,6 +100,13 @@ static as_status pass(const as_model *m, const as_encoding *enc, const float *wo
 
 as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts *o, sal_result *out,
                       as_error *err) {
+    return sal_compute_extra(m, enc, o, NULL, out, err);
+}
+
+as_status sal_compute_extra(const as_model *m, const as_encoding *enc, const sal_opts *o, const sal_extra *x,
+                            sal_result *out, as_error *err) {
+    static const sal_extra none = {0};
+    if (!x) x = &none;
     memset(out, 0, sizeof *out);
     int steps;
     as_status s = check_request(m, enc, o, &steps, err);
@@ -120,10 +130,13 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
     /* the input itself: logits and prediction; grad / gxi back-propagate the target logit */
     if (o->method != SAL_IG) {
         as_run *r = NULL;
-        if ((s = pass(m, enc, NULL, o->threads, -1, out->logits, o->attn_out, NULL, &tp, &r, err))) goto cleanup;
+        if ((s = pass(m, enc, NULL, o->threads, -1, out->logits, o->attn_out, NULL, &tp, &r,
+                      x->capture | (x->d_attn || x->run ? CAP_ATTN : 0), err)))
+            goto cleanup;
         int pred = set_prediction(out, C), target = o->target >= 0 ? o->target : pred;
-        s = backward(m, enc, NULL, &tp, r, o->threads, target, g, err);
-        as_run_free(r);
+        s = backward(m, enc, NULL, &tp, r, o->threads, target, g, x->d_attn, err);
+        if (!s && x->run) *x->run = r;
+        else as_run_free(r);
         if (s) goto cleanup;
         emb_in in = {enc, 0, NULL};
         for (int t = 0; t < T; t++) {
@@ -135,7 +148,7 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
         out->predicted = pred;
         out->target = target;
     } else {
-        if ((s = pass(m, enc, NULL, o->threads, -1, out->logits, o->attn_out, NULL, NULL, NULL, err))) goto cleanup;
+        if ((s = pass(m, enc, NULL, o->threads, -1, out->logits, o->attn_out, NULL, NULL, NULL, 0, err))) goto cleanup;
         const int pred = set_prediction(out, C), target = o->target >= 0 ? o->target : pred;
         /* Integrated gradients (Sundararajan et al. 2017, eq. 1, midpoint rule with a zero
            baseline; saliency.h): the baseline logit, then the points alpha_k * x */
@@ -144,7 +157,7 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
             goto cleanup;
         }
         memset(w, 0, TD * sizeof(float));
-        if ((s = pass(m, enc, w, o->threads, -1, lg, NULL, NULL, NULL, NULL, err))) goto cleanup;
+        if ((s = pass(m, enc, w, o->threads, -1, lg, NULL, NULL, NULL, NULL, 0, err))) goto cleanup;
         float logit_base = lg[target];
         emb_in in = {enc, 0, NULL};
         for (int k = 0; k < steps; k++) {
@@ -153,7 +166,7 @@ as_status sal_compute(const as_model *m, const as_encoding *enc, const sal_opts 
                 const float *e = model_emb_word(m, &in, t);
                 for (int i = 0; i < De; i++) w[(size_t)t * De + i] = alpha * e[i];
             }
-            if ((s = pass(m, enc, w, o->threads, target, lg, NULL, g, &tp, NULL, err))) goto cleanup;
+            if ((s = pass(m, enc, w, o->threads, target, lg, NULL, g, &tp, NULL, 0, err))) goto cleanup;
             for (size_t i = 0; i < TD; i++) gsum[i] += g[i];
         }
         double total = 0.0;

@@ -30,4 +30,18 @@
 
 #include "attnscope/analysis.h" /* sal_compute and its types */
 
+/* What a caller of the corpus runner takes from the same forward and backward as the
+ * saliency (SAL_GRAD / SAL_GXI only; ignored by SAL_IG). Every field may be 0 / NULL. */
+typedef struct {
+    unsigned capture; /* extra as_capture_what flags of the forward (CAP_QKV, CAP_HIDDEN) */
+    float *d_attn;    /* caller-owned (L, H, T, T): dy / d(attention probabilities) of the
+                         target logit y, from the saliency's own backward (model_backward) */
+    as_run **run;     /* receives the forward's run (attention, logits and `capture`);
+                         the caller frees it (as_run_free) */
+} sal_extra;
+
+/* sal_compute, also filling what x asks for (x NULL: sal_compute). Errors as sal_compute. */
+as_status sal_compute_extra(const as_model *m, const as_encoding *enc, const sal_opts *o, const sal_extra *x,
+                            sal_result *out, as_error *err);
+
 #endif

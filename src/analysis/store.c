@@ -53,7 +53,8 @@ static const store_column SALIENCY[] = {{"run", IN}, {"sent", IN}, {"class", IN}
 static const store_column SENTENCE_HEADS[] = {
     {"run", IN}, {"sent", IN}, {"layer", IN}, {"head", IN}, {"importance", RN}, {"semantic", R}, {"cls", RN},
     {"sep", RN}, {"punct", RN}, {"self", RN}, {"prev", RN}, {"next", RN}, {"entropy", RN}, {"entropy_norm", RN},
-    {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}, {"first", R}};
+    {"abl_token", R}, {"abl_position", R}, {"abl_segment", R}, {"first", R}, {"head_importance", R},
+    {"sink_raw", R}, {"sink_norm", R}, {"alti", R}};
 static const store_column CHUNKS[] = {{"run", IN}, {"idx", IN}, {"first_sent", IN}, {"n_sent", IN}, {"acc", "BLOB NOT NULL"}};
 static const store_column REL_TOTALS[] = {{"run", IN}, {"relation", TN}, {"n", IN}};
 static const store_column REL_COUNTS[] = {{"run", IN}, {"relation", TN}, {"dir", IN}, {"layer", IN}, {"head", IN}, {"correct", IN}};
@@ -62,7 +63,8 @@ static const store_column HEAD_SCORES[] = {
     {"run", IN}, {"layer", IN}, {"head", IN}, {"importance", R}, {"semantic", R}, {"syntactic", RN},
     {"syntactic_relation", TX}, {"syntactic_dir", I}, {"cls", R}, {"sep", R}, {"punct", R}, {"self", R},
     {"prev", R}, {"next", R}, {"entropy", R}, {"entropy_norm", R}, {"n_sentences", IN}, {"n_semantic", IN},
-    {"first", R}, {"induction", R}};
+    {"first", R}, {"induction", R}, {"head_importance", R}, {"head_importance_norm", R},
+    {"norm_sink_ratio", R}, {"alti_contribution", R}};
 static const store_column REL_ACCURACY[] = {
     {"run", IN}, {"relation", TN}, {"dir", IN}, {"layer", IN}, {"head", IN}, {"n", IN},
     {"correct", IN}, {"accuracy", RN}, {"baseline", RN}, {"baseline_offset", IN}, {"counted", IN}};
@@ -313,7 +315,7 @@ static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_finalize(st);
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 4, "upgrade writes schema version 4");
+_Static_assert(STORE_SCHEMA_VERSION == 5, "upgrade writes schema version 5");
 
 /* The statements that take a database of schema version v to v + 1 (the columns added
  * since, at the end of their tables as a new database has them). */
@@ -333,6 +335,17 @@ static const char *const UPGRADE_SQL[STORE_SCHEMA_VERSION] = {
     "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
     /* 3 -> 4: table topk (created from the schema by upgrade(), empty for older runs) */
     "UPDATE meta SET value = '4' WHERE key = 'schema_version';",
+    /* 4 -> 5: the gradient head importance, norm-weighted and raw sink mass and ALTI head
+       share per sentence and head, and their aggregates per head (NULL for older runs) */
+    "ALTER TABLE sentence_heads ADD COLUMN head_importance REAL;"
+    "ALTER TABLE sentence_heads ADD COLUMN sink_raw REAL;"
+    "ALTER TABLE sentence_heads ADD COLUMN sink_norm REAL;"
+    "ALTER TABLE sentence_heads ADD COLUMN alti REAL;"
+    "ALTER TABLE head_scores ADD COLUMN head_importance REAL;"
+    "ALTER TABLE head_scores ADD COLUMN head_importance_norm REAL;"
+    "ALTER TABLE head_scores ADD COLUMN norm_sink_ratio REAL;"
+    "ALTER TABLE head_scores ADD COLUMN alti_contribution REAL;"
+    "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
 };
 
 /* Upgrades a database of schema version from (1 <= from < STORE_SCHEMA_VERSION) to

@@ -35,7 +35,8 @@ typedef struct {
  * committed transactions of the WAL. A database of an earlier schema version is
  * upgraded (version 2: runs.source added, 'import' for the runs named "import:...";
  * version 3: the first-token and induction columns, NULL for older runs; version 4:
- * table topk, empty for older runs). Errors: AS_ERR_INPUT when the file
+ * table topk, empty for older runs; version 5: the head importance, sink-ratio and ALTI
+ * columns, NULL for older runs). Errors: AS_ERR_INPUT when the file
  * cannot be opened, another process holds the writer lock ("another attnscope process
  * is writing ..."), or the file is not a database or has another schema version. */
 as_status store_open(const char *path, int create, store *out, as_error *err);

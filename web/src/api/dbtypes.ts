@@ -119,6 +119,27 @@ export interface HeadColumns {
    * encoders and imports
    */
   induction: (number | null)[];
+  /**
+   * gradient head importance (Michel et al. 2019): mean over the SST-2 sentences of |dy/dξ| for a gate
+   * ξ on the head's output, y the predicted class's logit, from the saliency's backward; null without
+   * a classifier head (decoders), imports and older runs
+   */
+  head_importance: (number | null)[];
+  /**
+   * head_importance divided by the l2 norm of its layer's head_importance values (Michel et al. 2019,
+   * sec. 4.2)
+   */
+  head_importance_norm: (number | null)[];
+  /**
+   * norm-weighted sink mass over raw sink mass (Kobayashi et al. 2020): sink = first token, [CLS],
+   * [SEP]; below 1 when the head's sink attention moves little; null for imports and older runs
+   */
+  norm_sink_ratio: (number | null)[];
+  /**
+   * mean ALTI share (Ferrando et al. 2022) of the head's output in its attention block's output, over
+   * query tokens and sentences; null for imports and older runs
+   */
+  alti_contribution: (number | null)[];
   pattern: (PatternLabel | null)[];
   confidence: (number | null)[];
   /** median number of head dimensions carrying 90% of q.k of the dominant links */
