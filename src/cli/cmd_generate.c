@@ -9,10 +9,13 @@
  * chose the new token. Encoder-decoder models (bart, mbart, marian, t5, mt5) take the
  * prompt as the source and generate the decoder's sequence from decoder_start_token_id (or
  * --target-ids), each step a whole as_forward_seq2seq; their per-step rows are the
- * cross-attention's (which source tokens the choosing position read). What it does not:
- * beam search, repetition penalties, batches.
+ * cross-attention's (which source tokens the choosing position read). The steps are the
+ * library's (attnscope/generate.h, shared with the server's generate route); this file
+ * parses, prints and writes. What it does not: beam search, repetition penalties, batches.
  */
 #include "cli.h"
+#include "gen_beams.h"
+#include "attnscope/generate.h"
 
 #include <math.h>
 #include <string.h>
@@ -22,6 +25,7 @@ static const char *GEN_HELP =
     "                          [--temperature 0 | --top-k K [--temperature 1] [--seed 0]]\n"
     "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--target-ids 2,...]\n"
     "                          [--capture attentions|all|attn,scores,qkv,hidden,logits]\n"
+    "                          [--beams N [--length-penalty 1] [--early-stopping] [--num-return 1]]\n"
     "                          [--threads N] [--quiet]\n"
     "\n"
     "Continues the prompt (tokenized with the model's special tokens, e.g. BOS) by up to\n"
@@ -45,59 +49,28 @@ static const char *GEN_HELP =
     "(prompt_length counts its start). --out writes the final run as `attnscope run --target-ids`\n"
     "does, and generation_cross_attentions [steps, L, H, Ts]: at step s, every decoder layer's\n"
     "and head's cross-attention row of the choosing position over the Ts source tokens.\n"
+    "\n"
+    "--beams N (2..16) is beam search as Hugging Face's generate runs it (num_beams, no\n"
+    "sampling): the N best partial sequences by their sum of log-probabilities grow one token\n"
+    "at a time; a hypothesis ends at the model's eos_token_id (every id config.json lists),\n"
+    "the config's forced_bos_token_id / forced_eos_token_id (BART and mBART: 2, Marian: 0 when\n"
+    "absent) force the first / last token, and hypotheses rank by sum / generated_length^\n"
+    "--length-penalty. --early-stopping stops once N hypotheses have ended (else when none\n"
+    "left running can beat them); --num-return R (<= N) prints the R best, one per line.\n"
+    "With --out: the best hypothesis' run and generated_ids, generation_attentions [steps, L,\n"
+    "H, T] (its (decoder) self-attention rows) and, for encoder-decoder models,\n"
+    "generation_cross_attentions; beam_sequences [R, Tmax] (-1 after each end), beam_lengths,\n"
+    "beam_scores, beam_sum_logprobs [R], beam_attentions [R, Smax, L, H, Tmax] and\n"
+    "beam_cross_attentions [R, Smax, L, H, Ts], each row from the forward over its sequence.\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     const char *model, *text, *ids, *out, *capture, *target_ids;
     int max_new, top_k, seed, stop_eos, threads, quiet;
     double temperature; /* < 0: not given */
+    int beams, num_return, early_stopping; /* num_return 0: not given */
+    double length_penalty;                 /* NAN: not given */
 } gen_args;
-
-typedef struct {
-    int prompt_len, steps, L, H, T;
-    int32_t *gen;   /* (steps) */
-    float *rows;    /* (steps, L, H, K) or NULL */
-    const as_encoding *src; /* encoder-decoder models: the source (the prompt), else NULL */
-    int K;          /* keys of a row: the source's tokens (encoder-decoder), or T */
-} gen_result;
-
-static uint64_t gen_splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static const float *g_sort_logits;
-/* descending logit, then ascending id */
-static int gen_cmp(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    float x = g_sort_logits[i], y = g_sort_logits[j];
-    return x > y ? -1 : x < y ? 1 : (i > j) - (i < j);
-}
-
-/* The next id from one row of V logits: argmax at temperature 0, else a draw from the
- * top-k (k <= 0: all) softmax at that temperature; order (V) is scratch. */
-static int gen_pick(const float *logits, int V, const gen_args *a, uint64_t *rng, int *order) {
-    if (a->temperature == 0.0) {
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (logits[v] > logits[best]) best = v;
-        return best;
-    }
-    int k = a->top_k > 0 && a->top_k < V ? a->top_k : V;
-    for (int v = 0; v < V; v++) order[v] = v;
-    g_sort_logits = logits;
-    qsort(order, (size_t)V, sizeof(int), gen_cmp);
-    double z = 0.0, mx = logits[order[0]];
-    for (int i = 0; i < k; i++) z += exp(((double)logits[order[i]] - mx) / a->temperature);
-    double u = (double)(gen_splitmix(rng) >> 11) * 0x1.0p-53 * z, acc = 0.0;
-    for (int i = 0; i < k; i++) {
-        acc += exp(((double)logits[order[i]] - mx) / a->temperature);
-        if (u < acc) return order[i];
-    }
-    return order[k - 1];
-}
 
 static int gen_parse(int argc, char **argv, gen_args *a) {
     for (int i = 1; i < argc; i++) {
@@ -108,6 +81,10 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
         }
         if (!strcmp(o, "--quiet")) {
             a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(o, "--early-stopping")) {
+            a->early_stopping = 1;
             continue;
         }
         if (cli_is_help(o)) {
@@ -131,6 +108,16 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
             if (cli_parse_int(v, 0, 2147483647, &a->seed)) return cli_usage_error("generate", "bad --seed '%s'", v);
         } else if (!strcmp(o, "--threads")) {
             if (cli_parse_int(v, 1, 1024, &a->threads)) return cli_usage_error("generate", "bad --threads '%s'", v);
+        } else if (!strcmp(o, "--beams")) {
+            if (cli_parse_int(v, 1, GEN_MAX_BEAMS, &a->beams))
+                return cli_usage_error("generate", "bad --beams '%s' (1..%d)", v, GEN_MAX_BEAMS);
+        } else if (!strcmp(o, "--num-return")) {
+            if (cli_parse_int(v, 1, GEN_MAX_BEAMS, &a->num_return))
+                return cli_usage_error("generate", "bad --num-return '%s' (1..%d)", v, GEN_MAX_BEAMS);
+        } else if (!strcmp(o, "--length-penalty")) {
+            a->length_penalty = strtod(v, &end);
+            if (end == v || *end || !isfinite(a->length_penalty) || fabs(a->length_penalty) > 100)
+                return cli_usage_error("generate", "bad --length-penalty '%s' (a number in [-100, 100])", v);
         } else if (!strcmp(o, "--temperature")) {
             a->temperature = strtod(v, &end);
             if (end == v || *end || !isfinite(a->temperature) || a->temperature < 0 || a->temperature > 100)
@@ -143,44 +130,13 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
         return cli_usage_error("generate", "--top-k samples: it needs a --temperature above 0");
     if (a->temperature < 0) a->temperature = a->top_k ? 1.0 : 0.0;
     if (a->capture && !a->out) return cli_usage_error("generate", "--capture needs --out FILE");
+    if (a->beams <= 1 && (a->early_stopping || a->num_return || !isnan(a->length_penalty)))
+        return cli_usage_error("generate", "--early-stopping, --num-return and --length-penalty need --beams 2 or more");
+    if (a->beams > 1 && a->temperature != 0.0)
+        return cli_usage_error("generate", "--beams does not sample: leave out --temperature and --top-k");
+    if (a->num_return > a->beams && a->beams > 1)
+        return cli_usage_error("generate", "bad --num-return %d (at most --beams, %d)", a->num_return, a->beams);
     return 0;
-}
-
-/* Runs the steps: ids (cap entries, *n used) grows by the picked tokens. */
-static as_status gen_loop(const as_model *m, const gen_args *a, unsigned what, int32_t *ids, int *n, gen_result *g,
-                          as_error *err) {
-    const as_config *c = as_model_config(m);
-    int V = c->vocab_size, cap = g->T;
-    uint64_t rng = (uint64_t)a->seed;
-    int *order = as_malloc_array((size_t)V, sizeof(int));
-    if (!order) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    as_status s = AS_OK;
-    while (!s && *n < cap) {
-        as_encoding enc = {0};
-        as_run *r = NULL;
-        as_capture_spec spec = {.what = CAP_LOGITS | (what & CAP_ATTN), .layer = -1, .head = -1, .threads = a->threads};
-        if (!(s = as_encoding_from_ids(m, ids, NULL, *n, &enc, err)) &&
-            !(s = g->src ? as_forward_seq2seq(m, g->src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err))) {
-            /* encoder-decoder: the logits are the decoder's, the rows the cross-attention's */
-            const as_run *lr = g->src ? r->dec : r, *ar = g->src ? r->cross : r;
-            int T = *n, K = g->src ? g->K : T, next = gen_pick(lr->logits + (size_t)(T - 1) * V, V, a, &rng, order);
-            for (int l = 0; g->rows && l < g->L; l++)
-                for (int h = 0; h < g->H; h++)
-                    memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * (g->src ? g->K : g->T),
-                           as_run_attn(ar, l, h) + (size_t)(T - 1) * K, (size_t)K * sizeof(float));
-            g->gen[g->steps++] = ids[(*n)++] = next;
-            if (a->stop_eos && next == c->eos_token_id) cap = *n;
-        }
-        as_run_free(r);
-        as_encoding_free(&enc);
-    }
-    free(order);
-    if (!s && g->rows && !g->src && *n < g->T) { /* stopped early: rows of the final length */
-        for (size_t i = 0; i < (size_t)g->steps * g->L * g->H; i++)
-            memmove(g->rows + i * (size_t)*n, g->rows + i * (size_t)g->T, (size_t)*n * sizeof(float));
-    }
-    if (!s) g->T = *n;
-    return s;
 }
 
 /* Prints the prompt and the continuation as text: the tokens' bytes joined (special ids
@@ -210,6 +166,7 @@ static int gen_print(const as_model *m, const int32_t *ids, int n) {
 
 typedef struct {
     const gen_result *g;
+    const as_encoding *src; /* encoder-decoder models: the source (the prompt), else NULL */
     const as_model *m;
     const as_encoding *dec; /* the final sequence (the decoder's for an encoder-decoder model) */
 } gen_json_ctx;
@@ -217,39 +174,40 @@ typedef struct {
 static void gen_json_more(FILE *f, void *vctx) {
     const gen_json_ctx *ctx = vctx;
     const gen_result *g = ctx->g;
-    if (g->src) cli_json_seq2seq(f, ctx->m, ctx->dec);
+    const as_encoding *src = ctx->src;
+    if (src) cli_json_seq2seq(f, ctx->m, ctx->dec);
     fprintf(f, ",\n\"prompt_length\":%d,\n\"generated_ids\":", g->prompt_len);
     cli_json_ints(f, g->gen, g->steps);
     if (g->rows) {
-        int64_t shape[4] = {g->steps, g->L, g->H, g->src ? g->K : g->T};
-        fprintf(f, ",\n\"%s\":", g->src ? "generation_cross_attentions" : "generation_attentions");
+        int64_t shape[4] = {g->steps, g->L, g->H, g->K};
+        fprintf(f, ",\n\"%s\":", src ? "generation_cross_attentions" : "generation_attentions");
         cli_json_tensor(f, g->rows, 4, shape);
     }
 }
 
 /* The final sequence's run with the generation arrays, as JSON or npz. */
 static as_status gen_write(const as_model *m, const gen_args *a, unsigned what, const int32_t *ids, int n,
-                           const gen_result *g, as_error *err) {
+                           const gen_result *g, const as_encoding *src, as_error *err) {
     as_encoding enc = {0};
     as_run *r = NULL;
     as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = a->threads};
     as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
-    if (!s) s = g->src ? as_forward_seq2seq(m, g->src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err);
+    if (!s) s = src ? as_forward_seq2seq(m, src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err);
     size_t len = strlen(a->out);
     if (!s && len >= 4 && !strcmp(a->out + len - 4, ".npz")) {
         int32_t pl = g->prompt_len;
         as_npz_extra ex[3] = {{"prompt_length", DTYPE_I32, &pl, 1, {1}},
                               {"generated_ids", DTYPE_I32, g->gen, 1, {g->steps}},
-                              {g->src ? "generation_cross_attentions" : "generation_attentions", DTYPE_F32, g->rows,
-                               4, {g->steps, g->L, g->H, g->src ? g->K : g->T}}};
-        s = g->src ? as_run_write_npz_seq2seq_extra(m, g->src, &enc, r, ex, g->rows ? 3 : 2, a->out, err)
+                              {src ? "generation_cross_attentions" : "generation_attentions", DTYPE_F32, g->rows,
+                               4, {g->steps, g->L, g->H, g->K}}};
+        s = src ? as_run_write_npz_seq2seq_extra(m, src, &enc, r, ex, g->rows ? 3 : 2, a->out, err)
                    : as_run_write_npz_extra(m, &enc, r, ex, g->rows ? 3 : 2, a->out, err);
     } else if (!s) {
         FILE *f = fopen(a->out, "wb");
-        gen_json_ctx ctx = {g, m, &enc};
+        gen_json_ctx ctx = {g, src, m, &enc};
         if (!f) s = as_err_set(err, AS_ERR_INPUT, "%s: cannot create the output file", a->out);
         else {
-            int oom = cli_write_run_json(f, m, g->src ? g->src : &enc, r, gen_json_more, &ctx) != 0;
+            int oom = cli_write_run_json(f, m, src ? src : &enc, r, gen_json_more, &ctx) != 0;
             int bad = ferror(f) | (fclose(f) != 0);
             if (oom) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             else if (bad) s = as_err_set(err, AS_ERR_INTERNAL, "%s: write failed", a->out);
@@ -279,7 +237,7 @@ static int gen_decoder_start(const as_model *m, const gen_args *a, as_encoding *
 }
 
 int cmd_generate(int argc, char **argv) {
-    gen_args a = {.max_new = 50, .temperature = -1.0};
+    gen_args a = {.max_new = 50, .temperature = -1.0, .beams = 1, .length_penalty = NAN};
     int rc = gen_parse(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     unsigned what = CAP_ATTN;
@@ -290,7 +248,6 @@ int cmd_generate(int argc, char **argv) {
     as_error err = {0};
     as_model *m = NULL;
     as_encoding enc = {0}, dec = {0};
-    int32_t *ids = NULL;
     gen_result g = {0};
     if (as_model_load(a.model, &m, &err)) return cli_fail(&err);
     if (!(as_model_heads(m) & HEAD_LM)) {
@@ -307,35 +264,30 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_usage_error("generate", "the prompt has %d tokens: no room left in the model's %d positions", n, max);
         goto cleanup;
     }
-    g.prompt_len = n;
-    g.T = n + a.max_new < max ? n + a.max_new : max;
     if (n + a.max_new > max) as_warn("stopping at the model's %d positions (%d new tokens)", max, max - n);
-    g.L = c->n_dec_layer ? c->n_dec_layer : c->n_layer;
-    g.H = c->n_head;
-    g.src = c->n_dec_layer ? &enc : NULL;
-    g.K = c->n_dec_layer ? enc.n : 0;
-    ids = as_malloc_array((size_t)g.T, sizeof(int32_t));
-    g.gen = as_malloc_array((size_t)g.T, sizeof(int32_t));
-    size_t rows = as_mul_size(as_mul_size((size_t)(g.T - n), (size_t)g.L * g.H), (size_t)(g.K ? g.K : g.T));
-    if (a.out && (what & CAP_ATTN)) g.rows = rows ? as_calloc(rows, sizeof(float)) : NULL;
-    if (!ids || !g.gen || (a.out && (what & CAP_ATTN) && !g.rows)) {
-        as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+    if (a.beams > 1) {
+        gen_beams_args ba = {.o = {.beams = a.beams, .num_return = a.num_return ? a.num_return : 1,
+                                   .early_stopping = a.early_stopping,
+                                   .length_penalty = isnan(a.length_penalty) ? 1.0 : a.length_penalty,
+                                   .threads = a.threads},
+                             .out = a.out, .what = what};
+        rc = gen_beams_run(m, c->n_dec_layer ? &enc : NULL, seq->ids, n, n + a.max_new < max ? n + a.max_new : max, &ba);
+        goto cleanup;
+    }
+    const as_encoding *src = c->n_dec_layer ? &enc : NULL;
+    gen_opts o = {.max_new = a.max_new, .temperature = a.temperature, .top_k = a.top_k, .seed = (uint64_t)a.seed,
+                  .stop_eos = a.stop_eos, .rows = a.out && (what & CAP_ATTN), .threads = a.threads};
+    if (gen_generate(m, src, seq->ids, n, &o, &g, &err) ||
+        (a.out && gen_write(m, &a, what, g.ids, g.T, &g, src, &err))) {
         rc = cli_fail(&err);
         goto cleanup;
     }
-    memcpy(ids, seq->ids, (size_t)n * sizeof(int32_t));
-    if (gen_loop(m, &a, a.out ? what : 0, ids, &n, &g, &err) || (a.out && gen_write(m, &a, what, ids, n, &g, &err))) {
-        rc = cli_fail(&err);
-        goto cleanup;
-    }
-    if (gen_print(m, ids, n)) {
+    if (gen_print(m, g.ids, g.T)) {
         as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
         rc = cli_fail(&err);
     }
 cleanup:
-    free(ids);
-    free(g.gen);
-    free(g.rows);
+    gen_result_free(&g);
     as_encoding_free(&dec);
     as_encoding_free(&enc);
     as_model_free(m);

@@ -1,0 +1,60 @@
+/* attnscope/generate.h — autoregressive continuation of a prompt by a model with a
+ * causal-LM head (GPT-2, the LLaMA family; encoder-decoder models generate their decoder's
+ * sequence from a source), recording every step's attention row of the choosing position.
+ * Part of the tools' API (see attnscope.h): `attnscope generate` and the server's generate
+ * route are built on it, so both give the same tokens and rows for the same options.
+ * Each step runs the whole sequence so far again (no key/value cache: the forward keeps
+ * none) and takes the last position's logits: greedy argmax at temperature 0, else a draw
+ * from softmax(logits / temperature) over the top-k ids, from a splitmix64 stream seeded
+ * by the seed (Steele et al. 2014), so a seed gives the same tokens.
+ * What it does not: beam search, repetition penalties, batches, tokenizing or printing.
+ */
+#ifndef ATTNSCOPE_GENERATE_H
+#define ATTNSCOPE_GENERATE_H
+
+#include "attnscope.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int max_new;        /* tokens to add, >= 1 (fewer when the model's positions run out) */
+    double temperature; /* 0 = greedy (argmax); > 0 samples */
+    int top_k;          /* sample among the top_k most likely ids; 0 = all */
+    uint64_t seed;      /* the sampling stream's seed */
+    int stop_eos;       /* stop after the model's end-of-sequence token */
+    int rows;           /* record each step's attention rows (gen_result.rows) */
+    int threads;        /* threads of each forward; 0 = the default */
+} gen_opts;
+
+typedef struct {
+    int prompt_len; /* tokens of the prompt (of the decoder's start for encoder-decoder models) */
+    int steps;      /* tokens generated */
+    int L, H;       /* layers (the decoder's) and heads of a row */
+    int T;          /* tokens of the final sequence: prompt_len + steps */
+    int K;          /* keys of a row: T (causal models), or the source's tokens */
+    int32_t *ids;   /* (T) the final sequence */
+    int32_t *gen;   /* (steps) the generated ids */
+    float *rows;    /* (steps, L, H, K) or NULL without opts.rows: at step s, every head's
+                       attention row of the position that chose the new token (position
+                       prompt_len - 1 + s; keys after it are 0), for encoder-decoder models
+                       the cross-attention's row over the source */
+} gen_result;
+
+/* Continues the n ids of prompt with model m (src: the source of an encoder-decoder
+ * model, else NULL) by up to o->max_new tokens, stopping at the model's positions.
+ * Fills *out (gen_result_free; owned by the caller). Errors: AS_ERR_INPUT when the model
+ * has no causal-LM head, the prompt is empty or fills the model's positions, or a
+ * forward refuses the ids; AS_ERR_INTERNAL when out of memory. */
+as_status gen_generate(const as_model *m, const as_encoding *src, const int32_t *prompt, int n, const gen_opts *o,
+                       gen_result *out, as_error *err);
+
+/* Frees what gen_generate allocated and zeroes g; a zeroed g is a no-op. */
+void gen_result_free(gen_result *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,134 @@
+/* generate.c — autoregressive generation on the one forward (attnscope/generate.h): each
+ * step a whole as_forward (as_forward_seq2seq for encoder-decoder models) of the sequence
+ * so far, the next id picked from the last position's logits, and optionally every head's
+ * attention row of that position kept. It does not tokenize, print or write files (the
+ * CLI's generate command and the server's generate route do).
+ */
+#include "attnscope/generate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* splitmix64 (Steele, Lea and Flood 2014, "Fast splittable pseudorandom number generators") */
+static uint64_t gen_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    float logit;
+    int id;
+} gen_cand;
+
+/* descending logit, then ascending id */
+static int gen_cmp(const void *a, const void *b) {
+    const gen_cand *x = a, *y = b;
+    return x->logit > y->logit ? -1 : x->logit < y->logit ? 1 : (x->id > y->id) - (x->id < y->id);
+}
+
+/* The next id from one row of V logits: argmax at temperature 0, else a draw from the
+ * top-k (k <= 0: all) softmax at that temperature; order (V) is scratch. */
+static int gen_pick(const float *logits, int V, const gen_opts *o, uint64_t *rng, gen_cand *order) {
+    if (o->temperature == 0.0) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (logits[v] > logits[best]) best = v;
+        return best;
+    }
+    int k = o->top_k > 0 && o->top_k < V ? o->top_k : V;
+    for (int v = 0; v < V; v++) order[v] = (gen_cand){logits[v], v};
+    qsort(order, (size_t)V, sizeof *order, gen_cmp);
+    double z = 0.0, mx = order[0].logit;
+    for (int i = 0; i < k; i++) z += exp(((double)order[i].logit - mx) / o->temperature);
+    double u = (double)(gen_splitmix(rng) >> 11) * 0x1.0p-53 * z, acc = 0.0;
+    for (int i = 0; i < k; i++) {
+        acc += exp(((double)order[i].logit - mx) / o->temperature);
+        if (u < acc) return order[i].id;
+    }
+    return order[k - 1].id;
+}
+
+/* Runs the steps: g->ids grows from g->T = prompt_len up to cap tokens. Rows are laid
+ * out (steps, L, H, K) with K = cap for causal models until the end. */
+static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_opts *o, int cap, gen_result *g,
+                          as_error *err) {
+    const as_config *c = as_model_config(m);
+    int V = c->vocab_size, K = src ? g->K : cap;
+    uint64_t rng = o->seed;
+    gen_cand *order = as_malloc_array((size_t)V, sizeof *order);
+    if (!order) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    as_status s = AS_OK;
+    while (!s && g->T < cap) {
+        as_encoding enc = {0};
+        as_run *r = NULL;
+        as_capture_spec spec = {.what = CAP_LOGITS | (g->rows ? CAP_ATTN : 0u), .layer = -1, .head = -1,
+                                .threads = o->threads};
+        if (!(s = as_encoding_from_ids(m, g->ids, NULL, g->T, &enc, err)) &&
+            !(s = src ? as_forward_seq2seq(m, src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err))) {
+            /* encoder-decoder: the logits are the decoder's, the rows the cross-attention's */
+            const as_run *lr = src ? r->dec : r, *ar = src ? r->cross : r;
+            int T = g->T, kr = src ? g->K : T, next = gen_pick(lr->logits + (size_t)(T - 1) * V, V, o, &rng, order);
+            for (int l = 0; g->rows && l < g->L; l++)
+                for (int h = 0; h < g->H; h++)
+                    memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * K,
+                           as_run_attn(ar, l, h) + (size_t)(T - 1) * kr, (size_t)kr * sizeof(float));
+            g->gen[g->steps++] = g->ids[g->T++] = next;
+            if (o->stop_eos && next == c->eos_token_id) cap = g->T;
+        }
+        as_run_free(r);
+        as_encoding_free(&enc);
+    }
+    free(order);
+    return s;
+}
+
+as_status gen_generate(const as_model *m, const as_encoding *src, const int32_t *prompt, int n, const gen_opts *o,
+                       gen_result *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    const as_config *c = as_model_config(m);
+    if (!(as_model_heads(m) & HEAD_LM))
+        return as_err_set(err, AS_ERR_INPUT, "%s: the model has no causal-LM head to generate with", as_model_dir(m));
+    int max = as_model_max_tokens(m);
+    if (n < 1) return as_err_set(err, AS_ERR_INPUT, "the prompt is empty");
+    if (n >= max)
+        return as_err_set(err, AS_ERR_INPUT, "the prompt has %d tokens: no room left in the model's %d positions", n,
+                          max);
+    AS_ASSERT(o->max_new >= 1);
+    int cap = o->max_new < max - n ? n + o->max_new : max;
+    gen_result *g = out;
+    g->prompt_len = g->T = n;
+    g->L = c->n_dec_layer ? c->n_dec_layer : c->n_layer;
+    g->H = c->n_head;
+    g->K = src ? src->n : cap;
+    g->ids = as_malloc_array((size_t)cap, sizeof(int32_t));
+    g->gen = as_malloc_array((size_t)cap, sizeof(int32_t));
+    size_t rows = as_mul_size(as_mul_size((size_t)(cap - n), (size_t)g->L * g->H), (size_t)g->K);
+    if (o->rows) g->rows = rows ? as_calloc(rows, sizeof(float)) : NULL;
+    if (!g->ids || !g->gen || (o->rows && !g->rows)) {
+        gen_result_free(g);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    memcpy(g->ids, prompt, (size_t)n * sizeof(int32_t));
+    as_status s = gen_loop(m, src, o, cap, g, err);
+    if (s) {
+        gen_result_free(g);
+        return s;
+    }
+    if (g->rows && !src && g->T < cap) /* stopped early: rows of the final length */
+        for (size_t i = 0; i < (size_t)g->steps * g->L * g->H; i++)
+            memmove(g->rows + i * (size_t)g->T, g->rows + i * (size_t)cap, (size_t)g->T * sizeof(float));
+    if (!src) g->K = g->T;
+    return AS_OK;
+}
+
+void gen_result_free(gen_result *g) {
+    if (!g) return;
+    free(g->ids);
+    free(g->gen);
+    free(g->rows);
+    memset(g, 0, sizeof *g);
+}
