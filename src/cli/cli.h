@@ -58,6 +58,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_saliency(int argc, char **argv);
 int cmd_attribute(int argc, char **argv);
+int cmd_faithfulness(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_report(int argc, char **argv);

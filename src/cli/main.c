@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "  bench     time one forward pass with full capture (median ms, GFLOP/s, sgemm peak)\n"
             "  saliency  per-token gradient saliency for a classifier (grad | gxi | ig)\n"
             "  attribute rollout, flow, norm-based, ALTI, gradient-weighted attention, head importance\n"
+            "  faithfulness AOPC, comprehensiveness, sufficiency of every per-token attribution method\n"
             "  intervene the output with heads ablated or attention edges knocked out, beside the original\n"
             "  vocab     train a WordPiece vocabulary (vocab.txt) on text files\n"
             "  pretrain  masked-LM pretraining of a BERT encoder from scratch\n"
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "saliency")) return cmd_saliency(argc - 1, argv + 1);
     if (!strcmp(c, "attribute")) return cmd_attribute(argc - 1, argv + 1);
+    if (!strcmp(c, "faithfulness")) return cmd_faithfulness(argc - 1, argv + 1);
     if (!strcmp(c, "intervene")) return cmd_intervene(argc - 1, argv + 1);
     if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(c, "analyze")) return cmd_analyze(argc - 1, argv + 1);
