@@ -555,6 +555,65 @@ static void test_upgrade_v2(void **state) {
     json_decref(j);
 }
 
+/* A version 4 database (version 1 + runs.source, the first-token / induction columns and
+ * table topk, as version 4 wrote them): upgraded in place to version 5 by a reader and a
+ * writer alike; the columns added (sentence_heads.head_importance, sink_raw, sink_norm,
+ * alti; head_scores.head_importance, head_importance_norm, norm_sink_ratio,
+ * alti_contribution) are NULL for its runs, its other results read as before, and the
+ * export has the new fields, null. The server's check names version 4. */
+static void test_upgrade_v4(void **state) {
+    (void)state;
+    static const char *const added[] = {"head_importance", "head_importance_norm", "norm_sink_ratio", "alti_contribution"};
+    char db[300], out[320];
+    snprintf(db, sizeof db, "%s/v4.sqlite", g_tmp);
+    snprintf(out, sizeof out, "%s/v4.json", g_tmp);
+    as_error err = {0};
+    for (int writer = 0; writer < 2; writer++) {
+        write_v1(db);
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(raw,
+                                      "ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT 'analyze';"
+                                      "ALTER TABLE sentence_heads ADD COLUMN first REAL;"
+                                      "ALTER TABLE head_scores ADD COLUMN first REAL;"
+                                      "ALTER TABLE head_scores ADD COLUMN induction REAL;"
+                                      "UPDATE head_scores SET first = 0.25;"
+                                      "CREATE TABLE topk(run INTEGER NOT NULL, sent INTEGER NOT NULL, layer INTEGER NOT NULL,"
+                                      " head INTEGER NOT NULL, k INTEGER NOT NULL, n_query INTEGER NOT NULL, rows BLOB NOT NULL,"
+                                      " PRIMARY KEY(run, sent, layer, head));"
+                                      "UPDATE meta SET value='4' WHERE key='schema_version';",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        assert_int_equal(store_check(raw, db, &err), AS_ERR_INPUT);
+        assert_non_null(strstr(err.msg, "schema version 4"));
+        assert_non_null(strstr(err.msg, "attnscope report --db"));
+        sqlite3_close(raw);
+        store s;
+        if (writer) assert_int_equal(store_open(db, 0, &s, &err), AS_OK);
+        else assert_int_equal(store_open_existing(db, &s, &err), AS_OK);
+        assert_int_equal((int)q1(&s, "SELECT value FROM meta WHERE key='schema_version'"), STORE_SCHEMA_VERSION);
+        assert_int_equal((int)q1(&s, "SELECT count(*) FROM head_scores WHERE head_importance IS NULL AND head_importance_norm"
+                                     " IS NULL AND norm_sink_ratio IS NULL AND alti_contribution IS NULL AND first = 0.25"), 2);
+        assert_int_equal((int)q1(&s, "SELECT count(*) FROM pragma_table_info('sentence_heads') WHERE name IN"
+                                     " ('head_importance', 'sink_raw', 'sink_norm', 'alti')"), 4);
+        assert_int_equal(store_check(s.db, db, &err), AS_OK);
+        assert_int_equal(an_export(&s, out, &err), AS_OK);
+        store_close(&s);
+    }
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    assert_non_null(j);
+    json_t *cols = json_object_get(json_object_get(json_array_get(json_object_get(j, "models"), 0), "heads"), "columns");
+    for (int k = 0; k < 4; k++) {
+        json_t *a = json_object_get(cols, added[k]);
+        assert_int_equal(json_array_size(a), 2);
+        assert_true(json_is_null(json_array_get(a, 0)) && json_is_null(json_array_get(a, 1)));
+    }
+    assert_true(json_real_value(json_array_get(json_object_get(cols, "first"), 1)) == 0.25);
+    assert_true(json_real_value(json_array_get(json_object_get(cols, "importance"), 1)) == 0.6);
+    json_decref(j);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_existing),
@@ -564,6 +623,7 @@ int main(void) {
         cmocka_unit_test(test_export_damaged),
         cmocka_unit_test(test_upgrade_v1),
         cmocka_unit_test(test_upgrade_v2),
+        cmocka_unit_test(test_upgrade_v4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
