@@ -73,5 +73,6 @@ int cmd_finetune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_distill(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_align(int argc, char **argv);
 
 #endif

@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  eval      classifier accuracy (sst2), masked-token accuracy (mlm), head patterns,\n"
             "            causal-LM perplexity next to a Kneser-Ney n-gram baseline (lm)\n"
             "  generate  continue a prompt with a causal LM (greedy or top-k sampling)\n"
+            "  align     word alignment from an encoder-decoder model's cross-attention, AER per head\n"
             "  distill   distil a masked-LM teacher into a student with half the layers\n"
             "  serve     serve the attention explorer (web UI + JSON/binary API) on loopback\n"
             "  analyze   corpus-scale head scores, patterns and explanations into SQLite\n"
@@ -74,6 +75,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(c, "distill")) return cmd_distill(argc - 1, argv + 1);
     if (!strcmp(c, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(c, "align")) return cmd_align(argc - 1, argv + 1);
     fprintf(stderr, "attnscope: unknown command '%s' (see attnscope --help)\n", c);
     return AS_ERR_INPUT;
 }

@@ -47,28 +47,32 @@ static double layer_theta(const as_config *c, int l) {
     return c->rope_local_theta > 0 && c->layer_sliding[l] ? (double)c->rope_local_theta : (double)c->rope_theta;
 }
 
-/* What a view needs to know about the attention of model c (docs/api/api.schema.json,
- * Block): key/value groups, the masks (causal, per-layer sliding windows), the score's
- * factor and soft-cap, and the rotary embedding (null without one). New reference. */
-static json_t *block_json(const as_config *c) {
+/* What a view needs to know about the attention of n_layer layers of model c
+ * (docs/api/api.schema.json, Block): key/value groups, the masks (causal, per-layer sliding
+ * windows), the score's factor and soft-cap, and the rotary embedding (null without one).
+ * n_layer is c->n_layer for a model's (encoder's) stack, c->n_dec_layer for an
+ * encoder-decoder model's decoder and cross-attention; causal: the stack's mask. New reference. */
+static json_t *block_json_of(const as_config *c, int n_layer, int causal) {
     json_t *kv = json_array(), *win = json_array(), *scale = json_array(), *rope = json_null();
     for (int h = 0; h < c->n_head; h++) json_array_append_new(kv, json_integer(kv_group_of(c, h)));
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = 0; l < n_layer; l++) {
         json_array_append_new(win, json_integer(layer_window(c, l)));
         json_array_append_new(scale, json_real((double)as_attn_scale(c, l)));
     }
     if (c->rope_dim > 0) {
         json_t *lt = json_array();
-        for (int l = 0; l < c->n_layer; l++) json_array_append_new(lt, json_real(layer_theta(c, l)));
+        for (int l = 0; l < n_layer; l++) json_array_append_new(lt, json_real(layer_theta(c, l)));
         rope = json_pack("{s:i, s:f, s:o, s:o, s:s, s:o}", "dim", c->rope_dim, "theta", (double)c->rope_theta,
                          "local_theta", c->rope_local_theta > 0 ? json_real((double)c->rope_local_theta) : json_null(),
                          "layer_theta", lt, "scaling", as_rope_scale_name(c->rope_scaling), "factor",
                          c->rope_scaling != ROPE_SCALE_NONE ? json_real((double)c->rope_factor) : json_null());
     }
     return json_pack("{s:i, s:o, s:b, s:o, s:o, s:f, s:f, s:o}", "n_kv_head", c->n_kv_head > 0 ? c->n_kv_head : c->n_head,
-                     "kv_group", kv, "causal", c->causal != 0, "window", win, "scale", scale, "attn_softcap",
+                     "kv_group", kv, "causal", causal != 0, "window", win, "scale", scale, "attn_softcap",
                      (double)c->attn_softcap, "final_softcap", (double)c->final_softcap, "rope", rope);
 }
+
+static json_t *block_json(const as_config *c) { return block_json_of(c, c->n_layer, c->causal); }
 
 /* ---- models ---------------------------------------------------------------- */
 
@@ -82,8 +86,13 @@ static json_t *model_json(const srv_model *sm) {
     json_t *labels = json_array(); /* (C) the config's id2label names; [] when it has none */
     for (int i = 0; c->id2label && i < c->num_labels; i++)
         json_array_append_new(labels, c->id2label[i] ? as_json_string_utf8(c->id2label[i]) : json_null());
-    return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:I, s:o}",
-                     "block", block_json(c), "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
+    /* an encoder-decoder model's two stacks (same heads and width); null for one stack */
+    json_t *stacks = c->n_dec_layer > 0
+                         ? json_pack("{s:{s:i, s:i}, s:{s:i, s:i}}", "encoder", "layers", c->n_layer, "heads", c->n_head,
+                                     "decoder", "layers", c->n_dec_layer, "heads", c->n_head)
+                         : json_null();
+    return json_pack("{s:b, s:o, s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:I, s:o}",
+                     "encoder_decoder", c->n_dec_layer > 0, "stacks", stacks, "block", block_json(c), "name", sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type,
                      "layers", c->n_layer, "heads", c->n_head, "d_model", c->d_model, "d_head",
                      c->d_head, "vocab_size", c->vocab_size, "max_tokens", as_model_max_tokens(sm->m),
                      "type_vocab", c->type_vocab, "causal", c->causal != 0, "tokenizer",
@@ -113,40 +122,100 @@ typedef struct {
     int32_t *ids;              /* owned: (n_ids) token ids, or NULL for a text */
     int n_ids;
     char *key;                 /* owned: the cache key of ids (SRV_IDS_KEY, then the ids) */
+    /* an encoder-decoder model's decoder input: target text (borrowed from root) or target_ids */
+    const char *target;        /* the cache key of the target: its text or tgt_key; NULL for one stack */
+    int32_t *tgt_ids;          /* owned: (n_tgt) decoder input ids, or NULL for a target text */
+    int n_tgt;
+    char *tgt_key;             /* owned: SRV_IDS_KEY, then the target ids */
 } run_req;
 
 static void run_req_free(run_req *q) {
     json_decref(q->root);
     free(q->ids);
     free(q->key);
+    free(q->tgt_ids);
+    free(q->tgt_key);
+}
+
+/* Parses the array ja of field `field` into *ids (n) and its cache key *key = SRV_IDS_KEY
+ * "1,5,9" (both malloc'd, owned by the caller). Returns 0, or sets a 400 and returns -1. */
+static int parse_id_array(const json_t *ja, const char *field, int max, int32_t **ids, int *n_out, char **key,
+                          srv_response *rs) {
+    size_t n = json_is_array(ja) ? json_array_size(ja) : 0;
+    if (!json_is_array(ja) || n == 0 || n > (size_t)max) {
+        reply_error(rs, 400, "field '%s': expected an array of 1 to %d token ids", field, max);
+        return -1;
+    }
+    *ids = malloc(n * sizeof **ids);
+    *key = malloc(n * 11 + sizeof SRV_IDS_KEY);
+    if (!*ids || !*key) {
+        reply_error(rs, 500, "out of memory");
+        return -1;
+    }
+    char *k = *key + sprintf(*key, "%s", SRV_IDS_KEY);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(ja, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            reply_error(rs, 400, "field '%s': element %zu is not a token id (an integer >= 0)", field, i);
+            return -1;
+        }
+        (*ids)[i] = (int32_t)json_integer_value(v);
+        k += sprintf(k, i ? ",%d" : "%d", (int)(*ids)[i]);
+    }
+    *n_out = (int)n;
+    return 0;
 }
 
 /* Parses the array ids into q (ids, n_ids, and text = key = SRV_IDS_KEY "1,5,9"). Returns 0,
  * or sets a 400 and returns -1. */
 static int parse_ids(const json_t *ja, int max, run_req *q, srv_response *rs) {
-    size_t n = json_is_array(ja) ? json_array_size(ja) : 0;
-    if (!json_is_array(ja) || n == 0 || n > (size_t)max) {
-        reply_error(rs, 400, "field 'ids': expected an array of 1 to %d token ids", max);
-        return -1;
-    }
-    q->ids = malloc(n * sizeof *q->ids);
-    q->key = malloc(n * 11 + sizeof SRV_IDS_KEY);
-    if (!q->ids || !q->key) {
-        reply_error(rs, 500, "out of memory");
-        return -1;
-    }
-    char *k = q->key + sprintf(q->key, "%s", SRV_IDS_KEY);
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = json_array_get(ja, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-            reply_error(rs, 400, "field 'ids': element %zu is not a token id (an integer >= 0)", i);
-            return -1;
-        }
-        q->ids[i] = (int32_t)json_integer_value(v);
-        k += sprintf(k, i ? ",%d" : "%d", (int)q->ids[i]);
-    }
-    q->n_ids = (int)n;
+    if (parse_id_array(ja, "ids", max, &q->ids, &q->n_ids, &q->key, rs)) return -1;
     q->text = q->key;
+    return 0;
+}
+
+static int model_has_text(const srv_model *sm, const char *what, srv_response *rs) {
+    if (as_model_has_tokenizer(sm->m)) return 1;
+    const char *why = as_model_tokenizer_problem(sm->m);
+    if (why) reply_error(rs, 400, "model '%s' cannot take %s: %s", sm->name, what, why);
+    else reply_error(rs, 400, "model '%s' has no tokenizer files; it cannot take %s", sm->name, what);
+    return 0;
+}
+
+/* The decoder's input of an encoder-decoder model: "target" (text, encoded and shifted right
+ * as for teacher forcing) or "target_ids" (the decoder input ids as given), exactly one of
+ * them; either is a 400 on a model with one stack. Returns 0, or sets a 400 and returns -1. */
+static int parse_target(const srv_model *sm, run_req *q, srv_response *rs) {
+    json_t *jt = json_object_get(q->root, "target"), *ji = json_object_get(q->root, "target_ids");
+    int has_t = jt && !json_is_null(jt), has_i = ji && !json_is_null(ji);
+    const as_config *c = as_model_config(sm->m);
+    if (c->n_dec_layer <= 0) {
+        if (has_t || has_i)
+            reply_error(rs, 400, "field '%s': model '%s' (%s) is not encoder-decoder; target and target_ids apply to "
+                        "encoder-decoder models only", has_t ? "target" : "target_ids", sm->name, c->model_type);
+        return has_t || has_i ? -1 : 0;
+    }
+    if (has_t && has_i) {
+        reply_error(rs, 400, "field 'target_ids': give either target or target_ids, not both");
+        return -1;
+    }
+    if (!has_t && !has_i) {
+        reply_error(rs, 400, "field 'target': missing: model '%s' (%s) is encoder-decoder; give the decoder's input "
+                    "as target (text) or target_ids", sm->name, c->model_type);
+        return -1;
+    }
+    if (has_i) {
+        if (parse_id_array(ji, "target_ids", as_model_max_tokens(sm->m), &q->tgt_ids, &q->n_tgt, &q->tgt_key, rs))
+            return -1;
+        q->target = q->tgt_key;
+        return 0;
+    }
+    if (!json_is_string(jt) || !*json_string_value(jt)) {
+        reply_error(rs, 400, "field 'target': expected a non-empty string (or give target_ids)");
+        return -1;
+    }
+    if (!model_has_text(sm, "a target text", rs)) return -1;
+    q->target = json_string_value(jt);
     return 0;
 }
 
@@ -193,7 +262,8 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
             reply_error(rs, 400, "field 'ids': give either ids or text (and text_b), not both");
             return -1;
         }
-        return parse_ids(ji, as_model_max_tokens(s->models[q->model].m), q, rs);
+        return parse_ids(ji, as_model_max_tokens(s->models[q->model].m), q, rs) ||
+               parse_target(&s->models[q->model], q, rs);
     }
     if (!jt || !json_is_string(jt)) {
         reply_error(rs, 400, "field 'text': %s", jt ? "expected a string" : "missing (or give ids)");
@@ -208,13 +278,8 @@ static int parse_run_body(srv_state *s, const srv_request *rq, run_req *q, srv_r
         q->text_b = json_string_value(jb);
         if (!*q->text_b) q->text_b = NULL; /* "" means no second sentence */
     }
-    if (!as_model_has_tokenizer(s->models[q->model].m)) {
-        const char *why = as_model_tokenizer_problem(s->models[q->model].m);
-        if (why) reply_error(rs, 400, "model '%s' cannot take text: %s", s->models[q->model].name, why);
-        else reply_error(rs, 400, "model '%s' has no tokenizer files; it cannot take text", s->models[q->model].name);
-        return -1;
-    }
-    return 0;
+    if (!model_has_text(&s->models[q->model], "text", rs)) return -1;
+    return parse_target(&s->models[q->model], q, rs);
 }
 
 /* ---- admission: at most max_active runs at once --------------------------- */
@@ -250,6 +315,16 @@ as_status api_forward(srv_state *s, const as_model *m, const as_encoding *enc, u
     return st;
 }
 
+/* api_forward for an encoder-decoder model: the encoder on enc, the decoder on dec. */
+static as_status api_forward_seq2seq(srv_state *s, const as_model *m, const as_encoding *enc,
+                                     const as_encoding *dec, unsigned what, as_run **out, as_error *err) {
+    as_capture_spec spec = {.what = what, .layer = -1, .head = -1, .threads = s->threads};
+    pthread_mutex_lock(&s->fwd_mu);
+    as_status st = as_forward_seq2seq(m, enc, dec, &spec, out, err);
+    pthread_mutex_unlock(&s->fwd_mu);
+    return st;
+}
+
 /* Encodes the text without truncation (longer than the model's positions is a 400), or
  * takes the ids as they are (an id outside the vocabulary is a 400). */
 static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_response *rs) {
@@ -259,6 +334,21 @@ static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_r
                           : as_encode(sm->m, q->text, q->text_b, &eo, enc, &err);
     if (st == AS_OK) return 0;
     reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "%s: %s", q->ids ? "ids" : "text", err.msg);
+    return -1;
+}
+
+/* The decoder input of q's target: the text encoded as a source is (the model's special
+ * tokens) and shifted right, or the target ids as they are. */
+static int encode_target(const srv_model *sm, const run_req *q, as_encoding *dec, srv_response *rs) {
+    as_error err = {0};
+    as_encode_opts eo = {.max_len = 0, .truncate = 0};
+    as_encoding labels = {0};
+    as_status st = q->tgt_ids ? as_encoding_from_ids(sm->m, q->tgt_ids, NULL, q->n_tgt, dec, &err)
+                              : as_encode(sm->m, q->target, NULL, &eo, &labels, &err);
+    if (st == AS_OK && !q->tgt_ids) st = as_seq2seq_shift_target(sm->m, &labels, dec, &err);
+    as_encoding_free(&labels);
+    if (st == AS_OK) return 0;
+    reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "%s: %s", q->tgt_ids ? "target_ids" : "target", err.msg);
     return -1;
 }
 
@@ -279,13 +369,24 @@ static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
     }
     for (int h = 0; h < r->H; h++) json_array_append_new(kv, json_integer(as_run_kv_group(r, h)));
     json_object_set_new(block, "kv_group", kv); /* the run's own record of the groups */
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "capture",
+    json_t *decoder = json_null();
+    if (r->dec && r->cross) { /* encoder-decoder: the decoder's input and both blocks */
+        json_t *dids = json_array();
+        for (int i = 0; i < e->dec.n; i++) json_array_append_new(dids, json_integer(e->dec.ids[i]));
+        int tgt_ids = e->target && !strncmp(e->target, SRV_IDS_KEY, sizeof SRV_IDS_KEY - 1);
+        decoder = json_pack("{s:o, s:o, s:o, s:i, s:o, s:o}", "target",
+                            tgt_ids || !e->target ? json_null() : as_json_string_utf8(e->target), "input_ids", dids,
+                            "tokens", as_tokens_json_value(sm->m, &e->dec), "layers", r->dec->L, "block", block_json_of(c, r->dec->L, 1), "cross_block",
+                            block_json_of(c, r->dec->L, 0));
+    }
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:o, s:o, s:o, s:b, s:o, s:o, s:o, s:o, s:b, s:o}", "capture",
                      r->attn ? "dense" : "stats,qkv", "id", e->id, "model",
                      sm->name, "arch", as_arch_name(c->arch), "model_type", c->model_type, "cached", cached, "text",
                      from_ids ? json_string("") : as_json_string_utf8(e->text), "text_b",
                      as_json_string_utf8(e->text_b), "ids", ids, "causal", c->causal != 0, "sizes", sizes, "block",
                      block, "tokens", as_tokens_json_value(sm->m, &e->enc), "warning",
-                     e->enc.n_warnings ? as_json_string_utf8(e->enc.warning) : json_null());
+                     e->enc.n_warnings ? as_json_string_utf8(e->enc.warning) : json_null(), "encoder_decoder",
+                     r->dec && r->cross, "decoder", decoder);
 }
 
 /* The body's "capture" (absent or "auto", "dense", "stats,qkv") as SRV_CAPTURE_*; -1
@@ -309,32 +410,47 @@ static unsigned capture_what(int capture, int T) {
 
 static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
     run_req q;
-    as_encoding enc = {0};
+    as_encoding enc = {0}, dec = {0};
     srv_entry *e = NULL;
     int capture;
     if (parse_run_body(s, rq, &q, rs) || (capture = parse_capture(&q, rs)) < 0) goto cleanup;
-    e = srv_cache_find_capture(&s->cache, q.model, q.text, q.text_b, capture);
+    if (q.target && capture == SRV_CAPTURE_STATS) {
+        reply_error(rs, 400, "field 'capture': an encoder-decoder run keeps its dense attention (\"auto\" or "
+                    "\"dense\"), not \"stats,qkv\"");
+        goto cleanup;
+    }
+    e = srv_cache_find_target(&s->cache, q.model, q.text, q.text_b, q.target, capture);
     if (e) {
         reply_json(rs, 200, run_json(s, e, 1));
         goto cleanup;
     }
     const srv_model *sm = &s->models[q.model];
-    if (encode(sm, &q, &enc, rs)) goto cleanup;
+    if (encode(sm, &q, &enc, rs) || (q.target && encode_target(sm, &q, &dec, rs))) goto cleanup;
+    if (q.target && (enc.n > SRV_LONG_TOKENS || dec.n > SRV_LONG_TOKENS)) {
+        reply_error(rs, 400, "%s: %d tokens; an encoder-decoder run keeps every attention matrix and takes at most %d "
+                    "source and %d target tokens", enc.n > SRV_LONG_TOKENS ? "text" : "target",
+                    enc.n > SRV_LONG_TOKENS ? enc.n : dec.n, SRV_LONG_TOKENS, SRV_LONG_TOKENS);
+        goto cleanup;
+    }
     if (!api_admit(s, rs)) goto cleanup;
     as_error err = {0};
     as_run *run = NULL;
-    as_status st = api_forward(s, sm->m, &enc, capture_what(capture, enc.n), &run, &err);
+    as_status st = q.target ? api_forward_seq2seq(s, sm->m, &enc, &dec, capture_what(SRV_CAPTURE_DENSE, enc.n), &run,
+                                                  &err)
+                            : api_forward(s, sm->m, &enc, capture_what(capture, enc.n), &run, &err);
     api_leave(s);
     if (st) {
         reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "run: %s", err.msg);
         goto cleanup;
     }
     srv_entry *ne = calloc(1, sizeof *ne);
-    char *t = as_strdup(q.text), *tb = q.text_b ? as_strdup(q.text_b) : NULL;
-    if (!ne || !t || (q.text_b && !tb)) {
+    char *t = as_strdup(q.text), *tb = q.text_b ? as_strdup(q.text_b) : NULL,
+         *tg = q.target ? as_strdup(q.target) : NULL;
+    if (!ne || !t || (q.text_b && !tb) || (q.target && !tg)) {
         free(ne);
         free(t);
         free(tb);
+        free(tg);
         as_run_free(run);
         reply_error(rs, 500, "out of memory");
         goto cleanup;
@@ -343,18 +459,45 @@ static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
     ne->capture = capture;
     ne->text = t;
     ne->text_b = tb;
+    ne->target = tg;
     ne->enc = enc;
+    ne->dec = dec;
     memset(&enc, 0, sizeof enc);
+    memset(&dec, 0, sizeof dec);
     ne->run = run;
     e = srv_cache_put(&s->cache, ne);
     reply_json(rs, 200, run_json(s, e, 0));
 cleanup:
     srv_cache_release(&s->cache, e);
     as_encoding_free(&enc);
+    as_encoding_free(&dec);
     run_req_free(&q);
 }
 
 /* ---- tensors for a cached run ------------------------------------------------ */
+
+/* Keys per attention row of run r: the source's tokens in cross-attention, else T. */
+static int run_keys(const as_run *r) { return r->Tk > 0 ? r->Tk : r->T; }
+
+/* The run that query "kind" names (encoder, the default: the run itself; decoder;
+ * cross) of entry e, its name in *kind; NULL after a 400 for an unknown kind, or decoder /
+ * cross on a run that is not encoder-decoder. */
+static const as_run *run_of_kind(const srv_entry *e, const srv_request *rq, const char **kind, srv_response *rs) {
+    const char *k = reply_query(rq, "kind");
+    const as_run *r = e->run;
+    *kind = k ? k : "encoder";
+    if (!k || !strcmp(k, "encoder")) return r;
+    if (strcmp(k, "decoder") && strcmp(k, "cross")) {
+        reply_error(rs, 400, "query 'kind': expected encoder, decoder or cross");
+        return NULL;
+    }
+    if (!r->dec || !r->cross) {
+        reply_error(rs, 400, "query 'kind': run %s is not encoder-decoder; only kind=encoder (the default) applies",
+                    e->id);
+        return NULL;
+    }
+    return !strcmp(k, "decoder") ? r->dec : r->cross;
+}
 
 /* A binary tensor response encoded from a cached run while it is sent, block by
  * block, so no copy of the tensors is made. It holds a stream reference on its
@@ -369,8 +512,8 @@ typedef struct {
     const float **parts;                 /* owned: (layers x heads) pointers into the run */
     srv_tb_plan plan;
     const as_run *run;                   /* pooled attention: one head's thumbnail at a time */
-    int l0, h0, nh, P, cur;
-    float *pool_buf, *scratch;           /* owned: (P, P) and (T) */
+    int l0, h0, nh, P, Pc, cur;          /* P rows and Pc columns of a thumbnail */
+    float *pool_buf, *scratch;           /* owned: (P, Pc) and (Tk) */
 } tensor_stream;
 
 static void stream_free(void *ctx) {
@@ -393,8 +536,8 @@ static ssize_t stream_read(void *ctx, uint64_t pos, char *buf, size_t max) {
 static const float *stream_pooled_part(void *ctx, int p) {
     tensor_stream *ts = ctx;
     if (p != ts->cur) {
-        srv_maxpool(as_run_attn(ts->run, ts->l0 + p / ts->nh, ts->h0 + p % ts->nh), ts->run->T, ts->P,
-                     ts->pool_buf, ts->scratch);
+        srv_maxpool_rect(as_run_attn(ts->run, ts->l0 + p / ts->nh, ts->h0 + p % ts->nh), ts->run->T,
+                         run_keys(ts->run), ts->P, ts->Pc, ts->pool_buf, ts->scratch);
         ts->cur = p;
     }
     return ts->pool_buf;
@@ -451,8 +594,10 @@ static int parse_int_in(const char *s, int lo, int hi, int *out) {
  * layer/head range, whole (T, T) per head or, with pool, max-pooled to (P, P),
  * P = min(N, T), SRV_POOL_MIN <= N <= SRV_POOL_MAX. Reads the cached run only. */
 static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
-    const as_run *r = e->run;
-    int l0, l1, h0, h1, pool = 0;
+    const char *kind;
+    const as_run *r = run_of_kind(e, rq, &kind, rs);
+    if (!r) return;
+    int l0, l1, h0, h1, pool = 0, Tk = run_keys(r);
     if (reply_parse_range(reply_query(rq, "layers"), r->L, &l0, &l1)) {
         reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
         return;
@@ -482,12 +627,12 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
                 reply_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
                 return;
             }
-    int side = pool ? srv_maxpool_size(r->T, pool) : r->T;
-    size_t per = (size_t)side * (size_t)side;
+    int side = pool ? srv_maxpool_size(r->T, pool) : r->T, cols = pool ? srv_maxpool_size(Tk, pool) : Tk;
+    size_t per = (size_t)side * (size_t)cols;
     tensor_stream *ts = stream_new(s, e, rs);
     if (!ts) return;
     srv_tb_tensor *t = &ts->t[0];
-    *t = (srv_tb_tensor){.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4, .shape = {nl, nh, side, side},
+    *t = (srv_tb_tensor){.name = "attention", .dtype = (srv_tb_dtype)dt, .ndim = 4, .shape = {nl, nh, side, cols},
                          .n_parts = nl * nh, .part_len = per};
     ts->n = 1;
     if (pool) {
@@ -496,8 +641,9 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
         ts->h0 = h0;
         ts->nh = nh;
         ts->P = side;
+        ts->Pc = cols;
         ts->pool_buf = as_malloc_array(per, sizeof(float));
-        ts->scratch = as_malloc_array((size_t)r->T, sizeof(float));
+        ts->scratch = as_malloc_array((size_t)Tk, sizeof(float));
         t->part_fn = stream_pooled_part;
         t->part_ctx = ts;
     } else {
@@ -514,8 +660,13 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
     }
     json_t *meta = json_pack("{s:s, s:[i,i], s:[i,i], s:i}", "run", e->id, "layers", l0, l1, "heads", h0, h1,
                              "tokens", r->T);
+    if (meta) { /* the kind, and the keys per row (the source's tokens in cross-attention) */
+        json_object_set_new(meta, "kind", json_string(kind));
+        json_object_set_new(meta, "keys", json_integer(Tk));
+    }
     if (meta && pool) {
         json_object_set_new(meta, "pool", json_integer(side));
+        if (cols != side) json_object_set_new(meta, "pool_keys", json_integer(cols));
         json_object_set_new(meta, "pool_op", json_string("max"));
     }
     reply_stream(rs, ts, meta);
@@ -529,8 +680,10 @@ static int parse_index(const char *s, int n, int *out) {
 }
 
 static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
-    const as_run *r = e->run;
-    int l, h;
+    const char *kind;
+    const as_run *r = run_of_kind(e, rq, &kind, rs);
+    if (!r) return;
+    int l, h, Tk = run_keys(r);
     if (parse_index(reply_query(rq, "layer"), r->L, &l)) {
         reply_error(rs, 400, "query 'layer': expected an integer in [0, %d)", r->L);
         return;
@@ -554,7 +707,7 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
         reply_error(rs, 500, "run %s: layer %d head %d was not captured", e->id, l, h);
         return;
     }
-    size_t T = (size_t)r->T, Dh = (size_t)r->Dh;
+    size_t T = (size_t)r->T, Dh = (size_t)r->Dh, K = (size_t)Tk;
     /* a rotary model's q and k before the rotation, laid out as q and k (run_npz.c's
        queries_pre_rope / keys_pre_rope) */
     const float *qp = NULL, *kp = NULL;
@@ -570,11 +723,12 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
     const float *src[6] = {q, k, sc, at, qp, kp};
     ts->n = qp ? 6 : 4;
     for (int i = 0; i < ts->n; i++) {
-        int vec = i < 2 || i >= 4; /* (T, Dh), else (T, T) */
+        int vec = i < 2 || i >= 4; /* q: (T, Dh); k: (Tk, Dh); scores, attention: (T, Tk) */
+        int rows = i == 1 ? Tk : r->T;
         ts->one[i] = src[i];
         ts->t[i] = (srv_tb_tensor){.name = names[i], .dtype = TB_F32, .ndim = 2,
-                                   .shape = {r->T, vec ? r->Dh : r->T}, .parts = &ts->one[i], .n_parts = 1,
-                                   .part_len = vec ? T * Dh : T * T};
+                                   .shape = {rows, vec ? r->Dh : Tk}, .parts = &ts->one[i], .n_parts = 1,
+                                   .part_len = vec ? (size_t)rows * Dh : T * K};
     }
     const as_config *c = e->npz ? NULL : as_model_config(s->models[e->model].m);
     json_t *meta = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:b, s:f}", "run", e->id, "layer", l, "head",
@@ -582,6 +736,10 @@ static void route_qk(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
                              c ? (double)as_attn_scale(c, l) : (double)e->npz->a.scale[l], "kv_group",
                              c ? as_run_kv_group(r, h) : e->npz->a.kv_group[h], "window", c ? layer_window(c, l) : 0,
                              "rope", qp != NULL, "softcap", c ? (double)c->attn_softcap : 0.0);
+    if (meta) {
+        json_object_set_new(meta, "kind", json_string(kind));
+        json_object_set_new(meta, "keys", json_integer(Tk));
+    }
     reply_stream(rs, ts, meta);
 }
 
@@ -718,17 +876,23 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
         reply_error(rs, 404, "run %s not found (evicted or never made); POST /api/v1/run again", id);
         return;
     }
+    const char *kind = reply_query(rq, "kind");
     if (!*sub) reply_json(rs, 200, run_json(s, e, 1));
     else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
-    else if (imp && strcmp(sub, "qk"))
+    else if (!strcmp(sub, "qk")) route_qk(s, e, rq, rs);
+    else if (kind && strcmp(kind, "encoder"))
+        reply_error(rs, 400, "query 'kind': the %s route serves the encoder's (or the single stack's) attention only",
+                    sub);
+    else if (e->run && e->run->dec && (!strcmp(sub, "attribution") || !strcmp(sub, "intervene")))
+        reply_error(rs, 409, "run %s is encoder-decoder: %s runs single-stack models only", id, sub);
+    else if (imp)
         reply_error(rs, 409, "run %s is attention imported from %s: %s needs a model (serve --model DIR and run the "
                     "text)", id, imp->npz->name, !strcmp(sub, "attribution") ? "attribution" : !strcmp(sub, "tile")
                     ? "the tile route (attention recomputed from q and k)" : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
     else if (!strcmp(sub, "intervene")) intervene_api_route(s, e, rq, rs);
     else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
-    else if (!strcmp(sub, "stats")) tile_api_stats(s, e, rq, rs);
-    else route_qk(s, e, rq, rs);
+    else tile_api_stats(s, e, rq, rs);
     if (!imp) srv_cache_release(&s->cache, e);
 }
 

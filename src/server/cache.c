@@ -15,12 +15,19 @@ void srv_entry_free(srv_entry *e) {
     if (!e) return;
     free(e->text);
     free(e->text_b);
+    free(e->target);
     as_encoding_free(&e->enc);
+    as_encoding_free(&e->dec);
     as_run_free(e->run);
     free(e);
 }
 
-static size_t entry_bytes(const srv_entry *e) { return e->run ? e->run->bytes : 0; }
+/* The captured bytes of e's run, with an encoder-decoder run's decoder and cross-attention. */
+static size_t entry_bytes(const srv_entry *e) {
+    const as_run *r = e->run;
+    if (!r) return 0;
+    return r->bytes + (r->dec ? r->dec->bytes : 0) + (r->cross ? r->cross->bytes : 0);
+}
 
 static void unlink_entry(srv_cache *c, srv_entry *e) {
     if (e->prev) e->prev->next = e->next;
@@ -67,9 +74,12 @@ static int same(const char *a, const char *b) {
     return !strcmp(a, b);
 }
 
-static srv_entry *find_locked(srv_cache *c, int model, const char *text, const char *text_b, int capture) {
+static srv_entry *find_locked(srv_cache *c, int model, const char *text, const char *text_b, const char *target,
+                              int capture) {
     for (srv_entry *e = c->head; e; e = e->next)
-        if (e->model == model && e->capture == capture && same(e->text, text) && same(e->text_b, text_b)) return e;
+        if (e->model == model && e->capture == capture && same(e->text, text) && same(e->text_b, text_b) &&
+            same(e->target, target))
+            return e;
     return NULL;
 }
 
@@ -88,8 +98,13 @@ srv_entry *srv_cache_find(srv_cache *c, int model, const char *text, const char 
 }
 
 srv_entry *srv_cache_find_capture(srv_cache *c, int model, const char *text, const char *text_b, int capture) {
+    return srv_cache_find_target(c, model, text, text_b, NULL, capture);
+}
+
+srv_entry *srv_cache_find_target(srv_cache *c, int model, const char *text, const char *text_b,
+                                 const char *target, int capture) {
     pthread_mutex_lock(&c->mu);
-    srv_entry *e = find_locked(c, model, text, text_b, capture);
+    srv_entry *e = find_locked(c, model, text, text_b, target, capture);
     if (e) touch_locked(c, e);
     pthread_mutex_unlock(&c->mu);
     return e;
@@ -106,7 +121,7 @@ srv_entry *srv_cache_get(srv_cache *c, const char *id) {
 
 srv_entry *srv_cache_put(srv_cache *c, srv_entry *e) {
     pthread_mutex_lock(&c->mu);
-    srv_entry *old = find_locked(c, e->model, e->text, e->text_b, e->capture);
+    srv_entry *old = find_locked(c, e->model, e->text, e->text_b, e->target, e->capture);
     if (old) {
         touch_locked(c, old);
         pthread_mutex_unlock(&c->mu);

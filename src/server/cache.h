@@ -1,5 +1,5 @@
 /* cache.h — the server's run cache: finished runs (encoding + captured tensors)
- * keyed by (model, text, text_b), bounded by SRV_MAX_CACHED_RUNS entries and
+ * keyed by (model, text, text_b, target: an encoder-decoder run's decoder input), bounded by SRV_MAX_CACHED_RUNS entries and
  * SRV_MAX_CACHE_BYTES captured bytes, least recently used evicted first. Entries
  * are reference counted so a request can keep reading one that another request
  * evicts; an evicted entry that is still referenced keeps counting against the
@@ -33,7 +33,11 @@ typedef struct srv_entry {
     char id[SRV_RUN_ID_LEN + 1]; /* hex, unique for the server's lifetime */
     int model;                   /* index into the server's models */
     char *text, *text_b;         /* owned; text_b may be NULL */
+    char *target;                /* owned: an encoder-decoder run's target text (or SRV_IDS_KEY and
+                                    its decoder input ids); NULL for other runs */
     as_encoding enc;             /* owned */
+    as_encoding dec;             /* owned: the decoder's input ids of an encoder-decoder run (the
+                                    target shifted right, or the ids as given); empty otherwise */
     as_run *run;                 /* owned: all layers and heads; CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS
                                     (dense), or CAP_STATS | CAP_QKV for a long input (no T x T) */
     int capture;                 /* part of the key: the capture the run was asked with
@@ -63,9 +67,12 @@ void srv_cache_init(srv_cache *c, int max_entries, size_t max_bytes);
 /* Frees every entry (no request may still hold one). */
 void srv_cache_free(srv_cache *c);
 /* Finds by key or id; returns a referenced entry (release with srv_cache_release) or NULL.
- * srv_cache_find looks for capture SRV_CAPTURE_AUTO, srv_cache_find_capture for any. */
+ * srv_cache_find looks for capture SRV_CAPTURE_AUTO, srv_cache_find_capture for any, both
+ * for runs without a target; srv_cache_find_target for the target too (NULL: none). */
 srv_entry *srv_cache_find(srv_cache *c, int model, const char *text, const char *text_b);
 srv_entry *srv_cache_find_capture(srv_cache *c, int model, const char *text, const char *text_b, int capture);
+srv_entry *srv_cache_find_target(srv_cache *c, int model, const char *text, const char *text_b,
+                                 const char *target, int capture);
 srv_entry *srv_cache_get(srv_cache *c, const char *id);
 /* Takes ownership of e (its text, enc and run), assigns an id and inserts it, evicting
  * least recently used entries beyond the bounds. When an entry with the same key was

@@ -4,7 +4,8 @@
 // tiny SST-2 classifiers analysed into a real database by tests/ref/make_analysis_db.sh,
 // the shipped MLM and SST-2 models, a random causal GPT-2 written by
 // tests/browser/make_gpt2_model.mjs, and two tokenizer-less LLaMA-family fixtures, run
-// from token ids: grouped-query Llama and Mistral with a sliding window) and the database with an imported run served by
+// from token ids: grouped-query Llama and Mistral with a sliding window, and two encoder-decoder
+// fixtures, BART and T5, run from ids with target_ids) and the database with an imported run served by
 // --import-dir, then calls every route of the schemas' x-routes and validates each JSON
 // body, each binary tensor header and its meta, and the errors (400, 404, 405) against
 // the schema: types, required fields, enums, and no unknown field at any depth. Also
@@ -114,7 +115,8 @@ before(async () => {
   execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_gpt2_model.mjs'), join(tmp, 'gpt2-tiny')]);
   const models = [join(tmp, 'bert-sst'), join(tmp, 'distil-sst'), join(ROOT, 'models', 'attnscope-mlm'),
     join(ROOT, 'models', 'attnscope-sst2'), join(tmp, 'gpt2-tiny'), join(LLAMA_FIXTURES, 'llama'),
-    join(LLAMA_FIXTURES, 'mistral_swa')].flatMap((m) => ['--model', m]);
+    join(LLAMA_FIXTURES, 'mistral_swa'), join(LLAMA_FIXTURES, 'bart_tiny'), join(LLAMA_FIXTURES, 't5_tiny')]
+    .flatMap((m) => ['--model', m]);
   ({ p: server, url: base } = await startServer(BIN, [...models, '--db', join(tmp, 'analysis.sqlite'), '--import-dir', imp]));
   const npz = join(ROOT, 'tests', 'ref', 'fixtures', 'npz_attention');
   ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm'),
@@ -139,7 +141,10 @@ test('every object schema is closed, and the committed TypeScript types are what
 test('GET /api/v1/models', async () => {
   const m = await call(API, 'GET /api/v1/models', 'ModelsResponse', '/api/v1/models');
   assert.equal(m.db, true);
-  assert.deepEqual(m.models.map((x) => x.name), ['bert-sst', 'distil-sst', 'attnscope-mlm', 'attnscope-sst2', 'gpt2-tiny', 'llama', 'mistral_swa']);
+  assert.deepEqual(m.models.map((x) => x.name), ['bert-sst', 'distil-sst', 'attnscope-mlm', 'attnscope-sst2', 'gpt2-tiny', 'llama', 'mistral_swa',
+    'bart_tiny', 't5_tiny']);
+  assert.deepEqual(m.models.find((x) => x.name === 'bart_tiny').stacks, { encoder: { layers: 2, heads: 3 }, decoder: { layers: 3, heads: 3 } });
+  assert.equal(m.models.find((x) => x.name === 'llama').stacks, null);
   const llama = m.models.find((x) => x.name === 'llama');
   assert.equal(llama.arch, 'llama');
   assert.equal(llama.tokenizer, false);
@@ -269,6 +274,49 @@ test('GET /api/v1/runs/{id}/intervene', async () => {
   const bad = [[cls, ''], [cls, '?heads=1'], [cls, '?heads=0:0&mode=half'], [cls, '?heads=9:0'], [cls, '?knockout=0:1%3E99'],
     [cls, '?heads=0:0&position=1'], [cls, '?heads=0:0&renorm=2'], [lm, '?heads=0:0&top=0'], [lm, '?heads=0:0&target=999999']];
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/intervene${query}`);
+});
+
+test('encoder-decoder runs: target_ids, decoder, attention and qk of each kind, errors', async () => {
+  const src = [0, 17, 45, 9, 88, 23, 2], tgt = [2, 0, 31, 64, 7];
+  for (const model of ['bart_tiny', 't5_tiny']) {
+    const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model, ids: src, target_ids: tgt });
+    assert.equal(run.encoder_decoder, true);
+    assert.deepEqual(run.decoder.input_ids, tgt);
+    assert.equal(run.decoder.tokens.length, tgt.length);
+    assert.equal(run.decoder.block.causal, true);
+    assert.equal(run.decoder.cross_block.causal, false);
+    assert.equal(run.tokens.length, src.length);
+    const again = await call(API, 'GET /api/v1/runs/{id}', 'RunResponse', `/api/v1/runs/${run.id}`);
+    assert.deepEqual(again.decoder, run.decoder);
+    const shapes = { encoder: [2, 3, 7, 7], decoder: [3, 3, 5, 5], cross: [3, 3, 5, 7] };
+    for (const [kind, shape] of Object.entries(shapes)) {
+      const a = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'],
+        `/api/v1/runs/${run.id}/attention?kind=${kind}&dtype=f32`);
+      assert.deepEqual(a.tensors[0].shape, shape, `${model} ${kind}`);
+      assert.equal(a.meta.kind, kind);
+      assert.equal(a.meta.keys, shape[3]);
+      const p = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'],
+        `/api/v1/runs/${run.id}/attention?kind=${kind}&pool=8`);
+      assert.deepEqual(p.tensors[0].shape, shape);
+      const qk = await binary(API, 'GET /api/v1/runs/{id}/qk', 'QkMeta', ['q', 'k', 'scores', 'attention'],
+        `/api/v1/runs/${run.id}/qk?kind=${kind}&layer=1&head=2`);
+      assert.deepEqual(qk.tensors.map((t) => t.shape[0]), [shape[2], shape[3], shape[2], shape[2]]);
+      assert.equal(qk.meta.kind, kind);
+    }
+    for (const q of ['attention?kind=crosss', 'attention?kind=decoder&layers=3', 'attention?kind=encoder&layers=2', 'stats?kind=cross'])
+      await error(400, `/api/v1/runs/${run.id}/${q}`);
+    await error(409, `/api/v1/runs/${run.id}/attribution?method=raw`);
+  }
+  const bad = [{ model: 'bart_tiny', ids: src }, { model: 'bart_tiny', ids: src, target_ids: [] },
+    { model: 'bart_tiny', ids: src, target_ids: [2, 101] }, { model: 'bart_tiny', ids: src, target: 'ab' },
+    { model: 'bart_tiny', ids: src, target_ids: tgt, target: 'x' }, { model: 'bart_tiny', ids: src, target_ids: tgt, capture: 'stats,qkv' },
+    { model: 'llama', ids: [1, 5, 9], target_ids: tgt }];
+  for (const b of bad) await error(400, '/api/v1/run', post(JSON.stringify(b)));
+  const one = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: [1, 5, 9] });
+  assert.equal(one.encoder_decoder, false);
+  assert.equal(one.decoder, null);
+  await error(400, `/api/v1/runs/${one.id}/attention?kind=cross`);
+  await error(400, `/api/v1/runs/${one.id}/qk?kind=decoder&layer=0&head=0`);
 });
 
 test('long runs: capture, tile and stats', async () => {

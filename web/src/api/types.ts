@@ -43,13 +43,31 @@ export interface ModelInfo {
   /** the classifier's id2label names by class index; [] when the config has none */
   labels: (string | null)[];
   block: Block;
+  /**
+   * true for an encoder-decoder model (bart, mbart, marian, t5, mt5): a run needs a target (POST /run
+   * target or target_ids); layers and block describe its encoder (the server always sends it)
+   */
+  encoder_decoder?: boolean;
+  /** an encoder-decoder model's two stacks (same heads and width), else null */
+  stacks?: Stacks | null;
+}
+
+/** the encoder and the decoder of an encoder-decoder model */
+export interface Stacks {
+  encoder: Stack;
+  decoder: Stack;
+}
+
+export interface Stack {
+  layers: number;
+  heads: number;
 }
 
 /**
  * the architecture family that runs the model (llama: the decoder LLM family, Llama, Mistral, Qwen2/3,
  * Gemma 2/3, Phi-3)
  */
-export type Arch = 'bert' | 'roberta' | 'distilbert' | 'gpt2' | 'llama';
+export type Arch = 'bert' | 'roberta' | 'distilbert' | 'gpt2' | 'llama' | 'bart' | 't5';
 
 /**
  * What the views need to know about a model's attention: which key/value head each query head reads,
@@ -191,6 +209,34 @@ export interface RunResponse {
    */
   capture?: Capture;
   source?: RunSource;
+  /**
+   * true for an encoder-decoder run: tokens, sizes and block are the encoder's (the source), decoder
+   * the decoder's input; the tensor routes take kind=encoder|decoder|cross (the server always sends
+   * it)
+   */
+  encoder_decoder?: boolean;
+  /** an encoder-decoder run's decoder input, else null */
+  decoder?: DecoderInput | null;
+}
+
+/**
+ * the decoder side of an encoder-decoder run: its input (the target shifted right for teacher forcing,
+ * or target_ids as given), its tokens (the rows of decoder and cross attention) and the blocks of its
+ * self-attention (causal) and cross-attention (queries: decoder tokens, keys: the encoder's tokens)
+ */
+export interface DecoderInput {
+  /** the target text, or null for a run from target_ids */
+  target: string | null;
+  /** the decoder input ids (Tt) */
+  input_ids: number[];
+  /** the decoder's tokens (Tt); offsets refer to the target text */
+  tokens: Token[];
+  /** decoder layers Ld (decoder and cross attention) */
+  layers: number;
+  /** the decoder self-attention's block (causal, Ld layers) */
+  block: Block;
+  /** the cross-attention's block (not causal, Ld layers) */
+  cross_block: Block;
 }
 
 /**
@@ -233,9 +279,18 @@ export interface RunRequest {
   ids?: number[];
   /**
    * auto (default): dense up to 1024 tokens (SRV_LONG_TOKENS), stats,qkv above; or forced. Part of the
-   * cache key
+   * cache key. An encoder-decoder run is always dense (stats,qkv is a 400; source and target up to
+   * 1024 tokens each)
    */
   capture?: 'auto' | 'dense' | 'stats,qkv';
+  /**
+   * encoder-decoder models: the target text, tokenized like a source and shifted right
+   * (decoder_start_token_id first) as the decoder's input; exactly one of target and target_ids is
+   * required for them, and either is a 400 for other models. Part of the cache key
+   */
+  target?: string;
+  /** encoder-decoder models: the decoder input ids, used as given (BART: 2, 0, ...) */
+  target_ids?: number[];
 }
 
 /** Body of POST /api/v1/mlm. */
@@ -358,6 +413,19 @@ export interface AttentionMeta {
    */
   pool?: number;
   pool_op?: 'max';
+  /**
+   * ?kind=: encoder (default; a single-stack model's one stack), decoder or cross (encoder-decoder
+   * runs only, else 400). Cross-attention: rows are the decoder's tokens, columns the encoder's:
+   * [layers, heads, T, keys]
+   */
+  kind?: AttentionKind;
+  /** columns per row: the encoder's tokens for cross, else T */
+  keys?: number;
+  /**
+   * with pool on cross-attention whose keys differ in count from the rows: the pooled column count
+   * min(N, keys)
+   */
+  pool_keys?: number;
 }
 
 /**
@@ -470,4 +538,17 @@ export interface QkMeta {
   rope?: boolean;
   /** Gemma 2's soft-cap c on the scores (scores = c tanh(q.k scale / c) + mask), 0 = none */
   softcap?: number;
+  /**
+   * ?kind= as for the attention route; cross: q (T decoder tokens, Dh), k (keys encoder tokens, Dh),
+   * scores and attention (T, keys)
+   */
+  kind?: AttentionKind;
+  /** rows of k, columns of scores and attention */
+  keys?: number;
 }
+
+/**
+ * which attention of an encoder-decoder run: the encoder's self-attention, the decoder's (causal)
+ * self-attention, or the cross-attention (decoder queries, encoder keys)
+ */
+export type AttentionKind = 'encoder' | 'decoder' | 'cross';
