@@ -11,7 +11,8 @@
  * --target-ids), each step a whole as_forward_seq2seq; their per-step rows are the
  * cross-attention's (which source tokens the choosing position read). The steps are the
  * library's (attnscope/generate.h, shared with the server's generate route); this file
- * parses, prints and writes. What it does not: beam search, repetition penalties, batches.
+ * parses, prints and writes. --beams N hands the search, printing and writing to
+ * gen_beams.c (attnscope/beam.h). What it does not: repetition penalties, batches.
  */
 #include "cli.h"
 #include "gen_beams.h"
