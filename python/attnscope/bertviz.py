@@ -130,6 +130,28 @@ def _parts(attention, tokens, sentence_b_start, prettify_tokens, include_layers,
     return parts
 
 
+def result_parts(r, layers=None):
+    """The parts of an encoder-decoder Result (Model.run with target=): Encoder, Decoder and
+    Cross as the drop-in's encoder_attention / decoder_attention / cross_attention make
+    them, with the run's own token dicts (the cross part's: the source's, segment 0, then
+    the decoder's, segment 1). layers: embed only these layers of each part."""
+    for n in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+        if getattr(r, n, None) is None:
+            raise Error("the run has no %s: run with capture='all' or 'attn'" % n)
+    parts = _parts(None, None, None, True, layers, None, r.encoder_attentions[:, None], r.decoder_attentions[:, None],
+                   r.cross_attentions[:, None], list(r.encoder_tokens), list(r.decoder_tokens))
+    enc, dec = r.tokens, r.decoder_token_dicts
+
+    def seg(ts, s, off):
+        return [dict(t, i=off + k, segment=s, type_id=s) for k, t in enumerate(ts)]
+    toks = {"Encoder": enc, "Decoder": seg(dec, 0, 0), "Cross": seg(enc, 0, 0) + seg(dec, 1, len(enc))}
+    for label, d in parts:
+        d.tokens = toks[label]
+        d.model = "%s: %s" % (r.model.name, d.model)
+        d.text = r.text or ""
+    return parts
+
+
 def _display(v, html_action):
     if html_action == "return":
         return v

@@ -50,20 +50,27 @@ def _bytes(s, what):
 
 
 class _RunOwner:
-    """Owns one as_run and the encoding it was run on; frees both when the last reference
-    goes (the Result, or any array taken from it)."""
+    """Owns one as_run and the encoding it was run on (and an encoder-decoder run's decoder
+    input, dec); frees them when the last reference goes (the Result, or any array taken
+    from it)."""
     live = 0  # runs not yet freed (the tests read it)
     _lock = threading.Lock()
 
-    def __init__(self, model, enc):
+    def __init__(self, model, enc, dec=None):
         self.model = model  # the run's tokens and npz need it; kept alive with the run
         self.enc = enc
+        self.dec = dec
         self.ptr = ctypes.c_void_p()
 
     def forward(self, spec):
         err = _lib.new(_lib.Error)
-        _check(lib().as_forward(self.model._ptr, ctypes.byref(self.enc), ctypes.byref(spec), ctypes.byref(self.ptr),
-                                ctypes.byref(err)), err)
+        if self.dec is not None:
+            st = lib().as_forward_seq2seq(self.model._ptr, ctypes.byref(self.enc), ctypes.byref(self.dec),
+                                          ctypes.byref(spec), ctypes.byref(self.ptr), ctypes.byref(err))
+        else:
+            st = lib().as_forward(self.model._ptr, ctypes.byref(self.enc), ctypes.byref(spec), ctypes.byref(self.ptr),
+                                  ctypes.byref(err))
+        _check(st, err)
         with _RunOwner._lock:
             _RunOwner.live += 1
 
@@ -79,6 +86,9 @@ class _RunOwner:
         if self.enc is not None:
             dll.as_encoding_free(ctypes.byref(self.enc))
             self.enc = None
+        if getattr(self, "dec", None) is not None:
+            dll.as_encoding_free(ctypes.byref(self.dec))
+            self.dec = None
 
 
 class _View:
@@ -110,19 +120,35 @@ class Result:
     writes them (attentions [L,H,T,T], attention_scores, queries, keys, values [L,H,T,Dh],
     hidden_states [L_run+1,T,D], logits, head_stats [L,H,8]; None when not captured), the input arrays
     (input_ids, token_type_ids, attention_mask, offsets, layers, heads, score_scale,
-    kv_group, token_pieces, token_text) and tokens, the list of token dicts of the JSON output."""
+    kv_group, token_pieces, token_text) and tokens, the list of token dicts of the JSON output.
 
-    def __init__(self, model, owner, text, text_b, layer, head):
+    An encoder-decoder run (Model.run with target= or target_ids=; encoder_decoder True) has
+    the npz's names of its three kinds instead: encoder_attentions [Le,H,Ts,Ts],
+    decoder_attentions [Ld,H,Tt,Tt], cross_attentions [Ld,H,Tt,Ts] (rows: decoder tokens,
+    columns: source tokens), their *_attention_scores, *_queries, *_keys, *_values (cross_keys
+    and cross_values [Ld,H,Ts,Dh], from the encoder's output), encoder_hidden_states,
+    decoder_hidden_states, logits [Tt,V]; the decoder's input decoder_input_ids,
+    decoder_attention_mask, decoder_tokens and decoder_token_text (the npz's pieces and
+    texts, numpy str arrays), encoder_tokens (the source's pieces: the npz's tokens) and
+    decoder_token_dicts (token dicts as tokens)."""
+
+    def __init__(self, model, owner, text, text_b, layer, head, target=None):
         self.model = model
         self.text, self.text_b = text, text_b
+        self.target = target
         self._owner = owner
         run_ptr, enc = owner.ptr, owner.enc
         c = model.config
         T = enc.n
+        self.encoder_decoder = owner.dec is not None
         self.sizes = {"tokens": T, "layers": c["n_layer"], "heads": c["n_head"], "d_model": c["d_model"],
                       "d_head": c["d_head"]}
         arr = (_lib.RunArray * _lib.RUN_ARRAYS_ROOM)()
-        lib().as_run_arrays(run_ptr, arr)
+        if self.encoder_decoder:
+            lib().as_run_all_arrays(run_ptr, arr)
+            self._decoder_inputs(owner.dec, c)
+        else:
+            lib().as_run_arrays(run_ptr, arr)
         self._names = []
         for a in arr:
             if not a.name:
@@ -135,7 +161,7 @@ class Result:
         self.layers = np.array([layer] if layer is not None else range(c["n_layer"]), dtype=np.int32)
         self.heads = np.array([head] if head is not None else range(c["n_head"]), dtype=np.int32)
         self.kv_group = np.array([lib().as_run_kv_group(run_ptr, int(h)) for h in self.heads], dtype=np.int32)
-        hs = getattr(self, "hidden_states", None)
+        hs = getattr(self, "encoder_hidden_states" if self.encoder_decoder else "hidden_states", None)
         self.layers_run = hs.shape[0] - 1 if hs is not None else None
         self.input_ids = np.ctypeslib.as_array(enc.ids, (T,)).copy()
         self.token_type_ids = np.ctypeslib.as_array(enc.type_ids, (T,)).copy()
@@ -149,6 +175,23 @@ class Result:
         cfg = lib().as_model_config(model._ptr)
         self.score_scale = np.array([lib().as_attn_scale(cfg, int(l)) for l in self.layers], np.float32)
         self.warning = enc.warning.decode("utf-8", errors="replace") if enc.n_warnings else None
+
+    def _decoder_inputs(self, dec, c):
+        """The decoder's input arrays of an encoder-decoder run (copies; the npz's names)."""
+        Tt = dec.n
+        self.sizes.update(decoder_tokens=Tt, decoder_layers=c["n_dec_layer"])
+        self.decoder_input_ids = np.ctypeslib.as_array(dec.ids, (Tt,)).copy()
+        self.decoder_attention_mask = np.ctypeslib.as_array(dec.mask, (Tt,)).copy()
+        self.decoder_token_dicts = json.loads(_lib.take_string(lib().as_tokens_json(self.model._ptr,
+                                                                                    ctypes.byref(dec))))
+        self.decoder_tokens = np.array([dec.pieces[i].decode("utf-8", errors="replace") if dec.pieces else ""
+                                        for i in range(Tt)])
+        self.decoder_token_text = np.array([t["text"] for t in self.decoder_token_dicts])
+
+    @functools.cached_property
+    def encoder_tokens(self):
+        """An encoder-decoder run's source pieces (the npz's tokens), as a numpy str array."""
+        return np.array(self.token_pieces)
 
     # The token lists are made on first use (O(T) Python objects), so a run costs O(1) in
     # Python per captured array; the encoding they read lives as long as the run.
@@ -179,8 +222,13 @@ class Result:
         writer, so the same bytes); returns path. Raises Error when path cannot be written."""
         o = self._owner
         err = _lib.new(_lib.Error)
-        _check(lib().as_run_write_npz(self.model._ptr, ctypes.byref(o.enc), o.ptr, _bytes(os.fspath(path), "path"),
-                                      ctypes.byref(err)), err)
+        if o.dec is not None:
+            st = lib().as_run_write_npz_seq2seq(self.model._ptr, ctypes.byref(o.enc), ctypes.byref(o.dec), o.ptr,
+                                                _bytes(os.fspath(path), "path"), ctypes.byref(err))
+        else:
+            st = lib().as_run_write_npz(self.model._ptr, ctypes.byref(o.enc), o.ptr, _bytes(os.fspath(path), "path"),
+                                        ctypes.byref(err))
+        _check(st, err)
         return path
 
     def arrays(self):
@@ -281,26 +329,59 @@ class Model:
                                         int(ids32.size), ctypes.byref(enc), ctypes.byref(err))
         return _encoding_or_raise(st, enc, err)
 
-    def _forward(self, enc, capture, layer, head, threads, text, text_b):
-        owner = _RunOwner(self, enc)  # frees the encoding (and the run) on every path
+    def _decoder_input(self, target, target_ids):
+        """An encoder-decoder model's decoder input: target encoded and shifted right (as
+        `attnscope run --target`), or target_ids as given; None for other models. Raises
+        Error when the model needs one and none (or both) is given, or gets one it cannot use."""
+        encdec = self.config["n_dec_layer"] > 0
+        if not encdec:
+            if target is not None or target_ids is not None:
+                raise Error("%s is not an encoder-decoder model (%s): target and target_ids do not apply"
+                            % (self.name, self.config["model_type"]))
+            return None
+        if (target is None) == (target_ids is None):
+            raise Error("%s is an encoder-decoder model (%s): give the decoder input with target= (text) or "
+                        "target_ids= (ids), one of them" % (self.name, self.config["model_type"]))
+        if target_ids is not None:
+            return self._encode_ids(target_ids, None)
+        labels = self._encode(target, None, 0, False)
+        dec = _lib.new(_lib.Encoding)
+        err = _lib.new(_lib.Error)
+        try:
+            st = lib().as_seq2seq_shift_target(self._ptr, ctypes.byref(labels), ctypes.byref(dec), ctypes.byref(err))
+        finally:
+            lib().as_encoding_free(ctypes.byref(labels))
+        return _encoding_or_raise(st, dec, err)
+
+    def _forward(self, enc, capture, layer, head, threads, text, text_b, target=None, target_ids=None):
+        try:
+            dec = self._decoder_input(target, target_ids)
+        except Error:
+            lib().as_encoding_free(ctypes.byref(enc))
+            raise
+        owner = _RunOwner(self, enc, dec)  # frees the encodings (and the run) on every path
         spec = _lib.new(_lib.CaptureSpec, what=_parse_capture(capture), layer=-1 if layer is None else int(layer),
                         head=-1 if head is None else int(head), threads=int(threads or 0), ablate=0)
         owner.forward(spec)
-        return Result(self, owner, text, text_b, layer, head)
+        return Result(self, owner, text, text_b, layer, head, target=target)
 
     def run(self, text, text_b=None, capture="all", layer=None, head=None, threads=0, max_tokens=0,
-            truncate=True):
+            truncate=True, target=None, target_ids=None):
         """Tokenizes text (and text_b) and runs the model, capturing `capture` ("all" or a
         comma list of attn, scores, qkv, hidden, logits) of every layer and head, or of
-        `layer` / `head` only. threads 0 = every core. Returns a Result; raises Error with
-        the engine's one-line message on bad input."""
+        `layer` / `head` only. threads 0 = every core. An encoder-decoder model (bart, mbart,
+        marian, t5, mt5) needs the decoder's input: target (text, shifted right for teacher
+        forcing) or target_ids (used as given). Returns a Result; raises Error with the
+        engine's one-line message on bad input."""
         enc = self._encode(text, text_b, max_tokens, truncate)
-        return self._forward(enc, capture, layer, head, threads, text, text_b)
+        return self._forward(enc, capture, layer, head, threads, text, text_b, target, target_ids)
 
-    def run_ids(self, ids, type_ids=None, capture="all", layer=None, head=None, threads=0):
-        """Runs raw token ids (and optional token type ids, as Hugging Face passes them)."""
+    def run_ids(self, ids, type_ids=None, capture="all", layer=None, head=None, threads=0, target=None,
+                target_ids=None):
+        """Runs raw token ids (and optional token type ids, as Hugging Face passes them);
+        target / target_ids as in run()."""
         enc = self._encode_ids(ids, type_ids)
-        return self._forward(enc, capture, layer, head, threads, None, None)
+        return self._forward(enc, capture, layer, head, threads, None, None, target, target_ids)
 
     def tokenize(self, text, text_b=None, max_tokens=0, truncate=True):
         """The tokens of text (and text_b) as the list of token dicts of `attnscope run`'s JSON."""

@@ -364,6 +364,12 @@ def _show(r, view, layer, head, heads, token, layers, html_action, server, lang,
         if html_action == "return":
             raise Error("html_action='return' needs the embedded page, not server=")
         return View(view, server=server, server_query=_server_query(r, view, layer, head, token), height=height)
+    if isinstance(r, Result) and r.encoder_decoder:  # Encoder / Decoder / Cross parts, as the bertviz drop-in's
+        if view == "neuron":
+            raise Error("the neuron view of an encoder-decoder run: use attnscope serve (its neuron view takes the "
+                        "encoder, decoder or cross kind)")
+        from .bertviz import result_parts
+        r = result_parts(r, layers)
     data = r if isinstance(r, (ViewData, list)) else ViewData.from_result(r, layers=layers, neuron=view == "neuron")
     v = View(view, data, height=height, layer=layer, head=head, heads=heads, token=token, lang=lang, dtype=dtype)
     return v.html() if html_action == "return" else v

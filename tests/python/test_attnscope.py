@@ -5,6 +5,9 @@ GPT-2 on ids, the shipped models on text and pairs, partial captures); arrays ar
 of the run's memory (no copy) that keep it alive; engine errors raise attnscope.Error
 with the CLI's one-line message; two threads run forwards at once; saliency equals
 `attnscope saliency --format json` and attribute `attnscope attribute --format npz`;
+encoder-decoder runs (BART, T5 on ids with target_ids; BART with a tokenizer on text with
+target) hold the npz's encoder_/decoder_/cross_ arrays and decoder inputs, equal to
+`attnscope run --target(-ids)`, and their head / model views embed the three kinds;
 analyze + open_db equal `attnscope export`; the
 ctypes structures match the headers (offsets printed by a compiled C program); the
 shared library exports exactly the public API; the notebook views embed the bundle and
@@ -44,6 +47,30 @@ def cli(*args, check=True):
     if check and p.returncode != 0:
         raise AssertionError("attnscope %s: %s" % (" ".join(args), p.stderr))
     return p
+
+
+def bart_with_tokenizer(d):
+    """bart_tiny with a ten-token byte-level BPE tokenizer.json (tests/cli/test_encdec.sh's),
+    in folder d; returns d."""
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(FIX, "bart_tiny")
+    with open(os.path.join(src, "config.json")) as f, open(os.path.join(d, "config.json"), "w") as g:
+        g.write(f.read())
+    os.symlink(os.path.join(src, "model.safetensors"), os.path.join(d, "model.safetensors"))
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5, "\u0120": 6, "ab": 7, "\u0120b": 8, "\u0120a": 9}
+    special = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "special": True} for c, i in list(vocab.items())[:4]]
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special, "normalizer": None,
+           "pre_tokenizer": bl, "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                                                   "trim_offsets": True, "add_prefix_space": False},
+           "decoder": dict(bl, add_prefix_space=True),
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                     "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                     "merges": ["a b", "\u0120 b", "\u0120 a"]}}
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+    return d
 
 
 def cli_npz(model, *args):
@@ -229,6 +256,49 @@ class TestThreads(unittest.TestCase):
 
 
 class TestModel(unittest.TestCase):
+    def assert_same_encdec(self, r, z):
+        """An encoder-decoder Result against the CLI's npz: every array, strings included."""
+        self.assertTrue(r.encoder_decoder)
+        strings = {"tokens": r.encoder_tokens, "token_text": np.array(r.token_text)}
+        for name, want in z.items():
+            got = strings.get(name, getattr(r, name, None))
+            self.assertIsNotNone(got, "%s is in the npz but not in the Result" % name)
+            self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape), name)
+            self.assertEqual(got.tobytes(), want.tobytes(), "%s differs from the npz" % name)
+        self.assertLessEqual(set(r.arrays()), set(z))
+        self.assertEqual(len(r.decoder_token_dicts), r.sizes["decoder_tokens"])
+
+    def test_encoder_decoder(self):
+        src, tgt = [0, 17, 45, 9, 88, 23, 2], [2, 0, 31, 64, 7]
+        for name in ("bart_tiny", "t5_tiny"):
+            with self.subTest(model=name):
+                m = attnscope.load(os.path.join(FIX, name))
+                r = m.run_ids(src, target_ids=tgt)
+                z = cli_npz(m.path, "--ids", ",".join(map(str, src)), "--target-ids", ",".join(map(str, tgt)))
+                self.assert_same_encdec(r, z)
+                self.assertEqual(r.cross_attentions.shape, (3, 3, len(tgt), len(src)))
+                self.assertEqual(list(r.decoder_input_ids), tgt)
+                with tempfile.TemporaryDirectory() as d:
+                    out = r.save_npz(os.path.join(d, "r.npz"))
+                    with np.load(out) as y:
+                        self.assertEqual(sorted(y.files), sorted(z))
+        with tempfile.TemporaryDirectory() as d:
+            m = attnscope.load(bart_with_tokenizer(os.path.join(d, "bart")))
+            r = m.run("ab ba", target="ba ab")
+            self.assert_same_encdec(r, cli_npz(m.path, "--text", "ab ba", "--target", "ba ab"))
+            self.assertEqual(list(r.decoder_input_ids), [2, 0, 5, 4, 6, 7])  # shifted right
+            self.assertEqual(list(r.decoder_tokens), ["</s>", "<s>", "b", "a", "\u0120", "ab"])
+            self.assertEqual(list(r.encoder_tokens), ["<s>", "ab", "\u0120b", "a", "</s>"])
+            self.assertEqual(r.target, "ba ab")
+            with self.assertRaisesRegex(attnscope.Error, "encoder-decoder model .*give the decoder input"):
+                m.run("ab ba")
+            with self.assertRaisesRegex(attnscope.Error, "one of them"):
+                m.run("ab ba", target="ab", target_ids=[2, 0])
+            with self.assertRaisesRegex(attnscope.Error, "outside the vocabulary"):
+                m.run("ab ba", target_ids=[2, 500])
+        with self.assertRaisesRegex(attnscope.Error, "not an encoder-decoder model"):
+            attnscope.load(os.path.join(FIX, "bert")).run_ids([2, 17, 3], target_ids=[1])
+
     def test_config(self):
         m = attnscope.load(SST2)
         with open(os.path.join(SST2, "config.json")) as f:
@@ -575,6 +645,28 @@ class TestViews(unittest.TestCase):
                                                                                                    want[name])) as e:
                     attnscope.read_npz(f)
                 self.assertNotIn("\n", str(e.exception))
+
+    def test_encoder_decoder_views(self):
+        m = attnscope.load(os.path.join(FIX, "bart_tiny"))
+        r = m.run_ids([0, 17, 45, 9, 2], target_ids=[2, 0, 31])
+        for fn, view in ((attnscope.head_view, "head"), (attnscope.model_view, "model")):
+            page = fn(r, html_action="return")
+            blobs = re.findall(r'<script (?:id="attnscope-data"|class="attnscope-data-part") '
+                               r'type="application/octet-stream">([A-Za-z0-9+/=]+)</script>', page)
+            parts = [decode_page('<script id="attnscope-data" type="application/octet-stream">%s</script>' % b)
+                     for b in blobs]
+            self.assertEqual([p["part"] for p, _ in parts], ["Encoder", "Decoder", "Cross"], view)
+            self.assertEqual([p["view"] for p, _ in parts], [view] * 3)
+            self.assertEqual([p["run"]["causal"] for p, _ in parts], [False, True, False])
+            self.assertEqual(parts[0][1]["attention"].tobytes(), r.encoder_attentions.astype("<f2").tobytes())
+            self.assertEqual(parts[1][1]["attention"].tobytes(), r.decoder_attentions.astype("<f2").tobytes())
+            c = parts[2][1]["attention"]  # decoder rows (after the 5 source tokens) over the source's columns
+            self.assertEqual(c.shape, (3, 3, 8, 8))
+            self.assertEqual(c[:, :, 5:, :5].tobytes(), r.cross_attentions.astype("<f2").tobytes())
+            self.assertEqual([t["segment"] for t in parts[2][0]["run"]["tokens"]], [0] * 5 + [1] * 3)
+            self.assertEqual([t["id"] for t in parts[2][0]["run"]["tokens"]], [0, 17, 45, 9, 2, 2, 0, 31])
+        with self.assertRaisesRegex(attnscope.Error, "neuron view of an encoder-decoder run"):
+            attnscope.neuron_view(r, html_action="return")
 
     def test_bertviz_drop_in(self):
         from attnscope.bertviz import head_view, model_view
