@@ -9,7 +9,8 @@
 # computes from the model's own captured attention (`attnscope run --format npz` on each
 # sentence and on the probe's ids), within 1e-5; each pattern label is the documented
 # rule applied to those values (the hand-set model: previous-word L0H0, sink L1H0,
-# induction L1H2); the export carries the new columns; an encoder's run
+# induction L1H2); the export carries the new columns; head importance NULL (no
+# classifier), the sink ratio and ALTI share stored; an encoder's run
 # keeps induction NULL.
 set -u
 BIN=$1
@@ -95,6 +96,17 @@ PY
 }
 check "$H" "$TMP/h.sqlite" "0:0:previous-word 1:0:sink 1:2:induction"
 check "$M" "$TMP/a.sqlite" ""
+# a decoder has no classifier, so no saliency backward: head importance NULL; the sink
+# ratio and ALTI share (pre-RMSNorm blocks) stored, each layer's head shares below 1 in sum
+$PY - "$TMP/a.sqlite" <<'PY' && ok "decoder: head_importance NULL, norm_sink_ratio and alti_contribution stored" || fail "decoder attribution columns"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+rows = con.execute("SELECT layer, head_importance, head_importance_norm, norm_sink_ratio, alti_contribution FROM head_scores").fetchall()
+assert len(rows) == 8 and all(r[1] is None and r[2] is None for r in rows), rows
+assert all(r[3] is not None and r[3] > 0 and r[4] is not None and 0 < r[4] < 1 for r in rows), rows
+for l in (0, 1):
+    assert sum(r[4] for r in rows if r[0] == l) < 1, rows
+PY
 expect 0 "" -- export --db "$TMP/a.sqlite" --out "$TMP/a.json"
 $PY - "$TMP/a.json" <<'PY' && ok "export: induction and first per head" || fail "export lacks induction / first"
 import json, sys
