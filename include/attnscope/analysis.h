@@ -240,9 +240,15 @@ typedef struct {
     int quiet;             /* 1: no summary line on stdout */
     int topk;              /* an_analyze: store each head's k strongest keys per query (table
                               topk); 0 = none, else 1..AN_TOPK_MAX */
+    const char *source;    /* an_analyze of an encoder-decoder model: a parallel corpus, one
+                              sentence per line (source and target; both or neither), and */
+    const char *target;    /* optionally gold alignments (Pharaoh lines, attnscope/align.h): */
+    const char *gold;      /* per-head statistics of the three attention kinds and AER (table
+                              encdec_heads) instead of sst2 / conllu; NULL = not given */
 } an_opts;
 
-/* Analyzes o->model_dir on the corpora into the database at db_path (created when
+/* Analyzes o->model_dir on the corpora (o->source / o->target: the encoder-decoder
+ * statistics, docs/analysis.md "Word alignment") into the database at db_path (created when
  * missing). Returns AS_OK also when the run was already complete (nothing done).
  * Errors: AS_ERR_INPUT for bad corpora / model / database naming the file and line. */
 as_status an_analyze(const char *db_path, const an_opts *o, as_error *err);
@@ -293,9 +299,10 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 /* ---- reading the analysis database -------------------------------------------- */
 
 /* 2: runs.source ('analyze' | 'import'); 3: sentence_heads.first, head_scores.first and
- * head_scores.induction; 4: table topk. A database of an earlier version is upgraded in
- * place by analyze, import, report and export (docs/analysis.md, "Store"). */
-#define STORE_SCHEMA_VERSION 5
+ * head_scores.induction; 4: table topk; 5: head importance, sink and ALTI columns; 6: table
+ * encdec_heads. A database of an earlier version is upgraded in place by analyze, import,
+ * report and export (docs/analysis.md, "Store"). */
+#define STORE_SCHEMA_VERSION 6
 /* runs.source: what wrote a run, and the only mark of an imported run (its model_name
  * and params say nothing a reader should test). An import's params.source tells
  * `import --dir` ("import") from single files ("import-files"). */

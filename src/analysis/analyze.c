@@ -307,6 +307,12 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
     an_ctx c;
     memset(&c, 0, sizeof c);
     int rank, size, n_done = 0, done = 0;
+    if (o->source || o->target) {
+        if (o->sst2 || o->conllu)
+            return as_err_set(err, AS_ERR_INPUT, "--source / --target do not go with --sst2 / --conllu");
+        return an_analyze_encdec(db_path, o, err);
+    }
+    if (o->gold) return as_err_set(err, AS_ERR_INPUT, "--gold needs --source FILE and --target FILE");
     an_mpi_rank(&rank, &size);
     if (!o->sst2 && !o->conllu) return as_err_set(err, AS_ERR_INPUT, "give --sst2 FILE and/or --conllu FILE");
     /* Under MPI every rank reads the corpora and loads the model; rank 0 alone owns the

@@ -86,6 +86,12 @@ as_status an_report(store *s, FILE *out, int top, as_error *err) {
             fprintf(out, "  (not finished: run `attnscope analyze` again with the same arguments to resume)\n\n");
             continue;
         }
+        int n_encdec = 0;
+        if ((rc = an_encdec_rows(s, run, &n_encdec, err))) goto cleanup;
+        if (n_encdec) { /* an encoder-decoder run has only table encdec_heads */
+            if ((rc = an_report_encdec(s, out, run, top, err))) goto cleanup;
+            continue;
+        }
         static const char *cols[] = {"importance", "semantic", "syntactic", "cls", "sep",  "punct",
                                      "self",       "prev",     "next",      "first", "induction"};
         for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
@@ -275,6 +281,8 @@ static as_status export_run(store *s, sqlite3_stmt *rq, json_t **out, as_error *
     json_object_set_new(m, "relations", part);
     if ((rc = export_jsd(s, run, L, H, &part, err))) goto cleanup;
     json_object_set_new(m, "head_jsd", part);
+    if ((rc = an_export_encdec(s, run, H, &part, err))) goto cleanup;
+    if (part) json_object_set_new(m, "encdec_heads", part);
 cleanup:
     if (rc) json_decref(m);
     else *out = m;

@@ -18,4 +18,13 @@ as_status an_report(store *s, FILE *out, int top, as_error *err);
 /* Writes every finished run's per-head results as JSON to path. */
 as_status an_export(store *s, const char *path, as_error *err);
 
+/* An encoder-decoder run's table encdec_heads (report_encdec.c): *n its rows (0 for other
+ * runs); the text report's lines (top heads per attention kind and score, lowest AER);
+ * the export's object {"encoder"|"decoder"|"cross": {"layers", "heads", "columns": {col:
+ * [layers * heads]}}} (*out NULL for a run without rows; new reference). */
+as_status an_encdec_rows(store *s, int64_t run, int *n, as_error *err);
+as_status an_report_encdec(store *s, FILE *out, int64_t run, int top, as_error *err);
+struct json_t;
+as_status an_export_encdec(store *s, int64_t run, int H, struct json_t **out, as_error *err);
+
 #endif

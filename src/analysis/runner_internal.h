@@ -9,6 +9,7 @@
  *   finalize.c     an_finalize: the aggregate tables, one function per table
  *   digest.c       run identity: SHA-256 of model folders, corpora and import files
  *   analyze.c      an_analyze: sentences from a model and SST-2 / CoNLL-U corpora
+ *   analyze_encdec.c  an_analyze_encdec: an encoder-decoder model on a parallel corpus
  *   import_read.c  the import formats: attention arrays, tokens, saliency, parses
  *   import.c       an_import_dir / an_import_files: sentences from imported files
  * What it does not: anything outside src/analysis uses it.
@@ -130,6 +131,12 @@ as_status an_mpi_agree(int rank, int size, as_status rc, as_error *err);
 /* Rank 0 broadcasts rc, n_done and done; the workers take them (an empty message
  * when rank 0 failed). */
 as_status an_mpi_sync(int rank, int size, as_status rc, int *n_done, int *done, as_error *err);
+
+/* ---- analyze_encdec.c ---------------------------------------------------------------- */
+
+/* an_analyze with o->source / o->target: the three attention kinds' per-head statistics
+ * and, with o->gold, each cross-attention head's AER into table encdec_heads. */
+as_status an_analyze_encdec(const char *db_path, const an_opts *o, as_error *err);
 
 /* ---- digest.c ----------------------------------------------------------------------- */
 

@@ -77,6 +77,12 @@ static const store_column PATTERNS[] = {
 static const store_column TOPK[] = {{"run", IN}, {"sent", IN}, {"layer", IN}, {"head", IN},
                                     {"k", IN},   {"n_query", IN}, {"rows", "BLOB NOT NULL"}};
 
+/* per head of an encoder-decoder run (analyze_encdec.c): kind 'encoder' | 'decoder' | 'cross' */
+static const store_column ENCDEC_HEADS[] = {
+    {"run", IN},     {"kind", TN},    {"layer", IN},   {"head", IN},   {"n_sentences", IN}, {"entropy", R},
+    {"sink", R},     {"self", R},     {"prev", R},     {"next", R},    {"dist", R},         {"spread", R},
+    {"max", R},      {"aer", R},      {"links", I},    {"sure", I},    {"hit_sure", I},     {"hit_possible", I}};
+
 static const store_table TABLES[] = {
     {"meta", COLS(META), NULL, 0},
     {"runs", COLS(RUNS), "UNIQUE(model_digest, corpus_digest, params)", 0},
@@ -95,6 +101,7 @@ static const store_table TABLES[] = {
     {"patterns", COLS(PATTERNS), "PRIMARY KEY(run, layer, head)", 1},
     /* a rowid table: its rows (kilobytes) are far above the size WITHOUT ROWID suits */
     {"topk", COLS(TOPK), "PRIMARY KEY(run, sent, layer, head)", 0},
+    {"encdec_heads", COLS(ENCDEC_HEADS), "PRIMARY KEY(run, kind, layer, head)", 1},
 };
 #define N_TABLES ((int)(sizeof TABLES / sizeof TABLES[0]))
 
@@ -315,7 +322,7 @@ static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_finalize(st);
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 5, "upgrade writes schema version 5");
+_Static_assert(STORE_SCHEMA_VERSION == 6, "upgrade writes schema version 6");
 
 /* The statements that take a database of schema version v to v + 1 (the columns added
  * since, at the end of their tables as a new database has them). */
@@ -346,6 +353,8 @@ static const char *const UPGRADE_SQL[STORE_SCHEMA_VERSION] = {
     "ALTER TABLE head_scores ADD COLUMN norm_sink_ratio REAL;"
     "ALTER TABLE head_scores ADD COLUMN alti_contribution REAL;"
     "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
+    /* 5 -> 6: table encdec_heads (created from the schema by upgrade(), empty for older runs) */
+    "UPDATE meta SET value = '6' WHERE key = 'schema_version';",
 };
 
 /* Upgrades a database of schema version from (1 <= from < STORE_SCHEMA_VERSION) to

@@ -17,6 +17,7 @@
 
 static const char *ANALYZE_HELP =
     "usage: attnscope analyze --model DIR [--sst2 FILE] [--conllu FILE] --db FILE\n"
+    "       attnscope analyze --model DIR --source FILE --target FILE [--gold FILE] --db FILE\n"
     "                         [--limit N] [--threads N] [--chunk K] [--explain N] [--min-rel N]\n"
     "                         [--topk [K]] [--quiet]\n"
     "\n"
@@ -33,6 +34,12 @@ static const char *ANALYZE_HELP =
     "  --chunk K      sentences per transaction (default 16)\n"
     "  --explain N    concentration + ablation on the first N sentences (default 64)\n"
     "  --min-rel N    relations need N instances for the syntactic score (default 100)\n"
+    "  --source FILE, --target FILE  an encoder-decoder model (bart, mbart, t5, mt5) on a\n"
+    "                 parallel corpus (line i of each: a sentence pair): per-head entropy,\n"
+    "                 first-token, self / previous / next mass and distances of its encoder,\n"
+    "                 decoder and cross-attention (table encdec_heads)\n"
+    "  --gold FILE    with them: gold word alignments (Pharaoh lines) and the alignment\n"
+    "                 error rate of every cross-attention head (see `attnscope align`)\n"
     "  --topk [K]     also store each head's K strongest keys per query and the mass of\n"
     "                 the rest (table topk; K 1..64, default 8), computed from attention\n"
     "                 rows recomputed from q and k; `report` shows the mass they keep\n"
@@ -63,6 +70,9 @@ int cmd_analyze(int argc, char **argv) {
         else if (!strcmp(a, "--sst2")) { VAL(); o.sst2 = v; }
         else if (!strcmp(a, "--conllu")) { VAL(); o.conllu = v; }
         else if (!strcmp(a, "--db")) { VAL(); db = v; }
+        else if (!strcmp(a, "--source")) { VAL(); o.source = v; }
+        else if (!strcmp(a, "--target")) { VAL(); o.target = v; }
+        else if (!strcmp(a, "--gold")) { VAL(); o.gold = v; }
         else if (!strcmp(a, "--limit")) INT(1, 100000000, &o.limit);
         else if (!strcmp(a, "--threads")) INT(1, 1024, &o.threads);
         else if (!strcmp(a, "--chunk")) INT(1, 100000, &o.chunk);
@@ -83,7 +93,8 @@ int cmd_analyze(int argc, char **argv) {
     }
     if (!o.model_dir) return cli_usage_error("analyze", "--model DIR is required");
     if (!db) return cli_usage_error("analyze", "--db FILE is required");
-    if (!o.sst2 && !o.conllu) return cli_usage_error("analyze", "give --sst2 FILE and/or --conllu FILE");
+    if (!o.sst2 && !o.conllu && !o.source && !o.target)
+        return cli_usage_error("analyze", "give --sst2 FILE and/or --conllu FILE, or --source FILE --target FILE");
 #ifdef AS_MPI
     int rank = 0, size = 1;
     /* only when started by mpirun (OpenMPI / PMI environment): a plain run stays MPI-free */
