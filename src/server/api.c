@@ -17,6 +17,7 @@
 #include "api.h"
 #include "attrib_api.h"
 #include "db_api.h"
+#include "gen_api.h"
 #include "maxpool.h"
 #include "reply.h"
 #include "tensor.h"
@@ -906,6 +907,9 @@ void api_handle(srv_state *s, const srv_request *rq, srv_response *rs) {
         else wrong_method(rs, "POST");
     } else if (!strcmp(p, "/api/v1/mlm")) {
         if (method_is(rq, "POST")) route_mlm(s, rq, rs);
+        else wrong_method(rs, "POST");
+    } else if (!strcmp(p, "/api/v1/generate")) { /* server/gen_api.c */
+        if (method_is(rq, "POST")) gen_api_route(s, rq, rs);
         else wrong_method(rs, "POST");
     } else if (!strncmp(p, pre, strlen(pre))) {
         route_runs(s, rq, p + strlen(pre), rs);

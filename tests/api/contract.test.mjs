@@ -70,11 +70,12 @@ async function call(file, route, name, path, body) {
 /** GET a binary tensor route; validates the header, its meta and the tensors' layout.
  *  names: the tensors expected, those of x-routes in order, the route's `optional` ones
  *  left out or not. */
-async function binary(file, route, metaName, names, path) {
+async function binary(file, route, metaName, names, path, init) {
   assert.equal(routes.get(route)?.binary, metaName, `${route} in x-routes`);
   const optional = routes.get(route).optional ?? [];
   assert.deepEqual(routes.get(route).tensors.filter((n) => names.includes(n) || !optional.includes(n)), names, `${route}: x-routes tensors`);
-  const r = await fetch(base + path);
+  if (init?.body !== undefined) conforms(file, routes.get(route).request, JSON.parse(init.body), `${route} request`);
+  const r = await fetch(base + path, init);
   assert.equal(r.status, 200, path);
   assert.equal(r.headers.get('content-type'), 'application/octet-stream', `${path}: content type`);
   const { header, dataBytes } = tensorHeader(await r.arrayBuffer());
@@ -317,6 +318,27 @@ test('encoder-decoder runs: target_ids, decoder, attention and qk of each kind, 
   assert.equal(one.decoder, null);
   await error(400, `/api/v1/runs/${one.id}/attention?kind=cross`);
   await error(400, `/api/v1/runs/${one.id}/qk?kind=decoder&layer=0&head=0`);
+});
+
+test('generate: a causal LM\'s tokens and per-step attention rows', async () => {
+  const route = 'POST /api/v1/generate';
+  const body = { model: 'gpt2-tiny', text: ' a short text', max_new: 5, top_k: 4, temperature: 1.5, seed: 3 };
+  const h = await binary(API, route, 'GenerateMeta', ['attention'], '/api/v1/generate', post(JSON.stringify(body)));
+  const m = h.meta;
+  assert.equal(m.steps, 5);
+  assert.equal(m.ids.length, m.prompt_length + 5);
+  assert.deepEqual(m.ids.slice(m.prompt_length), m.generated_ids);
+  assert.equal(m.tokens.length, m.ids.length);
+  assert.deepEqual(h.tensors[0].shape, [5, m.layers, m.heads, m.ids.length]);
+  assert.equal(h.tensors[0].dtype, 'f32');
+  const f16 = await binary(API, route, 'GenerateMeta', ['attention'], '/api/v1/generate', post(JSON.stringify({ ...body, dtype: 'f16' })));
+  assert.deepEqual(f16.meta.generated_ids, m.generated_ids, 'the same seed gives the same tokens');
+  assert.equal(f16.tensors[0].dtype, 'f16');
+  for (const [bad, what] of [[{ model: 'gpt2-tiny' }, /exactly one of/], [{ model: 'gpt2-tiny', text: 'a', max_new: 129 }, /max_new/],
+    [{ model: 'gpt2-tiny', text: 'a', top_k: 2, temperature: 0 }, /temperature above 0/], [{ model: 'bert-sst', text: 'a' }, /causal LM/],
+    [{ model: 'gpt2-tiny', text: 'a', seed: -1 }, /seed/], [{ model: 'gpt2-tiny', text: 'a', extra: 1 }, /unknown field 'extra'/]])
+    assert.match((await error(400, '/api/v1/generate', post(JSON.stringify(bad)))).error, what);
+  await error(405, '/api/v1/generate');
 });
 
 test('long runs: capture, tile and stats', async () => {

@@ -293,6 +293,65 @@ export interface RunRequest {
   target_ids?: number[];
 }
 
+/**
+ * Body of POST /api/v1/generate: a causal LM (decoder-only, with an LM head) continues the prompt
+ * (src/server/gen_api.c, the steps of `attnscope generate`). Exactly one of text and ids. Unknown
+ * fields are a 400.
+ */
+export interface GenerateRequest {
+  model: string;
+  /** the prompt, tokenized with the model's special tokens (e.g. BOS) */
+  text?: string;
+  /** the prompt as token ids (models without a tokenizer) */
+  ids?: number[];
+  /** tokens to generate, 1..128 (SRV_GEN_MAX_NEW; fewer at the model's positions); default 20 */
+  max_new?: number;
+  /**
+   * 0: greedy (the default without top_k); above 0: sampling from softmax(logits / temperature); 1
+   * when only top_k is given
+   */
+  temperature?: number;
+  /** sample among the k most likely ids (needs a temperature above 0) */
+  top_k?: number;
+  /**
+   * the sampling stream's seed (splitmix64): the same seed gives the same tokens as `attnscope
+   * generate --seed`; default 0
+   */
+  seed?: number;
+  /** stop after the model's end-of-sequence token */
+  stop_at_eos?: boolean;
+  /** the rows' dtype; default f32 (exact) */
+  dtype?: 'f32' | 'f16';
+}
+
+/**
+ * meta of POST /api/v1/generate: tensor attention (steps, L, H, T), T = prompt_length + steps; at step
+ * s every head's attention row of the position that chose the new token (position prompt_length - 1 +
+ * s) over the prompt and the tokens before it, keys after that position 0 (the generation_attentions
+ * of `attnscope generate --out`)
+ */
+export interface GenerateMeta {
+  model: string;
+  /** tokens of the prompt, special tokens included */
+  prompt_length: number;
+  /** tokens generated */
+  steps: number;
+  layers: number;
+  heads: number;
+  /** (T) the final sequence: the prompt, then the generated ids */
+  ids: number[];
+  /** (steps) */
+  generated_ids: number[];
+  /** (T) the final sequence's tokens */
+  tokens: Token[];
+  /** the temperature used (0: greedy) */
+  temperature: number;
+  /** 0: all ids */
+  top_k: number;
+  seed: number;
+  stop_at_eos: boolean;
+}
+
 /** Body of POST /api/v1/mlm. */
 export interface MlmRequest {
   model: string;
