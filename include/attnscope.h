@@ -297,6 +297,11 @@ typedef struct {
  * Errors: AS_ERR_INPUT for empty text or (truncate == 0) too long input. */
 as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
                     const as_encode_opts *opts, as_encoding *out, as_error *err);
+/* as_encode of an encoder-decoder model's target text (the labels a decoder input is
+ * shifted from): a Marian folder's target.spm (vocab.json is shared); the same as
+ * as_encode(m, text, NULL, ...) for every other tokenizer. */
+as_status as_encode_target(const as_model *m, const char *text, const as_encode_opts *opts, as_encoding *out,
+                           as_error *err);
 /* Builds an encoding from raw ids (pieces looked up; type ids 0, offsets -1).
  * type_ids may be NULL; when given, they are passed to the model as Hugging Face
  * passes token_type_ids: BERT-family segment embeddings (ids < type_vocab_size),

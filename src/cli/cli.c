@@ -101,6 +101,14 @@ int cli_parse_capture(const char *s, unsigned *what) {
     return *what ? 0 : -1;
 }
 
+int cli_make_target_encoding(const as_model *m, const char *text, int max_tokens, int truncate, as_encoding *enc) {
+    as_error err = {0};
+    as_encode_opts eo = {.max_len = max_tokens, .truncate = truncate};
+    if (as_encode_target(m, text, &eo, enc, &err)) return cli_fail(&err);
+    if (enc->n_warnings) as_warn("%s", enc->warning);
+    return 0;
+}
+
 int cli_make_encoding(const char *cmd, const as_model *m, const char *text, const char *text_b,
                       const char *ids, const char *type_ids, int max_tokens, int truncate,
                       as_encoding *enc) {

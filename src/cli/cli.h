@@ -35,6 +35,9 @@ int cli_parse_capture(const char *s, unsigned *what);
 int cli_make_encoding(const char *cmd, const as_model *m, const char *text, const char *text_b,
                       const char *ids, const char *type_ids, int max_tokens, int truncate,
                       as_encoding *enc);
+/* As cli_make_encoding for an encoder-decoder model's target text (as_encode_target:
+ * Marian's target.spm); same exit statuses. */
+int cli_make_target_encoding(const as_model *m, const char *text, int max_tokens, int truncate, as_encoding *enc);
 
 /* The JSON of `attnscope run --format json` for run r of input enc (src/cli/run_json.c):
  * one object with the model's sizes, tokens, input_ids, token_type_ids, attention_mask,

@@ -44,7 +44,8 @@ static const char *RUN_HELP =
     "Encoder-decoder models (bart, mbart, marian) need the decoder's input: --target TEXT\n"
     "(tokenized with the model's specials, then shifted right as for teacher forcing:\n"
     "decoder_start_token_id first (mbart: the target's last non-pad token), the last\n"
-    "token dropped) or --target-ids (the decoder input ids, used as given). Their files\n"
+    "token dropped; a Marian folder without tokenizer.json tokenizes it with target.spm)\n"
+    "or --target-ids (the decoder input ids, used as given). Their files\n"
     "hold encoder_attentions [Le,H,Ts,Ts], decoder_attentions [Ld,H,Tt,Tt],\n"
     "cross_attentions [Ld,H,Tt,Ts] (each with _attention_scores, _queries, _keys,\n"
     "_values; cross_keys / cross_values have Ts rows), encoder_hidden_states,\n"
@@ -194,7 +195,7 @@ static int make_target(const run_args *a, const as_model *m, as_encoding *tgt) {
                                as_model_dir(m), c->model_type);
     if (a->target_ids) return cli_make_encoding("run", m, NULL, NULL, a->target_ids, NULL, 0, 0, tgt);
     as_encoding labels = {0};
-    int rc = cli_make_encoding("run", m, a->target, NULL, NULL, NULL, a->max_tokens, a->truncate, &labels);
+    int rc = cli_make_target_encoding(m, a->target, a->max_tokens, a->truncate, &labels);
     if (!rc && as_seq2seq_shift_target(m, &labels, tgt, &err)) rc = cli_fail(&err);
     as_encoding_free(&labels);
     return rc;

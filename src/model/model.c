@@ -393,14 +393,15 @@ as_status as_model_load(const char *dir, as_model **out, as_error *err) {
     if ((s = mean_rows(m, err))) goto cleanup;
     if (m->dec && (s = mean_rows(m->dec, err))) goto cleanup;
     {
-        char p1[4096], p2[4096], p3[4096], p4[4096], p5[4096];
+        char p1[4096], p2[4096], p3[4096], p4[4096], p5[4096], p6[4096];
         if ((s = as_path_join(p1, sizeof p1, dir, "tokenizer.json", err))) goto cleanup;
         if ((s = as_path_join(p2, sizeof p2, dir, "vocab.txt", err))) goto cleanup;
         if ((s = as_path_join(p3, sizeof p3, dir, "vocab.json", err))) goto cleanup;
         if ((s = as_path_join(p4, sizeof p4, dir, "merges.txt", err))) goto cleanup;
         if ((s = as_path_join(p5, sizeof p5, dir, "spiece.model", err))) goto cleanup;
+        if ((s = as_path_join(p6, sizeof p6, dir, "source.spm", err))) goto cleanup; /* Marian, with vocab.json */
         if (as_file_exists(p1) || as_file_exists(p2) || (as_file_exists(p3) && as_file_exists(p4)) ||
-            as_file_exists(p5)) {
+            as_file_exists(p5) || (as_file_exists(p3) && as_file_exists(p6))) {
             int unsup = 0;
             if ((s = tok_load_dir(dir, &m->cfg, &m->tok, &unsup, err))) {
                 if (!unsup) goto cleanup;
@@ -540,12 +541,25 @@ as_status as_encode(const as_model *m, const char *text_a, const char *text_b,
         return as_err_set(err, AS_ERR_INPUT, "%s; give token ids instead (--ids)", m->tok_unsupported);
     if (!m->tok)
         return as_err_set(err, AS_ERR_INPUT,
-                          "%s: no tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt or spiece.model); use --ids",
+                          "%s: no tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt, vocab.json + "
+                          "source.spm + target.spm or spiece.model); use --ids",
                           m->dir);
     int max = as_model_max_tokens(m);
     if (opts && opts->max_len > 0 && opts->max_len < max) max = opts->max_len;
     as_status rc = tok_encode(m->tok, text_a, text_b, max, opts ? opts->truncate : 1, out, err);
     if (rc == AS_OK && m->cfg.type_vocab <= 1) /* no segment embeddings: HF passes none */
+        for (int i = 0; i < out->n; i++) out->type_ids[i] = 0;
+    return rc;
+}
+
+as_status as_encode_target(const as_model *m, const char *text, const as_encode_opts *opts, as_encoding *out,
+                           as_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!m->tok) return as_encode(m, text, NULL, opts, out, err); /* its error */
+    int max = as_model_max_tokens(m);
+    if (opts && opts->max_len > 0 && opts->max_len < max) max = opts->max_len;
+    as_status rc = tok_encode_target(m->tok, text, max, opts ? opts->truncate : 1, out, err);
+    if (rc == AS_OK && m->cfg.type_vocab <= 1)
         for (int i = 0; i < out->n; i++) out->type_ids[i] = 0;
     return rc;
 }

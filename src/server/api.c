@@ -338,14 +338,14 @@ static int encode(const srv_model *sm, const run_req *q, as_encoding *enc, srv_r
     return -1;
 }
 
-/* The decoder input of q's target: the text encoded as a source is (the model's special
- * tokens) and shifted right, or the target ids as they are. */
+/* The decoder input of q's target: the text encoded as a target (the model's special
+ * tokens; Marian's target.spm) and shifted right, or the target ids as they are. */
 static int encode_target(const srv_model *sm, const run_req *q, as_encoding *dec, srv_response *rs) {
     as_error err = {0};
     as_encode_opts eo = {.max_len = 0, .truncate = 0};
     as_encoding labels = {0};
     as_status st = q->tgt_ids ? as_encoding_from_ids(sm->m, q->tgt_ids, NULL, q->n_tgt, dec, &err)
-                              : as_encode(sm->m, q->target, NULL, &eo, &labels, &err);
+                              : as_encode_target(sm->m, q->target, &eo, &labels, &err);
     if (st == AS_OK && !q->tgt_ids) st = as_seq2seq_shift_target(sm->m, &labels, dec, &err);
     as_encoding_free(&labels);
     if (st == AS_OK) return 0;

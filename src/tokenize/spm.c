@@ -48,6 +48,10 @@ struct tok_spm {
     int32_t byte_id[256]; /* id of "<0xNN>", -1 when absent */
     spm_node *trie;       /* (n_trie) node 0 is the root; NULL when no normalized added token */
     int n_trie, cap_trie;
+    int32_t *remap;       /* (n_remap) Unigram piece index -> output id (tok_spm_set_remap); NULL: none */
+    int n_remap;
+    const tok_vocab *remap_surface; /* borrowed: an unknown token's normalized text -> output id */
+    int32_t remap_unk;    /* output id of an unknown token whose text is not in remap_surface */
 };
 
 /* ---- init / free ------------------------------------------------------------------ */
@@ -115,7 +119,34 @@ void tok_spm_free(tok_spm *s) {
     tok_unigram_free(s->unigram);
     tok_merges_free(s->merges);
     free(s->trie);
+    free(s->remap);
     free(s);
+}
+
+as_status tok_spm_set_remap(tok_spm *s, const int32_t *map, int n, const tok_vocab *surface, int32_t unk,
+                            as_error *err) {
+    ASSERT(s && s->unigram && map && n > 0 && surface);
+    int32_t *m = as_malloc_array((size_t)n, sizeof *m);
+    if (!m) return as_err_set(err, AS_ERR_INTERNAL, "spm: out of memory");
+    memcpy(m, map, (size_t)n * sizeof *m);
+    free(s->remap);
+    s->remap = m;
+    s->n_remap = n;
+    s->remap_surface = surface;
+    s->remap_unk = unk;
+    return AS_OK;
+}
+
+/* tok_spm_set_remap's mapping of the tokens out[n0..) of word w (offsets still relative
+ * to w): a piece to its output id, an unknown token to the id of its normalized text. */
+static void remap_tokens(const tok_spm *s, const char *w, tok_ids *out, int n0) {
+    for (int k = n0; k < out->n; k++) {
+        int32_t id = out->ids[k];
+        if (id == s->o.unk_id) {
+            int32_t v = tok_vocab_get(s->remap_surface, w + out->start[k], (size_t)(out->end[k] - out->start[k]));
+            out->ids[k] = v >= 0 ? v : s->remap_unk;
+        } else out->ids[k] = id >= 0 && id < s->n_remap ? s->remap[id] : s->remap_unk;
+    }
 }
 
 int tok_spm_byte_piece(const char *p) {
@@ -394,6 +425,7 @@ static as_status encode_word(const tok_spm *s, spm_word *x, const tok_ntext *t, 
     if (s->unigram) { /* offsets come back relative to w */
         int n0 = out->n;
         as_status st = tok_unigram_encode(s->unigram, w, n, out, err);
+        if (st == AS_OK && s->remap) remap_tokens(s, w, out, n0);
         for (int k = n0; st == AS_OK && k < out->n; k++) {
             size_t ys = a + (size_t)out->start[k], ye = a + (size_t)out->end[k];
             out->start[k] = t->os[ys];

@@ -69,6 +69,13 @@ as_status tok_spm_init(const tok_vocab *v, const char *const *merge_left,
 as_status tok_spm_init_unigram(const tok_vocab *v, tok_unigram *u, const tok_spm_opts *o, tok_spm **out,
                                as_error *err);
 void tok_spm_free(tok_spm *s);
+/* Marian (vocab.json over a SentencePiece model): the Unigram model's piece index i
+ * becomes map[i] (n entries, copied) in the output, and an unknown token (the model's
+ * unk_id) the id vocabulary surface (borrowed, must outlive s) gives its normalized text
+ * (SentencePiece returns that text as the piece), else unk. Unigram models only.
+ * Errors: AS_ERR_INTERNAL when out of memory. */
+as_status tok_spm_set_remap(tok_spm *s, const int32_t *map, int n, const tok_vocab *surface, int32_t unk,
+                            as_error *err);
 
 /* Encodes text (len bytes, valid UTF-8, no added tokens in it) and appends its tokens
  * to out with byte offsets into text; a token holding part of a character (byte

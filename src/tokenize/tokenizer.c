@@ -13,7 +13,9 @@
  * (+ tokenizer_config.json) for WordPiece, vocab.json + merges.txt for byte-level BPE,
  * with special_tokens_map.json naming the specials when present; spiece.model (+
  * tokenizer_config.json's extra_ids, legacy) for a T5 / mT5 folder, built as transformers'
- * T5 converter builds the fast tokenizer.
+ * T5 converter builds the fast tokenizer; vocab.json + source.spm + target.spm for a
+ * Marian folder, as transformers' MarianTokenizer runs them (tok_encode_target: the
+ * target side).
  * Offsets are byte offsets into the caller's text, whatever normalization did.
  *
  * It does not: pad, decode ids back to text (beyond one piece), run WordLevel models,
@@ -69,6 +71,7 @@ struct tok_tokenizer {
     tok_wordpiece_opts wp;
     tok_bpe *bpe;
     tok_spm *spm;          /* SentencePiece-style BPE (byte_fallback, "▁"); NULL for byte-level */
+    tok_spm *spm_target;   /* Marian: the target side's model (target.spm); NULL otherwise */
     char disp_from[TOK_SPM_MAX_STR], disp_to[TOK_SPM_MAX_STR]; /* spm decoder's Replace ("▁" -> " ") */
     int disp_bytes;        /* spm decoder has ByteFallback: "<0xNN>" shows as its byte */
     int nfc;               /* BPE: NFC normalizer */
@@ -543,6 +546,7 @@ void tok_free(tok_tokenizer *t) {
     free(t->added_of);
     tok_bpe_free(t->bpe);
     tok_spm_free(t->spm);
+    tok_spm_free(t->spm_target);
     tok_vocab_free(t->vocab);
     free(t);
 }
@@ -770,6 +774,15 @@ as_status tok_encode(const tok_tokenizer *t, const char *text_a, const char *tex
                      int truncate, as_encoding *out, as_error *err) {
     return tok_encode_n(t, text_a, text_a ? strlen(text_a) : 0, text_b,
                         text_b ? strlen(text_b) : 0, max_len, truncate, out, err);
+}
+
+as_status tok_encode_target(const tok_tokenizer *t, const char *text, int max_len, int truncate, as_encoding *out,
+                            as_error *err) {
+    ASSERT(t);
+    if (!t->spm_target) return tok_encode(t, text, NULL, max_len, truncate, out, err);
+    tok_tokenizer view = *t; /* the same tokenizer with the target's model; borrows everything */
+    view.spm = t->spm_target;
+    return tok_encode(&view, text, NULL, max_len, truncate, out, err);
 }
 
 as_status tok_encode_n(const tok_tokenizer *t, const char *text_a, size_t la, const char *text_b,
@@ -2177,6 +2190,140 @@ cleanup:
     return rc;
 }
 
+/* ---- loading: a Marian folder (vocab.json, source.spm, target.spm) ----------------------------------- */
+
+/* SentencePiece's own normalizer (normalizer.cc Normalize), which MarianTokenizer runs:
+ * the charsmap, then with remove_extra_whitespaces the ASCII spaces at both ends dropped and
+ * runs of them made one (only ' ', unlike transformers' converters' Strip of all
+ * whitespace), then the dummy prefix "▁" and every space as "▁" (Metaspace). */
+static as_status marian_opts(const tok_spm_proto *p, tok_spm_opts *o, const char *path, as_error *err) {
+    if (p->charsmap) {
+        tok_spm_op *op = &o->ops[o->n_ops];
+        op->kind = TOK_SPM_PRECOMPILED;
+        as_status rc = tok_charsmap_init_raw(p->charsmap, p->charsmap_n, (tok_charsmap **)&op->own, err);
+        if (rc != AS_OK) return as_err_prefix(err, "%s: normalizer_spec", path);
+        o->n_ops++;
+    }
+    static const char *const rx[2] = {"^ +| +\\z", " {2,}"}, *const to[2] = {"", " "};
+    for (int k = 0; p->remove_extra_whitespaces && k < 2; k++) {
+        tok_spm_op *op = &o->ops[o->n_ops];
+        int ec;
+        PCRE2_SIZE eo;
+        op->kind = TOK_SPM_REPLACE_REGEX;
+        strcpy(op->to, to[k]);
+        op->own = pcre2_compile((PCRE2_SPTR)rx[k], PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+        if (!op->own) return as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+        o->n_ops++;
+    }
+    o->pre = TOK_SPM_PRE_METASPACE;
+    strcpy(o->pre_str, "\xE2\x96\x81");
+    o->scheme = p->add_dummy_prefix ? TOK_SPM_ALWAYS : TOK_SPM_NEVER;
+    o->split = 1;
+    return AS_OK;
+}
+
+/* One side's SentencePiece model as MarianTokenizer runs it: sp.encode(text, out_type=str)
+ * (normalizer, dummy prefix, whitespace rules, Unigram Viterbi; control, unknown, byte and
+ * unused pieces are never matched in text), each piece mapped through vocab.json (absent:
+ * <unk>), an unknown token through its normalized text. */
+static as_status load_marian_side(tok_tokenizer *t, const char *path, int32_t unk, tok_spm **out, as_error *err) {
+    tok_spm_proto p;
+    tok_unigram *u = NULL;
+    tok_spm_opts o;
+    memset(&o, 0, sizeof o);
+    size_t *pl = NULL;
+    int32_t *map = NULL;
+    as_status rc = tok_spm_proto_read(path, &p, err);
+    if (rc != AS_OK) return rc;
+    if (p.model_type != 1) {
+        rc = as_err_set(err, AS_ERR_INPUT, "%s: SentencePiece model type %d, not Unigram (1)", path, p.model_type);
+        goto cleanup;
+    }
+    pl = as_malloc_array((size_t)p.n, sizeof *pl);
+    map = as_malloc_array((size_t)p.n, sizeof *map);
+    if (!pl || !map) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: out of memory", path);
+        goto cleanup;
+    }
+    for (int i = 0; i < p.n; i++) {
+        int ty = p.type[i];
+        pl[i] = ty == TOK_PIECE_NORMAL || ty == TOK_PIECE_USER ? p.len[i] : 0;
+        int32_t id = tok_vocab_get(t->vocab, p.piece[i], p.len[i]);
+        map[i] = id >= 0 ? id : unk;
+    }
+    if ((rc = tok_unigram_init((const char *const *)p.piece, pl, p.score, p.n, (int32_t)p.unk_id, 0, &u, err)) !=
+        AS_OK) {
+        as_err_prefix(err, "%s", path);
+        goto cleanup;
+    }
+    o.unk_id = (int32_t)p.unk_id;
+    if ((rc = marian_opts(&p, &o, path, err)) != AS_OK) goto cleanup;
+    if ((rc = tok_spm_init_unigram(t->vocab, u, &o, out, err)) != AS_OK) goto cleanup;
+    u = NULL;
+    rc = tok_spm_set_remap(*out, map, p.n, t->vocab, unk, err);
+cleanup:
+    if (!*out) tok_spm_opts_free(&o);
+    tok_unigram_free(u);
+    free(pl);
+    free(map);
+    tok_spm_proto_free(&p);
+    return rc;
+}
+
+/* A Marian (opus-mt) folder without tokenizer.json, as transformers' MarianTokenizer reads
+ * it: vocab.json (piece -> id, both sides), source.spm for the text (t->spm) and
+ * target.spm for a target (t->spm_target, tok_encode_target); "</s>", "<unk>" and "<pad>"
+ * must be in vocab.json and are matched in the text as special tokens, the ">>xx<<"
+ * language codes of vocab.json as plain added tokens; template "$A </s>" ("$A $B </s>"). */
+static as_status load_marian(tok_tokenizer *t, const char *dir, const char *vpath, const char *spath,
+                             const char *tpath, as_error *err) {
+    json_t *vj = NULL;
+    char sep[4096];
+    as_status rc = as_path_join(sep, sizeof sep, dir, "target_vocab.json", err);
+    if (rc != AS_OK) return rc;
+    if (as_file_exists(sep))
+        return as_err_set(err, AS_ERR_INPUT, "%s: separate source and target vocabularies are not supported", sep);
+    if ((rc = load_json(vpath, &vj, err)) != AS_OK) return rc;
+    if ((rc = vocab_from_object(t, vj, vpath, "vocabulary", err)) != AS_OK) goto cleanup;
+    static const char *const need[3] = {"</s>", "<unk>", "<pad>"};
+    int32_t sid[3];
+    for (int k = 0; k < 3; k++) {
+        sid[k] = tok_vocab_get(t->vocab, need[k], strlen(need[k]));
+        if (sid[k] < 0) {
+            rc = as_err_set(err, AS_ERR_INPUT, "%s: no \"%s\" entry (MarianTokenizer needs </s>, <unk> and <pad>)",
+                            vpath, need[k]);
+            goto cleanup;
+        }
+        if ((rc = added_push(t, need[k], strlen(need[k]), sid[k], 1, 0, 0, 0, 0, vpath, err)) != AS_OK) goto cleanup;
+    }
+    const char *key;
+    size_t klen;
+    json_t *val;
+    json_object_keylen_foreach(vj, key, klen, val) {
+        if (klen > 4 && !memcmp(key, ">>", 2) && !memcmp(key + klen - 2, "<<", 2) &&
+            (rc = added_push(t, key, klen, (int32_t)json_integer_value(val), 0, 0, 0, 0, 0, vpath, err)) != AS_OK)
+            goto cleanup;
+    }
+    if ((rc = load_marian_side(t, spath, sid[1], &t->spm, err)) != AS_OK) goto cleanup;
+    if ((rc = load_marian_side(t, tpath, sid[1], &t->spm_target, err)) != AS_OK) goto cleanup;
+    t->kind = KIND_UNIGRAM;
+    strcpy(t->disp_from, "\xE2\x96\x81");
+    strcpy(t->disp_to, " ");
+    t->n_single = t->n_pair = 0;
+    tpl_add(t->single, &t->n_single, 0, 0, 0);
+    tpl_add(t->single, &t->n_single, -1, 0, sid[0]);
+    tpl_add(t->pair, &t->n_pair, 0, 0, 0);
+    tpl_add(t->pair, &t->n_pair, 1, 0, 0);
+    tpl_add(t->pair, &t->n_pair, -1, 0, sid[0]);
+    tpl_count(t);
+    special_names sn;
+    if ((rc = read_special_names(dir, &sn, err)) != AS_OK) goto cleanup;
+    resolve_specials(t, &sn);
+cleanup:
+    json_decref(vj);
+    return rc;
+}
+
 /* ---- tok_load_dir ---------------------------------------------------------------------------------- */
 
 static as_status check_ids(const tok_tokenizer *t, const as_config *cfg, const char *dir,
@@ -2215,13 +2362,19 @@ as_status tok_load_dir(const char *dir, const as_config *cfg, tok_tokenizer **ou
         } else {
             if ((rc = as_path_join(p1, sizeof p1, dir, "vocab.json", err)) != AS_OK) goto fail;
             if ((rc = as_path_join(p2, sizeof p2, dir, "merges.txt", err)) != AS_OK) goto fail;
+            char p3[4096];
             if (as_file_exists(p1) && as_file_exists(p2))
                 rc = load_vocab_json_merges(t, dir, p1, p2, cfg, err);
+            else if (as_file_exists(p1) && (rc = as_path_join(p2, sizeof p2, dir, "source.spm", err)) == AS_OK &&
+                     as_file_exists(p2) && (rc = as_path_join(p3, sizeof p3, dir, "target.spm", err)) == AS_OK &&
+                     as_file_exists(p3))
+                rc = load_marian(t, dir, p1, p2, p3, err);
             else if ((rc = as_path_join(p1, sizeof p1, dir, "spiece.model", err)) == AS_OK && as_file_exists(p1))
                 rc = load_spiece(t, dir, p1, cfg, err);
             else if (rc == AS_OK)
                 rc = as_err_set(err, AS_ERR_INPUT,
-                                "%s: no tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt, or spiece.model)",
+                                "%s: no tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt, vocab.json + "
+                                "source.spm + target.spm, or spiece.model)",
                                 dir);
         }
     }

@@ -57,6 +57,10 @@ as_status tok_encode(const tok_tokenizer *t, const char *text_a, const char *tex
 as_status tok_encode_n(const tok_tokenizer *t, const char *text_a, size_t len_a,
                        const char *text_b, size_t len_b, int max_len, int truncate,
                        as_encoding *out, as_error *err);
+/* tok_encode of a single text as an encoder-decoder model's target: Marian's target.spm
+ * (vocab.json shared); the same as tok_encode for every other tokenizer. */
+as_status tok_encode_target(const tok_tokenizer *t, const char *text, int max_len, int truncate, as_encoding *out,
+                            as_error *err);
 /* Raw encoding of one text without special tokens (used by tok_encode and tests). */
 as_status tok_encode_raw(const tok_tokenizer *t, const char *text, tok_ids *out, as_error *err);
 
