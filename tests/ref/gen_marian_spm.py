@@ -71,11 +71,12 @@ def train(lines, prefix, vocab, rule):
         txt = os.path.join(d, "corpus.txt")
         with open(txt, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-        subprocess.run(["spm_train", f"--input={txt}", f"--model_prefix={os.path.join(d, 'm')}",
+        # relative paths: the model records its trainer's options, so the file is the same on every run
+        subprocess.run(["spm_train", "--input=corpus.txt", "--model_prefix=m",
                         f"--vocab_size={vocab}", "--model_type=unigram", "--character_coverage=1.0",
                         f"--normalization_rule_name={rule}", "--num_threads=1", "--seed_sentencepiece_size=100000",
                         "--shuffle_input_sentence=false",
-                        "--minloglevel=2"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        "--minloglevel=2"], check=True, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.copy(os.path.join(d, "m.model"), prefix)
 
 
