@@ -188,6 +188,18 @@ struct json_t *iv_result_json(const as_model *m, const iv_result *r, int top, in
 int iv_parse_heads(const char *s, as_head_ref **out, int *n_out, char *msg, size_t cap);
 int iv_parse_edges(const char *s, as_edge **out, int *n_out, char *msg, size_t cap);
 
+/* ---- the logit lens ---------------------------------------------------------------
+ * One forward of enc keeping the hidden states; every layer's state at position pos (-1 =
+ * the last token with attention mask 1) read through the final norm and the LM / masked-LM
+ * head (as_run_logit_lens), as *out (new reference): {"position", "id", "layers": [{"layer"
+ * (0 = embeddings .. L = the model's output), "top": [{"id", "text", "prob" (softmax),
+ * "logit"}]}]}, top tokens per layer, highest first. Errors: AS_ERR_INPUT for a model
+ * without an LM / masked-LM head, pos past the input, top outside 1..LENS_MAX_TOP;
+ * AS_ERR_INTERNAL out of memory. */
+#define LENS_MAX_TOP 100
+as_status lens_json(const as_model *m, const as_encoding *enc, int pos, int top, int threads, struct json_t **out,
+                    as_error *err);
+
 /* ---- the induction probe ---------------------------------------------------------
  * The model runs on BOS (when it has one) + R seeded random token ids (above the special
  * ids) + the same R ids again (Olsson et al. 2022, sec. 2). On the second copy's query

@@ -2,7 +2,8 @@
  * an intervention on its attention (head ablation to zero or to the mean, attention
  * knockout of edges query>key; docs/attribution.md "Interventions"), side by side: the
  * class probabilities of a sequence classifier, or the top next-token log-probabilities
- * and one target token's of an LM / masked-LM head. Text table or JSON.
+ * and one target token's of an LM / masked-LM head. Text table or JSON. `attnscope ablate`
+ * is this command under the other name (argv[0] names it in messages).
  * What it does not: search for heads or edges to intervene on, or keep the runs.
  */
 #include "cli_input.h"
@@ -13,7 +14,7 @@
 #include <string.h>
 
 static const char *IV_HELP =
-    "usage: attnscope intervene --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
+    "usage: attnscope intervene|ablate --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
     "                           [--type-ids 0,0,...] [--heads L:H,...] [--mode zero|mean]\n"
     "                           [--knockout L:Q>K,L:H:Q>K,...] [--renorm] [--position P]\n"
     "                           [--top K] [--target ID] [--format text|json] [--threads N]\n"
@@ -37,16 +38,17 @@ typedef struct {
 } iv_args;
 
 static int parse_args(int argc, char **argv, iv_args *a) {
+    const char *cmd = argv[0];
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = NULL;
         int rc;
-        if (cli_input_option(&a->in, "intervene", argc, argv, &i, &rc)) {
+        if (cli_input_option(&a->in, cmd, argc, argv, &i, &rc)) {
             if (rc) return rc;
             continue;
         }
 #define VAL()                                                                   \
     do {                                                                        \
-        if (!(v = cli_value(argc, argv, &i, "intervene"))) return AS_ERR_INPUT; \
+        if (!(v = cli_value(argc, argv, &i, cmd))) return AS_ERR_INPUT; \
     } while (0)
         if (!strcmp(o, "--heads")) { VAL(); a->heads = v; }
         else if (!strcmp(o, "--knockout")) { VAL(); a->knockout = v; }
@@ -54,33 +56,33 @@ static int parse_args(int argc, char **argv, iv_args *a) {
         else if (!strcmp(o, "--mode")) {
             VAL();
             if (strcmp(v, "zero") && strcmp(v, "mean"))
-                return cli_usage_error("intervene", "bad --mode '%s': expected zero or mean", v);
+                return cli_usage_error(cmd, "bad --mode '%s': expected zero or mean", v);
             a->mode = !strcmp(v, "mean") ? AS_HEAD_MEAN : AS_HEAD_ZERO;
         } else if (!strcmp(o, "--format")) {
             VAL();
             if (strcmp(v, "text") && strcmp(v, "json"))
-                return cli_usage_error("intervene", "bad --format '%s': expected text or json", v);
+                return cli_usage_error(cmd, "bad --format '%s': expected text or json", v);
             a->format = v;
         } else if (!strcmp(o, "--position")) {
             VAL();
             if (cli_parse_int(v, 0, AS_MAX_POSITIONS, &a->position))
-                return cli_usage_error("intervene", "bad --position '%s': expected a token index", v);
+                return cli_usage_error(cmd, "bad --position '%s': expected a token index", v);
         } else if (!strcmp(o, "--top")) {
             VAL();
             if (cli_parse_int(v, 1, IV_MAX_TOP, &a->top))
-                return cli_usage_error("intervene", "bad --top '%s': expected an integer in [1, %d]", v, IV_MAX_TOP);
+                return cli_usage_error(cmd, "bad --top '%s': expected an integer in [1, %d]", v, IV_MAX_TOP);
         } else if (!strcmp(o, "--target")) {
             VAL();
             if (cli_parse_int(v, 0, AS_MAX_VOCAB, &a->target))
-                return cli_usage_error("intervene", "bad --target '%s': expected a token id", v);
+                return cli_usage_error(cmd, "bad --target '%s': expected a token id", v);
         } else {
-            return cli_usage_error("intervene", "unknown option '%s'", o);
+            return cli_usage_error(cmd, "unknown option '%s'", o);
         }
 #undef VAL
     }
-    int rc = cli_input_check(&a->in, "intervene");
+    int rc = cli_input_check(&a->in, cmd);
     if (rc) return rc;
-    if (!a->heads && !a->knockout) return cli_usage_error("intervene", "give --heads, --knockout or both");
+    if (!a->heads && !a->knockout) return cli_usage_error(cmd, "give --heads, --knockout or both");
     return 0;
 }
 
@@ -152,26 +154,26 @@ int cmd_intervene(int argc, char **argv) {
     as_head_ref *heads = NULL;
     as_edge *edges = NULL;
     if (a.heads && iv_parse_heads(a.heads, &heads, &iv.n_heads, msg, sizeof msg)) {
-        rc = cli_usage_error("intervene", "--heads: %s", msg);
+        rc = cli_usage_error(argv[0], "--heads: %s", msg);
         goto cleanup;
     }
     if (a.knockout && iv_parse_edges(a.knockout, &edges, &iv.n_edges, msg, sizeof msg)) {
-        rc = cli_usage_error("intervene", "--knockout: %s", msg);
+        rc = cli_usage_error(argv[0], "--knockout: %s", msg);
         goto cleanup;
     }
     iv.heads = heads, iv.edges = edges;
-    if ((rc = cli_input_load(&a.in, &m)) || (rc = cli_input_encode(&a.in, "intervene", m, &enc))) goto cleanup;
+    if ((rc = cli_input_load(&a.in, &m)) || (rc = cli_input_encode(&a.in, argv[0], m, &enc))) goto cleanup;
     iv_opts o = {.position = a.position, .threads = a.in.threads};
     if (iv_compare(m, &enc, &iv, &o, &r, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }
     if (!r.classifier && a.target >= r.cols) {
-        rc = cli_usage_error("intervene", "--target %d is outside the vocabulary [0, %d)", a.target, r.cols);
+        rc = cli_usage_error(argv[0], "--target %d is outside the vocabulary [0, %d)", a.target, r.cols);
         goto cleanup;
     }
     if (r.classifier && a.target >= 0) {
-        rc = cli_usage_error("intervene", "--target applies to LM / masked-LM heads (a classifier shows every class)");
+        rc = cli_usage_error(argv[0], "--target applies to LM / masked-LM heads (a classifier shows every class)");
         goto cleanup;
     }
     rc = write_out(m, &r, &a);

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "  attribute rollout, flow, norm-based, ALTI, gradient-weighted attention, head importance\n"
             "  faithfulness AOPC, comprehensiveness, sufficiency of every per-token attribution method\n"
             "  intervene the output with heads ablated or attention edges knocked out, beside the original\n"
+            "  ablate    the same as intervene (--heads L:H,... [--mode zero|mean] [--knockout L:i>j,...])\n"
             "  vocab     train a WordPiece vocabulary (vocab.txt) on text files\n"
             "  pretrain  masked-LM pretraining of a BERT encoder from scratch\n"
             "  train-lm  causal-LM training of a decoder (GPT-2, LLaMA family) on the one forward\n"
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "saliency")) return cmd_saliency(argc - 1, argv + 1);
     if (!strcmp(c, "attribute")) return cmd_attribute(argc - 1, argv + 1);
     if (!strcmp(c, "faithfulness")) return cmd_faithfulness(argc - 1, argv + 1);
-    if (!strcmp(c, "intervene")) return cmd_intervene(argc - 1, argv + 1);
+    if (!strcmp(c, "intervene") || !strcmp(c, "ablate")) return cmd_intervene(argc - 1, argv + 1);
     if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(c, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(c, "import")) return cmd_import(argc - 1, argv + 1);

@@ -19,6 +19,7 @@ void srv_entry_free(srv_entry *e) {
     as_encoding_free(&e->enc);
     as_encoding_free(&e->dec);
     as_run_free(e->run);
+    if (e->maps) e->maps_free(e->maps);
     free(e);
 }
 

@@ -46,6 +46,9 @@ typedef struct srv_entry {
     int in_cache;
     int evicted;                 /* left the cache while referenced: counted in held_bytes */
     int streams;                 /* responses streaming from this run */
+    void *maps;                  /* attribution maps computed on this run (server/maps_api.c), freed by
+                                    maps_free with the entry; guarded by the server's forward lock */
+    void (*maps_free)(void *maps);
     const struct srv_npz_run *npz; /* attention imported from an .npz (server/npz_runs.h; model -1,
                                       never in the cache), or NULL for a model's run */
     struct srv_entry *prev, *next; /* LRU list, most recent first */
