@@ -21,8 +21,9 @@ Modes (one per ctest test):
   tokenizer  mutates a SentencePiece Unigram tokenizer.json (tests/ref/unigram_tokenizers.py
           variants): the Precompiled charsmap's binary table (header, trie units, strings,
           truncation), vocab pieces and scores, unk_id / byte_fallback, or any JSON value;
-          or a T5 folder's spiece.model (protobuf bytes) / tokenizer_config.json; and runs
-          `attnscope run` on hostile text with it
+          or a T5 folder's spiece.model (protobuf bytes) / tokenizer_config.json, or a
+          Marian folder's vocab.json / source.spm / target.spm; and runs `attnscope run` on
+          hostile text with it (a Marian folder: as source and target)
   corpus  mutates an SST-2 TSV and a CoNLL-U corpus (fields swapped for odd values, lines
           deleted, duplicated or made huge, bytes flipped, truncation) and runs
           `attnscope analyze`, `pretrain` (a tiny model, 2 steps) or `vocab` on them
@@ -40,7 +41,8 @@ Usage: fuzz.py MODE --bin BUILD/attnscope --work DIR [--n N] [--seed S] [--keep 
   --work: folder with the models of tests/ref/make_analysis_db.sh (bert-sst, distil-sst,
   analysis.sqlite), of tests/browser/make_gpt2_model.mjs (gpt2) and of
   tests/cli/make_bpe_model.mjs (spm: the Llama-2 tokenizer; ug-NAME: the Unigram variants of
-  tests/ref/unigram_tokenizers.py), made by run.sh.
+  tests/ref/unigram_tokenizers.py; ug-marian: marian_tiny with tests/ref/fixtures/marian_spm),
+  made by run.sh.
 """
 import argparse
 import base64
@@ -327,14 +329,17 @@ def mode_files(args, rng, chk):
 
 def mode_tokenizer(args, rng, chk):
     for d in case_dirs(args.n, 'fuzz-tokenizer-'):
-        v = rng.choice(UNIGRAM_VARIANTS + ('spiece',))
+        v = rng.choice(UNIGRAM_VARIANTS + ('spiece', 'marian'))
         shutil.copytree(os.path.join(args.work, 'ug-' + v), d)
-        if v != 'spiece':
+        if v == 'marian':  # vocab.json + source.spm + target.spm: one of them
+            mutate_file(os.path.join(d, rng.choice(['vocab.json', 'source.spm', 'source.spm', 'target.spm'])), rng)
+        elif v != 'spiece':
             mutate_unigram(os.path.join(d, 'tokenizer.json'), rng)
         else:  # a T5 folder with only spiece.model: its protobuf bytes or tokenizer_config.json
             mutate_file(os.path.join(d, rng.choice(['spiece.model'] * 4 + ['tokenizer_config.json'])), rng)
         text = hostile_text(rng).replace(b'\0', b'') or b'x'
-        chk.run([args.bin, 'run', '--model', d, '--text', text, '--threads', '1'], d)
+        target = ['--target', text] if v == 'marian' else []
+        chk.run([args.bin, 'run', '--model', d, '--text', text, *target, '--threads', '1'], d)
 
 
 def mode_text(args, rng, chk):

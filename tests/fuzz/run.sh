@@ -20,6 +20,17 @@ for v in t5 xlmr albert new_spm byte_fallback nfkc_lower spiece; do
   node "$ROOT/tests/cli/make_bpe_model.mjs" "$WORK/ug-$v" "$WORK/ugv/$v" 3010 >/dev/null
 done
 cp "$WORK/ugv/spiece/spiece.model" "$WORK/ug-spiece/"
+# a Marian folder without tokenizer.json: marian_tiny's weights (101 ids), the SentencePiece
+# models of tests/ref/fixtures/marian_spm and its vocab.json cut to ids below 100 (<pad> 100)
+mkdir -p "$WORK/ug-marian"
+cp "$ROOT/tests/ref/fixtures/models/marian_tiny/"{config.json,model.safetensors} \
+  "$ROOT/tests/ref/fixtures/marian_spm/"{source.spm,target.spm} "$WORK/ug-marian/"
+python3 -c "
+import json, sys
+v = {p: i for p, i in json.load(open(sys.argv[1], encoding='utf-8')).items() if i < 100}
+v['<pad>'] = 100
+json.dump(v, open(sys.argv[2], 'w', encoding='utf-8'))" "$ROOT/tests/ref/fixtures/marian_spm/vocab.json" \
+  "$WORK/ug-marian/vocab.json"
 KEEP=$(dirname "$BIN")/fuzz-failures/$MODE
 rm -rf "$KEEP" && mkdir -p "$KEEP"
 exec python3 "$ROOT/tests/fuzz/fuzz.py" "$MODE" --bin "$BIN" --work "$WORK" --n "$N" --seed "$SEED" --keep "$KEEP"
