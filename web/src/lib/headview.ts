@@ -44,6 +44,9 @@ export interface HeadViewOptions {
   T: number;
   att: Float32Array; // (H, T, T) of the layer
   links: HeadLinks[]; // of the visible heads
+  /** the weight of (head, query, key) when att does not hold the layer: a long run's rows,
+   *  fetched by window (lib/longhead.ts); att is then unused */
+  weight?: (h: number, q: number, k: number) => number;
   nHeads: number; // all heads of the layer (fixes the layout, so toggling heads does not move it)
   hover: HeadHover | null;
   selected: number; // pinned query token or -1
@@ -162,7 +165,7 @@ export function hitBar(o: HeadViewOptions, x: number, y: number): LinkHit | null
   if (h < 0 || h >= o.nHeads || x - x0 - h * (BAR_W + 2) > BAR_W || !o.links.some((hl) => hl.head === h)) return null;
   const query = f.side === 'left' ? f.token : i;
   const key = f.side === 'left' ? i : f.token;
-  return { head: h, query, key, w: o.att[h * o.T * o.T + query * o.T + key] };
+  return { head: h, query, key, w: o.weight ? o.weight(h, query, key) : o.att[h * o.T * o.T + query * o.T + key] };
 }
 
 export function drawHeadView(p: Painter, o: HeadViewOptions): void {
@@ -202,7 +205,10 @@ export function drawHeadView(p: Painter, o: HeadViewOptions): void {
     o.links.forEach((hl) => {
       const h = hl.head;
       const k = h;
-      const w = focus.side === 'left' ? o.att[h * T * T + focus.token * T + i] : o.att[h * T * T + i * T + focus.token];
+      const w = o.weight
+        ? o.weight(h, focus.side === 'left' ? focus.token : i, focus.side === 'left' ? i : focus.token)
+        : focus.side === 'left'
+          ? o.att[h * T * T + focus.token * T + i] : o.att[h * T * T + i * T + focus.token];
       const x = focus.side === 'left' ? L.barsX + k * (bw + 2) : 4 + k * (bw + 2);
       const bh = Math.max(0, Math.min(1, w)) * (L.rowH - 4);
       p.rect(x, y + L.rowH / 2 - 2 - bh, bw, bh, headColor(h), 0.9);
