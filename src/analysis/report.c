@@ -18,17 +18,19 @@ static as_status damaged_row(store *s, int64_t run, const char *table, int L, in
                       s->path, (long long)run, table, L, H);
 }
 
-static as_status top_by(store *s, FILE *out, int64_t run, const char *col, int top, as_error *err) {
+/* The top heads by column col of head_scores (low: the lowest, labelled "low"); heads
+ * without a value are left out. */
+static as_status top_by(store *s, FILE *out, int64_t run, const char *col, int top, int low, as_error *err) {
     char sql[256];
     snprintf(sql, sizeof sql,
-             "SELECT layer, head, %s FROM head_scores WHERE run=? AND %s IS NOT NULL ORDER BY %s DESC, layer, head LIMIT ?",
-             col, col, col);
+             "SELECT layer, head, %s FROM head_scores WHERE run=? AND %s IS NOT NULL ORDER BY %s %s, layer, head LIMIT ?",
+             col, col, col, low ? "ASC" : "DESC");
     sqlite3_stmt *q;
     as_status rc = store_prepare(s, sql, &q, err);
     if (rc) return rc;
     sqlite3_bind_int64(q, 1, run);
     sqlite3_bind_int(q, 2, top);
-    fprintf(out, "  top %-11s", col);
+    fprintf(out, "  %s %-11s", low ? "low" : "top", col);
     int any = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
         fprintf(out, "  L%dH%d %.3f", sqlite3_column_int(q, 0), sqlite3_column_int(q, 1), sqlite3_column_double(q, 2));
@@ -93,9 +95,12 @@ as_status an_report(store *s, FILE *out, int top, as_error *err) {
             continue;
         }
         static const char *cols[] = {"importance", "semantic", "syntactic", "cls", "sep",  "punct",
-                                     "self",       "prev",     "next",      "first", "induction"};
+                                     "self",       "prev",     "next",      "first", "induction",
+                                     "head_importance", "alti_contribution"};
         for (size_t i = 0; i < sizeof cols / sizeof *cols; i++)
-            if ((rc = top_by(s, out, run, cols[i], top, err))) goto cleanup;
+            if ((rc = top_by(s, out, run, cols[i], top, 0, err))) goto cleanup;
+        /* the lowest sink ratios: heads whose sink attention moves little (Kobayashi et al. 2020) */
+        if ((rc = top_by(s, out, run, "norm_sink_ratio", top, 1, err))) goto cleanup;
         /* best head per counted relation and direction */
         if ((rc = store_prepare(s,
                                 "SELECT relation, dir, layer, head, accuracy, baseline, baseline_offset, n FROM rel_accuracy r"

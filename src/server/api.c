@@ -16,9 +16,9 @@
  */
 #include "api.h"
 #include "attrib_api.h"
+#include "faith_api.h"
 #include "db_api.h"
 #include "gen_api.h"
-#include "maps_api.h"
 #include "maxpool.h"
 #include "reply.h"
 #include "tensor.h"
@@ -851,14 +851,14 @@ static void wrong_method(srv_response *rs, const char *allow) {
     rs->allow = allow;
 }
 
-/* /api/v1/runs/{id}[/attention|/qk|/attribution|/intervene|/maps|/lens|/tile|/stats]; rest is the part after "runs/". */
+/* /api/v1/runs/{id}[/attention|/qk|/attribution|/faithfulness|/intervene|/tile|/stats]; rest is the part after "runs/". */
 static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     const char *slash = strchr(rest, '/');
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
     if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution") &&
-        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "intervene") && strcmp(sub, "maps") &&
-        strcmp(sub, "lens")) {
+        strcmp(sub, "faithfulness") &&
+        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "intervene")) {
         reply_error(rs, 404, "no such route");
         return;
     }
@@ -886,16 +886,17 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     else if (kind && strcmp(kind, "encoder"))
         reply_error(rs, 400, "query 'kind': the %s route serves the encoder's (or the single stack's) attention only",
                     sub);
-    else if (e->run && e->run->dec && (!strcmp(sub, "attribution") || !strcmp(sub, "intervene")))
+    else if (e->run && e->run->dec && (!strcmp(sub, "attribution") || !strcmp(sub, "intervene") ||
+                                   !strcmp(sub, "faithfulness")))
         reply_error(rs, 409, "run %s is encoder-decoder: %s runs single-stack models only", id, sub);
     else if (imp)
         reply_error(rs, 409, "run %s is attention imported from %s: %s needs a model (serve --model DIR and run the "
-                    "text)", id, imp->npz->name, !strcmp(sub, "attribution") ? "attribution" : !strcmp(sub, "tile")
+                    "text)", id, imp->npz->name, !strcmp(sub, "attribution") || !strcmp(sub, "faithfulness") ? sub
+                    : !strcmp(sub, "tile")
                     ? "the tile route (attention recomputed from q and k)" : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
     else if (!strcmp(sub, "intervene")) intervene_api_route(s, e, rq, rs);
-    else if (!strcmp(sub, "maps")) maps_api_route(s, e, rq, rs); /* server/maps_api.c */
-    else if (!strcmp(sub, "lens")) lens_api_route(s, e, rq, rs);
+    else if (!strcmp(sub, "faithfulness")) faith_api_route(s, e, rq, rs); /* server/faith_api.c */
     else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
     else tile_api_stats(s, e, rq, rs);
     if (!imp) srv_cache_release(&s->cache, e);

@@ -296,48 +296,6 @@ test('GET /api/v1/runs/{id}/faithfulness', async () => {
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/faithfulness${query}`);
 });
 
-test('GET /api/v1/runs/{id}/maps', async () => {
-  const route = 'GET /api/v1/runs/{id}/maps';
-  const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'gpt2-tiny', text: ' a short text' });
-  const { layers: L, heads: H, tokens: T } = lm.sizes;
-  const shapes = { norm: [L, H, T, T], norm2: [L, 1, T, T], alti: [L, 1, T, T], rollout: [1, 1, T, T], flow: [1, 1, T, T], grad: [1, 1, T, T] };
-  const per = { norm: 'head', norm2: 'layer', alti: 'layer', rollout: 'model', flow: 'model', grad: 'model' };
-  for (const [method, shape] of Object.entries(shapes)) {
-    const h = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=${method}`);
-    assert.deepEqual(h.tensors[0].shape, shape, `${method}: shape`);
-    assert.equal(h.meta.per, per[method]);
-    assert.equal(h.meta.logit !== undefined, method === 'grad');
-  }
-  const one = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=norm&layers=1&heads=0-1&pool=8&dtype=f16`);
-  assert.deepEqual(one.tensors[0].shape, [1, 2, Math.min(8, T), Math.min(8, T)]);
-  assert.deepEqual(one.meta.layers, [1, 1]);
-  const g = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=grad&target=5&position=1`);
-  assert.equal(g.meta.target, 5);
-  assert.equal(g.meta.position, 1);
-  /* flow over ATTR_FLOW_MAX_T (128) tokens: a 400 naming the limit */
-  const long = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: Array.from({ length: 140 }, (_, i) => 3 + (i % 50)) });
-  assert.ok(long.sizes.tokens > 128);
-  assert.match((await error(400, `/api/v1/runs/${long.id}/maps?method=flow`)).error, /128/);
-  const bad = [[lm, ''], [lm, '?method=attention'], [lm, '?method=importance'], [lm, '?method=rollout&target=1'], [lm, `?method=norm&layers=${L}`],
-    [lm, '?method=norm&pool=2'], [lm, '?method=alti&dtype=f64'], [lm, `?method=grad&position=${T}`]];
-  for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/maps${query}`);
-});
-
-test('GET /api/v1/runs/{id}/lens', async () => {
-  const route = 'GET /api/v1/runs/{id}/lens';
-  const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'gpt2-tiny', text: ' a short text' });
-  const r = await call(API, route, 'LensResponse', `/api/v1/runs/${lm.id}/lens?position=1&top=3`);
-  assert.equal(r.run, lm.id);
-  assert.equal(r.position, 1);
-  assert.equal(r.layers.length, lm.sizes.layers + 1);
-  for (const l of r.layers) assert.equal(l.top.length, 3);
-  const last = await call(API, route, 'LensResponse', `/api/v1/runs/${lm.id}/lens`);
-  assert.equal(last.position, lm.sizes.tokens - 1);
-  const cls = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'attnscope-sst2', text: 'a good film .' });
-  for (const [x, query] of [[lm, '?top=0'], [lm, '?top=51'], [lm, `?position=${lm.sizes.tokens}`], [cls, '']])
-    await error(400, `/api/v1/runs/${x.id}/lens${query}`);
-});
-
 test('encoder-decoder runs: target_ids, decoder, attention and qk of each kind, errors', async () => {
   const src = [0, 17, 45, 9, 88, 23, 2], tgt = [2, 0, 31, 64, 7];
   for (const model of ['bart_tiny', 't5_tiny']) {

@@ -5,6 +5,9 @@
 // attention of ../shared/data/bert-base-sst2-attention (or, when absent, a synthetic
 // 12 x 12 folder) is added with `attnscope import` (run 3).
 // Checks: each view renders (canvas pixels); the overview tooltip shows the API's numbers;
+// coloured by sink ratio or head importance, a glyph's pixel is its SQLite value's colour,
+// its tooltip the SQLite row, sorted by ALTI share each layer starts with its largest;
+// the comparison's attribution means and differences equal SQLite's;
 // clicking a head updates the selection of the dependency, graph, pattern and neuron
 // views; selecting a sentence runs it in the explorer; the dependency view's correct /
 // wrong marks summed over the treebank sentences equal the database's relation counts
@@ -375,6 +378,60 @@ test('pattern explanation renders', async () => {
   await checkExport('attnscope-pattern', ['Concentration', 'Ablation']);
 });
 
+/** The RGB of a CSS hsl() colour (h in degrees, s and l in percent). */
+function hslRgb(h, s, l) {
+  s /= 100, l /= 100;
+  const k = (n) => (n + h / 30) % 12;
+  const a = s * Math.min(l, 1 - l);
+  return [0, 8, 4].map((n) => Math.round(255 * (l - a * Math.max(-1, Math.min(k(n) - 3, 9 - k(n), 1)))));
+}
+/** glyphs.ts's ramps: scoreColor (0..1) and ratioColor (log2 around 1). */
+const scoreRgb = (v) => hslRgb(175, 65, 92 - 62 * Math.max(0, Math.min(1, v)));
+const ratioRgb = (v) => {
+  const t = Math.max(-1, Math.min(1, Math.log2(v)));
+  return hslRgb(t < 0 ? 28 : 212, 75, 94 - 52 * Math.abs(t));
+};
+/** The canvas pixel (RGB) at CSS point (x, y) of a canvas. */
+const pixelAt = (testid, x, y) => page.evaluate(({ testid, x, y }) => {
+  const c = document.querySelector(`[data-testid="${testid}"]`);
+  const r = c.width / c.clientWidth;
+  return [...c.getContext('2d').getImageData(Math.round(x * r), Math.round(y * r), 1, 1).data].slice(0, 3);
+}, { testid, x, y });
+
+test('overview colours, sorts and explains heads by head importance, sink ratio and ALTI share (SQLite values)', async () => {
+  await open('view=overview&dbrun=1');
+  const plain = await waitPixels('overview-canvas', (q) => q.ink > 3000);
+  const [l, h] = [1, 2];
+  const row = sql(`SELECT head_importance, head_importance_norm, norm_sink_ratio, alti_contribution FROM head_scores WHERE run = 1 AND layer = ${l} AND head = ${h}`).split('|').map(Number);
+  const [imp, impNorm, ratio, alti] = row;
+  assert.ok(row.every((v) => Number.isFinite(v) && v > 0), `SQLite row ${row}`);
+  /* the glyph's fill at its centre (cell 64, label strip 11 px under it) */
+  const cx = 44 + h * 64 + 32, cy = 26 + l * 64 + (64 - 11) / 2;
+  const near = (got, want, what) => assert.ok(got.every((v, k) => Math.abs(v - want[k]) <= 3), `${what}: pixel ${got}, want ${want}`);
+  await page.selectOption('[data-testid=ov-color]', 'sinkRatio');
+  const byRatio = await waitPixels('overview-canvas', (q) => q.hash !== plain.hash);
+  near(await pixelAt('overview-canvas', cx, cy), ratioRgb(ratio), `L${l}H${h} sink ratio ${ratio}`);
+  await page.selectOption('[data-testid=ov-color]', 'headImp');
+  await waitPixels('overview-canvas', (q) => q.hash !== byRatio.hash);
+  near(await pixelAt('overview-canvas', cx, cy), scoreRgb(impNorm), `L${l}H${h} head importance ${impNorm}`);
+  await shot('dodrio-overview-headimp');
+  await page.mouse.move(...Object.values(await canvasPoint('overview-canvas', { x: cx, y: cy })));
+  await page.waitForSelector('[data-testid=ov-tip-attr]');
+  const tip = await text('ov-tip-attr');
+  for (const s of [imp.toFixed(4), impNorm.toFixed(3), ratio.toFixed(3), alti.toFixed(4)]) assert.ok(tip.includes(s), `tooltip '${tip}' has ${s}`);
+  /* sorted by ALTI share: the first glyph of each layer is its largest */
+  await page.selectOption('[data-testid=ov-sort]', 'alti');
+  await waitPixels('overview-canvas', (q) => q.hash !== byRatio.hash);
+  for (let layer = 0; layer < 2; layer++) {
+    const best = sql(`SELECT head FROM head_scores WHERE run = 1 AND layer = ${layer} ORDER BY alti_contribution DESC LIMIT 1`);
+    await page.mouse.move(0, 0);
+    await page.mouse.move(...Object.values(await canvasPoint('overview-canvas', { x: 44 + 32, y: 26 + layer * 64 + 26 })));
+    await page.waitForFunction((s) => document.querySelector('[data-testid=ov-tip]')?.innerText.includes(s), `L${layer}H${best}`);
+  }
+  await page.selectOption('[data-testid=ov-sort]', 'index');
+  await page.selectOption('[data-testid=ov-color]', 'scores');
+});
+
 test('model comparison shows both models', async () => {
   await open('view=compare&dbrun=1&cmp=2');
   const a = await waitPixels('cmp-canvas-a', (q) => q.ink > 2000);
@@ -387,6 +444,14 @@ test('model comparison shows both models', async () => {
   assert.equal(rows.reduce((s, r) => s + Number(r[1]), 0), 8);
   assert.equal(rows.reduce((s, r) => s + Number(r[2]), 0), 8);
   assert.ok((await pixels('cmp-hist')).ink > 1000, 'score distributions drawn');
+  /* the attribution columns: each run's mean over its heads and B - A, as in SQLite */
+  for (const col of ['head_importance', 'norm_sink_ratio', 'alti_contribution']) {
+    const [ma, mb] = [1, 2].map((r) => Number(sql(`SELECT avg(${col}) FROM head_scores WHERE run = ${r}`)));
+    const cells = (await page.locator(`[data-testid=cmp-attr-row][data-column=${col}]`).innerText()).split('\t').map((x) => x.trim());
+    assert.equal(cells[1], ma.toFixed(4), `${col} mean A`);
+    assert.equal(cells[2], mb.toFixed(4), `${col} mean B`);
+    assert.ok(Math.abs(Number(cells[3]) - (mb - ma)) <= 1e-4, `${col} B - A: ${cells[3]} vs ${mb - ma}`);
+  }
   await shot('dodrio-compare');
   await checkExport('attnscope-compare', ['A: bert-sst', 'B: distil-sst', '<circle']);
 });

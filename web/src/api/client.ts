@@ -7,6 +7,7 @@ import type {
   AttributionMethod,
   InterveneResponse,
   ErrorResponse,
+  FaithfulnessResponse,
   MlmRequest,
   MlmResponse,
   ModelsResponse,
@@ -162,6 +163,7 @@ export class RunData {
   private attributions = new Map<AttributionMethod, Promise<Attribution>>();
   private tiles = new Map<string, Promise<Tile>>();
   private statsP: Promise<HeadStats> | null = null;
+  private faithP: Promise<FaithfulnessResponse> | null = null;
   bytesFetched = 0;
 
   constructor(
@@ -263,6 +265,16 @@ export class RunData {
     p.set('renorm', q.renorm ? '1' : '0');
     const buf = await this.fetchBinary(`intervene?${p.toString()}`);
     return JSON.parse(new TextDecoder().decode(buf)) as InterveneResponse;
+  }
+
+  /** How faithful each per-token attribution method is on the run's input (GET
+   *  .../faithfulness, docs/attribution.md "Faithfulness"): every method, fetched once. */
+  faithfulness(): Promise<FaithfulnessResponse> {
+    if (!this.faithP) {
+      this.faithP = this.fetchBinary('faithfulness').then((buf) => JSON.parse(new TextDecoder().decode(buf)) as FaithfulnessResponse);
+      this.faithP.catch(() => (this.faithP = null));
+    }
+    return this.faithP;
   }
 
   /** Whether the run kept no T × T attention (a long input): only tiles and stats serve it. */

@@ -419,6 +419,66 @@ export interface InterveneResponse {
   target?: InterveneToken;
 }
 
+/**
+ * a per-token attribution method scored by the faithfulness route (docs/attribution.md, Faithfulness);
+ * random is the baseline order
+ */
+export type FaithfulnessMethod = 'grad' | 'gxi' | 'ig' | 'rollout' | 'flow' | 'norm' | 'norm2' | 'alti' | 'grad-attn' | 'random';
+
+/** one method's curves and scores on the input; n = FaithfulnessResponse.tokens */
+export interface FaithfulnessMethodResult {
+  method: FaithfulnessMethod;
+  /** 1/(n+1) sum_k (deletion[0] - deletion[k]) (Samek et al. 2017); higher = more faithful */
+  aopc_deletion: number;
+  /** 1/(n+1) sum_k (insertion[k] - insertion[0]); higher = more faithful */
+  aopc_insertion: number;
+  /**
+   * ERASER (DeYoung et al. 2020): mean over the bins of p - deletion[ceil(b n / 100)]; higher = more
+   * faithful
+   */
+  comprehensiveness: number;
+  /** ERASER: mean over the bins of p - insertion[ceil(b n / 100)]; lower = more faithful */
+  sufficiency: number;
+  /** per bin of FaithfulnessResponse.bins */
+  comprehensiveness_bins: number[];
+  /** per bin */
+  sufficiency_bins: number[];
+  /** the n removable token positions, most relevant first (ties to the earlier position) */
+  order: number[];
+  /** the method's score of each of the T tokens (random: n - rank) */
+  relevance: number[];
+  /** n + 1 probabilities of the predicted class with the k most relevant tokens removed, k = 0..n */
+  deletion: number[];
+  /** n + 1 probabilities with only the k most relevant tokens kept */
+  insertion: number[];
+}
+
+/**
+ * GET
+ * /api/v1/runs/{id}/faithfulness[?methods=grad,...,random][&removal=delete|mask][&steps=N][&seed=S]
+ * (docs/attribution.md, Faithfulness): how faithful each per-token attribution of a sequence
+ * classifier's prediction is on the run's input; without methods every method (flow up to 128 tokens).
+ * 400 for a model without a classifier head, an input without removable tokens or with more than 256
+ */
+export interface FaithfulnessResponse {
+  run: string;
+  /** the class predicted on the whole input, whose probability the curves read */
+  predicted: number;
+  /** its id2label name, or LABEL_i */
+  label: string;
+  /** every class's probability on the whole input */
+  probs: number[];
+  /** n: the removable tokens (every token but the model's special ones) */
+  tokens: number;
+  /** the predicted class's probability with every removable token removed */
+  empty: number;
+  /** delete: tokens taken out of the input; mask: replaced by [MASK] (or [UNK]) */
+  removal: 'delete' | 'mask';
+  /** ERASER's bins, percent of the removable tokens */
+  bins: number[];
+  methods: FaithfulnessMethodResult[];
+}
+
 /** Every 4xx/5xx body: one line that names the field or the problem. */
 export interface ErrorResponse {
   error: string;
@@ -510,69 +570,6 @@ export interface AttributionMeta {
   position?: number;
   /** grad and importance only: the logit explained */
   logit?: number;
-}
-
-/**
- * meta of GET
- * /api/v1/runs/{id}/maps?method=M[&layers=a-b][&heads=c-d][&pool=N][&dtype=f32|f16|u8][&target=C&position=P]
- * (docs/server.md): one tensor maps, (nl, nh, S, S) in the layout of the attention route (rows =
- * output tokens, columns = input tokens; S = T, or the pooled side with pool), f32 unless dtype says
- * otherwise. per = head: norm, one map per layer and head of the ranges; layer: norm2 and alti, one
- * map per layer (nh = 1, heads ignored); model: rollout, flow and grad, one map (nl = nh = 1, layers
- * and heads ignored). The result is computed once per run, method, target and position and kept with
- * the run
- */
-export interface MapsMeta {
-  run: string;
-  method: MapsMethod;
-  /** what one map covers: a head, a layer, or the whole model */
-  per: 'head' | 'layer' | 'model';
-  /** [first, last] layer of the maps, inclusive ([0, 0] for per = model) */
-  layers: number[];
-  /** [first, last] head, inclusive ([0, 0] unless per = head) */
-  heads: number[];
-  /** T */
-  tokens: number;
-  /** the side S of the max-pooled maps, with pool=N only */
-  pool?: number;
-  pool_op?: 'max';
-  /** grad only: the class or token id whose logit is explained */
-  target?: number;
-  /** grad only: the token whose prediction is explained */
-  position?: number;
-  /** grad only: the logit explained */
-  logit?: number;
-}
-
-/**
- * the methods the maps route serves: attribution methods with token-to-token maps
- * (docs/attribution.md)
- */
-export type MapsMethod = 'norm' | 'norm2' | 'alti' | 'rollout' | 'flow' | 'grad';
-
-export interface LensToken {
-  id: number;
-  text: string;
-  /** softmax probability of the layer's lens logits */
-  prob: number;
-  logit: number;
-}
-
-/**
- * GET /api/v1/runs/{id}/lens[?position=P][&top=K]: the logit lens (as `attnscope lens --format json`):
- * each layer's hidden state at position P (default: the last token) through the final norm and the LM
- * / masked-LM head, its top K (default 5, at most 50) tokens; layer 0 = the embeddings, the last = the
- * model's output
- */
-export interface LensResponse {
-  run: string;
-  position: number;
-  /** the token id at position */
-  id: number;
-  layers: {
-    layer: number;
-    top: LensToken[];
-  }[];
 }
 
 /**

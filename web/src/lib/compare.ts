@@ -58,3 +58,33 @@ export function patternCounts(A: HeadsResponse, B: HeadsResponse): { pattern: st
 export function scoreValues(h: HeadsResponse, k: 'importance' | 'semantic' | 'syntactic'): number[] {
   return h.columns[k].filter((v): v is number => v !== null);
 }
+
+/** The attribution columns compared: the column and its row label key. */
+export const ATTR_COLUMNS = ['head_importance', 'head_importance_norm', 'norm_sink_ratio', 'alti_contribution'] as const;
+export type AttrColumn = (typeof ATTR_COLUMNS)[number];
+
+/** One attribution column of both models: its mean over the heads that have it (null
+ *  when none does), B - A, and for the sink ratio the heads below 1 (sink attention that
+ *  moves little, Kobayashi et al. 2020). */
+export interface AttrDiff {
+  column: AttrColumn;
+  a: number | null;
+  b: number | null;
+  diff: number | null;
+  below1: [number, number] | null;
+}
+
+function mean(v: (number | null)[]): number | null {
+  const x = v.filter((y): y is number => y !== null);
+  return x.length ? x.reduce((s, y) => s + y, 0) / x.length : null;
+}
+
+export function attrDiffs(A: HeadsResponse, B: HeadsResponse): AttrDiff[] {
+  return ATTR_COLUMNS.map((column) => {
+    const a = mean(A.columns[column]);
+    const b = mean(B.columns[column]);
+    const below = (h: HeadsResponse): number => h.columns[column].filter((v) => v !== null && v < 1).length;
+    return { column, a, b, diff: a !== null && b !== null ? b - a : null,
+      below1: column === 'norm_sink_ratio' ? [below(A), below(B)] : null };
+  });
+}

@@ -5,18 +5,33 @@
 // large, a mini drawing of the head's attention on the selected sentence (each query's
 // strongest key) is drawn inside. The glyphs can instead be coloured by pattern label or
 // by one of the decoder scores (induction probe, previous token, first-token sink mass),
-// and sorted by those. Drawing goes through a Painter; D3 only for scales.
+// or by one of the attribution columns (gradient head importance, normalised per layer;
+// norm-weighted over raw sink mass, diverging around 1; ALTI share, relative to the
+// run's largest), and sorted by those. Drawing goes through a Painter; D3 only for scales.
 import { scaleSqrt } from 'd3-scale';
 import type { HeadColumns, PatternLabel } from '../api/dbtypes';
 import { t, tName } from './i18n';
 import type { Painter } from './painter';
 import { shapes } from './shapes';
 
-export type SortKey = 'index' | 'importance' | 'semantic' | 'syntactic' | 'pattern' | ScoreKey;
+export type SortKey = 'index' | 'importance' | 'semantic' | 'syntactic' | 'pattern' | ScoreKey | AttrKey;
 /** Per-head scores that read as "how much of this head is the pattern" (0..1). */
 export type ScoreKey = 'induction' | 'prev' | 'sink';
+/** The attribution columns (docs/analysis.md): head_importance, norm_sink_ratio,
+ *  alti_contribution; null where the run has none. */
+export type AttrKey = 'headImp' | 'sinkRatio' | 'alti';
 /** What the glyph colour shows: Dodrio's semantic / syntactic hue, the pattern label, or one score. */
-export type ColorKey = 'scores' | 'pattern' | ScoreKey;
+export type ColorKey = 'scores' | 'pattern' | ScoreKey | AttrKey;
+
+/** Fill of a head without the value shown (null in the database). */
+export const NO_VALUE_COLOR = '#e0e0e0';
+
+/** A ratio around 1 as a diverging ramp in log2: orange below 1 (the norm-weighted sink
+ *  mass is smaller: the sink attention moves little), blue above, white at 1; 1/2 and 2 saturate. */
+export function ratioColor(v: number): string {
+  const t = Math.max(-1, Math.min(1, Math.log2(Math.max(v, 1e-9))));
+  return `hsl(${t < 0 ? 28 : 212}, 75%, ${(94 - 52 * Math.abs(t)).toFixed(1)}%)`;
+}
 
 /** One colour per pattern label (categorical; the legend names them). */
 export const PATTERN_COLORS: Record<PatternLabel, string> = {
@@ -56,10 +71,21 @@ export interface HeadRecord {
   prev: number;
   /** mean attention to the first token (the sink mass; 0 when unknown) */
   sink: number;
+  /** gradient head importance (Michel et al. 2019), raw */
+  headImp: number | null;
+  /** the same divided by the l2 norm of its layer's: the colour */
+  headImpNorm: number | null;
+  /** norm-weighted over raw sink mass (Kobayashi et al. 2020) */
+  sinkRatio: number | null;
+  /** ALTI share of the head in its block's output (Ferrando et al. 2022) */
+  alti: number | null;
+  /** alti over the run's largest alti: the colour */
+  altiRel: number | null;
 }
 
 export function headRecords(c: HeadColumns, L: number, H: number): HeadRecord[] {
   const out: HeadRecord[] = [];
+  const altiMax = Math.max(0, ...c.alti_contribution.map((v) => v ?? 0));
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
       const i = l * H + h;
@@ -73,6 +99,11 @@ export function headRecords(c: HeadColumns, L: number, H: number): HeadRecord[] 
         induction: c.induction[i] ?? 0,
         prev: c.prev[i] ?? 0,
         sink: c.first[i] ?? 0,
+        headImp: c.head_importance[i],
+        headImpNorm: c.head_importance_norm[i],
+        sinkRatio: c.norm_sink_ratio[i],
+        alti: c.alti_contribution[i],
+        altiRel: c.alti_contribution[i] === null ? null : altiMax > 0 ? c.alti_contribution[i]! / altiMax : 0,
       });
     }
   return out;
@@ -127,6 +158,9 @@ const PATTERN_ORDER: Record<string, number> = {
 export function headColor(r: HeadRecord, k: ColorKey = 'scores'): string {
   if (k === 'scores') return glyphColor(r.semantic, r.syntactic);
   if (k === 'pattern') return PATTERN_COLORS[r.pattern ?? 'other'];
+  if (k === 'headImp') return r.headImpNorm === null ? NO_VALUE_COLOR : scoreColor(r.headImpNorm);
+  if (k === 'sinkRatio') return r.sinkRatio === null ? NO_VALUE_COLOR : ratioColor(r.sinkRatio);
+  if (k === 'alti') return r.altiRel === null ? NO_VALUE_COLOR : scoreColor(r.altiRel);
   return scoreColor(r[k]);
 }
 
@@ -139,7 +173,7 @@ export function arrange(o: Pick<OverviewOptions, 'heads' | 'L' | 'H' | 'sort'>):
       row.sort((a, b) => (PATTERN_ORDER[a.pattern ?? 'other'] ?? 9) - (PATTERN_ORDER[b.pattern ?? 'other'] ?? 9) || a.head - b.head);
     else if (o.sort !== 'index') {
       const k = o.sort;
-      row.sort((a, b) => b[k] - a[k] || a.head - b.head);
+      row.sort((a, b) => (b[k] ?? -Infinity) - (a[k] ?? -Infinity) || a.head - b.head);
     }
     rows.push(row);
   }
@@ -231,6 +265,8 @@ export function drawLegend(p: Painter, x: number, y: number, o: Pick<OverviewOpt
   const k = o.color ?? 'scores';
   if (k === 'scores') drawHueLegend(p, x, y);
   else if (k === 'pattern') drawPatternLegend(p, x, y, [...new Set(o.heads.map((r) => r.pattern ?? 'other'))]);
+  else if (k === 'sinkRatio') drawRatioLegend(p, x, y);
+  else if (k === 'headImp' || k === 'alti') drawAttrLegend(p, x, y, k, o.heads);
   else drawScoreLegend(p, x, y, k);
   const [r0, r1] = radiusRange(o);
   const R = Math.min(r1, 18);
@@ -277,5 +313,35 @@ function drawScoreLegend(p: Painter, x: number, y: number, k: ScoreKey): void {
   p.text(x + steps * cw, y + 34, '1', { size: 10, color: '#555', align: 'right' });
 }
 
+/** The ramp of head importance (per-layer normalised, 0..1) or ALTI share (0 .. the run's largest). */
+function drawAttrLegend(p: Painter, x: number, y: number, k: 'headImp' | 'alti', heads: HeadRecord[]): void {
+  const steps = 9;
+  const cw = 12;
+  const hi = k === 'alti' ? Math.max(0, ...heads.map((r) => r.alti ?? 0)) : 1;
+  p.text(x, y + 4, t(ATTR_MESSAGES[k]), { size: 10, color: '#333' });
+  for (let i = 0; i < steps; i++) p.rect(x + i * cw, y + 12, cw, 12, scoreColor(i / (steps - 1)));
+  p.text(x, y + 34, '0', { size: 10, color: '#555' });
+  p.text(x + steps * cw, y + 34, hi.toFixed(k === 'alti' ? 3 : 0), { size: 10, color: '#555', align: 'right' });
+  p.text(x, y + 50, t(k === 'alti' ? 'legend.alti' : 'legend.headImp'), { size: 10, color: '#333' });
+  p.rect(x, y + 60, 10, 10, NO_VALUE_COLOR);
+  p.text(x + 14, y + 65, t('legend.noValue'), { size: 10, color: '#555' });
+}
+
+/** The diverging ramp of the sink ratio: 1/2, 1, 2. */
+function drawRatioLegend(p: Painter, x: number, y: number): void {
+  const steps = 9;
+  const cw = 12;
+  p.text(x, y + 4, t(ATTR_MESSAGES.sinkRatio), { size: 10, color: '#333' });
+  for (let i = 0; i < steps; i++) p.rect(x + i * cw, y + 12, cw, 12, ratioColor(2 ** (-1 + (2 * i) / (steps - 1))));
+  p.text(x, y + 34, '½', { size: 10, color: '#555' });
+  p.text(x + (steps * cw) / 2, y + 34, '1', { size: 10, color: '#555', align: 'center' });
+  p.text(x + steps * cw, y + 34, '2', { size: 10, color: '#555', align: 'right' });
+  p.text(x, y + 50, t('legend.sinkRatio'), { size: 10, color: '#333' });
+  p.rect(x, y + 60, 10, 10, NO_VALUE_COLOR);
+  p.text(x + 14, y + 65, t('legend.noValue'), { size: 10, color: '#555' });
+}
+
 /** The message naming each score (sort and colour menus, legend). */
 export const SCORE_MESSAGES = { induction: 'common.induction', prev: 'common.prevToken', sink: 'common.sink' } as const;
+/** The message naming each attribution column (sort and colour menus, legend, comparison). */
+export const ATTR_MESSAGES = { headImp: 'common.headImportance', sinkRatio: 'common.sinkRatio', alti: 'common.altiShare' } as const;

@@ -10,7 +10,7 @@
 import type { AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
 
-export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'long' | 'generate' | AnalysisView;
+export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'lens' | 'long' | 'generate' | AnalysisView;
 export const ATTRIBUTION_METHODS: readonly AttributionMethod[] = ['rollout', 'flow', 'grad', 'norm', 'norm2', 'alti', 'importance'];
 /** The views of the analysis database (views/AnalysisViews.svelte). */
 export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
@@ -85,7 +85,7 @@ export function readUrlState(search: string): UrlState {
     model: p.get('model') ?? '',
     text: p.get('text') ?? p.get('ids') ?? '',
     text_b: p.get('text_b') ?? '',
-    view: view === 'model' || view === 'neuron' || view === 'attribution' || view === 'long' || view === 'generate' || (view !== null && isAnalysisView(view)) ? view : 'head',
+    view: view === 'model' || view === 'neuron' || view === 'attribution' || view === 'lens' || view === 'long' || view === 'generate' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
     token: Math.max(-1, int(p.get('token'), -1)),

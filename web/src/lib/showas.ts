@@ -1,0 +1,63 @@
+// showas.ts — what the head and model views draw: raw attention, or an attribution
+// method's maps (GET .../maps, docs/attribution.md) in the same (layer, head, T, T) layout.
+// Per-head methods (norm) keep every head; per-layer ones (norm2, alti) have one map per
+// layer (head axis of 1); whole-model ones (rollout, flow, grad) one map (layer and head
+// axes of 1). Values above 1 (norm-based ones) are divided by the method's largest value
+// for drawing (`scale`); the views show value / scale, the method's own numbers. No drawing.
+import type { LayerAttention, PooledAttention, RunData } from '../api/client';
+import type { MapsMethod } from '../api/types';
+
+export type ShowAs = 'attention' | MapsMethod;
+export const SHOW_AS: readonly ShowAs[] = ['attention', 'norm', 'norm2', 'alti', 'rollout', 'flow', 'grad'];
+export type Per = 'head' | 'layer' | 'model';
+
+/** What one map of s covers. */
+export function perOf(s: ShowAs): Per {
+  return s === 'attention' || s === 'norm' ? 'head' : s === 'norm2' || s === 'alti' ? 'layer' : 'model';
+}
+
+/** Layers and heads of s's maps on a model of L layers and H heads. */
+export function mapCounts(s: ShowAs, L: number, H: number): { layers: number; heads: number } {
+  const p = perOf(s);
+  return { layers: p === 'model' ? 1 : L, heads: p === 'head' ? H : 1 };
+}
+
+/** Layer l of the views as a layer of s's maps (0 for whole-model maps). */
+export function mapLayer(s: ShowAs, l: number): number {
+  return perOf(s) === 'model' ? 0 : l;
+}
+
+/** The factor that brings s's maps into [0, 1] for drawing: 1 / the largest value when it is
+ *  above 1, else 1 (from the max-pooled maps: max pooling keeps the largest value). */
+export async function mapScale(data: RunData, s: ShowAs): Promise<number> {
+  if (s === 'attention') return 1;
+  const p = await data.maps(s, { pool: 8, dtype: 'f32' });
+  const largest = p.data.reduce((a, v) => Math.max(a, v), 0);
+  return largest > 1 ? 1 / largest : 1;
+}
+
+const scaled = (x: Float32Array, k: number): Float32Array => (k === 1 ? x : x.map((v) => v * k));
+
+/** Layer l of s (all its maps), scaled for drawing, and the scale. */
+export async function showLayer(data: RunData, s: ShowAs, l: number): Promise<LayerAttention & { scale: number }> {
+  if (s === 'attention') return { ...(await data.layer(l)), scale: 1 };
+  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)) }), mapScale(data, s)]);
+  const out = { layer: l, heads: m.shape[1], T: m.shape[2], K: m.shape[3], data: scaled(m.data, k), scale: k }; /* K: keys per row, T here */
+  return out;
+}
+
+/** Every map of s max-pooled to at most n × n, scaled for drawing, and the scale. */
+export async function showPooled(data: RunData, s: ShowAs, n: number): Promise<PooledAttention & { scale: number }> {
+  if (s === 'attention') return { ...(await data.pooled(n)), scale: 1 };
+  const [m, k] = await Promise.all([data.maps(s, { pool: n, dtype: 'f16' }), mapScale(data, s)]);
+  const out = { pool: m.shape[2], poolKeys: m.shape[3], layers: m.shape[0], heads: m.shape[1], T: m.meta.tokens, K: m.meta.tokens, data: scaled(m.data, k), scale: k };
+  return out;
+}
+
+/** The (T, T) map of layer l, head h of s, scaled for drawing. */
+export async function showHead(data: RunData, s: ShowAs, l: number, h: number): Promise<Float32Array> {
+  if (s === 'attention') return data.head(l, h);
+  const one = perOf(s) === 'head' ? String(h) : '0';
+  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)), heads: one }), mapScale(data, s)]);
+  return scaled(m.data, k);
+}
