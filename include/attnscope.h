@@ -461,7 +461,9 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
                              const as_capture_spec *spec, as_run **out, as_error *err);
 /* The decoder input of a target text's encoding for teacher forcing, as Hugging Face's
  * shift_tokens_right makes it from labels: decoder_start_token_id, then the target's ids
- * but the last (T stays the same). dec is filled and owned by the caller
+ * but the last (T stays the same), each with its byte span (start, end) in the target text
+ * and its special mark (seq) shifted with it; the start token is a special (start -1, seq
+ * -1). dec is filled and owned by the caller
  * (as_encoding_free). Errors: the model has no decoder_start_token_id, out of memory. */
 as_status as_seq2seq_shift_target(const as_model *m, const as_encoding *target, as_encoding *dec,
                                   as_error *err);

@@ -206,5 +206,15 @@ as_status as_seq2seq_shift_target(const as_model *m, const as_encoding *target, 
     for (int i = 1; i < n; i++) ids[i] = target->ids[i - 1];
     as_status s = as_encoding_from_ids(m, ids, NULL, n, dec, err);
     free(ids);
-    return s;
+    if (s) return s;
+    /* each token keeps its byte span in the target text and its special mark, shifted with
+       it; the start token is a special */
+    dec->start[0] = dec->end[0] = -1;
+    dec->seq[0] = -1;
+    for (int i = 1; i < n; i++) {
+        dec->start[i] = target->start[i - 1];
+        dec->end[i] = target->end[i - 1];
+        dec->seq[i] = target->seq[i - 1];
+    }
+    return AS_OK;
 }

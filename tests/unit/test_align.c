@@ -6,6 +6,7 @@
  *  2. the same on bart_tiny's real cross-attention (as_forward_seq2seq on the torch
  *     reference's first input): word matrices within 1e-5 (the engine's attention is
  *     within 1e-5 of torch's), alignments and AER equal to the reference's;
+ *     as_seq2seq_shift_target keeps each target token's byte span and special mark;
  *  3. Pharaoh lines: sure / possible ('?' and 'p'), repeated pairs merged (sure wins),
  *     order; one-line errors naming file, line and pair (syntax, an index outside the
  *     sentence, too many pairs);
@@ -174,6 +175,21 @@ static void test_bart_tiny(void **state) {
     if (as_forward_seq2seq(m, &src, &tgt, &spec, &r, &err)) fail_msg("%s", err.msg);
     check_case(c, r->cross, 1e-5); /* the engine's attention is within 1e-5 of torch's */
     as_run_free(r);
+    /* the shifted decoder input keeps each target token's byte span and special mark */
+    int32_t st[5] = {-1, 0, 3, 4, -1}, en[5] = {-1, 3, 4, 6, -1};
+    int8_t sq[5] = {-1, 0, 0, 0, -1};
+    memcpy(tgt.start, st, sizeof st), memcpy(tgt.end, en, sizeof en), memcpy(tgt.seq, sq, sizeof sq);
+    as_encoding dec = {0};
+    assert_int_equal(as_seq2seq_shift_target(m, &tgt, &dec, &err), AS_OK);
+    int32_t dst[5] = {-1, -1, 0, 3, 4}, den[5] = {-1, -1, 3, 4, 6};
+    int8_t dsq[5] = {-1, -1, 0, 0, 0};
+    assert_int_equal(dec.n, 5);
+    assert_int_equal(dec.ids[0], 2);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(dec.start[i], dst[i]), assert_int_equal(dec.end[i], den[i]), assert_int_equal(dec.seq[i], dsq[i]);
+        if (i) assert_int_equal(dec.ids[i], tgt.ids[i - 1]);
+    }
+    as_encoding_free(&dec);
     as_encoding_free(&src);
     as_encoding_free(&tgt);
     as_model_free(m);
