@@ -159,6 +159,9 @@ typedef struct {
                           own stream) gets a span repeated right after itself
                           (lm_repeat_span): a curriculum for in-context copying */
     int repeat_from;
+    float repeat_random; /* this fraction of the repeated spans is first filled with seeded
+                            random token ids (uniform over ids >= 16 of the vocabulary), so
+                            that only copying predicts the second copy */
     int stop_after; /* > 0: stop after this step (checkpoint and weights written there);
                        the schedule stays that of `steps` */
     float lr, weight_decay, clip, beta1, beta2, eps;

@@ -7,7 +7,8 @@ static const char *TRAIN_LM_HELP =
     "         [--steps 100] [--batch 8] [--seq 128] [--lr 3e-4] [--warmup 10] [--wd 0.1]\n"
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
     "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
-    "         [--repeat-frac P [--repeat-from STEP]] [--stop-after STEP]\n"
+    "         [--repeat-frac P [--repeat-from STEP] [--repeat-random Q]]\n"
+    "         [--stop-after STEP]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
     "model with a causal-LM head: GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) on\n"
@@ -26,7 +27,9 @@ static const char *TRAIN_LM_HELP =
     "identical to an uninterrupted run. --repeat-frac P: from step --repeat-from (default\n"
     "0) on, a fraction P of the windows (seeded, drawn apart from the window offsets) has\n"
     "a span of T/16..T/2 tokens repeated right after itself, so that copying from context\n"
-    "pays off (a curriculum for induction heads). --stop-after STEP ends the run after\n"
+    "pays off (a curriculum for induction heads); --repeat-random Q fills a fraction Q of\n"
+    "those spans with seeded random token ids first, so that only copying predicts the\n"
+    "second copy (the repeated random sequences of Olsson et al. 2022). --stop-after STEP ends the run after\n"
     "that step (checkpoint and weights written) with the schedule of --steps, so that a\n"
     "run can continue from there with other options. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
@@ -76,6 +79,7 @@ int cmd_train_lm(int argc, char **argv) {
         FLT("--wd", weight_decay, 0.0, 1.0)
         FLT("--clip", clip, 0.0, 1e6)
         FLT("--repeat-frac", repeat_frac, 0.0, 1.0)
+        FLT("--repeat-random", repeat_random, 0.0, 1.0)
         else rc = cli_usage_error("train-lm", "unknown option '%s'", a);
 #undef INT
 #undef FLT

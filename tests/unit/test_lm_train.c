@@ -4,7 +4,8 @@
  * weights does not change the forward; a trained model saved and loaded again computes
  * the same forward (fused GPT-2 c_attn and Phi-3 qkv_proj / gate_up_proj reassembled,
  * tied tables); the decay mask covers exactly the matrices and tables; the loss and every
- * gradient are bit-identical at 1, 2 and 3 threads.
+ * gradient are bit-identical at 1, 2 and 3 threads; the repeated-span curriculum copies
+ * a span right after itself, from the window's own tokens or from random ids.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -229,6 +230,42 @@ static void test_threads(void **state) {
     model_grads_free(&p);
 }
 
+/* Finds the repeated span of w (length m >= T/16 with w[s+m, s+2m) = w[s, s+m)) by
+ * trying every start and length; returns m (0 if none). */
+static int repeated_span(const int32_t *w, int T, int *start) {
+    for (int m = T / 2; m >= T / 16; m--)
+        for (int s = 0; s + 2 * m <= T; s++)
+            if (!memcmp(w + s, w + s + m, (size_t)m * sizeof *w)) {
+                *start = s;
+                return m;
+            }
+    return 0;
+}
+
+static void test_repeat_span(void **state) {
+    (void)state;
+    enum { T = 128, V = 500 };
+    int32_t w[T], orig[T];
+    int n_random = 0, n_text = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        for (int i = 0; i < T; i++) orig[i] = w[i] = 20 + (i * 37 + trial) % 400; /* no repeat of length >= 8 */
+        train_rng r = train_rng_seeded(7, (uint64_t)trial);
+        lm_repeat_span(w, T, trial < 100 ? 0.0f : 0.5f, V, &r);
+        int s = -1, m = repeated_span(w, T, &s);
+        assert_true(m >= T / 16 && m <= T / 2);
+        int copied = !memcmp(w + s, orig + s, (size_t)m * sizeof *w);
+        for (int i = 0; i < T; i++) /* outside the second copy, the window holds its own tokens or random ids */
+            if (i < s || i >= s + 2 * m) assert_int_equal(w[i], orig[i]);
+        if (!copied) {
+            assert_true(trial >= 100); /* random spans only when asked for */
+            for (int i = s; i < s + m; i++) assert_true(w[i] >= 16 && w[i] < V);
+            n_random++;
+        } else n_text++;
+    }
+    assert_true(n_random > 25 && n_random < 75); /* half of the 100 trials at 0.5 */
+    printf("repeat span: 200 windows, %d spans of random ids, %d of the window's own tokens\n", n_random, n_text);
+}
+
 static void test_errors(void **state) {
     (void)state;
     as_model *m = load("bert"); /* a classifier and a masked-LM head, no causal-LM head */
@@ -250,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_lowers_loss),
         cmocka_unit_test(test_own_and_save),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_repeat_span),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
