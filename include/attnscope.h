@@ -111,6 +111,8 @@ void as_set_quiet(int quiet);
 #define AS_MAX_POSITIONS 65536
 #define AS_MAX_LABELS 4096
 #define AS_MAX_EOS_IDS 8         /* ids config.json's eos_token_id may list */
+#define AS_MAX_BAD_WORDS 64      /* sequences of config.json's bad_words_ids held */
+#define AS_MAX_BAD_WORD_LEN 8    /* ids of one of them */
 #define AS_NPZ_EXTRA_MAX_DIMS 5  /* dimensions of an as_npz_extra array */
 /* layers x heads of one run in an analysis database (its head-pair matrix is that
    squared); GPT-2 XL has 1,200 */
@@ -211,6 +213,13 @@ typedef struct {
     int n_eos_ids;
     int eos_ids[AS_MAX_EOS_IDS];
     int forced_bos_token_id, forced_eos_token_id;
+    /* bad_words_ids (Marian: [[pad]]): id sequences whose last id may not follow the others;
+     * n_bad_words -1 when the field is there but not held (not lists of ids below vocab_size,
+     * more than AS_MAX_BAD_WORDS or one longer than AS_MAX_BAD_WORD_LEN): loading still
+     * works, generation refuses it by name. */
+    int n_bad_words;
+    int bad_word_len[AS_MAX_BAD_WORDS];
+    int32_t bad_words[AS_MAX_BAD_WORDS][AS_MAX_BAD_WORD_LEN];
 } as_config;
 
 /* Factor applied to q.k in layer l (0-based): query_scale when set (Gemma), else 1/sqrt(Dh)

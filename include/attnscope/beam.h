@@ -36,9 +36,10 @@ typedef struct {
 
 /* Beam search from prompt (prompt_len ids: the decoder's start for an encoder-decoder
  * model, whose source is src; src NULL for a causal LM) up to max_len ids in all. The
- * end-of-sequence ids, forced_bos_token_id and forced_eos_token_id come from the model's
- * configuration. *out is filled and owned by the caller (gen_beam_result_free). Errors:
- * the forward's (AS_ERR_INPUT), a vocabulary too small for the beams, out of memory. */
+ * end-of-sequence ids, bad_words_ids, forced_bos_token_id and forced_eos_token_id come
+ * from the model's configuration. *out is filled and owned by the caller
+ * (gen_beam_result_free). Errors: the forward's (AS_ERR_INPUT), bad_words_ids the
+ * configuration could not hold, a vocabulary too small for the beams, out of memory. */
 as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32_t *prompt, int prompt_len,
                           int max_len, const gen_beam_opts *o, gen_beam_result *out, as_error *err);
 /* Frees what gen_beam_search allocated and zeroes r; NULL or a zeroed r is a no-op. */

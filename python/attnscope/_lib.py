@@ -13,6 +13,8 @@ import os
 AS_ERR_MSG_MAX = 512
 AS_MAX_LAYERS = 256
 AS_MAX_EOS_IDS = 8
+AS_MAX_BAD_WORDS = 64
+AS_MAX_BAD_WORD_LEN = 8
 # as_run_arrays writes AS_RUN_N_ARRAYS entries (9 today); the package passes room for
 # RUN_ARRAYS_ROOM and reads the entries that have a name, so a header that adds arrays
 # needs no change here (as_run itself stays opaque: its fields are read through functions)
@@ -56,6 +58,8 @@ class Config(ctypes.Structure):
         ("layernorm_embedding", ctypes.c_int), ("rel_buckets", ctypes.c_int), ("rel_max_distance", ctypes.c_int),
         ("head_in_scale", ctypes.c_float), ("n_eos_ids", ctypes.c_int), ("eos_ids", ctypes.c_int * AS_MAX_EOS_IDS),
         ("forced_bos_token_id", ctypes.c_int), ("forced_eos_token_id", ctypes.c_int),
+        ("n_bad_words", ctypes.c_int), ("bad_word_len", ctypes.c_int * AS_MAX_BAD_WORDS),
+        ("bad_words", (ctypes.c_int32 * AS_MAX_BAD_WORD_LEN) * AS_MAX_BAD_WORDS),
     ]
 
 

@@ -2,10 +2,10 @@
  * Hugging Face transformers' generate (num_beams > 1, no sampling, batch of one):
  * generation/utils.py _beam_search and generation/beam_search.py BeamSearchScorer /
  * BeamHypotheses, with the configuration's logits processors of logits_process.py
- * (ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor).
+ * (NoBadWordsLogitsProcessor, ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor).
  *
- * Each step: every beam's last-position logits -> log_softmax -> the forced-token
- * processors -> + the beam's running score (float32 sums, as torch keeps them); the best
+ * Each step: every beam's last-position logits -> log_softmax -> bad_words_ids and the
+ * forced-token processors -> + the beam's running score (float32 sums, as torch keeps them); the best
  * max(2, 1 + n_eos) * beams candidates over all beams, best first. A candidate that is an
  * end-of-sequence id finishes a hypothesis when it ranks among the first `beams` (score
  * sum / generated_length^length_penalty, generated_length counting the end id); the others
@@ -17,7 +17,7 @@
  * returned with the first end-of-sequence id appended (BeamSearchScorer.finalize).
  *
  * What it does not: sampling beams, diverse or constrained beam search, length or
- * repetition processors other than the forced tokens, a key/value cache (each beam's
+ * repetition processors (min_length, no_repeat_ngram_size, ...), a key/value cache (each beam's
  * whole sequence is run again each step; beams holding the same ids share one forward).
  */
 #include "attnscope/beam.h"
@@ -82,6 +82,26 @@ static void log_softmax_row(const float *x, int V, float *out) {
     for (int v = 0; v < V; v++) out[v] = (float)((double)x[v] - lse);
 }
 
+static int is_eos(const as_config *c, int tok) {
+    for (int i = 0; i < c->n_eos_ids; i++)
+        if (c->eos_ids[i] == tok) return 1;
+    return 0;
+}
+
+/* NoBadWordsLogitsProcessor (a SequenceBiasLogitsProcessor of -inf): the last id of each
+ * bad_words_ids sequence is -inf in row when the sequence's other ids end ids[0..cur)
+ * (a single id: always; a sequence longer than cur: never); a sequence that is just an
+ * end-of-sequence id is left out, as transformers filters it. */
+static void ban_bad_words(const as_config *c, const int32_t *ids, int cur, float *row) {
+    for (int w = 0; w < c->n_bad_words; w++) {
+        int k = c->bad_word_len[w];
+        const int32_t *b = c->bad_words[w];
+        if (k == 1 && is_eos(c, b[0])) continue;
+        if (k > cur || (k > 1 && memcmp(ids + cur - (k - 1), b, (size_t)(k - 1) * sizeof(int32_t)))) continue;
+        row[b[k - 1]] = -INFINITY;
+    }
+}
+
 /* Only `id` allowed: 0 there, -inf elsewhere (the forced-token processors). */
 static void force_row(float *row, int V, int id) {
     for (int v = 0; v < V; v++) row[v] = v == id ? 0.0f : -INFINITY;
@@ -122,11 +142,6 @@ static as_status beam_logprobs(const as_model *m, const as_encoding *src, const 
     return s;
 }
 
-static int is_eos(const as_config *c, int tok) {
-    for (int i = 0; i < c->n_eos_ids; i++)
-        if (c->eos_ids[i] == tok) return 1;
-    return 0;
-}
 
 static const beam_hyp *g_sort_hyps;
 /* ascending score, then insertion order (Python's stable sort of the list) */
@@ -155,6 +170,10 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
     size_t NV = (size_t)nb * (size_t)V;
     if ((size_t)keep > NV) keep = (int)NV;
     memset(out, 0, sizeof *out);
+    if (c->n_bad_words < 0)
+        return as_err_set(err, AS_ERR_INPUT, "%s: config.json's bad_words_ids is not lists of ids below vocab_size "
+                                             "within %d sequences of %d ids: beam search does not run with it",
+                          as_model_dir(m), AS_MAX_BAD_WORDS, AS_MAX_BAD_WORD_LEN);
     as_status s = AS_OK;
     int32_t *ids = as_malloc_array(as_mul_size((size_t)nb, (size_t)cap), sizeof(int32_t));
     int32_t *nids = as_malloc_array(as_mul_size((size_t)nb, (size_t)cap), sizeof(int32_t));
@@ -189,6 +208,7 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
         if (s) goto cleanup;
         for (int b = 0; b < nb; b++) {
             float *row = lp + (size_t)b * V;
+            ban_bad_words(c, ids + (size_t)b * cap, cur, row);
             if (cur == 1 && c->forced_bos_token_id >= 0) force_row(row, V, c->forced_bos_token_id);
             if (cur == max_len - 1 && c->forced_eos_token_id >= 0) force_row(row, V, c->forced_eos_token_id);
             for (int v = 0; v < V; v++) row[v] += bscore[b];

@@ -54,6 +54,7 @@ static const char *GEN_HELP =
     "--beams N (2..16) is beam search as Hugging Face's generate runs it (num_beams, no\n"
     "sampling): the N best partial sequences by their sum of log-probabilities grow one token\n"
     "at a time; a hypothesis ends at the model's eos_token_id (every id config.json lists),\n"
+    "the config's bad_words_ids are never generated (Marian: its pad id),\n"
     "the config's forced_bos_token_id / forced_eos_token_id (BART and mBART: 2, Marian: 0 when\n"
     "absent) force the first / last token, and hypotheses rank by sum / generated_length^\n"
     "--length-penalty. --early-stopping stops once N hypotheses have ended (else when none\n"

@@ -1030,6 +1030,37 @@ json_t *as_json_loadb_hf(const char *buf, size_t len, size_t flags, json_error_t
     return root;
 }
 
+/* bad_words_ids: a list of lists of ids below vocab_size, held when within the limits;
+ * anything else sets n_bad_words to -1 (generation refuses it, loading does not). */
+static void parse_bad_words(const cfg_ctx *c, as_config *o) {
+    json_t *b = field(c, "bad_words_ids");
+    o->n_bad_words = 0;
+    if (!b) return;
+    if (!json_is_array(b) || json_array_size(b) > AS_MAX_BAD_WORDS) {
+        o->n_bad_words = -1;
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(b); i++) {
+        json_t *w = json_array_get(b, i);
+        size_t k = json_array_size(w);
+        if (!json_is_array(w) || k == 0 || k > AS_MAX_BAD_WORD_LEN) {
+            o->n_bad_words = -1;
+            return;
+        }
+        for (size_t j = 0; j < k; j++) {
+            json_t *v = json_array_get(w, j);
+            json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (x < 0 || x >= o->vocab_size) {
+                o->n_bad_words = -1;
+                return;
+            }
+            o->bad_words[i][j] = (int32_t)x;
+        }
+        o->bad_word_len[i] = (int)k;
+        o->n_bad_words = (int)i + 1;
+    }
+}
+
 /* The generation settings of as_config: the eos_token_id list (as the family parsed
  * eos_token_id: -1 leaves it empty; ids at or above vocab_size, which no step can pick, are
  * left out), forced_bos_token_id and forced_eos_token_id (absent:
@@ -1065,6 +1096,7 @@ static as_status parse_generation(const cfg_ctx *c, as_config *o) {
             return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' (%d) is not below vocab_size (%d)", c->path,
                               QKEY(c, keys[i], qb), *dst[i], o->vocab_size);
     }
+    parse_bad_words(c, o);
     return AS_OK;
 }
 

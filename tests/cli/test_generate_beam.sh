@@ -2,7 +2,7 @@
 # test_generate_beam.sh — `attnscope generate --beams N` against the torch beam search of
 # tests/ref/gen_beam.py (fixture tests/ref/fixtures/beam/beam.json): for every case (BART-
 # and T5-shaped encoder-decoders and a Llama causal LM, random odd-sized models; forced
-# bos/eos, an eos list, length penalties 2, 0.5, -0.5, early stopping) the returned
+# bos/eos, an eos list, bad_words_ids, length penalties 2, 0.5, -0.5, early stopping) the returned
 # sequences must be identical, their scores within 1e-5 (sums of log-probabilities 5e-5), and
 # every generated token's self- and cross-attention rows within 1e-5; the best
 # hypothesis' generated_ids / generation_* arrays are its rows and the npz's run is the
@@ -105,4 +105,13 @@ expect 2 "need --beams" -- generate --model "$B" --ids 0,2 --num-return 1
 expect 2 "need --beams" -- generate --model "$B" --ids 0,2 --length-penalty 2
 expect 2 "does not sample" -- generate --model "$B" --ids 0,2 --beams 2 --temperature 0.7
 expect 2 "does not sample" -- generate --model "$B" --ids 0,2 --beams 2 --top-k 5 --temperature 1
+# bad_words_ids the configuration cannot hold: the model loads, beam search refuses it by name
+mkdir -p "$TMP/badw"
+cp "$B/model.safetensors" "$TMP/badw/"
+$PY -c "
+import json, sys
+c = json.load(open(sys.argv[1])); c['bad_words_ids'] = [[5, 500]]
+json.dump(c, open(sys.argv[2], 'w'))" "$B/config.json" "$TMP/badw/config.json"
+expect 0 "" -- generate --model "$TMP/badw" --ids 0,17,2 --max-new 2
+expect 2 "bad_words_ids" -- generate --model "$TMP/badw" --ids 0,17,2 --max-new 2 --beams 2
 exit $((fails > 0))

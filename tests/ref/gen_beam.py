@@ -60,6 +60,11 @@ CASES = [
      dict(beams=3, max_new=7, length_penalty=1.0, early_stopping=False, num_return=3)),
     ("llama_eos_list", "llama", {"eos_token_id": [2, 52, 30]}, [1, 5, 9, 13],
      dict(beams=4, max_new=8, length_penalty=1.3, early_stopping=False, num_return=2)),
+    # bad_words_ids: a single id, pairs (41 may not follow 41; 68 after 41), and [eos] (left out)
+    ("bart_bad_words", "bart_tiny", {"bad_words_ids": [[58], [41, 41], [41, 68], [2]]}, [0, 17, 45, 9, 88, 23, 2],
+     dict(beams=4, max_new=8, length_penalty=1.0, early_stopping=False, num_return=3)),
+    ("t5_bad_words", "t5_tiny", {"bad_words_ids": [[73, 73], [0, 73]]}, [40, 41, 52, 63, 7, 1],
+     dict(beams=3, max_new=6, length_penalty=1.0, early_stopping=False, num_return=2)),
 ]
 
 
@@ -77,7 +82,20 @@ def gen_settings(c):
     eos = [] if eos is None else (eos if isinstance(eos, list) else [eos])
     defaults = {"bart": 2, "mbart": 2, "marian": 0}
     fe = c["forced_eos_token_id"] if "forced_eos_token_id" in c else defaults.get(c["model_type"])
-    return eos, c.get("forced_bos_token_id"), fe
+    # NoBadWordsLogitsProcessor leaves out a sequence that is just an eos id
+    bad = [w for w in c.get("bad_words_ids") or [] if not (len(w) == 1 and w[0] in eos)]
+    return eos, c.get("forced_bos_token_id"), fe, bad
+
+
+def ban(lp, ids, bad):
+    """SequenceBiasLogitsProcessor with -inf: the last id of each sequence whose other ids end
+    ids (a sequence longer than ids is skipped)."""
+    for w in bad:
+        if len(w) > len(ids):
+            continue
+        if len(w) == 1 or ids[-(len(w) - 1):] == w[:-1]:
+            lp[w[-1]] = -math.inf
+    return lp
 
 
 class Model:
@@ -130,7 +148,7 @@ class Hyps:
 
 
 def beam_search(model, o):
-    eos, fbos, feos = gen_settings(model.c)
+    eos, fbos, feos, bad = gen_settings(model.c)
     nb, V = o["beams"], model.c["vocab_size"]
     prompt = model.start
     pl = len(prompt)
@@ -145,7 +163,7 @@ def beam_search(model, o):
         rows = []
         for b in range(nb):
             logits = model.forward(beams[b])[0][-1]
-            lp = torch.log_softmax(logits, dim=-1)
+            lp = ban(torch.log_softmax(logits, dim=-1), beams[b], bad)
             if cur == 1 and fbos is not None:
                 lp = torch.full_like(lp, -math.inf)
                 lp[fbos] = 0.0

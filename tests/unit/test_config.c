@@ -1064,6 +1064,27 @@ static void test_generation_settings(void **state) {
                  "vocab_size");
     expect_error("{\"model_type\":\"llama\",\"eos_token_id\":[1,2,3,4,5,6,7,8,9]}", "eos_token_id", "at most 8");
     expect_error("{\"model_type\":\"llama\",\"eos_token_id\":[1,\"x\"]}", "eos_token_id", NULL);
+    /* bad_words_ids: held as given, or -1 (loading still works) */
+    parse_ok("{\"model_type\":\"marian\",\"vocab_size\":50,\"pad_token_id\":49,\"decoder_start_token_id\":49,"
+             "\"bad_words_ids\":[[49],[3,4,5]]}",
+             &c);
+    assert_int_equal(c.n_bad_words, 2);
+    assert_int_equal(c.bad_word_len[0], 1);
+    assert_int_equal(c.bad_words[0][0], 49);
+    assert_int_equal(c.bad_word_len[1], 3);
+    assert_int_equal(c.bad_words[1][2], 5);
+    as_config_clear(&c);
+    static const char *const unheld[] = {"[[50]]", "[[]]", "[1,2]", "\"x\"", "[[1,2,3,4,5,6,7,8,9]]"};
+    for (size_t i = 0; i < sizeof unheld / sizeof unheld[0]; i++) {
+        char js[256];
+        snprintf(js, sizeof js, "{\"model_type\":\"t5\",\"vocab_size\":50,\"bad_words_ids\":%s}", unheld[i]);
+        parse_ok(js, &c);
+        assert_int_equal(c.n_bad_words, -1);
+        as_config_clear(&c);
+    }
+    parse_ok("{\"model_type\":\"t5\",\"vocab_size\":50}", &c);
+    assert_int_equal(c.n_bad_words, 0);
+    as_config_clear(&c);
 }
 
 int main(void) {
