@@ -2,6 +2,7 @@
 // per-run cache of fetched tensors so switching views does not refetch.
 import { decodeTensors, type Tensor } from './tensor';
 import type {
+  AttentionKind,
   AttentionMeta,
   AttributionMeta,
   AttributionMethod,
@@ -16,6 +17,7 @@ import type {
   RunResponse,
   StatsMeta,
   TileMeta,
+  Token,
 } from './types';
 
 const BASE = '/api/v1';
@@ -43,9 +45,27 @@ export async function check(r: Response): Promise<Response> {
   throw new ApiError(r.status, msg);
 }
 
-/** The request that makes run r again: its ids, or its text and text_b. */
+/** The request that makes run r again: its ids, or its text and text_b (and an
+ *  encoder-decoder run's target, or its decoder input ids). */
 export function runInput(r: RunResponse): RunRequest {
-  return r.ids ? { model: r.model, ids: r.ids } : { model: r.model, text: r.text, text_b: r.text_b };
+  const q: RunRequest = r.ids ? { model: r.model, ids: r.ids } : { model: r.model, text: r.text, text_b: r.text_b };
+  if (r.decoder) {
+    if (r.decoder.target !== null) q.target = r.decoder.target;
+    else q.target_ids = r.decoder.input_ids;
+  }
+  return q;
+}
+
+/** What the views of one attention kind of run r see (GET .../attention?kind=): the run
+ *  with that kind's query tokens, layers and block, and its keys' tokens. encoder (and
+ *  every single-stack run): the run itself; decoder: the decoder's tokens and causal block;
+ *  cross: the decoder's tokens as queries (rows), the encoder's (the source) as keys. */
+export function kindRun(r: RunResponse, kind: AttentionKind): { run: RunResponse; keyTokens: Token[] } {
+  const d = r.decoder;
+  if (kind === 'encoder' || !d) return { run: r, keyTokens: r.tokens };
+  const run: RunResponse = { ...r, causal: kind === 'decoder', tokens: d.tokens, block: kind === 'decoder' ? d.block : d.cross_block,
+    sizes: { ...r.sizes, tokens: d.tokens.length, layers: d.layers } };
+  return { run, keyTokens: kind === 'decoder' ? d.tokens : r.tokens };
 }
 
 /** Token ids typed as "1, 5, 9" or "1 5 9" (the input of a model without a tokenizer), or
@@ -78,20 +98,25 @@ export async function postMlm(req: MlmRequest): Promise<MlmResponse> {
   return (await (await check(r)).json()) as MlmResponse;
 }
 
-/** Attention of one layer, all heads: data is (H, T, T), rows = queries. */
+/** Attention of one layer, all heads: data is (H, T, K), rows = queries, K keys (= T
+ *  except cross-attention, whose keys are the source's tokens). */
 export interface LayerAttention {
   layer: number;
   heads: number;
   T: number;
+  K?: number; // absent: T
   data: Float32Array;
 }
 
-/** Every layer and head max-pooled (GET .../attention?pool=N): data is (L, H, P, P). */
+/** Every layer and head max-pooled (GET .../attention?pool=N): data is (L, H, P, Pk);
+ *  Pk = P except cross-attention (min(N, K)). */
 export interface PooledAttention {
   pool: number; // P = min(N, T)
+  poolKeys?: number; // Pk = min(N, K); absent: P
   layers: number;
   heads: number;
   T: number;
+  K?: number; // absent: T
   data: Float32Array;
 }
 
@@ -165,17 +190,52 @@ export class RunData {
   private statsP: Promise<HeadStats> | null = null;
   private faithP: Promise<FaithfulnessResponse> | null = null;
   bytesFetched = 0;
+  /** the attention kind this RunData serves (encoder-decoder runs; 'encoder' otherwise) */
+  kind: AttentionKind = 'encoder';
+  /** the keys' tokens: run.tokens, except cross-attention's (the source's) */
+  keyTokens: Token[];
+  /** the run as posted (run is its kind's view, kindRun) */
+  root: RunResponse;
+  private kinds = new Map<AttentionKind, RunData>();
 
   constructor(
     public run: RunResponse,
     private dtype: 'u8' | 'f16' | 'f32' = 'f16',
-  ) {}
+  ) {
+    this.root = run;
+    this.keyTokens = run.tokens;
+  }
+
+  /** The RunData of one attention kind of this run (kept: its tensors stay cached); this
+   *  one for 'encoder' and for runs that are not encoder-decoder. */
+  forKind(kind: AttentionKind): RunData {
+    if (kind === this.kind || !this.root.decoder) return this;
+    let d = this.kinds.get(kind);
+    if (!d) {
+      const v = kindRun(this.root, kind);
+      d = new RunData(v.run, this.dtype);
+      d.root = this.root;
+      d.kind = kind;
+      d.keyTokens = v.keyTokens;
+      d.kinds = this.kinds;
+      this.kinds.set(this.kind, this);
+      this.kinds.set(kind, d);
+    }
+    return d;
+  }
+
+  /** Keys per attention row: the source's tokens in cross-attention, else T. */
+  get K(): number {
+    return this.keyTokens.length;
+  }
 
   private async fetchBinary(path: string): Promise<ArrayBuffer> {
-    let r = await fetch(`${BASE}/runs/${this.run.id}/${path}`);
+    const q = this.kind === 'encoder' ? path : `${path}${path.includes('?') ? '&' : '?'}kind=${this.kind}`;
+    let r = await fetch(`${BASE}/runs/${this.run.id}/${q}`);
     if (r.status === 404) {
-      this.run = await postRun(runInput(this.run));
-      r = await fetch(`${BASE}/runs/${this.run.id}/${path}`);
+      this.root = await postRun(runInput(this.root));
+      this.run = { ...kindRun(this.root, this.kind).run };
+      r = await fetch(`${BASE}/runs/${this.run.id}/${q}`);
     }
     const buf = await (await check(r)).arrayBuffer();
     this.bytesFetched += buf.byteLength;
@@ -190,7 +250,7 @@ export class RunData {
         const d = decodeTensors<AttentionMeta>(buf);
         const t = d.tensors.get('attention');
         if (!t) throw new Error('attention response without an attention tensor');
-        return { layer: l, heads: t.shape[1], T: t.shape[2], data: t.data };
+        return { layer: l, heads: t.shape[1], T: t.shape[2], K: t.shape[3], data: t.data };
       });
       p.catch(() => this.layers.delete(l));
       this.layers.set(l, p);
@@ -209,7 +269,8 @@ export class RunData {
         const d = decodeTensors<AttentionMeta>(buf);
         const t = d.tensors.get('attention');
         if (!t || d.header.meta.pool === undefined) throw new Error('pooled attention response without pool');
-        return { pool: t.shape[2], layers: t.shape[0], heads: t.shape[1], T: d.header.meta.tokens, data: t.data };
+        const m = d.header.meta;
+        return { pool: t.shape[2], poolKeys: t.shape[3], layers: t.shape[0], heads: t.shape[1], T: m.tokens, K: m.keys ?? m.tokens, data: t.data };
       });
       p.catch(() => this.pools.delete(n));
       this.pools.set(n, p);
@@ -217,16 +278,16 @@ export class RunData {
     return p;
   }
 
-  /** The full (T, T) attention of one head: taken from the layer when that layer was
+  /** The full (T, K) attention of one head: taken from the layer when that layer was
    *  already fetched (head view), else fetched alone. */
   head(l: number, h: number): Promise<Float32Array> {
     const key = `${l}/${h}`;
     let p = this.heads.get(key);
     if (!p) {
       const layer = this.layers.get(l);
-      const T = this.run.sizes.tokens;
+      const TK = this.run.sizes.tokens * this.K;
       p = layer
-        ? layer.then((a) => a.data.subarray(h * T * T, (h + 1) * T * T))
+        ? layer.then((a) => a.data.subarray(h * TK, (h + 1) * TK))
         : this.fetchBinary(`attention?layers=${l}&heads=${h}&dtype=${this.dtype}`).then((buf) => {
             const t = decodeTensors<AttentionMeta>(buf).tensors.get('attention');
             if (!t) throw new Error('attention response without an attention tensor');

@@ -4,7 +4,8 @@
 // under the pointer. The large heat map of one head is lib/heatmap.ts. Drawing goes
 // through a Painter. Blocks where every cell is masked (causal, sliding window) are
 // grey, not weight 0; grouped-query models get a "kv g" label over each group's columns
-// and the selected head's group mates outlined.
+// and the selected head's group mates outlined. Thumbnails may be rectangular
+// (cross-attention: n query blocks of T decoder tokens × nk key blocks of K source tokens).
 import { headColor } from './colors';
 import type { Painter } from './painter';
 
@@ -37,7 +38,10 @@ export interface GridOptions {
   T: number; // tokens
   /** side of each thumbnail (n <= T): block i covers tokens [floor(i*T/n), floor((i+1)*T/n)) */
   n: number;
-  /** (n, n) max-pooled attention of a head, rows = query blocks, or null while it loads */
+  /** keys per row and the key blocks of each thumbnail (cross-attention); T and n when absent */
+  K?: number;
+  nk?: number;
+  /** (n, nk) max-pooled attention of a head, rows = query blocks, or null while it loads */
   thumb: (layer: number, head: number) => Float32Array | null;
   heat: (v: number) => [number, number, number];
   selected: { layer: number; head: number } | null;
@@ -62,16 +66,17 @@ function blockRange(i: number, n: number, T: number): [number, number] {
 
 /** The blocks of an (n, n) thumbnail of layer l whose cells are all masked: a (n, n) 0/1
  *  array, or null when none is. */
-export function maskedBlocks(o: Pick<GridOptions, 'masked' | 'n' | 'T'>, l: number): Uint8Array | null {
+export function maskedBlocks(o: Pick<GridOptions, 'masked' | 'n' | 'T' | 'K' | 'nk'>, l: number): Uint8Array | null {
   if (!o.masked) return null;
-  const m = new Uint8Array(o.n * o.n);
+  const nk = o.nk ?? o.n;
+  const m = new Uint8Array(o.n * nk);
   let any = false;
   for (let i = 0; i < o.n; i++) {
     const [q0, q1] = blockRange(i, o.n, o.T);
-    for (let j = 0; j < o.n; j++) {
-      const [k0, k1] = blockRange(j, o.n, o.T);
+    for (let j = 0; j < nk; j++) {
+      const [k0, k1] = blockRange(j, nk, o.K ?? o.T);
       if (o.masked(l, q0, q1, k0, k1)) {
-        m[i * o.n + j] = 1;
+        m[i * nk + j] = 1;
         any = true;
       }
     }
@@ -84,7 +89,8 @@ function blockCentre(i: number, n: number, T: number): number {
   return (Math.floor((i * T) / n) + Math.floor(((i + 1) * T) / n)) / (2 * T);
 }
 
-function drawThumbLines(p: Painter, a: Float32Array, n: number, T: number, x: number, y: number, s: number, color: string): void {
+/** Each query block's strongest key block: (n, nk) thumbnail a over T queries and K keys. */
+function drawThumbLines(p: Painter, a: Float32Array, n: number, nk: number, T: number, K: number, x: number, y: number, s: number, color: string): void {
   const seg = new Float32Array(4 * n);
   const buckets = 4;
   for (let b = 0; b < buckets; b++) {
@@ -92,8 +98,8 @@ function drawThumbLines(p: Painter, a: Float32Array, n: number, T: number, x: nu
     for (let i = 0; i < n; i++) {
       let best = 0;
       let bw = -1;
-      const row = i * n;
-      for (let j = 0; j < n; j++)
+      const row = i * nk;
+      for (let j = 0; j < nk; j++)
         if (a[row + j] > bw) {
           bw = a[row + j];
           best = j;
@@ -102,7 +108,7 @@ function drawThumbLines(p: Painter, a: Float32Array, n: number, T: number, x: nu
       seg[4 * k] = x + 3;
       seg[4 * k + 1] = y + blockCentre(i, n, T) * s;
       seg[4 * k + 2] = x + s - 3;
-      seg[4 * k + 3] = y + blockCentre(best, n, T) * s;
+      seg[4 * k + 3] = y + blockCentre(best, nk, K) * s;
       k++;
     }
     p.lines(seg, k, color, (b + 0.5) / buckets, 1);
@@ -147,10 +153,10 @@ export function drawGrid(p: Painter, o: GridOptions): void {
       if (a) {
         if (o.mode === 'matrix') {
           const v = mask ? Float32Array.from(a, (w, k) => (mask[k] ? NaN : w)) : a;
-          p.matrix(x, y, G.cell, G.cell, { cols: o.n, rows: o.n, values: v, color: heat });
+          p.matrix(x, y, G.cell, G.cell, { cols: o.nk ?? o.n, rows: o.n, values: v, color: heat });
         } else {
-          if (maskImage) p.matrix(x, y, G.cell, G.cell, { cols: o.n, rows: o.n, values: maskImage, color: (v) => (Number.isNaN(v) ? MASKED_RGB : [246, 246, 246]) });
-          drawThumbLines(p, a, o.n, o.T, x, y, G.cell, headColor(h));
+          if (maskImage) p.matrix(x, y, G.cell, G.cell, { cols: o.nk ?? o.n, rows: o.n, values: maskImage, color: (v) => (Number.isNaN(v) ? MASKED_RGB : [246, 246, 246]) });
+          drawThumbLines(p, a, o.n, o.nk ?? o.n, o.T, o.K ?? o.T, x, y, G.cell, headColor(h));
         }
       }
       const isSel = sel && sel.layer === l && sel.head === h;
@@ -192,10 +198,12 @@ export function hitThumbCell(o: GridOptions, x: number, y: number): ThumbCell | 
   const G = gridLayout(o.layers.length, o.heads.length, o.cell, !!o.kvGroup);
   const cx = x - G.left - o.heads.indexOf(hit.head) * (G.cell + G.gap);
   const cy = y - G.top - o.layers.indexOf(hit.layer) * (G.cell + G.gap);
+  const nk = o.nk ?? o.n;
+  const K = o.K ?? o.T;
   const bi = Math.min(o.n - 1, Math.floor((cy / G.cell) * o.n));
-  const bj = Math.min(o.n - 1, Math.floor((cx / G.cell) * o.n));
-  const lo = (b: number): number => Math.floor((b * o.T) / o.n);
-  const hi = (b: number): number => Math.floor(((b + 1) * o.T) / o.n) - 1;
-  const c = { layer: hit.layer, head: hit.head, q0: lo(bi), q1: hi(bi), k0: lo(bj), k1: hi(bj), w: a[bi * o.n + bj] };
+  const bj = Math.min(nk - 1, Math.floor((cx / G.cell) * nk));
+  const lo = (b: number, n: number, T: number): number => Math.floor((b * T) / n);
+  const hi = (b: number, n: number, T: number): number => Math.floor(((b + 1) * T) / n) - 1;
+  const c = { layer: hit.layer, head: hit.head, q0: lo(bi, o.n, o.T), q1: hi(bi, o.n, o.T), k0: lo(bj, nk, K), k1: hi(bj, nk, K), w: a[bi * nk + bj] };
   return { ...c, masked: !!o.masked?.(c.layer, c.q0, c.q1, c.k0, c.k1) };
 }

@@ -2,7 +2,9 @@
 // tokens on the right, one line per kept link coloured by head with opacity ~ weight.
 // Hovering a token keeps only its links and shows per-head weight bars on the other
 // side. Rows outside [scrollTop, scrollTop + viewHeight) are skipped (virtualised
-// columns), so long inputs stay cheap. Drawing goes through a Painter.
+// columns), so long inputs stay cheap. Drawing goes through a Painter. The key column
+// may differ from the query column (cross-attention: decoder tokens on the left, the
+// source's on the right; K keys per row).
 import type { Token } from '../api/types';
 import { headColor } from './colors';
 import { t } from './i18n';
@@ -27,7 +29,9 @@ export interface HeadLayout {
   height: number; // full height of all rows
 }
 
-export function headLayout(T: number, nHeads: number): HeadLayout {
+/** The layout of T query rows and K key rows (K = T unless cross-attention). */
+export function headLayout(T: number, nHeads: number, K = T): HeadLayout {
+  T = Math.max(T, K);
   const rowH = T > 160 ? 14 : 20;
   const labelW = 120;
   const top = 28;
@@ -42,7 +46,10 @@ export function headLayout(T: number, nHeads: number): HeadLayout {
 export interface HeadViewOptions {
   tokens: Token[];
   T: number;
-  att: Float32Array; // (H, T, T) of the layer
+  /** keys per row and their tokens (cross-attention: the source's); T and tokens when absent */
+  K?: number;
+  keyTokens?: Token[];
+  att: Float32Array; // (H, T, K) of the layer
   links: HeadLinks[]; // of the visible heads
   /** the weight of (head, query, key) when att does not hold the layer: a long run's rows,
    *  fetched by window (lib/longhead.ts); att is then unused */
@@ -92,7 +99,7 @@ function drawLinks(p: Painter, o: HeadViewOptions, L: HeadLayout, cy: (i: number
   const f = focusOf(o);
   for (const hl of o.links) {
     const color = headColor(hl.head);
-    const only = focusLinks(hl, o.T, f);
+    const only = focusLinks(hl, o.K ?? o.T, f);
     for (let lv = only ? 0 : 1; lv < LINK_LEVELS; lv++) {
       let n = 0;
       const alpha = Math.max(FAINT, linkAlpha(lv));
@@ -129,13 +136,13 @@ export interface LinkHit {
 /** The drawn link nearest to (x, y) within 4 px (vertically), the strongest on ties; null
  *  outside the links' band or when more than maxLinks links would have to be checked. */
 export function hitLink(o: HeadViewOptions, x: number, y: number, maxLinks = 300_000): LinkHit | null {
-  const L = headLayout(o.T, o.nHeads);
+  const L = headLayout(o.T, o.nHeads, o.K);
   if (x < L.lineX1 || x > L.lineX2) return null;
   const t = (x - L.lineX1) / (L.lineX2 - L.lineX1);
   const cy = (i: number): number => L.top + i * L.rowH + L.rowH / 2 - o.scrollTop;
   const f = focusOf(o);
   /* the drawn links: the focus token's, else those of level 1 and up */
-  const sets = o.links.map((hl) => ({ hl, only: focusLinks(hl, o.T, f) ?? hl.levelIdx.subarray(hl.levelStart[1]) }));
+  const sets = o.links.map((hl) => ({ hl, only: focusLinks(hl, o.K ?? o.T, f) ?? hl.levelIdx.subarray(hl.levelStart[1]) }));
   if (sets.reduce((s, e) => s + e.only.length, 0) > maxLinks) return null;
   let best: LinkHit | null = null;
   let bd = 4;
@@ -157,38 +164,46 @@ export function hitLink(o: HeadViewOptions, x: number, y: number, maxLinks = 300
 export function hitBar(o: HeadViewOptions, x: number, y: number): LinkHit | null {
   const f = focusOf(o);
   if (!f) return null;
-  const L = headLayout(o.T, o.nHeads);
+  const L = headLayout(o.T, o.nHeads, o.K);
+  const K = o.K ?? o.T;
   const i = Math.floor((y + o.scrollTop - L.top) / L.rowH);
-  if (i < 0 || i >= o.T) return null;
+  if (i < 0 || i >= (f.side === 'left' ? K : o.T)) return null;
   const x0 = f.side === 'left' ? L.barsX : 4;
   const h = Math.floor((x - x0) / (BAR_W + 2));
   if (h < 0 || h >= o.nHeads || x - x0 - h * (BAR_W + 2) > BAR_W || !o.links.some((hl) => hl.head === h)) return null;
   const query = f.side === 'left' ? f.token : i;
   const key = f.side === 'left' ? i : f.token;
-  return { head: h, query, key, w: o.weight ? o.weight(h, query, key) : o.att[h * o.T * o.T + query * o.T + key] };
+  return { head: h, query, key, w: o.weight ? o.weight(h, query, key) : o.att[h * o.T * K + query * K + key] };
 }
 
 export function drawHeadView(p: Painter, o: HeadViewOptions): void {
-  const L = headLayout(o.T, o.nHeads);
+  const L = headLayout(o.T, o.nHeads, o.K);
+  const K = o.K ?? o.T;
+  const keyTokens = o.keyTokens ?? o.tokens;
   const y0 = o.scrollTop;
   const y1 = o.scrollTop + o.viewHeight;
   const cy = (i: number): number => L.top + i * L.rowH + L.rowH / 2 - y0;
   p.text(L.leftX, 12 - y0, t('head.drawQueries', { layer: o.layer }), { align: 'right', size: 11, color: '#666' });
   p.text(L.rightX, 12 - y0, t('head.drawKeys'), { size: 11, color: '#666' });
   const first = Math.max(0, Math.floor((y0 - L.top) / L.rowH));
-  const last = Math.min(o.T - 1, Math.ceil((y1 - L.top) / L.rowH));
+  const last = Math.min(Math.max(o.T, K) - 1, Math.ceil((y1 - L.top) / L.rowH));
   const hov = o.hover;
   const focusLeft = hov?.side === 'left' ? hov.token : o.selected;
+  const fs = L.rowH > 16 ? 13 : 10;
+  const color = (t: Token): string => (t.segment === 1 ? '#7a3d9a' : '#222');
   for (let i = first; i <= last; i++) {
-    const t = o.tokens[i];
     const y = cy(i);
-    const color = t.segment === 1 ? '#7a3d9a' : '#222';
     const hl = (hov?.side === 'right' && hov.token === i) || false;
-    if (focusLeft === i) p.rect(L.leftX - L.labelW, y - L.rowH / 2, L.labelW + 2, L.rowH, '#fde68a', 0.8);
-    if (hl) p.rect(L.rightX - 2, y - L.rowH / 2, L.labelW + 4, L.rowH, '#fde68a', 0.8);
-    const fs = L.rowH > 16 ? 13 : 10;
-    p.text(L.leftX, y, label(t), { align: 'right', size: fs, color, weight: focusLeft === i ? 'bold' : 'normal' });
-    p.text(L.rightX, y, label(t), { size: fs, color, weight: hl ? 'bold' : 'normal' });
+    if (i < o.T) {
+      const t = o.tokens[i];
+      if (focusLeft === i) p.rect(L.leftX - L.labelW, y - L.rowH / 2, L.labelW + 2, L.rowH, '#fde68a', 0.8);
+      p.text(L.leftX, y, label(t), { align: 'right', size: fs, color: color(t), weight: focusLeft === i ? 'bold' : 'normal' });
+    }
+    if (i < K) {
+      const t = keyTokens[i];
+      if (hl) p.rect(L.rightX - 2, y - L.rowH / 2, L.labelW + 4, L.rowH, '#fde68a', 0.8);
+      p.text(L.rightX, y, label(t), { size: fs, color: color(t), weight: hl ? 'bold' : 'normal' });
+    }
   }
   drawLinks(p, o, L, cy);
   // Per-head weights on the other side of the hovered (or pinned) token.
@@ -200,7 +215,7 @@ export function drawHeadView(p: Painter, o: HeadViewOptions): void {
     const x = focus.side === 'left' ? L.barsX + hl.head * (bw + 2) : 4 + hl.head * (bw + 2);
     p.text(x + bw / 2, 22 - y0, `${hl.head}`, { align: 'center', size: 9, color: headColor(hl.head) });
   }
-  for (let i = first; i <= last; i++) {
+  for (let i = first; i <= Math.min(last, (focus.side === 'left' ? K : T) - 1); i++) {
     const y = cy(i);
     o.links.forEach((hl) => {
       const h = hl.head;
@@ -208,7 +223,7 @@ export function drawHeadView(p: Painter, o: HeadViewOptions): void {
       const w = o.weight
         ? o.weight(h, focus.side === 'left' ? focus.token : i, focus.side === 'left' ? i : focus.token)
         : focus.side === 'left'
-          ? o.att[h * T * T + focus.token * T + i] : o.att[h * T * T + i * T + focus.token];
+          ? o.att[h * T * K + focus.token * K + i] : o.att[h * T * K + i * K + focus.token];
       const x = focus.side === 'left' ? L.barsX + k * (bw + 2) : 4 + k * (bw + 2);
       const bh = Math.max(0, Math.min(1, w)) * (L.rowH - 4);
       p.rect(x, y + L.rowH / 2 - 2 - bh, bw, bh, headColor(h), 0.9);
@@ -216,12 +231,12 @@ export function drawHeadView(p: Painter, o: HeadViewOptions): void {
   }
 }
 
-/** Which token (and side) is under (x, y) in canvas coordinates. */
-export function hitHeadView(T: number, nHeads: number, scrollTop: number, x: number, y: number): HeadHover | null {
-  const L = headLayout(T, nHeads);
+/** Which token (and side) is under (x, y) in canvas coordinates; K keys (T when absent). */
+export function hitHeadView(T: number, nHeads: number, scrollTop: number, x: number, y: number, K = T): HeadHover | null {
+  const L = headLayout(T, nHeads, K);
   const i = Math.floor((y + scrollTop - L.top) / L.rowH);
-  if (i < 0 || i >= T) return null;
-  if (x >= L.leftX - L.labelW && x <= L.leftX + 4) return { side: 'left', token: i };
-  if (x >= L.rightX - 4 && x <= L.rightX + L.labelW) return { side: 'right', token: i };
+  if (i < 0) return null;
+  if (i < T && x >= L.leftX - L.labelW && x <= L.leftX + 4) return { side: 'left', token: i };
+  if (i < K && x >= L.rightX - 4 && x <= L.rightX + L.labelW) return { side: 'right', token: i };
   return null;
 }

@@ -31,8 +31,12 @@ export interface HeadLinks {
 }
 
 export interface LinkOptions {
-  data: Float32Array; // (H, T, T) rows = queries
+  data: Float32Array; // (H, T, K) rows = queries
   T: number;
+  /** keys per row (cross-attention: the source's tokens); T when absent */
+  K?: number;
+  /** the keys' tokens (cross-attention); tokens when absent */
+  keyTokens?: Token[];
   head: number;
   threshold: number; // keep w >= threshold
   topk: number; // per query; 0 = no limit
@@ -60,23 +64,25 @@ const level = linkLevel;
 
 export function selectLinks(o: LinkOptions): HeadLinks {
   const { data, T, head, threshold, topk, tokens, filter } = o;
-  const k = topk > 0 ? Math.min(topk, T) : 0;
-  const cap = k ? T * k : T * T;
+  const K = o.K ?? T;
+  const keyTokens = o.keyTokens ?? tokens;
+  const k = topk > 0 ? Math.min(topk, K) : 0;
+  const cap = k ? T * k : T * K;
   const I = new Int32Array(cap);
   const J = new Int32Array(cap);
   const W = new Float32Array(cap);
   const rowStart = new Int32Array(T + 1);
   let n = 0;
-  const base = head * T * T;
+  const base = head * T * K;
   const best = new Int32Array(Math.max(1, k));
   for (let i = 0; i < T; i++) {
-    const row = base + i * T;
+    const row = base + i * K;
     rowStart[i] = n;
     let nb = 0;
     const si = tokens[i].segment;
-    for (let j = 0; j < T; j++) {
+    for (let j = 0; j < K; j++) {
       const w = data[row + j];
-      if (!(w >= threshold && w > 0) || (filter !== 'all' && !allowed(filter, si, tokens[j].segment))) continue;
+      if (!(w >= threshold && w > 0) || (filter !== 'all' && !allowed(filter, si, keyTokens[j].segment))) continue;
       if (!k) {
         I[n] = i;
         J[n] = j;
@@ -110,7 +116,7 @@ export function selectLinks(o: LinkOptions): HeadLinks {
 const byKeyCache = new WeakMap<HeadLinks, { keyStart: Int32Array; keyIdx: Int32Array }>();
 
 /** The links of each key: keyIdx[keyStart[j] .. keyStart[j + 1]) are the indices of the
- *  links into key j (computed once per HeadLinks and kept with it). */
+ *  links into key j (computed once per HeadLinks and kept with it); T: the number of keys. */
 export function linksByKey(hl: HeadLinks, T: number): { keyStart: Int32Array; keyIdx: Int32Array } {
   let r = byKeyCache.get(hl);
   if (!r) {

@@ -4,7 +4,8 @@
 // mask added) and the softmax over keys (the engine's captured attention). Dimensions
 // can be ordered by their contribution q_i[d]·k_j[d] to a chosen key's score. For a
 // rotary model, two more columns give each score's content s_pre and position Δ
-// (lib/rope.ts), so an exported figure carries the decomposition too.
+// (lib/rope.ts), so an exported figure carries the decomposition too. Cross-attention's
+// keys are another sequence's (K source tokens, keyTokens) than its queries'.
 import type { Token } from '../api/types';
 import { diverging, type DivergingScale } from './colors';
 import { label } from './headview';
@@ -16,11 +17,13 @@ export const MASKED = -1e30; // scores below this are masked positions
 
 export interface NeuronInput {
   T: number;
+  /** keys (cross-attention: the source's tokens); T when absent */
+  K?: number;
   Dh: number;
   q: Float32Array; // (T, Dh)
-  k: Float32Array; // (T, Dh)
-  scores: Float32Array; // (T, T) engine's q.k * scale + mask
-  attention: Float32Array; // (T, T) engine's softmax
+  k: Float32Array; // (K, Dh)
+  scores: Float32Array; // (T, K) engine's q.k * scale + mask
+  attention: Float32Array; // (T, K) engine's softmax
   scale: number; // the model's factor on q.k: 1/sqrt(Dh), or e.g. 1/(sqrt(Dh)(layer+1)) for Mistral's GPT-2
 }
 
@@ -40,7 +43,7 @@ export interface NeuronRows {
   top: Set<number>; // dimensions highlighted for the focus key
   focusKey: number;
   nTop: number;
-  qk: Float32Array; // (T) q.k * scale recomputed here (check against scores)
+  qk: Float32Array; // (K) q.k * scale recomputed here (check against scores)
 }
 
 /** Dimensions sorted by contribution q[d]·k_j[d] to key j's score, largest first. */
@@ -89,16 +92,18 @@ export function concentrationDims(d: NeuronInput, i: number, j: number): number[
 /** The head's dominant link on this input: the (query, key) pair of the largest attention weight. */
 export function dominantLink(d: NeuronInput): { query: number; key: number; weight: number } {
   let best = { query: 0, key: 0, weight: -1 };
+  const K = d.K ?? d.T;
   for (let i = 0; i < d.T; i++)
-    for (let j = 0; j < d.T; j++) {
-      const w = d.attention[i * d.T + j];
+    for (let j = 0; j < K; j++) {
+      const w = d.attention[i * K + j];
       if (w > best.weight) best = { query: i, key: j, weight: w };
     }
   return best;
 }
 
 export function neuronRows(d: NeuronInput, query: number, focusKey: number, sortDims: boolean, maxKeys: number): NeuronRows {
-  const { T, Dh } = d;
+  const { Dh } = d;
+  const T = d.K ?? d.T; /* keys */
   const qk = new Float32Array(T);
   for (let j = 0; j < T; j++) {
     let s = 0;
@@ -147,7 +152,9 @@ export function neuronLayout(Dh: number, nKeys: number, rope = false): NeuronLay
 export interface NeuronDrawOptions {
   d: NeuronInput;
   rows: NeuronRows;
-  tokens: Token[];
+  tokens: Token[]; // the queries' (the row drawn)
+  /** the keys' tokens (cross-attention: the source's); tokens when absent */
+  keyTokens?: Token[];
   layer: number;
   head: number;
   /** dimensions to mark (e.g. a head's dominant dims from the pattern view), or null */
@@ -174,7 +181,9 @@ function legend(p: Painter, x: number, y: number, s: DivergingScale, title: stri
 
 export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
   const { d, rows } = o;
-  const { Dh, T } = d;
+  const { Dh } = d;
+  const T = d.K ?? d.T; /* keys per row */
+  const keyTokens = o.keyTokens ?? o.tokens;
   const L = neuronLayout(Dh, rows.keys.length, !!o.rope);
   const i = rows.query;
   const rX = L.aX + 120;
@@ -196,7 +205,7 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
   const hy = L.top;
   p.text(L.kX - 6, hy + L.rowH / 2, t('neuron.qRow', { tok: label(o.tokens[i]) }), { align: 'right', size: 12, weight: 'bold' });
   rows.order.forEach((x, c) => p.rect(L.kX + c * L.cw, hy + 2, L.cw - 1, L.rowH - 4, vs.color(d.q[i * Dh + x])));
-  p.text(L.pX, hy - 10, t('neuron.halfDims', { n: rows.nTop, Dh, tok: label(o.tokens[rows.focusKey]) }), { size: 10, color: '#444' });
+  p.text(L.pX, hy - 10, t('neuron.halfDims', { n: rows.nTop, Dh, tok: label(keyTokens[rows.focusKey]) }), { size: 10, color: '#444' });
   p.text(L.sX, hy + L.rowH / 2, 'q·k/√d', { size: 11, weight: 'bold' });
   p.text(L.aX, hy + L.rowH / 2, 'softmax', { size: 11, weight: 'bold' });
   if (o.rope) {
@@ -218,7 +227,7 @@ export function drawNeuron(p: Painter, o: NeuronDrawOptions): void {
     const y = L.top + (r + 1) * L.rowH;
     const focus = j === rows.focusKey;
     if (focus) p.rect(0, y, L.width, L.rowH, '#fde68a', 0.5);
-    p.text(L.kX - 6, y + L.rowH / 2, label(o.tokens[j]), { align: 'right', size: 12, weight: focus ? 'bold' : 'normal' });
+    p.text(L.kX - 6, y + L.rowH / 2, label(keyTokens[j]), { align: 'right', size: 12, weight: focus ? 'bold' : 'normal' });
     rows.order.forEach((x, c) => {
       const kv = d.k[j * Dh + x];
       p.rect(L.kX + c * L.cw, y + 2, L.cw - 1, L.rowH - 4, vs.color(kv));

@@ -6,8 +6,10 @@
 // `attr=flow` picks the attribution view's method (docs/attribution.md); `scale=log` and
 // `sink=0` set the long map's colour scale and leave out its first key (view=long).
 // `imp=FILE.npz` shows the imported run of that `serve --attention` file instead of a text.
+// `target=...` is an encoder-decoder model's target (its decoder input; ids "2,0,31" for a
+// model without a tokenizer) and `kind=decoder|cross` the attention kind its views show.
 
-import type { AttributionMethod } from '../api/types';
+import type { AttentionKind, AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
 
 export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'lens' | 'long' | 'generate' | AnalysisView;
@@ -23,6 +25,8 @@ export interface UrlState {
   model: string;
   text: string;
   text_b: string;
+  target: string; // an encoder-decoder model's target text (or decoder input ids); '' = none
+  kind: AttentionKind; // the attention kind shown of an encoder-decoder run
   view: ViewName;
   layer: number;
   head: number;
@@ -45,6 +49,8 @@ export const DEFAULT_STATE: UrlState = {
   model: '',
   text: '',
   text_b: '',
+  target: '',
+  kind: 'encoder',
   view: 'head',
   layer: 0,
   head: 0,
@@ -85,6 +91,8 @@ export function readUrlState(search: string): UrlState {
     model: p.get('model') ?? '',
     text: p.get('text') ?? p.get('ids') ?? '',
     text_b: p.get('text_b') ?? '',
+    target: p.get('target') ?? '',
+    kind: p.get('kind') === 'decoder' || p.get('kind') === 'cross' ? (p.get('kind') as AttentionKind) : 'encoder',
     view: view === 'model' || view === 'neuron' || view === 'attribution' || view === 'lens' || view === 'long' || view === 'generate' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
@@ -109,6 +117,8 @@ export function writeUrlState(s: UrlState): string {
   if (s.model) p.set('model', s.model);
   if (s.text) p.set('text', s.text);
   if (s.text_b) p.set('text_b', s.text_b);
+  if (s.target) p.set('target', s.target);
+  if (s.kind !== 'encoder') p.set('kind', s.kind);
   p.set('view', s.view);
   p.set('layer', String(s.layer));
   p.set('head', String(s.head));
