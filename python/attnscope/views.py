@@ -352,6 +352,8 @@ def _server_query(r, view, layer, head, token):
     q = {"model": r.model.name, "text": r.text, "view": view, "layer": layer, "head": head}
     if r.text_b:
         q["text_b"] = r.text_b
+    if r.encoder_decoder:  # the decoder's input: the target text, else the decoder input ids
+        q["target"] = r.target if r.target is not None else ",".join(str(int(i)) for i in r.decoder_input_ids)
     if token >= 0:
         q["token"] = token
     return q

@@ -667,6 +667,10 @@ class TestViews(unittest.TestCase):
             self.assertEqual([t["id"] for t in parts[2][0]["run"]["tokens"]], [0, 17, 45, 9, 2, 2, 0, 31])
         with self.assertRaisesRegex(attnscope.Error, "neuron view of an encoder-decoder run"):
             attnscope.neuron_view(r, html_action="return")
+        with tempfile.TemporaryDirectory() as d:  # server=: the URL carries the target
+            t = attnscope.load(bart_with_tokenizer(os.path.join(d, "bart"))).run("ab ba", target="ba ab")
+            u = attnscope.head_view(t, server="http://127.0.0.1:8080").url()
+            self.assertIn("target=ba+ab", u)
 
     def test_bertviz_drop_in(self):
         from attnscope.bertviz import head_view, model_view
