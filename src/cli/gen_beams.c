@@ -48,13 +48,17 @@ static as_status beams_alloc(const as_model *m, const gen_beam_result *br, int p
     b->scores = as_malloc_array(R, sizeof(float));
     b->sums = as_malloc_array(R, sizeof(float));
     if (!b->seqs || !b->lens || !b->scores || !b->sums) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    if (rows) {
-        b->rows = as_calloc(as_mul_size(as_mul_size(R, per), (size_t)b->Tmax), sizeof(float));
-        b->grows = as_calloc(as_mul_size(S0 * (size_t)b->L * b->H, T0), sizeof(float));
+    if (rows) { /* as_mul_size gives 0 on overflow: refused like a failed allocation */
+        size_t n_all = as_mul_size(as_mul_size(R, per), (size_t)b->Tmax);
+        size_t n_best = as_mul_size(as_mul_size(S0, (size_t)b->L * b->H), T0);
+        b->rows = n_all ? as_calloc(n_all, sizeof(float)) : NULL;
+        b->grows = n_best ? as_calloc(n_best, sizeof(float)) : NULL;
         if (!b->rows || !b->grows) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         if (Ts) {
-            b->xrows = as_calloc(as_mul_size(as_mul_size(R, per), (size_t)Ts), sizeof(float));
-            b->gxrows = as_calloc(as_mul_size(S0 * (size_t)b->L * b->H, (size_t)Ts), sizeof(float));
+            n_all = as_mul_size(as_mul_size(R, per), (size_t)Ts);
+            n_best = as_mul_size(as_mul_size(S0, (size_t)b->L * b->H), (size_t)Ts);
+            b->xrows = n_all ? as_calloc(n_all, sizeof(float)) : NULL;
+            b->gxrows = n_best ? as_calloc(n_best, sizeof(float)) : NULL;
             if (!b->xrows || !b->gxrows) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         }
     }

@@ -19,6 +19,7 @@
 #include "faith_api.h"
 #include "db_api.h"
 #include "gen_api.h"
+#include "maps_api.h"
 #include "maxpool.h"
 #include "reply.h"
 #include "tensor.h"
@@ -851,14 +852,15 @@ static void wrong_method(srv_response *rs, const char *allow) {
     rs->allow = allow;
 }
 
-/* /api/v1/runs/{id}[/attention|/qk|/attribution|/faithfulness|/intervene|/tile|/stats]; rest is the part after "runs/". */
+/* /api/v1/runs/{id}[/attention|/qk|/attribution|/faithfulness|/intervene|/maps|/lens|/tile|/stats]; rest is the part after "runs/". */
 static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     const char *slash = strchr(rest, '/');
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
     if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution") &&
         strcmp(sub, "faithfulness") &&
-        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "intervene")) {
+        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "intervene") && strcmp(sub, "maps") &&
+        strcmp(sub, "lens")) {
         reply_error(rs, 404, "no such route");
         return;
     }
@@ -896,6 +898,8 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
                     ? "the tile route (attention recomputed from q and k)" : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
     else if (!strcmp(sub, "intervene")) intervene_api_route(s, e, rq, rs);
+    else if (!strcmp(sub, "maps")) maps_api_route(s, e, rq, rs); /* server/maps_api.c */
+    else if (!strcmp(sub, "lens")) lens_api_route(s, e, rq, rs);
     else if (!strcmp(sub, "faithfulness")) faith_api_route(s, e, rq, rs); /* server/faith_api.c */
     else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
     else tile_api_stats(s, e, rq, rs);

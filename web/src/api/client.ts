@@ -8,6 +8,9 @@ import type {
   AttributionMethod,
   InterveneResponse,
   ErrorResponse,
+  LensResponse,
+  MapsMeta,
+  MapsMethod,
   FaithfulnessResponse,
   MlmRequest,
   MlmResponse,
@@ -140,6 +143,21 @@ export interface Attribution {
   data: Float32Array;
 }
 
+/** An attribution method's maps in the attention route's layout (GET .../maps): data is
+ *  (nl, nh, S, S); nh = 1 for per-layer methods, nl = nh = 1 for whole-model ones (meta.per). */
+export interface Maps {
+  meta: MapsMeta;
+  shape: number[];
+  data: Float32Array;
+}
+
+/** The logit explained by a gradient method: a class or token id at a position (-1: the
+ *  server's default, the predicted class or next token). */
+export interface Target {
+  target: number;
+  position: number;
+}
+
 /** A block of one head's attention (GET .../tile): rows [r0, r1) × keys [c0, c1) pooled to
  *  pr × pc cells, each the largest (max) and the mean weight of its block; at full
  *  resolution (pr = r1 - r0, pc = c1 - c0) each cell is one weight. */
@@ -176,6 +194,11 @@ export interface HeadStats {
   data: Float32Array;
 }
 
+/** The query of a Target: nothing for the defaults. */
+function targetQuery(tg: Target): string {
+  return (tg.target >= 0 ? `&target=${tg.target}` : '') + (tg.position >= 0 ? `&position=${tg.position}` : '');
+}
+
 /** Tiles kept per run (the last ones asked for: panning back is free). */
 const TILE_CACHE = 48;
 
@@ -185,7 +208,8 @@ export class RunData {
   private qks = new Map<string, Promise<HeadQk>>();
   private pools = new Map<number, Promise<PooledAttention>>();
   private heads = new Map<string, Promise<Float32Array>>();
-  private attributions = new Map<AttributionMethod, Promise<Attribution>>();
+  private attributions = new Map<string, Promise<Attribution>>();
+  private mapsCache = new Map<string, Promise<Maps>>();
   private tiles = new Map<string, Promise<Tile>>();
   private statsP: Promise<HeadStats> | null = null;
   private faithP: Promise<FaithfulnessResponse> | null = null;
@@ -299,21 +323,47 @@ export class RunData {
     return p;
   }
 
-  /** One attribution method of the run's input, f32, the logit explained by default (the
+  /** One attribution method of the run's input, f32, explaining tg's logit (default: the
    *  predicted class or next token). */
-  attribution(method: AttributionMethod): Promise<Attribution> {
-    let p = this.attributions.get(method);
+  attribution(method: AttributionMethod, tg: Target = { target: -1, position: -1 }): Promise<Attribution> {
+    const path = `attribution?method=${method}&dtype=f32${targetQuery(tg)}`;
+    let p = this.attributions.get(path);
     if (!p) {
-      p = this.fetchBinary(`attribution?method=${method}&dtype=f32`).then((buf) => {
+      p = this.fetchBinary(path).then((buf) => {
         const d = decodeTensors<AttributionMeta>(buf);
         const t = d.tensors.get('attribution');
         if (!t) throw new Error('attribution response without an attribution tensor');
         return { meta: d.header.meta, shape: t.shape, data: t.data };
       });
-      p.catch(() => this.attributions.delete(method));
-      this.attributions.set(method, p);
+      p.catch(() => this.attributions.delete(path));
+      this.attributions.set(path, p);
     }
     return p;
+  }
+
+  /** An attribution method's maps (GET .../maps): layers / heads ranges ("a" or "a-b"; all
+   *  when absent), max-pooled to at most pool × pool when given; f32 unless dtype says. */
+  maps(method: MapsMethod, q: { layers?: string; heads?: string; pool?: number; dtype?: 'f32' | 'f16'; tg?: Target } = {}): Promise<Maps> {
+    const path = `maps?method=${method}&dtype=${q.dtype ?? 'f32'}` + (q.layers !== undefined ? `&layers=${q.layers}` : '') +
+      (q.heads !== undefined ? `&heads=${q.heads}` : '') + (q.pool ? `&pool=${q.pool}` : '') + (q.tg ? targetQuery(q.tg) : '');
+    let p = this.mapsCache.get(path);
+    if (!p) {
+      p = this.fetchBinary(path).then((buf) => {
+        const d = decodeTensors<MapsMeta>(buf);
+        const t = d.tensors.get('maps');
+        if (!t) throw new Error('maps response without a maps tensor');
+        return { meta: d.header.meta, shape: t.shape, data: t.data };
+      });
+      p.catch(() => this.mapsCache.delete(path));
+      this.mapsCache.set(path, p);
+    }
+    return p;
+  }
+
+  /** The logit lens at position (-1: the last token): each layer's top tokens (GET .../lens). */
+  async lens(position: number, top: number): Promise<LensResponse> {
+    const buf = await this.fetchBinary(`lens?top=${top}${position >= 0 ? `&position=${position}` : ''}`);
+    return JSON.parse(new TextDecoder().decode(buf)) as LensResponse;
   }
 
   /** The output with heads ablated and / or attention edges knocked out beside the original

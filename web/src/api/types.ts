@@ -574,6 +574,69 @@ export interface AttributionMeta {
 
 /**
  * meta of GET
+ * /api/v1/runs/{id}/maps?method=M[&layers=a-b][&heads=c-d][&pool=N][&dtype=f32|f16|u8][&target=C&position=P]
+ * (docs/server.md): one tensor maps, (nl, nh, S, S) in the layout of the attention route (rows =
+ * output tokens, columns = input tokens; S = T, or the pooled side with pool), f32 unless dtype says
+ * otherwise. per = head: norm, one map per layer and head of the ranges; layer: norm2 and alti, one
+ * map per layer (nh = 1, heads ignored); model: rollout, flow and grad, one map (nl = nh = 1, layers
+ * and heads ignored). The result is computed once per run, method, target and position and kept with
+ * the run
+ */
+export interface MapsMeta {
+  run: string;
+  method: MapsMethod;
+  /** what one map covers: a head, a layer, or the whole model */
+  per: 'head' | 'layer' | 'model';
+  /** [first, last] layer of the maps, inclusive ([0, 0] for per = model) */
+  layers: number[];
+  /** [first, last] head, inclusive ([0, 0] unless per = head) */
+  heads: number[];
+  /** T */
+  tokens: number;
+  /** the side S of the max-pooled maps, with pool=N only */
+  pool?: number;
+  pool_op?: 'max';
+  /** grad only: the class or token id whose logit is explained */
+  target?: number;
+  /** grad only: the token whose prediction is explained */
+  position?: number;
+  /** grad only: the logit explained */
+  logit?: number;
+}
+
+/**
+ * the methods the maps route serves: attribution methods with token-to-token maps
+ * (docs/attribution.md)
+ */
+export type MapsMethod = 'norm' | 'norm2' | 'alti' | 'rollout' | 'flow' | 'grad';
+
+export interface LensToken {
+  id: number;
+  text: string;
+  /** softmax probability of the layer's lens logits */
+  prob: number;
+  logit: number;
+}
+
+/**
+ * GET /api/v1/runs/{id}/lens[?position=P][&top=K]: the logit lens (as `attnscope lens --format json`):
+ * each layer's hidden state at position P (default: the last token) through the final norm and the LM
+ * / masked-LM head, its top K (default 5, at most 50) tokens; layer 0 = the embeddings, the last = the
+ * model's output
+ */
+export interface LensResponse {
+  run: string;
+  position: number;
+  /** the token id at position */
+  id: number;
+  layers: {
+    layer: number;
+    top: LensToken[];
+  }[];
+}
+
+/**
+ * meta of GET
  * /api/v1/runs/{id}/tile?layer=L&head=H[&rows=a-b][&cols=c-d][&n=N][&exclude=k,...][&dtype=f32|f16|u8]:
  * tensors max and mean, (Pr, Pc) = (min(N, rows), min(N, cols)): the largest and the mean weight of
  * each block of one head's attention; block i of the rows covers a + [floor(i*R/Pr),
