@@ -296,70 +296,6 @@ test('GET /api/v1/runs/{id}/faithfulness', async () => {
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/faithfulness${query}`);
 });
 
-test('encoder-decoder runs: target_ids, decoder, attention and qk of each kind, errors', async () => {
-  const src = [0, 17, 45, 9, 88, 23, 2], tgt = [2, 0, 31, 64, 7];
-  for (const model of ['bart_tiny', 't5_tiny']) {
-    const run = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model, ids: src, target_ids: tgt });
-    assert.equal(run.encoder_decoder, true);
-    assert.deepEqual(run.decoder.input_ids, tgt);
-    assert.equal(run.decoder.tokens.length, tgt.length);
-    assert.equal(run.decoder.block.causal, true);
-    assert.equal(run.decoder.cross_block.causal, false);
-    assert.equal(run.tokens.length, src.length);
-    const again = await call(API, 'GET /api/v1/runs/{id}', 'RunResponse', `/api/v1/runs/${run.id}`);
-    assert.deepEqual(again.decoder, run.decoder);
-    const shapes = { encoder: [2, 3, 7, 7], decoder: [3, 3, 5, 5], cross: [3, 3, 5, 7] };
-    for (const [kind, shape] of Object.entries(shapes)) {
-      const a = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'],
-        `/api/v1/runs/${run.id}/attention?kind=${kind}&dtype=f32`);
-      assert.deepEqual(a.tensors[0].shape, shape, `${model} ${kind}`);
-      assert.equal(a.meta.kind, kind);
-      assert.equal(a.meta.keys, shape[3]);
-      const p = await binary(API, 'GET /api/v1/runs/{id}/attention', 'AttentionMeta', ['attention'],
-        `/api/v1/runs/${run.id}/attention?kind=${kind}&pool=8`);
-      assert.deepEqual(p.tensors[0].shape, shape);
-      const qk = await binary(API, 'GET /api/v1/runs/{id}/qk', 'QkMeta', ['q', 'k', 'scores', 'attention'],
-        `/api/v1/runs/${run.id}/qk?kind=${kind}&layer=1&head=2`);
-      assert.deepEqual(qk.tensors.map((t) => t.shape[0]), [shape[2], shape[3], shape[2], shape[2]]);
-      assert.equal(qk.meta.kind, kind);
-    }
-    for (const q of ['attention?kind=crosss', 'attention?kind=decoder&layers=3', 'attention?kind=encoder&layers=2', 'stats?kind=cross'])
-      await error(400, `/api/v1/runs/${run.id}/${q}`);
-    await error(409, `/api/v1/runs/${run.id}/attribution?method=raw`);
-  }
-  const bad = [{ model: 'bart_tiny', ids: src }, { model: 'bart_tiny', ids: src, target_ids: [] },
-    { model: 'bart_tiny', ids: src, target_ids: [2, 101] }, { model: 'bart_tiny', ids: src, target: 'ab' },
-    { model: 'bart_tiny', ids: src, target_ids: tgt, target: 'x' }, { model: 'bart_tiny', ids: src, target_ids: tgt, capture: 'stats,qkv' },
-    { model: 'llama', ids: [1, 5, 9], target_ids: tgt }];
-  for (const b of bad) await error(400, '/api/v1/run', post(JSON.stringify(b)));
-  const one = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: [1, 5, 9] });
-  assert.equal(one.encoder_decoder, false);
-  assert.equal(one.decoder, null);
-  await error(400, `/api/v1/runs/${one.id}/attention?kind=cross`);
-  await error(400, `/api/v1/runs/${one.id}/qk?kind=decoder&layer=0&head=0`);
-});
-
-test('generate: a causal LM\'s tokens and per-step attention rows', async () => {
-  const route = 'POST /api/v1/generate';
-  const body = { model: 'gpt2-tiny', text: ' a short text', max_new: 5, top_k: 4, temperature: 1.5, seed: 3 };
-  const h = await binary(API, route, 'GenerateMeta', ['attention'], '/api/v1/generate', post(JSON.stringify(body)));
-  const m = h.meta;
-  assert.equal(m.steps, 5);
-  assert.equal(m.ids.length, m.prompt_length + 5);
-  assert.deepEqual(m.ids.slice(m.prompt_length), m.generated_ids);
-  assert.equal(m.tokens.length, m.ids.length);
-  assert.deepEqual(h.tensors[0].shape, [5, m.layers, m.heads, m.ids.length]);
-  assert.equal(h.tensors[0].dtype, 'f32');
-  const f16 = await binary(API, route, 'GenerateMeta', ['attention'], '/api/v1/generate', post(JSON.stringify({ ...body, dtype: 'f16' })));
-  assert.deepEqual(f16.meta.generated_ids, m.generated_ids, 'the same seed gives the same tokens');
-  assert.equal(f16.tensors[0].dtype, 'f16');
-  for (const [bad, what] of [[{ model: 'gpt2-tiny' }, /exactly one of/], [{ model: 'gpt2-tiny', text: 'a', max_new: 129 }, /max_new/],
-    [{ model: 'gpt2-tiny', text: 'a', top_k: 2, temperature: 0 }, /temperature above 0/], [{ model: 'bert-sst', text: 'a' }, /causal LM/],
-    [{ model: 'gpt2-tiny', text: 'a', seed: -1 }, /seed/], [{ model: 'gpt2-tiny', text: 'a', extra: 1 }, /unknown field 'extra'/]])
-    assert.match((await error(400, '/api/v1/generate', post(JSON.stringify(bad)))).error, what);
-  await error(405, '/api/v1/generate');
-});
-
 test('GET /api/v1/runs/{id}/maps', async () => {
   const route = 'GET /api/v1/runs/{id}/maps';
   const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'gpt2-tiny', text: ' a short text' });
@@ -557,6 +493,12 @@ test('the /api/v1/db routes', async () => {
         assert.equal(t.tokens, d.n_tokens);
         assert.equal(t.index.length, t.k);
         assert.ok(Math.abs(t.weight.reduce((a, b) => a + b, 0) + t.rest - 1) < 1e-5, 'kept + rest = 1');
+        const all = await binary(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/topk-all', 'TopkAllMeta', ['index', 'weight', 'rest'],
+          `/api/v1/db/runs/${r.id}/sentences/${s.idx}/topk-all`);
+        assert.equal(all.meta.k, t.k);
+        assert.deepEqual(all.tensors.map((x) => x.shape), [[all.meta.layers, all.meta.heads, d.n_tokens, t.k],
+          [all.meta.layers, all.meta.heads, d.n_tokens, t.k], [all.meta.layers, all.meta.heads, d.n_tokens]]);
+        assert.equal(all.meta.kept.length, all.meta.layers);
       }
     }
   }
