@@ -377,6 +377,22 @@ typedef struct {
  * the row is damaged (k, size or an index out of range). */
 as_status store_topk_row(struct sqlite3 *db, const char *path, int64_t run, int64_t sent, int layer, int head,
                          int query, an_topk_row *out, as_error *err);
+/* Every stored top-k row of one sentence. */
+typedef struct {
+    int L, H, k, n_query;
+    int32_t *index; /* (L, H, n_query, k) key positions, -1 for an unused slot */
+    float *weight;  /* (L, H, n_query, k) */
+    float *rest;    /* (L, H, n_query) mass of the keys not listed */
+} an_topk_sentence;
+/* Reads the top-k rows of every layer and head of (run, sent) (a run of n_layer x n_head)
+ * into *out (an_topk_sentence_free; owned by the caller). Errors: AS_ERR_INPUT when the
+ * run stored none for the sentence, or when L x H x n_query x k is over max_entries (the
+ * caller's bound on what it holds); AS_ERR_INTERNAL (naming path) when the database cannot
+ * be read or a row is damaged (k, size, an index or a head out of range, heads missing). */
+as_status store_topk_sentence(struct sqlite3 *db, const char *path, int64_t run, int64_t sent, int n_layer,
+                              int n_head, size_t max_entries, an_topk_sentence *out, as_error *err);
+/* Frees what store_topk_sentence allocated and zeroes s; NULL or a zeroed s is a no-op. */
+void an_topk_sentence_free(an_topk_sentence *s);
 /* The mean kept mass of run's stored top-k per layer: mass (n_layer, AN_TOPK_MAX), entry
  * [l][j] = mean over layer l's heads, sentences and query rows of the sum of the j + 1
  * strongest weights (j < *k_out); n_rows (n_layer) the query rows counted. *k_out = the

@@ -3,7 +3,8 @@
  * from rows recomputed from a run's captured queries and keys (as_run_attention_rows,
  * AN_TOPK_BLOCK rows at a time, so no T x T of a head is ever held), encoded as one BLOB
  * per (sentence, layer, head) of table topk (store.c), and read back one query row at a
- * time or pooled into the mean kept mass per layer (`attnscope report`).
+ * time, a whole sentence at once (the server's topk-all route) or pooled into the mean kept
+ * mass per layer (`attnscope report`).
  * Row encoding (little-endian, AN_TOPK_ROW_BYTES(k) bytes per query, queries in order):
  * k int32 key indices, strongest first (ties: lower index first), k float32 weights,
  * then one float32 remaining mass (sum of the weights of the keys not listed). Keys of
@@ -189,4 +190,90 @@ as_status store_topk_mass(sqlite3 *db, const char *path, int64_t run, int n_laye
 cleanup:
     sqlite3_finalize(q);
     return rc;
+}
+
+/* Decodes one stored head (nq rows of k) into s at (l, h), checking its key indices. */
+static as_status topk_decode_head(an_topk_sentence *s, int l, int h, const uint8_t *b, const char *path, int64_t run,
+                                  int64_t sent, as_error *err) {
+    int k = s->k, nq = s->n_query;
+    size_t base = ((size_t)l * s->H + h) * (size_t)nq;
+    for (int i = 0; i < nq; i++) {
+        const uint8_t *p = b + (size_t)i * AN_TOPK_ROW_BYTES(k);
+        int32_t *ix = s->index + (base + i) * k;
+        memcpy(ix, p, (size_t)k * 4);
+        memcpy(s->weight + (base + i) * k, p + (size_t)k * 4, (size_t)k * 4);
+        memcpy(s->rest + base + i, p + (size_t)k * 8, 4);
+        for (int j = 0; j < k; j++)
+            if (ix[j] < -1 || ix[j] >= nq)
+                return as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld layer %d head %d: key index %d out "
+                                  "of range (damaged database?)", path, (long long)run, (long long)sent, l, h, ix[j]);
+    }
+    return AS_OK;
+}
+
+as_status store_topk_sentence(sqlite3 *db, const char *path, int64_t run, int64_t sent, int n_layer, int n_head,
+                              size_t max_entries, an_topk_sentence *out, as_error *err) {
+    sqlite3_stmt *q = NULL;
+    as_status rc = AS_OK;
+    int s, n = 0;
+    memset(out, 0, sizeof *out);
+    out->L = n_layer;
+    out->H = n_head;
+    if (sqlite3_prepare_v2(db, "SELECT layer, head, k, n_query, rows FROM topk WHERE run=?1 AND sent=?2", -1, &q,
+                           NULL) != SQLITE_OK) {
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    sqlite3_bind_int64(q, 1, run);
+    sqlite3_bind_int64(q, 2, sent);
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        int l = store_column_index(q, 0, n_layer), h = store_column_index(q, 1, n_head);
+        int64_t k = sqlite3_column_int64(q, 2), nq = sqlite3_column_int64(q, 3);
+        const uint8_t *b = sqlite3_column_blob(q, 4);
+        if ((rc = check_blob(AS_ERR_INTERNAL, path, run, sent, l, h, k, nq, b ? sqlite3_column_bytes(q, 4) : -1, err)))
+            goto cleanup;
+        if (l < 0 || h < 0 || (n && (k != out->k || nq != out->n_query))) {
+            rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld: a top-k row has a layer, head, k or "
+                            "token count outside the run's (damaged database?)", path, (long long)run, (long long)sent);
+            goto cleanup;
+        }
+        if (!n++) {
+            out->k = (int)k;
+            out->n_query = (int)nq;
+            size_t rows = as_mul_size(as_mul_size((size_t)n_layer, (size_t)n_head), (size_t)nq);
+            if (as_mul_size(rows, (size_t)k) > max_entries) {
+                rc = as_err_set(err, AS_ERR_INPUT, "run %lld sentence %lld: %d layers x %d heads x %lld queries x k = "
+                                "%lld top-k entries, over the %zu of one read", (long long)run, (long long)sent, n_layer,
+                                n_head, (long long)nq, (long long)k, max_entries);
+                goto cleanup;
+            }
+            out->index = as_malloc_array(rows * (size_t)k, sizeof *out->index);
+            out->weight = as_calloc(rows * (size_t)k, sizeof *out->weight);
+            out->rest = as_calloc(rows, sizeof *out->rest);
+            if (!out->index || !out->weight || !out->rest) {
+                rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+                goto cleanup;
+            }
+        }
+        if ((rc = topk_decode_head(out, l, h, b, path, run, sent, err))) goto cleanup;
+    }
+    if (s != SQLITE_DONE) rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
+    else if (!n)
+        rc = as_err_set(err, AS_ERR_INPUT, "run %lld has no top-k rows for sentence %lld (analyze it with --topk)",
+                        (long long)run, (long long)sent);
+    else if (n != n_layer * n_head)
+        rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld: %d top-k heads stored of %d (damaged "
+                        "database?)", path, (long long)run, (long long)sent, n, n_layer * n_head);
+cleanup:
+    sqlite3_finalize(q);
+    if (rc) an_topk_sentence_free(out);
+    return rc;
+}
+
+void an_topk_sentence_free(an_topk_sentence *s) {
+    if (!s) return;
+    free(s->index);
+    free(s->weight);
+    free(s->rest);
+    memset(s, 0, sizeof *s);
 }

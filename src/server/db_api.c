@@ -939,6 +939,64 @@ static void route_sent_topk(req *r, const run_info *ri, int64_t idx) {
                                      "tokens", row.n_query, "index", ix, "weight", w, "rest", (double)row.rest));
 }
 
+/* GET .../sentences/{idx}/topk-all: every stored top-k row of the sentence
+ * (store_topk_sentence) as tensors index and weight (L, H, T, k; index as float32, exact,
+ * -1 for unused slots) and rest (L, H, T), meta {"run", "sent", "layers", "heads", "tokens",
+ * "k", "kept"}: kept[l] the mean over layer l's heads and queries of the kept mass (the
+ * sum of the k weights). 404 when the run stored none for it, 413 over
+ * SRV_DB_TOPK_MAX_ENTRIES. */
+static void route_sent_topk_all(req *r, const run_info *ri, int64_t idx) {
+    an_topk_row first;
+    an_topk_sentence ts = {0};
+    as_error err = {0};
+    float *ix = NULL;
+    double *kept = NULL;
+    as_status rc = store_topk_row(r->d->db, r->d->name, ri->id, idx, 0, 0, 0, &first, &err);
+    if (rc) {
+        reply_error(r->rs, rc == AS_ERR_INPUT ? 404 : 500, "%s", err.msg);
+        goto cleanup;
+    }
+    double entries = (double)ri->L * ri->H * first.n_query * first.k;
+    if (entries > SRV_DB_TOPK_MAX_ENTRIES) {
+        reply_error(r->rs, 413, "top-k: %d layers x %d heads x %d queries x k = %d are %.0f entries, over the %u of one "
+                    "reply (SRV_DB_TOPK_MAX_ENTRIES): read single rows with .../topk", ri->L, ri->H, first.n_query,
+                    first.k, entries, SRV_DB_TOPK_MAX_ENTRIES);
+        goto cleanup;
+    }
+    if ((rc = store_topk_sentence(r->d->db, r->d->name, ri->id, idx, ri->L, ri->H, SRV_DB_TOPK_MAX_ENTRIES, &ts,
+                                  &err))) {
+        reply_error(r->rs, rc == AS_ERR_INPUT ? 404 : 500, "%s", err.msg);
+        goto cleanup;
+    }
+    size_t rows = (size_t)ts.L * ts.H * ts.n_query, n = rows * (size_t)ts.k;
+    ix = malloc(n * sizeof *ix);
+    kept = calloc((size_t)ts.L, sizeof *kept);
+    if (!ix || !kept) {
+        reply_error(r->rs, 500, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++) ix[i] = (float)ts.index[i];
+    for (size_t i = 0; i < rows; i++)
+        for (int j = 0; j < ts.k; j++) kept[i / ((size_t)ts.H * ts.n_query)] += ts.weight[i * ts.k + j];
+    json_t *jk = json_array();
+    for (int l = 0; l < ts.L; l++) json_array_append_new(jk, json_real(kept[l] / ((double)ts.H * ts.n_query)));
+    const float *parts[3] = {ix, ts.weight, ts.rest};
+    srv_tb_tensor t[3] = {
+        {.name = "index", .dtype = TB_F32, .ndim = 4, .shape = {ts.L, ts.H, ts.n_query, ts.k}, .parts = &parts[0],
+         .n_parts = 1, .part_len = n},
+        {.name = "weight", .dtype = TB_F32, .ndim = 4, .shape = {ts.L, ts.H, ts.n_query, ts.k}, .parts = &parts[1],
+         .n_parts = 1, .part_len = n},
+        {.name = "rest", .dtype = TB_F32, .ndim = 3, .shape = {ts.L, ts.H, ts.n_query}, .parts = &parts[2],
+         .n_parts = 1, .part_len = rows}};
+    reply_tensors(r->rs, t, 3, json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "sent",
+                                         (json_int_t)idx, "layers", ts.L, "heads", ts.H, "tokens", ts.n_query, "k",
+                                         ts.k, "kept", jk));
+cleanup:
+    free(ix);
+    free(kept);
+    an_topk_sentence_free(&ts);
+}
+
 /* ---- --import-dir folders at startup ----------------------------------------------------- */
 
 void db_api_print_imports(srv_state *s, FILE *out) {
@@ -1013,11 +1071,14 @@ void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_re
         reply_error(rs, 404, "sentence index: expected an integer");
         goto done;
     }
-    if (*p && strcmp(p, "/parents") && strcmp(p, "/attention") && strcmp(p, "/topk")) goto not_found;
+    if (*p && strcmp(p, "/parents") && strcmp(p, "/attention") && strcmp(p, "/topk") &&
+        strcmp(p, "/topk-all"))
+        goto not_found;
     if (load_run(&r, id, &ri, NULL)) goto done;
     if (!*p) route_sentence(&r, &ri, idx);
     else if (!strcmp(p, "/parents")) route_parents(&r, &ri, idx);
     else if (!strcmp(p, "/topk")) route_sent_topk(&r, &ri, idx);
+    else if (!strcmp(p, "/topk-all")) route_sent_topk_all(&r, &ri, idx);
     else route_sent_attention(&r, &ri, idx);
     goto done;
 not_found:

@@ -21,6 +21,7 @@
 #define SRV_DB_MAX_CONF_ROWS 50      /* ?confidence=1 recomputes at most this many rows */
 #define SRV_DB_MAX_BEST 10           /* ?top best heads per relation and direction */
 #define SRV_DB_MAX_OFFSET 1000000000L /* ?offset of the first sentence of a page */
+#define SRV_DB_TOPK_MAX_ENTRIES (4u << 20) /* top-k entries (L x H x T x k) of one .../topk-all reply */
 
 typedef struct srv_db srv_db;
 

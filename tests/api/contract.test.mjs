@@ -493,6 +493,12 @@ test('the /api/v1/db routes', async () => {
         assert.equal(t.tokens, d.n_tokens);
         assert.equal(t.index.length, t.k);
         assert.ok(Math.abs(t.weight.reduce((a, b) => a + b, 0) + t.rest - 1) < 1e-5, 'kept + rest = 1');
+        const all = await binary(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/topk-all', 'TopkAllMeta', ['index', 'weight', 'rest'],
+          `/api/v1/db/runs/${r.id}/sentences/${s.idx}/topk-all`);
+        assert.equal(all.meta.k, t.k);
+        assert.deepEqual(all.tensors.map((x) => x.shape), [[all.meta.layers, all.meta.heads, d.n_tokens, t.k],
+          [all.meta.layers, all.meta.heads, d.n_tokens, t.k], [all.meta.layers, all.meta.heads, d.n_tokens]]);
+        assert.equal(all.meta.kept.length, all.meta.layers);
       }
     }
   }

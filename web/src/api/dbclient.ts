@@ -10,6 +10,7 @@ import type {
   SentenceDetail,
   SentenceQuery,
   SentencesResponse,
+  TopkAllMeta,
 } from './dbtypes';
 import { decodeTensors } from './tensor';
 
@@ -90,4 +91,33 @@ export function headSlice(a: SentenceAttention, layer: number, head: number): Fl
   const TT = a.T * a.T;
   const o = (layer * a.H + head) * TT;
   return a.data.subarray(o, o + TT);
+}
+
+/** Every stored top-k row of a sentence (a run analysed with --topk): index and weight
+ *  (L, H, T, k), strongest first, index -1 for unused slots; rest (L, H, T) the mass of
+ *  the keys not listed; meta.kept the kept mass per layer. */
+export interface SentenceTopk {
+  L: number;
+  H: number;
+  T: number;
+  k: number;
+  index: Float32Array;
+  weight: Float32Array;
+  rest: Float32Array;
+  meta: TopkAllMeta;
+}
+
+export function getSentenceTopk(run: number, idx: number): Promise<SentenceTopk> {
+  return cached(`topk/${run}/${idx}`, async () => {
+    const d = decodeTensors<TopkAllMeta>(await (await fetchOk(`${BASE}/runs/${run}/sentences/${idx}/topk-all`)).arrayBuffer());
+    const ix = d.tensors.get('index'), w = d.tensors.get('weight'), r = d.tensors.get('rest');
+    if (!ix || !w || !r) throw new Error('top-k response without index, weight and rest');
+    const [L, H, T, k] = ix.shape;
+    return { L, H, T, k, index: ix.data, weight: w.data, rest: r.data, meta: d.header.meta };
+  });
+}
+
+/** Whether run was analysed with --topk (its params name k). */
+export function hasTopk(params: Record<string, unknown> | string): boolean {
+  return typeof params === 'object' && typeof params.topk === 'number' && params.topk > 0;
 }

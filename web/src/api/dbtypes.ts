@@ -32,6 +32,27 @@ export interface TopkRow {
 }
 
 /**
+ * meta of GET /api/v1/db/runs/{run}/sentences/{idx}/topk-all: every stored top-k row of the sentence
+ * (a run analysed with --topk): tensors index and weight (layers, heads, tokens, k), index as float32
+ * (exact; -1 for unused slots), strongest first, and rest (layers, heads, tokens), the mass of the
+ * keys not listed; 404 when the run stored none, 413 over SRV_DB_TOPK_MAX_ENTRIES (4 Mi entries)
+ */
+export interface TopkAllMeta {
+  run: number;
+  sent: number;
+  layers: number;
+  heads: number;
+  /** the sentence's tokens (queries, and keys per row) */
+  tokens: number;
+  k: number;
+  /**
+   * (layers) the sentence's kept mass per layer: the mean over the layer's heads and queries of the
+   * sum of the k stored weights
+   */
+  kept: number[];
+}
+
+/**
  * where per-sentence attention comes from: recomputed by the served model, or read from the run's
  * --import-dir folder (imported runs)
  */

@@ -505,6 +505,11 @@ export const en = {
   'gen.currentTitle': "the token chosen at this step",
   'gen.gridNote': "Every layer (rows) and head (columns) at this step: blue bars the prompt's keys, orange the generated ones, the line the prompt's end. Click a head to show it above.",
   'gen.layerShort': "L{l}",
+  'topk.title': "Stored top-k attention (analyze --topk, k = {k}): each query's k strongest keys with their weights, then the mass of the keys not listed.",
+  'topk.kept': "Kept mass per layer:",
+  'topk.keptTitle': "layer {l}: the mean over its heads and this sentence's queries of the {k} stored weights' sum",
+  'topk.keyTitle': "query {q} → key {k}: {w}",
+  'topk.rest': "rest {w}",
   'longHead.note': "A long input ({T} tokens): only the rows of the queries on screen ({first}–{last}) and of the pinned query are fetched, recomputed from q and k; each query shows its k strongest keys per head.",
   'longHead.loading': "loading rows…",
 } satisfies Record<string, Msg>;
