@@ -8,11 +8,13 @@
 // `imp=FILE.npz` shows the imported run of that `serve --attention` file instead of a text.
 // `target=...` is an encoder-decoder model's target (its decoder input; ids "2,0,31" for a
 // model without a tokenizer) and `kind=decoder|cross` the attention kind its views show.
+// `gold=0-0 1-2 2?1` is the alignment view's gold Pharaoh line and `hmean=1` shows the
+// mean of the layer's heads there (view=align).
 
 import type { AttentionKind, AttributionMethod } from '../api/types';
 import { asLang, type Lang } from './i18n';
 
-export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'lens' | 'long' | 'generate' | AnalysisView;
+export type ViewName = 'head' | 'model' | 'neuron' | 'attribution' | 'lens' | 'long' | 'generate' | 'align' | AnalysisView;
 export const ATTRIBUTION_METHODS: readonly AttributionMethod[] = ['rollout', 'flow', 'grad', 'norm', 'norm2', 'alti', 'importance'];
 /** The views of the analysis database (views/AnalysisViews.svelte). */
 export type AnalysisView = 'overview' | 'instances' | 'dependency' | 'graph' | 'pattern' | 'compare';
@@ -42,6 +44,8 @@ export interface UrlState {
   sent: number; // analysed sentence index (-1 = none)
   cmp: number; // second run of the comparison (0 = the second)
   imp: string; // the imported run shown (serve --attention), by its file name; '' = none
+  gold: string; // the alignment view's gold Pharaoh line; '' = none
+  hmean: boolean; // the alignment view shows the mean of the layer's heads
   lang: Lang | null; // UI language (lib/i18n.ts); null = not in the URL: the browser's language
 }
 
@@ -66,6 +70,8 @@ export const DEFAULT_STATE: UrlState = {
   sent: -1,
   cmp: 0,
   imp: '',
+  gold: '',
+  hmean: false,
   lang: null,
 };
 
@@ -93,7 +99,7 @@ export function readUrlState(search: string): UrlState {
     text_b: p.get('text_b') ?? '',
     target: p.get('target') ?? '',
     kind: p.get('kind') === 'decoder' || p.get('kind') === 'cross' ? (p.get('kind') as AttentionKind) : 'encoder',
-    view: view === 'model' || view === 'neuron' || view === 'attribution' || view === 'lens' || view === 'long' || view === 'generate' || (view !== null && isAnalysisView(view)) ? view : 'head',
+    view: view === 'model' || view === 'neuron' || view === 'attribution' || view === 'lens' || view === 'long' || view === 'generate' || view === 'align' || (view !== null && isAnalysisView(view)) ? view : 'head',
     layer: Math.max(0, int(p.get('layer'), 0)),
     head: Math.max(0, int(p.get('head'), 0)),
     token: Math.max(-1, int(p.get('token'), -1)),
@@ -108,6 +114,8 @@ export function readUrlState(search: string): UrlState {
     sent: Math.max(-1, int(p.get('sent'), -1)),
     cmp: Math.max(0, int(p.get('cmp'), 0)),
     imp: p.get('imp') ?? '',
+    gold: p.get('gold') ?? '',
+    hmean: p.get('hmean') === '1',
     lang: asLang(p.get('lang')),
   };
 }
@@ -134,6 +142,8 @@ export function writeUrlState(s: UrlState): string {
   if (s.sent >= 0) p.set('sent', String(s.sent));
   if (s.cmp > 0) p.set('cmp', String(s.cmp));
   if (s.imp) p.set('imp', s.imp);
+  if (s.gold) p.set('gold', s.gold);
+  if (s.hmean) p.set('hmean', '1');
   if (s.lang) p.set('lang', s.lang);
   return `?${p.toString()}`;
 }

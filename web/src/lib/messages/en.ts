@@ -512,6 +512,28 @@ export const en = {
   'topk.rest': "rest {w}",
   'longHead.note': "A long input ({T} tokens): only the rows of the queries on screen ({first}–{last}) and of the pinned query are fetched, recomputed from q and k; each query shows its k strongest keys per head.",
   'longHead.loading': "loading rows…",
+  // the alignment view (views/AlignView.svelte)
+  'tab.align': 'Alignment',
+  'align.layer': 'Layer',
+  'align.head': 'Head',
+  'align.mean': 'mean of heads',
+  'align.headN': 'head {h}',
+  'align.title': 'cross-attention, layer {layer}, {head}',
+  'align.hint': "Rows: the target's tokens, each at the decoder position that predicts it; columns: the source's tokens. The outlined cell of a row is the source token it attends to most. Word alignment: a target word's rows averaged, a source word's columns summed, special tokens left out; each target word goes to the source word of largest weight.",
+  'align.argmax': 'outlined: argmax',
+  'align.end': '(end)',
+  'align.loading': 'Loading the cross-attention…',
+  'align.words': 'Word alignment (target word → source word)',
+  'align.gold': 'Gold alignment, one Pharaoh line: i-j sure, i?j possible (source word i, target word j, counted from 0)',
+  'align.goldError': "Gold pair {pair} '{text}': {what}",
+  'align.errSyntax': 'expected i-j or i?j',
+  'align.errSource': 'source word {i} is outside the {n} source words',
+  'align.errTarget': 'target word {i} is outside the {n} target words',
+  'align.aerTitle': 'Alignment error rate per layer and head (lower is better; click a cell to show that head)',
+  'align.layerCol': 'layer',
+  'align.best': 'Best head: layer {layer}, head {head}, AER {aer}',
+  'align.needsText': 'Word alignment needs the source and target as text (a model with a tokenizer).',
+  'align.needsEncdec': 'The alignment view is for encoder-decoder models (BART, mBART, T5).',
 } satisfies Record<string, Msg>;
 
 export type MessageKey = keyof typeof en;
