@@ -6,8 +6,9 @@
  *     and against the top-k of the same run's dense capture (CAP_ATTN) selected here.
  *  2. the store round trip: `an_analyze --topk 4` of models/attnscope-sst2 on a small
  *     CoNLL-U corpus; every stored row read back by store_topk_row equals an_topk_head on
- *     a fresh forward of the same sentence (bit for bit), store_topk_mass equals the mean
- *     computed here; a missing row / query out of range is AS_ERR_INPUT, a damaged row
+ *     a fresh forward of the same sentence (bit for bit), and so does every row of
+ *     store_topk_sentence (a whole sentence; over its max_entries AS_ERR_INPUT);
+ *     store_topk_mass equals the mean computed here; a missing row / query out of range is AS_ERR_INPUT, a damaged row
  *     AS_ERR_INTERNAL for the row reader (the server's 500) and AS_ERR_INPUT for the
  *     pooled mass (report's exit 2); k outside 1..AN_TOPK_MAX is refused.
  *  3. the real server: GET /api/v1/db/runs/{id}/sentences/{i}/topk serves the same row;
@@ -245,6 +246,10 @@ static void test_store_roundtrip(void **state) {
         if (as_forward(m, &enc, &spec, &r, &err)) fail_msg("%s", err.msg);
         const int T = enc.n;
         uint8_t *b = malloc((size_t)T * AN_TOPK_ROW_BYTES(RT_K));
+        an_topk_sentence ts; /* the whole sentence at once: the same rows */
+        if (store_topk_sentence(d, db, 1, s, L, H, SIZE_MAX, &ts, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(ts.k, RT_K);
+        assert_int_equal(ts.n_query, T);
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++) {
                 assert_int_equal(an_topk_head(m, r, l, h, RT_K, b, &err), AS_OK);
@@ -259,12 +264,17 @@ static void test_store_roundtrip(void **state) {
                     assert_memory_equal(got.index, idx, RT_K * 4);
                     assert_memory_equal(got.weight, w, RT_K * 4);
                     assert_memory_equal(&got.rest, &rest, 4);
+                    size_t o = ((size_t)l * H + h) * T + i;
+                    assert_memory_equal(ts.index + o * RT_K, idx, RT_K * 4);
+                    assert_memory_equal(ts.weight + o * RT_K, w, RT_K * 4);
+                    assert_memory_equal(ts.rest + o, &rest, 4);
                     double cum = 0;
                     for (int j = 0; j < RT_K; j++) want[l * AN_TOPK_MAX + j] += (cum += w[j]);
                     nrow[l]++;
                     checked++;
                 }
             }
+        an_topk_sentence_free(&ts);
         free(b);
         as_run_free(r);
         as_encoding_free(&enc);
@@ -283,6 +293,12 @@ static void test_store_roundtrip(void **state) {
     assert_non_null(strstr(err.msg, "no top-k row"));
     assert_int_equal(store_topk_row(d, db, 1, 0, 0, 0, 1000, &got, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "query 1000"));
+    an_topk_sentence ts;
+    assert_int_equal(store_topk_sentence(d, db, 1, N_SENTS, L, H, SIZE_MAX, &ts, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "no top-k rows"));
+    assert_int_equal(store_topk_sentence(d, db, 1, 0, L, H, 10, &ts, &err), AS_ERR_INPUT); /* over max_entries */
+    assert_non_null(strstr(err.msg, "over the 10"));
+    assert_null(ts.index);
     sqlite3_close(d);
     as_model_free(m);
     /* a damaged row: the wrong size for its k and n_query */
@@ -291,6 +307,8 @@ static void test_store_roundtrip(void **state) {
                                   NULL, NULL),
                      SQLITE_OK);
     assert_int_equal(store_topk_row(d, db, 1, 2, 0, 0, 0, &got, &err), AS_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "damaged"));
+    assert_int_equal(store_topk_sentence(d, db, 1, 2, L, H, SIZE_MAX, &ts, &err), AS_ERR_INTERNAL);
     assert_non_null(strstr(err.msg, "damaged"));
     assert_int_equal(store_topk_mass(d, db, 1, L, H, &K, mass, rows, &err), AS_ERR_INPUT);
     sqlite3_close(d);
