@@ -19,6 +19,7 @@ nothing. Figures in bench/RESULTS.md ("Notebook views").
 Usage: ATTNSCOPE_LIB=BUILD/libattnscope.so ATTNSCOPE_WEB=BUILD/web-dist \\
        /usr/bin/python3 bench/notebook_bench.py OUT_DIR [T ...]
 then:  node bench/notebook_view.mjs OUT_DIR
+SKIP_BERTVIZ=1 writes the attnscope pages only.
 """
 import json
 import os
@@ -79,6 +80,9 @@ def main():
             with open(os.path.join(out, fn), "w", encoding="utf-8") as f:
                 f.write(page)
             rows.append((T, "attnscope head_view " + name, len(page.encode()), dt, fn))
+        if os.environ.get("SKIP_BERTVIZ"):
+            del r
+            continue
         t0 = time.perf_counter()
         n = bertviz_json(np.asarray(r.attentions), toks, os.path.join(out, "bertviz%d.html" % T))
         rows.append((T, "bertviz JSON (nested lists)", n, time.perf_counter() - t0, "bertviz%d.html" % T))

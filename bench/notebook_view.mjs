@@ -1,11 +1,14 @@
 // bench/notebook_view.mjs — times the pages of bench/notebook_bench.py in headless Chromium
 // with every network request refused (as a notebook without internet): for each
 // attnscope head view page, from navigation (file://) to the first drawn head view
-// (window.__attnscope.headDraw.links > 0, the browser tests' hook); for each bertviz JSON
+// (window.__attnscope.headDraw.links > 0, the browser tests' hook), and on to every layer
+// taken in (window.__attnscope.allLayersMs set: the page's later layer elements arrive
+// while the view is shown, python/attnscope/views.py); for each bertviz JSON
 // page, from navigation to the end of parsing its params literal (bertviz's drawing needs
 // its CDN scripts, so this is a lower bound of its render). A page that does not finish
 // within LIMIT_S seconds (default 300) or crashes the tab is reported as such. Measures;
 // asserts nothing. Needs tests/browser's playwright-core and /usr/bin/chromium.
+// ONLY=REGEX times only the pages whose file name matches.
 //   node bench/notebook_view.mjs OUT_DIR [ROUNDS]
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,12 +21,14 @@ if (!dirArg) throw new Error('usage: node bench/notebook_view.mjs OUT_DIR [ROUND
 const dir = resolve(dirArg);
 const rounds = +(roundsArg ?? 3);
 const limit = 1000 * +(process.env.LIMIT_S ?? 300);
-const rows = JSON.parse(readFileSync(join(dir, 'sizes.json'), 'utf8'));
+const only = process.env.ONLY ? new RegExp(process.env.ONLY) : null;
+const rows = JSON.parse(readFileSync(join(dir, 'sizes.json'), 'utf8')).filter((r) => !only || only.test(r.file));
 const tmp = mkdtempSync(join(tmpdir(), 'attnscope-nb-view-'));
 const results = [];
 try {
   for (const row of rows) {
     const times = [];
+    const all = [];
     let note = '';
     for (let k = 0; k < rounds && !note; k++) {
       const { browser, page } = await openBrowser(chromium, join(tmp, `profile-${k}`), { height: 1000 });
@@ -36,15 +41,22 @@ try {
           (bv) => (bv ? window.__parsed !== undefined : window.__attnscope?.headDraw?.links > 0),
           bertviz, { timeout: limit, polling: 20 });
         times.push(Date.now() - t0);
+        if (!bertviz) {
+          await page.waitForFunction(() => window.__attnscope?.allLayersMs !== undefined, null, { timeout: limit, polling: 20 });
+          all.push(Date.now() - t0);
+        }
       } catch (e) {
         note = `did not finish: ${String(e.message).split('\n')[0].slice(0, 120)}`;
       }
       await browser.close();
     }
     times.sort((a, b) => a - b);
-    const r = { T: row.T, what: row.what, mb: +(statSync(join(dir, row.file)).size / 1e6).toFixed(1), ms: times, median_ms: times.length ? times[times.length >> 1] : null, note };
+    all.sort((a, b) => a - b);
+    const med = (xs) => (xs.length ? xs[xs.length >> 1] : null);
+    const r = { T: row.T, what: row.what, mb: +(statSync(join(dir, row.file)).size / 1e6).toFixed(1), ms: times, median_ms: med(times), all_layers_ms: all, median_all_layers_ms: med(all), note };
     results.push(r);
-    console.log(`T=${r.T} ${r.what.padEnd(32)} ${String(r.mb).padStart(7)} MB  ${r.median_ms === null ? note : `drawn/parsed in ${r.median_ms} ms (rounds: ${times.join(', ')})`}`);
+    const rest = all.length ? `; all layers in ${r.median_all_layers_ms} ms (rounds: ${all.join(', ')})` : '';
+    console.log(`T=${r.T} ${r.what.padEnd(32)} ${String(r.mb).padStart(7)} MB  ${r.median_ms === null ? note : `drawn/parsed in ${r.median_ms} ms (rounds: ${times.join(', ')})${rest}`}`);
   }
 } finally {
   rmSync(tmp, { recursive: true, force: true });

@@ -90,16 +90,22 @@ def web_bundle():
 
 # ---- the embedded run -------------------------------------------------------------------
 
-def _container(meta, tensors):
+def _container(meta, tensors, apart=()):
     """The binary tensor container of docs/server.md: b"ASTB", uint32 LE header length N, N
-    bytes of JSON (space-padded so 8 + N is a multiple of 8), then each tensor 8-aligned."""
+    bytes of JSON (space-padded so 8 + N is a multiple of 8), then each tensor 8-aligned.
+    A tensor named in `apart` (L, ...) is only described: its entry says "chunks": L (one
+    page element per index of its first axis, each nbytes / L bytes) and the container
+    holds none of its bytes (offset 0)."""
     entries, blobs, off = [], [], 0
     for name, a in tensors:
         dt = {np.dtype("<f2"): "f16", np.dtype("<f4"): "f32", np.dtype("u1"): "u8"}[a.dtype]
-        raw = np.ascontiguousarray(a).tobytes()
-        entries.append({"name": name, "dtype": dt, "shape": list(a.shape), "offset": off, "nbytes": len(raw)})
+        entries.append({"name": name, "dtype": dt, "shape": list(a.shape), "offset": off, "nbytes": a.nbytes})
         if dt == "u8":  # value = zero + scale * byte, as the server's u8 (docs/server.md)
             entries[-1].update(scale=1 / 255, zero=0)
+        if name in apart:
+            entries[-1].update(offset=0, chunks=int(a.shape[0]))
+            continue
+        raw = np.ascontiguousarray(a).tobytes()
         pad = (-len(raw)) % 8
         blobs += [raw, b"\0" * pad]
         off += len(raw) + pad
@@ -192,7 +198,9 @@ class ViewData:
                    layer_ids=[int(r.layers[i]) for i in lay], head_ids=[int(h) for h in r.heads], config=cfg,
                    kv_group=r.kv_group)
 
-    def blob(self, view, layer=0, head=0, heads=None, token=-1, lang=None, dtype="f16", part=None):
+    def blob(self, view, layer=0, head=0, heads=None, token=-1, lang=None, dtype="f16", part=None, apart=False):
+        """The container of the view (bytes). apart=True: (container, chunks), the attention
+        left out of the container and given as one bytes object per layer instead."""
         L, H, T, _ = self.attention.shape
         views = ["head", "model"] + (["neuron"] if self.queries is not None else [])
         if view not in views:
@@ -230,7 +238,9 @@ class ViewData:
             if self.queries_pre_rope is not None and self.keys_pre_rope is not None:
                 tensors += [("q_pre_rope", np.asarray(self.queries_pre_rope, "<f4")),
                             ("k_pre_rope", np.asarray(self.keys_pre_rope, "<f4"))]
-        return _container(meta, tensors)
+        if not apart:
+            return _container(meta, tensors)
+        return _container(meta, tensors, apart=("attention",)), [np.ascontiguousarray(x).tobytes() for x in att]
 
 
 # ---- the page ---------------------------------------------------------------------------
@@ -243,16 +253,39 @@ def _part_blob(label, d, view, layer=0, head=0, heads=None, **kw):
     return d.blob(view, layer=min(layer, L - 1), head=min(head, H - 1), heads=hs, part=label, **kw)
 
 
+_LAYER_TAG = '<script type="application/octet-stream" class="attnscope-layer" data-part="%d" data-layer="%d">%s</script>\n'
+
+
 def standalone_html(data, view, title=None, **kw):
     """The whole page: bundle and run inlined; opens no connection. data: a ViewData or
     OverviewData, or a list of (label, ViewData) shown with a selector (the first in
-    #attnscope-data, the others in .attnscope-data-part elements)."""
+    #attnscope-data, the others in .attnscope-data-part elements).
+
+    The page is drawn while the browser still parses it: each run's attention is one
+    <script class="attnscope-layer" data-part=P data-layer=L> element per layer. The
+    containers, the layer shown first and the bundle (an async module: it runs as soon
+    as the parser yields, not at the end of the document) come first; the other layers
+    follow, nearest the shown one first, and become selectable as they arrive
+    (web/src/api/embedded.ts)."""
     js, css = web_bundle()
-    if isinstance(data, list):
-        blobs = [_part_blob(label, d, view, **kw) for label, d in data]
-        name = " / ".join(label for label, _ in data)
-    else:
+    first, rest = "", []
+    if isinstance(data, OverviewData):
         blobs, name = [data.blob(view, **kw)], data.model or "attention"
+    else:
+        runs = data if isinstance(data, list) else [(None, data)]
+        name = " / ".join(label for label, _ in runs) if isinstance(data, list) else (data.model or "attention")
+        blobs = []
+        for p, (label, d) in enumerate(runs):
+            b, chunks = (_part_blob(label, d, view, apart=True, **kw) if isinstance(data, list)
+                         else d.blob(view, apart=True, **kw))
+            blobs.append(b)
+            shown = json.loads(b[8:8 + struct.unpack("<I", b[4:8])[0]])["meta"]["layer"]
+            for l in sorted(range(len(chunks)), key=lambda l: (abs(l - shown), l)):
+                tag = _LAYER_TAG % (p, l, base64.b64encode(chunks[l]).decode("ascii"))
+                if p == 0 and l == shown:
+                    first = tag
+                else:
+                    rest.append(tag)
     tags = ["<script %s type=\"application/octet-stream\">%s</script>\n" % (
         "id=\"attnscope-data\"" if i == 0 else "class=\"attnscope-data-part\"", base64.b64encode(b).decode("ascii"))
         for i, b in enumerate(blobs)]
@@ -260,8 +293,8 @@ def standalone_html(data, view, title=None, **kw):
     return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             "<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<div id=\"app\"></div>\n"
-            "%s<script type=\"module\">\n%s\n</script>\n</body>\n</html>\n") % (html.escape(title), css,
-                                                                              "".join(tags), js)
+            "%s%s<script type=\"module\" async>\n%s\n</script>\n%s</body>\n</html>\n") % (
+                html.escape(title), css, "".join(tags), first, js, "".join(rest))
 
 
 class OverviewData:

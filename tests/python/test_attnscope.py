@@ -456,8 +456,10 @@ class TestAbi(unittest.TestCase):
             self.assertIn(f, names)
 
 
-def decode_page(page):
-    """(meta, {name: array}) of the run embedded in a standalone page."""
+def decode_page(page, part=0):
+    """(meta, {name: array}) of the run embedded in a standalone page (part: the run's
+    index on a page of several); a tensor given apart ("chunks": L) is read from the
+    page's layer elements of that part."""
     m = re.search(r'<script id="attnscope-data" type="application/octet-stream">([A-Za-z0-9+/=]+)</script>', page)
     raw = base64.b64decode(m.group(1))
     assert raw[:4] == b"ASTB"
@@ -468,6 +470,12 @@ def decode_page(page):
     for t in head["tensors"]:
         dt = {"f16": "<f2", "f32": "<f4", "u8": "u1"}[t["dtype"]]
         b = raw[8 + n + t["offset"]: 8 + n + t["offset"] + t["nbytes"]]
+        if "chunks" in t:
+            layers = {int(l): base64.b64decode(x) for l, x in re.findall(
+                r'<script type="application/octet-stream" class="attnscope-layer" data-part="%d" '
+                r'data-layer="(\d+)">([A-Za-z0-9+/=]*)</script>' % part, page)}
+            assert sorted(layers) == list(range(t["chunks"])), sorted(layers)
+            b = b"".join(layers[l] for l in range(t["chunks"]))
         a = np.frombuffer(b, dtype=dt).reshape(t["shape"])
         out[t["name"]] = t["zero"] + t["scale"] * a.astype(np.float64) if dt == "u1" else a
     return head["meta"], out
@@ -654,8 +662,8 @@ class TestViews(unittest.TestCase):
             page = fn(r, html_action="return")
             blobs = re.findall(r'<script (?:id="attnscope-data"|class="attnscope-data-part") '
                                r'type="application/octet-stream">([A-Za-z0-9+/=]+)</script>', page)
-            parts = [decode_page('<script id="attnscope-data" type="application/octet-stream">%s</script>' % b)
-                     for b in blobs]
+            parts = [decode_page('<script id="attnscope-data" type="application/octet-stream">%s</script>' % b + page,
+                                 part=i) for i, b in enumerate(blobs)]
             self.assertEqual([p["part"] for p, _ in parts], ["Encoder", "Decoder", "Cross"], view)
             self.assertEqual([p["view"] for p, _ in parts], [view] * 3)
             self.assertEqual([p["run"]["causal"] for p, _ in parts], [False, True, False])
@@ -718,8 +726,8 @@ class TestViews(unittest.TestCase):
         blobs = re.findall(r'<script (?:id="attnscope-data"|class="attnscope-data-part") '
                            r'type="application/octet-stream">([A-Za-z0-9+/=]+)</script>', page)
         self.assertEqual(len(blobs), 3)
-        parts = [decode_page('<script id="attnscope-data" type="application/octet-stream">%s</script>' % b)
-                 for b in blobs]
+        parts = [decode_page('<script id="attnscope-data" type="application/octet-stream">%s</script>' % b + page, part=i)
+                 for i, b in enumerate(blobs)]
         self.assertEqual([m["part"] for m, _ in parts], ["Encoder", "Decoder", "Cross"])
         self.assertEqual([m["run"]["causal"] for m, _ in parts], [False, True, False])
         self.assertEqual([m["layer_ids"] for m, _ in parts], [[0, 2]] * 3)

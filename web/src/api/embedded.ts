@@ -8,7 +8,12 @@
 // f32) and, for the neuron view, q and k [L, H, T, Dh] and scores [L, H, T, T] (f32), and
 // for a rotary model q_pre_rope and k_pre_rope [L, H, T, Dh] (f32).
 // EmbeddedRunData answers the views' calls (layer, pooled, head, qk) from those bytes,
-// decoding one layer or head at a time. A head overview page (python: overview(db))
+// decoding one layer or head at a time.
+// The attention's entry says "chunks": L when its bytes are not in the container but in
+// one <script class="attnscope-layer" data-part=P data-layer=L> element per layer
+// (views.py writes the layer shown first before the bundle, the others after it, so the
+// view is drawn while the parser is still reading them). watchLayers takes each layer as
+// it arrives; a call on a layer not yet arrived waits for it. A head overview page (python: overview(db))
 // carries no tensor: its meta (EmbeddedOverviewMeta) holds the analysis run and its
 // per-head results as the server's /api/v1/db routes give them. No network here.
 import { RunData, type HeadQk, type LayerAttention, type PooledAttention } from './client';
@@ -61,9 +66,18 @@ export interface EmbeddedOverviewMeta {
 
 export const EMBED_ELEMENT_ID = 'attnscope-data';
 
+/** Uint8Array.fromBase64 (TC39 "Uint8Array to/from base64"), where the browser has it. */
+type FromBase64 = { fromBase64?: (s: string) => Uint8Array };
+
 /** The bytes of an element holding base64. */
 function base64Bytes(el: Element): ArrayBuffer {
-  const s = atob((el.textContent ?? '').replace(/\s+/g, ''));
+  const text = (el.textContent ?? '').replace(/\s+/g, '');
+  const native = (Uint8Array as unknown as FromBase64).fromBase64;
+  if (native) {
+    const b = native(text);
+    return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? (b.buffer as ArrayBuffer) : b.slice().buffer;
+  }
+  const s = atob(text);
   const out = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
   return out.buffer;
@@ -99,13 +113,20 @@ export function embeddedMeta(buf: ArrayBuffer): EmbeddedMeta | EmbeddedOverviewM
   return parseContainer(buf).header.meta;
 }
 
+/** A tensor entry whose data may be given apart, one page element per index of its first axis. */
+type EmbeddedEntry = TensorEntry & { chunks?: number };
+
 /** A run given as bytes: the views read it through the RunData interface. */
 export class EmbeddedRunData extends RunData {
   readonly meta: EmbeddedMeta;
   private readonly buf: ArrayBuffer;
   private readonly base: number;
-  private readonly entries = new Map<string, TensorEntry>();
+  private readonly entries = new Map<string, EmbeddedEntry>();
   private readonly pooledCache = new Map<number, PooledAttention>();
+  /** (L) the attention's per-layer bytes when given apart; null = not arrived yet */
+  private readonly layerBytes: (ArrayBuffer | null)[] = [];
+  private readonly waiting = new Map<number, (() => void)[]>();
+  private readonly listeners: ((loaded: boolean[]) => void)[] = [];
 
   constructor(buf: ArrayBuffer) {
     const { header, base } = parseContainer(buf);
@@ -116,7 +137,48 @@ export class EmbeddedRunData extends RunData {
     this.buf = buf;
     this.base = base;
     for (const t of header.tensors) this.entries.set(t.name, t);
-    if (!this.entries.has('attention')) throw new Error('embedded data: no attention tensor');
+    const att = this.entries.get('attention');
+    if (!att) throw new Error('embedded data: no attention tensor');
+    if (att.chunks !== undefined) {
+      if (att.chunks !== att.shape[0]) throw new Error(`embedded data: attention in ${att.chunks} chunks for ${att.shape[0]} layers`);
+      for (let l = 0; l < att.chunks; l++) this.layerBytes.push(null);
+    }
+  }
+
+  /** Which layers' attention has arrived (all true when the container holds it). */
+  loaded(): boolean[] {
+    const L = this.entries.get('attention')!.shape[0];
+    return Array.from({ length: L }, (_, l) => this.layerBytes.length === 0 || this.layerBytes[l] !== null);
+  }
+
+  /** Calls f with loaded() now and whenever a layer arrives. */
+  onLoaded(f: (loaded: boolean[]) => void): void {
+    this.listeners.push(f);
+    f(this.loaded());
+  }
+
+  /** Layer l's attention bytes, from its page element (nbytes / L of the entry); throws
+   *  with one line when the size is wrong. Ignored when the layer is already there. */
+  addLayer(l: number, bytes: ArrayBuffer): void {
+    const t = this.entries.get('attention')!;
+    if (!(l >= 0 && l < this.layerBytes.length) || this.layerBytes[l]) return;
+    const want = t.nbytes / t.shape[0];
+    if (bytes.byteLength !== want) throw new Error(`embedded data: layer ${l}: ${bytes.byteLength} bytes, not ${want}`);
+    this.layerBytes[l] = bytes;
+    for (const f of this.waiting.get(l) ?? []) f();
+    this.waiting.delete(l);
+    const loaded = this.loaded();
+    for (const f of this.listeners) f(loaded);
+  }
+
+  /** Resolves once layer l's attention is there (at once when it is). */
+  private ready(l: number): Promise<void> {
+    if (!this.layerBytes.length || l < 0 || l >= this.layerBytes.length || this.layerBytes[l]) return Promise.resolve();
+    return new Promise((resolve) => {
+      const w = this.waiting.get(l) ?? [];
+      w.push(resolve);
+      this.waiting.set(l, w);
+    });
   }
 
   /** Decodes [l, h0..h0+nh) of a 4-d tensor (L, H, X, Y) as (nh, X, Y). */
@@ -126,11 +188,21 @@ export class EmbeddedRunData extends RunData {
     const [L, H, X, Y] = t.shape;
     if (l < 0 || l >= L || h0 < 0 || h0 + nh > H) throw new Error(`layer ${l} head ${h0} is not embedded`);
     const per = t.nbytes / (L * H);
+    if (t.chunks !== undefined) {
+      const b = this.layerBytes[l];
+      if (!b) throw new Error(`layer ${l} has not arrived yet`);
+      const entry: TensorEntry = { ...t, shape: [nh, X, Y], offset: h0 * per, nbytes: nh * per };
+      return { name, shape: entry.shape, data: decodeOne(b, 0, entry) };
+    }
     const entry: TensorEntry = { ...t, shape: [nh, X, Y], offset: t.offset + (l * H + h0) * per, nbytes: nh * per };
     return { name, shape: entry.shape, data: decodeOne(this.buf, this.base, entry) };
   }
 
   override layer(l: number): Promise<LayerAttention> {
+    return this.ready(l).then(() => this.layerNow(l));
+  }
+
+  private layerNow(l: number): Promise<LayerAttention> {
     try {
       const H = this.run.sizes.heads;
       const t = this.slice('attention', l, 0, H);
@@ -141,6 +213,10 @@ export class EmbeddedRunData extends RunData {
   }
 
   override head(l: number, h: number): Promise<Float32Array> {
+    return this.ready(l).then(() => this.headNow(l, h));
+  }
+
+  private headNow(l: number, h: number): Promise<Float32Array> {
     try {
       return Promise.resolve(this.slice('attention', l, h, 1).data);
     } catch (e) {
@@ -151,6 +227,11 @@ export class EmbeddedRunData extends RunData {
   /** Max pooling as the server's (src/server/maxpool.c): block i covers tokens
    *  [floor(i*T/P), floor((i+1)*T/P)); P = min(n, T). */
   override pooled(n: number): Promise<PooledAttention> {
+    const L = this.run.sizes.layers;
+    return Promise.all(Array.from({ length: L }, (_, l) => this.ready(l))).then(() => this.pooledNow(n));
+  }
+
+  private pooledNow(n: number): Promise<PooledAttention> {
     const hit = this.pooledCache.get(n);
     if (hit) return Promise.resolve(hit);
     const { layers: L, heads: H, tokens: T } = this.run.sizes;
@@ -185,6 +266,10 @@ export class EmbeddedRunData extends RunData {
   }
 
   override qk(l: number, h: number): Promise<HeadQk> {
+    return this.ready(l).then(() => this.qkNow(l, h));
+  }
+
+  private qkNow(l: number, h: number): Promise<HeadQk> {
     try {
       const { tokens: T, d_head: Dh } = this.run.sizes;
       const one = (name: string): Tensor => {
@@ -211,4 +296,41 @@ export class EmbeddedRunData extends RunData {
       return Promise.reject(e);
     }
   }
+}
+
+/** Takes each layer element of the page into runs[part] once the parser is past it (it
+ *  has a next sibling; the page's last layer element at DOMContentLoaded), as the parser
+ *  adds nodes (a MutationObserver: no global, so a page replaced with document.open
+ *  starts afresh), freeing the element's text; exposes loadedLayers (layers arrived, all
+ *  parts) and allLayersMs (performance.now() when the last arrived) for the bench and
+ *  tests. Errors (a damaged element) go to onerror. */
+export function watchLayers(runs: EmbeddedRunData[], onerror: (msg: string) => void, doc: Document = document): void {
+  const w = window as unknown as { __attnscope?: Record<string, unknown> };
+  const total = runs.reduce((n, r) => n + r.loaded().length, 0);
+  const done = (): number => runs.reduce((n, r) => n + r.loaded().filter(Boolean).length, 0);
+  const take = (all: boolean): void => {
+    for (const el of Array.from(doc.querySelectorAll('script.attnscope-layer'))) {
+      if (!all && !el.nextSibling) continue; /* the parser may still be inside it */
+      const p = Number((el as HTMLElement).dataset.part);
+      const l = Number((el as HTMLElement).dataset.layer);
+      try {
+        if (runs[p]) runs[p].addLayer(l, base64Bytes(el));
+      } catch (e) {
+        onerror((e as Error).message);
+      }
+      el.remove();
+    }
+    const n = done();
+    (w.__attnscope ??= {}).loadedLayers = n;
+    if (n === total && w.__attnscope.allLayersMs === undefined) w.__attnscope.allLayersMs = performance.now();
+  };
+  (w.__attnscope ??= {}).allLayersMs = undefined;
+  if (doc.readyState !== 'loading') return take(true);
+  const mo = new MutationObserver(() => take(false));
+  mo.observe(doc.body, { childList: true });
+  doc.addEventListener('DOMContentLoaded', () => {
+    mo.disconnect();
+    take(true);
+  });
+  take(false);
 }

@@ -27,6 +27,7 @@ export const en = {
   'tab.attribution': 'Attribution',
   'embed.subset': 'layers {layers} and heads {heads} of the model, numbered from 0 here',
   'embed.part': 'Attention',
+  'embed.arriving': '{n} of {L} layers read so far',
 
   // Input bar and masked-token predictions
   'input.model': 'Model',

@@ -503,7 +503,7 @@ export const zhCN: Messages = {
   'gen.tokTitle': "键 {k}：权重 {w}",
   'gen.currentTitle': "这一步选出的词元",
   'gen.gridNote': "这一步的每一层（行）和每个头（列）：蓝色条为提示中的键，橙色为生成的键，竖线为提示的结尾。点击一个头即在上方显示它。",
-  'gen.layerShort': "L{l}",
+  'gen.layerShort': "{l} 层",
   'topk.title': "存储的 top-k 注意力（analyze --topk，k = {k}）：每个查询权重最大的 k 个键及其权重，然后是未列出的键的总权重。",
   'topk.kept': "每层保留的权重：",
   'topk.keptTitle': "第 {l} 层：该层各头与本句各查询上 {k} 个存储权重之和的平均",
