@@ -116,6 +116,7 @@ export const zhCN: Messages = {
   'faith.m.random': '随机顺序（基线）',
   'embed.subset': '模型的第 {layers} 层和第 {heads} 个头，此处从 0 编号',
   'embed.part': '注意力',
+  'embed.arriving': '已读入 {L} 层中的 {n} 层',
 
   // Input bar and masked-token predictions
   'input.model': '模型',
