@@ -7,6 +7,8 @@
 //     norm[1, 2, i, j] (colours divided by the largest value, the tooltip the value itself);
 //   - the head view's "Show as" ALTI: one map per layer (the head toggles give way to a
 //     note), its links read the npz's layer;
+//   - grad × attention in the model view after choosing position 4 and token 7: the CLI's
+//     --target 7 --position 4 value in the hovered cell;
 //   - flow over 128 tokens: the server's 400 is shown next to the selector;
 //   - the attribution view's target controls: another class (bert) or another position and
 //     token (gpt2) changes the gradient-weighted relevance to the CLI's for that target;
@@ -115,6 +117,23 @@ test('model view: show as rollout and norm, the hovered cell as attnscope attrib
   const want = norm.data[((1 * H + 2) * T + b.q) * T + b.k];
   assert.ok(L >= 2 && Math.abs(b.w - want) < 1e-5 * Math.max(1, want), `norm L1 H2 (${b.q}, ${b.k}): view ${b.w}, CLI ${want}`);
   await page.screenshot({ path: join(ART, 'showas-norm.png'), fullPage: true });
+});
+
+test('model view: show as grad × attention follows its target controls', async () => {
+  const T = ids('gpt2').length;
+  await page.goto(`${base}/?model=gpt2&ids=${ids('gpt2').join(',')}&view=model`);
+  await until('modelView', (v) => v.pool > 0);
+  await page.selectOption('[data-testid=show-as]', 'grad');
+  await until('modelView', (v) => v.showAs === 'grad' && v.pool > 0);
+  await page.selectOption('[data-testid=target-position]', '4');
+  await page.fill('[data-testid=target-token]', '7');
+  await until('modelView', (v) => v.showAs === 'grad' && v.target.target === 7 && v.target.position === 4 && v.pool > 0);
+  const ref = attribute('gpt2', 'grad', ['--target', '7', '--position', '4']).grad;
+  const deflt = attribute('gpt2', 'grad').grad;
+  const c = await hoverOpened(0, 0, 4, 1);
+  const want = ref.data[c.q * T + c.k];
+  assert.ok(Math.abs(c.w - want) < 1e-4 * Math.max(1, want), `grad for token 7 at 4, cell (${c.q}, ${c.k}): view ${c.w}, CLI ${want}`);
+  assert.ok(Math.abs(want - deflt.data[c.q * T + c.k]) > 1e-4, 'the target changes this cell');
 });
 
 test('head view: show as ALTI draws one map per layer; flow over 128 tokens shows the 400', async () => {

@@ -3,8 +3,9 @@
 // Per-head methods (norm) keep every head; per-layer ones (norm2, alti) have one map per
 // layer (head axis of 1); whole-model ones (rollout, flow, grad) one map (layer and head
 // axes of 1). Values above 1 (norm-based ones) are divided by the method's largest value
-// for drawing (`scale`); the views show value / scale, the method's own numbers. No drawing.
-import type { LayerAttention, PooledAttention, RunData } from '../api/client';
+// for drawing (`scale`); the views show value / scale, the method's own numbers. grad explains
+// the logit of a Target (default: the prediction). No drawing.
+import type { LayerAttention, PooledAttention, RunData, Target } from '../api/client';
 import type { MapsMethod } from '../api/types';
 
 export type ShowAs = 'attention' | MapsMethod;
@@ -29,35 +30,38 @@ export function mapLayer(s: ShowAs, l: number): number {
 
 /** The factor that brings s's maps into [0, 1] for drawing: 1 / the largest value when it is
  *  above 1, else 1 (from the max-pooled maps: max pooling keeps the largest value). */
-export async function mapScale(data: RunData, s: ShowAs): Promise<number> {
+export async function mapScale(data: RunData, s: ShowAs, tg?: Target): Promise<number> {
   if (s === 'attention') return 1;
-  const p = await data.maps(s, { pool: 8, dtype: 'f32' });
+  const p = await data.maps(s, { pool: 8, dtype: 'f32', tg: targetOf(s, tg) });
   const largest = p.data.reduce((a, v) => Math.max(a, v), 0);
   return largest > 1 ? 1 / largest : 1;
 }
 
+/** The target the maps route takes: grad's only. */
+const targetOf = (s: ShowAs, tg?: Target): Target | undefined => (s === 'grad' ? tg : undefined);
+
 const scaled = (x: Float32Array, k: number): Float32Array => (k === 1 ? x : x.map((v) => v * k));
 
 /** Layer l of s (all its maps), scaled for drawing, and the scale. */
-export async function showLayer(data: RunData, s: ShowAs, l: number): Promise<LayerAttention & { scale: number }> {
+export async function showLayer(data: RunData, s: ShowAs, l: number, tg?: Target): Promise<LayerAttention & { scale: number }> {
   if (s === 'attention') return { ...(await data.layer(l)), scale: 1 };
-  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)) }), mapScale(data, s)]);
+  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)), tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
   const out = { layer: l, heads: m.shape[1], T: m.shape[2], K: m.shape[3], data: scaled(m.data, k), scale: k }; /* K: keys per row, T here */
   return out;
 }
 
 /** Every map of s max-pooled to at most n × n, scaled for drawing, and the scale. */
-export async function showPooled(data: RunData, s: ShowAs, n: number): Promise<PooledAttention & { scale: number }> {
+export async function showPooled(data: RunData, s: ShowAs, n: number, tg?: Target): Promise<PooledAttention & { scale: number }> {
   if (s === 'attention') return { ...(await data.pooled(n)), scale: 1 };
-  const [m, k] = await Promise.all([data.maps(s, { pool: n, dtype: 'f16' }), mapScale(data, s)]);
+  const [m, k] = await Promise.all([data.maps(s, { pool: n, dtype: 'f16', tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
   const out = { pool: m.shape[2], poolKeys: m.shape[3], layers: m.shape[0], heads: m.shape[1], T: m.meta.tokens, K: m.meta.tokens, data: scaled(m.data, k), scale: k };
   return out;
 }
 
 /** The (T, T) map of layer l, head h of s, scaled for drawing. */
-export async function showHead(data: RunData, s: ShowAs, l: number, h: number): Promise<Float32Array> {
+export async function showHead(data: RunData, s: ShowAs, l: number, h: number, tg?: Target): Promise<Float32Array> {
   if (s === 'attention') return data.head(l, h);
   const one = perOf(s) === 'head' ? String(h) : '0';
-  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)), heads: one }), mapScale(data, s)]);
+  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)), heads: one, tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
   return scaled(m.data, k);
 }
