@@ -310,7 +310,8 @@ as_status an_analyze(const char *db_path, const an_opts *o, as_error *err) {
     if (o->source || o->target) {
         if (o->sst2 || o->conllu)
             return as_err_set(err, AS_ERR_INPUT, "--source / --target do not go with --sst2 / --conllu");
-        return an_analyze_encdec(db_path, o, err);
+        an_mpi_rank(&rank, &size);
+        return rank > 0 ? AS_OK : an_analyze_encdec(db_path, o, err); /* one process writes it */
     }
     if (o->gold) return as_err_set(err, AS_ERR_INPUT, "--gold needs --source FILE and --target FILE");
     an_mpi_rank(&rank, &size);

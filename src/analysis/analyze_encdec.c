@@ -11,7 +11,7 @@
  * rows. The run is written in one transaction when every pair has run (a run that was
  * interrupted starts again; a finished one is not redone).
  * What it does not: the encoder-only runner's tables (sentence rows, Dodrio scores,
- * relations, patterns), resuming mid-corpus, MPI.
+ * relations, patterns), resuming mid-corpus, MPI (under mpirun, rank 0 alone runs it).
  */
 #include "analysis/runner_internal.h"
 
@@ -90,8 +90,12 @@ static as_status ed_pair(ed_state *e, int k, as_error *err) {
             rc = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             goto cleanup;
         }
-        if ((rc = al_token_words(&se, e->src[k], sw, &Ws, err)) || (rc = al_token_words(&te, e->tgt[k], lw, &Wt, err))) {
+        if ((rc = al_token_words(&se, e->src[k], sw, &Ws, err))) {
             as_err_prefix(err, "%s:%d", e->o->source, k + 1);
+            goto cleanup;
+        }
+        if ((rc = al_token_words(&te, e->tgt[k], lw, &Wt, err))) {
+            as_err_prefix(err, "%s:%d", e->o->target, k + 1);
             goto cleanup;
         }
         al_target_rows(lw, te.n, 0, rw);
