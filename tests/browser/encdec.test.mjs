@@ -12,7 +12,7 @@
 //   - the weight shown when hovering a per-head bar of a pinned decoder token is the npz's
 //     cross_attentions value of that head, query and key;
 //   - the model view's cross thumbnails are decoder rows × source columns, a hovered cell's
-//     weight equal to the npz's;
+//     weight equal to the npz's; its decoder thumbnails note the causal mask, cross's none;
 //   - the neuron view of cross-attention paints, lists the source's tokens as keys and
 //     gives the npz's cross_attention_scores and cross_attentions for the decoder query;
 //   - T5 from ids: the cross view's columns and links against its npz.
@@ -200,6 +200,12 @@ test('BART: target field, kind selector, cross columns and weights, hover, model
   const gwant = at4(z.cross_attentions, li, hi, qi, kj);
   assert.ok(Math.abs(gw - gwant) < F16, `model view cross cell L${li} H${hi} (${qi}, ${kj}) ${gw} = npz ${gwant}`);
   await shot('cross-model');
+  // model view, decoder: causal, the masked blocks noted (and drawn grey)
+  await page.mouse.move(5, 5);
+  await page.click('[data-testid=kind-decoder]');
+  await page.waitForSelector('[data-testid=grid-mask-note]');
+  await page.click('[data-testid=kind-cross]');
+  await page.waitForFunction(() => window.__attnscope?.modelView?.tokens === 6 && !document.querySelector('[data-testid=grid-mask-note]'));
 
   // neuron view, cross: queries from the decoder, keys from the source
   await page.mouse.move(5, 5);
