@@ -24,13 +24,22 @@ gen_llama.py) and the checkpoint's weights, and computes in float64, per layer:
     alti_layer[l, i, j] = max(0, ||x̃_i||_1 - ||x̃_i - T_i(x_j)||_1), rows / their sums
     alti[l]             = alti_layer[l] @ ... @ alti_layer[0]   (Ferrando et al. 2022)
 
+and, per head (attr_head_mixing, the analysis's columns):
+
+    fnorm[l, h, j]      = ||f_h(x_j)||                   (Kobayashi et al. 2020, eq. 6)
+    head_share[l, h, i] = c_h / sum of all H + 1 c's, the components being the head
+                          outputs o_h,i = sum_j A[h, i, j] f_h(x_j) and the residual x_i,
+                          each through the block's map at row i (post-LN: γ (z - mean z) /
+                          σ(u_i); Gemma 2: (1 + w) z / rms(a_i) for the heads; pre-norm:
+                          the identity), c = max(0, ||x̃_i||_1 - ||x̃_i - T_i(z)||_1)
+
 and asserts that the decomposition is exact (sum_j T_i(x_j) + the bias terms = x̃_i) and
 that x̃ is the model's: the next layer's input computed from x̃ through the fixture's
 feed-forward half equals the reference hidden state (every layer but the last, whose
 hidden state HF returns after the final norm).
 
 Writes tests/ref/fixtures/attrib/<name>_mix.safetensors: norm2, alti_layer, alti F32
-(L, T, T).
+(L, T, T); fnorm, head_share F32 (L, H, T).
 What it does not: change the model fixtures. Run (deterministic):
 /usr/bin/python3 tests/ref/gen_mixing.py
 """
@@ -149,7 +158,22 @@ def decompose(blk, A, V, X):
         bias = gg * bo / r[:, None]
     d = (Tv.sum(1) + bias - xt).abs().max().item()
     assert d < 1e-9, f"decomposition off by {d}"
-    return Tv, xt
+    # by head: o_h,i through the same map (post-LN: centred and scaled; Gemma: scaled)
+    O = torch.einsum("hij,hjd->hid", A, Fh)  # (H, T, D)
+    if blk.kind == "post":
+        heads_t = blk.gain * (O - O.mean(-1, keepdim=True)) / sd[:, None]
+        resid = blk.gain * (X - X.mean(-1, keepdim=True)) / sd[:, None]
+    elif blk.kind == "pre":
+        heads_t, resid = O, X
+    else:
+        heads_t, resid = gg * O / r[:, None], X
+    d = (heads_t.sum(0) + resid + bias - xt).abs().max().item()
+    assert d < 1e-9, f"head decomposition off by {d}"
+    comps = torch.cat([heads_t, resid[None]])  # (H + 1, T, D)
+    c = (xt.abs().sum(-1)[None] - (xt[None] - comps).abs().sum(-1)).clamp(min=0)
+    z = c.sum(0, keepdim=True)
+    share = torch.where(z > 0, c / z, torch.zeros_like(c))[:H]  # (H, T)
+    return Tv, xt, Fh.norm(dim=-1), share
 
 
 def alti_layer(Tv, xt):
@@ -171,10 +195,12 @@ def main():
         N2 = torch.zeros(L, T, T, dtype=torch.float64)
         C = torch.zeros_like(N2)
         R = torch.zeros_like(N2)
+        FN = torch.zeros(L, H, T, dtype=torch.float64)
+        HS = torch.zeros_like(FN)
         worst = 0.0
         for l in range(L):
             blk = Block(c, P, meta, l)
-            Tv, xt = decompose(blk, A[l], V[l], X[l])
+            Tv, xt, FN[l], HS[l] = decompose(blk, A[l], V[l], X[l])
             if l + 1 < L:  # x̃ is the model's: the feed-forward half of it gives the next input
                 worst = max(worst, (blk.mlp(xt) - X[l + 1]).abs().max().item())
             N2[l] = Tv.norm(dim=-1)
@@ -183,7 +209,8 @@ def main():
         assert worst < 1e-4, f"{name}: x̃ through the MLP differs from the next hidden state by {worst}"
         assert ((C.sum(-1) - 1).abs() < 1e-9).all() and ((R.sum(-1) - 1).abs() < 1e-9).all()
         path = os.path.join(OUT_DIR, f"{name}_mix.safetensors")
-        st_write(path, [("norm2", N2, "F32"), ("alti_layer", C, "F32"), ("alti", R, "F32")],
+        st_write(path, [("norm2", N2, "F32"), ("alti_layer", C, "F32"), ("alti", R, "F32"), ("fnorm", FN, "F32"),
+                        ("head_share", HS, "F32")],
                  {"generator": GENERATOR, "case": CASE, "fixture": name})
         print(f"{name:11s} L={L} H={H} T={T}  next hidden from x̃ within {worst:.1e}  "
               f"norm2 max {N2.max().item():.4f}  alti diag {R[-1].diagonal().mean().item():.4f}  "

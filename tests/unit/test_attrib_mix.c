@@ -11,6 +11,9 @@
  * holds the hidden states (attr_compute_run) gives attr_compute's values, and one that
  * does not (the server's cached runs) falls back to a forward. Refusals: target and
  * position, which norm2 and alti do not explain.
+ * Per head (attr_head_mixing, the analysis's norm_sink_ratio and alti_contribution):
+ * ||f_h(x_j)|| within 1e-4 of its largest value and each head's ALTI share of the block
+ * output within 1e-5, on the same five blocks; 1 and 3 threads give the same bits.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,12 +27,35 @@
 #define FX_WHAT_WIDTH 12
 #include "attrib_fixture.h"
 
-static const float *ref(const fx *f, const char *name) {
+/* Reference tensor name of n floats. */
+static const float *ref_n(const fx *f, const char *name, size_t n) {
     const st_tensor *t = st_file_find(f->ref, name);
     if (!t) fail_msg("no tensor '%s'", name);
     assert_int_equal(t->dtype, DTYPE_F32);
-    assert_int_equal(t->n_elems, (size_t)f->L * f->T * f->T);
+    assert_int_equal(t->n_elems, n);
     return t->data;
+}
+
+static const float *ref(const fx *f, const char *name) { return ref_n(f, name, (size_t)f->L * f->T * f->T); }
+
+/* attr_head_mixing on a run of f's input: value norms and head shares against the reference. */
+static void per_head(const fx *f) {
+    as_error err = {0};
+    as_run *run = NULL;
+    as_capture_spec spec = {.what = CAP_ATTN | CAP_QKV | CAP_HIDDEN, .layer = -1, .head = -1, .threads = 1};
+    if (as_forward(f->m, &f->enc, &spec, &run, &err)) fail_msg("%s", err.msg);
+    const size_t n = (size_t)f->L * f->H * f->T;
+    float *fn = malloc(n * sizeof(float)), *sh = malloc(n * sizeof(float)), *sh3 = malloc(n * sizeof(float));
+    assert_true(fn && sh && sh3);
+    assert_int_equal(attr_head_mixing(f->m, run, 1, fn, sh, &err), AS_OK);
+    compare("fnorm", fn, ref_n(f, "fnorm", n), n, 1e-4, 1);
+    compare("head_share", sh, ref_n(f, "head_share", n), n, 1e-5, 0);
+    assert_int_equal(attr_head_mixing(f->m, run, 3, NULL, sh3, &err), AS_OK);
+    assert_memory_equal(sh, sh3, n * sizeof(float));
+    free(fn);
+    free(sh);
+    free(sh3);
+    as_run_free(run);
 }
 
 static void compute(const fx *f, attr_method method, int threads, attr_result *r) {
@@ -90,6 +116,7 @@ static void end_to_end(const char *name) {
     attr_result_free(&r3);
     as_run_free(run);
     attr_result_free(&r);
+    per_head(&f);
     unload(&f);
 }
 
@@ -118,6 +145,8 @@ static void test_refusals(void **state) {
     if (as_forward(f.m, &f.enc, &spec, &run, &err)) fail_msg("%s", err.msg);
     float C[1];
     assert_int_equal(attr_mixing(f.m, run, 1, NULL, C, &err), AS_ERR_INPUT);
+    printf("  refused: %s\n", err.msg);
+    assert_int_equal(attr_head_mixing(f.m, run, 1, NULL, C, &err), AS_ERR_INPUT);
     printf("  refused: %s\n", err.msg);
     as_run_free(run);
     unload(&f);
