@@ -10,7 +10,9 @@
 //     the same cell of a dense run of the same ids (capture "dense": the forward's own
 //     attention, not recomputed from q and k), within 1e-6;
 //   - after scrolling away the pinned query's rows stay loaded: its bars at other keys
-//     show their dense weights too; hovering a query token keeps only its links.
+//     show their dense weights too; hovering a query token keeps only its links;
+//   - once the server evicted the run (--cache-runs 2, two other runs posted), scrolling on
+//     runs it again and loads the rows on screen from the new run.
 // Screenshots go to tests/browser/artifacts/longhead-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,7 +40,7 @@ before(async () => {
   mkdirSync(ART, { recursive: true });
   tmp = mkdtempSync(join(tmpdir(), 'attnscope-longhead-'));
   execFileSync(process.execPath, [join(HERE, 'make_llama_model.mjs'), join(tmp, 'llama-long'), '2', String(NH), '2', String(T), '0']);
-  ({ p: server, url: base } = await startServer(BIN, ['--model', join(tmp, 'llama-long')]));
+  ({ p: server, url: base } = await startServer(BIN, ['--model', join(tmp, 'llama-long'), '--cache-runs', '2']));
   ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { height: 1100 }));
 });
 
@@ -154,4 +156,27 @@ test('pin and hover at long T show the dense weights', async () => {
   assert.ok(Math.abs(w - want) <= 1e-6, `pinned (${q}, ${k}) after scrolling: shown ${w}, dense ${want}`);
   const blocks = new Set((await hook()).requests.map((x) => rowsOf(x).join('-')));
   assert.ok(blocks.size <= 6, `only the blocks on screen were fetched: ${[...blocks].join(', ')}`);
+});
+
+test('a run the server evicted is run again when the list scrolls on', async () => {
+  const before = (await hook()).requests.length;
+  const oldId = await page.evaluate(() => performance.getEntriesByType('resource').map((e) => e.name).filter((n) => /\/tile\?/.test(n)).pop());
+  for (const ids of [[1, 2, 3], [4, 5, 6]]) await api('/api/v1/run', { model: 'llama-long', ids }); /* the cache holds 2 runs */
+  const h = await scrollTo(800);
+  assert.ok(h.requests.length > before, 'the rows on screen were asked for');
+  const names = await page.evaluate(() => performance.getEntriesByType('resource').map((e) => e.name).filter((n) => /\/tile\?/.test(n)));
+  const id = (n) => n.split('/runs/')[1].split('/')[0];
+  const newId = id(names[names.length - 1]);
+  assert.notEqual(newId, id(oldId), 'the run was made again');
+  assert.equal((await api(`/api/v1/runs/${newId}`)).capture, 'stats,qkv');
+  assert.equal(await page.getByTestId('status').evaluate((e) => e.classList.contains('error')), false, 'no error shown');
+  const box = await page.getByTestId('head-canvas').boundingBox();
+  const q = h.first + 4, k = h.first + 2;
+  await page.mouse.click(box.x + LEFT_X - 20, box.y + rowY(q, TOP + h.first * ROW_H));
+  await page.mouse.move(box.x + BARS_X + HEAD * 14 + 6, box.y + rowY(k, TOP + h.first * ROW_H));
+  const tip = page.getByTestId('head-tip');
+  await tip.waitFor();
+  const w = Number(await tip.locator('.w').getAttribute('data-w'));
+  const t = await api(`/api/v1/runs/${newId}/tile?layer=${LAYER}&head=${HEAD}&rows=${q}&cols=${k}&n=1`);
+  assert.equal(w, t.max[0], `(${q}, ${k}) after the run was made again`);
 });

@@ -3,8 +3,9 @@
 // blocks of ROW_BLOCK queries × all keys for every head of a layer through the tile route
 // at full resolution (each cell one weight, recomputed by the server from q and k), and
 // each loaded query's strongest keys per head as the HeadLinks that lib/headview.ts draws.
-// Nothing outside the blocks asked for is fetched or kept (at most MAX_BLOCKS).
-import { check } from '../api/client';
+// Nothing outside the blocks asked for is fetched or kept (at most MAX_BLOCKS). A run the
+// server evicted (404) is run again (the same input: the same weights) and asked again.
+import { check, postRun, runInput, type RunData } from '../api/client';
 import { decodeTensors } from '../api/tensor';
 import type { TileMeta } from '../api/types';
 import { LINK_LEVELS, linkLevel, type HeadLinks } from './links';
@@ -34,7 +35,7 @@ export class RowStore {
   requests: string[] = [];
 
   constructor(
-    private runId: string,
+    private data: RunData,
     private T: number,
     private H: number,
   ) {}
@@ -72,7 +73,12 @@ export class RowStore {
       const c1 = Math.min(T, c0 + COL_CHUNK), C = c1 - c0;
       const q = `layers=${layer}&heads=0-${H - 1}&rows=${r0}-${r1 - 1}&cols=${c0}-${c1 - 1}&n=${COL_CHUNK}&dtype=f32`;
       this.requests.push(q);
-      const r = await check(await fetch(`/api/v1/runs/${this.runId}/tile?${q}`));
+      let r = await fetch(`/api/v1/runs/${this.data.run.id}/tile?${q}`);
+      if (r.status === 404) {
+        this.data.run = await postRun(runInput(this.data.run));
+        r = await fetch(`/api/v1/runs/${this.data.run.id}/tile?${q}`);
+      }
+      await check(r);
       const d = decodeTensors<TileMeta>(await r.arrayBuffer());
       const mx = d.tensors.get('max');
       if (!mx || mx.shape.join() !== `1,${H},${R},${C}`) throw new Error('tile response: unexpected shape');
