@@ -1,0 +1,151 @@
+/* test_generate.c — gen_generate (src/analysis/generate.c, attnscope/generate.h) on the
+ * llama_bytes fixture (tests/ref/gen_lm_eval.py: a tiny random Llama, 64 positions):
+ *   - greedy continuation of the fixture's prompt equals PyTorch's argmax continuation
+ *     (expected.json greedy_ids, ids identical);
+ *   - each step's rows: every head's row sums to 1 over the keys up to the choosing position,
+ *     0 after it, and equals that position's row of one forward of the final sequence
+ *     (causal attention does not see later tokens; 1e-5);
+ *   - sampling: the same seed gives the same ids and rows, top-k 1 gives the greedy ids;
+ *   - the model's positions cap the steps (max_new 100 from 8 tokens: 56 steps);
+ *   - errors: an empty prompt, a prompt filling the positions and a model without an LM
+ *     head are AS_ERR_INPUT; nothing is left allocated (gen_result zeroed).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "attnscope.h"
+#include "attnscope/generate.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LM_MODEL AS_SOURCE_DIR "/tests/ref/fixtures/models/llama_bytes"
+
+static as_model *g_m;
+static int32_t g_prompt[64], g_greedy[64];
+static int g_np, g_ng;
+
+static int setup(void **state) {
+    (void)state;
+    as_error err = {0};
+    json_error_t je;
+    if (as_model_load(LM_MODEL, &g_m, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    json_t *e = json_load_file(LM_MODEL "/expected.json", 0, &je);
+    if (!e) return -1;
+    json_t *p = json_object_get(e, "prompt_ids"), *g = json_object_get(e, "greedy_ids");
+    g_np = (int)json_array_size(p);
+    g_ng = (int)json_array_size(g);
+    for (int i = 0; i < g_np && i < 64; i++) g_prompt[i] = (int32_t)json_integer_value(json_array_get(p, i));
+    for (int i = 0; i < g_ng && i < 64; i++) g_greedy[i] = (int32_t)json_integer_value(json_array_get(g, i));
+    json_decref(e);
+    return g_np > 0 && g_ng > 0 && g_np + g_ng <= 64 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    as_model_free(g_m);
+    return 0;
+}
+
+static void test_greedy_rows(void **state) {
+    (void)state;
+    as_error err = {0};
+    gen_result g;
+    gen_opts o = {.max_new = g_ng, .rows = 1, .threads = 1};
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &o, &g, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(g.steps, g_ng);
+    assert_int_equal(g.prompt_len, g_np);
+    assert_int_equal(g.T, g_np + g_ng);
+    assert_int_equal(g.K, g.T);
+    assert_memory_equal(g.gen, g_greedy, (size_t)g_ng * sizeof(int32_t));
+    assert_memory_equal(g.ids, g_prompt, (size_t)g_np * sizeof(int32_t));
+    /* the final sequence's forward: row P - 1 + s of each head is step s's row */
+    as_encoding enc = {0};
+    as_run *r = NULL;
+    as_capture_spec spec = {.what = CAP_ATTN, .layer = -1, .head = -1, .threads = 1};
+    if (as_encoding_from_ids(g_m, g.ids, NULL, g.T, &enc, &err) || as_forward(g_m, &enc, &spec, &r, &err))
+        fail_msg("%s", err.msg);
+    double worst = 0.0;
+    for (int s = 0; s < g.steps; s++)
+        for (int l = 0; l < g.L; l++)
+            for (int h = 0; h < g.H; h++) {
+                const float *row = g.rows + (((size_t)s * g.L + l) * g.H + h) * g.K;
+                const float *ref = as_run_attn(r, l, h) + (size_t)(g_np - 1 + s) * g.T;
+                double sum = 0.0;
+                for (int k = 0; k < g.K; k++) {
+                    if (k > g_np - 1 + s) assert_true(row[k] == 0.0f);
+                    sum += row[k];
+                    double d = fabs((double)row[k] - ref[k]);
+                    if (d > worst) worst = d;
+                }
+                assert_true(fabs(sum - 1.0) < 1e-5);
+            }
+    printf("greedy: %d ids = PyTorch's; rows vs the final forward: max |d| %.2e\n", g.steps, worst);
+    assert_true(worst < 1e-5);
+    as_run_free(r);
+    as_encoding_free(&enc);
+    gen_result_free(&g);
+    assert_null(g.rows);
+}
+
+static void test_sampling(void **state) {
+    (void)state;
+    as_error err = {0};
+    gen_result a, b, c;
+    gen_opts o = {.max_new = 16, .temperature = 1.5, .top_k = 20, .seed = 7, .rows = 1, .threads = 1};
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &o, &a, &err) || gen_generate(g_m, NULL, g_prompt, g_np, &o, &b, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(a.steps, b.steps);
+    assert_memory_equal(a.gen, b.gen, (size_t)a.steps * sizeof(int32_t));
+    assert_memory_equal(a.rows, b.rows, (size_t)a.steps * a.L * a.H * a.K * sizeof(float));
+    gen_opts one = {.max_new = g_ng, .temperature = 1.0, .top_k = 1, .seed = 3, .threads = 1};
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &one, &c, &err)) fail_msg("%s", err.msg);
+    assert_null(c.rows);
+    assert_memory_equal(c.gen, g_greedy, (size_t)g_ng * sizeof(int32_t));
+    gen_result_free(&a);
+    gen_result_free(&b);
+    gen_result_free(&c);
+}
+
+static void test_limits_and_errors(void **state) {
+    (void)state;
+    as_error err = {0};
+    gen_result g;
+    gen_opts o = {.max_new = 100, .threads = 1};
+    int max = as_model_max_tokens(g_m);
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &o, &g, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(g.T, max);
+    assert_int_equal(g.steps, max - g_np);
+    gen_result_free(&g);
+    assert_int_equal(gen_generate(g_m, NULL, g_prompt, 0, &o, &g, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "empty"));
+    int32_t *full = calloc((size_t)max, sizeof *full);
+    assert_int_equal(gen_generate(g_m, NULL, full, max, &o, &g, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "no room left"));
+    assert_null(g.ids);
+    free(full);
+    as_model *bert = NULL;
+    if (as_model_load(AS_SOURCE_DIR "/tests/ref/fixtures/models/bert", &bert, &err)) fail_msg("%s", err.msg);
+    int32_t ids[3] = {1, 5, 2};
+    assert_int_equal(gen_generate(bert, NULL, ids, 3, &o, &g, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "causal-LM head"));
+    as_model_free(bert);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_rows),
+        cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_limits_and_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
