@@ -111,7 +111,7 @@ export const zhCN: Messages = {
   'faith.m.flow': '注意力流（flow）',
   'faith.m.norm': '基于范数（最后一层）',
   'faith.m.norm2': '基于范数 + 残差 + 归一化（最后一层）',
-  'faith.m.alti': 'ALTI',
+  'faith.m.alti': 'ALTI（整个模型）',
   'faith.m.grad-attn': '梯度加权注意力',
   'faith.m.random': '随机顺序（基线）',
   'embed.subset': '模型的第 {layers} 层和第 {heads} 个头，此处从 0 编号',
