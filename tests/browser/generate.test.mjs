@@ -9,7 +9,9 @@
 //     context equal the CLI's generation_attentions row (steps, L, H, T) of that step,
 //     layer and head (exactly: both f32), over prompt_length + step keys;
 //   - the prompt / generated boundary is marked after the prompt's last token;
-//   - a bad parameter (0 new tokens) shows the server's one-line error.
+//   - a bad parameter (0 new tokens) shows the server's one-line error;
+//   - a model without a causal-LM head (models/attnscope-sst2) has no Generation tab, and
+//     view=generate opens its head view.
 // Screenshots go to tests/browser/artifacts/generate-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,7 +40,7 @@ before(async () => {
   execFileSync(BIN, ['generate', '--model', m, '--text', PROMPT, '--max-new', String(STEPS), '--top-k', '5',
     '--temperature', '1.5', '--seed', '7', '--out', join(tmp, 'g.json'), '--quiet']);
   cli = JSON.parse(readFileSync(join(tmp, 'g.json'), 'utf8'));
-  ({ p: server, url: base } = await startServer(BIN, ['--model', m]));
+  ({ p: server, url: base } = await startServer(BIN, ['--model', m, '--model', join(HERE, '..', '..', 'models', 'attnscope-sst2')]));
   ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile')));
 });
 
@@ -116,4 +118,11 @@ test('a bad parameter shows the server\'s one-line error', async () => {
   await page.click('[data-testid=gen-run]');
   await page.waitForFunction(() => /max_new/.test(document.querySelector('[data-testid=status]').textContent));
   assert.match(await page.textContent('[data-testid=status]'), /field 'max_new': expected an integer in \[1, 128\]/);
+});
+
+test('a model without a causal-LM head has no Generation tab', async () => {
+  await page.goto(`${base}/?model=attnscope-sst2&text=${encodeURIComponent('a fine film .')}&view=generate`);
+  await page.waitForSelector('[data-testid=tab-head].active');
+  assert.equal(await page.locator('[data-testid=tab-generate]').count(), 0);
+  assert.match(page.url(), /view=head|^(?!.*view=)/);
 });
