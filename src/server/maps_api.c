@@ -50,18 +50,20 @@ static char method_per(attr_method m) {
     return m == ATTR_NORM ? 'h' : m == ATTR_NORM2 || m == ATTR_ALTI ? 'l' : m == ATTR_IMPORTANCE ? 0 : 'm';
 }
 
-/* The cached result of (method, target, position) on e, moved to the front, or one computed
- * and inserted (the oldest beyond SRV_MAPS_PER_RUN freed). Caller holds s->fwd_mu, which
- * guards e->maps. NULL with err set when the method fails. */
-static srv_maps *maps_get(srv_state *s, srv_entry *e, const attr_opts *o, as_error *err) {
+/* The cached result of (method, target, position) on e, moved to the front (*hit = 1), or one
+ * computed and inserted (*hit = 0; the oldest beyond SRV_MAPS_PER_RUN freed). Caller holds
+ * s->fwd_mu, which guards e->maps. NULL with err set when the method fails. */
+static srv_maps *maps_get(srv_state *s, srv_entry *e, const attr_opts *o, int *hit, as_error *err) {
     srv_maps *head = e->maps, **pp = &head, *m;
     for (; (m = *pp); pp = &m->next)
         if (m->method == o->method && m->target == o->target && m->position == o->position) {
             *pp = m->next;
             m->next = head;
             e->maps = m;
+            *hit = 1;
             return m;
         }
+    *hit = 0;
     m = calloc(1, sizeof *m);
     if (!m) {
         as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -131,8 +133,9 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
     return 0;
 }
 
-/* The reply of result m cut to q: (nl, nh, S, S) maps, pooled into buf when q->pool. */
-static void reply_maps(srv_response *rs, const srv_entry *e, const maps_query *q, const srv_maps *m) {
+/* The reply of result m cut to q: (nl, nh, S, S) maps, pooled when q->pool; hit: m was kept
+ * from an earlier request (meta.cached). */
+static void reply_maps(srv_response *rs, const srv_entry *e, const maps_query *q, const srv_maps *m, int hit) {
     const attr_result *r = &m->r;
     char per = method_per(r->method);
     int T = r->T, H = e->run->H;
@@ -156,9 +159,9 @@ static void reply_maps(srv_response *rs, const srv_entry *e, const maps_query *q
         }
     srv_tb_tensor t = {.name = "maps", .dtype = (srv_tb_dtype)q->dt, .ndim = 4, .shape = {nl, nh, S, S},
                        .parts = parts, .n_parts = nl * nh, .part_len = SS};
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:[i,i], s:[i,i], s:i}", "run", e->id, "method",
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:[i,i], s:[i,i], s:i, s:b}", "run", e->id, "method",
                              attr_method_name(r->method), "per", per == 'h' ? "head" : per == 'l' ? "layer" : "model",
-                             "layers", l0, l1, "heads", h0, h1, "tokens", T);
+                             "layers", l0, l1, "heads", h0, h1, "tokens", T, "cached", hit);
     if (meta && q->pool) {
         json_object_set_new(meta, "pool", json_integer(S));
         json_object_set_new(meta, "pool_op", json_string("max"));
@@ -188,9 +191,10 @@ void maps_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
     if (parse_query(s, e, rq, &q, rs)) return;
     if (!api_admit(s, rs)) return;
     as_error err = {0};
+    int hit = 0;
     pthread_mutex_lock(&s->fwd_mu);
-    srv_maps *m = maps_get(s, e, &q.o, &err);
-    if (m) reply_maps(rs, e, &q, m); /* under the lock: another request may drop m after it */
+    srv_maps *m = maps_get(s, e, &q.o, &hit, &err);
+    if (m) reply_maps(rs, e, &q, m, hit); /* under the lock: another request may drop m after it */
     pthread_mutex_unlock(&s->fwd_mu);
     api_leave(s);
     if (!m) reply_error(rs, err.code == AS_ERR_INPUT ? 400 : 500, "maps: %s", err.msg);

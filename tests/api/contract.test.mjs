@@ -307,13 +307,20 @@ test('GET /api/v1/runs/{id}/maps', async () => {
     assert.deepEqual(h.tensors[0].shape, shape, `${method}: shape`);
     assert.equal(h.meta.per, per[method]);
     assert.equal(h.meta.logit !== undefined, method === 'grad');
+    assert.equal(h.meta.cached, false, `${method}: computed by this request`);
   }
+  /* kept with the run: the 4 most recently used results (alti, rollout, flow, grad here) */
+  assert.equal((await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=alti&layers=1`)).meta.cached, true);
   const one = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=norm&layers=1&heads=0-1&pool=8&dtype=f16`);
   assert.deepEqual(one.tensors[0].shape, [1, 2, Math.min(8, T), Math.min(8, T)]);
   assert.deepEqual(one.meta.layers, [1, 1]);
+  assert.equal(one.meta.cached, false, 'norm was dropped as the least recently used');
   const g = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=grad&target=5&position=1`);
   assert.equal(g.meta.target, 5);
   assert.equal(g.meta.position, 1);
+  assert.equal(g.meta.cached, false, 'another target, another result');
+  assert.equal((await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=grad`)).meta.cached, true);
+  assert.equal((await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=rollout`)).meta.cached, false);
   /* flow over ATTR_FLOW_MAX_T (128) tokens: a 400 naming the limit */
   const long = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: Array.from({ length: 140 }, (_, i) => 3 + (i % 50)) });
   assert.ok(long.sizes.tokens > 128);

@@ -602,6 +602,11 @@ export interface MapsMeta {
   position?: number;
   /** grad only: the logit explained */
   logit?: number;
+  /**
+   * whether the method's result was already kept with the run (computed by an earlier request; at most
+   * 4 are kept per run, least recently used dropped)
+   */
+  cached: boolean;
 }
 
 /**
