@@ -53,6 +53,15 @@ typedef struct {
 as_status as_attn_npz_read(const char *path, as_attn_npz *out, as_error *err);
 void as_attn_npz_free(as_attn_npz *a);
 
+/* The same struct from attention already in memory (an analysis database's imported
+ * sentence, read from its import folder): attn (L, H, T, T) copied, rows = queries;
+ * tokens (T) UTF-8 strings copied as the pieces and their text; no q/k (neuron 0),
+ * type ids 0, scale 1, kv_group 0..H-1, causal when no weight lies above the
+ * diagonal. *out owned by the caller (as_attn_npz_free, also after an error). Errors:
+ * AS_ERR_INPUT for sizes outside the limits above or weights negative or not finite. */
+as_status as_attn_npz_from_attention(const float *attn, int L, int H, int T, const char *const *tokens,
+                                     as_attn_npz *out, as_error *err);
+
 #ifdef __cplusplus
 }
 #endif

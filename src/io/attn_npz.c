@@ -352,6 +352,16 @@ cleanup:
 }
 
 /* Reads the mapped archive f into o. */
+/* 1 when T > 1 and no weight of attn (L, H, T, T) lies above the diagonal. */
+static int is_causal(const float *w, int L, int H, int T) {
+    if (T < 2) return 0;
+    for (size_t m = 0; m < (size_t)L * H; m++)
+        for (int i = 0; i < T; i++)
+            for (int j = i + 1; j < T; j++)
+                if (w[(m * T + i) * T + j] != 0.0f) return 0;
+    return 1;
+}
+
 static as_status read_archive(const npz_src *f, as_attn_npz *o, as_error *err) {
     const char *path = f->path, *key = "attentions";
     npz_raw a = {0};
@@ -389,15 +399,7 @@ static as_status read_archive(const npz_src *f, as_attn_npz *o, as_error *err) {
         groups += !seen;
     }
     o->run->Hkv = groups;
-    o->causal = T > 1;
-    const float *w = o->run->attn;
-    for (size_t m = 0; o->causal && m < (size_t)L * H; m++)
-        for (int i = 0; o->causal && i < T; i++)
-            for (int j = i + 1; j < T; j++)
-                if (w[(m * T + i) * T + j] != 0.0f) {
-                    o->causal = 0;
-                    break;
-                }
+    o->causal = is_causal(o->run->attn, L, H, T);
 cleanup:
     npz_raw_free(&a);
     return rc;
@@ -445,4 +447,32 @@ void as_attn_npz_free(as_attn_npz *a) {
     free(a->kv_group);
     as_run_free(a->run);
     memset(a, 0, sizeof *a);
+}
+
+as_status as_attn_npz_from_attention(const float *attn, int L, int H, int T, const char *const *tokens,
+                                     as_attn_npz *out, as_error *err) {
+    memset(out, 0, sizeof *out);
+    if (L < 1 || L > AS_NPZ_MAX_LAYERS || H < 1 || H > AS_NPZ_MAX_HEADS || T < 1 || T > AS_NPZ_MAX_TOKENS ||
+        (size_t)L * H * T * T > AS_NPZ_MAX_WEIGHTS)
+        return as_err_set(err, AS_ERR_INPUT, "attention [%d, %d, %d, %d] outside the limits (layers <= %d, heads <= %d, "
+                          "tokens <= %d, weights <= %zu)", L, H, T, T, AS_NPZ_MAX_LAYERS, AS_NPZ_MAX_HEADS,
+                          AS_NPZ_MAX_TOKENS, (size_t)AS_NPZ_MAX_WEIGHTS);
+    const size_t n = (size_t)L * H * T * T;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(attn[i]) || attn[i] < 0.0f)
+            return as_err_set(err, AS_ERR_INPUT, "attention entry %zu is negative or not finite", i);
+    if (!(out->run = run_alloc(L, H, T, 0)) || !(out->tokens = calloc((size_t)T, sizeof *out->tokens)) ||
+        !(out->token_text = calloc((size_t)T, sizeof *out->token_text)) ||
+        !(out->type_ids = calloc((size_t)T, sizeof *out->type_ids)) || !(out->scale = calloc((size_t)L, sizeof *out->scale)) ||
+        !(out->kv_group = calloc((size_t)H, sizeof *out->kv_group)))
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    memcpy(out->run->attn, attn, n * sizeof(float));
+    for (int t = 0; t < T; t++)
+        if (!(out->tokens[t] = as_strdup(tokens[t] ? tokens[t] : "")) ||
+            !(out->token_text[t] = as_strdup(tokens[t] ? tokens[t] : "")))
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int l = 0; l < L; l++) out->scale[l] = 1.0f;
+    for (int h = 0; h < H; h++) out->kv_group[h] = h;
+    out->causal = is_causal(out->run->attn, L, H, T);
+    return AS_OK;
 }

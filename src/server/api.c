@@ -111,7 +111,8 @@ static void route_models(srv_state *s, srv_response *rs) {
                             "max_active_runs", s->max_active, "max_cached_runs", s->cache.max_entries,
                             "max_cache_bytes", (json_int_t)s->cache.max_bytes, "max_topk", SRV_MAX_TOPK);
     json_t *imported = json_array(); /* the --attention files' runs (server/npz_runs.h) */
-    for (int i = 0; i < s->npz.n; i++) json_array_append_new(imported, srv_npz_run_json(&s->npz.runs[i]));
+    for (int i = 0; i < s->npz.n; i++)
+        json_array_append_new(imported, srv_npz_run_json(&s->npz.runs[i], s->npz.runs[i].entry.id));
     reply_json(rs, 200, json_pack("{s:s, s:o, s:o, s:b, s:o}", "version", AS_VERSION, "models", arr, "limits", lim,
                                   "db", s->db != NULL, "imported", imported));
 }
@@ -358,7 +359,7 @@ static int encode_target(const srv_model *sm, const run_req *q, as_encoding *dec
 /* ---- runs -------------------------------------------------------------------- */
 
 static json_t *run_json(const srv_state *s, const srv_entry *e, int cached) {
-    if (e->npz) return srv_npz_run_json(e->npz);
+    if (e->npz) return srv_npz_run_json(e->npz, e->id);
     const srv_model *sm = &s->models[e->model];
     const as_config *c = as_model_config(sm->m);
     const as_run *r = e->run;
@@ -891,9 +892,9 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     else if (e->run && e->run->dec && (!strcmp(sub, "attribution") || !strcmp(sub, "intervene") ||
                                    !strcmp(sub, "faithfulness")))
         reply_error(rs, 409, "run %s is encoder-decoder: %s runs single-stack models only", id, sub);
-    else if (imp)
+    else if (e->npz) /* an --attention file's run or an analysis database's imported sentence */
         reply_error(rs, 409, "run %s is attention imported from %s: %s needs a model (serve --model DIR and run the "
-                    "text)", id, imp->npz->name, !strcmp(sub, "attribution") || !strcmp(sub, "faithfulness") ? sub
+                    "text)", id, e->npz->name, !strcmp(sub, "attribution") || !strcmp(sub, "faithfulness") ? sub
                     : !strcmp(sub, "tile")
                     ? "the tile route (attention recomputed from q and k)" : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */

@@ -18,6 +18,10 @@ void srv_entry_free(srv_entry *e) {
     free(e->target);
     as_encoding_free(&e->enc);
     as_encoding_free(&e->dec);
+    if (e->npz_free) { /* the imported sentence owns the run */
+        e->npz_free((struct srv_npz_run *)e->npz);
+        e->run = NULL;
+    }
     as_run_free(e->run);
     if (e->maps) e->maps_free(e->maps);
     free(e);

@@ -50,7 +50,10 @@ typedef struct srv_entry {
                                     maps_free with the entry; guarded by the server's forward lock */
     void (*maps_free)(void *maps);
     const struct srv_npz_run *npz; /* attention imported from an .npz (server/npz_runs.h; model -1,
-                                      never in the cache), or NULL for a model's run */
+                                      never in the cache), or an imported sentence of the analysis
+                                      database (model -1, in the cache), or NULL for a model's run */
+    void (*npz_free)(struct srv_npz_run *npz); /* set when the entry owns npz (an imported sentence):
+                                                  frees it and the run it lends to run */
     struct srv_entry *prev, *next; /* LRU list, most recent first */
 } srv_entry;
 

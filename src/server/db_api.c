@@ -7,11 +7,14 @@
  * name matches the run's model (and whose tokens match the stored ones); the run then
  * lands in the server's run cache, so the head and neuron views reuse it.
  * Imported runs (`attnscope import`) have no model: their attention is read from the
- * import folder given with --import-dir (server/imports.h) when one matches the run.
+ * import folder given with --import-dir (server/imports.h) when one matches the run;
+ * .../sentences/{idx}/run makes such a sentence a run of the explorer's views
+ * (server/npz_runs.h, as `serve --attention`), kept in the run cache.
  * It does not write the database, and does not compute any score itself except the
  * word-level argmax of one head on one sentence (analysis/heads.c, as the analysis did).
  */
 #include "db_api.h"
+#include "npz_runs.h"
 #include "reply.h"
 
 #include "attnscope/analysis.h"
@@ -903,6 +906,68 @@ cleanup:
     sent_data_free(&d);
 }
 
+/* The run cache's key text of an imported sentence: not UTF-8 (as SRV_IDS_KEY), so no
+ * posted text equals it; names the database, run and sentence. */
+static void import_key(const req *r, const run_info *ri, int idx, char *out, size_t cap) {
+    snprintf(out, cap, "\xff" "import:%s:%lld:%d", r->d->name, (long long)ri->id, idx);
+}
+
+static void free_npz(struct srv_npz_run *npz) { srv_npz_run_free(npz); }
+
+/* GET .../sentences/{idx}/run: an imported run's sentence as a run of the explorer (its
+ * attention read from the --import-dir folder, no model: server/npz_runs.h), put in the
+ * run cache; answers its RunResponse, whose id the head, model and neuron views read
+ * through /api/v1/runs/{id}/attention and /qk like an --attention file's run. 409 for a
+ * run that was not imported (POST /run its text on the served model) or has no folder. */
+static void route_sent_run(req *r, const run_info *ri, int64_t idx) {
+    srv_state *s = r->s;
+    sent_data d;
+    sent_fwd f = {0};
+    srv_entry *e = NULL;
+    char key[400];
+    if (!ri->is_import) {
+        reply_error(r->rs, 409, "run %lld was not imported: its sentences run on the served model (POST /api/v1/run "
+                    "with the sentence text)", (long long)ri->id);
+        return;
+    }
+    if (load_sentence(r, ri, idx, &d)) goto cleanup;
+    import_key(r, ri, d.idx, key, sizeof key);
+    if ((e = srv_cache_find(&s->cache, -1, key, NULL))) {
+        reply_json(r->rs, 200, srv_npz_run_json(e->npz, e->id));
+        goto cleanup;
+    }
+    if (sent_forward(r, ri, d.text, d.source, d.tok, d.T, &f)) goto cleanup;
+    char name[128];
+    snprintf(name, sizeof name, "%.100s", d.source ? d.source : "sentence");
+    char *dot = strrchr(name, '.');
+    if (dot && !strcmp(dot, ".json")) snprintf(dot, sizeof name - (size_t)(dot - name), ".attention.npy");
+    as_error err = {0};
+    srv_npz_run *npz = srv_npz_run_sentence(name, ri->id, d.idx, f.imp.data, ri->L, ri->H, f.T,
+                                            (const char *const *)d.tok, &err);
+    if (!npz) {
+        reply_error(r->rs, err.code == AS_ERR_INPUT ? 409 : 500, "run %lld sentence %d: %s", (long long)ri->id, d.idx,
+                    err.msg);
+        goto cleanup;
+    }
+    srv_entry *ne = calloc(1, sizeof *ne);
+    if (!ne || !(ne->text = as_strdup(key))) {
+        free(ne);
+        srv_npz_run_free(npz);
+        reply_error(r->rs, 500, "out of memory");
+        goto cleanup;
+    }
+    ne->model = -1;
+    ne->run = npz->a.run;
+    ne->npz = npz;
+    ne->npz_free = free_npz;
+    e = srv_cache_put(&s->cache, ne); /* owns ne; the entry already there when another request made it first */
+    reply_json(r->rs, 200, srv_npz_run_json(e->npz, e->id));
+cleanup:
+    srv_cache_release(&s->cache, e);
+    sent_fwd_free(s, &f);
+    sent_data_free(&d);
+}
+
 /* GET .../sentences/{idx}/topk?layer=L&head=H&query=i: one stored top-k row of a run
  * analyzed with --topk (store_topk_row): {"run", "sent", "layer", "head", "query", "k",
  * "tokens", "index": [k], "weight": [k], "rest"}; 404 when the run stored none for it. */
@@ -1071,11 +1136,12 @@ void db_api_handle(srv_state *s, const srv_request *rq, const char *rest, srv_re
         reply_error(rs, 404, "sentence index: expected an integer");
         goto done;
     }
-    if (*p && strcmp(p, "/parents") && strcmp(p, "/attention") && strcmp(p, "/topk") &&
+    if (*p && strcmp(p, "/parents") && strcmp(p, "/attention") && strcmp(p, "/topk") && strcmp(p, "/run") &&
         strcmp(p, "/topk-all"))
         goto not_found;
     if (load_run(&r, id, &ri, NULL)) goto done;
     if (!*p) route_sentence(&r, &ri, idx);
+    else if (!strcmp(p, "/run")) route_sent_run(&r, &ri, idx);
     else if (!strcmp(p, "/parents")) route_parents(&r, &ri, idx);
     else if (!strcmp(p, "/topk")) route_sent_topk(&r, &ri, idx);
     else if (!strcmp(p, "/topk-all")) route_sent_topk_all(&r, &ri, idx);

@@ -60,6 +60,14 @@ static void run_name(srv_npz_runs *r, int i, const char *path) {
     }
 }
 
+/* Token objects of a's tokens. Returns 0, or -1 out of memory. */
+static int tokens_json(srv_npz_run *r) {
+    if (!(r->tokens = json_array())) return -1;
+    for (int t = 0; t < r->a.run->T; t++)
+        if (json_array_append_new(r->tokens, token_json(&r->a, t))) return -1;
+    return 0;
+}
+
 as_status srv_npz_runs_init(const char *const *paths, int n, srv_npz_runs *out, as_error *err) {
     memset(out, 0, sizeof *out);
     if (n <= 0) return AS_OK;
@@ -72,11 +80,7 @@ as_status srv_npz_runs_init(const char *const *paths, int n, srv_npz_runs *out, 
         out->n++;
         if (rc) return rc;
         run_name(out, i, paths[i]);
-        int T = r->a.run->T;
-        if (!(r->tokens = json_array())) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        for (int t = 0; t < T; t++)
-            if (json_array_append_new(r->tokens, token_json(&r->a, t)))
-                return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        if (tokens_json(r)) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         /* "ff" and 14 hex digits of an FNV-1a hash of the position and name (cache ids
            start with a counter: "ff" is reached after 16 million runs) */
         uint64_t h = 1469598103934665603ull ^ (uint64_t)i;
@@ -90,6 +94,36 @@ as_status srv_npz_runs_init(const char *const *paths, int n, srv_npz_runs *out, 
         r->entry.npz = r;
     }
     return AS_OK;
+}
+
+srv_npz_run *srv_npz_run_sentence(const char *name, int64_t db_run, int sent, const float *att, int L, int H, int T,
+                                  const char *const *tok, as_error *err) {
+    srv_npz_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->db_run = db_run;
+    r->sent = sent;
+    if (as_attn_npz_from_attention(att, L, H, T, tok, &r->a, err)) {
+        as_err_prefix(err, "%s", name);
+        srv_npz_run_free(r);
+        return NULL;
+    }
+    if (tokens_json(r)) {
+        as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        srv_npz_run_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void srv_npz_run_free(srv_npz_run *r) {
+    if (!r) return;
+    json_decref(r->tokens);
+    as_attn_npz_free(&r->a);
+    free(r);
 }
 
 void srv_npz_runs_free(srv_npz_runs *r) {
@@ -122,7 +156,7 @@ static json_t *block_json(const srv_npz_run *r) {
                      r->a.causal, "window", win, "scale", scale, "attn_softcap", 0.0, "final_softcap", 0.0, "rope");
 }
 
-json_t *srv_npz_run_json(const srv_npz_run *r) {
+json_t *srv_npz_run_json(const srv_npz_run *r, const char *id) {
     const as_run *run = r->a.run;
     size_t len = 0;
     for (int i = 0; i < run->T; i++) len += strlen(r->a.tokens[i]) + 1;
@@ -133,10 +167,15 @@ json_t *srv_npz_run_json(const srv_npz_run *r) {
     }
     json_t *sizes = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i}", "tokens", run->T, "layers", run->L, "heads", run->H,
                               "kv_heads", run->Hkv, "d_model", run->H * run->Dh, "d_head", run->Dh);
-    json_t *src = json_pack("{s:s, s:s, s:s, s:b}", "kind", "npz", "layout", r->a.bertviz ? "bertviz" : "attnscope",
-                            "file", r->name, "neuron", r->a.neuron);
+    json_t *src = json_pack("{s:s, s:s, s:s, s:b}", "kind", "npz", "layout",
+                            r->db_run ? "import" : r->a.bertviz ? "bertviz" : "attnscope", "file", r->name, "neuron",
+                            r->a.neuron);
+    if (r->db_run) {
+        json_object_set_new(src, "db_run", json_integer(r->db_run));
+        json_object_set_new(src, "sent", json_integer(r->sent));
+    }
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:o, s:n, s:n, s:b, s:o, s:o, s:O, s:n, s:o}", "capture",
-                          "dense", "id", r->entry.id, "model", r->name, "arch", "npz", "model_type", "npz", "cached", 1,
+                          "dense", "id", id, "model", r->name, "arch", "npz", "model_type", "npz", "cached", 1,
                           "text", as_json_string_utf8(text ? text : ""), "text_b", "ids", "causal", r->a.causal, "sizes",
                           sizes, "block", block_json(r), "tokens", r->tokens, "warning", "source", src);
     free(text);

@@ -6,6 +6,10 @@
 // neuron view for a file without queries and keys), and the neuron view shows the file's
 // scores and weights for the file that has queries and keys; the URL keeps the run shown
 // (reload, Back). Fixtures: tests/ref/gen_npz_attention.py.
+// An analysis database's imported sentence (`serve --db --import-dir`, a second server
+// on make_synthetic_import.mjs's folder; the served model is not the imported one): the sentence panel's head view
+// button opens it, a drawn weight equals the folder's .npy value read by NumPy, the
+// model view draws it, and the neuron view is off with the reason.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -114,4 +118,45 @@ test('the picker switches to a bertviz-style float16 file without queries and ke
   await page.goBack();
   await page.waitForFunction(() => /run_like\.npz/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''));
   assert.match(page.url(), /imp=run_like\.npz/);
+});
+
+test('an imported sentence of an analysis database in the head and model views', async () => {
+  const dir = join(tmp, 'import');
+  const db = join(tmp, 'import.sqlite');
+  execFileSync(process.execPath, [join(HERE, 'make_synthetic_import.mjs'), dir]);
+  execFileSync(BIN, ['import', '--dir', dir, '--db', db, '--quiet']);
+  const s = await startServer(BIN, ['--model', join(HERE, '..', '..', 'models', 'attnscope-sst2'), '--db', db, '--import-dir', dir]);
+  try {
+    await page.goto(`${s.url}/?view=instances&dbrun=1&sent=1`);
+    await page.click('[data-testid=sent-panel] [data-testid=sent-head]');
+    await page.waitForFunction(() => window.__attnscope?.headDraw?.links > 0);
+    assert.match(await page.textContent('[data-testid=status]'), /0001\.attention\.npy: sentence 1 of imported run 1/);
+    // pin query 3, hover head 2's bar next to key 5 (12 heads: the layout of the first test)
+    const H = 12, rowH = 20, top = 28;
+    const leftX = H * 14 + 8 + 120 + 8, x2 = leftX + 6 + 260, barsX = x2 + 6 + 120 + 4;
+    const cy = (i) => top + i * rowH + rowH / 2;
+    const box = await page.locator('[data-testid=head-canvas]').boundingBox();
+    await page.mouse.click(box.x + leftX - 20, box.y + cy(3));
+    await page.mouse.move(box.x + barsX + 2 * 14 + 6, box.y + cy(5) + 4);
+    await page.waitForFunction(() => /head 2/.test(document.querySelector('[data-testid=head-tip]')?.textContent ?? ''));
+    const shown = +(await page.getAttribute('[data-testid=head-tip] [data-w]', 'data-w'));
+    const py = `import numpy as np; print(repr(float(np.load(${JSON.stringify(join(dir, '0001.attention.npy'))})[0, 2, 3, 5])))`;
+    const want = +execFileSync('/usr/bin/python3', ['-c', py]).toString().trim();
+    assert.ok(want > 0, `the weight read (${want})`);
+    assert.ok(Math.abs(shown - want) < 5e-4, `drawn weight ${shown} = the folder's ${want} (float16)`);
+    await page.screenshot({ path: join(ART, 'imported-sentence-head.png') });
+    // no q and k were imported: the neuron view is off and says why; the model view draws
+    assert.ok(await tabDisabled('neuron'));
+    assert.match(await page.getAttribute('[data-testid=tab-neuron]', 'title'), /attnscope import keeps attention only/);
+    assert.ok(await tabDisabled('attribution'));
+    await page.click('[data-testid=tab-model]');
+    await page.waitForFunction(() => [...document.querySelectorAll('canvas')].some((c) => c.width > 0 && c.height > 0));
+    // the route: a run of the explorer, 404 for a sentence the run lacks
+    const r = await (await fetch(`${s.url}/api/v1/db/runs/1/sentences/1/run`)).json();
+    assert.deepEqual(r.source, { kind: 'npz', layout: 'import', file: '0001.attention.npy', neuron: false, db_run: 1, sent: 1 });
+    assert.equal((await fetch(`${s.url}/api/v1/db/runs/1/sentences/99/run`)).status, 404);
+    assert.equal((await fetch(`${s.url}/api/v1/runs/${r.id}/qk?layer=0&head=0`)).status, 409);
+  } finally {
+    assert.equal(await stopServer(s.p), 0);
+  }
 });

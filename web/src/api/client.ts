@@ -257,7 +257,12 @@ export class RunData {
     const q = this.kind === 'encoder' ? path : `${path}${path.includes('?') ? '&' : '?'}kind=${this.kind}`;
     let r = await fetch(`${BASE}/runs/${this.run.id}/${q}`);
     if (r.status === 404) {
-      this.root = await postRun(runInput(this.root));
+      /* evicted from the server's run cache: made again (an imported sentence from its database) */
+      const src = this.root.source;
+      this.root =
+        src?.layout === 'import' && src.db_run !== undefined
+          ? ((await (await check(await fetch(`${BASE}/db/runs/${src.db_run}/sentences/${src.sent ?? 0}/run`))).json()) as RunResponse)
+          : await postRun(runInput(this.root));
       this.run = { ...kindRun(this.root, this.kind).run };
       r = await fetch(`${BASE}/runs/${this.run.id}/${q}`);
     }

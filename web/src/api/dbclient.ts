@@ -13,6 +13,7 @@ import type {
   TopkAllMeta,
 } from './dbtypes';
 import { decodeTensors } from './tensor';
+import type { RunResponse } from './types';
 
 const BASE = '/api/v1/db';
 
@@ -55,6 +56,12 @@ export function getSentences(run: number, q: SentenceQuery): Promise<SentencesRe
   const p = new URLSearchParams();
   for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') p.set(k, String(v));
   return json<SentencesResponse>(`${BASE}/runs/${run}/sentences?${p.toString()}`);
+}
+
+/** An imported run's sentence as a run of the explorer's views (its attention read from
+ *  the --import-dir folder; no model): GET .../sentences/{idx}/run. */
+export function getSentenceRun(run: number, idx: number): Promise<RunResponse> {
+  return json<RunResponse>(`${BASE}/runs/${run}/sentences/${idx}/run`);
 }
 
 export function getSentence(run: number, idx: number): Promise<SentenceDetail> {

@@ -240,20 +240,29 @@ export interface DecoderInput {
 }
 
 /**
- * where an imported run's attention came from (absent for a model's run): an --attention file. Only
- * the run, attention and qk routes serve it; the routes that need a model answer 409
+ * where an imported run's attention came from (absent for a model's run): an --attention file, or an
+ * imported sentence of the analysis database (GET /api/v1/db/runs/{id}/sentences/{idx}/run). Only the
+ * run, attention and qk routes serve it; the routes that need a model answer 409
  */
 export interface RunSource {
   kind: 'npz';
   /**
    * attnscope: the npz of `attnscope run --format npz` (attentions); bertviz: bertviz-style arrays
-   * (attention)
+   * (attention); import: a sentence's NNNN.attention.npy in the --import-dir folder of an imported
+   * analysis run
    */
-  layout: 'attnscope' | 'bertviz';
+  layout: 'attnscope' | 'bertviz' | 'import';
   /** the file's name, also the run's model field */
   file: string;
-  /** the file has queries, keys and attention_scores: the neuron view (qk route) works */
+  /**
+   * the file has queries, keys and attention_scores: the neuron view (qk route) works (never for
+   * layout import: attnscope import keeps attention only)
+   */
   neuron: boolean;
+  /** layout import: the analysis run's id */
+  db_run?: number;
+  /** layout import: the sentence's index in that run */
+  sent?: number;
 }
 
 /**

@@ -19,6 +19,8 @@ export const en = {
   'app.importedStatus': { one: '{file}: attention imported from an .npz file, {n} token (no model)', other: '{file}: attention imported from an .npz file, {n} tokens (no model)' },
   'app.needsModel': 'This run is attention imported from a file: this view needs a model',
   'app.noQk': 'The imported file has no queries, keys and attention_scores: the neuron view needs them',
+  'app.noQkImport': 'attnscope import keeps attention only (no queries or keys): the neuron view needs them',
+  'app.importedSentence': { one: '{file}: sentence {sent} of imported run {run}, attention read from its import folder, {n} token (no model)', other: '{file}: sentence {sent} of imported run {run}, attention read from its import folder, {n} tokens (no model)' },
   'app.nav': 'Explorer views',
   'lang.switch': 'Language',
   'tab.head': 'Head view',
@@ -237,6 +239,7 @@ export const en = {
   'sent.saliency': 'Saliency for class {cls}: the darker a token, the more the prediction depends on it.',
   'sent.noSaliency': 'No saliency stored for this sentence.',
   'sent.openIn': 'Open in:',
+  'sent.openImported': 'its attention read from the import folder, in the head and model views (no model)',
   'sent.noAttention': 'No attention for this run: serve it with --import-dir (imported runs) or with its model.',
 
   // Dependency view and relation panel

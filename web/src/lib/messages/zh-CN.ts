@@ -19,6 +19,8 @@ export const zhCN: Messages = {
   'app.importedStatus': { other: '{file}：从 .npz 文件导入的注意力，{n} 个词元（无模型）' },
   'app.needsModel': '此运行的注意力从文件导入：此视图需要模型',
   'app.noQk': '导入的文件没有 queries、keys 和 attention_scores：神经元视图需要它们',
+  'app.noQkImport': 'attnscope import 只保存注意力（没有查询和键）：神经元视图需要它们',
+  'app.importedSentence': { other: '{file}：导入运行 {run} 的句子 {sent}，注意力读自其导入文件夹，{n} 个词元（无模型）' },
   'app.nav': '探索器视图',
   'lang.switch': '界面语言',
   'tab.head': '头视图',
@@ -326,6 +328,7 @@ export const zhCN: Messages = {
   'sent.saliency': '类别 {cls} 的显著性：词元颜色越深，预测越依赖它。',
   'sent.noSaliency': '该句子没有存储显著性。',
   'sent.openIn': '在以下视图中打开：',
+  'sent.openImported': '从导入文件夹读取其注意力，在头视图和模型视图中显示（无模型）',
   'sent.noAttention': '该运行没有注意力数据：请用 --import-dir（导入的运行）或其模型启动服务器。',
 
   // Dependency view and relation panel
