@@ -105,6 +105,8 @@ typedef struct {
                      token with attention mask 1. Must be -1 for a classifier and for the
                      methods without a gradient */
     int threads;  /* forward / backward threads; 0 = the cores */
+    int layers;   /* ATTR_ROLLOUT: 1 = every layer's rollout up to it, (L, T, T), the last the
+                     model's; 0 = the model's, (T, T). Others: 0 */
 } attr_opts;
 
 typedef struct {

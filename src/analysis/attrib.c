@@ -78,7 +78,9 @@ static void to_float(const double *x, size_t n, float *y) {
     for (size_t e = 0; e < n; e++) y[e] = (float)x[e];
 }
 
-as_status attr_rollout(const float *A, int L, int H, int T, float *R, as_error *err) {
+/* The rollout of A (L, H, T, T) into R: (T, T) after the last layer, or with every_layer
+ * (L, T, T), layer l's the product up to it. */
+static as_status rollout(const float *A, int L, int H, int T, int every_layer, float *R, as_error *err) {
     const size_t TT = (size_t)T * T;
     double *Ah = as_malloc_array(3 * TT, sizeof(double));
     if (!Ah) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -87,10 +89,19 @@ as_status attr_rollout(const float *A, int L, int H, int T, float *R, as_error *
     for (int l = 0; l < L; l++) { /* R = Â_l R: Â_L ... Â_1 after the last layer */
         residual_mean(A + (size_t)l * H * TT, H, T, Ah);
         left_multiply(Ah, Rd, tmp, T, 0);
+        if (every_layer) to_float(Rd, TT, R + (size_t)l * TT);
     }
-    to_float(Rd, TT, R);
+    if (!every_layer) to_float(Rd, TT, R);
     free(Ah);
     return AS_OK;
+}
+
+as_status attr_rollout(const float *A, int L, int H, int T, float *R, as_error *err) {
+    return rollout(A, L, H, T, 0, R, err);
+}
+
+as_status attr_rollout_layers(const float *A, int L, int H, int T, float *R, as_error *err) {
+    return rollout(A, L, H, T, 1, R, err);
 }
 
 as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err) {
@@ -426,6 +437,9 @@ static as_status check_request(const as_model *m, const as_encoding *enc, const 
     if (!*grad && (o->target != -1 || o->position != -1))
         return as_err_set(err, AS_ERR_INPUT, "%s explains no prediction: target and position do not apply",
                           attr_method_name(o->method));
+    if (o->layers && o->method != ATTR_ROLLOUT)
+        return as_err_set(err, AS_ERR_INPUT, "%s: every layer's result (layers) is rollout's option",
+                          attr_method_name(o->method));
     if (o->method == ATTR_FLOW && enc->n > ATTR_FLOW_MAX_T)
         return as_err_set(err, AS_ERR_INPUT, "attention flow takes at most %d tokens, the input has %d",
                           ATTR_FLOW_MAX_T, enc->n);
@@ -544,7 +558,7 @@ static as_status from_run(const as_model *m, const as_run *r, const attr_opts *o
     float *fnorm = NULL;
     as_status s = AS_OK;
     if (o->method == ATTR_ROLLOUT) {
-        s = attr_rollout(r->attn, L, H, T, out->data, err);
+        s = rollout(r->attn, L, H, T, o->layers, out->data, err);
     } else if (o->method == ATTR_FLOW) {
         s = attr_flow(r->attn, L, H, T, threads, out->data, err);
     } else if (o->method == ATTR_NORM2) {
@@ -575,8 +589,9 @@ static as_status compute_plain(const as_model *m, const as_encoding *enc, const 
     return s;
 }
 
-/* *out with method, sizes, shape and zeroed data for T tokens of m. */
-static as_status result_init(const as_model *m, attr_method method, int T, attr_result *out, as_error *err) {
+/* *out with o's method, sizes, shape and zeroed data for T tokens of m. */
+static as_status result_init(const as_model *m, const attr_opts *o, int T, attr_result *out, as_error *err) {
+    const attr_method method = o->method;
     const as_config *c = as_model_config(m);
     const int L = c->n_layer, H = c->n_head;
     *out = (attr_result){.method = method, .T = T, .L = L, .H = H, .target = -1, .position = -1};
@@ -586,7 +601,7 @@ static as_status result_init(const as_model *m, attr_method method, int T, attr_
     } else if (method == ATTR_IMPORTANCE) {
         out->ndim = 2;
         out->shape[0] = L, out->shape[1] = H;
-    } else if (needs_hidden(method)) {
+    } else if (needs_hidden(method) || (method == ATTR_ROLLOUT && o->layers)) {
         out->ndim = 3;
         out->shape[0] = L, out->shape[1] = T, out->shape[2] = T;
     } else {
@@ -604,7 +619,7 @@ as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opt
     memset(out, 0, sizeof *out);
     int grad = 0;
     as_status s = check_request(m, enc, o, &grad, err);
-    if (s || (s = result_init(m, o->method, enc->n, out, err))) return s;
+    if (s || (s = result_init(m, o, enc->n, out, err))) return s;
     s = grad ? compute_grad(m, enc, o, out, err) : compute_plain(m, enc, o, out, err);
     if (s) attr_result_free(out);
     return s;
@@ -623,7 +638,7 @@ as_status attr_compute_run(const as_model *m, const as_encoding *enc, const as_r
         r->n_lay != r->L || r->head_lo != 0 || r->n_hd != r->H || (o->method == ATTR_NORM && !r->v))
         return as_err_set(err, AS_ERR_INPUT, "%s needs a run of this input with every layer's and head's attention%s",
                           attr_method_name(o->method), o->method == ATTR_NORM ? " and values" : "");
-    if ((s = result_init(m, o->method, enc->n, out, err))) return s;
+    if ((s = result_init(m, o, enc->n, out, err))) return s;
     if ((s = from_run(m, r, o, out, err))) attr_result_free(out);
     return s;
 }

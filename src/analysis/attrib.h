@@ -39,6 +39,8 @@
 
 /* R (T, T) = attention rollout of A (L, H, T, T). Errors: AS_ERR_INTERNAL out of memory. */
 as_status attr_rollout(const float *A, int L, int H, int T, float *R, as_error *err);
+/* R (L, T, T): layer l's the rollout of A's layers 0..l (the last = attr_rollout's). */
+as_status attr_rollout_layers(const float *A, int L, int H, int T, float *R, as_error *err);
 /* F (T, T) = row-normalised attention flow of A (L, H, T, T) (a zero row stays zero).
  * threads: 0 or 1 = the calling thread only. Errors: AS_ERR_INPUT when T > ATTR_FLOW_MAX_T;
  * AS_ERR_INTERNAL out of memory. */

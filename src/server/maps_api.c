@@ -44,10 +44,10 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-/* What a method's result holds per map: 'h' (L, H, T, T), 'l' (L, T, T), 'm' (T, T); 0
- * for a method that has no token-to-token maps (importance). */
+/* What a method's result holds per map: 'h' (L, H, T, T), 'l' (L, T, T; rollout asked for
+ * every layer's), 'm' (T, T); 0 for a method that has no token-to-token maps (importance). */
 static char method_per(attr_method m) {
-    return m == ATTR_NORM ? 'h' : m == ATTR_NORM2 || m == ATTR_ALTI ? 'l' : m == ATTR_IMPORTANCE ? 0 : 'm';
+    return m == ATTR_NORM ? 'h' : m == ATTR_NORM2 || m == ATTR_ALTI || m == ATTR_ROLLOUT ? 'l' : m == ATTR_IMPORTANCE ? 0 : 'm';
 }
 
 /* The cached result of (method, target, position) on e, moved to the front (*hit = 1), or one
@@ -98,6 +98,7 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
         reply_error(rs, 400, "query 'method': expected norm, norm2, alti, rollout, flow or grad");
         return -1;
     }
+    q->o.layers = q->o.method == ATTR_ROLLOUT; /* every layer's rollout up to it */
     if ((t || p) && q->o.method != ATTR_GRAD) {
         reply_error(rs, 400, "query 'target' and 'position' apply to method grad only");
         return -1;

@@ -18,9 +18,9 @@
  * [&dtype=f32|f16|u8][&target=C][&position=P] on entry e (borrowed, referenced by the
  * caller): one tensor "maps" (nl, nh, S, S), S = T or the pooled side, with meta {run,
  * method, per, layers, heads, tokens[, pool, pool_op][, target, position, logit], cached}. per =
- * head (norm: (L, H) maps, the ranges select), layer (norm2, alti: one map per layer, nh = 1,
- * heads ignored) or model (rollout, flow, grad: one map, nl = nh = 1, layers and heads
- * ignored). The method's result is computed once per (method, target, position) and kept
+ * head (norm: (L, H) maps, the ranges select), layer (norm2, alti, rollout: one map per layer, nh = 1,
+ * heads ignored; rollout: layer l's the rollout up to it, the last the model's) or model
+ * (flow, grad: one map, nl = nh = 1, layers and heads ignored). The method's result is computed once per (method, target, position) and kept
  * with the run (at most SRV_MAPS_PER_RUN, least recently used dropped; cached says whether
  * this request found it there). 400 for a bad
  * query or input the method refuses (flow over ATTR_FLOW_MAX_T tokens), 409 for an

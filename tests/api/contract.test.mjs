@@ -300,8 +300,8 @@ test('GET /api/v1/runs/{id}/maps', async () => {
   const route = 'GET /api/v1/runs/{id}/maps';
   const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'gpt2-tiny', text: ' a short text' });
   const { layers: L, heads: H, tokens: T } = lm.sizes;
-  const shapes = { norm: [L, H, T, T], norm2: [L, 1, T, T], alti: [L, 1, T, T], rollout: [1, 1, T, T], flow: [1, 1, T, T], grad: [1, 1, T, T] };
-  const per = { norm: 'head', norm2: 'layer', alti: 'layer', rollout: 'model', flow: 'model', grad: 'model' };
+  const shapes = { norm: [L, H, T, T], norm2: [L, 1, T, T], alti: [L, 1, T, T], rollout: [L, 1, T, T], flow: [1, 1, T, T], grad: [1, 1, T, T] };
+  const per = { norm: 'head', norm2: 'layer', alti: 'layer', rollout: 'layer', flow: 'model', grad: 'model' };
   for (const [method, shape] of Object.entries(shapes)) {
     const h = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=${method}`);
     assert.deepEqual(h.tensors[0].shape, shape, `${method}: shape`);

@@ -2,8 +2,8 @@
 // the bert (classifier), gpt2 (LM), llama and llama_cls fixtures of tests/ref/fixtures/models (ids in
 // the URL), against `attnscope attribute --format npz` and `attnscope lens --format json`
 // run here (the npz read with /usr/bin/python3 + numpy):
-//   - the model view's "Show as" rollout: one map for the whole model, the heat map's
-//     hovered cell shows the npz's rollout value; norm: layer 1 head 2's cell shows
+//   - the model view's "Show as" rollout: one map per layer, the last layer's hovered cell
+//     in the heat map shows the npz's rollout value; norm: layer 1 head 2's cell shows
 //     norm[1, 2, i, j] (colours divided by the largest value, the tooltip the value itself);
 //   - the head view's "Show as" ALTI: one map per layer (the head toggles give way to a
 //     note), its links read the npz's layer;
@@ -99,10 +99,11 @@ test('model view: show as rollout and norm, the hovered cell as attnscope attrib
   await until('modelView', (v) => v.pool > 0);
   await page.selectOption('[data-testid=show-as]', 'rollout');
   await until('modelView', (v) => v.showAs === 'rollout' && v.pool > 0);
-  assert.match(await page.textContent('[data-testid=show-as-note]'), /One map for the whole model/);
+  assert.match(await page.textContent('[data-testid=show-as-note]'), /One map per layer/);
   const roll = attribute('bert', 'rollout').rollout;
   assert.deepEqual(roll.shape, [T, T]);
-  const a = await hoverOpened(0, 0, 3, 1);
+  const Lb = JSON.parse(execFileSync(BIN, ['info', '--model', join(FIX, 'bert'), '--format', 'json'], { encoding: 'utf8' })).layers;
+  const a = await hoverOpened(Lb - 1, 0, 3, 1);
   assert.ok(Math.abs(a.w - roll.data[a.q * T + a.k]) < 1e-6, `rollout (${a.q}, ${a.k}): view ${a.w}, CLI ${roll.data[a.q * T + a.k]}`);
   await page.screenshot({ path: join(ART, 'showas-rollout.png'), fullPage: true });
 

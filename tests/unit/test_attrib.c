@@ -116,6 +116,16 @@ static void formulas(const char *name) {
     as_error err = {0};
     assert_int_equal(attr_rollout(A, f.L, f.H, f.T, R, &err), AS_OK);
     compare("rollout", R, ref(&f, "rollout"), TT, 1e-6, 1);
+    /* every layer's rollout: layer l is the rollout of layers 0..l, the last the model's */
+    float *RL = malloc((size_t)f.L * TT * sizeof(float));
+    assert_non_null(RL);
+    assert_int_equal(attr_rollout_layers(A, f.L, f.H, f.T, RL, &err), AS_OK);
+    compare("rollout, last of every layer's", RL + (size_t)(f.L - 1) * TT, ref(&f, "rollout"), TT, 1e-6, 1);
+    for (int l = 0; l < f.L; l++) {
+        assert_int_equal(attr_rollout(A, l + 1, f.H, f.T, R, &err), AS_OK);
+        assert_memory_equal(RL + (size_t)l * TT, R, TT * sizeof(float));
+    }
+    free(RL);
     assert_int_equal(attr_grad_weighted(A, ref(&f, "d_attentions"), f.L, f.H, f.T, R, &err), AS_OK);
     compare("grad", R, ref(&f, "grad"), TT, 1e-6, 1);
     char path[512];
@@ -277,6 +287,20 @@ static void test_refusals(void **state) {
         printf("  refused: %s\n", err.msg);
     }
     assert_non_null(strstr(err.msg, "at most"));
+    as_encoding_free(&enc);
+    /* every layer's result is rollout's option; with it, rollout is (L, T, T) */
+    int32_t few[5] = {1, 5, 7, 9, 11};
+    if (as_encoding_from_ids(m, few, NULL, 5, &enc, &err)) fail_msg("%s", err.msg);
+    attr_opts o = {.method = ATTR_NORM, .target = -1, .position = -1, .threads = 1, .layers = 1};
+    attr_result r3 = {0};
+    assert_int_equal(attr_compute(m, &enc, &o, &r3, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "rollout's option"));
+    o.method = ATTR_ROLLOUT;
+    assert_int_equal(attr_compute(m, &enc, &o, &r3, &err), AS_OK);
+    assert_int_equal(r3.ndim, 3);
+    assert_int_equal(r3.shape[0], as_model_config(m)->n_layer);
+    assert_int_equal(r3.shape[1], 5);
+    attr_result_free(&r3);
     as_encoding_free(&enc);
     as_model_free(m);
 }

@@ -1,8 +1,8 @@
 // showas.ts — what the head and model views draw: raw attention, or an attribution
 // method's maps (GET .../maps, docs/attribution.md) in the same (layer, head, T, T) layout.
-// Per-head methods (norm) keep every head; per-layer ones (norm2, alti) have one map per
-// layer (head axis of 1); whole-model ones (rollout, flow, grad) one map (layer and head
-// axes of 1). Values above 1 (norm-based ones) are divided by the method's largest value
+// Per-head methods (norm) keep every head; per-layer ones (norm2, alti, rollout up to each
+// layer) have one map per layer (head axis of 1); whole-model ones (flow, grad) one map
+// (layer and head axes of 1). Values above 1 (norm-based ones) are divided by the method's largest value
 // for drawing (`scale`); the views show value / scale, the method's own numbers. grad explains
 // the logit of a Target (default: the prediction). No drawing.
 import type { LayerAttention, PooledAttention, RunData, Target } from '../api/client';
@@ -14,7 +14,7 @@ export type Per = 'head' | 'layer' | 'model';
 
 /** What one map of s covers. */
 export function perOf(s: ShowAs): Per {
-  return s === 'attention' || s === 'norm' ? 'head' : s === 'norm2' || s === 'alti' ? 'layer' : 'model';
+  return s === 'attention' || s === 'norm' ? 'head' : s === 'norm2' || s === 'alti' || s === 'rollout' ? 'layer' : 'model';
 }
 
 /** Layers and heads of s's maps on a model of L layers and H heads. */

@@ -409,7 +409,7 @@ export const en = {
   'showas.norm': "norm-weighted (per head)",
   'showas.norm2': "norm2: residual + norm (per layer)",
   'showas.alti': "ALTI (per layer, up to it)",
-  'showas.rollout': "rollout (whole model)",
+  'showas.rollout': "rollout (per layer, up to it)",
   'showas.flow': "flow (whole model)",
   'showas.grad': "grad × attention (whole model)",
   'showas.perHead': "One map per layer and head.",

@@ -74,7 +74,7 @@ export const zhCN: Messages = {
   'showas.norm': "范数加权（每个头）",
   'showas.norm2': "norm2：残差 + 归一化（每层）",
   'showas.alti': "ALTI（每层，累计到该层）",
-  'showas.rollout': "注意力展开 rollout（整个模型）",
+  'showas.rollout': "注意力展开 rollout（每层，累计到该层）",
   'showas.flow': "注意力流 flow（整个模型）",
   'showas.grad': "梯度 × 注意力（整个模型）",
   'showas.perHead': "每层每个头一张图。",
