@@ -108,7 +108,7 @@ class SalResult(ctypes.Structure):
 class AttrOpts(ctypes.Structure):
     """attr_opts (include/attnscope/analysis.h)."""
     _fields_ = [("method", ctypes.c_int), ("target", ctypes.c_int), ("position", ctypes.c_int),
-                ("threads", ctypes.c_int)]
+                ("threads", ctypes.c_int), ("layers", ctypes.c_int)]
 
 
 class AttrResult(ctypes.Structure):
