@@ -5,7 +5,8 @@
  * reader of the same archive), bertviz-style float16 arrays [L, 1, H, T, T] converted
  * exactly (compared with NumPy's float32 conversion stored in the file), unicode tokens
  * to UTF-8, sentence_b_start to segments, causality detected; and every bad file
- * (seventeen) refused with AS_ERR_INPUT and one line naming the file and the defect.
+ * (seventeen) refused with AS_ERR_INPUT and one line naming the file and the defect;
+ * as_attn_npz_from_attention on the same weights.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -124,11 +125,55 @@ static void test_bad_files(void **state) {
     }
 }
 
+/* as_attn_npz_from_attention (an analysis database's imported sentence): the run_like
+ * fixture's weights copied bit for bit, the tokens as pieces and text, scale 1, no q/k;
+ * its lower triangle alone detected causal; a negative weight and sizes over the limits
+ * refused with one line. */
+static void test_from_attention(void **state) {
+    (void)state;
+    npy_array w;
+    as_error err = {0};
+    assert_int_equal(npz_read_f32(FIX "run_like.npz", "attentions", &w, &err), AS_OK);
+    const char *tok[6] = {"[CLS]", "the", "cat", "sat", "s", "[SEP]"};
+    as_attn_npz a;
+    assert_int_equal(as_attn_npz_from_attention(w.data, 2, 3, 6, tok, &a, &err), AS_OK);
+    assert_memory_equal(a.run->attn, w.data, w.n * sizeof(float));
+    assert_int_equal(a.run->L * a.run->H * a.run->T, 36);
+    assert_int_equal(a.run->Dh, 0);
+    assert_int_equal(a.neuron, 0);
+    assert_int_equal(a.causal, 0);
+    assert_null(a.run->q);
+    for (int i = 0; i < 6; i++) {
+        assert_string_equal(a.tokens[i], tok[i]);
+        assert_string_equal(a.token_text[i], tok[i]);
+        assert_int_equal(a.type_ids[i], 0);
+    }
+    for (int l = 0; l < 2; l++) assert_float_equal(a.scale[l], 1.0f, 0);
+    for (int h = 0; h < 3; h++) assert_int_equal(a.kv_group[h], h);
+    as_attn_npz_free(&a);
+    for (size_t m = 0; m < 6; m++) /* the upper triangles zeroed: causal */
+        for (int i = 0; i < 6; i++)
+            for (int j = i + 1; j < 6; j++) w.data[(m * 6 + i) * 6 + j] = 0.0f;
+    assert_int_equal(as_attn_npz_from_attention(w.data, 2, 3, 6, tok, &a, &err), AS_OK);
+    assert_int_equal(a.causal, 1);
+    as_attn_npz_free(&a);
+    w.data[40] = -0.5f;
+    assert_int_equal(as_attn_npz_from_attention(w.data, 2, 3, 6, tok, &a, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "entry 40 is negative"));
+    as_attn_npz_free(&a);
+    assert_int_equal(as_attn_npz_from_attention(w.data, AS_NPZ_MAX_LAYERS + 1, 3, 6, tok, &a, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "outside the limits"));
+    assert_null(strchr(err.msg, '\n'));
+    as_attn_npz_free(&a);
+    npy_array_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_layout),
         cmocka_unit_test(test_bertviz_f16),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_from_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
