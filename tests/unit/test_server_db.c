@@ -15,7 +15,9 @@
  * .npy files (equal to them exactly) and its correct / wrong arcs summed over the
  * sentences equal the stored relation counts, for a synthetic folder and, when
  * ../shared exists, the real BERT-base folder; explicit RUN=DIR mapping, a folder that
- * matches no run, a damaged .npy (409 naming it) and bad options (exit 2).
+ * matches no run, a damaged .npy (409 naming it) and bad options (exit 2); each imported
+ * sentence as a run of the explorer (.../sentences/{i}/run: its attention route equal
+ * to the .npy, qk 409, 404 for a missing sentence, 409 without a folder).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -691,6 +693,55 @@ static void check_import(int port, const char *dbfile, int run, const char *idir
     sqlite3_close(db);
 }
 
+/* The imported sentences of run 1 (NS of them, folder idir) as runs of the explorer:
+ * GET .../sentences/{i}/run answers a RunResponse whose source names the sentence, the
+ * same id again (cached), and whose /api/v1/runs/{id}/attention equals the .npy exactly;
+ * its qk is a 409 (no q/k imported), a missing sentence a 404. */
+static void check_import_runs(int port, const char *idir, int NS) {
+    for (int sent = 0; sent < NS; sent++) {
+        json_t *rj = get_json_at(port, "/api/v1/db/runs/1/sentences/%d/run", sent);
+        json_t *src = json_object_get(rj, "source");
+        char file[64], path[1200];
+        snprintf(file, sizeof file, "%04d.attention.npy", sent);
+        assert_string_equal(json_string_value(json_object_get(src, "layout")), "import");
+        assert_string_equal(json_string_value(json_object_get(src, "file")), file);
+        assert_string_equal(json_string_value(json_object_get(rj, "model")), file);
+        assert_int_equal(json_integer_value(json_object_get(src, "db_run")), 1);
+        assert_int_equal(json_integer_value(json_object_get(src, "sent")), sent);
+        assert_true(json_is_false(json_object_get(src, "neuron")));
+        const char *id = json_string_value(json_object_get(rj, "id"));
+        json_t *again = get_json_at(port, "/api/v1/db/runs/1/sentences/%d/run", sent);
+        assert_string_equal(json_string_value(json_object_get(again, "id")), id);
+        json_decref(again);
+        const int T = (int)json_integer_value(json_object_get(json_object_get(rj, "sizes"), "tokens"));
+        snprintf(path, sizeof path, "%s/%s", idir, file);
+        size_t n;
+        float *ref = read_npy(path, &n);
+        assert_int_equal(n, (size_t)12 * 12 * T * T);
+        char url[200];
+        snprintf(url, sizeof url, "/api/v1/runs/%s/attention?dtype=f32", id);
+        resp r;
+        get(port, url, &r);
+        assert_int_equal(r.status, 200);
+        tb t;
+        tb_parse(&r, &t);
+        json_t *x = tb_tensor(&t, "attention");
+        for (size_t k = 0; k < n; k++) assert_true(tb_at(&t, x, k) == ref[k]);
+        json_decref(t.hdr);
+        resp_free(&r);
+        free(ref);
+        snprintf(url, sizeof url, "/api/v1/runs/%s/qk?layer=0&head=0", id);
+        get(port, url, &r);
+        expect_error(&r, 409);
+        resp_free(&r);
+        json_decref(rj);
+    }
+    resp r;
+    get(port, "/api/v1/db/runs/1/sentences/99/run", &r);
+    expect_error(&r, 404);
+    resp_free(&r);
+}
+
 static void test_import_dir(void **state) {
     char imp[400], imp2[400], idb[400], cmd[4096], m1[300];
     snprintf(imp, sizeof imp, "%s/imp", dir);
@@ -709,6 +760,7 @@ static void test_import_dir(void **state) {
     int all[144];
     for (int i = 0; i < 144; i++) all[i] = i;
     check_import(w.port, idb, 1, imp, all, 144);
+    check_import_runs(w.port, imp, 4);
     assert_int_equal(server_stop(&w, SIGTERM), 0);
     unlink(w.err_path);
 
@@ -723,6 +775,9 @@ static void test_import_dir(void **state) {
     json_decref(j);
     resp r;
     get(w.port, "/api/v1/db/runs/1/sentences/0/parents?layer=0&head=0", &r);
+    expect_error(&r, 409);
+    resp_free(&r);
+    get(w.port, "/api/v1/db/runs/1/sentences/0/run", &r); /* no folder serves the run */
     expect_error(&r, 409);
     resp_free(&r);
     assert_int_equal(server_stop(&w, SIGTERM), 0);
