@@ -894,7 +894,8 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
         reply_error(rs, 409, "run %s is encoder-decoder: %s runs single-stack models only", id, sub);
     else if (e->npz) /* an --attention file's run or an analysis database's imported sentence */
         reply_error(rs, 409, "run %s is attention imported from %s: %s needs a model (serve --model DIR and run the "
-                    "text)", id, e->npz->name, !strcmp(sub, "attribution") || !strcmp(sub, "faithfulness") ? sub
+                    "text)", id, e->npz->name, !strcmp(sub, "attribution") || !strcmp(sub, "faithfulness") ||
+                    !strcmp(sub, "maps") || !strcmp(sub, "lens") ? sub
                     : !strcmp(sub, "tile")
                     ? "the tile route (attention recomputed from q and k)" : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */

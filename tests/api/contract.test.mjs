@@ -181,6 +181,13 @@ test('imported attention (--attention FILE.npz): RunResponse with source, attent
     const at = await fetch(`${bareBase}/api/v1/runs/${run.id}/attribution?method=rollout`);
     assert.equal(at.status, 409);
     conforms(API, 'ErrorResponse', await at.json(), 'attribution of an imported run');
+    for (const sub of ['maps?method=rollout', 'lens']) {
+      const r = await fetch(`${bareBase}/api/v1/runs/${run.id}/${sub}`);
+      assert.equal(r.status, 409);
+      const body = await r.json();
+      conforms(API, 'ErrorResponse', body, `${sub} of an imported run`);
+      assert.match(body.error, new RegExp(`: ${sub.split('?')[0]} needs a model`));
+    }
   }
 });
 
