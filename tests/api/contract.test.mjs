@@ -500,6 +500,11 @@ test('the /api/v1/db routes', async () => {
       const h = await binary(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/attention', 'SentenceAttentionMeta', ['attention'],
         `/api/v1/db/runs/${r.id}/sentences/${s.idx}/attention?dtype=f16`);
       assert.equal(h.meta.tokens, d.n_tokens);
+      if (r.attention === 'import') { // an imported sentence as a run of the explorer (api.schema.json's RunResponse)
+        const run = await call(API, 'GET /api/v1/db/runs/{run}/sentences/{idx}/run', 'RunResponse',
+          `/api/v1/db/runs/${r.id}/sentences/${s.idx}/run`);
+        assert.deepEqual([run.source.layout, run.source.db_run, run.source.sent, run.sizes.tokens], ['import', r.id, s.idx, d.n_tokens]);
+      }
       if (r.params.topk) { // the distil-sst run is analysed with --topk 4
         const t = await call(DB, 'GET /api/v1/db/runs/{run}/sentences/{idx}/topk', 'TopkRow',
           `/api/v1/db/runs/${r.id}/sentences/${s.idx}/topk?layer=0&head=1&query=1`);
