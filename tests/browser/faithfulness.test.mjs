@@ -3,7 +3,7 @@
 // fixture. Checks:
 //   - ?view=attribution shows one row per method (saliency, attribution, random baseline)
 //     whose comprehensiveness and sufficiency are the route's GET .../faithfulness values
-//     (as printed, 3 decimals), and whose sparkline is the route's deletion curve (its
+//     (3 decimals, no sign on a value that rounds to zero), and whose sparkline is the route's deletion curve (its
 //     points recomputed here: x evenly spread, y = 1 - p over the height);
 //   - the row of the attribution method selected is marked, and follows the selector
 //     (gradient-weighted attention = the grad-attn row);
@@ -28,6 +28,9 @@ const GPT2 = join(ROOT, 'tests', 'ref', 'fixtures', 'models', 'gpt2');
 const TEXT = 'a gripping , funny and quite unforgettable film .';
 
 let server, base, browser, page, tmp;
+
+/** the panel's number format: three decimals, no sign on a value that rounds to zero */
+const fmt = (x) => (x.toFixed(3) === '-0.000' ? '0.000' : x.toFixed(3));
 
 const hook = (name) => page.evaluate((n) => window.__attnscope?.[n] ?? null, name);
 async function until(name, ok) {
@@ -88,8 +91,8 @@ test('the panel shows the route\'s comprehensiveness, sufficiency and deletion c
   assert.deepEqual(rows.map((x) => x.method), ['grad', 'gxi', 'ig', 'rollout', 'flow', 'norm', 'norm2', 'alti', 'grad-attn', 'random']);
   for (const [i, row] of rows.entries()) {
     const m = f.methods[i];
-    assert.equal(row.comp, m.comprehensiveness.toFixed(3), `${row.method} comprehensiveness`);
-    assert.equal(row.suff, m.sufficiency.toFixed(3), `${row.method} sufficiency`);
+    assert.equal(row.comp, fmt(m.comprehensiveness), `${row.method} comprehensiveness`);
+    assert.equal(row.suff, fmt(m.sufficiency), `${row.method} sufficiency`);
     const pts = row.points.split(' ').map((p) => p.split(',').map(Number));
     assert.equal(pts.length, f.tokens + 1, `${row.method}: one point per step of the deletion curve`);
     const w = row.width - 2, h = row.height - 2;
