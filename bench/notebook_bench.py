@@ -5,8 +5,8 @@ and 512 tokens, beside bertviz's way of carrying the same attention. Measures; a
 nothing. Figures in bench/RESULTS.md ("Notebook views").
 
 - attnscope: attnscope.head_view(r, html_action="return") (python/attnscope/views.py): the
-  web bundle and the run inlined, attention as float16 (default), u8, or two layers, in
-  base64. Size of the page and the time to build it.
+  web bundle and the run inlined, attention as float16 (default), u8, u8row (bytes scaled
+  per query row), or two layers, in base64. Size of the page and the time to build it.
 - bertviz's approach: bertviz.head_view builds params = {"attention": [{"name": None,
   "attn": attention.tolist(), "left_text": tokens, "right_text": tokens}], ...} and puts
   json.dumps(params) into its JavaScript (nested JSON lists of every float). This writes
@@ -72,7 +72,8 @@ def main():
         ids = [101] + [int(i) for i in rng.integers(1000, 30000, T - 2)] + [102]
         r = m.run_ids(ids, capture="attn", threads=2)
         toks = [t["piece"] for t in r.tokens]
-        for name, kw in (("f16", {}), ("u8", {"dtype": "u8"}), ("layers=[0, 11]", {"layers": [0, 11]})):
+        for name, kw in (("f16", {}), ("u8", {"dtype": "u8"}), ("u8row", {"dtype": "u8row"}),
+                         ("layers=[0, 11]", {"layers": [0, 11]})):
             t0 = time.perf_counter()
             page = attnscope.head_view(r, html_action="return", **kw)
             dt = time.perf_counter() - t0

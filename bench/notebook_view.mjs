@@ -28,6 +28,8 @@ const results = [];
 try {
   for (const row of rows) {
     const times = [];
+    /** the page's own clock at the first draw: from its navigation's start, without starting the browser */
+    const pageMs = [];
     const all = [];
     let note = '';
     for (let k = 0; k < rounds && !note; k++) {
@@ -41,6 +43,7 @@ try {
           (bv) => (bv ? window.__parsed !== undefined : window.__attnscope?.headDraw?.links > 0),
           bertviz, { timeout: limit, polling: 20 });
         times.push(Date.now() - t0);
+        pageMs.push(Math.round(await page.evaluate(() => performance.now())));
         if (!bertviz) {
           await page.waitForFunction(() => window.__attnscope?.allLayersMs !== undefined, null, { timeout: limit, polling: 20 });
           all.push(Date.now() - t0);
@@ -52,10 +55,11 @@ try {
     }
     times.sort((a, b) => a - b);
     all.sort((a, b) => a - b);
+    pageMs.sort((a, b) => a - b);
     const med = (xs) => (xs.length ? xs[xs.length >> 1] : null);
-    const r = { T: row.T, what: row.what, mb: +(statSync(join(dir, row.file)).size / 1e6).toFixed(1), ms: times, median_ms: med(times), all_layers_ms: all, median_all_layers_ms: med(all), note };
+    const r = { T: row.T, what: row.what, mb: +(statSync(join(dir, row.file)).size / 1e6).toFixed(1), ms: times, median_ms: med(times), page_ms: pageMs, median_page_ms: med(pageMs), all_layers_ms: all, median_all_layers_ms: med(all), note };
     results.push(r);
-    const rest = all.length ? `; all layers in ${r.median_all_layers_ms} ms (rounds: ${all.join(', ')})` : '';
+    const rest = (pageMs.length ? ` (page clock ${r.median_page_ms} ms: ${pageMs.join(', ')})` : '') + (all.length ? `; all layers in ${r.median_all_layers_ms} ms (rounds: ${all.join(', ')})` : '');
     console.log(`T=${r.T} ${r.what.padEnd(32)} ${String(r.mb).padStart(7)} MB  ${r.median_ms === null ? note : `drawn/parsed in ${r.median_ms} ms (rounds: ${times.join(', ')})${rest}`}`);
   }
 } finally {

@@ -4,7 +4,9 @@ notebook cell or a standalone HTML file, fully offline.
 The page is one HTML document: the built web bundle (CMake builds it into
 <build>/web-dist; its script and stylesheet are inlined, nothing is fetched) and the run,
 embedded as the server's binary tensor container (docs/server.md: "ASTB", JSON header,
-data) in base64 inside <script id="attnscope-data" type="application/octet-stream">;
+data) in base64 inside <script id="attnscope-data" type="application/octet-stream">,
+its attention apart, one base64 <script class="attnscope-layer"> element per layer, so
+the view is drawn before the browser has read the other layers (standalone_html);
 web/src/api/embedded.ts reads it instead of the HTTP API. Attention is embedded as
 float16 (what the server sends the head and model views); the neuron view's q, k and
 scores as float32 (it prints exact values), and for a rotary model q and k before RoPE.
@@ -90,12 +92,14 @@ def web_bundle():
 
 # ---- the embedded run -------------------------------------------------------------------
 
-def _container(meta, tensors, apart=()):
+def _container(meta, tensors, apart=(), row_scale=0):
     """The binary tensor container of docs/server.md: b"ASTB", uint32 LE header length N, N
     bytes of JSON (space-padded so 8 + N is a multiple of 8), then each tensor 8-aligned.
     A tensor named in `apart` (L, ...) is only described: its entry says "chunks": L (one
     page element per index of its first axis, each nbytes / L bytes) and the container
-    holds none of its bytes (offset 0)."""
+    holds none of its bytes (offset 0). row_scale (bytes): the u8 tensor given apart is
+    scaled per row ("row_scale": true): each element begins with the float32 factors of
+    its rows, value = byte * factor, and nbytes counts them."""
     entries, blobs, off = [], [], 0
     for name, a in tensors:
         dt = {np.dtype("<f2"): "f16", np.dtype("<f4"): "f32", np.dtype("u1"): "u8"}[a.dtype]
@@ -104,6 +108,9 @@ def _container(meta, tensors, apart=()):
             entries[-1].update(scale=1 / 255, zero=0)
         if name in apart:
             entries[-1].update(offset=0, chunks=int(a.shape[0]))
+            if row_scale and dt == "u8":
+                entries[-1].update(row_scale=True, nbytes=a.nbytes + row_scale)
+                del entries[-1]["scale"], entries[-1]["zero"]
             continue
         raw = np.ascontiguousarray(a).tobytes()
         pad = (-len(raw)) % 8
@@ -225,10 +232,18 @@ class ViewData:
                 "part": part,
                 "qk": {"kv_group": block["kv_group"], "window": block["window"], "rope": block["rope"] is not None,
                        "softcap": block["attn_softcap"]}}
-        if dtype not in ("f16", "f32", "u8"):
-            raise Error("dtype must be f16, f32 or u8, not '%s'" % dtype)
+        if dtype not in ("f16", "f32", "u8", "u8row"):
+            raise Error("dtype must be f16, f32, u8 or u8row, not '%s'" % dtype)
+        rows = None
         if dtype == "u8":  # probabilities in [0, 1] as bytes: steps of 1/255
             att = np.rint(np.clip(self.attention, 0, 1) * 255).astype("u1")
+        elif dtype == "u8row":  # bytes per query row: value = byte * rows[l, h, i], rows = row max / 255
+            mx = self.attention.max(axis=-1, keepdims=True)
+            mx = np.where(mx > 0, mx, 1).astype(np.float32)
+            att = np.rint(np.clip(self.attention / mx, 0, 1) * 255).astype("u1")
+            rows = (mx[..., 0] / 255).astype("<f4")
+            if not apart:
+                raise Error("dtype 'u8row' is written in per-layer elements only")
         else:
             att = self.attention.astype("<f2" if dtype == "f16" else "<f4")
         tensors = [("attention", att)]
@@ -240,7 +255,11 @@ class ViewData:
                             ("k_pre_rope", np.asarray(self.keys_pre_rope, "<f4"))]
         if not apart:
             return _container(meta, tensors)
-        return _container(meta, tensors, apart=("attention",)), [np.ascontiguousarray(x).tobytes() for x in att]
+        if rows is None:
+            return _container(meta, tensors, apart=("attention",)), [np.ascontiguousarray(x).tobytes() for x in att]
+        # each layer: its row factors (H, T) float32, then its bytes (H, T, T)
+        c = _container(meta, tensors, apart=("attention",), row_scale=rows.nbytes)
+        return c, [rows[l].tobytes() + np.ascontiguousarray(att[l]).tobytes() for l in range(L)]
 
 
 # ---- the page ---------------------------------------------------------------------------
@@ -417,8 +436,9 @@ def head_view(r, layer=0, heads=None, token=-1, layers=None, html_action="view",
     first; heads: the heads shown (None = all); token: a pinned query; layers: embed only
     these layers (renumbered 0..); server: show a running `attnscope serve` instead (started
     with --frame-ancestors naming the notebook's origin);
-    dtype: attention as "f16" (default), "f32", or "u8" (steps of 1/255: half the size of
-    f16, but near-uniform rows of diffuse heads tie)."""
+    dtype: attention as "f16" (default), "f32", "u8" (steps of 1/255: half the size of
+    f16, but near-uniform rows of diffuse heads tie) or "u8row" (bytes scaled by each
+    query row's largest weight: the size of u8, steps of max/255 per row)."""
     return _show(r, "head", layer, 0, heads, token, layers, html_action, server, lang, height, dtype)
 
 

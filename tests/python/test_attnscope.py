@@ -475,6 +475,11 @@ def decode_page(page, part=0):
                 r'<script type="application/octet-stream" class="attnscope-layer" data-part="%d" '
                 r'data-layer="(\d+)">([A-Za-z0-9+/=]*)</script>' % part, page)}
             assert sorted(layers) == list(range(t["chunks"])), sorted(layers)
+            if t.get("row_scale"):  # each layer: float32 factors (H, T), then bytes (H, T, T)
+                f = [np.frombuffer(layers[l][:4 * t["shape"][1] * t["shape"][2]], "<f4") for l in range(t["chunks"])]
+                q = [np.frombuffer(layers[l][4 * t["shape"][1] * t["shape"][2]:], "u1") for l in range(t["chunks"])]
+                out[t["name"]] = (np.stack(q).reshape(t["shape"]) * np.stack(f).reshape(t["shape"][:3] + [1])).astype(np.float64)
+                continue
             b = b"".join(layers[l] for l in range(t["chunks"]))
         a = np.frombuffer(b, dtype=dt).reshape(t["shape"])
         out[t["name"]] = t["zero"] + t["scale"] * a.astype(np.float64) if dt == "u1" else a
@@ -509,7 +514,11 @@ class TestViews(unittest.TestCase):
         self.assertNotIn("q", t)
         meta, t = decode_page(attnscope.head_view(r, dtype="u8", html_action="return"))
         self.assertLessEqual(np.abs(t["attention"] - r.attentions).max(), 0.5 / 255 + 1e-7)
-        with self.assertRaisesRegex(attnscope.Error, "dtype must be f16, f32 or u8"):
+        meta, t = decode_page(attnscope.head_view(r, dtype="u8row", html_action="return"))
+        mx = r.attentions.max(axis=-1, keepdims=True)
+        self.assertLessEqual((np.abs(t["attention"] - r.attentions) / mx).max(), 0.5 / 255 + 1e-6)
+        np.testing.assert_allclose(t["attention"].max(axis=-1), mx[..., 0], rtol=1e-6)  # each row's largest: 255 steps
+        with self.assertRaisesRegex(attnscope.Error, "dtype must be f16, f32, u8 or u8row"):
             attnscope.head_view(r, dtype="f64", html_action="return")
         v = attnscope.head_view(r)
         self.assertIn("srcdoc=", v._repr_html_())

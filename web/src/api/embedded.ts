@@ -113,8 +113,24 @@ export function embeddedMeta(buf: ArrayBuffer): EmbeddedMeta | EmbeddedOverviewM
   return parseContainer(buf).header.meta;
 }
 
-/** A tensor entry whose data may be given apart, one page element per index of its first axis. */
-type EmbeddedEntry = TensorEntry & { chunks?: number };
+/** A tensor entry whose data may be given apart, one page element per index of its first
+ *  axis; row_scale: u8 given apart with per-row factors (each element: the float32 factors
+ *  of its rows, then its bytes; value = byte * factor). */
+type EmbeddedEntry = TensorEntry & { chunks?: number; row_scale?: boolean };
+
+/** Rows [h0, h0 + nh) of one element of a row-scaled u8 tensor (H, X, Y) as (nh, X, Y). */
+function decodeRowScaled(b: ArrayBuffer, H: number, X: number, Y: number, h0: number, nh: number): Float32Array {
+  if (b.byteLength !== H * X * (4 + Y)) throw new Error(`embedded data: ${b.byteLength} bytes for ${H} x ${X} rows of ${Y} bytes and their factors`);
+  const f = new DataView(b, 0, H * X * 4);
+  const bytes = new Uint8Array(b, H * X * 4);
+  const out = new Float32Array(nh * X * Y);
+  for (let r = 0; r < nh * X; r++) {
+    const k = h0 * X + r;
+    const s = f.getFloat32(4 * k, true);
+    for (let j = 0; j < Y; j++) out[r * Y + j] = bytes[k * Y + j] * s;
+  }
+  return out;
+}
 
 /** A run given as bytes: the views read it through the RunData interface. */
 export class EmbeddedRunData extends RunData {
@@ -191,6 +207,7 @@ export class EmbeddedRunData extends RunData {
     if (t.chunks !== undefined) {
       const b = this.layerBytes[l];
       if (!b) throw new Error(`layer ${l} has not arrived yet`);
+      if (t.row_scale) return { name, shape: [nh, X, Y], data: decodeRowScaled(b, H, X, Y, h0, nh) };
       const entry: TensorEntry = { ...t, shape: [nh, X, Y], offset: h0 * per, nbytes: nh * per };
       return { name, shape: entry.shape, data: decodeOne(b, 0, entry) };
     }
