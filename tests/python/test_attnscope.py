@@ -509,6 +509,11 @@ class TestViews(unittest.TestCase):
         meta, t = decode_page(page)
         self.assertEqual(meta["view"], "head")
         self.assertEqual(meta["layer"], 2)
+        # the shown layer's element before the bundle, the others after it, nearest first
+        at = [page.index('data-layer="%d"' % l) for l in range(4)]
+        self.assertLess(at[2], page.index('<script type="module" async>'))
+        self.assertLess(page.index('<script type="module" async>'), min(at[1], at[3]))
+        self.assertLess(max(at[1], at[3]), at[0])
         self.assertEqual(meta["run"]["tokens"], r.tokens)
         self.assertEqual(t["attention"].tobytes(), r.attentions.astype("<f2").tobytes())
         self.assertNotIn("q", t)
