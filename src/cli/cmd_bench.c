@@ -3,7 +3,9 @@
  * word embeddings) on seeded random token ids, the achieved GFLOP/s, the sgemm peak
  * measured in the same run (on the model's largest linear shape) and peak RSS; for an
  * encoder-decoder model, the forward of both stacks (as_forward_seq2seq) on N source and
- * --target-tokens decoder tokens. Measures, never asserts. */
+ * --target-tokens decoder tokens; with --attrib, after each timed forward the listed
+ * attribution methods on its run (attr_compute_run), each timed alone. Measures, never
+ * asserts. */
 #include "cli.h"
 #include "attnscope/analysis.h"
 
@@ -15,7 +17,7 @@ static const char *BENCH_HELP =
     "usage: attnscope bench --model DIR --tokens N [--repeat R] [--threads N]\n"
     "                       [--capture all|none|attn,scores,qkv,hidden,logits]\n"
     "                       [--layer L] [--precision f32|bf16] [--saliency]\n"
-    "                       [--target-tokens M]\n"
+    "                       [--target-tokens M] [--attrib rollout,norm,...]\n"
     "\n"
     "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
     "with full capture (or --capture; none = the logits only) and prints the median\n"
@@ -28,11 +30,27 @@ static const char *BENCH_HELP =
     "of the predicted class: the forward and the backward to the word embeddings;\n"
     "BERT-family classifiers). Encoder-decoder models (bart, mbart, marian, t5, mt5) time\n"
     "the forward of both stacks on N source and M (--target-tokens, default N) decoder\n"
-    "tokens (the next M ids of the same generator) with the three attention kinds captured.\n";
+    "tokens (the next M ids of the same generator) with the three attention kinds captured.\n"
+    "--attrib rollout,flow,norm,norm2,alti times, after each timed forward (capture all),\n"
+    "each listed attribution method on that forward's run (attr_compute_run: the method's\n"
+    "own work, no second forward) and prints its median wall and CPU (every thread) ms\n"
+    "and their ratios to the forward's.\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* CPU time of the process (every thread, user + system) in ms. */
+static double cpu_ms(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-3;
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 /* Best GFLOP/s of R sgemm calls C(M,N) = A(M,K) B(K,N). */
@@ -60,6 +78,7 @@ static double sgemm_peak(int M, int N, int K, int R) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *capture = "all", *precision = "f32";
+    const char *attrib = NULL;
     int T = 128, R = 5, threads = 0, layer = -1, saliency = 0, Tdec = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
@@ -75,6 +94,7 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(o, "--model")) dir = v;
         else if (!strcmp(o, "--capture")) capture = v;
         else if (!strcmp(o, "--precision")) precision = v;
+        else if (!strcmp(o, "--attrib")) attrib = v;
         else if (!strcmp(o, "--tokens")) {
             if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &T)) return cli_usage_error("bench", "bad --tokens '%s'", v);
         } else if (!strcmp(o, "--target-tokens")) {
@@ -89,6 +109,24 @@ int cmd_bench(int argc, char **argv) {
         } else return cli_usage_error("bench", "unknown option '%s'", o);
     }
     if (!dir) return cli_usage_error("bench", "--model DIR is required");
+    attr_method meth[8];
+    int n_meth = 0;
+    if (attrib && (saliency || layer >= 0 || strcmp(capture, "all")))
+        return cli_usage_error("bench", "--attrib times methods on a forward with full capture: "
+                               "not with --saliency, --layer or --capture");
+    for (const char *p = attrib; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char name[32];
+        if (n == 0 || n >= sizeof name || n_meth == 8)
+            return cli_usage_error("bench", "--attrib: expected up to 8 comma-separated methods");
+        memcpy(name, p, n);
+        name[n] = 0;
+        if (attr_method_parse(name, &meth[n_meth]) || meth[n_meth] == ATTR_GRAD || meth[n_meth] == ATTR_IMPORTANCE)
+            return cli_usage_error("bench", "--attrib: '%s' is not one of rollout, flow, norm, norm2, alti", name);
+        n_meth++;
+        p = e ? e + 1 : p + n;
+    }
     unsigned what = 0;
     if (!strcmp(capture, "none")) what = CAP_LOGITS;
     else if (cli_parse_capture(capture, &what))
@@ -99,7 +137,7 @@ int cmd_bench(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0}, tgt = {0};
     int32_t *ids = NULL;
-    double *ms = NULL;
+    double *ms = NULL, *ams = NULL, *cms = NULL;
     int rc = 0;
     if (as_model_load(dir, &m, &err)) return cli_fail(&err);
     if (as_model_set_precision(m, prec, &err)) {
@@ -128,7 +166,9 @@ int cmd_bench(int argc, char **argv) {
     }
     ids = as_malloc_array((size_t)(T + Tdec), sizeof *ids);
     ms = as_malloc_array((size_t)R, sizeof *ms);
-    if (!ids || !ms) {
+    ams = as_malloc_array((size_t)R * (n_meth + 1) * 2, sizeof *ams);
+    cms = ams + (size_t)R * (n_meth + 1); /* CPU ms: the forward's (k = n_meth) and each method's */
+    if (!ids || !ms || !ams) {
         as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
         rc = cli_fail(&err);
         goto cleanup;
@@ -150,7 +190,7 @@ int cmd_bench(int argc, char **argv) {
     for (int r = -1; r < R; r++) {
         as_run *run = NULL;
         sal_result sr = {0};
-        double t0 = as_now();
+        double t0 = as_now(), c0 = cpu_ms();
         as_status st = saliency ? sal_compute(m, &enc, &so, &sr, &err)
                        : s2s    ? as_forward_seq2seq(m, &enc, &tgt, &spec, &run, &err)
                                 : as_forward(m, &enc, &spec, &run, &err);
@@ -159,6 +199,22 @@ int cmd_bench(int argc, char **argv) {
             goto cleanup;
         }
         double dt = (as_now() - t0) * 1e3;
+        if (r >= 0) cms[(size_t)n_meth * R + r] = cpu_ms() - c0;
+        for (int k = 0; k < n_meth; k++) { /* each method on this forward's run */
+            attr_opts ao = {.method = meth[k], .target = -1, .position = -1, .threads = threads};
+            attr_result ar = {0};
+            double a0 = as_now(), ac0 = cpu_ms();
+            if (attr_compute_run(m, &enc, run, &ao, &ar, &err)) {
+                as_run_free(run);
+                rc = cli_fail(&err);
+                goto cleanup;
+            }
+            if (r >= 0) {
+                ams[(size_t)k * R + r] = (as_now() - a0) * 1e3;
+                cms[(size_t)k * R + r] = cpu_ms() - ac0;
+            }
+            attr_result_free(&ar);
+        }
         cap_bytes = run ? run->bytes + (s2s ? run->dec->bytes + run->cross->bytes : 0) : 0;
         n_run = run ? run->n_run : c->n_layer;
         const as_run *lr = s2s ? run->dec : run; /* the run holding the logits */
@@ -202,9 +258,17 @@ int cmd_bench(int argc, char **argv) {
            "efficiency %.0f%%  captured_mb %.1f  peak_rss_mb %.1f\n",
            med, ms[0], flop * 1e-9, gflops, peak, peak > 0 ? 100.0 * gflops / peak : 0.0,
            (double)cap_bytes / 1048576.0, (double)ru.ru_maxrss / 1024.0);
+    double fcpu = n_meth ? median(cms + (size_t)n_meth * R, R) : 0.0;
+    if (n_meth) printf("forward cpu_median_ms %.2f\n", fcpu);
+    for (int k = 0; k < n_meth; k++) {
+        double *a = ams + (size_t)k * R, am = median(a, R), ac = median(cms + (size_t)k * R, R);
+        printf("attrib %s  median_ms %.2f  min_ms %.2f  of_forward %.1f%%  cpu_median_ms %.2f  cpu_of_forward %.1f%%\n",
+               attr_method_name(meth[k]), am, a[0], 100.0 * am / med, ac, fcpu > 0 ? 100.0 * ac / fcpu : 0.0);
+    }
 cleanup:
     free(ids);
     free(ms);
+    free(ams);
     as_encoding_free(&enc);
     as_encoding_free(&tgt);
     as_model_free(m);

@@ -25,58 +25,19 @@
 #define GB_NB 64   /* columns (rows of W) per block */
 #define GB_KB 2048 /* values of K per block */
 
-#ifdef GB_X86
-#define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
-#define GB_TARGET_F __attribute__((target("avx512f")))
-
-/* 16 values at a time, the integer rounding of as_f32_to_bf16 (bit-identical, NaN
- * included, denormals kept; vcvtneps2bf16 would flush them). */
-GB_TARGET_F static size_t gb_f32_to_bf16_avx512(uint16_t *dst, const float *src, size_t n) {
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qnan = _mm512_set1_epi32(0x40);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i x = _mm512_loadu_si512(src + i);
-        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, absm), inf);
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, lsb)), 16);
-        r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), qnan);
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(r));
-    }
-    return i;
-}
-
-/* 16 values at a time: each BF16 value shifted into the high half of an F32. */
-GB_TARGET_F static size_t gb_bf16_to_f32_avx512(float *dst, const uint16_t *src, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
-        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(h, 16));
-    }
-    return i;
-}
-#endif
-
 void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n) {
-    size_t i = 0;
-#ifdef GB_X86
-    if (__builtin_cpu_supports("avx512f")) i = gb_f32_to_bf16_avx512(dst, src, n);
-#endif
-    for (; i < n; i++) dst[i] = as_f32_to_bf16(src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = as_f32_to_bf16(src[i]);
 }
 
 void as_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n) {
-    size_t i = 0;
-#ifdef GB_X86
-    if (__builtin_cpu_supports("avx512f")) i = gb_bf16_to_f32_avx512(dst, src, n);
-#endif
-    for (; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)src[i] << 16;
         memcpy(&dst[i], &u, 4);
     }
 }
 
 #ifdef GB_X86
+#define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 /* Sums of the 16 lanes of each of a, b, c, d, as one vector {sum a, sum b, sum c, sum d}. */
 GB_TARGET static inline __m128 gb_sum4(__m512 a, __m512 b, __m512 c, __m512 d) {

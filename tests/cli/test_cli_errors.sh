@@ -14,6 +14,13 @@ expect 2 "over the model's" -- bench --model "$M" --tokens 4 --layer 7
 expect 2 "--capture must be" -- bench --model "$M" --tokens 4 --capture attn,bogus
 expect 0 "" -- bench --model "$M" --tokens 4 --repeat 1 --layer 1 --capture attn,logits
 grep -q "median_ms" "$TMP/out" || { echo "FAIL: bench --layer 1 printed no timing: $(cat "$TMP/out")"; fails=$((fails+1)); }
+expect 2 "is not one of rollout" -- bench --model "$M" --tokens 4 --attrib rollout,grad
+expect 2 "not with --saliency" -- bench --model "$M" --tokens 4 --attrib norm --capture attn
+expect 0 "" -- bench --model "$M" --tokens 6 --repeat 1 --attrib rollout,flow,norm,norm2,alti
+for meth in rollout flow norm norm2 alti; do
+    grep -q "^attrib $meth  median_ms .* cpu_of_forward" "$TMP/out" ||
+        { echo "FAIL: bench --attrib printed no $meth line: $(cat "$TMP/out")"; fails=$((fails+1)); }
+done
 expect 2 "unknown command" -- frobnicate
 expect 2 "required" -- run --text hi
 expect 2 "exactly one" -- run --model "$M"
