@@ -81,6 +81,13 @@ def main():
             with open(os.path.join(out, fn), "w", encoding="utf-8") as f:
                 f.write(page)
             rows.append((T, "attnscope head_view " + name, len(page.encode()), dt, fn))
+            if name == "f16":  # the notebook cell's output (View._repr_html_) in a page, as a notebook shows it
+                t0 = time.perf_counter()
+                cell = "<!doctype html><html><body>\n%s\n</body></html>\n" % attnscope.head_view(r)._repr_html_()
+                dt = time.perf_counter() - t0
+                with open(os.path.join(out, "cell%d_f16.html" % T), "w", encoding="utf-8") as f:
+                    f.write(cell)
+                rows.append((T, "notebook cell (View._repr_html_) f16", len(cell.encode()), dt, "cell%d_f16.html" % T))
         if os.environ.get("SKIP_BERTVIZ"):
             del r
             continue

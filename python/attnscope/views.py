@@ -10,8 +10,9 @@ the view is drawn before the browser has read the other layers (standalone_html)
 web/src/api/embedded.ts reads it instead of the HTTP API. Attention is embedded as
 float16 (what the server sends the head and model views); the neuron view's q, k and
 scores as float32 (it prints exact values), and for a rotary model q and k before RoPE.
-In a notebook the document is shown in an <iframe srcdoc>, so its styles and scripts
-stay inside the frame.
+In a notebook the bundle is shown in an <iframe srcdoc>, so its styles and scripts stay
+inside the frame; the run's elements sit beside the frame in the notebook's document,
+where the frame reads them (cell_html).
 
 With server="http://127.0.0.1:8080" the views are instead an iframe on a running
 `attnscope serve` (for inputs too big to embed); nothing is embedded then. The server's
@@ -25,6 +26,7 @@ import os
 import re
 import struct
 import urllib.parse
+import uuid
 
 import numpy as np
 
@@ -275,17 +277,10 @@ def _part_blob(label, d, view, layer=0, head=0, heads=None, **kw):
 _LAYER_TAG = '<script type="application/octet-stream" class="attnscope-layer" data-part="%d" data-layer="%d">%s</script>\n'
 
 
-def standalone_html(data, view, title=None, **kw):
-    """The whole page: bundle and run inlined; opens no connection. data: a ViewData or
-    OverviewData, or a list of (label, ViewData) shown with a selector (the first in
-    #attnscope-data, the others in .attnscope-data-part elements).
-
-    The page is drawn while the browser still parses it: each run's attention is one
-    <script class="attnscope-layer" data-part=P data-layer=L> element per layer. The
-    containers, the layer shown first and the bundle (an async module: it runs as soon
-    as the parser yields, not at the end of the document) come first; the other layers
-    follow, nearest the shown one first, and become selectable as they arrive
-    (web/src/api/embedded.ts)."""
+def _page_parts(data, view, title=None, **kw):
+    """The pieces of a page (see standalone_html): (head, containers, first, js, rest): the
+    document up to <div id="app"> as (before, after) the end of <head>, the containers'
+    elements, the shown layer's element, the bundle's script and the other layers' elements."""
     js, css = web_bundle()
     first, rest = "", []
     if isinstance(data, OverviewData):
@@ -309,11 +304,42 @@ def standalone_html(data, view, title=None, **kw):
         "id=\"attnscope-data\"" if i == 0 else "class=\"attnscope-data-part\"", base64.b64encode(b).decode("ascii"))
         for i, b in enumerate(blobs)]
     title = title or "attnscope %s view: %s" % (view, name)
-    return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    head = ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            "<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<div id=\"app\"></div>\n"
-            "%s%s<script type=\"module\" async>\n%s\n</script>\n%s</body>\n</html>\n") % (
-                html.escape(title), css, "".join(tags), first, js, "".join(rest))
+            "<title>%s</title>\n<style>\n%s\n</style>\n" % (html.escape(title), css),
+            "</head>\n<body>\n<div id=\"app\"></div>\n")
+    script = "<script type=\"module\" async>\n%s\n</script>\n" % js
+    return head, "".join(tags), first, script, "".join(rest)
+
+
+def standalone_html(data, view, title=None, **kw):
+    """The whole page: bundle and run inlined; opens no connection. data: a ViewData or
+    OverviewData, or a list of (label, ViewData) shown with a selector (the first in
+    #attnscope-data, the others in .attnscope-data-part elements).
+
+    The page is drawn while the browser still parses it: each run's attention is one
+    <script class="attnscope-layer" data-part=P data-layer=L> element per layer. The
+    containers, the layer shown first and the bundle (an async module: it runs as soon
+    as the parser yields, not at the end of the document) come first; the other layers
+    follow, nearest the shown one first, and become selectable as they arrive
+    (web/src/api/embedded.ts)."""
+    head, tags, first, script, rest = _page_parts(data, view, title, **kw)
+    return head[0] + head[1] + tags + first + script + rest + "</body>\n</html>\n"
+
+
+def cell_html(data, view, height, title=None, **kw):
+    """A notebook cell's output: the page's bundle in an <iframe srcdoc> (its styles and
+    scripts stay in the frame), the run's elements beside it in the notebook's own
+    document, in a <div id=KEY> that the frame reads (<meta name="attnscope-data-from"
+    content=KEY>; a srcdoc frame has the notebook's origin). So the notebook parses the
+    data once, as raw text, instead of inside an attribute and then again in the frame;
+    the containers and the shown layer come before the frame, the other layers after it."""
+    head, tags, first, script, rest = _page_parts(data, view, title, **kw)
+    key = "attnscope-%s" % uuid.uuid4().hex
+    page = head[0] + "<meta name=\"attnscope-data-from\" content=\"%s\">\n" % key + head[1] + script + "</body>\n</html>\n"
+    return ('<div class="attnscope-cell" id="%s">\n<div hidden>\n%s%s</div>\n<iframe srcdoc="%s" '
+            'style="width:100%%;height:%dpx;border:0" title="attnscope %s view"></iframe>\n<div hidden>\n%s</div>\n'
+            '</div>') % (key, tags, first, html.escape(page, quote=True), height, view, rest)
 
 
 class OverviewData:
@@ -384,8 +410,7 @@ class View:
                     '<a href="%s" target="_blank" rel="noopener">open in a new tab</a> (an empty frame: start the '
                     'server with <code>--frame-ancestors</code> naming this notebook\'s origin)</p>') % (
                         u, max(self.height, 700), self.view, u)
-        return ('<iframe srcdoc="%s" style="width:100%%;height:%dpx;border:0" title="attnscope %s view">'
-                '</iframe>') % (html.escape(self.html(), quote=True), self.height, self.view)
+        return cell_html(self.data, self.view, self.height, **self.kw)
 
     def __repr__(self):
         where = self.server or ("run %d of %s" % (self.data.run["id"], self.data.db) if isinstance(

@@ -606,7 +606,7 @@ class TestViews(unittest.TestCase):
             with attnscope.open_db(db) as h:
                 v = attnscope.overview(h)  # a Database works too, and stays open
                 self.assertEqual(h.heads_response()["columns"]["importance"], exp["heads"]["columns"]["importance"])
-            self.assertTrue(v._repr_html_().startswith("<iframe srcdoc="))
+            self.assertTrue(v._repr_html_().startswith('<div class="attnscope-cell" id="attnscope-'))
             self.assertEqual(repr(v), "<attnscope overview view (run 1 of a.sqlite)>")
             with self.assertRaisesRegex(attnscope.Error, r"layer 2 out of range \(0..1\)"):
                 attnscope.overview(db, layer=2, html_action="return")

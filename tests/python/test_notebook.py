@@ -54,13 +54,16 @@ class TestNotebook(unittest.TestCase):
                 out = [o for o in c.outputs if "text/html" in o.get("data", {})]
                 self.assertEqual(len(out), 1, "one HTML output")
                 frame = out[0]["data"]["text/html"]
-                self.assertTrue(frame.startswith("<iframe srcdoc="))
+                # the frame holds the bundle; the run's elements are beside it, in the notebook's document
+                self.assertTrue(frame.startswith('<div class="attnscope-cell" id="attnscope-'))
                 self.assertIsNone(EXTERNAL.search(frame))
-                page = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+                page = html.unescape(re.search(r'<iframe srcdoc="([^"]*)"', frame).group(1))
                 self.assertIn(js, page, "the inlined bundle")
                 self.assertIn(css, page)
-                self.assertRegex(page, r'<script id="attnscope-data" type="application/octet-stream">'
-                                       r'[A-Za-z0-9+/=]{100,}</script>')
+                key = re.match(r'<div class="attnscope-cell" id="([^"]+)"', frame).group(1)
+                self.assertIn('<meta name="attnscope-data-from" content="%s">' % key, page)
+                self.assertRegex(frame, r'<script id="attnscope-data" type="application/octet-stream">'
+                                        r'[A-Za-z0-9+/=]{100,}</script>')
                 self.assertIsNone(EXTERNAL.search(page), "a reference to another origin")
                 self.assertNotRegex(page, r"<script[^>]*\ssrc=|<link[^>]*\shref=", "a script or style not inlined")
 

@@ -127,7 +127,7 @@ class TestVenv(unittest.TestCase):
         self.assertEqual(os.path.realpath(out0.strip()), os.path.realpath(self.venv))
         html = [o["data"]["text/html"] for o in nb.cells[1].outputs if "text/html" in o.get("data", {})]
         self.assertEqual(len(html), 1, nb.cells[1].outputs)
-        self.assertTrue(html[0].startswith("<iframe srcdoc="))
+        self.assertTrue(html[0].startswith('<div class="attnscope-cell" id="attnscope-'))
         self.assertIn("attnscope-data", html[0])
 
     def test_4_reinstall_kernel_and_bad_build(self):

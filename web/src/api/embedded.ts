@@ -13,7 +13,9 @@
 // one <script class="attnscope-layer" data-part=P data-layer=L> element per layer
 // (views.py writes the layer shown first before the bundle, the others after it, so the
 // view is drawn while the parser is still reading them). watchLayers takes each layer as
-// it arrives; a call on a layer not yet arrived waits for it. A head overview page (python: overview(db))
+// it arrives; a call on a layer not yet arrived waits for it. In a notebook cell, the
+// frame holds the bundle only and reads these elements from the notebook's document
+// around it (dataRoot). A head overview page (python: overview(db))
 // carries no tensor: its meta (EmbeddedOverviewMeta) holds the analysis run and its
 // per-head results as the server's /api/v1/db routes give them. No network here.
 import { RunData, type HeadQk, type LayerAttention, type PooledAttention } from './client';
@@ -83,9 +85,20 @@ function base64Bytes(el: Element): ArrayBuffer {
   return out.buffer;
 }
 
+/** Where the page's data elements are: the page itself, or, in a notebook cell's frame
+ *  (<meta name="attnscope-data-from" content=KEY>), the element KEY of the notebook's
+ *  document around the frame (python/attnscope/views.py, cell_html: a srcdoc frame has
+ *  the notebook's origin), with the document it is in. */
+export function dataRoot(doc: Document = document): { root: Document | Element; doc: Document } {
+  const key = doc.querySelector('meta[name="attnscope-data-from"]')?.getAttribute('content');
+  const outer = key ? (doc.defaultView?.frameElement?.ownerDocument ?? null) : null;
+  const el = key && outer ? outer.getElementById(key) : null;
+  return el && outer ? { root: el, doc: outer } : { root: doc, doc };
+}
+
 /** The embedded container's bytes, or null when the page has none (server mode). */
 export function embeddedBytes(doc: Document = document): ArrayBuffer | null {
-  const el = doc.getElementById(EMBED_ELEMENT_ID);
+  const el = dataRoot(doc).root.querySelector(`#${EMBED_ELEMENT_ID}`);
   if (!el || !el.textContent) return null;
   return base64Bytes(el);
 }
@@ -93,7 +106,7 @@ export function embeddedBytes(doc: Document = document): ArrayBuffer | null {
 /** The containers of the page's further parts (elements .attnscope-data-part, in page
  *  order), each a run like the first: an encoder-decoder's decoder and cross attention. */
 export function embeddedPartBytes(doc: Document = document): ArrayBuffer[] {
-  return Array.from(doc.querySelectorAll(`script.${EMBED_ELEMENT_ID}-part`), base64Bytes);
+  return Array.from(dataRoot(doc).root.querySelectorAll(`script.${EMBED_ELEMENT_ID}-part`), base64Bytes);
 }
 
 type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta | EmbeddedOverviewMeta };
@@ -315,18 +328,20 @@ export class EmbeddedRunData extends RunData {
   }
 }
 
-/** Takes each layer element of the page into runs[part] once the parser is past it (it
+/** Takes each layer element of the page (or of the notebook around its frame: dataRoot)
+ *  into runs[part] once the parser is past it (it
  *  has a next sibling; the page's last layer element at DOMContentLoaded), as the parser
  *  adds nodes (a MutationObserver: no global, so a page replaced with document.open
  *  starts afresh), freeing the element's text; exposes loadedLayers (layers arrived, all
  *  parts) and allLayersMs (performance.now() when the last arrived) for the bench and
  *  tests. Errors (a damaged element) go to onerror. */
-export function watchLayers(runs: EmbeddedRunData[], onerror: (msg: string) => void, doc: Document = document): void {
+export function watchLayers(runs: EmbeddedRunData[], onerror: (msg: string) => void, page: Document = document): void {
+  const { root, doc } = dataRoot(page);
   const w = window as unknown as { __attnscope?: Record<string, unknown> };
   const total = runs.reduce((n, r) => n + r.loaded().length, 0);
   const done = (): number => runs.reduce((n, r) => n + r.loaded().filter(Boolean).length, 0);
   const take = (all: boolean): void => {
-    for (const el of Array.from(doc.querySelectorAll('script.attnscope-layer'))) {
+    for (const el of Array.from(root.querySelectorAll('script.attnscope-layer'))) {
       if (!all && !el.nextSibling) continue; /* the parser may still be inside it */
       const p = Number((el as HTMLElement).dataset.part);
       const l = Number((el as HTMLElement).dataset.layer);
@@ -344,7 +359,7 @@ export function watchLayers(runs: EmbeddedRunData[], onerror: (msg: string) => v
   (w.__attnscope ??= {}).allLayersMs = undefined;
   if (doc.readyState !== 'loading') return take(true);
   const mo = new MutationObserver(() => take(false));
-  mo.observe(doc.body, { childList: true });
+  mo.observe(root === doc ? doc.body : root, { childList: true, subtree: true });
   doc.addEventListener('DOMContentLoaded', () => {
     mo.disconnect();
     take(true);
