@@ -347,6 +347,15 @@ struct json_t *store_column_json(struct sqlite3_stmt *q, int i);
  * (json_decref). Errors: AS_ERR_INTERNAL when the database cannot be read. */
 as_status store_heads_json(struct sqlite3 *db, const char *path, int64_t run, int n_layer, int n_head, int strict,
                            struct json_t **out, as_error *err);
+/* The per-head results of an encoder-decoder run (analyze --source/--target; table
+ * encdec_heads) of an open database, the "encdec_heads" of GET /api/v1/db/runs/{id}/heads
+ * and of `export`: {"encoder"|"decoder"|"cross": {"layers", "heads": n_head, "columns":
+ * {col: [layers * n_head values, index layer * n_head + head, null where absent]}}}
+ * (docs/api/db.schema.json, EncdecHeads). *out NULL for a run without such rows, else a
+ * new reference. Errors: AS_ERR_INPUT naming path when a row's layer or head is out of
+ * range; AS_ERR_INTERNAL when the database cannot be read. */
+as_status store_encdec_heads_json(struct sqlite3 *db, const char *path, int64_t run, int n_head, struct json_t **out,
+                                  as_error *err);
 
 /* ---- sparse top-k attention (src/analysis/topk.c, docs/analysis.md "Top-k") -------
  * Per layer, head and query: the k strongest keys (index, weight; strongest first, ties

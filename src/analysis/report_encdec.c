@@ -1,7 +1,8 @@
 /* report_encdec.c — an encoder-decoder run's table encdec_heads (analyze_encdec.c) in the
  * text report and the JSON export (report.h): per attention kind the heads of largest
  * first-token, previous, next and self mass and of lowest entropy, and for cross-attention
- * the heads of lowest alignment error rate; the export's columnar per-head object.
+ * the heads of lowest alignment error rate; the columnar per-head object of the export and
+ * of the server's heads route (store_encdec_heads_json).
  * What it does not: read any other table, or compute anything.
  */
 #include "analysis/report.h"
@@ -130,4 +131,10 @@ as_status an_export_encdec(store *s, int64_t run, int H, json_t **out, as_error 
     }
     *out = o;
     return AS_OK;
+}
+
+as_status store_encdec_heads_json(sqlite3 *db, const char *path, int64_t run, int n_head, json_t **out, as_error *err) {
+    store s = {.db = db, .lock_fd = -1};
+    snprintf(s.path, sizeof s.path, "%s", path);
+    return an_export_encdec(&s, run, n_head, out, err);
 }

@@ -268,14 +268,21 @@ static int load_run(req *r, int64_t id, run_info *ri, json_t **row) {
 /* ---- heads: columnar JSON, index = layer * H + head ---------------------------------- */
 
 /* The per-head results as the store writes them for `export` too (store_heads_json);
- * rows with a layer or head outside the run are skipped. */
+ * rows with a layer or head outside the run are skipped. An encoder-decoder run adds its
+ * three attention kinds' heads (store_encdec_heads_json) as "encdec_heads". */
 static void route_heads(req *r, const run_info *ri) {
-    json_t *hj = NULL;
+    json_t *hj = NULL, *ed = NULL;
     as_error err = {0};
     if (store_heads_json(r->d->db, r->d->name, ri->id, ri->L, ri->H, 0, &hj, &err)) {
         reply_error(r->rs, 500, "database %s", err.msg);
         return;
     }
+    if (store_encdec_heads_json(r->d->db, r->d->name, ri->id, ri->H, &ed, &err)) {
+        json_decref(hj);
+        reply_error(r->rs, err.code == AS_ERR_INPUT ? 409 : 500, "database %s", err.msg);
+        return;
+    }
+    if (ed) json_object_set_new(hj, "encdec_heads", ed);
     reply_json(r->rs, 200, hj);
 }
 

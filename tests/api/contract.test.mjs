@@ -13,15 +13,19 @@
 // (the same objects for the same input), and that the committed TypeScript types are
 // what the schemas generate. A second server without --db answers db: false and a 404.
 // `attnscope export` of the same database is validated against export.schema.json, and
-// each model's heads equal the server's GET /api/v1/db/runs/{id}/heads (one writer).
+// each model's heads equal the server's GET /api/v1/db/runs/{id}/heads (one writer). An
+// encoder-decoder analysis (analyze --source --target --gold of tests/cli/align_model.py's
+// BART, its own database and server) answers the heads route with encdec_heads: a valid
+// HeadsResponse whose three kinds hold the SQLite rows of table encdec_heads, the same
+// object as its export's.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from '../browser/harness.mjs';
+import { startServer, stopServer } from '../browser/harness.mjs';
 import { SchemaSet, tensorHeader } from './schema.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -479,6 +483,7 @@ test('the /api/v1/db routes', async () => {
     assert.deepEqual(one, r);
     const heads = await call(DB, 'GET /api/v1/db/runs/{run}/heads', 'HeadsResponse', `/api/v1/db/runs/${r.id}/heads`);
     for (const [k, col] of Object.entries(heads.columns)) assert.equal(col.length, r.layers * r.heads, `heads column ${k}`);
+    assert.equal(heads.encdec_heads, undefined, 'no encdec_heads but for an encoder-decoder analysis');
     await binary(DB, 'GET /api/v1/db/runs/{run}/pairs', 'PairsMeta', ['jsd'], `/api/v1/db/runs/${r.id}/pairs`);
     await call(DB, 'GET /api/v1/db/runs/{run}/relations', 'RelationsResponse', `/api/v1/db/runs/${r.id}/relations?top=3`);
     const conf = r.attention === 'model' ? '&confidence=1' : '';
@@ -568,4 +573,49 @@ test('attnscope export: an Export document whose heads are the server\'s GET ...
 
 test('every route of the schemas was called and validated', () => {
   for (const key of routes.keys()) assert.ok(covered.has(key), `route not covered: ${key}`);
+});
+
+test('an encoder-decoder analysis: GET .../heads has encdec_heads, the SQLite rows, as export writes them', async () => {
+  const dir = join(tmp, 'encdec');
+  mkdirSync(dir);
+  const model = join(dir, 'bartbytes'), db = join(dir, 'ed.sqlite');
+  execFileSync('/usr/bin/python3', [join(ROOT, 'tests', 'cli', 'align_model.py'), model]);
+  writeFileSync(join(dir, 's.en'), 'she does not like coffee .\nthe house is small .\n');
+  writeFileSync(join(dir, 's.de'), 'sie mag keinen Kaffee .\ndas Haus ist klein .\n');
+  writeFileSync(join(dir, 's.align'), '0-0 1?1 2-2 3-1 4-3 5-4\n0-0 1-1 2-2 3-3 4-4\n');
+  execFileSync(BIN, ['analyze', '--model', model, '--source', join(dir, 's.en'), '--target', join(dir, 's.de'),
+    '--gold', join(dir, 's.align'), '--db', db, '--quiet']);
+  const rows = JSON.parse(execFileSync('sqlite3', ['-json', db, 'SELECT * FROM encdec_heads ORDER BY kind, layer, head']).toString());
+  execFileSync(BIN, ['export', '--db', db, '--out', join(dir, 'e.json')]);
+  const doc = JSON.parse(readFileSync(join(dir, 'e.json'), 'utf8'));
+  const { p, url } = await startServer(BIN, ['--model', model, '--db', db]);
+  try {
+    const runs = (await getJson(`${url}/api/v1/db/runs`)).json;
+    conforms(DB, 'DbRunsResponse', runs, 'encoder-decoder runs');
+    assert.equal(runs.runs.length, 1);
+    const { status, json } = await getJson(`${url}/api/v1/db/runs/${runs.runs[0].id}/heads`);
+    assert.equal(status, 200, JSON.stringify(json));
+    conforms(DB, 'HeadsResponse', json, 'encoder-decoder heads');
+    const ed = json.encdec_heads;
+    assert.deepEqual(Object.keys(ed), ['encoder', 'decoder', 'cross']);
+    assert.deepEqual([ed.encoder.layers, ed.decoder.layers, ed.cross.layers, ed.cross.heads], [2, 3, 3, 3]);
+    assert.equal(rows.length, 2 * 3 + 3 * 3 + 3 * 3, 'every head of the three kinds stored');
+    for (const row of rows) {
+      const part = ed[row.kind], i = row.layer * part.heads + row.head;
+      for (const [c, col] of Object.entries(part.columns)) assert.equal(col[i], row[c] ?? null, `${row.kind} L${row.layer}H${row.head} ${c}`);
+    }
+    assert.ok(ed.cross.columns.aer.every((v) => typeof v === 'number'), 'cross heads have an AER with gold');
+    assert.ok(ed.encoder.columns.aer.every((v) => v === null), 'encoder heads have none');
+    const ex = doc.models[0].encdec_heads;
+    for (const k of ['encoder', 'decoder', 'cross']) {
+      assert.deepEqual(Object.keys(ex[k].columns), Object.keys(ed[k].columns), `${k}: the export's fields`);
+      for (const [c, col] of Object.entries(ed[k].columns)) col.forEach((v, i) => {
+        const e = ex[k].columns[c][i]; // the file rounds reals to 9 significant digits
+        if (typeof v === 'number') assert.ok(Math.abs(e - v) <= 1e-8 * Math.max(1, Math.abs(v)), `${k} ${c}[${i}]: ${e} vs ${v}`);
+        else assert.equal(e, v);
+      });
+    }
+  } finally {
+    assert.equal(await stopServer(p), 0, 'server exits 0 on SIGTERM');
+  }
 });

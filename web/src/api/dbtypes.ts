@@ -180,6 +180,42 @@ export interface HeadsResponse {
   /** heads with a row of scores */
   n_scored: number;
   columns: HeadColumns;
+  encdec_heads?: EncdecHeads;
+}
+
+/**
+ * an encoder-decoder run (analyze --source/--target): table encdec_heads per attention kind; absent
+ * for other runs
+ */
+export interface EncdecHeads {
+  encoder: EncdecKind;
+  decoder: EncdecKind;
+  cross: EncdecKind;
+}
+
+/**
+ * per-head columns of one attention kind, index layer * heads + head, null where absent (self / prev /
+ * next / dist / spread of cross-attention; aer and its counts without gold alignments, and for the
+ * encoder and decoder kinds)
+ */
+export interface EncdecKind {
+  layers: number;
+  heads: number;
+  columns: {
+    entropy: (number | null)[];
+    sink: (number | null)[];
+    self: (number | null)[];
+    prev: (number | null)[];
+    next: (number | null)[];
+    dist: (number | null)[];
+    spread: (number | null)[];
+    max: (number | null)[];
+    aer: (number | null)[];
+    links: (number | null)[];
+    sure: (number | null)[];
+    hit_sure: (number | null)[];
+    hit_possible: (number | null)[];
+  };
 }
 
 /** meta of GET /api/v1/db/runs/{id}/pairs: one f32 tensor jsd (L*H, L*H), symmetric, diagonal 0 */

@@ -1,0 +1,85 @@
+// encdec_overview.test.mjs — the head overview of an encoder-decoder analysis (ctest
+// browser_encdec_overview): tests/cli/align_model.py writes a random BART with a byte-level
+// tokenizer; `attnscope analyze --source --target --gold` stores two sentence pairs of
+// data/align in table encdec_heads; `attnscope serve --db` shows the run. Checks: the
+// overview offers the Encoder / Decoder / Cross kinds; every cell of each kind and
+// statistic shows the SQLite row's value (3 decimals); cross-attention offers its AER and
+// not the distances; clicking a cell selects that head; the labels in Chinese.
+// Screenshot: tests/browser/artifacts/encdec_overview.png.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { openBrowser, startServer, stopServer } from './harness.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, '..', '..');
+const BIN = process.env.ATTNSCOPE_BIN;
+const ART = join(HERE, 'artifacts');
+
+let server, base, browser, page, tmp, rows;
+
+before(async () => {
+  assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
+  mkdirSync(ART, { recursive: true });
+  tmp = mkdtempSync(join(tmpdir(), 'attnscope-edov-'));
+  const model = join(tmp, 'bartbytes'), db = join(tmp, 'ed.sqlite');
+  execFileSync('/usr/bin/python3', [join(ROOT, 'tests', 'cli', 'align_model.py'), model]);
+  writeFileSync(join(tmp, 's.en'), 'she does not like coffee .\nthe house is small .\n');
+  writeFileSync(join(tmp, 's.de'), 'sie mag keinen Kaffee .\ndas Haus ist klein .\n');
+  writeFileSync(join(tmp, 's.align'), '0-0 1?1 2-2 3-1 4-3 5-4\n0-0 1-1 2-2 3-3 4-4\n');
+  execFileSync(BIN, ['analyze', '--model', model, '--source', join(tmp, 's.en'), '--target', join(tmp, 's.de'),
+    '--gold', join(tmp, 's.align'), '--db', db, '--quiet']);
+  rows = JSON.parse(execFileSync('sqlite3', ['-json', db, 'SELECT * FROM encdec_heads ORDER BY kind, layer, head']).toString());
+  const s = await startServer(BIN, ['--model', model, '--db', db]);
+  server = s.p;
+  base = s.url;
+  ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile'), { height: 1000 }));
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) assert.equal(await stopServer(server), 0, 'server exits 0 on SIGTERM');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+const cell = async (l, h) => (await page.textContent(`[data-testid=ed-cell-${l}-${h}]`)).trim();
+const options = () => page.$$eval('[data-testid=ed-stat] option', (o) => o.map((x) => x.value));
+
+test('each kind and statistic shows the SQLite rows of encdec_heads', async () => {
+  await page.goto(`${base}/?view=overview&dbrun=1`);
+  await page.waitForSelector('[data-testid=ed-table]');
+  assert.equal(rows.length, 2 * 3 + 3 * 3 + 3 * 3);
+  for (const kind of ['encoder', 'decoder', 'cross']) {
+    await page.click(`[data-testid=kind-${kind}]`);
+    await page.waitForSelector(`[data-testid=kind-${kind}][aria-checked=true]`);
+    const mine = rows.filter((r) => r.kind === kind);
+    const L = kind === 'encoder' ? 2 : 3;
+    assert.equal(await page.$$eval('[data-testid=ed-table] tbody tr', (r) => r.length), L, `${kind}: ${L} layers`);
+    const stats = await options();
+    if (kind === 'cross') assert.deepEqual(stats, ['entropy', 'sink', 'max', 'aer'], 'cross-attention: no distances, its AER');
+    else assert.deepEqual(stats, ['entropy', 'sink', 'self', 'prev', 'next', 'dist', 'spread', 'max']);
+    for (const stat of stats) {
+      await page.selectOption('[data-testid=ed-stat]', stat);
+      for (const r of mine) {
+        const want = r[stat] === null ? '—' : r[stat].toFixed(3);
+        assert.equal(await cell(r.layer, r.head), want, `${kind} ${stat} L${r.layer}H${r.head}`);
+      }
+    }
+  }
+  await page.screenshot({ path: join(ART, 'encdec_overview.png'), fullPage: true });
+});
+
+test('clicking a cell selects the head; the labels in Chinese', async () => {
+  await page.click('[data-testid=ed-cell-2-1] button');
+  await page.waitForFunction(() => /[?&]layer=2/.test(location.search) && /[?&]head=1/.test(location.search));
+  assert.ok(await page.$eval('[data-testid=ed-cell-2-1]', (e) => e.classList.contains('sel')));
+  await page.goto(`${base}/?view=overview&dbrun=1&lang=zh-CN`);
+  await page.waitForSelector('[data-testid=ed-table]');
+  assert.equal((await page.textContent('[data-testid=kind-cross]')).trim(), '交叉');
+  assert.match(await page.textContent('[data-testid=ed-hint]'), /^交叉：3 层 × 3 个头/);
+});
