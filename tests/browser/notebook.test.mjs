@@ -3,7 +3,8 @@
 // every network request blocked: the page holds the web bundle and the run and needs
 // nothing else. Checks the head view's token labels against the run's tokens, its links'
 // weights against the run's float16 attention (computed in Python), the model view's
-// thumbnails and the neuron view's scores; the notebook cell's output (an iframe srcdoc)
+// thumbnails and the neuron view's scores; the notebook cell's output (an iframe srcdoc,
+// the run's elements beside it, read again by a reloaded frame)
 // runs the view inside its frame, which grows to the content; no request, no page error.
 // Last, server=: the cell's iframe shows the real `attnscope serve` (harness.mjs, with
 // --frame-ancestors naming the notebook's origin) on the same input, the only origin the
@@ -210,6 +211,15 @@ test('a notebook cell\'s output: the view runs inside its srcdoc frame, which fi
     const el = document.querySelector('iframe');
     return Math.abs(el.getBoundingClientRect().height - el.contentDocument.documentElement.scrollHeight) <= 8;
   });
+  // the run's elements are beside the frame, in the notebook's document: a reloaded frame
+  // (a notebook re-attaching the cell) reads them again, every layer included
+  assert.equal(await page.$$eval('.attnscope-cell > div[hidden] script.attnscope-layer', (e) => e.length), 4);
+  await page.evaluate(() => {
+    const el = document.querySelector('iframe');
+    el.srcdoc = el.getAttribute('srcdoc');
+  });
+  await page.waitForFunction(() => document.querySelector('iframe').contentWindow.__attnscope?.modelView?.pool > 0);
+  assert.equal(await page.evaluate(() => document.querySelector('iframe').contentWindow.__attnscope.loadedLayers), 4);
   assert.deepEqual(requests, []);
   assert.deepEqual(errors, []);
 });

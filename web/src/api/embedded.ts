@@ -340,9 +340,12 @@ export function watchLayers(runs: EmbeddedRunData[], onerror: (msg: string) => v
   const w = window as unknown as { __attnscope?: Record<string, unknown> };
   const total = runs.reduce((n, r) => n + r.loaded().length, 0);
   const done = (): number => runs.reduce((n, r) => n + r.loaded().filter(Boolean).length, 0);
+  /* a standalone page frees each element's text once taken; a notebook cell's elements
+     stay (the frame is reloaded when the notebook moves or re-attaches the cell) */
+  const taken = new WeakSet<Element>();
   const take = (all: boolean): void => {
     for (const el of Array.from(root.querySelectorAll('script.attnscope-layer'))) {
-      if (!all && !el.nextSibling) continue; /* the parser may still be inside it */
+      if (taken.has(el) || (!all && !el.nextSibling)) continue; /* the parser may still be inside it */
       const p = Number((el as HTMLElement).dataset.part);
       const l = Number((el as HTMLElement).dataset.layer);
       try {
@@ -350,7 +353,8 @@ export function watchLayers(runs: EmbeddedRunData[], onerror: (msg: string) => v
       } catch (e) {
         onerror((e as Error).message);
       }
-      el.remove();
+      if (root === doc) el.remove();
+      else taken.add(el);
     }
     const n = done();
     (w.__attnscope ??= {}).loadedLayers = n;
