@@ -6,7 +6,10 @@
  * Each step runs the whole sequence so far again (no key/value cache: the forward keeps
  * none) and takes the last position's logits: greedy argmax at temperature 0, else a draw
  * from softmax(logits / temperature) over the top-k ids, from a splitmix64 stream seeded
- * by the seed (Steele et al. 2014), so a seed gives the same tokens.
+ * by the seed (Steele et al. 2014), so a seed gives the same tokens. Before the pick the
+ * logits pass Hugging Face generate's configured processors as beam search does
+ * (gen_process_logits: bad_words_ids, forced BOS at the first generated position, forced
+ * EOS at the last), and stop_eos ends at any id of the config's eos_token_id list.
  * What it does not: beam search, repetition penalties, batches, tokenizing or printing.
  */
 #ifndef ATTNSCOPE_GENERATE_H
@@ -41,6 +44,17 @@ typedef struct {
                        prompt_len - 1 + s; keys after it are 0), for encoder-decoder models
                        the cross-attention's row over the source */
 } gen_result;
+
+/* 1 when id is one of the config's end-of-sequence ids (c->eos_ids), else 0. */
+int gen_is_eos(const as_config *c, int id);
+
+/* Hugging Face generate's configured logits processors (logits_process.py, in its order) on
+ * row (V = c->vocab_size), the next-token scores of the sequence ids[0..cur) that may grow to
+ * max_len tokens: NoBadWordsLogitsProcessor (the last id of each c->bad_words sequence whose
+ * other ids end the sequence is -inf; a lone eos id is left out; nothing when n_bad_words is
+ * -1), then ForcedBOSTokenLogitsProcessor at cur == 1 and ForcedEOSTokenLogitsProcessor at
+ * cur == max_len - 1 (the forced id 0, every other -inf). */
+void gen_process_logits(const as_config *c, const int32_t *ids, int cur, int max_len, float *row);
 
 /* Continues the n ids of prompt with model m (src: the source of an encoder-decoder
  * model, else NULL) by up to o->max_new tokens, stopping at the model's positions.

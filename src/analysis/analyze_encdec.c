@@ -68,7 +68,7 @@ static as_status ed_pair(ed_state *e, int k, as_error *err) {
     as_encode_opts eo = {.max_len = 0, .truncate = 1};
     as_status rc = as_encode(e->m, e->src[k], NULL, &eo, &se, err);
     if (!rc) where = e->o->target;
-    if (!rc) rc = as_encode(e->m, e->tgt[k], NULL, &eo, &te, err);
+    if (!rc) rc = as_encode_target(e->m, e->tgt[k], &eo, &te, err);
     if (!rc) rc = as_seq2seq_shift_target(e->m, &te, &de, err);
     as_capture_spec spec = {.what = CAP_STATS | CAP_ATTN, .layer = -1, .head = -1, .threads = e->o->threads};
     if (!rc) where = e->o->source;

@@ -21,6 +21,7 @@
  * whole sequence is run again each step; beams holding the same ids share one forward).
  */
 #include "attnscope/beam.h"
+#include "attnscope/generate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -80,31 +81,6 @@ static void log_softmax_row(const float *x, int V, float *out) {
     for (int v = 0; v < V; v++) z += exp((double)x[v] - mx);
     double lse = mx + log(z);
     for (int v = 0; v < V; v++) out[v] = (float)((double)x[v] - lse);
-}
-
-static int is_eos(const as_config *c, int tok) {
-    for (int i = 0; i < c->n_eos_ids; i++)
-        if (c->eos_ids[i] == tok) return 1;
-    return 0;
-}
-
-/* NoBadWordsLogitsProcessor (a SequenceBiasLogitsProcessor of -inf): the last id of each
- * bad_words_ids sequence is -inf in row when the sequence's other ids end ids[0..cur)
- * (a single id: always; a sequence longer than cur: never); a sequence that is just an
- * end-of-sequence id is left out, as transformers filters it. */
-static void ban_bad_words(const as_config *c, const int32_t *ids, int cur, float *row) {
-    for (int w = 0; w < c->n_bad_words; w++) {
-        int k = c->bad_word_len[w];
-        const int32_t *b = c->bad_words[w];
-        if (k == 1 && is_eos(c, b[0])) continue;
-        if (k > cur || (k > 1 && memcmp(ids + cur - (k - 1), b, (size_t)(k - 1) * sizeof(int32_t)))) continue;
-        row[b[k - 1]] = -INFINITY;
-    }
-}
-
-/* Only `id` allowed: 0 there, -inf elsewhere (the forced-token processors). */
-static void force_row(float *row, int V, int id) {
-    for (int v = 0; v < V; v++) row[v] = v == id ? 0.0f : -INFINITY;
 }
 
 /* The k best of n scores into idx/val, best first (ties: lower index first). */
@@ -208,16 +184,14 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
         if (s) goto cleanup;
         for (int b = 0; b < nb; b++) {
             float *row = lp + (size_t)b * V;
-            ban_bad_words(c, ids + (size_t)b * cap, cur, row);
-            if (cur == 1 && c->forced_bos_token_id >= 0) force_row(row, V, c->forced_bos_token_id);
-            if (cur == max_len - 1 && c->forced_eos_token_id >= 0) force_row(row, V, c->forced_eos_token_id);
+            gen_process_logits(c, ids + (size_t)b * cap, cur, max_len, row);
             for (int v = 0; v < V; v++) row[v] += bscore[b];
         }
         top_k(lp, NV, keep, top, topv);
         int nsel = 0;
         for (int r = 0; r < keep && nsel < nb; r++) {
             int b = top[r] / V, tok = top[r] % V;
-            if (is_eos(c, tok)) {
+            if (gen_is_eos(c, tok)) {
                 if (r < nb) hyps_add(&hs, ids + (size_t)b * cap, cur, topv[r], cur + 1 - prompt_len, 1);
                 continue;
             }

@@ -52,15 +52,52 @@ static int gen_pick(const float *logits, int V, const gen_opts *o, uint64_t *rng
     return order[k - 1].id;
 }
 
+/* Hugging Face generate's configured logits processors (logits_process.py), in its order. */
+int gen_is_eos(const as_config *c, int id) {
+    for (int i = 0; i < c->n_eos_ids; i++)
+        if (c->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+/* NoBadWordsLogitsProcessor (a SequenceBiasLogitsProcessor of -inf): the last id of each
+ * bad_words_ids sequence is -inf in row when the sequence's other ids end ids[0..cur)
+ * (a single id: always; a sequence longer than cur: never); a sequence that is just an
+ * end-of-sequence id is left out, as transformers filters it. */
+static void gen_ban_bad_words(const as_config *c, const int32_t *ids, int cur, float *row) {
+    for (int w = 0; w < c->n_bad_words; w++) {
+        int k = c->bad_word_len[w];
+        const int32_t *b = c->bad_words[w];
+        if (k == 1 && gen_is_eos(c, b[0])) continue;
+        if (k > cur || (k > 1 && memcmp(ids + cur - (k - 1), b, (size_t)(k - 1) * sizeof(int32_t)))) continue;
+        row[b[k - 1]] = -INFINITY;
+    }
+}
+
+/* Only `id` allowed: 0 there, -inf elsewhere (the forced-token processors). */
+static void gen_force_row(float *row, int V, int id) {
+    for (int v = 0; v < V; v++) row[v] = v == id ? 0.0f : -INFINITY;
+}
+
+void gen_process_logits(const as_config *c, const int32_t *ids, int cur, int max_len, float *row) {
+    gen_ban_bad_words(c, ids, cur, row);
+    if (cur == 1 && c->forced_bos_token_id >= 0) gen_force_row(row, c->vocab_size, c->forced_bos_token_id);
+    if (cur == max_len - 1 && c->forced_eos_token_id >= 0) gen_force_row(row, c->vocab_size, c->forced_eos_token_id);
+}
+
 /* Runs the steps: g->ids grows from g->T = prompt_len up to cap tokens. Rows are laid
  * out (steps, L, H, K) with K = cap for causal models until the end. */
 static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_opts *o, int cap, gen_result *g,
                           as_error *err) {
     const as_config *c = as_model_config(m);
-    int V = c->vocab_size, K = src ? g->K : cap;
+    int V = c->vocab_size, K = src ? g->K : cap, max_len = cap;
     uint64_t rng = o->seed;
     gen_cand *order = as_malloc_array((size_t)V, sizeof *order);
-    if (!order) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    float *row = as_malloc_array((size_t)V, sizeof *row); /* (V) the last position's processed logits */
+    if (!order || !row) {
+        free(order);
+        free(row);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
     as_status s = AS_OK;
     while (!s && g->T < cap) {
         as_encoding enc = {0};
@@ -71,18 +108,22 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
             !(s = src ? as_forward_seq2seq(m, src, &enc, &spec, &r, err) : as_forward(m, &enc, &spec, &r, err))) {
             /* encoder-decoder: the logits are the decoder's, the rows the cross-attention's */
             const as_run *lr = src ? r->dec : r, *ar = src ? r->cross : r;
-            int T = g->T, kr = src ? g->K : T, next = gen_pick(lr->logits + (size_t)(T - 1) * V, V, o, &rng, order);
+            int T = g->T, kr = src ? g->K : T;
+            memcpy(row, lr->logits + (size_t)(T - 1) * V, (size_t)V * sizeof *row);
+            gen_process_logits(c, g->ids, T, max_len, row);
+            int next = gen_pick(row, V, o, &rng, order);
             for (int l = 0; g->rows && l < g->L; l++)
                 for (int h = 0; h < g->H; h++)
                     memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * K,
                            as_run_attn(ar, l, h) + (size_t)(T - 1) * kr, (size_t)kr * sizeof(float));
             g->gen[g->steps++] = g->ids[g->T++] = next;
-            if (o->stop_eos && next == c->eos_token_id) cap = g->T;
+            if (o->stop_eos && gen_is_eos(c, next)) cap = g->T;
         }
         as_run_free(r);
         as_encoding_free(&enc);
     }
     free(order);
+    free(row);
     return s;
 }
 

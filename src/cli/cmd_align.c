@@ -21,8 +21,9 @@ static const char *ALIGN_HELP =
     "\n"
     "Aligns the words of each sentence pair (line i of --source and of --target, words\n"
     "separated by spaces) with the cross-attention of the encoder-decoder model DIR\n"
-    "(bart, mbart, t5, mt5 with a tokenizer): the source is the encoder's input, the\n"
-    "target is tokenized and shifted right as for teacher forcing. A target word's rows\n"
+    "(bart, mbart, marian, t5, mt5 with a tokenizer): the source is the encoder's input,\n"
+    "the target is tokenized (Marian: with target.spm) and shifted right as for teacher\n"
+    "forcing. A target word's rows\n"
     "are averaged over its pieces, a source word's columns summed over its pieces, special\n"
     "tokens left out, and each target word is aligned to the source word of largest\n"
     "weight, for every layer and head and for each layer's mean of heads.\n"
@@ -114,7 +115,7 @@ static int align_pair(const align_args *a, const as_model *m, int k, const char 
     const char *where = a->source;
     if (as_encode(m, src, NULL, &eo, &se, &err)) goto fail;
     where = a->target;
-    if (as_encode(m, tgt, NULL, &eo, &te, &err) || as_seq2seq_shift_target(m, &te, &de, &err)) goto fail;
+    if (as_encode_target(m, tgt, &eo, &te, &err) || as_seq2seq_shift_target(m, &te, &de, &err)) goto fail;
     if (!a->quiet && (se.n_warnings || te.n_warnings))
         fprintf(stderr, "attnscope align: warning: pair %d: %s\n", k + 1, se.n_warnings ? se.warning : te.warning);
     sw = as_malloc_array((size_t)se.n, sizeof *sw);

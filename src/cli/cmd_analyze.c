@@ -34,7 +34,7 @@ static const char *ANALYZE_HELP =
     "  --chunk K      sentences per transaction (default 16)\n"
     "  --explain N    concentration + ablation on the first N sentences (default 64)\n"
     "  --min-rel N    relations need N instances for the syntactic score (default 100)\n"
-    "  --source FILE, --target FILE  an encoder-decoder model (bart, mbart, t5, mt5) on a\n"
+    "  --source FILE, --target FILE  an encoder-decoder model (bart, mbart, marian, t5, mt5) on a\n"
     "                 parallel corpus (line i of each: a sentence pair): per-head entropy,\n"
     "                 first-token, self / previous / next mass and distances of its encoder,\n"
     "                 decoder and cross-attention (table encdec_heads)\n"

@@ -6,7 +6,9 @@
 // on the same pair (the view's lib/align.ts against the C library); the word alignment of
 // a head chosen in the AER table equals `align --layer L --head H`'s; every target token
 // that stands for a word has its strongest source token marked, never a special token; a
-// bad gold pair gives one line naming the pair; the tab and the view's labels in Chinese.
+// bad gold pair gives one line naming the pair; leaving the tab gives the other views back
+// the attention kind they had (the tab itself shows cross-attention); the tab and the
+// view's labels in Chinese.
 // Screenshot: tests/browser/artifacts/align.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -110,4 +112,20 @@ test('a bad gold pair is one line naming it; the view in Chinese', async () => {
   await page.waitForSelector('[data-testid=align-aer]');
   assert.equal((await page.textContent('[data-testid=tab-align]')).trim(), '对齐');
   assert.match(await page.textContent('[data-testid=align-best]'), /^最佳的头：第 \d 层，头 \d，AER 0\.\d{3}$/);
+});
+
+test('leaving the Alignment tab gives the other views back the attention kind they had', async () => {
+  const checked = (k) => page.getAttribute(`[data-testid=kind-${k}]`, 'aria-checked');
+  for (const [kind, next] of [['decoder', 'head'], ['encoder', 'model']]) {
+    await page.goto(url(kind === 'encoder' ? '' : `&kind=${kind}`).replace('view=align', 'view=head'));
+    await page.waitForSelector(`[data-testid=kind-${kind}][aria-checked=true]`);
+    await page.click('[data-testid=tab-align]');
+    await page.waitForSelector('[data-testid=align-canvas]');
+    assert.match(page.url(), /kind=cross/, 'the Alignment tab shows cross-attention');
+    await page.click(`[data-testid=tab-${next}]`);
+    await page.waitForSelector('[data-testid=kind]');
+    assert.equal(await checked(kind), 'true', `${next} view after the Alignment tab: ${kind}`);
+    assert.equal(await checked('cross'), 'false');
+    assert.doesNotMatch(page.url(), /kind=cross/);
+  }
 });

@@ -7,8 +7,9 @@
 # encoder-decoder model, a target for another model, both target options, a target id out
 # of range, a layer only the decoder has; --target text (a ten-token byte-level BPE
 # tokenizer.json written here) encoded and shifted right; `generate` (greedy, from
-# decoder_start_token_id or --target-ids, per-step cross-attention rows); `info` shows the
-# decoder and T5's buckets.
+# decoder_start_token_id or --target-ids, per-step cross-attention rows, the config's
+# forced_bos/forced_eos_token_id and eos_token_id list applied as Hugging Face's generate
+# applies them in greedy and sampled steps); `info` shows the decoder and T5's buckets.
 set -u
 BIN=$1
 . "$(dirname "$0")/lib.sh"
@@ -81,23 +82,70 @@ assert d['input_ids'] == [0, 7, 8, 4, 2], d['input_ids']
 assert d['decoder_input_ids'] == [2, 0, 5, 4, 6, 7], d['decoder_input_ids']
 assert [t['piece'] for t in d['decoder_tokens']] == ['</s>', '<s>', 'b', 'a', '\u0120', 'ab']
 " "$TMP/out" && ok "--target text: encoded, then shifted right" || fail "--target text"
-# generate: greedy decoding from decoder_start_token_id; each new token is the argmax of the
-# final run's logits at the position before it, and each step's cross-attention rows are
-# the final run's rows of that position (causal decoder: later tokens change nothing before)
+# generate: greedy decoding from decoder_start_token_id as Hugging Face's generate runs it
+# with the config's logits processors (as beam search): each new token is the argmax of the
+# final run's logits at the position before it, except the last of max length, which is
+# forced_eos_token_id (BartConfig's default 2; T5 has none); each step's cross-attention
+# rows are the final run's rows of that position (causal decoder: later tokens change
+# nothing before)
 for f in bart_tiny t5_tiny; do
   expect 0 "" -- generate --model "$FX/$f" --ids $SRC --max-new 5 --capture attn,logits --out "$TMP/g-$f.npz"
-  $PY - "$TMP/g-$f.npz" <<'PY' && ok "$f: generate = argmax of the final run, cross rows equal it" || fail "$f: generate"
+  $PY - "$TMP/g-$f.npz" "$f" <<'PY' && ok "$f: generate = argmax of the final run (forced eos last), cross rows equal it" || fail "$f: generate"
 import sys
 import numpy as np
 z = np.load(sys.argv[1])
 d, L, p = z["decoder_input_ids"], z["logits"], int(z["prompt_length"])
 assert p == 1 and len(d) == 6 and list(d[1:]) == list(z["generated_ids"])
-assert all(int(L[i].argmax()) == int(d[i + 1]) for i in range(len(d) - 1))
+assert all(int(L[i].argmax()) == int(d[i + 1]) for i in range(len(d) - 2))
+if sys.argv[2] == "bart_tiny":
+    assert int(d[-1]) == 2 and int(L[-2].argmax()) != 2, (d, L[-2].argmax())  # forced, not the argmax
+else:
+    assert int(L[-2].argmax()) == int(d[-1])
 g, ca = z["generation_cross_attentions"], z["cross_attentions"]
 assert g.shape == (5, 3, 3, 7), g.shape
 assert max(float(np.abs(g[s] - ca[:, :, p - 1 + s, :]).max()) for s in range(5)) <= 1e-6
 PY
 done
+# the config's generation settings in greedy and sampled steps (Hugging Face's
+# ForcedBOSTokenLogitsProcessor at the first generated position, ForcedEOSTokenLogitsProcessor
+# at the last of max length, a stop at any id of an eos_token_id list): bart_tiny with
+# forced_bos_token_id 7; a second eos id: the token the unstopped greedy run generates after 7
+B=$TMP/bart_forced
+mkdir -p "$B" && cp "$FX/bart_tiny/model.safetensors" "$B/"
+$PY - "$FX/bart_tiny/config.json" "$B/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["forced_bos_token_id"] = 7
+json.dump(c, open(sys.argv[2], "w"))
+PY
+expect 0 "" -- generate --model "$B" --ids $SRC --max-new 6 --capture logits --out "$TMP/gf.npz"
+expect 0 "" -- generate --model "$B" --ids $SRC --max-new 6 --temperature 1.5 --seed 3 --out "$TMP/gs.json"
+X=$($PY - "$TMP/gf.npz" "$TMP/gs.json" <<'PY'
+import json, sys
+import numpy as np
+z, s = np.load(sys.argv[1]), json.load(open(sys.argv[2]))
+d, L = [int(x) for x in z["decoder_input_ids"]], z["logits"]
+assert len(d) == 7 and d[1] == 7 and d[-1] == 2, d
+assert int(L[0].argmax()) != 7, "forced, not the argmax"
+assert all(int(L[i].argmax()) == d[i + 1] for i in range(1, 5)), d
+g = s["decoder_input_ids"]
+assert len(g) == 7 and g[1] == 7 and g[-1] == 2, g  # sampled: the same forced tokens
+assert d[2] not in (7, 2), d
+print(d[2])
+PY
+) && ok "generate: forced_bos_token_id first, forced eos last (greedy and sampled)" || fail "generate forced tokens"
+$PY - "$B/config.json" "$X" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["eos_token_id"] = [2, int(sys.argv[2])]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+expect 0 "" -- generate --model "$B" --ids $SRC --max-new 6 --stop-at-eos --out "$TMP/ge.json"
+$PY -c "
+import json, sys
+import numpy as np
+d = json.load(open(sys.argv[1]))['decoder_input_ids']
+full = [int(x) for x in np.load(sys.argv[2])['decoder_input_ids']]
+assert d == full[:3], (d, full)
+" "$TMP/ge.json" "$TMP/gf.npz" && ok "generate --stop-at-eos stops at the second id of an eos_token_id list" || fail "eos list"
 expect 2 "no decoder_start_token_id" -- generate --model "$FX/mbart_tiny" --ids $SRC --max-new 2
 expect 0 "" -- generate --model "$FX/mbart_tiny" --ids $SRC --max-new 2 --target-ids 2,40 --out "$TMP/g.json"
 $PY -c "

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# test_align_marian.sh — `attnscope align` and `analyze --source --target` on a Marian folder
+# without tokenizer.json (vocab.json + source.spm + target.spm, as test_marian_text.sh
+# builds it from the random marian_tiny weights): the source is tokenized with source.spm,
+# the target with target.spm (pairs where the two models cut differently). align's AER of
+# every layer, head and head mean and each sentence's alignment equal a NumPy
+# re-computation from `attnscope run --text --target`'s cross_attentions and token offsets
+# (the target's tokens: the decoder's input shifted back, the end token last); analyze
+# stores every encoder, decoder and cross head in encdec_heads, the cross heads' AER equal
+# to align's.
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+need_sqlite3
+PY=/usr/bin/python3
+FX=$ROOT/tests/ref/fixtures
+D=$TMP/marian
+mkdir -p "$D"
+cp "$FX/models/marian_tiny/config.json" "$FX/models/marian_tiny/model.safetensors" "$FX/marian_spm/source.spm" \
+  "$FX/marian_spm/target.spm" "$D/"
+$PY - "$FX/marian_spm/vocab.json" "$D/vocab.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1], encoding="utf-8"))
+cut = {p: i for p, i in v.items() if i < 100}
+cut["<pad>"] = 100
+json.dump(cut, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+printf '%s\n' "the old house" "Straße und Fuß" "café naïve résumé" "Hello world" >"$TMP/s.src"
+printf '%s\n' "Übung macht den Meister" "the old house" "Hello world" "café naïve résumé" >"$TMP/s.tgt"
+printf '%s\n' "0-0 1-1 2?3" "0-0 1?1 2-2" "0-0 2-1" "0-0 1-1 1?2" >"$TMP/s.gold"
+N=4
+for i in $(seq 1 $N); do
+  "$BIN" run --model "$D" --text "$(sed -n "${i}p" "$TMP/s.src")" --target "$(sed -n "${i}p" "$TMP/s.tgt")" \
+    --capture attn --format json --out "$TMP/p$i.json" || fail "run pair $i"
+done
+expect 0 "" -- align --model "$D" --source "$TMP/s.src" --target "$TMP/s.tgt" --gold "$TMP/s.gold" --format json \
+  --out "$TMP/a.json"
+$PY - "$TMP" $N "$FX/marian_spm/expected.json" <<'PY' && ok "align on Marian: AER per head and head mean, alignments = NumPy" || fail "align on Marian vs NumPy"
+import json, sys
+import numpy as np
+tmp, n = sys.argv[1], int(sys.argv[2])
+out = json.load(open(f"{tmp}/a.json"))
+e = json.load(open(sys.argv[3]))
+# the two SentencePiece models cut these lines differently: the target side is target.spm's
+for line in ("Straße und Fuß", "café naïve résumé"):
+    i = e["lines"].index(line)
+    assert e["source"][i] != e["target"][i], line
+
+def words(text, toks):
+    b = text.encode()
+    wid, w, inw = [], -1, False
+    for c in b:
+        if c in b" \t":
+            wid.append(-1); inw = False
+        else:
+            if not inw: w += 1
+            wid.append(w); inw = True
+    res = []
+    for t in toks:
+        s, en = t["start"], t["end"]
+        if s < 0 or t.get("special"): res.append(-1); continue
+        i = s
+        while i < en and wid[i] < 0: i += 1
+        if i == en:
+            while i < len(b) and wid[i] < 0: i += 1
+        res.append(wid[i] if i < len(b) else -1)
+    return res, w + 1
+
+src = open(f"{tmp}/s.src", encoding="utf-8").read().splitlines()
+tgt = open(f"{tmp}/s.tgt", encoding="utf-8").read().splitlines()
+gold = open(f"{tmp}/s.gold").read().splitlines()
+L, H = 3, 3
+cnt = np.zeros((L, H + 1, 4))
+aligns = {}
+for k in range(n):
+    p = json.load(open(f"{tmp}/p{k + 1}.json", encoding="utf-8"))
+    A = np.array(p["cross_attentions"], np.float64)  # (L, H, Tt, Ts)
+    sw, Ws = words(src[k], p["tokens"])
+    # the target's tokens: the decoder's input without its start token, then the end token
+    dec = p["decoder_tokens"]
+    assert p["decoder_input_ids"][0] == 100 and dec[-1]["end"] <= len(tgt[k].encode())
+    lw, Wt = words(tgt[k], dec[1:] + [{"start": -1, "end": -1}])
+    assert A.shape[2] == len(lw) and A.shape[3] == len(sw), (A.shape, len(lw), len(sw))
+    G = {}
+    for g in gold[k].split():
+        sep = "-" if "-" in g else "?"
+        a, b = map(int, g.split(sep)); G[(a, b)] = G.get((a, b), False) or sep == "-"
+    S = {x for x, s in G.items() if s}
+    for l in range(L):
+        for h in range(H + 1):
+            Ah = A[l, h] if h < H else A[l].mean(0)
+            Wm = np.zeros((Wt, Ws))
+            for b in range(Wt):
+                r = [i for i in range(len(lw)) if lw[i] == b]
+                for a in range(Ws):
+                    c = [j for j in range(len(sw)) if sw[j] == a]
+                    if r and c: Wm[b, a] = Ah[np.ix_(r, c)].sum(1).mean()
+            has = [a for a in range(Ws) if a in sw]
+            best = [has[int(np.argmax(Wm[b, has]))] if b in lw else -1 for b in range(Wt)]
+            Aset = {(a, b) for b, a in enumerate(best) if a >= 0}
+            cnt[l, h] += [len(Aset), len(S), len(Aset & S), len(Aset & set(G))]
+            aligns[(k, l, h)] = " ".join(f"{a}-{b}" for b, a in enumerate(best) if a >= 0)
+aer = 1 - (cnt[..., 2] + cnt[..., 3]) / (cnt[..., 0] + cnt[..., 1])
+assert out["model_type"] == "marian" and out["pairs"] == n
+assert np.abs(np.array(out["aer"]) - aer[:, :H]).max() < 1e-5, (out["aer"], aer)
+assert np.abs(np.array(out["aer_mean"]) - aer[:, H]).max() < 1e-5, (out["aer_mean"], aer[:, H])
+sl, sh = out["selected"]["layer"], out["selected"]["head"]
+for k, s in enumerate(out["sentences"]):
+    assert s["alignment"] == aligns[(k, sl, sh)], (k, s["alignment"], aligns[(k, sl, sh)])
+    assert s["source_words"] == len(src[k].split()) and s["target_words"] == len(tgt[k].split())
+json.dump(aer[:, :H].tolist(), open(f"{tmp}/aer.json", "w"))
+PY
+expect 0 "" -- analyze --model "$D" --source "$TMP/s.src" --target "$TMP/s.tgt" --gold "$TMP/s.gold" --db "$TMP/a.db"
+sqlite3 -json "$TMP/a.db" "SELECT kind, layer, head, n_sentences, aer FROM encdec_heads ORDER BY kind, layer, head" \
+  >"$TMP/rows.json"
+$PY - "$TMP" $N <<'PY' && ok "analyze on Marian: encdec_heads holds every head, cross AER = align's" || fail "analyze on Marian"
+import json, sys
+tmp, n = sys.argv[1], int(sys.argv[2])
+rows = {(r["kind"], r["layer"], r["head"]): r for r in json.load(open(f"{tmp}/rows.json"))}
+assert len(rows) == 2 * 3 + 3 * 3 + 3 * 3, len(rows)
+aer = json.load(open(f"{tmp}/aer.json"))
+for l in range(3):
+    for h in range(3):
+        r = rows[("cross", l, h)]
+        assert r["n_sentences"] == n and abs(r["aer"] - aer[l][h]) < 1e-5, (l, h, r, aer[l][h])
+        assert rows[("decoder", l, h)]["aer"] is None
+PY
+exit $((fails > 0))
