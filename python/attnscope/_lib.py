@@ -125,7 +125,8 @@ class AnOpts(ctypes.Structure):
     _fields_ = [
         ("model_dir", ctypes.c_char_p), ("sst2", ctypes.c_char_p), ("conllu", ctypes.c_char_p),
         ("limit", ctypes.c_int), ("threads", ctypes.c_int), ("chunk", ctypes.c_int), ("explain", ctypes.c_int),
-        ("min_rel", ctypes.c_int), ("progress", ctypes.c_int), ("quiet", ctypes.c_int),
+        ("min_rel", ctypes.c_int), ("progress", ctypes.c_int), ("quiet", ctypes.c_int), ("topk", ctypes.c_int),
+        ("source", ctypes.c_char_p), ("target", ctypes.c_char_p), ("gold", ctypes.c_char_p),
     ]
 
 
