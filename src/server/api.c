@@ -887,7 +887,9 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
     else if (!strcmp(sub, "attention")) route_attention(s, e, rq, rs);
     else if (!strcmp(sub, "qk")) route_qk(s, e, rq, rs);
     else if (kind && strcmp(kind, "encoder"))
-        reply_error(rs, 400, "query 'kind': the %s route serves the encoder's (or the single stack's) attention only",
+        reply_error(rs, 400,
+                    "query 'kind': the %s route serves kind=encoder only (the encoder's or the single stack's "
+                    "attention); kind=decoder and kind=cross are served by the attention and qk routes",
                     sub);
     else if (e->run && e->run->dec && (!strcmp(sub, "attribution") || !strcmp(sub, "intervene") ||
                                    !strcmp(sub, "faithfulness")))

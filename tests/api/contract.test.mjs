@@ -385,6 +385,8 @@ test('encoder-decoder runs: target_ids, decoder, attention and qk of each kind, 
     }
     for (const q of ['attention?kind=crosss', 'attention?kind=decoder&layers=3', 'attention?kind=encoder&layers=2', 'stats?kind=cross'])
       await error(400, `/api/v1/runs/${run.id}/${q}`);
+    for (const q of ['stats?kind=cross', 'tile?kind=decoder&layer=0&head=0']) // the refusal names the kinds served
+      assert.match((await error(400, `/api/v1/runs/${run.id}/${q}`)).error, /serves kind=encoder only .*kind=decoder and kind=cross are served by the attention and qk routes/);
     await error(409, `/api/v1/runs/${run.id}/attribution?method=raw`);
   }
   const bad = [{ model: 'bart_tiny', ids: src }, { model: 'bart_tiny', ids: src, target_ids: [] },
