@@ -8,7 +8,10 @@
  *   - sampling: the same seed gives the same ids and rows, top-k 1 gives the greedy ids;
  *   - the model's positions cap the steps (max_new 100 from 8 tokens: 56 steps);
  *   - errors: an empty prompt, a prompt filling the positions and a model without an LM
- *     head are AS_ERR_INPUT; nothing is left allocated (gen_result zeroed).
+ *     head are AS_ERR_INPUT; nothing is left allocated (gen_result zeroed);
+ *   - gen_process_logits on a hand-set configuration: a bad single id always -inf, a bad
+ *     pair only after its first id, a lone eos id left out, forced BOS only at cur 1 and
+ *     forced EOS only at max_len - 1 (that id 0, all others -inf); gen_is_eos over the list.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,11 +144,46 @@ static void test_limits_and_errors(void **state) {
     as_model_free(bert);
 }
 
+static void test_logits_processors(void **state) {
+    (void)state;
+    static as_config c; /* large: not on the stack */
+    memset(&c, 0, sizeof c);
+    enum { V = 8 };
+    c.vocab_size = V;
+    c.n_eos_ids = 2, c.eos_ids[0] = 2, c.eos_ids[1] = 5;
+    c.forced_bos_token_id = 6, c.forced_eos_token_id = 2;
+    c.n_bad_words = 3;
+    c.bad_word_len[0] = 1, c.bad_words[0][0] = 7;                         /* never */
+    c.bad_word_len[1] = 2, c.bad_words[1][0] = 3, c.bad_words[1][1] = 4; /* 4 after 3 */
+    c.bad_word_len[2] = 1, c.bad_words[2][0] = 5;                         /* an eos id: left out */
+    assert_true(gen_is_eos(&c, 2) && gen_is_eos(&c, 5) && !gen_is_eos(&c, 0));
+    const int32_t ids[4] = {0, 1, 3, 1};
+    float row[V];
+    for (int cur = 1; cur <= 4; cur++) {
+        for (int v = 0; v < V; v++) row[v] = 0.5f * (float)v;
+        gen_process_logits(&c, ids, cur, 10, row);
+        for (int v = 0; v < V; v++) {
+            float want = 0.5f * (float)v;
+            if (cur == 1) want = v == 6 ? 0.0f : -INFINITY; /* forced BOS */
+            else if (v == 7 || (v == 4 && cur == 3)) want = -INFINITY;
+            assert_true(row[v] == want);
+        }
+    }
+    for (int v = 0; v < V; v++) row[v] = 1.0f;
+    gen_process_logits(&c, ids, 4, 5, row); /* cur == max_len - 1: forced EOS */
+    for (int v = 0; v < V; v++) assert_true(row[v] == (v == 2 ? 0.0f : -INFINITY));
+    c.forced_bos_token_id = c.forced_eos_token_id = -1, c.n_bad_words = -1; /* none held: unchanged */
+    for (int v = 0; v < V; v++) row[v] = 1.0f;
+    gen_process_logits(&c, ids, 1, 2, row);
+    for (int v = 0; v < V; v++) assert_true(row[v] == 1.0f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_rows),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_limits_and_errors),
+        cmocka_unit_test(test_logits_processors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
