@@ -15,7 +15,8 @@
  * so that x̃_i = sum_j T_i(x_j) + (the bias terms: b_o and β through the norm), exactly.
  * norm2[l, i, j] = ||T_i(x_j)||_2; ALTI c_ij = max(0, ||x̃_i||_1 − ||x̃_i − T_i(x_j)||_1),
  * each row divided by its sum (a zero row stays zero).
- * Row i needs T_i(x_j) for every j: (T, D) per thread, never the (T, T, D) of a layer.
+ * Row i needs T_i(x_j) for every j: a block of B <= 8 rows is (B, T, D) per thread (at
+ * most 16 MB), never the (T, T, D) of a layer.
  * attr_head_mixing splits the same block output by head instead of by input token: the
  * components are head h's output o_h,i = sum_j A_h[i, j] f_h(x_j) and the residual x_i,
  * each through the same T_i (the norm's linear map at row i), scored by the same ALTI c.
@@ -42,7 +43,8 @@ typedef struct {
     const float *g, *beta; /* (D) the norm's gain (and LayerNorm bias, post-LN); NULL: none */
     float eps;
     int add_one;     /* RMSNorm scales by 1 + g */
-    float *S;        /* (threads, T, D) scratch: s_ij of one row */
+    int B;           /* rows per task (a block) */
+    float *S;        /* (threads, B, T, D) scratch: s_ij of a block's rows */
     double *work;    /* (threads, 2 D + T) scratch: x̃_i, T_i(x_j), the row's contributions */
     float *N2;       /* (T, T) or NULL */
     float *C;        /* (T, T) or NULL */
@@ -72,23 +74,11 @@ static double mix_vec(const mix_job *jb, const float *s, int self, const float *
     return sqrt(n2);
 }
 
-/* Task i: row i of N2 and C. */
-static void mix_row(void *ctx, int i, int tid) {
-    mix_job *jb = ctx;
-    const int T = jb->T, D = jb->D, H = jb->H;
-    const size_t TT = (size_t)T * T;
-    float *S = jb->S + (size_t)tid * T * D;
+/* Row i of N2 and C from S (T, D) = s_ij of row i. */
+static void mix_row(mix_job *jb, int i, const float *S, int tid) {
+    const int T = jb->T, D = jb->D;
     double *tl = jb->work + (size_t)tid * (2 * D + T), *t = tl + D, *y = t + D;
     const float *xi = jb->x + (size_t)i * D;
-    memset(S, 0, (size_t)T * D * sizeof(float));
-    for (int h = 0; h < H; h++) /* s_ij = sum_h A_h[i, j] f_h(x_j) */
-        for (int j = 0; j < T; j++) {
-            const float a = jb->A[h * TT + (size_t)i * T + j];
-            if (a == 0.0f) continue;
-            const float *f = jb->Fh + ((size_t)h * T + j) * D;
-            float *sj = S + (size_t)j * D;
-            for (int d = 0; d < D; d++) sj[d] += a * f[d];
-        }
     /* a_i = sum_j s_ij + b_o, then x̃_i and the scale of the norm */
     for (int d = 0; d < D; d++) tl[d] = jb->bo ? jb->bo[d] : 0.0;
     for (int j = 0; j < T; j++)
@@ -127,6 +117,36 @@ static void mix_row(void *ctx, int i, int tid) {
         for (int j = 0; j < T; j++) c[j] = z > 0.0 ? (float)(y[j] / z) : 0.0f;
 }
 
+/* Task k: rows k B .. k B + B - 1 of N2 and C. s_ij = sum_h A_h[i, j] f_h(x_j) for the
+ * block's rows together, j by j, so each f_h(x_j) is read once per block (the (B, T, D)
+ * scratch of a block, never the (T, T, D) of the layer); each s_ij sums h in order. */
+static void mix_block(void *ctx, int k, int tid) {
+    mix_job *jb = ctx;
+    const int T = jb->T, D = jb->D, H = jb->H, i0 = k * jb->B, n = T - i0 < jb->B ? T - i0 : jb->B;
+    const size_t TT = (size_t)T * T;
+    float *S = jb->S + (size_t)tid * jb->B * T * D;
+    memset(S, 0, (size_t)n * T * D * sizeof(float));
+    for (int j = 0; j < T; j++)
+        for (int h = 0; h < H; h++) {
+            const float *f = jb->Fh + ((size_t)h * T + j) * D, *a = jb->A + h * TT + (size_t)i0 * T + j;
+            for (int b = 0; b < n; b++) {
+                const float ab = a[(size_t)b * T];
+                if (ab == 0.0f) continue;
+                float *sj = S + ((size_t)b * T + j) * D;
+                for (int d = 0; d < D; d++) sj[d] += ab * f[d];
+            }
+        }
+    for (int b = 0; b < n; b++) mix_row(jb, i0 + b, S + (size_t)b * T * D, tid);
+}
+
+/* Rows per block: up to MIX_ROWS, with a block's scratch (B, T, D) at most MIX_SCRATCH floats. */
+#define MIX_ROWS 8
+#define MIX_SCRATCH ((size_t)4 << 20)
+static int mix_rows(int T, int D) {
+    size_t b = MIX_SCRATCH / ((size_t)T * D);
+    return b < 1 ? 1 : b > MIX_ROWS ? MIX_ROWS : (int)b;
+}
+
 /* The norm after layer l's attention that the decomposition goes through, and the kind. */
 static mix_kind mix_layer_kind(const as_model *m, int l, const ln_t **ln) {
     const layer_w *w = &m->layers[l];
@@ -146,10 +166,11 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
         r->n_run < L || D != c->d_model || L != c->n_layer)
         return as_err_set(err, AS_ERR_INPUT, "mixing needs a run with every layer's attention, values and hidden states");
     if (threads < 1) threads = 1;
-    if (threads > T) threads = T;
+    const int B = mix_rows(T, D), n_blocks = (T + B - 1) / B;
+    if (threads > n_blocks) threads = n_blocks;
     float *Fh = as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float));
     float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
-    float *S = as_malloc_array(as_mul_size((size_t)threads * T, (size_t)D), sizeof(float));
+    float *S = as_malloc_array(as_mul_size((size_t)threads * B * T, (size_t)D), sizeof(float));
     double *work = as_malloc_array((size_t)threads * (2 * D + T), sizeof(double));
     as_status s = AS_OK;
     if (!Fh || !wo || !S || !work) {
@@ -165,9 +186,9 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
         const ln_t *ln = NULL;
         mix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .A = r->attn + (size_t)l * H * TT,
                       .Fh = Fh, .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g,
-                      .beta = ln->b, .eps = c->ln_eps, .add_one = c->norm_add_one, .S = S, .work = work,
+                      .beta = ln->b, .eps = c->ln_eps, .add_one = c->norm_add_one, .B = B, .S = S, .work = work,
                       .N2 = N2 ? N2 + l * TT : NULL, .C = C ? C + l * TT : NULL};
-        as_parallel_for(T, threads, mix_row, &jb);
+        as_parallel_for(n_blocks, threads, mix_block, &jb);
     }
 cleanup:
     free(Fh);
