@@ -436,17 +436,43 @@ def _server_query(r, view, layer, head, token):
     return q
 
 
-def _show(r, view, layer, head, heads, token, layers, html_action, server, lang, height, dtype):
+def _kind_view_data(r, kind, layers):
+    """The neuron view's data of one self-attention kind of an encoder-decoder Result: the
+    encoder's (over the source tokens) or the decoder's (causal, over the decoder's input),
+    its attentions, queries, keys and scores. Every layer of these families has the same
+    scale on q.k (BART, mBART, Marian: Dh^-0.5; T5: 1), the run's first. Cross-attention
+    (queries and keys of two sequences) is not embedded: attnscope serve shows it."""
+    if kind not in ("encoder", "decoder"):
+        raise Error("neuron_view kind='%s': an encoder-decoder run's neuron view embeds kind='encoder' or 'decoder' "
+                    "(cross-attention's: use attnscope serve)" % kind)
+    arr = {n: getattr(r, "%s_%s" % (kind, n), None) for n in ("attentions", "queries", "keys", "attention_scores")}
+    for n, a in arr.items():
+        if a is None:
+            raise Error("the neuron view needs %s_%s: run with capture='all' or 'attn,scores,qkv'" % (kind, n))
+    L = arr["attentions"].shape[0]
+    lay = np.arange(L) if layers is None else np.asarray(layers, dtype=int)
+    if lay.size == 0 or lay.min() < 0 or lay.max() >= L:
+        raise Error("layers %s: the run's %s has %d layers" % (list(lay), kind, L))
+    return ViewData(arr["attentions"][lay], r.tokens if kind == "encoder" else r.decoder_token_dicts,
+                    model="%s: %s" % (r.model.name, kind), text=r.text, causal=kind == "decoder",
+                    queries=arr["queries"][lay], keys=arr["keys"][lay], scores=arr["attention_scores"][lay],
+                    scale=[float(r.score_scale[0])] * lay.size, layer_ids=[int(l) for l in lay],
+                    head_ids=[int(h) for h in r.heads], config=r.model.config, kv_group=r.kv_group)
+
+
+def _show(r, view, layer, head, heads, token, layers, html_action, server, lang, height, dtype, kind="encoder"):
     if html_action not in ("view", "return"):
         raise Error("html_action must be 'view' or 'return', not '%s'" % html_action)
     if server:
         if html_action == "return":
             raise Error("html_action='return' needs the embedded page, not server=")
-        return View(view, server=server, server_query=_server_query(r, view, layer, head, token), height=height)
-    if isinstance(r, Result) and r.encoder_decoder:  # Encoder / Decoder / Cross parts, as the bertviz drop-in's
-        if view == "neuron":
-            raise Error("the neuron view of an encoder-decoder run: use attnscope serve (its neuron view takes the "
-                        "encoder, decoder or cross kind)")
+        q = _server_query(r, view, layer, head, token)
+        if view == "neuron" and r.encoder_decoder and kind != "encoder":
+            q["kind"] = kind
+        return View(view, server=server, server_query=q, height=height)
+    if isinstance(r, Result) and r.encoder_decoder and view == "neuron":
+        r = _kind_view_data(r, kind, layers)
+    elif isinstance(r, Result) and r.encoder_decoder:  # Encoder / Decoder / Cross parts, as the bertviz drop-in's
         from .bertviz import result_parts
         r = result_parts(r, layers)
     data = r if isinstance(r, (ViewData, list)) else ViewData.from_result(r, layers=layers, neuron=view == "neuron")
@@ -475,14 +501,15 @@ def model_view(r, layer=0, head=0, layers=None, html_action="view", server=None,
 
 
 def neuron_view(r, layer=0, head=0, token=-1, layers=None, html_action="view", server=None, lang=None, height=None,
-                dtype="f16"):
+                dtype="f16", kind="encoder"):
     """bertviz's neuron view of run r (needs queries, keys and attention_scores: capture
     'all'): q, k, q x k, the scores and the softmax of one query. It embeds q, k and scores
     as float32, by default of the layer shown only (layers=None: [layer], shown as layer 0;
-    give layers=[...] to embed more). Arguments as head_view."""
+    give layers=[...] to embed more). An encoder-decoder run shows the self-attention of
+    kind "encoder" or "decoder" (cross-attention: server=). Arguments as head_view."""
     if layers is None and not server and not isinstance(r, ViewData):
         layers, layer = [layer], 0
-    return _show(r, "neuron", layer, head, None, token, layers, html_action, server, lang, height, dtype)
+    return _show(r, "neuron", layer, head, None, token, layers, html_action, server, lang, height, dtype, kind)
 
 
 def overview(db, run=None, layer=0, head=0, html_action="view", lang=None, height=None):

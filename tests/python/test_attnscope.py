@@ -688,12 +688,38 @@ class TestViews(unittest.TestCase):
             self.assertEqual(c[:, :, 5:, :5].tobytes(), r.cross_attentions.astype("<f2").tobytes())
             self.assertEqual([t["segment"] for t in parts[2][0]["run"]["tokens"]], [0] * 5 + [1] * 3)
             self.assertEqual([t["id"] for t in parts[2][0]["run"]["tokens"]], [0, 17, 45, 9, 2, 2, 0, 31])
-        with self.assertRaisesRegex(attnscope.Error, "neuron view of an encoder-decoder run"):
-            attnscope.neuron_view(r, html_action="return")
+        # the neuron view of the encoder's or the decoder's self-attention: its q, k, scores
+        # and attention, causal for the decoder, the scale on q.k the scores were made with
+        a = m.run_ids([0, 17, 45, 9, 2], target_ids=[2, 0, 31], capture="all")
+        for kind, L, T, toks in (("encoder", 2, 5, [0, 17, 45, 9, 2]), ("decoder", 3, 3, [2, 0, 31])):
+            q, k = getattr(a, kind + "_queries"), getattr(a, kind + "_keys")
+            sc, att = getattr(a, kind + "_attention_scores"), getattr(a, kind + "_attentions")
+            meta, t = decode_page(attnscope.neuron_view(a, layer=L - 1, head=2, kind=kind, html_action="return"))
+            self.assertEqual(meta["views"], ["head", "model", "neuron"])
+            self.assertEqual((meta["layer"], meta["head"], meta["layer_ids"]), (0, 2, [L - 1]))
+            self.assertEqual(t["q"].tobytes(), q[[L - 1]].tobytes())
+            self.assertEqual(t["k"].tobytes(), k[[L - 1]].tobytes())
+            self.assertEqual(t["scores"].tobytes(), sc[[L - 1]].tobytes())
+            self.assertEqual(t["attention"].tobytes(), att[[L - 1]].astype("<f2").tobytes())
+            self.assertEqual([x["id"] for x in meta["run"]["tokens"]], toks)
+            self.assertEqual(meta["run"]["block"]["causal"], kind == "decoder")
+            s = meta["scale"][0]
+            for l in range(L):
+                for h in range(3):
+                    want = (q[l, h] @ k[l, h].T) * s
+                    keep = np.tril(np.ones((T, T), bool)) if kind == "decoder" else np.ones((T, T), bool)
+                    self.assertLess(float(np.abs(sc[l, h][keep] - want[keep]).max()), 1e-5, (kind, l, h))
+        with self.assertRaisesRegex(attnscope.Error, "kind='cross'.*use attnscope serve"):
+            attnscope.neuron_view(a, kind="cross", html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "neuron view needs decoder_queries"):
+            attnscope.neuron_view(m.run_ids([0, 17, 2], target_ids=[2, 0], capture="attn"), kind="decoder",
+                                  html_action="return")
         with tempfile.TemporaryDirectory() as d:  # server=: the URL carries the target
             t = attnscope.load(bart_with_tokenizer(os.path.join(d, "bart"))).run("ab ba", target="ba ab")
             u = attnscope.head_view(t, server="http://127.0.0.1:8080").url()
             self.assertIn("target=ba+ab", u)
+            u = attnscope.neuron_view(t, kind="cross", server="http://127.0.0.1:8080").url()
+            self.assertIn("kind=cross", u)
 
     def test_bertviz_drop_in(self):
         from attnscope.bertviz import head_view, model_view
