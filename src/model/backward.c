@@ -358,9 +358,9 @@ static void attention_bwd(const as_model *m, const layer_w *lw, const tape_layer
 static void mlp_bwd(const as_model *m, const layer_w *lw, const tape_layer *tl, int T, const float *dy,
                     const float *x, bwd_ws *w, layer_grad *lg, float *out) {
     size_t TF = (size_t)T * m->cfg.d_ff;
-    if (lg) { /* ff2's input: act(gate) (* up), recomputed */
+    if (lg) { /* ff2's input: act(gate) (* up), recomputed; ungated, act' (into dup) with it */
         if (m->cfg.gated_mlp) op_glu_fwd(m->cfg.act, w->hn, tl->ff_pre, tl->up, TF);
-        else op_act_fwd(m->cfg.act, w->hn, tl->ff_pre, TF);
+        else op_act_fwd_deriv(m->cfg.act, w->hn, w->dup, tl->ff_pre, TF);
         lin_dw(&lw->ff2, &lg->ff2, w->hn, dy, T);
     }
     op_linear_dx(&lw->ff2, dy, T, w->da, 0);
@@ -373,7 +373,8 @@ static void mlp_bwd(const as_model *m, const layer_w *lw, const tape_layer *tl, 
         op_linear_dx(&lw->ff1, w->da, T, out, 0);
         op_linear_dx(&lw->up, w->dup, T, out, 1);
     } else {
-        op_act_bwd(m->cfg.act, w->da, tl->ff_pre, TF);
+        if (lg) op_mul(w->da, w->dup, TF);
+        else op_act_bwd(m->cfg.act, w->da, tl->ff_pre, TF);
         if (lg) lin_dw(&lw->ff1, &lg->ff1, x, w->da, T);
         op_linear_dx(&lw->ff1, w->da, T, out, 0);
     }

@@ -154,6 +154,18 @@ AS_KERNEL_BODY void silu_bwd_body(float *d, const float *x, size_t n) {
     }
 }
 
+/* gelu and its derivative from one exp per element (the backward needs both). */
+AS_KERNEL_BODY void gelu_fwd_deriv_body(float *y, float *dd, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], u = v * OPS_SQRT1_2;
+        float e = as_fast_expf(-u * u);
+        float cdf = 0.5f * (1.0f + as_fast_erff_e(u, e));
+        y[i] = v * cdf;
+        dd[i] = cdf + v * (OPS_INV_SQRT_2PI * e);
+    }
+}
+
+AS_KERNEL_AVX2(gelu_fwd_deriv, (float *y, float *dd, const float *x, size_t n), (y, dd, x, n))
 AS_KERNEL_AVX2(gelu_fwd, (float *y, const float *x, size_t n), (y, x, n))
 AS_KERNEL_AVX2(gelu_bwd, (float *d, const float *x, size_t n), (d, x, n))
 AS_KERNEL_AVX2(gelu_tanh_fwd, (float *y, const float *x, size_t n), (y, x, n))
@@ -170,6 +182,16 @@ void op_act_fwd(as_act a, float *y, const float *x, size_t n) {
         for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     }
+}
+
+void op_act_fwd_deriv(as_act a, float *y, float *dd, const float *x, size_t n) {
+    if (a == ACT_GELU) {
+        AS_KERNEL_RUN(gelu_fwd_deriv, y, dd, x, n);
+        return;
+    }
+    op_act_fwd(a, y, x, n);
+    for (size_t i = 0; i < n; i++) dd[i] = 1.0f;
+    op_act_bwd(a, dd, x, n);
 }
 
 void op_act_bwd(as_act a, float *d, const float *x, size_t n) {

@@ -49,6 +49,9 @@ void op_rmsnorm_dg(float *dg, const float *dy, const float *x, const float *rstd
 void op_act_fwd(as_act a, float *y, const float *x, size_t n);
 /* d (in place) *= act'(x), x the activation's input. */
 void op_act_bwd(as_act a, float *d, const float *x, size_t n);
+/* y = act(x) and dd = act'(x) (n) each, x distinct from both: for gelu one exp per
+ * element serves both (a backward that recomputes the activation). */
+void op_act_fwd_deriv(as_act a, float *y, float *dd, const float *x, size_t n);
 /* Gated MLP product (Shazeer 2020, GLU variants): y = act(gate) * up, (n) each; y may
  * alias gate or up. */
 void op_glu_fwd(as_act a, float *y, const float *gate, const float *up, size_t n);

@@ -12,7 +12,8 @@
  * Threads: whole sequences. A chunk's forwards run one sequence per task, each
  * single-threaded with its own tape; the masked-LM head runs on the pool; the backwards run
  * in fixed groups of sequences (grad_groups.h), each group's gradient in a buffer of its
- * own, added in group order, so every result is the same at any thread count.
+ * own (kept across calls with opts.keep), added in group order, so every result is the
+ * same at any thread count.
  *
  *   loss_cls = mean_b CE(z_b, y_b)                         (Devlin et al. 2019, sec. 4.1)
  *   loss_mlm = mean over predicted rows CE(z_r, target_r)  (sec. 3.1)
@@ -334,10 +335,13 @@ as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_los
         return s;
     }
     int nt = o->threads > 0 ? o->threads : as_n_cores();
-    grad_groups gg = {0};
+    grad_groups own = {0}, *gg = o->keep ? o->keep : &own; /* zeroed buffers, kept across calls or not */
     if (g) {
-        int G = grad_groups_count(K);
-        s = grad_groups_init(m, nt < G ? nt : G, &gg, err);
+        int G = grad_groups_count(K), need = nt < G ? nt : G;
+        if (gg->n != need || (gg->n && gg->buf[0].n != g->n)) { /* another thread count or model */
+            grad_groups_free(gg);
+            s = grad_groups_init(m, need, gg, err);
+        }
     }
     par_state saved;
     model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */
@@ -361,14 +365,14 @@ as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_los
         if (!s && g) {
             cj.k1 = k1;
             cj.G = grad_groups_count(k1);
-            if (grad_groups_run(&gg, cj.G, g, bwd_group, &cj))
+            if (grad_groups_run(gg, cj.G, g, bwd_group, &cj))
                 for (int k = 0; k < k1 && !s; k++)
                     if (slots[k].st) *err = slots[k].err, s = slots[k].st;
         }
         for (int k = 0; k < k1; k++) slot_free(&slots[k]);
     }
     model_par_end(&saved);
-    grad_groups_free(&gg);
+    if (s || gg == &own) grad_groups_free(gg); /* a failed group leaves its buffer unzeroed */
     rows_free(&rb);
     free(slots);
     double a_mlm = o->teacher ? o->alpha_mlm : 1.0;

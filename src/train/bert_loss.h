@@ -14,6 +14,7 @@
 #define AS_BERT_LOSS_H
 
 #include "model/model.h"
+#include "train/grad_groups.h"
 
 /* Label value that masked-LM cross-entropy ignores (torch CrossEntropyLoss default). */
 #define TRAIN_IGNORE (-100)
@@ -35,6 +36,9 @@ typedef struct {
     const as_model *teacher;
     float temperature, alpha_kl, alpha_mlm, alpha_cos; /* alpha_mlm weighs the masked-LM loss
                                                           only with a teacher (1 otherwise) */
+    /* the groups' gradient buffers kept across calls on the same model (zeroed {0} before
+       the first; the caller frees them, grad_groups_free), or NULL: allocated per call */
+    grad_groups *keep;
 } bert_loss_opts;
 
 typedef struct {

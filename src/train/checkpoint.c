@@ -84,6 +84,7 @@ void trainable_free(trainable *t) {
     as_model_free(t->m); /* before the weights its views point into */
     model_grads_free(&t->p);
     model_grads_free(&t->g);
+    grad_groups_free(&t->gg);
     free(t->decay);
     memset(t, 0, sizeof *t);
 }

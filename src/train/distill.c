@@ -117,7 +117,7 @@ as_status distill_run(const distill_opts *o, as_error *err) {
         train_rng dr = train_rng_seeded(o->seed ^ 0xD15711ull, (uint64_t)opt.step);
         bert_loss_opts lo = {.dropout = o->dropout, .seed = train_rng_next(&dr), .threads = train_threads(),
                              .teacher = tm, .temperature = o->temperature, .alpha_kl = o->alpha_kl,
-                             .alpha_mlm = o->alpha_mlm, .alpha_cos = o->alpha_cos};
+                             .alpha_mlm = o->alpha_mlm, .alpha_cos = o->alpha_cos, .keep = &st.gg};
         bert_loss_out out = {0};
         model_grads_zero(&st.g);
         if ((rc = bert_batch_loss(st.m, &b, &lo, &st.g, &out, err))) goto cleanup;

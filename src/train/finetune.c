@@ -276,7 +276,8 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
             int T = fill_batch(&tr, order + s0, b, ids, mask, y);
             bert_batch tb = {.B = b, .T = T, .ids = ids, .mask = mask, .cls_labels = y};
             train_rng dr = train_rng_seeded(o->seed ^ 0xF17Eull, (uint64_t)opt.step);
-            bert_loss_opts lo = {.dropout = o->dropout, .seed = train_rng_next(&dr), .threads = train_threads()};
+            bert_loss_opts lo = {.dropout = o->dropout, .seed = train_rng_next(&dr), .threads = train_threads(),
+                                 .keep = &t.gg};
             bert_loss_out out = {.cls_logits = logits};
             model_grads_zero(&t.g);
             if ((rc = bert_batch_loss(t.m, &tb, &lo, &t.g, &out, err))) goto cleanup;

@@ -48,8 +48,23 @@ static void group_task(void *ctx, int i, int tid) {
     r->fail[i] = r->fn(r->ctx, r->j0 + i, &r->gg->buf[i]);
 }
 
-/* Elements [lo, hi) of each block: g += buf_0 + ... + buf_{k-1}, in that order; buffers zeroed. */
+/* 1 when x (n) holds only +0.0 (all bits zero). */
+static int all_zero_bits(const float *x, size_t n) {
+    uint32_t any = 0;
+    for (size_t e = 0; e < n; e++) {
+        uint32_t u;
+        memcpy(&u, x + e, sizeof u);
+        any |= u;
+    }
+    return any == 0;
+}
+
+/* Elements [lo, hi) of each block: g += buf_0 + ... + buf_{k-1}, in that order; buffers
+ * zeroed. Runs of ZERO_RUN floats that are all +0.0 in a buffer (most rows of the
+ * embedding tables: a group looks up few tokens) are neither added nor cleared; adding
+ * +0.0 would only turn a -0.0 of g into +0.0, the same at any thread count either way. */
 #define ADD_BLOCK 16384
+#define ZERO_RUN 64
 static void add_task(void *ctx, int b, int tid) {
     (void)tid;
     round_job *r = ctx;
@@ -57,8 +72,12 @@ static void add_task(void *ctx, int b, int tid) {
     float *g = r->g->block;
     for (int i = 0; i < r->k; i++) {
         float *x = r->gg->buf[i].block;
-        for (size_t e = lo; e < hi; e++) g[e] += x[e];
-        memset(x + lo, 0, (hi - lo) * sizeof(float));
+        for (size_t c0 = lo; c0 < hi; c0 += ZERO_RUN) {
+            size_t c1 = c0 + ZERO_RUN < hi ? c0 + ZERO_RUN : hi;
+            if (all_zero_bits(x + c0, c1 - c0)) continue;
+            for (size_t e = c0; e < c1; e++) g[e] += x[e];
+            memset(x + c0, 0, (c1 - c0) * sizeof(float));
+        }
     }
 }
 

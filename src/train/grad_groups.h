@@ -5,7 +5,8 @@
  * batch's gradient in group order. The groups do not depend on the thread count, so no
  * result does. Groups run in rounds of up to `threads` at a time; memory: one gradient
  * buffer (the model's parameter count in floats) per thread of a round, at most
- * GRAD_GROUPS. It does not split a sequence's own work over threads.
+ * GRAD_GROUPS; grad_groups_run leaves them zeroed, so a training loop keeps them across
+ * steps. It does not split a sequence's own work over threads.
  */
 #ifndef AS_GRAD_GROUPS_H
 #define AS_GRAD_GROUPS_H

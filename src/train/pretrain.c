@@ -161,7 +161,7 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
         bert_batch b = {.B = mb.b, .T = mb.t, .ids = mb.ids, .type_ids = mb.type_ids, .mask = mb.mask,
                         .mlm_labels = mb.labels};
         bert_loss_opts lo = {.dropout = o->dropout, .seed = mix(o->seed ^ 0xD0D0D0D0ull, (uint64_t)step),
-                             .threads = train_threads()};
+                             .threads = train_threads(), .keep = &t.gg};
         bert_loss_out out = {0};
         model_grads_zero(&t.g);
         if ((rc = bert_batch_loss(t.m, &b, &lo, &t.g, &out, err))) goto cleanup;

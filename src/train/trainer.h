@@ -138,6 +138,7 @@ typedef struct {
     as_model *m;
     model_grads p, g;
     uint8_t *decay; /* (p.n) 1 = weight decay (model_params_decay_mask) */
+    grad_groups gg; /* bert_batch_loss's group gradient buffers across steps (bert_loss_opts.keep) */
 } trainable;
 /* Loads dir (a folder bert_ckpt_write wrote, or any supported checkpoint) as trainable.
  * Errors: those of as_model_load and bert_ckpt_config; out of memory. */
