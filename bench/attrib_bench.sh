@@ -11,8 +11,8 @@
 #     pairs' flows checked against `attnscope attribute --method flow`'s npz.
 #  3. ALTI at T = ALTI_T (512): `attnscope bench --attrib alti --repeat 1` and the forward
 #     alone under /usr/bin/time -v (peak RSS: ALTI's extra memory), against the naive
-#     reference that materialises one layer's (T, T, D) at a time (attrib_torch.py --alti),
-#     its aggregated ALTI checked against `attnscope attribute --method alti`'s npz.
+#     reference that materialises one layer's (T, T, D) at a time (attrib_torch.py --alti);
+#     the values checked at T = 128 against `attnscope attribute --method alti`'s npz.
 # Output: bench/out/attrib_latest.txt (every line of every process, with `uptime` before
 # each round: the machine is shared).
 #   BIN=PATH (default ./build/attnscope)  ROUNDS=3  REPEAT=3  PAIRS=4  ALTI_T=512  THREADS=1
@@ -30,8 +30,7 @@ export OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS
 : >"$OUT"
 log() { tee -a "$OUT"; }
 ids128=$($PY --print-ids 128)
-idsA=$($PY --print-ids "$ALTI_T")
-echo "== $(date -u)  $(nproc) cores  BIN=$BIN  threads $THREADS" | log
+echo "== $(date -u)  $(getconf _NPROCESSORS_ONLN) cores  BIN=$BIN  threads $THREADS" | log
 $BIN attribute --model $M --ids "$ids128" --method rollout --format npz --out bench/out/attrib_rollout.npz --threads "$THREADS"
 $BIN attribute --model $M --ids "$ids128" --method norm --format npz --out bench/out/attrib_norm.npz --threads "$THREADS"
 $BIN attribute --model $M --ids "$ids128" --method flow --format npz --out bench/out/attrib_flow.npz --threads "$THREADS"
@@ -42,15 +41,24 @@ for r in $(seq 1 "$ROUNDS"); do
     [ "$r" = 1 ] && chk="--check-npz rollout=bench/out/attrib_rollout.npz,norm=bench/out/attrib_norm.npz"
     $PY --time 128 --repeat "$REPEAT" $chk | log
 done
+NCPU=$(getconf _NPROCESSORS_ONLN)
+echo "== flow on $NCPU threads  $(uptime)" | log
+OPENBLAS_NUM_THREADS=$NCPU $BIN bench --model $M --tokens 128 --repeat "$REPEAT" --threads "$NCPU" --attrib flow | log
 echo "== networkx flow  $(uptime)" | log
 $PY --flow 128 --pairs "$PAIRS" --npz bench/out/attrib_flow.npz | log
 echo "== ALTI T=$ALTI_T  $(uptime)" | log
-$BIN attribute --model $M --ids "$idsA" --method alti --format npz --out bench/out/attrib_alti.npz --threads "$THREADS"
-rss() { /usr/bin/time -v "$@" 2>&1 >/dev/null | sed -n 's/.*Maximum resident set size (kbytes): /peak_rss_kb /p'; }
-echo "forward alone: $($BIN bench --model $M --tokens "$ALTI_T" --repeat 1 --threads "$THREADS" | tail -1)" | log
-echo "forward alone: $(rss $BIN bench --model $M --tokens "$ALTI_T" --repeat 1 --threads "$THREADS")" | log
-$BIN bench --model $M --tokens "$ALTI_T" --repeat 1 --threads "$THREADS" --attrib alti | log
-echo "forward + alti: $(rss $BIN bench --model $M --tokens "$ALTI_T" --repeat 1 --threads "$THREADS" --attrib alti)" | log
+rss_run() { # runs "$@" under /usr/bin/time -v: its stdout, then its peak RSS
+    /usr/bin/time -v "$@" >bench/out/attrib_run.txt 2>bench/out/attrib_time.txt
+    cat bench/out/attrib_run.txt
+    sed -n 's/.*Maximum resident set size (kbytes): /peak_rss_kb /p' bench/out/attrib_time.txt
+}
+echo "forward alone:" | log
+rss_run $BIN bench --model $M --tokens "$ALTI_T" --repeat 1 --threads "$THREADS" | log
+echo "forward + alti:" | log
+rss_run $BIN bench --model $M --tokens "$ALTI_T" --repeat 1 --threads "$THREADS" --attrib alti | log
 echo "reference (naive, one layer's (T, T, D) at a time):" | log
-/usr/bin/time -v $PY --alti "$ALTI_T" --npz bench/out/attrib_alti.npz 2>&1 | grep -E "naive|check|Maximum resident" | log
+rss_run $PY --alti "$ALTI_T" | log
+echo "values at T = 128 (attnscope attribute --method alti against the naive reference):" | log
+$BIN attribute --model $M --ids "$ids128" --method alti --format npz --out bench/out/attrib_alti.npz --threads "$THREADS"
+$PY --alti 128 --f64 --npz bench/out/attrib_alti.npz | log
 echo "wrote $OUT"

@@ -17,8 +17,9 @@ Modes (each prints `key value` lines that attrib_bench.sh collects):
                 those pairs' flows normalised over the pairs taken.
   --alti T      the naive ALTI (Ferrando et al. 2022, as mt-upc/transformer-contributions
                 computes it): per layer the (T, T, D) tensor of every T_i(x_j) at once,
-                post-LN decomposition of attrib_mix.c; prints its seconds, the T^2 D F32
-                bytes of one layer's tensor and the process's peak RSS. With --npz FILE
+                post-LN decomposition of attrib_mix.c, F32 (--f64: float64); prints its
+                wall and CPU seconds, the T^2 D bytes of one layer's tensor and the
+                process's peak RSS. With --npz FILE
                 (`attnscope attribute --method alti --format npz`), the max abs difference
                 of the aggregated ALTI.
   --check-npz rollout=FILE,norm=FILE   with --time: max abs difference against attnscope.
@@ -76,8 +77,9 @@ def forward(W, c, T):
     return tuned_forward(W, c, ids, torch.zeros(T, dtype=torch.long), torch.ones(T, dtype=torch.long))
 
 
-def npz(path):
-    return {k: torch.from_numpy(v) for k, v in np.load(path).items()}
+def npz(path, key):
+    """Array `key` of attnscope's npz (beside input_ids and the token strings)."""
+    return torch.from_numpy(np.load(path)[key])
 
 
 def mode_time(a, c, W):
@@ -107,9 +109,7 @@ def mode_time(a, c, W):
     for item in filter(None, (a.check_npz or "").split(",")):
         name, path = item.split("=", 1)
         ref = R if name == "rollout" else N
-        got = next(iter(npz(path).values())) if name == "rollout" else npz(path)
-        if isinstance(got, dict):
-            got = next(v for v in got.values() if v.ndim == 4)
+        got = npz(path, name)
         print("check %s max_abs_diff %.3g (max %.3g)" % (name, (got.double() - ref.double()).abs().max().item(),
                                                          ref.abs().max().item()))
 
@@ -139,7 +139,7 @@ def mode_flow(a, c, W):
     print("networkx_pairs %d  output_row %d  median_s_per_pair %.3f  extrapolated_all_pairs_s %.0f"
           % (len(js), i, per, per * T * T))
     if a.npz:
-        F = next(iter(npz(a.npz).values())).double()
+        F = npz(a.npz, "flow").double()
         got = F[i, js] / F[i, js].sum()
         ref = torch.tensor(raw, dtype=torch.float64)
         print("check flow (row %d, pairs taken, normalised over them) max_abs_diff %.3g" % (i, (got - ref / ref.sum()).abs().max().item()))
@@ -149,17 +149,18 @@ def mode_flow(a, c, W):
 def mode_alti(a, c, W):
     """Naive ALTI: per layer C (T, T) from the full (T, T, D) tensor of T_i(x_j)."""
     H, T, eps = c["num_attention_heads"], a.alti, c["layer_norm_eps"]
+    dt = torch.float64 if a.f64 else torch.float32
     with torch.inference_mode():
         out = forward(W, c, T)
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         R = None
         for l, lw in enumerate(W["layers"]):
-            A, v, x = out["attentions"][l], out["values"][l], out["hidden_states"][l]
-            f = torch.bmm(v, head_out(W, l, H))               # (H, T, D) f_h(x_j)
+            A, v, x = (out[k][l].to(dt) for k in ("attentions", "values", "hidden_states"))
+            f = torch.bmm(v, head_out(W, l, H).to(dt))        # (H, T, D) f_h(x_j)
             s = torch.einsum("hij,hjd->ijd", A, f)             # (T, T, D) s_ij: materialised
             s[torch.arange(T), torch.arange(T)] += x           # z_ij = s_ij + δ_ij x_i
-            u = s.sum(1) + lw["bo"]                            # (T, D)
-            g, b = lw["ln1"]
+            u = s.sum(1) + lw["bo"].to(dt)                     # (T, D)
+            g, b = (t.to(dt) for t in lw["ln1"])
             sig = (u.var(-1, unbiased=False, keepdim=True) + eps).sqrt()  # (T, 1)
             Tij = (s - s.mean(-1, keepdim=True)) / sig.unsqueeze(1) * g   # (T, T, D)
             xt = (u - u.mean(-1, keepdim=True)) / sig * g + b              # x̃_i (T, D)
@@ -168,12 +169,13 @@ def mode_alti(a, c, W):
             Cl = Cl / Cl.sum(-1, keepdim=True)
             R = Cl.double() if R is None else Cl.double() @ R
             del s, Tij
-        dt = time.perf_counter() - t0
+        sec, cpu = time.perf_counter() - t0, time.process_time() - p0
     D = c["hidden_size"]
-    print("naive_alti_s %.2f  one_layer_T2D_bytes %d (%.0f MB F32)  peak_rss_mb %.0f"
-          % (dt, T * T * D * 4, T * T * D * 4 / 2**20, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    print("naive_alti %s  s %.2f  cpu_s %.2f  one_layer_T2D_bytes %d (%.0f MB)  peak_rss_mb %.0f"
+          % ("f64" if a.f64 else "f32", sec, cpu, T * T * D * (8 if a.f64 else 4), T * T * D * (8 if a.f64 else 4) / 2**20,
+             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     if a.npz:
-        got = next(iter(npz(a.npz).values())).double()
+        got = npz(a.npz, "alti").double()
         print("check alti (aggregated, last layer) max_abs_diff %.3g" % (got[-1] - R).abs().max().item())
 
 
@@ -187,6 +189,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--npz")
+    ap.add_argument("--f64", action="store_true", help="--alti in float64 (the value check)")
     ap.add_argument("--check-npz")
     ap.add_argument("--print-ids", type=int, default=0, metavar="T")
     a = ap.parse_args()
