@@ -84,12 +84,15 @@ AS_SIMD_CLONES
 static void attn_probs_rows(const float *keep, const attn_rule *ru, int T, int Dh, int i0, int i1, const float *qh,
                             int ldq, const float *kh, int ldk, float *S, float *P) {
     int nr = i1 - i0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
+    /* a causal block's rows see keys < i1 only: the scores of the later keys are not
+       computed (they are set to the mask below), half of a long causal input's products */
+    int nk = ru->causal && i1 < T ? i1 : T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nk, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
     if (ru->bucket) /* T5 (Raffel et al. 2020, sec. 2.1): + the learned bias of the relative position's bucket */
         for (int r = 0; r < nr; r++) {
             const int32_t *b = ru->bucket + (size_t)(i0 + r) * T;
             float *si = S + (size_t)r * T;
-            for (int j = 0; j < T; j++) si[j] += ru->rel[(size_t)b[j] * ru->rel_stride];
+            for (int j = 0; j < nk; j++) si[j] += ru->rel[(size_t)b[j] * ru->rel_stride];
         }
     float cap = ru->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     for (int r = 0; r < nr; r++) {

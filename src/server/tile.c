@@ -16,6 +16,7 @@ typedef struct {
     const as_run *r;
     const srv_tile_req *q;
     const float *dense; /* (T, T) the captured attention, or NULL: recompute */
+    int causal;         /* the model's rows are 0 after their own key */
     int Pr, Pc, b0, b1; /* this job's row blocks [b0, b1) */
     float *mx, *mean;   /* (Pr, Pc) shared; each job writes its own rows */
     as_status st;
@@ -30,10 +31,12 @@ static void renormalise(float *p, int T, const srv_tile_req *q) {
     for (int j = 0; j < T; j++) p[j] = kept > 0.0 ? (float)((double)p[j] / kept) : 0.0f;
 }
 
-/* Resets a row block's column-wise max and sum over the W columns. */
+/* Resets a row block's column-wise max and sum over the W columns. The max starts at 0,
+ * not -inf: every weight is >= 0, so a column left out (a causal row's later keys, all 0)
+ * counts as its weight 0. */
 static void acc_reset(float *cmax, double *csum, int W) {
     for (int j = 0; j < W; j++) {
-        cmax[j] = -INFINITY;
+        cmax[j] = 0.0f;
         csum[j] = 0.0;
     }
 }
@@ -78,7 +81,9 @@ static void *tile_job_run(void *arg) {
         for (int i = c0; i < c1; i++) {
             float *p = rows + (size_t)(i - c0) * (size_t)T;
             if (q->n_exclude) renormalise(p, T, q);
-            for (int j = 0; j < W; j++) {
+            /* a causal row's weights after its own key are 0: left out of the max and sum */
+            int w_end = jb->causal && i + 1 - q->j0 < W ? i + 1 - q->j0 : W;
+            for (int j = 0; j < w_end; j++) {
                 float v = p[q->j0 + j];
                 cmax[j] = v > cmax[j] ? v : cmax[j];
                 csum[j] += (double)v;
@@ -115,8 +120,8 @@ as_status srv_tile_compute(const as_model *m, const as_run *r, const srv_tile_re
     pthread_t tid[64];
     int started[64] = {0};
     for (int t = 0; t < threads; t++)
-        jobs[t] = (tile_job){.m = m, .r = r, .q = q, .dense = dense, .Pr = Pr, .Pc = Pc, .b0 = Pr * t / threads,
-                             .b1 = Pr * (t + 1) / threads, .mx = mx, .mean = mean};
+        jobs[t] = (tile_job){.m = m, .r = r, .q = q, .dense = dense, .causal = as_model_config(m)->causal, .Pr = Pr,
+                             .Pc = Pc, .b0 = Pr * t / threads, .b1 = Pr * (t + 1) / threads, .mx = mx, .mean = mean};
     for (int t = 1; t < threads; t++) started[t] = !pthread_create(&tid[t], NULL, tile_job_run, &jobs[t]);
     tile_job_run(&jobs[0]);
     for (int t = 1; t < threads; t++) {
