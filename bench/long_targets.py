@@ -117,7 +117,6 @@ def ids_for(model, T):
 def cli_peak(binary, model, T, capture, threads):
     """(seconds, peak RSS bytes) of `attnscope run --capture CAPTURE --format npz`."""
     tmp = tempfile.mkdtemp(prefix="attnscope-lt-")
-    ids = os.path.join(tmp, "ids")
     cmd = [binary, "run", "--model", model, "--ids", ",".join(map(str, ids_for(model, T))), "--capture", capture,
            "--format", "npz", "--out", os.path.join(tmp, "o.npz"), "--threads", str(threads)]
     t = time.time()
@@ -233,7 +232,7 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} cores, --threads {a.threads}, --repeat {a.repeat}")
     gpt2 = os.path.join(OUT, "gpt2-small-random")
-    la = a
+    la = a  # the --llama-* options
     llama = os.path.join(OUT, f"llama-long-{la.llama_layers}x{la.llama_heads}-w{la.llama_width}")
     view = os.path.join(OUT, "llama-view-32x32")
     models = []
