@@ -2,12 +2,13 @@
  *
  * Native kernel (x86-64 with AVX-512 BF16): every output y[m, n] is a dot product of
  * row m of x with row n of W, both contiguous along K, so no operand is packed. A tile
- * of 6 rows x 4 columns keeps 24 accumulators of 16 F32 lanes; each step over 32 values
- * of K loads 4 + 6 vectors and issues 24 vdpbf16ps (each 32 products summed pairwise into
- * 16 lanes); the lanes of 4 accumulators are summed together at the end of a K block
+ * of 6 rows x 4 columns keeps 24 accumulators of 16 F32 lanes (edge rows: the same tile
+ * with 1-5 rows); each step over 32 values of K loads 4 + 6 vectors and issues 24
+ * vdpbf16ps (each 32 products summed pairwise into 16 lanes); the lanes of 4 accumulators are summed together at the end of a K block
  * (gb_sum4). Blocks: 64 columns of W x GB_KB values of K (256 KiB of BF16) stay in L2
- * while every 6-row tile of x passes over them; K tails use masked loads; edge rows and
- * columns are single dot products. Summation order: lanes, then K blocks in order.
+ * while every 6-row tile of x passes over them; K tails use masked loads; edge columns (N
+ * not a multiple of 4) are single dot products. Summation order: lanes, then K blocks in
+ * order.
  * Fallback: blocks of x and W widened to F32 and one sgemm per block (exact products of
  * the same BF16 inputs, F32 sums in sgemm's order).
  */
@@ -25,19 +26,58 @@
 #define GB_NB 64   /* columns (rows of W) per block */
 #define GB_KB 2048 /* values of K per block */
 
+#ifdef GB_X86
+#define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#define GB_TARGET_F __attribute__((target("avx512f")))
+
+/* 16 values at a time, the integer rounding of as_f32_to_bf16 (bit-identical, NaN
+ * included, denormals kept; vcvtneps2bf16 would flush them). */
+GB_TARGET_F static size_t gb_f32_to_bf16_avx512(uint16_t *dst, const float *src, size_t n) {
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qnan = _mm512_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_loadu_si512(src + i);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, absm), inf);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, lsb)), 16);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), qnan);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(r));
+    }
+    return i;
+}
+
+/* 16 values at a time: each BF16 value shifted into the high half of an F32. */
+GB_TARGET_F static size_t gb_bf16_to_f32_avx512(float *dst, const uint16_t *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
+        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(h, 16));
+    }
+    return i;
+}
+#endif
+
 void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = as_f32_to_bf16(src[i]);
+    size_t i = 0;
+#ifdef GB_X86
+    if (__builtin_cpu_supports("avx512f")) i = gb_f32_to_bf16_avx512(dst, src, n);
+#endif
+    for (; i < n; i++) dst[i] = as_f32_to_bf16(src[i]);
 }
 
 void as_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n) {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+#ifdef GB_X86
+    if (__builtin_cpu_supports("avx512f")) i = gb_bf16_to_f32_avx512(dst, src, n);
+#endif
+    for (; i < n; i++) {
         uint32_t u = (uint32_t)src[i] << 16;
         memcpy(&dst[i], &u, 4);
     }
 }
 
 #ifdef GB_X86
-#define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 /* Sums of the 16 lanes of each of a, b, c, d, as one vector {sum a, sum b, sum c, sum d}. */
 GB_TARGET static inline __m128 gb_sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -49,17 +89,19 @@ GB_TARGET static inline __m128 gb_sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* The full 6 x 4 tile over K values [k0, k1): out[r] = {y[r][0..3]} partial sums. */
-GB_TARGET static void gb_tile6x4(const uint16_t *const *xr, const uint16_t *const *wc, int k0, int k1,
-                                 __m128 out[6]) {
+/* A tile of R rows (1..6, a constant where inlined) x 4 columns over K values [k0, k1):
+ * out[r] = {y[r][0..3]} partial sums. */
+GB_TARGET static inline __attribute__((always_inline)) void gb_tile_rx4(const int R, const uint16_t *const *xr,
+                                                                        const uint16_t *const *wc, int k0, int k1,
+                                                                        __m128 *out) {
     __m512 acc[6][4];
-    for (int r = 0; r < 6; r++)
+    for (int r = 0; r < R; r++)
         for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
     int k = k0;
     for (; k + 32 <= k1; k += 32) {
         __m512i b0 = _mm512_loadu_si512(wc[0] + k), b1 = _mm512_loadu_si512(wc[1] + k);
         __m512i b2 = _mm512_loadu_si512(wc[2] + k), b3 = _mm512_loadu_si512(wc[3] + k);
-        for (int r = 0; r < 6; r++) {
+        for (int r = 0; r < R; r++) {
             __m512i a = _mm512_loadu_si512(xr[r] + k);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)a, (__m512bh)b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)a, (__m512bh)b1);
@@ -71,7 +113,7 @@ GB_TARGET static void gb_tile6x4(const uint16_t *const *xr, const uint16_t *cons
         __mmask32 mk = (__mmask32)((1ull << (k1 - k)) - 1u);
         __m512i b0 = _mm512_maskz_loadu_epi16(mk, wc[0] + k), b1 = _mm512_maskz_loadu_epi16(mk, wc[1] + k);
         __m512i b2 = _mm512_maskz_loadu_epi16(mk, wc[2] + k), b3 = _mm512_maskz_loadu_epi16(mk, wc[3] + k);
-        for (int r = 0; r < 6; r++) {
+        for (int r = 0; r < R; r++) {
             __m512i a = _mm512_maskz_loadu_epi16(mk, xr[r] + k);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)a, (__m512bh)b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)a, (__m512bh)b1);
@@ -79,7 +121,19 @@ GB_TARGET static void gb_tile6x4(const uint16_t *const *xr, const uint16_t *cons
             acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)a, (__m512bh)b3);
         }
     }
-    for (int r = 0; r < 6; r++) out[r] = gb_sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    for (int r = 0; r < R; r++) out[r] = gb_sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+}
+
+/* The R x 4 tile for R = 1..5 (edge rows), each with its own unrolled body. */
+GB_TARGET static void gb_tile(int R, const uint16_t *const *xr, const uint16_t *const *wc, int k0, int k1,
+                              __m128 *out) {
+    switch (R) {
+    case 5: gb_tile_rx4(5, xr, wc, k0, k1, out); break;
+    case 4: gb_tile_rx4(4, xr, wc, k0, k1, out); break;
+    case 3: gb_tile_rx4(3, xr, wc, k0, k1, out); break;
+    case 2: gb_tile_rx4(2, xr, wc, k0, k1, out); break;
+    default: gb_tile_rx4(1, xr, wc, k0, k1, out); break;
+    }
 }
 
 /* One output y[m, n] over K values [k0, k1) (edge rows and columns). */
@@ -108,17 +162,17 @@ GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t l
                 int mr = M - m < 6 ? M - m : 6;
                 for (int n = n0; n < n1; n += 4) {
                     int nc = n1 - n < 4 ? n1 - n : 4;
-                    if (mr == 6 && nc == 4) {
+                    if (nc == 4) {
                         const uint16_t *xr[6], *wc[4];
-                        for (int r = 0; r < 6; r++) xr[r] = x + (size_t)(m + r) * ldx;
+                        for (int r = 0; r < mr; r++) xr[r] = x + (size_t)(m + r) * ldx;
                         for (int c = 0; c < 4; c++) wc[c] = w + (size_t)(n + c) * ldw;
                         __m128 t[6];
-                        gb_tile6x4(xr, wc, k0, k1, t);
-                        for (int r = 0; r < 6; r++) {
-                            float v[4];
-                            _mm_storeu_ps(v, t[r]);
+                        if (mr == 6) gb_tile_rx4(6, xr, wc, k0, k1, t); /* inlined: the common case */
+                        else gb_tile(mr, xr, wc, k0, k1, t);
+                        __m128 b4 = bias ? _mm_loadu_ps(bias + n) : _mm_setzero_ps();
+                        for (int r = 0; r < mr; r++) { /* as gb_put, 4 columns at once */
                             float *yr = y + (size_t)(m + r) * ldy + n;
-                            for (int c = 0; c < 4; c++) gb_put(yr + c, v[c], first, bias, n + c);
+                            _mm_storeu_ps(yr, _mm_add_ps(first ? b4 : _mm_loadu_ps(yr), t[r]));
                         }
                         continue;
                     }

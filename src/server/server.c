@@ -15,6 +15,7 @@
 #include "db_api.h"
 
 #include <arpa/inet.h>
+#include <cblas.h> /* openblas_set_num_threads */
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -594,6 +595,11 @@ as_status srv_serve(const srv_options *o, as_error *err) {
     if (o->n_models < (o->n_attention_files > 0 ? 0 : 1) || o->n_models > SRV_MAX_MODELS)
         return as_err_set(err, AS_ERR_INPUT, "serve: give between 1 and %d --model folders (or --attention files)",
                           SRV_MAX_MODELS);
+    /* OpenBLAS at one thread for the whole server: every route brings its own threads (a
+       forward's worker pool, a tile's --threads), and OpenBLAS's threads nested inside those
+       wait on each other: a whole-head tile of 2048 tokens took 0.7-0.9 s with them and 24-38
+       ms without, on 2 loaded cores (bench/RESULTS.md, "Long context targets"). */
+    openblas_set_num_threads(1);
     if ((st = srv_npz_runs_init(o->attention_files, o->n_attention_files, &s.npz, err))) goto cleanup;
     s.models = calloc((size_t)(o->n_models > 0 ? o->n_models : 1), sizeof *s.models);
     if (!s.models) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");

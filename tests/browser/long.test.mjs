@@ -170,6 +170,28 @@ test('zooming in reaches single cells whose weight is the server\'s', async () =
   await settled(40);
 });
 
+test('a zoom step is drawn at once from the tile on screen, before its own tile', async () => {
+  await settled(40);
+  /* one click and the next animation frame, in the page: the window's tile is at least the
+     map's 60 ms rest away, so the frame shows the 40-token tile resampled onto 80 tokens */
+  const r = await page.evaluate(async () => {
+    document.querySelector('[data-testid="long-zoom-out"]').click();
+    await new Promise((res) => requestAnimationFrame(res));
+    const h = window.__attnscope.longmap;
+    const c = document.querySelector('[data-testid="long-canvas"]');
+    const px = (x, y) => Array.from(c.getContext('2d').getImageData(h.left + x, h.top + y, 1, 1).data.slice(0, 3));
+    return { frame: h.frame, win: h.win, tile: h.tile, corner: px(2, 2), size: h.size };
+  });
+  assert.deepEqual(r.frame, r.win, 'the frame drawn is the new window');
+  assert.equal(r.win.n, 80);
+  if (r.tile.r1 - r.tile.r0 === 40) {
+    /* the new window's top-left corner lies outside the 40-token tile: drawn masked grey */
+    assert.deepEqual(r.corner, [200, 200, 200], `corner pixel ${r.corner} is the masked colour`);
+  } else console.log('SKIPPED the pixel check: the 80-token tile arrived within the frame');
+  const h = await settled(80);
+  assert.deepEqual(h.frame, h.win);
+});
+
 test('the sink toggle renormalises without the first key; the log scale recolours', async () => {
   const pixel = async (h, bi, bj) => page.evaluate(({ x, y }) => {
     const c = document.querySelector('[data-testid="long-canvas"]');

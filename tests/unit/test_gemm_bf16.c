@@ -1,12 +1,16 @@
 /* test_gemm_bf16.c — core/gemm_bf16.c: y = x W^T on BF16 operands with F32 sums, against
- * a double reference on the same BF16 values, on every edge of the 4 x 4 tiles, the
+ * a double reference on the same BF16 values, on every edge of the 6 x 4 tiles (edge tiles
+ * of 1-5 rows), the
  * 32-wide K steps and the 64-column / 1024-K blocks: M = 1..9, N = 1..9 and 63..66,
  * K in {1, 2, 31, 32, 33, 64, 1023, 1025, 2100}, leading dimensions larger than the
  * operands, with and without bias. Tolerance 2e-6 relative to sum |x||w| (the products
  * of BF16 values are exact in F32; only the order of the F32 sums differs). The same
  * checks run the widening fallback, as on a CPU without AVX-512 BF16, by calling it
  * through as_gemm_bf16_xwt with the native kernel forced off. Also the F32 -> BF16
- * rounding: nearest even, exact for BF16 values, NaN kept.
+ * rounding: nearest even, exact for BF16 values, NaN kept; and the 16-wide conversions
+ * of as_f32_to_bf16_n / as_bf16_to_f32_n bit for bit against the scalar
+ * as_f32_to_bf16 / as_bf16_to_f32 on ties, carries, denormals, infinities and NaNs at
+ * every offset of a 16-value block and a tail.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,8 +101,40 @@ static void test_rounding(void **state) {
     assert_true(back[0] == 1.0f && back[1] == -2.5f && back[5] == 65536.0f);
 }
 
+static void test_rounding_blocks(void **state) {
+    (void)state;
+    enum { n = 16 * 40 + 7 };
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x00008000u,
+                                       0x00018000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu,
+                                       0x7f7f8000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u,
+                                       0xffffffffu, 0x7fbf0000u, 0xbf7fffffu};
+    size_t ns = sizeof special / sizeof special[0];
+    float *v = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    uint16_t *b = malloc(n * sizeof(uint16_t));
+    assert_non_null(v);
+    assert_non_null(b);
+    assert_non_null(back);
+    unsigned s = 7u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        uint32_t u = i % 3 == 0 ? special[(i / 3) % ns] : s;
+        memcpy(&v[i], &u, 4);
+    }
+    as_f32_to_bf16_n(b, v, n);
+    as_bf16_to_f32_n(back, b, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(b[i], as_f32_to_bf16(v[i]));
+        float w = as_bf16_to_f32(b[i]);
+        assert_memory_equal(&back[i], &w, 4);
+    }
+    free(v);
+    free(b);
+    free(back);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rounding_blocks),
         cmocka_unit_test(test_native_or_fallback),
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_rounding),

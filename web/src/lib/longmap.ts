@@ -3,7 +3,8 @@
 // pooled to at most TILE_CELLS cells a side, each the block's max or mean; at full
 // resolution the weights themselves), token labels once a cell is wide enough for one,
 // token positions as ticks otherwise, a colour legend on a linear or log scale, blocks that
-// are entirely masked (causal, sliding window) grey. It computes which tile a window needs
+// are entirely masked (causal, sliding window) grey. A window whose tile has not arrived
+// (a zoom or pan) is drawn at once from the tile on screen, resampled (previewValues). It computes which tile a window needs
 // and what is under the pointer; the component keeps the window and fetches. Drawing goes
 // through a Painter (on screen and export alike). The window itself is heatmap.ts's.
 import type { Tile, TileQuery } from '../api/client';
@@ -41,6 +42,9 @@ export interface LongMapOptions {
   block: Block | null;
   /** the tile cell under the pointer, outlined, or null */
   cursor: LongHit | null;
+  /** the window on screen: while it differs from the tile's (a zoom or pan whose tile is
+   *  not there yet) the tile is resampled onto it (previewValues); absent: the tile's own */
+  win?: HeatWindow;
 }
 
 export interface LongLayout {
@@ -124,6 +128,35 @@ function cellValues(o: LongMapOptions, tl: Tile): Float32Array {
   return out;
 }
 
+/** Whether tile is the window's own tile (the same rows and keys). */
+export function tileFits(tile: Tile, win: HeatWindow): boolean {
+  return tile.r0 === win.r0 && tile.c0 === win.c0 && tile.r1 - tile.r0 === win.n && tile.c1 - tile.c0 === win.n;
+}
+
+/** Block of n over [lo, hi) (blockStart's split) holding token x, or -1 outside [lo, hi). */
+function blockOfToken(x: number, n: number, lo: number, hi: number): number {
+  if (x < lo || x >= hi) return -1;
+  let b = Math.min(n - 1, Math.floor(((x - lo) * n) / (hi - lo)));
+  while (b + 1 < n && blockStart(b + 1, n, lo, hi) <= x) b++;
+  while (b > 0 && blockStart(b, n, lo, hi) > x) b--;
+  return b;
+}
+
+/** values (the tile's cells as drawn, pr × pc) resampled onto win: m × m cells, m = min(win.n,
+ *  TILE_CELLS), each the value of the tile cell holding its middle token, NaN outside the tile
+ *  (drawn as masked). A frame drawn at once on a zoom or pan, before the window's own tile. */
+export function previewValues(values: Float32Array, tl: Tile, win: HeatWindow): { m: number; values: Float32Array } {
+  const m = Math.min(win.n, TILE_CELLS), step = win.n / m;
+  const col = new Int32Array(m);
+  for (let j = 0; j < m; j++) col[j] = blockOfToken(Math.floor(win.c0 + (j + 0.5) * step), tl.pc, tl.c0, tl.c1);
+  const out = new Float32Array(m * m);
+  for (let i = 0; i < m; i++) {
+    const bi = blockOfToken(Math.floor(win.r0 + (i + 0.5) * step), tl.pr, tl.r0, tl.r1);
+    for (let j = 0; j < m; j++) out[i * m + j] = bi < 0 || col[j] < 0 ? NaN : values[bi * tl.pc + col[j]];
+  }
+  return { m, values: out };
+}
+
 /** Whether token labels fit: a cell is one token and at least LABEL_PX wide. */
 export function labelsFit(tile: Tile, size: number): boolean {
   return fullResolution(tile) && size / (tile.r1 - tile.r0) >= LABEL_PX;
@@ -159,6 +192,18 @@ export function drawLongMap(p: Painter, o: LongMapOptions): void {
   p.text(4, 12, t('long.title', { layer: o.layer, head: o.head, T: o.T }), { size: 12, color: '#333' });
   if (!tl) {
     p.strokeRect(L.left, L.top, o.size, o.size, '#999', 1);
+    return;
+  }
+  const w = o.win;
+  if (w && !tileFits(tl, w)) {
+    /* the window's own tile is on its way: the tile drawn resampled onto the window */
+    const pv = previewValues(cellValues(o, tl), tl, w);
+    const at = { ...tl, r0: w.r0, r1: w.r0 + w.n, c0: w.c0, c1: w.c0 + w.n, pr: pv.m, pc: pv.m };
+    p.text(4, 28, t('heat.window', { r0: at.r0, r1: at.r1 - 1, c0: at.c0, c1: at.c1 - 1, T: o.T }) + ' · …', { size: 11, color: '#666' });
+    p.matrix(L.left, L.top, o.size, o.size, { cols: pv.m, rows: pv.m, values: pv.values, color: maskedHeat(o.heat) });
+    p.strokeRect(L.left, L.top, o.size, o.size, '#999', 1);
+    drawAxes(p, o, at, L);
+    drawLongLegend(p, L.left + o.size + 24, L.top, Math.min(o.size, 220), o.heat, o.scale);
     return;
   }
   const what = fullResolution(tl) ? t('long.cells') : t(o.op === 'max' ? 'long.pooledMax' : 'long.pooledMean', { b: Math.ceil((tl.r1 - tl.r0) / tl.pr) });
