@@ -167,9 +167,9 @@ typedef struct {
 typedef struct {
     double *flow;    /* (L, T, T) like cap */
     double *res;     /* (L, T, T) capT - flow transposed: the forward arcs' residuals */
-    int *level;      /* ((L + 1) T) BFS level, -1 unreached or dead */
-    int *arc;        /* ((L + 1) T) current arc, 0..2T */
-    int *queue;      /* ((L + 1) T) BFS queue, then the augmenting path */
+    int *level;      /* ((L + 1) T) BFS level, -1 unreached or dead (first phase: 1 alive, 0 dead) */
+    int *arc;        /* ((L + 1) T) current arc, 0..2T (first phase: 0..T, from the diagonal) */
+    int *queue;      /* ((L + 1) T) BFS queue, then the augmenting path (first phase: its tokens) */
     double *row;     /* (T) one row of flow values */
     size_t *touched; /* forward arcs (indices into res) whose residual changed, to reset;
                         overflow = reset all */
@@ -331,9 +331,9 @@ static double flow_blocking(const flow_graph *g, flow_work *w, int s, int t, dou
  * over the forward arcs only (w->level: 1 alive, 0 a dead end; w->arc the current arcs),
  * that after each augmentation retreats to the tail of the path's first saturated arc.
  * Node (l, x) tries its arcs from the diagonal on, x, x + 1, .., x - 1 (mod T): the
- * diagonal's capacity is at least 1/2 (the residual), so paths follow a token and
- * saturate the small arcs at the ends rather than the middle (about 3x fewer paths on a
- * random BERT-base than in index order).
+ * diagonal's capacity is at least 1/2 (Â's added identity), so paths follow a token and
+ * saturate the small arcs at the ends rather than the middle (about 2.6x fewer paths on
+ * a random BERT-base than in index order).
  * Updates the residuals alone (an edge's flow is its capacity minus its residual; the
  * caller fills w->flow from them when a later phase needs the reverse arcs). */
 static double flow_forward(const flow_graph *g, flow_work *w, int j, int i, double need) {
