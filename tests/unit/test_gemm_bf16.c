@@ -1,9 +1,8 @@
 /* test_gemm_bf16.c — core/gemm_bf16.c: y = x W^T on BF16 operands with F32 sums, against
  * a double reference on the same BF16 values, on every edge of the 6 x 4 tiles (edge tiles
- * of 1-5 rows), the
- * 32-wide K steps and the 64-column / 1024-K blocks: M = 1..9, N = 1..9 and 63..66,
- * K in {1, 2, 31, 32, 33, 64, 1023, 1025, 2100}, leading dimensions larger than the
- * operands, with and without bias. Tolerance 2e-6 relative to sum |x||w| (the products
+ * of 1-5 rows), the 32-wide K steps and the 64-column / 1024-K blocks: M = 1..9, N = 1..9
+ * and 63..66, K in {1, 2, 31, 32, 33, 64, 1023, 1025, 2100}, leading dimensions larger
+ * than the operands, with and without bias. Tolerance 2e-6 relative to sum |x||w| (the products
  * of BF16 values are exact in F32; only the order of the F32 sums differs). The same
  * checks run the widening fallback, as on a CPU without AVX-512 BF16, by calling it
  * through as_gemm_bf16_xwt with the native kernel forced off. Also the F32 -> BF16
