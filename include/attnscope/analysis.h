@@ -146,8 +146,29 @@ void attr_result_free(attr_result *r);
  * when path cannot be created; AS_ERR_INTERNAL out of memory or a failed write. */
 as_status attr_write_npz(const as_model *m, const as_encoding *enc, const attr_result *r, const char *path,
                          as_error *err);
-const char *attr_method_name(attr_method m); /* "rollout", "flow", "norm", "grad", "importance", "norm2", "alti" */
-int attr_method_parse(const char *s, attr_method *out);  /* 0 ok, -1 unknown */
+/* The same with the result's array under `name` (NULL: attr_method_name) and, when rel is
+ * not NULL, rel (T) as `relevance` (float32). */
+as_status attr_write_npz_named(const as_model *m, const as_encoding *enc, const attr_result *r, const char *name,
+                               const float *rel, const char *path, as_error *err);
+/* Writes saliency r (computed on enc under m) as an .npz archive at path: input_ids,
+ * tokens, token_text as attr_write_npz, the scores (T) under the method's name (grad, gxi,
+ * ig) and again as `relevance`, target (int32 (1,)), logit (float32 (1,): the target's).
+ * Errors as attr_write_npz. */
+as_status sal_write_npz(const as_model *m, const as_encoding *enc, const sal_result *r, const char *path,
+                        as_error *err);
+/* rel (T) = r's per-token relevance for the prediction it explains: the row of the token
+ * whose prediction is read (r->position for grad; else the token a classifier's head reads,
+ * [CLS] or the last real token of a score head, or the last real token of an LM / MLM
+ * head) of the whole model's map (rollout, flow, grad, alti: the last layer's cumulative
+ * one), of the last layer's (norm2), or of the last layer's summed over heads (norm).
+ * The one definition `attnscope faithfulness` and `attnscope attribute` use. Errors:
+ * AS_ERR_INPUT for importance (per head, not per token) or r not computed on enc. */
+as_status attr_relevance(const as_model *m, const as_encoding *enc, const attr_result *r, float *rel,
+                         as_error *err);
+/* "rollout", "flow", "norm", "grad", "importance", "norm2", "alti" */
+const char *attr_method_name(attr_method m);
+/* 0 ok, -1 unknown; the names above and "grad-attn" (= ATTR_GRAD) */
+int attr_method_parse(const char *s, attr_method *out);
 
 /* ---- interventions ----------------------------------------------------------------
  * The output of the model with and without an intervention on its attention (head

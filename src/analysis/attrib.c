@@ -30,6 +30,10 @@ const char *attr_method_name(attr_method m) {
 
 int attr_method_parse(const char *s, attr_method *out) {
     static const attr_method all[] = {ATTR_ROLLOUT, ATTR_FLOW, ATTR_NORM, ATTR_GRAD, ATTR_IMPORTANCE, ATTR_NORM2, ATTR_ALTI};
+    if (!strcmp(s, "grad-attn")) { /* the spec's name of gradient-weighted attention */
+        *out = ATTR_GRAD;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(s, attr_method_name(all[i]))) {
             *out = all[i];
@@ -579,6 +583,28 @@ static int last_real_token(const as_encoding *enc) {
     for (int t = enc->n - 1; t >= 0; t--)
         if (!enc->mask || enc->mask[t]) return t;
     return enc->n - 1;
+}
+
+as_status attr_relevance(const as_model *m, const as_encoding *enc, const attr_result *r, float *rel,
+                         as_error *err) {
+    const int T = r->T;
+    if (r->method == ATTR_IMPORTANCE || T != enc->n)
+        return as_err_set(err, AS_ERR_INPUT, "%s has no per-token relevance", attr_method_name(r->method));
+    int pos = r->position;
+    if (pos < 0) /* the token a classifier's head reads, else the last real token (LM / MLM) */
+        pos = (m->heads & HEAD_CLASSIFIER) && !m->cls_last_token ? 0 : last_real_token(enc);
+    const float *row;
+    if (r->ndim == 4) { /* norm (L, H, T, T): layer L - 1, summed over heads */
+        for (int j = 0; j < T; j++) rel[j] = 0.0f;
+        for (int h = 0; h < r->H; h++) {
+            row = r->data + (((size_t)(r->L - 1) * r->H + h) * T + pos) * T;
+            for (int j = 0; j < T; j++) rel[j] += row[j];
+        }
+    } else { /* (L, T, T): the last layer's (cumulative for alti), or (T, T) */
+        row = r->data + ((r->ndim == 3 ? (size_t)(r->L - 1) * T : 0) + pos) * T;
+        memcpy(rel, row, (size_t)T * sizeof(float));
+    }
+    return AS_OK;
 }
 
 /* Picks the logit to explain from r's logits: out->target, out->position, out->logit, and

@@ -85,13 +85,6 @@ static as_status model_prob(void *ctx, const uint8_t *keep, double *p, as_error 
 
 /* ---- the relevances ---------------------------------------------------------------- */
 
-static int read_position(const as_model *m, const as_encoding *enc) {
-    if (!m->cls_last_token) return 0;
-    for (int t = enc->n - 1; t >= 0; t--)
-        if (!enc->mask || enc->mask[t]) return t;
-    return enc->n - 1;
-}
-
 /* rel (T) of a saliency method for class cls. */
 static as_status saliency_rel(const as_model *m, const as_encoding *enc, sal_method method, int cls,
                               const faith_opts *o, float *rel, as_error *err) {
@@ -114,12 +107,12 @@ static attr_method attr_of(faith_method fm) {
     }
 }
 
-/* rel (T) of an attribution method: the row of the token the classifier reads (norm: of
- * the last layer, summed over heads; norm2: the last layer's; alti: the whole model's).
+/* rel (T) of an attribution method: attr_relevance, the row of the token the classifier
+ * reads (norm: of the last layer, summed over heads; norm2: the last layer's; alti: the
+ * whole model's).
  * *run: a forward keeping what rollout .. alti read, made on first use (the caller frees). */
 static as_status attrib_rel(const as_model *m, const as_encoding *enc, faith_method fm, int cls,
                             const faith_opts *o, as_run **run, float *rel, as_error *err) {
-    const int T = enc->n, pos = read_position(m, enc);
     attr_opts ao = {.method = attr_of(fm), .target = fm == FAITH_GRAD_ATTN ? cls : -1, .position = -1,
                     .threads = o->threads};
     attr_result r = {0};
@@ -134,20 +127,9 @@ static as_status attrib_rel(const as_model *m, const as_encoding *enc, faith_met
         }
         s = attr_compute_run(m, enc, *run, &ao, &r, err);
     }
-    if (s) return s;
-    const float *row;
-    if (fm == FAITH_NORM) { /* (L, H, T, T): layer L - 1, summed over heads */
-        for (int j = 0; j < T; j++) rel[j] = 0.0f;
-        for (int h = 0; h < r.H; h++) {
-            row = r.data + (((size_t)(r.L - 1) * r.H + h) * T + pos) * T;
-            for (int j = 0; j < T; j++) rel[j] += row[j];
-        }
-    } else {
-        row = r.data + ((r.ndim == 3 ? (size_t)(r.L - 1) * T : 0) + pos) * T; /* (L, T, T) or (T, T) */
-        memcpy(rel, row, (size_t)T * sizeof(float));
-    }
+    if (!s) s = attr_relevance(m, enc, &r, rel, err);
     attr_result_free(&r);
-    return AS_OK;
+    return s;
 }
 
 /* c->relevance and c->order of method c->method. */

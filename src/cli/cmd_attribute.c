@@ -1,8 +1,9 @@
 /* cmd_attribute.c — `attnscope attribute`: one attribution method past raw attention
  * (rollout, flow, norm-based, residual- and norm-aware norm-based, ALTI, gradient-weighted
- * attention, head importance; see
- * docs/attribution.md) on one input, written as JSON (tokens, shape, the values flat in
- * row-major order) or as an .npz archive (attr_write_npz).
+ * attention, head importance; see docs/attribution.md) or one gradient saliency (grad,
+ * gxi, ig: sal_compute) on one input, with the target's per-token relevance
+ * (attr_relevance; a saliency's scores), written as JSON (tokens, shape, the values flat
+ * in row-major order, relevance) or as an .npz archive (attr_write_npz_named, sal_write_npz).
  * What it does not: draw anything (the server's view does), or average over a corpus.
  */
 #include "cli_input.h"
@@ -14,7 +15,8 @@
 static const char *ATTR_HELP =
     "usage: attnscope attribute --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
     "                           [--type-ids 0,0,...]\n"
-    "                           --method rollout|flow|norm|norm2|alti|grad|importance\n"
+    "                           --method rollout|flow|norm|norm2|alti|grad-attn|grad|gxi|ig\n"
+    "                                    |importance\n"
     "                           [--target C] [--position P] [--format json|npz] [--out FILE]\n"
     "                           [--threads N]\n"
     "\n"
@@ -27,11 +29,22 @@ static const char *ATTR_HELP =
     "              + the norm after it (Kobayashi et al. 2021); (L, T, T) per layer\n"
     "  alti        ALTI contributions (Ferrando et al. 2022) through every block, multiplied\n"
     "              over layers; (L, T, T), layer l cumulative up to l\n"
-    "  grad        gradient-weighted attention rollout (Chefer et al. 2021); (T, T)\n"
+    "  grad-attn   gradient-weighted attention rollout (Chefer et al. 2021); (T, T)\n"
+    "  grad        gradient saliency ||dy/de_t||_1 on each word embedding (as `attnscope\n"
+    "              saliency`); (T); sequence classifiers\n"
+    "  gxi         gradient x input, signed; (T); sequence classifiers\n"
+    "  ig          integrated gradients from all-zero word vectors, 32 steps; (T);\n"
+    "              sequence classifiers\n"
     "  importance  head importance |sum A dy/dA| (Michel et al. 2019); (L, H)\n"
-    "grad and importance explain one logit: --target C (class index or label of a classifier,\n"
-    "token id of an LM / masked-LM head; default: the predicted one) at --position P (LM /\n"
-    "masked-LM heads; default: the last token).\n"
+    "grad-attn, grad, gxi, ig and importance explain one logit: --target C (class index or\n"
+    "label of a classifier, token id of an LM / masked-LM head; default: the predicted one)\n"
+    "at --position P (grad-attn, importance on LM / masked-LM heads; default: the last token).\n"
+    "Every method but importance also writes `relevance` (T), each token's relevance for the\n"
+    "prediction: the row of the token whose prediction is read ([CLS] or the last real token\n"
+    "of a classifier, --position of an LM) of the whole model's map (rollout, flow,\n"
+    "grad-attn, alti), of the last layer's (norm2), of the last layer's summed over heads\n"
+    "(norm); the scores themselves for grad, gxi, ig. The npz holds the result under the\n"
+    "method's name, relevance, input_ids, tokens and token_text.\n"
     "--format json (default) writes to --out FILE or stdout; npz needs --out.\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
@@ -40,7 +53,22 @@ typedef struct {
     const char *target, *position, *format, *out;
     int method_set;
     attr_method method;
+    int saliency; /* 1: --method grad, gxi or ig (sal_method in smethod) */
+    sal_method smethod;
 } attr_args;
+
+#define METHODS "rollout, flow, norm, norm2, alti, grad-attn, grad, gxi, ig or importance"
+
+/* --method: the gradient saliencies by sal_method_parse, the rest by attr_method_parse
+ * ("grad" is the saliency here; gradient-weighted attention is "grad-attn"). */
+static int parse_method(const char *v, attr_args *a) {
+    if (!sal_method_parse(v, &a->smethod)) {
+        a->saliency = 1;
+        return 0;
+    }
+    a->saliency = 0;
+    return attr_method_parse(v, &a->method);
+}
 
 static int parse_args(int argc, char **argv, attr_args *a) {
     for (int i = 1; i < argc; i++) {
@@ -64,8 +92,8 @@ static int parse_args(int argc, char **argv, attr_args *a) {
             a->format = v;
         } else if (!strcmp(o, "--method")) {
             VAL();
-            if (attr_method_parse(v, &a->method))
-                return cli_usage_error("attribute", "bad --method '%s': expected rollout, flow, norm, norm2, alti, grad or importance", v);
+            if (parse_method(v, a))
+                return cli_usage_error("attribute", "bad --method '%s': expected " METHODS, v);
             a->method_set = 1;
         } else {
             return cli_usage_error("attribute", "unknown option '%s'", o);
@@ -73,13 +101,16 @@ static int parse_args(int argc, char **argv, attr_args *a) {
 #undef VAL
     }
     /* --model DIR is required before --method, and --method before the input */
-    if (a->in.model && !a->method_set) return cli_usage_error("attribute", "--method is required (rollout, flow, norm, norm2, alti, grad or importance)");
+    if (a->in.model && !a->method_set) return cli_usage_error("attribute", "--method is required (" METHODS ")");
     int rc = cli_input_check(&a->in, "attribute");
     if (rc) return rc;
     if (!strcmp(a->format, "npz") && !a->out) return cli_usage_error("attribute", "--format npz needs --out FILE");
-    int grad = a->method == ATTR_GRAD || a->method == ATTR_IMPORTANCE;
+    if (a->saliency && a->position)
+        return cli_usage_error("attribute", "--position applies to --method grad-attn and importance only");
+    int grad = a->saliency || a->method == ATTR_GRAD || a->method == ATTR_IMPORTANCE;
     if (!grad && (a->target || a->position))
-        return cli_usage_error("attribute", "--target and --position apply to --method grad and importance only");
+        return cli_usage_error("attribute", "--target and --position apply to --method grad-attn, grad, gxi, ig "
+                               "and importance only");
     return 0;
 }
 
@@ -97,24 +128,40 @@ static int parse_target(const as_model *m, const attr_args *a, attr_opts *o) {
     return cli_usage_error("attribute", "bad --target '%s': expected a class index, label name or token id", a->target);
 }
 
-static int write_json(const as_model *m, const as_encoding *enc, const attr_result *r, const char *out) {
+/* What write_json writes beside the tokens: the result (ndim, shape, data) under `method`,
+ * rel (T) or NULL, and target / position / logit when target >= 0 (position >= 0). */
+typedef struct {
+    const char *method;
+    int ndim;
+    const int64_t *shape;
+    const float *data, *rel;
+    int target, position;
+    float logit;
+} json_body;
+
+static int write_json(const as_model *m, const as_encoding *enc, const json_body *b, const char *out) {
     json_t *j = json_object(), *shape = json_array(), *data = json_array();
     json_object_set_new(j, "model", json_string(as_model_dir(m)));
-    json_object_set_new(j, "method", json_string(attr_method_name(r->method)));
+    json_object_set_new(j, "method", json_string(b->method));
     json_object_set_new(j, "tokens", as_tokens_json_value(m, enc));
     size_t n = 1;
-    for (int d = 0; d < r->ndim; d++) {
-        json_array_append_new(shape, json_integer(r->shape[d]));
-        n *= (size_t)r->shape[d];
+    for (int d = 0; d < b->ndim; d++) {
+        json_array_append_new(shape, json_integer(b->shape[d]));
+        n *= (size_t)b->shape[d];
     }
     json_object_set_new(j, "shape", shape);
-    if (r->method == ATTR_GRAD || r->method == ATTR_IMPORTANCE) {
-        json_object_set_new(j, "target", json_integer(r->target));
-        json_object_set_new(j, "position", json_integer(r->position));
-        json_object_set_new(j, "logit", json_real(r->logit));
+    if (b->target >= 0) {
+        json_object_set_new(j, "target", json_integer(b->target));
+        if (b->position >= 0) json_object_set_new(j, "position", json_integer(b->position));
+        json_object_set_new(j, "logit", json_real(b->logit));
     }
-    for (size_t i = 0; i < n; i++) json_array_append_new(data, json_real(r->data[i]));
+    for (size_t i = 0; i < n; i++) json_array_append_new(data, json_real(b->data[i]));
     json_object_set_new(j, "data", data);
+    if (b->rel) {
+        json_t *rel = json_array();
+        for (int t = 0; t < enc->n; t++) json_array_append_new(rel, json_real(b->rel[t]));
+        json_object_set_new(j, "relevance", rel);
+    }
     int rc = 0;
     if (out) {
         if (json_dump_file(j, out, JSON_COMPACT | JSON_REAL_PRECISION(7))) {
@@ -126,6 +173,26 @@ static int write_json(const as_model *m, const as_encoding *enc, const attr_resu
         putchar('\n');
     }
     json_decref(j);
+    return rc;
+}
+
+/* --method grad, gxi or ig: sal_compute's scores, which are also the relevance. */
+static int run_saliency(const as_model *m, const as_encoding *enc, const attr_args *a, int target) {
+    as_error err = {0};
+    sal_opts so = {.method = a->smethod, .target = target, .threads = a->in.threads};
+    sal_result r = {0};
+    int rc = 0;
+    if (sal_compute(m, enc, &so, &r, &err)) {
+        rc = cli_fail(&err);
+    } else if (!strcmp(a->format, "npz")) {
+        if (sal_write_npz(m, enc, &r, a->out, &err)) rc = cli_fail(&err);
+    } else {
+        const int64_t shape[1] = {r.T};
+        json_body b = {.method = sal_method_name(r.method), .ndim = 1, .shape = shape, .data = r.scores,
+                       .rel = r.scores, .target = r.target, .position = -1, .logit = r.logits[r.target]};
+        rc = write_json(m, enc, &b, a->out);
+    }
+    sal_result_free(&r);
     return rc;
 }
 
@@ -142,20 +209,42 @@ int cmd_attribute(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0};
     attr_result r = {0};
+    float *rel = NULL;
     attr_opts o = {.method = a.method, .target = -1, .position = -1, .threads = a.in.threads};
     if ((rc = cli_input_load(&a.in, &m)) || (rc = parse_target(m, &a, &o)) ||
         (rc = cli_input_encode(&a.in, "attribute", m, &enc)))
         goto cleanup;
+    if (a.saliency) {
+        rc = run_saliency(m, &enc, &a, o.target);
+        goto cleanup;
+    }
     if (attr_compute(m, &enc, &o, &r, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }
+    /* (T): every method's but importance's (per head) */
+    if (r.method != ATTR_IMPORTANCE) {
+        if (!(rel = as_calloc((size_t)enc.n, sizeof(float)))) {
+            as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+        if (attr_relevance(m, &enc, &r, rel, &err)) {
+            rc = cli_fail(&err);
+            goto cleanup;
+        }
+    }
+    const char *name = r.method == ATTR_GRAD ? "grad-attn" : attr_method_name(r.method);
     if (!strcmp(a.format, "npz")) {
-        if (attr_write_npz(m, &enc, &r, a.out, &err)) rc = cli_fail(&err);
+        if (attr_write_npz_named(m, &enc, &r, name, rel, a.out, &err)) rc = cli_fail(&err);
     } else {
-        rc = write_json(m, &enc, &r, a.out);
+        int grad = r.method == ATTR_GRAD || r.method == ATTR_IMPORTANCE;
+        json_body b = {.method = name, .ndim = r.ndim, .shape = r.shape, .data = r.data, .rel = rel,
+                       .target = grad ? r.target : -1, .position = r.position, .logit = r.logit};
+        rc = write_json(m, &enc, &b, a.out);
     }
 cleanup:
+    free(rel);
     attr_result_free(&r);
     as_encoding_free(&enc);
     as_model_free(m);

@@ -28,14 +28,17 @@ GPT2_IDS=$(ids_of $FX/gpt2/expected.safetensors)
 expect 2 "--method is required" -- attribute --model $FX/bert --ids "$BERT_IDS"
 expect 2 "bad --method 'attention'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method attention
 expect 2 "exactly one of --text or --ids" -- attribute --model $FX/bert --method rollout
-expect 2 "apply to --method grad and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method rollout --target 1
+expect 2 "apply to --method grad-attn, grad, gxi, ig and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method rollout --target 1
 expect 2 "--format npz needs --out" -- attribute --model $FX/bert --ids "$BERT_IDS" --method flow --format npz
 expect 2 "bad --format 'csv'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method flow --format csv
-expect 2 "position applies to LM" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad --position 2
+expect 2 "position applies to LM" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad-attn --position 2
+expect 2 "--position applies to --method grad-attn and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method gxi --position 2
+expect 2 "bad --method 'grad_attn'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad_attn
+expect 2 "classifier" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method ig
 expect 2 "target 3 out of range" -- attribute --model $FX/bert --ids "$BERT_IDS" --method importance --target 3
-expect 2 "bad --target 'POSITIVE'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad --target POSITIVE
-expect 2 "position 9 out of range" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad --position 9
-expect 2 "bad --position '-1'" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad --position -1
+expect 2 "bad --target 'POSITIVE'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad-attn --target POSITIVE
+expect 2 "position 9 out of range" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad-attn --position 9
+expect 2 "bad --position '-1'" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad-attn --position -1
 expect 2 "no_such_model" -- attribute --model $TMP/no_such_model --ids 1,2 --method rollout
 
 check() { # FILE  PYTHON: compares what attribute wrote with the reference
@@ -54,31 +57,39 @@ def st(path):
             out[k] = np.frombuffer(b, {"F32": "<f4", "I32": "<i4"}[t["dtype"]]).reshape(t["shape"])
     return out
 '
-for m in rollout flow norm grad importance; do
+for m in rollout flow norm grad-attn importance; do
   expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method $m --out "$TMP/bert_$m.json"
   check "$TMP/bert_$m.json" $m <<EOF
 $REF_PY
 j = json.load(open(sys.argv[1])); m = sys.argv[2]
-ref = st("tests/ref/fixtures/attrib/bert.safetensors")[m]
+ref = st("tests/ref/fixtures/attrib/bert.safetensors")[m.replace("grad-attn", "grad")]
 got = np.array(j["data"], dtype=np.float64).reshape(j["shape"])
 assert j["method"] == m and list(got.shape) == list(ref.shape), (j["shape"], ref.shape)
 assert len(j["tokens"]) == 10 and j["tokens"][0]["id"] == 2
 d = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
 assert d < 1e-4, d
-if m in ("grad", "importance"):
+if m in ("grad-attn", "importance"):
     assert j["target"] == 0 and j["position"] == 0, (j["target"], j["position"])
 else:
     assert "target" not in j
+# relevance: the row of [CLS] (the token the classifier reads) of the whole model's map;
+# norm: the last layer's summed over heads; importance has none
+if m == "importance":
+    assert "relevance" not in j
+else:
+    rel = np.array(j["relevance"]); want = got[-1].sum(0)[0] if m == "norm" else got[0]
+    assert rel.shape == (10,) and np.abs(rel - want).max() < 1e-6 * max(1.0, np.abs(want).max()), (rel, want)
 print(f"bert {m} JSON: shape {j['shape']}, max diff {d:.1e}")
 EOF
 done
-expect 0 "" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad --format npz --out "$TMP/g.npz" --threads 2
+expect 0 "" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad-attn --format npz --out "$TMP/g.npz" --threads 2
 check "$TMP/g.npz" <<EOF
 $REF_PY
 z = np.load(sys.argv[1]); ref = st("tests/ref/fixtures/attrib/gpt2.safetensors")
-assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "grad", "target", "position", "logit"]), z.files
-assert z["grad"].shape == (9, 9) and z["input_ids"].shape == (9,)
-d = np.abs(z["grad"] - ref["grad"]).max()
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "grad-attn", "relevance", "target", "position", "logit"]), z.files
+assert z["grad-attn"].shape == (9, 9) and z["input_ids"].shape == (9,)
+d = np.abs(z["grad-attn"] - ref["grad"]).max()
+assert np.array_equal(z["relevance"], z["grad-attn"][8]), "relevance is the row of the LM's position"
 assert d < 1e-4 and z["target"][0] == ref["target"][0] and z["position"][0] == 8, (d, z["target"], z["position"])
 assert abs(z["logit"][0] - ref["logit"][0]) < 1e-4
 print(f"gpt2 grad npz: target {z['target'][0]} at {z['position'][0]}, max diff {d:.1e}")
@@ -97,8 +108,9 @@ expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method alti --form
 check "$TMP/alti.npz" <<EOF
 $REF_PY
 z = np.load(sys.argv[1]); ref = st("tests/ref/fixtures/attrib/bert_mix.safetensors")["alti"]
-assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "alti"]), z.files
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "alti", "relevance"]), z.files
 assert z["alti"].shape == (2, 10, 10)
+assert np.array_equal(z["relevance"], z["alti"][1, 0]), "relevance is [CLS]'s row of the last cumulative layer"
 d = np.abs(z["alti"] - ref).max()
 assert d < 1e-5 and np.abs(z["alti"].sum(-1) - 1).max() < 1e-5, d
 print(f"bert alti npz: (2, 10, 10), rows sum to 1, max diff {d:.1e}")
@@ -110,14 +122,15 @@ $REF_PY
 j = json.load(open(sys.argv[1])); ref = st("tests/ref/fixtures/attrib/gemma2_mix.safetensors")["norm2"]
 got = np.array(j["data"]).reshape(j["shape"])
 assert j["method"] == "norm2" and j["shape"] == [2, 11, 11] and "target" not in j
+assert np.abs(np.array(j["relevance"]) - got[1, 10]).max() < 1e-6 * np.abs(got).max(), "the last token's row"
 d = np.abs(got - ref).max() / np.abs(ref).max()
 assert d < 1e-4, d
 print(f"gemma2 norm2 JSON: {j['shape']}, max rel diff {d:.1e}")
 EOF
-expect 2 "apply to --method grad and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method alti --position 1
+expect 2 "apply to --method grad-attn, grad, gxi, ig and importance only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method alti --position 1
 # text (a pair) through the model's tokenizer, the class by its label name
 expect 0 "" -- attribute --model models/attnscope-sst2 --text "the movie was not good ." --text-b "but the actors were great ." \
-  --method grad --target POSITIVE --out "$TMP/sst.json"
+  --method grad-attn --target POSITIVE --out "$TMP/sst.json"
 check "$TMP/sst.json" <<EOF
 $REF_PY
 j = json.load(open(sys.argv[1])); T = len(j["tokens"])
@@ -125,5 +138,36 @@ assert j["target"] == 1 and j["position"] == 0 and j["shape"] == [T, T], (j["tar
 assert j["tokens"][0]["piece"] == "[CLS]" and any(t["segment"] == 1 for t in j["tokens"])
 print(f"attnscope-sst2 grad of POSITIVE on a text pair: {T} x {T}")
 EOF
+# rollout and flow npz: relevance is [CLS]'s row of the map in the same file
+for m in rollout flow; do
+  expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method $m --format npz --out "$TMP/$m.npz"
+  check "$TMP/$m.npz" $m <<EOF
+$REF_PY
+z = np.load(sys.argv[1]); m = sys.argv[2]
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", m, "relevance"]), z.files
+assert z["relevance"].shape == (10,) and np.array_equal(z["relevance"], z[m][0])
+print(f"bert {m} npz: relevance = row 0 of {m} {z[m].shape}")
+EOF
+done
+# gradient saliency: the same scores as `attnscope saliency` on the same input (npz and JSON)
+for m in grad gxi ig; do
+  expect 0 "" -- saliency --model $FX/bert --ids "$BERT_IDS" --method $m --format json
+  cp "$TMP/out" "$TMP/sal_$m.json"
+  expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method $m --format npz --out "$TMP/sal_$m.npz"
+  expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method $m --out "$TMP/salj_$m.json"
+  check "$TMP/sal_$m.npz" "$TMP/sal_$m.json" "$TMP/salj_$m.json" $m <<EOF
+$REF_PY
+z = np.load(sys.argv[1]); s = json.load(open(sys.argv[2])); j = json.load(open(sys.argv[3])); m = sys.argv[4]
+want = np.array([t["score"] for t in s["tokens"]])
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", m, "relevance", "target", "logit"]), z.files
+assert z[m].shape == (10,) and np.array_equal(z[m], z["relevance"])
+d = max(np.abs(z["relevance"] - want).max(), np.abs(np.array(j["relevance"]) - want).max(),
+        np.abs(np.array(j["data"]) - want).max())
+assert d < 1e-6 * max(1.0, np.abs(want).max()), d
+assert z["target"][0] == s["target"] == j["target"] and j["method"] == m and j["shape"] == [10]
+assert abs(z["logit"][0] - s["logits"][s["target"]]) < 1e-5
+print(f"bert {m}: relevance = attnscope saliency's scores (max diff {d:.1e}), target {s['target']}")
+EOF
+done
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all attribute CLI tests passed"

@@ -340,7 +340,8 @@ class TestAttribute(unittest.TestCase):
     def test_attribute_equals_cli(self):
         """Model.attribute equals `attnscope attribute --format npz` (one thread each) for
         every method, on a text pair of the shipped classifier and on the GPT-2 fixture's
-        ids with a target token and position; its errors are the CLI's."""
+        ids with a target token and position; its errors are the CLI's. The package's
+        "grad" (gradient-weighted attention) is the CLI's "grad-attn"."""
         m = attnscope.load(SST2)
         gpt2 = os.path.join(FIX, "gpt2")
         g = attnscope.load(gpt2)
@@ -355,11 +356,12 @@ class TestAttribute(unittest.TestCase):
                         grad = method in ("grad", "importance")
                         extra = ["--target", str(tp["target"]), "--position", str(tp["position"])] if grad and tp else []
                         out = os.path.join(d, "a.npz")
-                        cli("attribute", "--model", path, *inp, "--method", method, *extra, "--threads", "1",
+                        name = "grad-attn" if method == "grad" else method
+                        cli("attribute", "--model", path, *inp, "--method", name, *extra, "--threads", "1",
                             "--format", "npz", "--out", out)
                         a = model.attribute(**kw, method=method, threads=1, **(tp if grad else {}))
                         with np.load(out) as z:
-                            np.testing.assert_array_equal(a["data"], z[method])
+                            np.testing.assert_array_equal(a["data"], z[name])
                             self.assertEqual([t["id"] for t in a["tokens"]], list(z["input_ids"]))
                             if grad:
                                 self.assertEqual((a["target"], a["position"]), (z["target"][0], z["position"][0]))
@@ -367,7 +369,7 @@ class TestAttribute(unittest.TestCase):
         self.assertEqual(m.attribute("a good film .", method="grad", target="POSITIVE")["target"], 1)
         with self.assertRaises(attnscope.Error) as e:
             m.attribute("a good film .", method="grad", position=1)
-        p = cli("attribute", "--model", SST2, "--text", "a good film .", "--method", "grad", "--position", "1", check=False)
+        p = cli("attribute", "--model", SST2, "--text", "a good film .", "--method", "grad-attn", "--position", "1", check=False)
         self.assertEqual(str(e.exception), p.stderr.strip().removeprefix("attnscope: "))
 
 
