@@ -129,8 +129,8 @@ test('model view: show as grad × attention follows its target controls', async 
   await page.selectOption('[data-testid=target-position]', '4');
   await page.fill('[data-testid=target-token]', '7');
   await until('modelView', (v) => v.showAs === 'grad' && v.target.target === 7 && v.target.position === 4 && v.pool > 0);
-  const ref = attribute('gpt2', 'grad', ['--target', '7', '--position', '4']).grad;
-  const deflt = attribute('gpt2', 'grad').grad;
+  const ref = attribute('gpt2', 'grad-attn', ['--target', '7', '--position', '4'])['grad-attn'];
+  const deflt = attribute('gpt2', 'grad-attn')['grad-attn'];
   const c = await hoverOpened(0, 0, 4, 1);
   const want = ref.data[c.q * T + c.k];
   assert.ok(Math.abs(c.w - want) < 1e-4 * Math.max(1, want), `grad for token 7 at 4, cell (${c.q}, ${c.k}): view ${c.w}, CLI ${want}`);
@@ -173,7 +173,7 @@ test('attribution view: the target controls change the gradient-weighted relevan
   const other = g0.meta.target === 0 ? 1 : 0;
   await page.selectOption('[data-testid=target-class]', String(other));
   const g1 = await until('attribution', (v) => v.method === 'grad' && v.meta.target === other);
-  const ref = attribute('bert', 'grad', ['--target', String(other)]).grad;
+  const ref = attribute('bert', 'grad-attn', ['--target', String(other)])['grad-attn'];
   assert.deepEqual(ref.shape, [T, T]);
   const shown = g1.shown.map((v) => v / g1.scale);
   let d = 0, moved = 0;
@@ -192,7 +192,7 @@ test('attribution view: the target controls change the gradient-weighted relevan
   await until('attribution', (v) => v.meta.position === 4);
   await page.fill('[data-testid=target-token]', '7');
   const g2 = await until('attribution', (v) => v.meta.position === 4 && v.meta.target === 7);
-  const ref2 = attribute('gpt2', 'grad', ['--target', '7', '--position', '4']).grad;
+  const ref2 = attribute('gpt2', 'grad-attn', ['--target', '7', '--position', '4'])['grad-attn'];
   let d2 = 0;
   for (let i = 0; i < Tg * Tg; i++) d2 = Math.max(d2, Math.abs(g2.shown[i] / g2.scale - ref2.data[i]));
   assert.ok(d2 < 1e-4, `position 4, token 7: as the CLI's within ${d2}`);
