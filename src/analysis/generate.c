@@ -52,12 +52,13 @@ static int gen_pick(const float *logits, int V, const gen_opts *o, uint64_t *rng
     return order[k - 1].id;
 }
 
-/* Hugging Face generate's configured logits processors (logits_process.py), in its order. */
 int gen_is_eos(const as_config *c, int id) {
     for (int i = 0; i < c->n_eos_ids; i++)
         if (c->eos_ids[i] == id) return 1;
     return 0;
 }
+
+/* Hugging Face generate's configured logits processors (logits_process.py), in its order. */
 
 /* NoBadWordsLogitsProcessor (a SequenceBiasLogitsProcessor of -inf): the last id of each
  * bad_words_ids sequence is -inf in row when the sequence's other ids end ids[0..cur)

@@ -143,31 +143,6 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
-/* Prints the prompt and the continuation as text: the tokens' bytes joined (special ids
- * left out), ill-formed UTF-8 as U+FFFD. Returns -1 when out of memory. */
-static int gen_print(const as_model *m, const int32_t *ids, int n) {
-    const as_config *c = as_model_config(m);
-    size_t len = 0, cap = 256;
-    char *buf = as_malloc(cap), *clean = NULL;
-    for (int i = 0; buf && i < n; i++) {
-        if (ids[i] == c->bos_token_id || ids[i] == c->eos_token_id || ids[i] == c->pad_token_id) continue;
-        char *t = as_model_token_text(m, ids[i]);
-        size_t k = t ? strlen(t) : 0;
-        if (len + k + 1 > cap) {
-            char *g = realloc(buf, cap = 2 * (len + k + 1));
-            if (!g) free(buf);
-            buf = g;
-        }
-        if (buf) memcpy(buf + len, t ? t : "", k), len += k;
-        free(t);
-    }
-    if (buf) buf[len] = 0, clean = as_utf8_clean(buf);
-    if (clean) printf("%s\n", clean);
-    free(buf);
-    free(clean);
-    return clean ? 0 : -1;
-}
-
 typedef struct {
     const gen_result *g;
     const as_encoding *src; /* encoder-decoder models: the source (the prompt), else NULL */
@@ -286,7 +261,7 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_fail(&err);
         goto cleanup;
     }
-    if (gen_print(m, g.ids, g.T)) {
+    if (gen_print_text(m, g.ids, g.T)) {
         as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
         rc = cli_fail(&err);
     }

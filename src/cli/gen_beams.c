@@ -8,6 +8,7 @@
  * What it does not: parse options (cmd_generate.c), search (src/analysis/beam.c).
  */
 #include "gen_beams.h"
+#include "attnscope/generate.h"
 
 #include <string.h>
 
@@ -101,16 +102,15 @@ static as_status beams_rows(const as_model *m, const as_encoding *src, int threa
     return s;
 }
 
-/* One hypothesis as text: the tokens' bytes joined (special ids left out), ill-formed
- * UTF-8 as U+FFFD. Returns -1 when out of memory. */
-static int beams_print(const as_model *m, const int32_t *ids, int n) {
+/* Prints ids as text: the tokens' bytes joined, the special ids (BOS, padding, every
+ * end-of-sequence id) left out, ill-formed UTF-8 as U+FFFD. Returns -1 when out of memory. */
+int gen_print_text(const as_model *m, const int32_t *ids, int n) {
     const as_config *c = as_model_config(m);
     size_t len = 0, cap = 256;
     char *buf = as_malloc(cap), *clean = NULL;
     for (int i = 0; buf && i < n; i++) {
-        int id = ids[i], special = id == c->bos_token_id || id == c->pad_token_id;
-        for (int e = 0; e < c->n_eos_ids; e++) special |= id == c->eos_ids[e];
-        if (special) continue;
+        int id = ids[i];
+        if (id == c->bos_token_id || id == c->pad_token_id || id == c->eos_token_id || gen_is_eos(c, id)) continue;
         char *t = as_model_token_text(m, id);
         size_t k = t ? strlen(t) : 0;
         if (len + k + 1 > cap) {
@@ -230,7 +230,7 @@ int gen_beams_run(const as_model *m, const as_encoding *src, const int32_t *prom
     if (!s && a->out) s = beams_write(m, src, a, &b, &err);
     if (s) rc = cli_fail(&err);
     for (int r = 0; !rc && r < b.R; r++)
-        if (beams_print(m, b.seqs + (size_t)r * b.Tmax, b.lens[r])) {
+        if (gen_print_text(m, b.seqs + (size_t)r * b.Tmax, b.lens[r])) {
             as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
             rc = cli_fail(&err);
         }

@@ -22,4 +22,9 @@ typedef struct {
 int gen_beams_run(const as_model *m, const as_encoding *src, const int32_t *prompt, int n, int max_len,
                   const gen_beams_args *a);
 
+/* Prints ids as one line of text (the tokens' bytes joined, BOS / padding / every
+ * end-of-sequence id left out, ill-formed UTF-8 as U+FFFD), for greedy, sampled and
+ * beam generation alike. Returns -1 when out of memory. */
+int gen_print_text(const as_model *m, const int32_t *ids, int n);
+
 #endif
