@@ -356,8 +356,19 @@ typedef enum {
     CAP_STATS = 32, /* per-head statistics of the attention (AS_HEAD_STAT_*), computed row by
                        row in the forward without keeping T x T; asked for by name (not in
                        CAP_ALL) */
+    CAP_THUMBS = 64,/* per-head thumbnails: the attention pooled onto AS_THUMB_SIDE x
+                       AS_THUMB_SIDE blocks (max and mean), accumulated row by row in the
+                       forward without keeping T x T; asked for by name (not in CAP_ALL);
+                       self-attention of single-stack models only */
     CAP_ALL = 31    /* every tensor above: attention, scores, q/k/v, hidden states, logits */
 } as_capture_what;
+
+/* Side S of the CAP_THUMBS thumbnails of T tokens: min(T, AS_THUMB_SIDE). Row (query)
+ * block b covers [floor(b T / S), floor((b + 1) T / S)), and likewise for columns (keys),
+ * so each block holds floor(T / S) or ceil(T / S) tokens; each cell holds the largest
+ * weight of its block (0 when all are masked) and their mean over all its cells, masked
+ * ones as 0. */
+#define AS_THUMB_SIDE 64
 
 /* The per-head statistics of CAP_STATS, each the mean over the real (unpadded) query
  * rows i of a head's attention row p_i (natural log; distances in tokens). */
@@ -451,6 +462,9 @@ typedef struct as_run {
      * tokens). NULL for other runs; owned by this run. */
     int Tk;              /* keys per attention row: T, except in a cross-attention run */
     struct as_run *dec, *cross;
+    int thumb;           /* side S of the thumbnails, min(T, AS_THUMB_SIDE); 0 without CAP_THUMBS */
+    float *thumb_max;    /* (n_lay, n_hd, S, S) with CAP_THUMBS: each block's largest weight, else NULL */
+    float *thumb_mean;   /* (n_lay, n_hd, S, S) with CAP_THUMBS: each block's mean weight, else NULL */
 } as_run;
 
 /* Runs the model on enc. *out is allocated and owned by the caller (as_run_free).
@@ -500,9 +514,10 @@ as_status as_run_logit_lens(const as_model *m, const as_run *r, int l, int threa
 int as_run_kv_group(const as_run *r, int h);
 /* The captured tensors of a run under their Hugging Face output names, in the order the
  * CLI writes them (attentions, attention_scores, queries, keys, values, hidden_states,
- * logits, queries_pre_rope, keys_pre_rope, head_stats), with their shapes; data is NULL for what was
- * not captured. Borrowed views into r, valid until as_run_free. */
-#define AS_RUN_N_ARRAYS 10
+ * logits, queries_pre_rope, keys_pre_rope, head_stats, thumbnails_max, thumbnails_mean),
+ * with their shapes; data is NULL for what was not captured. Borrowed views into r, valid
+ * until as_run_free. */
+#define AS_RUN_N_ARRAYS 12
 typedef struct {
     const char *name;
     const float *data;

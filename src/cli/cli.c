@@ -95,6 +95,7 @@ int cli_parse_capture(const char *s, unsigned *what) {
         else if (!strcmp(tok, "qkv")) *what |= CAP_QKV;
         else if (!strcmp(tok, "hidden")) *what |= CAP_HIDDEN;
         else if (!strcmp(tok, "stats")) *what |= CAP_STATS;
+        else if (!strcmp(tok, "thumbs")) *what |= CAP_THUMBS;
         else if (!strcmp(tok, "logits")) *what |= CAP_LOGITS;
         else return -1;
     }

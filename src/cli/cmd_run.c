@@ -15,7 +15,7 @@ static const char *RUN_HELP =
     "usage: attnscope run --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
     "                     [--target TEXT | --target-ids 2,0,...]\n"
     "                     [--type-ids 0,0,...] [--layer L] [--head H]\n"
-    "                     [--capture all|attn,scores,qkv,hidden,logits,stats]\n"
+    "                     [--capture all|attn,scores,qkv,hidden,logits,stats,thumbs]\n"
     "                     [--format json|npz] [--out FILE] [--threads N]\n"
     "                     [--max-tokens N] [--no-truncate] [--top K] [--quiet]\n"
     "                     [--precision f32|bf16]\n"
@@ -40,6 +40,9 @@ static const char *RUN_HELP =
     "attention distance, and the largest weight; computed in the forward without\n"
     "keeping T x T: with --capture stats,qkv a long input keeps O(T) per head), and for rotary models\n"
     "queries_pre_rope, keys_pre_rope [L,H,T,Dh] (q and k before the rotation).\n"
+    "--capture thumbs adds thumbnails_max, thumbnails_mean [L,H,S,S], S = min(T, 64): each\n"
+    "head's attention pooled onto S x S blocks (largest and mean weight), also computed in\n"
+    "the forward without keeping T x T (not for encoder-decoder models).\n"
     "\n"
     "Encoder-decoder models (bart, mbart, marian) need the decoder's input: --target TEXT\n"
     "(tokenized with the model's specials, then shifted right as for teacher forcing:\n"
@@ -270,7 +273,7 @@ int cmd_run(int argc, char **argv) {
     if (fmt_npz && !a.out) return cli_usage_error("run", "--format npz needs --out FILE");
     unsigned what = CAP_ALL;
     if (a.capture && cli_parse_capture(a.capture, &what))
-        return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits, stats)", a.capture);
+        return cli_usage_error("run", "bad --capture '%s' (all, attn, scores, qkv, hidden, logits, stats, thumbs)", a.capture);
     if (!fmt_npz && !fmt_json) what |= CAP_ATTN | CAP_LOGITS; /* the summary needs them */
     as_precision prec = AS_PRECISION_F32;
     if (a.precision && as_precision_parse(a.precision, &prec))

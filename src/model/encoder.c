@@ -182,6 +182,56 @@ static void head_stats_out(const head_stats_acc *a, float *out) {
     }
 }
 
+/* The CAP_THUMBS thumbnail of one head (AS_THUMB_SIDE in attnscope.h): its (T, T)
+ * attention pooled onto (S, S) blocks, accumulated as the forward's row blocks go by, so
+ * no T x T is kept. cmax and csum hold the current block row's largest weight and sum per
+ * column block; when the block row's last row is in, they go to the head's (S, S) max and
+ * mean. Costs one pass over each row's allowed keys. */
+typedef struct {
+    int S, T, b;                /* side, tokens, current block row */
+    float cmax[AS_THUMB_SIDE];  /* (S) */
+    double csum[AS_THUMB_SIDE]; /* (S) */
+    float *mx, *mean;           /* (S, S) this head's thumbnails */
+} thumb_acc;
+
+/* First token of block b of S over T tokens (b = S gives T). */
+static int thumb_start(int b, int T, int S) { return (int)((int64_t)b * T / S); }
+
+/* Rows [i0, i1) of P (i1 - i0, T) into a; ru says which keys a row may see (the others
+ * are 0 in P, so they are skipped). */
+static void thumb_rows(const float *P, const attn_rule *ru, int i0, int i1, thumb_acc *a) {
+    int T = a->T, S = a->S;
+    for (int i = i0; i < i1; i++) {
+        const float *p = P + (size_t)(i - i0) * T;
+        int hi = ru->causal ? i + 1 : T;
+        int lo = ru->window > 0 && i - ru->window + 1 > 0 ? i - ru->window + 1 : 0;
+        for (int c = 0; c < S; c++) {
+            int k0 = thumb_start(c, T, S), k1 = thumb_start(c + 1, T, S);
+            if (k1 <= lo) continue;
+            if (k0 >= hi) break;
+            if (k0 < lo) k0 = lo;
+            if (k1 > hi) k1 = hi;
+            float m = a->cmax[c], sum = 0.0f;
+            for (int j = k0; j < k1; j++) {
+                sum += p[j];
+                m = p[j] > m ? p[j] : m;
+            }
+            a->cmax[c] = m;
+            a->csum[c] += sum;
+        }
+        int r0 = thumb_start(a->b, T, S), r1 = thumb_start(a->b + 1, T, S);
+        if (i + 1 < r1) continue;
+        for (int c = 0; c < S; c++) { /* the block row's last row: out, and reset */
+            double cells = (double)(thumb_start(c + 1, T, S) - thumb_start(c, T, S)) * (double)(r1 - r0);
+            a->mx[(size_t)a->b * S + c] = a->cmax[c];
+            a->mean[(size_t)a->b * S + c] = (float)(a->csum[c] / cells);
+            a->cmax[c] = 0.0f;
+            a->csum[c] = 0.0;
+        }
+        a->b++;
+    }
+}
+
 /* dst (T, Dh) = columns [h Dh, (h + 1) Dh) of src (T rows, stride ld). */
 static void copy_head(float *dst, const float *src, int T, int ld, int Dh, int h) {
     for (int t = 0; t < T; t++)
@@ -269,6 +319,12 @@ static void attn_task(void *ctx, int h, int tid) {
     float *Sf = tl && tl->S ? tl->S + (size_t)h * TT : cS; /* the backward reads P (and soft-capped S) */
     float *Pf = tl ? tl->P + (size_t)h * TT : cP;
     head_stats_acc st = {{0}, 0, 0, 0};
+    thumb_acc th = {0};
+    int thumbs = cap && r->thumb_max && Tk == T; /* self-attention only */
+    if (thumbs) {
+        size_t SS = (size_t)r->thumb * r->thumb;
+        th = (thumb_acc){.S = r->thumb, .T = T, .mx = r->thumb_max + slot * SS, .mean = r->thumb_mean + slot * SS};
+    }
     for (int i0 = 0; i0 < T; i0 += ATTN_ROW_BLOCK) {
         int i1 = i0 + ATTN_ROW_BLOCK < T ? i0 + ATTN_ROW_BLOCK : T;
         float *S = Sf ? Sf + (size_t)i0 * Tk : ws->s + (size_t)tid * RT;
@@ -282,6 +338,7 @@ static void attn_task(void *ctx, int h, int tid) {
             knockout_rows(ws->iv, l, h, T, Dh, i0, i1, P, ws->v + (size_t)g * Dh, ldk,
                           ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh, ldq);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
+        if (thumbs) thumb_rows(P, &ru, i0, i1, &th);
     }
     if (cap && (j->what & CAP_STATS)) head_stats_out(&st, r->head_stats + slot * AS_HEAD_N_STATS);
     if (cP && Pf != cP) memcpy(cP, Pf, TT * sizeof(float));
@@ -627,6 +684,12 @@ static as_status run_alloc(const as_model *m, const as_encoding *enc, const as_c
         r->attention_mask = (int32_t *)mk;
         if (what & CAP_STATS)
             r->head_stats = cap_take(base, &off, &r->bytes, nlh, AS_HEAD_N_STATS, 1, &fail);
+        if ((what & CAP_THUMBS) && Tk == T) {
+            r->thumb = T < AS_THUMB_SIDE ? T : AS_THUMB_SIDE;
+            size_t SS = (size_t)r->thumb * r->thumb;
+            r->thumb_max = cap_take(base, &off, &r->bytes, nlh, SS, 1, &fail);
+            r->thumb_mean = cap_take(base, &off, &r->bytes, nlh, SS, 1, &fail);
+        }
         if (what & CAP_HIDDEN)
             r->hidden = cap_take(base, &off, &r->bytes, (size_t)n_run + 1, (size_t)T, (size_t)D, &fail);
         if (want_logits)
@@ -740,10 +803,10 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     emb_in ein = {enc, spec->ablate, word};
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer;
-    unsigned what = spec->what & (CAP_ALL | CAP_STATS);
+    unsigned what = spec->what & (CAP_ALL | CAP_STATS | CAP_THUMBS);
     int nthreads = spec->threads > 0 ? spec->threads : as_n_cores();
     int want_logits = (what & CAP_LOGITS) && m->heads;
-    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN | CAP_STATS);
+    int per_layer = what & (CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_HIDDEN | CAP_STATS | CAP_THUMBS);
     int n_run = L;
     if (!want_logits && spec->layer >= 0) n_run = spec->layer + 1;
     if (!want_logits && !per_layer) n_run = 0;

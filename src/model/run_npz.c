@@ -22,6 +22,8 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
         {"queries_pre_rope", r->q_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
         {"keys_pre_rope", r->k_pre, 4, {r->n_lay, r->n_hd, T, r->Dh}},
         {"head_stats", r->head_stats, 3, {r->n_lay, r->n_hd, AS_HEAD_N_STATS, 0}},
+        {"thumbnails_max", r->thumb_max, 4, {r->n_lay, r->n_hd, r->thumb, r->thumb}},
+        {"thumbnails_mean", r->thumb_mean, 4, {r->n_lay, r->n_hd, r->thumb, r->thumb}},
     };
     for (int i = 0; i < AS_RUN_N_ARRAYS; i++) out[i] = a[i];
 }
@@ -29,11 +31,11 @@ void as_run_arrays(const as_run *r, as_run_array out[AS_RUN_N_ARRAYS]) {
 /* Names of an encoder-decoder run's arrays, per kind, in as_run_arrays' order (NULL: none). */
 static const char *const KIND_NAMES[3][AS_RUN_N_ARRAYS] = {
     {"encoder_attentions", "encoder_attention_scores", "encoder_queries", "encoder_keys", "encoder_values",
-     "encoder_hidden_states", NULL, "encoder_queries_pre_rope", "encoder_keys_pre_rope", "encoder_head_stats"},
+     "encoder_hidden_states", NULL, "encoder_queries_pre_rope", "encoder_keys_pre_rope", "encoder_head_stats", NULL, NULL},
     {"decoder_attentions", "decoder_attention_scores", "decoder_queries", "decoder_keys", "decoder_values",
-     "decoder_hidden_states", "logits", "decoder_queries_pre_rope", "decoder_keys_pre_rope", "decoder_head_stats"},
+     "decoder_hidden_states", "logits", "decoder_queries_pre_rope", "decoder_keys_pre_rope", "decoder_head_stats", NULL, NULL},
     {"cross_attentions", "cross_attention_scores", "cross_queries", "cross_keys", "cross_values", NULL, NULL, NULL,
-     NULL, NULL},
+     NULL, NULL, NULL, NULL},
 };
 
 int as_run_all_arrays(const as_run *r, as_run_array out[AS_RUN_MAX_ARRAYS]) {

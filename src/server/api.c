@@ -405,11 +405,12 @@ static int parse_capture(const run_req *q, srv_response *rs) {
     return -1;
 }
 
-/* What a run of T tokens captures: dense attention, scores, q/k/v and statistics, or for a
- * long input (auto over SRV_LONG_TOKENS) only q/k/v and statistics, O(T) per head. */
+/* What a run of T tokens captures: dense attention, scores, q/k/v, statistics and
+ * thumbnails, or for a long input (auto over SRV_LONG_TOKENS) only q/k/v, statistics and
+ * thumbnails, O(T) per head. */
 static unsigned capture_what(int capture, int T) {
     int dense = capture == SRV_CAPTURE_DENSE || (capture == SRV_CAPTURE_AUTO && T <= SRV_LONG_TOKENS);
-    return dense ? CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS : CAP_QKV | CAP_STATS;
+    return dense ? CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS | CAP_THUMBS : CAP_QKV | CAP_STATS | CAP_THUMBS;
 }
 
 static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {
@@ -853,14 +854,16 @@ static void wrong_method(srv_response *rs, const char *allow) {
     rs->allow = allow;
 }
 
-/* /api/v1/runs/{id}[/attention|/qk|/attribution|/faithfulness|/intervene|/maps|/lens|/tile|/stats]; rest is the part after "runs/". */
+/* /api/v1/runs/{id}[/attention|/qk|/attribution|/faithfulness|/intervene|/maps|/lens|/tile|/stats|/thumbs]; rest is
+ * the part after "runs/". */
 static void route_runs(srv_state *s, const srv_request *rq, const char *rest, srv_response *rs) {
     const char *slash = strchr(rest, '/');
     size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     const char *sub = slash ? slash + 1 : "";
     if (strcmp(sub, "") && strcmp(sub, "attention") && strcmp(sub, "qk") && strcmp(sub, "attribution") &&
         strcmp(sub, "faithfulness") &&
-        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "intervene") && strcmp(sub, "maps") &&
+        strcmp(sub, "tile") && strcmp(sub, "stats") && strcmp(sub, "thumbs") && strcmp(sub, "intervene") &&
+        strcmp(sub, "maps") &&
         strcmp(sub, "lens")) {
         reply_error(rs, 404, "no such route");
         return;
@@ -899,13 +902,16 @@ static void route_runs(srv_state *s, const srv_request *rq, const char *rest, sr
                     "text)", id, e->npz->name, !strcmp(sub, "attribution") || !strcmp(sub, "faithfulness") ||
                     !strcmp(sub, "maps") || !strcmp(sub, "lens") ? sub
                     : !strcmp(sub, "tile")
-                    ? "the tile route (attention recomputed from q and k)" : "the head statistics");
+                    ? "the tile route (attention recomputed from q and k)"
+                    : !strcmp(sub, "thumbs") ? "the thumbs route (thumbnails pooled by the forward)"
+                                             : "the head statistics");
     else if (!strcmp(sub, "attribution")) attrib_api_route(s, e, rq, rs); /* server/attrib_api.c */
     else if (!strcmp(sub, "intervene")) intervene_api_route(s, e, rq, rs);
     else if (!strcmp(sub, "maps")) maps_api_route(s, e, rq, rs); /* server/maps_api.c */
     else if (!strcmp(sub, "lens")) lens_api_route(s, e, rq, rs);
     else if (!strcmp(sub, "faithfulness")) faith_api_route(s, e, rq, rs); /* server/faith_api.c */
     else if (!strcmp(sub, "tile")) tile_api_route(s, e, rq, rs);          /* server/tile_api.c */
+    else if (!strcmp(sub, "thumbs")) tile_api_thumbs(s, e, rq, rs);
     else tile_api_stats(s, e, rq, rs);
     if (!imp) srv_cache_release(&s->cache, e);
 }

@@ -1,9 +1,11 @@
-/* tile_api.c — the tile and stats routes of a cached run (see tile_api.h): parses the
- * query, admits the request (SRV_TILE_MAX_ACTIVE computing at once, at most
+/* tile_api.c — the tile, stats and thumbs routes of a cached run (see tile_api.h): parses the
+ * query, admits the request (SRV_TILE_MAX_ACTIVE computing at once, one-row requests
+ * SRV_TILE_MAX_ROW_ACTIVE apart from them, at most
  * SRV_TILE_MAX_PER_REQUEST tiles and SRV_TILE_MAX_RESPONSE_BYTES of cells: server/tile.h),
  * computes the tiles (server/tile.c) one head after another on the server's forward
  * threads without the forward lock (a tile only reads the run), and replies them whole.
- * It keeps nothing between requests but the count of requests computing.
+ * It keeps nothing between requests but the count of requests computing. The stats and
+ * thumbs routes only read what the forward kept.
  */
 #include "tile_api.h"
 #include "reply.h"
@@ -14,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Tile requests computing now, in this process (admission: SRV_TILE_MAX_ACTIVE). */
-static atomic_int g_tiles_active;
+/* Tile requests computing now, in this process (admission: SRV_TILE_MAX_ACTIVE), and
+ * one-row requests of one head, counted apart (SRV_TILE_MAX_ROW_ACTIVE). */
+static atomic_int g_tiles_active, g_rows_active;
 
 /* A decimal integer in [lo, hi] (digits only); -1 otherwise. */
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -145,10 +148,15 @@ void tile_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
                     SRV_TILE_MAX_RESPONSE_BYTES);
         return;
     }
-    if (atomic_fetch_add(&g_tiles_active, 1) >= SRV_TILE_MAX_ACTIVE) {
-        atomic_fetch_sub(&g_tiles_active, 1);
-        reply_error(rs, 429, "tile: %d tile requests are computing (SRV_TILE_MAX_ACTIVE); retry shortly",
-                    SRV_TILE_MAX_ACTIVE);
+    /* one row of one head (the long map's exact weight under the pointer) costs one softmax
+       row, so whole-head tiles computing never make it wait */
+    int one_row = nt == 1 && q.i1 - q.i0 == 1, limit = one_row ? SRV_TILE_MAX_ROW_ACTIVE : SRV_TILE_MAX_ACTIVE;
+    atomic_int *active = one_row ? &g_rows_active : &g_tiles_active;
+    if (atomic_fetch_add(active, 1) >= limit) {
+        atomic_fetch_sub(active, 1);
+        reply_error(rs, 429, "tile: %d %s are computing (%s); retry shortly", limit,
+                    one_row ? "one-row tile requests" : "tile requests",
+                    one_row ? "SRV_TILE_MAX_ROW_ACTIVE" : "SRV_TILE_MAX_ACTIVE");
         rs->retry_after = 1;
         return;
     }
@@ -156,7 +164,7 @@ void tile_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
     as_error err = {0};
     as_status st = buf ? compute_tiles(s, e, &q, hl, hh, cells, buf, &err)
                        : as_err_set(&err, AS_ERR_INTERNAL, "out of memory");
-    atomic_fetch_sub(&g_tiles_active, 1);
+    atomic_fetch_sub(active, 1);
     if (st) {
         free(buf);
         reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "tile: %s", err.msg);
@@ -207,4 +215,62 @@ void tile_api_stats(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
     json_t *names = json_array();
     for (int i = 0; i < AS_HEAD_N_STATS; i++) json_array_append_new(names, json_string(STAT_NAMES[i]));
     reply_tensors(rs, &t, 1, json_pack("{s:s, s:i, s:o}", "run", e->id, "tokens", r->T, "stats", names));
+}
+
+void tile_api_thumbs(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
+    (void)s;
+    const as_run *r = e->run;
+    const char *d = reply_query(rq, "dtype"), *op = reply_query(rq, "op");
+    int dt = d ? srv_tb_dtype_parse(d) : TB_F32, l0, l1, h0, h1;
+    if (dt < 0) {
+        reply_error(rs, 400, "query 'dtype': expected f32, f16 or u8");
+        return;
+    }
+    if (op && strcmp(op, "max") && strcmp(op, "mean") && strcmp(op, "both")) {
+        reply_error(rs, 400, "query 'op': expected max, mean or both");
+        return;
+    }
+    if (reply_parse_range(reply_query(rq, "layers"), r->L, &l0, &l1)) {
+        reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
+        return;
+    }
+    if (reply_parse_range(reply_query(rq, "heads"), r->H, &h0, &h1)) {
+        reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
+        return;
+    }
+    if (!r->thumb_max || !r->head_stats || r->n_lay != r->L || r->n_hd != r->H) {
+        reply_error(rs, 409, "run %s kept no thumbnails (an encoder-decoder run): use the attention route's pool",
+                    e->id);
+        return;
+    }
+    int nl = l1 - l0 + 1, nh = h1 - h0 + 1, S = r->thumb;
+    size_t SS = (size_t)S * (size_t)S;
+    /* one part per layer: its heads [h0, h1] are contiguous in the run */
+    const float **parts = malloc(sizeof *parts * 3 * (size_t)nl);
+    if (!parts) {
+        reply_error(rs, 500, "out of memory");
+        return;
+    }
+    for (int l = 0; l < nl; l++) {
+        size_t slot = (size_t)(l0 + l) * (size_t)r->H + (size_t)h0;
+        parts[l] = r->thumb_max + slot * SS;
+        parts[nl + l] = r->thumb_mean + slot * SS;
+        parts[2 * nl + l] = r->head_stats + slot * AS_HEAD_N_STATS;
+    }
+    srv_tb_tensor t[3];
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        if (op && strcmp(op, "both") && strcmp(op, k ? "mean" : "max")) continue;
+        t[n++] = (srv_tb_tensor){.name = k ? "mean" : "max", .dtype = (srv_tb_dtype)dt, .ndim = 4,
+                                 .shape = {nl, nh, S, S}, .parts = parts + (size_t)k * nl, .n_parts = nl,
+                                 .part_len = (size_t)nh * SS};
+    }
+    t[n++] = (srv_tb_tensor){.name = "head_stats", .dtype = (srv_tb_dtype)dt, .ndim = 3,
+                             .shape = {nl, nh, AS_HEAD_N_STATS}, .parts = parts + 2 * (size_t)nl, .n_parts = nl,
+                             .part_len = (size_t)nh * AS_HEAD_N_STATS};
+    json_t *names = json_array();
+    for (int i = 0; i < AS_HEAD_N_STATS; i++) json_array_append_new(names, json_string(STAT_NAMES[i]));
+    reply_tensors(rs, t, n, json_pack("{s:s, s:i, s:i, s:[i,i], s:[i,i], s:o}", "run", e->id, "tokens", r->T, "pool", S,
+                                      "layers", l0, l1, "heads", h0, h1, "stats", names));
+    free(parts);
 }
