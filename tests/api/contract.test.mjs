@@ -436,6 +436,10 @@ test('long runs: capture, tile and stats', async () => {
     }
     const st = await binary(API, 'GET /api/v1/runs/{id}/stats', 'StatsMeta', ['head_stats'], `/api/v1/runs/${run.id}/stats`);
     assert.deepEqual(st.tensors[0].shape, [2, 4, 8]);
+    const th = await binary(API, 'GET /api/v1/runs/{id}/thumbs', 'ThumbsMeta', ['max', 'mean', 'head_stats'], `/api/v1/runs/${run.id}/thumbs`);
+    assert.deepEqual(th.tensors.map((t) => t.shape), [[2, 4, 11, 11], [2, 4, 11, 11], [2, 4, 8]]);
+    const one = await binary(API, 'GET /api/v1/runs/{id}/thumbs', 'ThumbsMeta', ['mean', 'head_stats'], `/api/v1/runs/${run.id}/thumbs?layers=1&heads=2-3&op=mean&dtype=f16`);
+    assert.deepEqual(one.tensors.map((t) => t.name), ['mean', 'head_stats']);
   }
   assert.equal((await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: [1, 2, 3] })).capture, 'dense');
   const long = runs['stats,qkv'];
@@ -444,6 +448,7 @@ test('long runs: capture, tile and stats', async () => {
   for (const q of ['', '?layer=0', '?layer=0&head=9', '?layer=0&head=0&rows=3-1', '?layer=0&head=0&n=0', '?layer=0&head=0&exclude=99', '?layer=0&head=0&dtype=x'])
     await error(400, `/api/v1/runs/${long.id}/tile${q}`);
   await error(400, `/api/v1/runs/${long.id}/stats?dtype=x`);
+  for (const q of ['?op=x', '?layers=5', '?heads=1-0', '?dtype=x']) await error(400, `/api/v1/runs/${long.id}/thumbs${q}`);
   await error(400, '/api/v1/run', post('{"model": "llama", "ids": [1, 2], "capture": "full"}'));
 });
 

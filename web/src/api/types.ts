@@ -697,6 +697,27 @@ export interface StatsMeta {
 }
 
 /**
+ * meta of GET /api/v1/runs/{id}/thumbs[?layers=a-b][&heads=c-d][&op=max|mean|both][&dtype=f32|f16|u8]:
+ * every head's thumbnail pooled by the forward (the model view of a long run in one request): tensors
+ * max and / or mean (layers, heads, S, S), S = pool = min(T, 64), each the largest and the mean weight
+ * of a block (block i covers [floor(i*T/S), floor((i+1)*T/S)), as the tile route's), and head_stats
+ * (layers, heads, 8) as the stats route's
+ */
+export interface ThumbsMeta {
+  run: string;
+  /** T */
+  tokens: number;
+  /** S: blocks per side of every thumbnail */
+  pool: number;
+  /** the layers, inclusive */
+  layers: IndexRange;
+  /** the heads, inclusive */
+  heads: IndexRange;
+  /** the names of head_stats' last axis */
+  stats: ['entropy', 'sink', 'self', 'prev', 'next', 'dist', 'spread', 'max'];
+}
+
+/**
  * rollout and flow (Abnar & Zuidema 2020), norm (Kobayashi et al. 2020), grad (Chefer et al. 2021),
  * importance (Michel et al. 2019), norm2 (Kobayashi et al. 2021), alti (Ferrando et al. 2022)
  */
