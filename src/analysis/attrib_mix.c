@@ -50,6 +50,41 @@ typedef struct {
     float *C;        /* (T, T) or NULL */
 } mix_job;
 
+/* The norm after a layer's attention as the decomposition reads it. */
+typedef struct {
+    mix_kind kind;
+    int D;
+    const float *g, *beta; /* (D) the norm's gain (and LayerNorm bias, post-LN); NULL: none */
+    float eps;
+    int add_one;           /* RMSNorm scales by 1 + g */
+} mix_norm;
+
+/* tl (D) = a_i = sum_j s_ij + b_o on entry, the block output x̃_i of row i (xi (D) its
+ * residual) on return: LN1(a_i + x_i) post-LN, x_i + g ⊙ a_i / rms(a_i) with a norm on the
+ * attention output, x_i + a_i without. Returns the norm's scale that T_i applies to every
+ * part: 1 / σ(u_i) post-LN, 1 / rms(a_i) with a post-attention norm, else 1. */
+static double mix_block_output(const mix_norm *nm, const float *xi, double *tl) {
+    const int D = nm->D;
+    double sc = 1.0;
+    if (nm->kind == MIX_POST_LN) {
+        double mu = 0.0, var = 0.0;
+        for (int d = 0; d < D; d++) mu += tl[d] += xi[d];
+        mu /= D;
+        for (int d = 0; d < D; d++) var += (tl[d] - mu) * (tl[d] - mu);
+        sc = 1.0 / sqrt(var / D + nm->eps);
+        for (int d = 0; d < D; d++)
+            tl[d] = (tl[d] - mu) * sc * (nm->g ? nm->g[d] : 1.0) + (nm->beta ? nm->beta[d] : 0.0);
+    } else if (nm->kind == MIX_PRE_POSTNORM) {
+        double ms = 0.0;
+        for (int d = 0; d < D; d++) ms += tl[d] * tl[d];
+        sc = 1.0 / sqrt(ms / D + nm->eps);
+        for (int d = 0; d < D; d++) tl[d] = tl[d] * sc * ((nm->add_one ? 1.0 : 0.0) + nm->g[d]) + xi[d];
+    } else {
+        for (int d = 0; d < D; d++) tl[d] += xi[d];
+    }
+    return sc;
+}
+
 /* y = T_i(x_j) from z = s_ij (+ x_i when j == i, added by the caller for post-LN). */
 static double mix_vec(const mix_job *jb, const float *s, int self, const float *xi, double sc, double *y) {
     const int D = jb->D;
@@ -83,23 +118,8 @@ static void mix_row(mix_job *jb, int i, const float *S, int tid) {
     for (int d = 0; d < D; d++) tl[d] = jb->bo ? jb->bo[d] : 0.0;
     for (int j = 0; j < T; j++)
         for (int d = 0; d < D; d++) tl[d] += S[(size_t)j * D + d];
-    double sc = 1.0;
-    if (jb->kind == MIX_POST_LN) {
-        double mu = 0.0, var = 0.0;
-        for (int d = 0; d < D; d++) mu += tl[d] += xi[d];
-        mu /= D;
-        for (int d = 0; d < D; d++) var += (tl[d] - mu) * (tl[d] - mu);
-        sc = 1.0 / sqrt(var / D + jb->eps);
-        for (int d = 0; d < D; d++)
-            tl[d] = (tl[d] - mu) * sc * (jb->g ? jb->g[d] : 1.0) + (jb->beta ? jb->beta[d] : 0.0);
-    } else if (jb->kind == MIX_PRE_POSTNORM) {
-        double ms = 0.0;
-        for (int d = 0; d < D; d++) ms += tl[d] * tl[d];
-        sc = 1.0 / sqrt(ms / D + jb->eps);
-        for (int d = 0; d < D; d++) tl[d] = tl[d] * sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]) + xi[d];
-    } else {
-        for (int d = 0; d < D; d++) tl[d] += xi[d];
-    }
+    const mix_norm nm = {jb->kind, D, jb->g, jb->beta, jb->eps, jb->add_one};
+    const double sc = mix_block_output(&nm, xi, tl);
     double l1 = 0.0, z = 0.0;
     for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
     float *n2 = jb->N2 ? jb->N2 + (size_t)i * T : NULL, *c = jb->C ? jb->C + (size_t)i * T : NULL;
@@ -272,24 +292,8 @@ static void hmix_row(void *ctx, int i, int tid) {
         for (int h = 0; h < H; h++) tl[d] += o[(size_t)h * D + d];
         xr[d] = xi[d];
     }
-    /* x̃_i and the norm's scale, as mix_row */
-    double sc = 1.0;
-    if (jb->kind == MIX_POST_LN) {
-        double mu = 0.0, var = 0.0;
-        for (int d = 0; d < D; d++) mu += tl[d] += xi[d];
-        mu /= D;
-        for (int d = 0; d < D; d++) var += (tl[d] - mu) * (tl[d] - mu);
-        sc = 1.0 / sqrt(var / D + jb->eps);
-        for (int d = 0; d < D; d++)
-            tl[d] = (tl[d] - mu) * sc * (jb->g ? jb->g[d] : 1.0) + (jb->beta ? jb->beta[d] : 0.0);
-    } else if (jb->kind == MIX_PRE_POSTNORM) {
-        double ms = 0.0;
-        for (int d = 0; d < D; d++) ms += tl[d] * tl[d];
-        sc = 1.0 / sqrt(ms / D + jb->eps);
-        for (int d = 0; d < D; d++) tl[d] = tl[d] * sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]) + xi[d];
-    } else {
-        for (int d = 0; d < D; d++) tl[d] += xi[d];
-    }
+    const mix_norm nm = {jb->kind, D, jb->g, jb->beta, jb->eps, jb->add_one};
+    const double sc = mix_block_output(&nm, xi, tl); /* x̃_i and the norm's scale, as mix_row */
     double l1 = 0.0, z = 0.0;
     for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
     for (int k = 0; k <= H; k++) {
