@@ -115,7 +115,8 @@ test('a 2048-token input opens the long map, drawn from one pooled tile', async 
   const h = await settled(T);
   assert.deepEqual([h.tile.pr, h.tile.pc], [256, 256], 'the whole head pooled to 256 × 256');
   assert.ok((await page.getByTestId('tab-long').getAttribute('class')).split(' ').includes('active'));
-  assert.ok(await page.getByTestId('tab-model').isDisabled(), 'the dense views are disabled');
+  assert.ok(await page.getByTestId('tab-neuron').isDisabled(), 'the dense views are disabled');
+  assert.ok(!(await page.getByTestId('tab-model').isDisabled()), 'but the model view, from pooled thumbnails (longmodel.test.mjs)');
   assert.ok(!(await page.getByTestId('tab-head').isDisabled()), 'but the head view, windowed (longhead.test.mjs)');
   assert.match(page.url(), /view=long/);
   const first = tileRequests[0];

@@ -99,7 +99,7 @@ test('the head view of a 2048-token long run fetches only the rows on screen', a
   await page.goto(`${base}/?model=llama-long&text=${IDS.join(',')}&layer=${LAYER}&head=${HEAD}`);
   await page.getByTestId('long-canvas').waitFor(); /* a long run opens in the long map */
   assert.ok(!(await page.getByTestId('tab-head').isDisabled()), 'the head view is offered');
-  assert.ok(await page.getByTestId('tab-model').isDisabled(), 'the other dense views are not');
+  assert.ok(await page.getByTestId('tab-neuron').isDisabled(), 'the other dense views are not');
   await page.getByTestId('tab-head').click();
   await page.getByTestId('head-canvas').waitFor();
   let h = await scrollTo(0);

@@ -19,6 +19,7 @@ import type {
   RunRequest,
   RunResponse,
   StatsMeta,
+  ThumbsMeta,
   TileMeta,
   Token,
 } from './types';
@@ -212,6 +213,7 @@ export class RunData {
   private mapsCache = new Map<string, Promise<Maps>>();
   private tiles = new Map<string, Promise<Tile>>();
   private statsP: Promise<HeadStats> | null = null;
+  private thumbsP: Promise<PooledAttention & { stats: HeadStats }> | null = null;
   private faithP: Promise<FaithfulnessResponse> | null = null;
   bytesFetched = 0;
   /** the attention kind this RunData serves (encoder-decoder runs; 'encoder' otherwise) */
@@ -434,6 +436,24 @@ export class RunData {
       this.statsP = p;
     }
     return this.statsP;
+  }
+
+  /** The model view of a long run in one request (GET .../thumbs?op=max): every head's
+   *  thumbnail the forward max-pooled to (P, P), P = min(64, T), with the statistics. f16,
+   *  as pooled(). */
+  thumbs(): Promise<PooledAttention & { stats: HeadStats }> {
+    if (!this.thumbsP) {
+      const p = this.fetchBinary('thumbs?op=max&dtype=f16').then((buf) => {
+        const d = decodeTensors<ThumbsMeta>(buf);
+        const mx = d.tensors.get('max'), st = d.tensors.get('head_stats'), m = d.header.meta;
+        if (!mx || !st) throw new Error('thumbs response without max and head_stats');
+        const stats = { names: m.stats, layers: st.shape[0], heads: st.shape[1], data: st.data };
+        return { pool: m.pool, layers: mx.shape[0], heads: mx.shape[1], T: m.tokens, data: mx.data, stats };
+      });
+      p.catch(() => (this.thumbsP = null));
+      this.thumbsP = p;
+    }
+    return this.thumbsP;
   }
 
   qk(l: number, h: number): Promise<HeadQk> {

@@ -6,6 +6,7 @@
 // grey, not weight 0; grouped-query models get a "kv g" label over each group's columns
 // and the selected head's group mates outlined. Thumbnails may be rectangular
 // (cross-attention: n query blocks of T decoder tokens × nk key blocks of K source tokens).
+// With a fill (a head statistic) each thumbnail is one colour instead.
 import { headColor } from './colors';
 import type { Painter } from './painter';
 
@@ -49,6 +50,9 @@ export interface GridOptions {
   kvGroup?: number[] | null;
   /** whether every cell of queries [q0, q1] × keys [k0, k1] of layer l is masked, or null (no mask) */
   masked?: ((l: number, q0: number, q1: number, k0: number, k1: number) => boolean) | null;
+  /** a value in [0, 1] per head (a statistic, lib/thumbstat.ts) that fills its whole
+   *  thumbnail on the heat scale instead of the attention; null: the attention */
+  fill?: ((layer: number, head: number) => number) | null;
 }
 
 /** Colour of a masked cell: grey, distinct from weight 0 (near white on the heat scale). */
@@ -149,8 +153,9 @@ export function drawGrid(p: Painter, o: GridOptions): void {
     o.heads.forEach((h, c) => {
       const x = G.left + c * (G.cell + G.gap);
       p.rect(x, y, G.cell, G.cell, '#f6f6f6');
-      const a = o.thumb(l, h);
-      if (a) {
+      const a = o.fill ? null : o.thumb(l, h);
+      if (o.fill) p.matrix(x, y, G.cell, G.cell, { cols: 1, rows: 1, values: Float32Array.of(o.fill(l, h)), color: o.heat });
+      else if (a) {
         if (o.mode === 'matrix') {
           const v = mask ? Float32Array.from(a, (w, k) => (mask[k] ? NaN : w)) : a;
           p.matrix(x, y, G.cell, G.cell, { cols: o.nk ?? o.n, rows: o.n, values: v, color: heat });

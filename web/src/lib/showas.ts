@@ -50,8 +50,10 @@ export async function showLayer(data: RunData, s: ShowAs, l: number, tg?: Target
   return out;
 }
 
-/** Every map of s max-pooled to at most n × n, scaled for drawing, and the scale. */
+/** Every map of s max-pooled to at most n × n, scaled for drawing, and the scale. A long
+ *  run's attention: the thumbnails its forward pooled (64 × 64 at most, whatever n). */
 export async function showPooled(data: RunData, s: ShowAs, n: number, tg?: Target): Promise<PooledAttention & { scale: number }> {
+  if (s === 'attention' && data.isLong) return { ...(await data.thumbs()), scale: 1 };
   if (s === 'attention') return { ...(await data.pooled(n)), scale: 1 };
   const [m, k] = await Promise.all([data.maps(s, { pool: n, dtype: 'f16', tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
   const out = { pool: m.shape[2], poolKeys: m.shape[3], layers: m.shape[0], heads: m.shape[1], T: m.meta.tokens, K: m.meta.tokens, data: scaled(m.data, k), scale: k };
