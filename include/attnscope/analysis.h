@@ -105,8 +105,10 @@ typedef struct {
                      token with attention mask 1. Must be -1 for a classifier and for the
                      methods without a gradient */
     int threads;  /* forward / backward threads; 0 = the cores */
-    int layers;   /* ATTR_ROLLOUT: 1 = every layer's rollout up to it, (L, T, T), the last the
-                     model's; 0 = the model's, (T, T). Others: 0 */
+    int layers;   /* ATTR_ROLLOUT, ATTR_FLOW, ATTR_GRAD: 1 = every layer's map, cumulative up
+                     to it (the rollout of layers 0..l; the flow from layer 0 to layer l's
+                     output; the gradient-weighted propagation through layers 0..l), (L, T, T),
+                     the last the model's; 0 = the model's, (T, T). Others: 0 */
 } attr_opts;
 
 typedef struct {
@@ -147,12 +149,15 @@ void attr_result_free(attr_result *r);
 as_status attr_write_npz(const as_model *m, const as_encoding *enc, const attr_result *r, const char *path,
                          as_error *err);
 /* The same with the result's array under `name` (NULL: attr_method_name) and, when rel is
- * not NULL, rel (T) as `relevance` (float32). */
+ * not NULL, rel (T) as `relevance` (float32). A per-layer rollout, flow or grad result
+ * (attr_opts.layers: (L, T, T)) is written as its last layer, the whole model's (T, T),
+ * under `name` and whole under `name`_layers. */
 as_status attr_write_npz_named(const as_model *m, const as_encoding *enc, const attr_result *r, const char *name,
                                const float *rel, const char *path, as_error *err);
 /* Writes saliency r (computed on enc under m) as an .npz archive at path: input_ids,
  * tokens, token_text as attr_write_npz, the scores (T) under the method's name (grad, gxi,
- * ig) and again as `relevance`, target (int32 (1,)), logit (float32 (1,): the target's).
+ * ig) and again as `relevance`, target (int32 (1,)), logit (float32 (1,): the target's);
+ * for ig also steps (int32 (1,)) and logit_delta (float32 (1,): logit - baseline logit).
  * Errors as attr_write_npz. */
 as_status sal_write_npz(const as_model *m, const as_encoding *enc, const sal_result *r, const char *path,
                         as_error *err);

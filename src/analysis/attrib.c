@@ -109,7 +109,10 @@ as_status attr_rollout_layers(const float *A, int L, int H, int T, float *R, as_
     return rollout(A, L, H, T, 1, R, err);
 }
 
-as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err) {
+/* Gradient-weighted attention of A and dA into R: (T, T) after the last layer, or with
+ * every_layer (L, T, T), layer l's the propagation through layers 0..l. */
+static as_status grad_weighted(const float *A, const float *dA, int L, int H, int T, int every_layer, float *R,
+                               as_error *err) {
     const size_t TT = (size_t)T * T;
     double *Ab = as_malloc_array(3 * TT, sizeof(double));
     if (!Ab) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
@@ -126,10 +129,19 @@ as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int 
             Ab[e] = s / H;
         }
         left_multiply(Ab, Rd, tmp, T, 1); /* R = R + Ā R (eq. 6) */
+        if (every_layer) to_float(Rd, TT, R + (size_t)l * TT);
     }
-    to_float(Rd, TT, R);
+    if (!every_layer) to_float(Rd, TT, R);
     free(Ab);
     return AS_OK;
+}
+
+as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err) {
+    return grad_weighted(A, dA, L, H, T, 0, R, err);
+}
+
+as_status attr_grad_weighted_layers(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err) {
+    return grad_weighted(A, dA, L, H, T, 1, R, err);
 }
 
 void attr_head_importance(const float *A, const float *dA, int L, int H, int T, float *imp) {
@@ -546,7 +558,18 @@ cleanup:
     return s;
 }
 
+as_status attr_flow_layers(const float *A, int L, int H, int T, int threads, float *F, as_error *err) {
+    const size_t TT = (size_t)T * T;
+    as_status s = AS_OK;
+    /* layer l's graph is the first l + 1 layers of A (a prefix of the (L, H, T, T) array) */
+    for (int l = 0; l < L && !s; l++) s = attr_flow(A, l + 1, H, T, threads, F + (size_t)l * TT, err);
+    return s;
+}
+
 /* ---- attr_compute: the model's forward (and backward) ------------------------------- */
+
+/* 1 for the methods with a (T, T) whole-model map that attr_opts.layers gives per layer. */
+static int has_layers(attr_method m) { return m == ATTR_ROLLOUT || m == ATTR_FLOW || m == ATTR_GRAD; }
 
 /* Checks what does not need a forward; *grad = 1 for the gradient methods. */
 static as_status check_request(const as_model *m, const as_encoding *enc, const attr_opts *o, int *grad,
@@ -558,8 +581,8 @@ static as_status check_request(const as_model *m, const as_encoding *enc, const 
     if (!*grad && (o->target != -1 || o->position != -1))
         return as_err_set(err, AS_ERR_INPUT, "%s explains no prediction: target and position do not apply",
                           attr_method_name(o->method));
-    if (o->layers && o->method != ATTR_ROLLOUT)
-        return as_err_set(err, AS_ERR_INPUT, "%s: every layer's result (layers) is rollout's option",
+    if (o->layers && !has_layers(o->method))
+        return as_err_set(err, AS_ERR_INPUT, "%s: every layer's result (layers) is an option of rollout, flow and grad",
                           attr_method_name(o->method));
     if (o->method == ATTR_FLOW && enc->n > ATTR_FLOW_MAX_T)
         return as_err_set(err, AS_ERR_INPUT, "attention flow takes at most %d tokens, the input has %d",
@@ -656,7 +679,7 @@ static as_status compute_grad(const as_model *m, const as_encoding *enc, const a
     }
     if ((s = pick_logit(m, enc, o, r, out, dl, err))) goto cleanup;
     if ((s = model_backward(m, enc, NULL, &tp, r, dl, o->threads, NULL, dA, err))) goto cleanup;
-    if (o->method == ATTR_GRAD) s = attr_grad_weighted(r->attn, dA, L, H, T, out->data, err);
+    if (o->method == ATTR_GRAD) s = grad_weighted(r->attn, dA, L, H, T, o->layers, out->data, err);
     else attr_head_importance(r->attn, dA, L, H, T, out->data);
 cleanup:
     as_run_free(r);
@@ -712,7 +735,7 @@ static as_status from_run(const as_model *m, const as_run *r, const attr_opts *o
     if (o->method == ATTR_ROLLOUT) {
         s = rollout(r->attn, L, H, T, o->layers, out->data, err);
     } else if (o->method == ATTR_FLOW) {
-        s = attr_flow(r->attn, L, H, T, threads, out->data, err);
+        s = (o->layers ? attr_flow_layers : attr_flow)(r->attn, L, H, T, threads, out->data, err);
     } else if (o->method == ATTR_NORM2) {
         s = attr_mixing(m, r, threads, out->data, NULL, err);
     } else if (o->method == ATTR_ALTI) {
@@ -753,7 +776,7 @@ static as_status result_init(const as_model *m, const attr_opts *o, int T, attr_
     } else if (method == ATTR_IMPORTANCE) {
         out->ndim = 2;
         out->shape[0] = L, out->shape[1] = H;
-    } else if (needs_hidden(method) || (method == ATTR_ROLLOUT && o->layers)) {
+    } else if (needs_hidden(method) || (has_layers(method) && o->layers)) {
         out->ndim = 3;
         out->shape[0] = L, out->shape[1] = T, out->shape[2] = T;
     } else {

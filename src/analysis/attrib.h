@@ -45,12 +45,19 @@ as_status attr_rollout_layers(const float *A, int L, int H, int T, float *R, as_
  * threads: 0 or 1 = the calling thread only. Errors: AS_ERR_INPUT when T > ATTR_FLOW_MAX_T;
  * AS_ERR_INTERNAL out of memory. */
 as_status attr_flow(const float *A, int L, int H, int T, int threads, float *F, as_error *err);
+/* F (L, T, T): layer l's the row-normalised flow from input token j (layer 0) to token i
+ * at layer l's output, through the graph of A's layers 0..l alone (the last = attr_flow's):
+ * L flows of 1..L layers, about (L + 1) / 2 times attr_flow's cost. Errors as attr_flow. */
+as_status attr_flow_layers(const float *A, int L, int H, int T, int threads, float *F, as_error *err);
 /* The raw max-flow value from input token j to output token i (not normalised) of A
  * (L, H, T, T); for tests. Returns a negative value when out of memory. */
 double attr_flow_value(const float *A, int L, int H, int T, int j, int i);
 /* R (T, T) = gradient-weighted attention rollout of A and dA = dy/dA, both (L, H, T, T).
  * Errors: AS_ERR_INTERNAL out of memory. */
 as_status attr_grad_weighted(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err);
+/* R (L, T, T): layer l's the propagation R_l = R_{l-1} + Ā_l R_{l-1} through A's layers
+ * 0..l with the same dA (the gradient of the one logit; the last = attr_grad_weighted's). */
+as_status attr_grad_weighted_layers(const float *A, const float *dA, int L, int H, int T, float *R, as_error *err);
 /* imp (L, H) = head importance from A and dA (L, H, T, T). */
 void attr_head_importance(const float *A, const float *dA, int L, int H, int T, float *imp);
 /* N (L, H, T, T) = A[l, h, i, j] * fnorm[l, h, j] with fnorm (L, H, T) = ||f_lh(x_j)||. */

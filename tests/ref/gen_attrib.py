@@ -35,6 +35,12 @@ Writes tests/ref/fixtures/attrib/<name>.safetensors:
     importance         F32 (L, H)
     d_attentions       F32 (L, H, T, T)   dy/dA of y above
     grad_objective, importance_objective   from grads.safetensors' single.d_attentions
+and tests/ref/fixtures/attrib/<name>_layers.safetensors, every layer's map, cumulative
+(layers_case; layer l = 0-based):
+    rollout_layers     F32 (L, T, T)  Â_l ... Â_0
+    flow_layers, flow_raw_layers   F32 (L, T, T)  networkx on the graph of layers 0..l
+                       alone, from (0, j) to (l + 1, i), normalised as flow / raw
+    grad_layers        F32 (L, T, T)  R_l of grad, the same dA (torch.autograd)
 and tests/ref/fixtures/attrib/random_flow.safetensors: random sparse attention
 (attentions (L, H, T, T)) with its flow_raw and flow by networkx (random_flow_case).
 
@@ -95,6 +101,21 @@ def grad_weighted(A, dA):
     for l in range(A.shape[0]):
         R = R + (dA[l] * A[l]).clamp(min=0).mean(0) @ R
     return R
+
+
+def layers_case(name, A, dA):
+    """Every layer's cumulative map: layer l from A's (and dA's) layers 0..l alone."""
+    L = A.shape[0]
+    roll = torch.stack([rollout(A[:l + 1]) for l in range(L)])
+    grad = torch.stack([grad_weighted(A[:l + 1], dA[:l + 1]) for l in range(L)])
+    fl = [flow(A[:l + 1]) for l in range(L)]
+    raw, norm = torch.stack([f[0] for f in fl]), torch.stack([f[1] for f in fl])
+    assert (roll[-1] - rollout(A)).abs().max() == 0 and (grad[-1] - grad_weighted(A, dA)).abs().max() == 0
+    path = os.path.join(OUT_DIR, f"{name}_layers.safetensors")
+    st_write(path, [("rollout_layers", roll, "F32"), ("flow_layers", norm, "F32"), ("flow_raw_layers", raw, "F32"),
+                    ("grad_layers", grad, "F32")],
+             {"generator": GENERATOR, "case": CASE, "fixture": name})
+    print(f"{name + '_layers':12s} L={L} -> {os.path.getsize(path)} bytes")
 
 
 def importance(A, dA):
@@ -191,6 +212,7 @@ def main():
                ("importance_objective", importance(A, dA_sum), "F32")]
         path = os.path.join(OUT_DIR, f"{name}.safetensors")
         st_write(path, out, {"generator": GENERATOR, "case": CASE, "fixture": name})
+        layers_case(name, A, dA)
         print(f"{name:12s} {kind:10s} T={A.shape[-1]} L={A.shape[0]} H={A.shape[1]} target {tgt} "
               f"at {pos} logit {logit:+.5f}  |flow_raw| max {raw.max().item():.4f}  "
               f"-> {os.path.getsize(path)} bytes")

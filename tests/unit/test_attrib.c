@@ -12,7 +12,12 @@
  * every raw max-flow value against networkx.maximum_flow_value (1e-6: stored as F32), rollout, grad-
  * weighted, importance (1e-6 relative); the max-flows of random sparse attention that need
  * several Dinic phases against networkx. Flow on 1 and 3 threads is identical; the methods
- * from a captured run (attr_compute_run) equal attr_compute's. Refusals:
+ * from a captured run (attr_compute_run) equal attr_compute's. Every layer's cumulative map
+ * (attr_opts.layers; gen_attrib.py's <name>_layers references): rollout and grad-weighted
+ * (torch.autograd's dy/dA) per layer on the reference tensors (1e-6 relative), every raw
+ * max-flow value from layer 0 to layer l's output against networkx (1e-6) and the
+ * normalised flows, end to end within the tolerances above, the last layer bit for bit
+ * the whole model's map. Refusals:
  * flow beyond ATTR_FLOW_MAX_T tokens, target / position where they do not apply or are out
  * of range.
  */
@@ -70,6 +75,53 @@ static void end_to_end(const char *name, double tol) {
     unload(&f);
 }
 
+/* tests/ref/fixtures/attrib/NAME_layers.safetensors (every layer's cumulative map). */
+static st_file *open_layers(const char *name) {
+    char path[512];
+    as_error err = {0};
+    st_file *g = NULL;
+    snprintf(path, sizeof path, REFS "%s_layers.safetensors", name);
+    if (st_file_open(path, &g, &err)) fail_msg("%s", err.msg);
+    return g;
+}
+
+/* attr_opts.layers end to end: rollout, flow and grad (L, T, T) against every layer's
+ * reference, the last layer bit for bit the whole model's (layers = 0). */
+static void end_to_end_layers(const char *name, double tol) {
+    fx f;
+    load(&f, name);
+    st_file *g = open_layers(name);
+    printf("%s, every layer:\n", name);
+    const attr_method ms[] = {ATTR_ROLLOUT, ATTR_FLOW, ATTR_GRAD};
+    const char *refs[] = {"rollout_layers", "flow_layers", "grad_layers"};
+    const size_t TT = (size_t)f.T * f.T;
+    as_error err = {0};
+    for (int k = 0; k < 3; k++) {
+        attr_opts o = {.method = ms[k], .target = -1, .position = -1, .threads = 2, .layers = 1};
+        attr_result r, w;
+        if (attr_compute(f.m, &f.enc, &o, &r, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(r.ndim, 3);
+        assert_int_equal(r.shape[0], f.L);
+        assert_int_equal(r.shape[2], f.T);
+        compare(refs[k], r.data, tensor(g, refs[k], DTYPE_F32)->data, f.L * TT, ms[k] == ATTR_GRAD ? tol : 1e-5,
+                ms[k] == ATTR_GRAD);
+        compute(&f, ms[k], -1, -1, &w);
+        assert_memory_equal(r.data + (f.L - 1) * TT, w.data, TT * sizeof(float));
+        attr_result_free(&r);
+        attr_result_free(&w);
+    }
+    st_file_free(g);
+    unload(&f);
+}
+
+static void test_layers(void **state) {
+    (void)state;
+    end_to_end_layers("bert", 1e-4);
+    end_to_end_layers("gpt2", 1e-4);
+    end_to_end_layers("llama_bf16", 1e-4);
+    end_to_end_layers("bert_noprefix_mlm", 1e-4);
+}
+
 static void test_bert(void **state) {
     (void)state;
     end_to_end("bert", 1e-4);
@@ -125,6 +177,26 @@ static void formulas(const char *name) {
         assert_int_equal(attr_rollout(A, l + 1, f.H, f.T, R, &err), AS_OK);
         assert_memory_equal(RL + (size_t)l * TT, R, TT * sizeof(float));
     }
+    st_file *lf = open_layers(name);
+    compare("rollout, every layer", RL, tensor(lf, "rollout_layers", DTYPE_F32)->data, f.L * TT, 1e-6, 1);
+    /* every layer's grad: the propagation through layers 0..l with the same dy/dA */
+    assert_int_equal(attr_grad_weighted_layers(A, ref(&f, "d_attentions"), f.L, f.H, f.T, RL, &err), AS_OK);
+    compare("grad, every layer", RL, tensor(lf, "grad_layers", DTYPE_F32)->data, f.L * TT, 1e-6, 1);
+    /* every layer's flow: the raw max-flow values of layers 0..l against networkx, then
+     * the normalised rows; the last is attr_flow's */
+    const float *raw_l = tensor(lf, "flow_raw_layers", DTYPE_F32)->data;
+    double mdl = 0.0;
+    for (int l = 0; l < f.L; l++)
+        for (int i = 0; i < f.T; i++)
+            for (int j = 0; j < f.T; j++)
+                mdl = fmax(mdl, fabs(attr_flow_value(A, l + 1, f.H, f.T, j, i) - raw_l[(l * TT) + (size_t)i * f.T + j]));
+    printf("  %-22s max abs diff %.2e\n", "max-flow, every layer", mdl);
+    assert_true(mdl <= 1e-6);
+    assert_int_equal(attr_flow_layers(A, f.L, f.H, f.T, 2, RL, &err), AS_OK);
+    compare("flow, every layer", RL, tensor(lf, "flow_layers", DTYPE_F32)->data, f.L * TT, 1e-6, 0);
+    assert_int_equal(attr_flow(A, f.L, f.H, f.T, 1, R, &err), AS_OK);
+    assert_memory_equal(RL + (size_t)(f.L - 1) * TT, R, TT * sizeof(float));
+    st_file_free(lf);
     free(RL);
     assert_int_equal(attr_grad_weighted(A, ref(&f, "d_attentions"), f.L, f.H, f.T, R, &err), AS_OK);
     compare("grad", R, ref(&f, "grad"), TT, 1e-6, 1);
@@ -288,13 +360,13 @@ static void test_refusals(void **state) {
     }
     assert_non_null(strstr(err.msg, "at most"));
     as_encoding_free(&enc);
-    /* every layer's result is rollout's option; with it, rollout is (L, T, T) */
+    /* every layer's result is an option of rollout, flow and grad; with it, rollout is (L, T, T) */
     int32_t few[5] = {1, 5, 7, 9, 11};
     if (as_encoding_from_ids(m, few, NULL, 5, &enc, &err)) fail_msg("%s", err.msg);
     attr_opts o = {.method = ATTR_NORM, .target = -1, .position = -1, .threads = 1, .layers = 1};
     attr_result r3 = {0};
     assert_int_equal(attr_compute(m, &enc, &o, &r3, &err), AS_ERR_INPUT);
-    assert_non_null(strstr(err.msg, "rollout's option"));
+    assert_non_null(strstr(err.msg, "an option of rollout, flow and grad"));
     o.method = ATTR_ROLLOUT;
     assert_int_equal(attr_compute(m, &enc, &o, &r3, &err), AS_OK);
     assert_int_equal(r3.ndim, 3);
@@ -308,7 +380,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),      cmocka_unit_test(test_gpt2),    cmocka_unit_test(test_llama_bf16), cmocka_unit_test(test_mlm),
-        cmocka_unit_test(test_formulas), cmocka_unit_test(test_random_flow), cmocka_unit_test(test_from_run), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_formulas), cmocka_unit_test(test_layers), cmocka_unit_test(test_random_flow), cmocka_unit_test(test_from_run), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
