@@ -6,6 +6,8 @@
 #include "analysis/attrib.h"
 #include "io/npz.h"
 
+#include <stdio.h>
+
 /* Opens path and writes input_ids (T), tokens and token_text; *w stays NULL on error. */
 static as_status write_input(const as_model *m, const as_encoding *enc, const char *path, npz_writer **w,
                              as_error *err) {
@@ -34,8 +36,17 @@ as_status attr_write_npz_named(const as_model *m, const as_encoding *enc, const 
     npz_writer *w = NULL;
     as_status s = write_input(m, enc, path, &w, err);
     if (s) return s;
-    if ((s = npz_add(w, name ? name : attr_method_name(r->method), NPY_F32, r->data, r->ndim, r->shape, err)))
+    if (!name) name = attr_method_name(r->method);
+    if (r->ndim == 3 && (r->method == ATTR_ROLLOUT || r->method == ATTR_FLOW || r->method == ATTR_GRAD)) {
+        /* per layer (L, T, T): the last layer is the whole model's (T, T) under name */
+        char lname[64];
+        snprintf(lname, sizeof lname, "%s_layers", name);
+        const float *last = r->data + (size_t)(r->L - 1) * r->T * r->T;
+        if ((s = npz_add(w, name, NPY_F32, last, 2, r->shape + 1, err))) goto cleanup;
+        if ((s = npz_add(w, lname, NPY_F32, r->data, 3, r->shape, err))) goto cleanup;
+    } else if ((s = npz_add(w, name, NPY_F32, r->data, r->ndim, r->shape, err))) {
         goto cleanup;
+    }
     if (rel && (s = npz_add(w, "relevance", NPY_F32, rel, 1, t_shape, err))) goto cleanup;
     if (r->method == ATTR_GRAD || r->method == ATTR_IMPORTANCE) {
         const int32_t tp[2] = {r->target, r->position};
@@ -67,6 +78,11 @@ as_status sal_write_npz(const as_model *m, const as_encoding *enc, const sal_res
     if ((s = npz_add(w, "relevance", NPY_F32, r->scores, 1, t_shape, err))) goto cleanup;
     if ((s = npz_add(w, "target", NPY_I32, &target, 1, one, err))) goto cleanup;
     if ((s = npz_add(w, "logit", NPY_F32, &logit, 1, one, err))) goto cleanup;
+    if (r->method == SAL_IG) { /* the step count and logit(x) - logit(baseline) of completeness */
+        const int32_t steps = r->steps;
+        if ((s = npz_add(w, "steps", NPY_I32, &steps, 1, one, err))) goto cleanup;
+        if ((s = npz_add(w, "logit_delta", NPY_F32, &r->ig_delta, 1, one, err))) goto cleanup;
+    }
     s = npz_close(w, err);
     w = NULL;
 cleanup:

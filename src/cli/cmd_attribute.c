@@ -17,24 +17,27 @@ static const char *ATTR_HELP =
     "                           [--type-ids 0,0,...]\n"
     "                           --method rollout|flow|norm|norm2|alti|grad-attn|grad|gxi|ig\n"
     "                                    |importance\n"
-    "                           [--target C] [--position P] [--format json|npz] [--out FILE]\n"
-    "                           [--threads N]\n"
+    "                           [--target C] [--position P] [--steps N] [--format json|npz]\n"
+    "                           [--out FILE] [--threads N]\n"
     "\n"
     "Attributes with more than one layer's raw attention (docs/attribution.md):\n"
-    "  rollout     attention rollout (Abnar & Zuidema 2020): (T, T) output x input token\n"
-    "  flow        attention flow, max-flow through the layers (same paper); (T, T),\n"
-    "              at most 128 tokens\n"
+    "  rollout     attention rollout (Abnar & Zuidema 2020): (T, T) output x input token,\n"
+    "              and (L, T, T) per layer, layer l the product of layers 0..l\n"
+    "  flow        attention flow, max-flow through the layers (same paper); (T, T), and\n"
+    "              (L, T, T) per layer, layer l from layer 0 to layer l's output; at most\n"
+    "              128 tokens\n"
     "  norm        ||attention x transformed value|| per head (Kobayashi et al. 2020); (L, H, T, T)\n"
     "  norm2       ||part of each block output from each input token||, attention + residual\n"
     "              + the norm after it (Kobayashi et al. 2021); (L, T, T) per layer\n"
     "  alti        ALTI contributions (Ferrando et al. 2022) through every block, multiplied\n"
     "              over layers; (L, T, T), layer l cumulative up to l\n"
-    "  grad-attn   gradient-weighted attention rollout (Chefer et al. 2021); (T, T)\n"
+    "  grad-attn   gradient-weighted attention rollout (Chefer et al. 2021); (T, T), and\n"
+    "              (L, T, T) per layer, layer l propagated through layers 0..l\n"
     "  grad        gradient saliency ||dy/de_t||_1 on each word embedding (as `attnscope\n"
     "              saliency`); (T); sequence classifiers\n"
     "  gxi         gradient x input, signed; (T); sequence classifiers\n"
-    "  ig          integrated gradients from all-zero word vectors, 32 steps; (T);\n"
-    "              sequence classifiers\n"
+    "  ig          integrated gradients from all-zero word vectors, --steps N midpoint\n"
+    "              steps (1..1024, default 32); (T); sequence classifiers\n"
     "  importance  head importance |sum A dy/dA| (Michel et al. 2019); (L, H)\n"
     "grad-attn, grad, gxi, ig and importance explain one logit: --target C (class index or\n"
     "label of a classifier, token id of an LM / masked-LM head; default: the predicted one)\n"
@@ -44,18 +47,25 @@ static const char *ATTR_HELP =
     "of a classifier, --position of an LM) of the whole model's map (rollout, flow,\n"
     "grad-attn, alti), of the last layer's (norm2), of the last layer's summed over heads\n"
     "(norm); the scores themselves for grad, gxi, ig. The npz holds the result under the\n"
-    "method's name, relevance, input_ids, tokens and token_text.\n"
+    "method's name, relevance, input_ids, tokens and token_text; rollout, flow and grad-attn\n"
+    "also their per-layer maps as <method>_layers (JSON: \"layers\": {shape, data}); ig also\n"
+    "steps and logit_delta (logit - baseline logit; |sum(relevance) - logit_delta| is the\n"
+    "completeness gap; JSON: \"ig\": {steps, sum, logit_delta, gap}).\n"
     "--format json (default) writes to --out FILE or stdout; npz needs --out.\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     cli_input in;
     const char *target, *position, *format, *out;
+    int steps;    /* --steps (ig); 0 = SAL_DEFAULT_STEPS */
     int method_set;
     attr_method method;
     int saliency; /* 1: --method grad, gxi or ig (sal_method in smethod) */
     sal_method smethod;
 } attr_args;
+
+/* Largest --steps of ig (each step is one forward and one backward). */
+#define ATTR_IG_MAX_STEPS 1024
 
 #define METHODS "rollout, flow, norm, norm2, alti, grad-attn, grad, gxi, ig or importance"
 
@@ -85,6 +95,12 @@ static int parse_args(int argc, char **argv, attr_args *a) {
         if (!strcmp(o, "--target")) { VAL(); a->target = v; }
         else if (!strcmp(o, "--position")) { VAL(); a->position = v; }
         else if (!strcmp(o, "--out")) { VAL(); a->out = v; }
+        else if (!strcmp(o, "--steps")) {
+            VAL();
+            if (cli_parse_int(v, 1, ATTR_IG_MAX_STEPS, &a->steps))
+                return cli_usage_error("attribute", "bad --steps '%s': expected an integer in [1, %d]", v,
+                                       ATTR_IG_MAX_STEPS);
+        }
         else if (!strcmp(o, "--format")) {
             VAL();
             if (strcmp(v, "json") && strcmp(v, "npz"))
@@ -105,6 +121,8 @@ static int parse_args(int argc, char **argv, attr_args *a) {
     int rc = cli_input_check(&a->in, "attribute");
     if (rc) return rc;
     if (!strcmp(a->format, "npz") && !a->out) return cli_usage_error("attribute", "--format npz needs --out FILE");
+    if (a->steps && !(a->saliency && a->smethod == SAL_IG))
+        return cli_usage_error("attribute", "--steps applies to --method ig only");
     if (a->saliency && a->position)
         return cli_usage_error("attribute", "--position applies to --method grad-attn and importance only");
     int grad = a->saliency || a->method == ATTR_GRAD || a->method == ATTR_IMPORTANCE;
@@ -129,34 +147,59 @@ static int parse_target(const as_model *m, const attr_args *a, attr_opts *o) {
 }
 
 /* What write_json writes beside the tokens: the result (ndim, shape, data) under `method`,
- * rel (T) or NULL, and target / position / logit when target >= 0 (position >= 0). */
+ * rel (T) or NULL, layers (L, T, T) or NULL, target / position / logit when target >= 0
+ * (position >= 0), and ig's step count and logit difference when ig is not NULL. */
 typedef struct {
     const char *method;
     int ndim;
     const int64_t *shape;
     const float *data, *rel;
+    const float *layers; /* (L, T, T) every layer's map, the last = data; or NULL */
+    int L;
     int target, position;
     float logit;
+    const sal_result *ig;
 } json_body;
 
+/* {"shape": [shape], "data": [n values]} */
+static json_t *json_tensor(int ndim, const int64_t *shape, const float *x) {
+    json_t *t = json_object(), *sh = json_array(), *data = json_array();
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        json_array_append_new(sh, json_integer(shape[d]));
+        n *= (size_t)shape[d];
+    }
+    for (size_t i = 0; i < n; i++) json_array_append_new(data, json_real(x[i]));
+    json_object_set_new(t, "shape", sh);
+    json_object_set_new(t, "data", data);
+    return t;
+}
+
 static int write_json(const as_model *m, const as_encoding *enc, const json_body *b, const char *out) {
-    json_t *j = json_object(), *shape = json_array(), *data = json_array();
+    json_t *j = json_object(), *res = json_tensor(b->ndim, b->shape, b->data);
     json_object_set_new(j, "model", json_string(as_model_dir(m)));
     json_object_set_new(j, "method", json_string(b->method));
     json_object_set_new(j, "tokens", as_tokens_json_value(m, enc));
-    size_t n = 1;
-    for (int d = 0; d < b->ndim; d++) {
-        json_array_append_new(shape, json_integer(b->shape[d]));
-        n *= (size_t)b->shape[d];
-    }
-    json_object_set_new(j, "shape", shape);
+    json_object_set(j, "shape", json_object_get(res, "shape"));
     if (b->target >= 0) {
         json_object_set_new(j, "target", json_integer(b->target));
         if (b->position >= 0) json_object_set_new(j, "position", json_integer(b->position));
         json_object_set_new(j, "logit", json_real(b->logit));
     }
-    for (size_t i = 0; i < n; i++) json_array_append_new(data, json_real(b->data[i]));
-    json_object_set_new(j, "data", data);
+    if (b->ig) { /* as `attnscope saliency --format json` */
+        json_t *ig = json_object();
+        json_object_set_new(ig, "steps", json_integer(b->ig->steps));
+        json_object_set_new(ig, "sum", json_real(b->ig->ig_sum));
+        json_object_set_new(ig, "logit_delta", json_real(b->ig->ig_delta));
+        json_object_set_new(ig, "gap", json_real(b->ig->ig_gap));
+        json_object_set_new(j, "ig", ig);
+    }
+    json_object_set(j, "data", json_object_get(res, "data"));
+    json_decref(res);
+    if (b->layers) {
+        const int64_t lshape[3] = {b->L, enc->n, enc->n};
+        json_object_set_new(j, "layers", json_tensor(3, lshape, b->layers));
+    }
     if (b->rel) {
         json_t *rel = json_array();
         for (int t = 0; t < enc->n; t++) json_array_append_new(rel, json_real(b->rel[t]));
@@ -179,7 +222,7 @@ static int write_json(const as_model *m, const as_encoding *enc, const json_body
 /* --method grad, gxi or ig: sal_compute's scores, which are also the relevance. */
 static int run_saliency(const as_model *m, const as_encoding *enc, const attr_args *a, int target) {
     as_error err = {0};
-    sal_opts so = {.method = a->smethod, .target = target, .threads = a->in.threads};
+    sal_opts so = {.method = a->smethod, .target = target, .steps = a->steps, .threads = a->in.threads};
     sal_result r = {0};
     int rc = 0;
     if (sal_compute(m, enc, &so, &r, &err)) {
@@ -189,7 +232,8 @@ static int run_saliency(const as_model *m, const as_encoding *enc, const attr_ar
     } else {
         const int64_t shape[1] = {r.T};
         json_body b = {.method = sal_method_name(r.method), .ndim = 1, .shape = shape, .data = r.scores,
-                       .rel = r.scores, .target = r.target, .position = -1, .logit = r.logits[r.target]};
+                       .rel = r.scores, .target = r.target, .position = -1, .logit = r.logits[r.target],
+                       .ig = r.method == SAL_IG ? &r : NULL};
         rc = write_json(m, enc, &b, a->out);
     }
     sal_result_free(&r);
@@ -210,7 +254,10 @@ int cmd_attribute(int argc, char **argv) {
     as_encoding enc = {0};
     attr_result r = {0};
     float *rel = NULL;
-    attr_opts o = {.method = a.method, .target = -1, .position = -1, .threads = a.in.threads};
+    /* rollout, flow, grad-attn: every layer's map, the last the whole model's */
+    const int layers = a.method == ATTR_ROLLOUT || a.method == ATTR_FLOW || a.method == ATTR_GRAD;
+    attr_opts o = {.method = a.method, .target = -1, .position = -1, .threads = a.in.threads,
+                   .layers = !a.saliency && layers};
     if ((rc = cli_input_load(&a.in, &m)) || (rc = parse_target(m, &a, &o)) ||
         (rc = cli_input_encode(&a.in, "attribute", m, &enc)))
         goto cleanup;
@@ -241,6 +288,10 @@ int cmd_attribute(int argc, char **argv) {
         int grad = r.method == ATTR_GRAD || r.method == ATTR_IMPORTANCE;
         json_body b = {.method = name, .ndim = r.ndim, .shape = r.shape, .data = r.data, .rel = rel,
                        .target = grad ? r.target : -1, .position = r.position, .logit = r.logit};
+        if (o.layers) { /* the whole model's (T, T) as the result, every layer's beside it */
+            b.ndim = 2, b.shape = r.shape + 1, b.layers = r.data, b.L = r.L;
+            b.data = r.data + (size_t)(r.L - 1) * r.T * r.T;
+        }
         rc = write_json(m, &enc, &b, a.out);
     }
 cleanup:

@@ -2,7 +2,11 @@
 # test_attribute.sh — `attnscope attribute`: exit 2 with one-line errors for bad input,
 # and the values it writes (JSON and npz) against tests/ref/gen_attrib.py's references on
 # the bert (classifier) and gpt2 (LM) fixtures and gen_mixing.py's (norm2, alti: bert,
-# gemma2) (read with numpy, no torch); a text pair
+# gemma2) (read with numpy, no torch); every layer's rollout against NumPy on the attention
+# `attnscope run` captures, every layer's flow against networkx's and grad-attn against
+# torch.autograd's (the committed <name>_layers references), the last layer the whole
+# model's map; ig's --steps against the PyTorch IG reference and its completeness gap
+# shrinking with more steps; a text pair
 # through a real tokenizer (models/attnscope-sst2) with the class given by its label.
 # Usage: test_attribute.sh path/to/attnscope
 set -u
@@ -40,6 +44,11 @@ expect 2 "bad --target 'POSITIVE'" -- attribute --model $FX/bert --ids "$BERT_ID
 expect 2 "position 9 out of range" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad-attn --position 9
 expect 2 "bad --position '-1'" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad-attn --position -1
 expect 2 "no_such_model" -- attribute --model $TMP/no_such_model --ids 1,2 --method rollout
+expect 2 "bad --steps '0'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method ig --steps 0
+expect 2 "bad --steps '1025'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method ig --steps 1025
+expect 2 "bad --steps 'many'" -- attribute --model $FX/bert --ids "$BERT_IDS" --method ig --steps many
+expect 2 "--steps applies to --method ig only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method gxi --steps 8
+expect 2 "--steps applies to --method ig only" -- attribute --model $FX/bert --ids "$BERT_IDS" --method rollout --steps 8
 
 check() { # FILE  PYTHON: compares what attribute wrote with the reference
   if $PY - "$@" >"$TMP/py" 2>&1; then ok "$(tail -1 "$TMP/py")"; else fail "$(tail -3 "$TMP/py")"; fi
@@ -68,6 +77,12 @@ assert j["method"] == m and list(got.shape) == list(ref.shape), (j["shape"], ref
 assert len(j["tokens"]) == 10 and j["tokens"][0]["id"] == 2
 d = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
 assert d < 1e-4, d
+# rollout, flow, grad-attn: every layer's map beside the whole model's, its last layer
+if m in ("rollout", "flow", "grad-attn"):
+    lay = np.array(j["layers"]["data"], dtype=np.float32).reshape(j["layers"]["shape"])
+    assert j["layers"]["shape"] == [2, 10, 10] and np.array_equal(lay[-1], np.float32(got)), m
+else:
+    assert "layers" not in j
 if m in ("grad-attn", "importance"):
     assert j["target"] == 0 and j["position"] == 0, (j["target"], j["position"])
 else:
@@ -86,8 +101,10 @@ expect 0 "" -- attribute --model $FX/gpt2 --ids "$GPT2_IDS" --method grad-attn -
 check "$TMP/g.npz" <<EOF
 $REF_PY
 z = np.load(sys.argv[1]); ref = st("tests/ref/fixtures/attrib/gpt2.safetensors")
-assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "grad-attn", "relevance", "target", "position", "logit"]), z.files
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "grad-attn", "grad-attn_layers", "relevance", "target",
+                                  "position", "logit"]), z.files
 assert z["grad-attn"].shape == (9, 9) and z["input_ids"].shape == (9,)
+assert z["grad-attn_layers"].shape == (3, 9, 9) and np.array_equal(z["grad-attn_layers"][2], z["grad-attn"])
 d = np.abs(z["grad-attn"] - ref["grad"]).max()
 assert np.array_equal(z["relevance"], z["grad-attn"][8]), "relevance is the row of the LM's position"
 assert d < 1e-4 and z["target"][0] == ref["target"][0] and z["position"][0] == 8, (d, z["target"], z["position"])
@@ -144,11 +161,82 @@ for m in rollout flow; do
   check "$TMP/$m.npz" $m <<EOF
 $REF_PY
 z = np.load(sys.argv[1]); m = sys.argv[2]
-assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", m, "relevance"]), z.files
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", m, m + "_layers", "relevance"]), z.files
 assert z["relevance"].shape == (10,) and np.array_equal(z["relevance"], z[m][0])
 print(f"bert {m} npz: relevance = row 0 of {m} {z[m].shape}")
 EOF
 done
+# every layer's map (cumulative): rollout against NumPy on the attention attnscope itself
+# captures, flow against networkx and grad-attn against torch.autograd (gen_attrib.py's
+# <name>_layers references); the last layer is the whole model's map
+for fx in bert gpt2; do
+  IDS=$(ids_of $FX/$fx/expected.safetensors)
+  expect 0 "" -- run --model $FX/$fx --ids "$IDS" --capture attn --format npz --out "$TMP/cap_$fx.npz"
+  for m in rollout flow grad-attn; do
+    expect 0 "" -- attribute --model $FX/$fx --ids "$IDS" --method $m --format npz --out "$TMP/lay_${fx}_$m.npz" --threads 2
+  done
+  check "$TMP/cap_$fx.npz" $fx "$TMP/lay_${fx}_rollout.npz" "$TMP/lay_${fx}_flow.npz" "$TMP/lay_${fx}_grad-attn.npz" <<EOF
+$REF_PY
+A = np.load(sys.argv[1])["attentions"].astype(np.float64); fx = sys.argv[2]
+L, H, T = A.shape[0], A.shape[1], A.shape[-1]
+R, want = np.eye(T), []
+for l in range(L):  # Â_l = renorm_rows(0.5 mean_h A_l + 0.5 I), layer l: Â_l ... Â_0
+    a = 0.5 * A[l].mean(0) + 0.5 * np.eye(T); a /= a.sum(-1, keepdims=True)
+    R = a @ R; want.append(R)
+ref = st(f"tests/ref/fixtures/attrib/{fx}_layers.safetensors")
+out = []
+for path, m, want_m in ((sys.argv[3], "rollout", np.array(want)), (sys.argv[4], "flow", ref["flow_layers"]),
+                        (sys.argv[5], "grad-attn", ref["grad_layers"])):
+    z = np.load(path); lay = z[m + "_layers"]
+    assert lay.shape == (L, T, T) and np.array_equal(lay[-1], z[m]), (m, lay.shape)
+    d = np.abs(lay - want_m).max() / (max(1.0, np.abs(want_m).max()) if m == "grad-attn" else 1.0)
+    assert d <= (1e-4 if m == "grad-attn" else 1e-5), (m, d)
+    out.append(f"{m} {d:.1e}")
+# the flow through one layer is that layer's Â: rollout's first layer
+assert np.abs(np.load(sys.argv[4])["flow_layers"][0] - want[0]).max() < 1e-5
+print(f"{fx} every layer (L = {L}), max diff: " + ", ".join(out))
+EOF
+done
+# ig --steps: the PyTorch reference at its step count (the "sal" case of
+# tests/ref/fixtures/backward/bert, tests/ref/gen_backward.py), and the completeness gap |sum(relevance) - (logit - baseline
+# logit)| falls as the steps grow
+BW=tests/ref/fixtures/backward/bert
+SAL=$($PY - $BW/expected.safetensors <<'PYEOF'
+import json, struct, sys
+import numpy as np
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); base = 8 + n
+    def get(k):
+        t = h[k]; f.seek(base + t["data_offsets"][0])
+        return np.frombuffer(f.read(t["data_offsets"][1] - t["data_offsets"][0]), "<i4")
+    print(",".join(map(str, get("sal.ids"))), ",".join(map(str, get("sal.type_ids"))), get("sal.ig_steps")[0])
+PYEOF
+)
+read -r SAL_IDS SAL_TT SAL_STEPS <<<"$SAL"
+for n in 2 8 $SAL_STEPS 256; do
+  expect 0 "" -- attribute --model $BW --ids "$SAL_IDS" --type-ids "$SAL_TT" --method ig --steps $n --format npz --out "$TMP/ig_$n.npz"
+done
+expect 0 "" -- attribute --model $BW --ids "$SAL_IDS" --type-ids "$SAL_TT" --method ig --steps 8 --out "$TMP/ig_8.json"
+check "$TMP/ig_2.npz" "$TMP/ig_8.npz" "$TMP/ig_$SAL_STEPS.npz" "$TMP/ig_256.npz" "$TMP/ig_8.json" <<EOF
+$REF_PY
+ref = st("$BW/expected.safetensors")
+base = float(ref["sal.logit_base"][0]); gaps = []; d = None
+for path in sys.argv[1:5]:
+    z = np.load(path)
+    assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", "ig", "relevance", "target", "logit", "steps",
+                                      "logit_delta"]), z.files
+    delta = float(z["logit"][0]) - base  # f(x) - f(baseline), the baseline logit from PyTorch
+    assert abs(float(z["logit_delta"][0]) - delta) < 1e-5, (z["logit_delta"], delta)
+    gaps.append((int(z["steps"][0]), abs(float(z["relevance"].astype(np.float64).sum()) - delta)))
+    if z["steps"][0] == int(ref["sal.ig_steps"][0]):
+        want = ref["sal.ig"]; d = np.abs(z["ig"] - want).max() / np.abs(want).max()
+        assert d < 1e-4, d
+assert d is not None and all(b[1] < a[1] for a, b in zip(gaps, gaps[1:])), gaps
+j = json.load(open(sys.argv[5])); z8 = np.load(sys.argv[2])
+assert j["ig"]["steps"] == 8 and abs(j["ig"]["gap"] - gaps[1][1]) < 1e-5 and np.allclose(j["relevance"], z8["ig"], atol=1e-7)
+print(f"bert ig: PyTorch reference at {int(ref['sal.ig_steps'][0])} steps within {d:.1e}; completeness gap by steps "
+      + ", ".join(f"{s}: {g:.2e}" for s, g in gaps))
+EOF
 # gradient saliency: the same scores as `attnscope saliency` on the same input (npz and JSON)
 for m in grad gxi ig; do
   expect 0 "" -- saliency --model $FX/bert --ids "$BERT_IDS" --method $m --format json
@@ -159,7 +247,8 @@ for m in grad gxi ig; do
 $REF_PY
 z = np.load(sys.argv[1]); s = json.load(open(sys.argv[2])); j = json.load(open(sys.argv[3])); m = sys.argv[4]
 want = np.array([t["score"] for t in s["tokens"]])
-assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", m, "relevance", "target", "logit"]), z.files
+extra = ["steps", "logit_delta"] if m == "ig" else []
+assert sorted(z.files) == sorted(["input_ids", "tokens", "token_text", m, "relevance", "target", "logit"] + extra), z.files
 assert z[m].shape == (10,) and np.array_equal(z[m], z["relevance"])
 d = max(np.abs(z["relevance"] - want).max(), np.abs(np.array(j["relevance"]) - want).max(),
         np.abs(np.array(j["data"]) - want).max())
