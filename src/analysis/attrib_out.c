@@ -1,6 +1,8 @@
 /* attrib_out.c — writes an attribution result (attrib.c) or a saliency result (saliency.c)
  * as an .npz archive: the input and its tokens beside the result and its per-token
- * relevance, the one file format of `attnscope attribute --format npz`.
+ * relevance (a per-layer rollout, flow or grad result as the whole model's map and
+ * <name>_layers; ig's step count and logit difference), the one file format of
+ * `attnscope attribute --format npz`.
  * What it does not: compute anything (attr_compute, sal_compute do) or write JSON (the CLI).
  */
 #include "analysis/attrib.h"

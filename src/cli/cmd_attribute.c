@@ -4,6 +4,8 @@
  * gxi, ig: sal_compute) on one input, with the target's per-token relevance
  * (attr_relevance; a saliency's scores), written as JSON (tokens, shape, the values flat
  * in row-major order, relevance) or as an .npz archive (attr_write_npz_named, sal_write_npz).
+ * Rollout, flow and grad-attn also write every layer's cumulative map (attr_opts.layers:
+ * (L, T, T), the last the whole model's (T, T) result); ig takes --steps.
  * What it does not: draw anything (the server's view does), or average over a corpus.
  */
 #include "cli_input.h"
