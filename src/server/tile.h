@@ -24,6 +24,9 @@
  * ask for (layers x heads; more: 413) and the bytes of its pooled cells, max and mean at
  * f32, which the server holds while it answers (more: 413). */
 #define SRV_TILE_MAX_ACTIVE 2
+/* One-row requests of one head (rows=a-a: one softmax row, O(T · Dh), the long map's exact
+ * weight under the pointer) are admitted apart from the others, this many at once. */
+#define SRV_TILE_MAX_ROW_ACTIVE 8
 #define SRV_TILE_MAX_PER_REQUEST 1024
 #define SRV_TILE_MAX_RESPONSE_BYTES (16u << 20)
 
