@@ -42,7 +42,8 @@ and tests/ref/fixtures/attrib/<name>_layers.safetensors, every layer's map, cumu
                        alone, from (0, j) to (l + 1, i), normalised as flow / raw
     grad_layers        F32 (L, T, T)  R_l of grad, the same dA (torch.autograd)
 and tests/ref/fixtures/attrib/random_flow.safetensors: random sparse attention
-(attentions (L, H, T, T)) with its flow_raw and flow by networkx (random_flow_case).
+(attentions (L, H, T, T)) with its flow_raw and flow by networkx (random_flow_case), and
+random_flow_layers.safetensors: its flow_raw_layers and flow_layers (L, T, T) as above.
 
 What it does not: change the model fixtures; `make fixtures` runs it after gen_grads.py.
 Run (deterministic): /usr/bin/python3 tests/ref/gen_attrib.py
@@ -176,6 +177,11 @@ def random_flow_case():
              {"generator": GENERATOR, "case": "random sparse attention, seed 77"})
     print(f"random_flow  L={L} H={H} T={T} |flow_raw| max {raw.max().item():.4f} min {raw.min().item():.4f} "
           f"-> {os.path.getsize(path)} bytes")
+    fl = [flow(A[:l + 1].double()) for l in range(L)]
+    path = os.path.join(OUT_DIR, "random_flow_layers.safetensors")
+    st_write(path, [("flow_raw_layers", torch.stack([f[0] for f in fl]), "F32"),
+                    ("flow_layers", torch.stack([f[1] for f in fl]), "F32")],
+             {"generator": GENERATOR, "case": "random sparse attention, seed 77, every layer"})
 
 
 def main():

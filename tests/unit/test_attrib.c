@@ -306,6 +306,22 @@ static void test_random_flow(void **state) {
     assert_int_equal(attr_flow(a->data, L, H, T, 2, F, &err), AS_OK);
     compare("flow", F, norm, (size_t)T * T, 1e-6, 0);
     free(F);
+    /* every layer's: from layer 0 to layer l's output on layers 0..l alone */
+    st_file *g = open_layers("random_flow");
+    const float *raw_l = tensor(g, "flow_raw_layers", DTYPE_F32)->data;
+    md = 0.0;
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+                md = fmax(md, fabs(attr_flow_value(a->data, l + 1, H, T, j, i) - raw_l[(l * T + i) * T + j]));
+    printf("  every layer's max-flow vs networkx max abs diff %.2e\n", md);
+    assert_true(md <= 1e-6);
+    float *FL = malloc((size_t)L * T * T * sizeof(float));
+    assert_non_null(FL);
+    assert_int_equal(attr_flow_layers(a->data, L, H, T, 3, FL, &err), AS_OK);
+    compare("flow, every layer", FL, tensor(g, "flow_layers", DTYPE_F32)->data, (size_t)L * T * T, 1e-6, 0);
+    free(FL);
+    st_file_free(g);
     st_file_free(f);
 }
 
