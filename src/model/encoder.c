@@ -188,25 +188,34 @@ static void head_stats_out(const head_stats_acc *a, float *out) {
  * column block; when the block row's last row is in, they go to the head's (S, S) max and
  * mean. Costs one pass over each row's allowed keys. */
 typedef struct {
-    int S, T, b;                /* side, tokens, current block row */
-    float cmax[AS_THUMB_SIDE];  /* (S) */
-    double csum[AS_THUMB_SIDE]; /* (S) */
-    float *mx, *mean;           /* (S, S) this head's thumbnails */
+    int S, T, b;                 /* side, tokens, current block row */
+    int start[AS_THUMB_SIDE + 1]; /* (S + 1) first token of each block; start[S] = T */
+    float cmax[AS_THUMB_SIDE];   /* (S) */
+    double csum[AS_THUMB_SIDE];  /* (S) */
+    float *mx, *mean;            /* (S, S) this head's thumbnails */
 } thumb_acc;
 
-/* First token of block b of S over T tokens (b = S gives T). */
-static int thumb_start(int b, int T, int S) { return (int)((int64_t)b * T / S); }
+/* An empty accumulator of side S over T tokens writing into mx and mean (S, S). */
+static void thumb_init(thumb_acc *a, int S, int T, float *mx, float *mean) {
+    memset(a, 0, sizeof *a);
+    a->S = S;
+    a->T = T;
+    a->mx = mx;
+    a->mean = mean;
+    for (int b = 0; b <= S; b++) a->start[b] = (int)((int64_t)b * T / S);
+}
 
 /* Rows [i0, i1) of P (i1 - i0, T) into a; ru says which keys a row may see (the others
  * are 0 in P, so they are skipped). */
 static void thumb_rows(const float *P, const attn_rule *ru, int i0, int i1, thumb_acc *a) {
     int T = a->T, S = a->S;
+    const int *st = a->start;
     for (int i = i0; i < i1; i++) {
         const float *p = P + (size_t)(i - i0) * T;
         int hi = ru->causal ? i + 1 : T;
         int lo = ru->window > 0 && i - ru->window + 1 > 0 ? i - ru->window + 1 : 0;
         for (int c = 0; c < S; c++) {
-            int k0 = thumb_start(c, T, S), k1 = thumb_start(c + 1, T, S);
+            int k0 = st[c], k1 = st[c + 1];
             if (k1 <= lo) continue;
             if (k0 >= hi) break;
             if (k0 < lo) k0 = lo;
@@ -219,10 +228,10 @@ static void thumb_rows(const float *P, const attn_rule *ru, int i0, int i1, thum
             a->cmax[c] = m;
             a->csum[c] += sum;
         }
-        int r0 = thumb_start(a->b, T, S), r1 = thumb_start(a->b + 1, T, S);
+        int r0 = st[a->b], r1 = st[a->b + 1];
         if (i + 1 < r1) continue;
         for (int c = 0; c < S; c++) { /* the block row's last row: out, and reset */
-            double cells = (double)(thumb_start(c + 1, T, S) - thumb_start(c, T, S)) * (double)(r1 - r0);
+            double cells = (double)(st[c + 1] - st[c]) * (double)(r1 - r0);
             a->mx[(size_t)a->b * S + c] = a->cmax[c];
             a->mean[(size_t)a->b * S + c] = (float)(a->csum[c] / cells);
             a->cmax[c] = 0.0f;
@@ -319,11 +328,11 @@ static void attn_task(void *ctx, int h, int tid) {
     float *Sf = tl && tl->S ? tl->S + (size_t)h * TT : cS; /* the backward reads P (and soft-capped S) */
     float *Pf = tl ? tl->P + (size_t)h * TT : cP;
     head_stats_acc st = {{0}, 0, 0, 0};
-    thumb_acc th = {0};
+    thumb_acc th;
     int thumbs = cap && r->thumb_max && Tk == T; /* self-attention only */
     if (thumbs) {
         size_t SS = (size_t)r->thumb * r->thumb;
-        th = (thumb_acc){.S = r->thumb, .T = T, .mx = r->thumb_max + slot * SS, .mean = r->thumb_mean + slot * SS};
+        thumb_init(&th, r->thumb, T, r->thumb_max + slot * SS, r->thumb_mean + slot * SS);
     }
     for (int i0 = 0; i0 < T; i0 += ATTN_ROW_BLOCK) {
         int i1 = i0 + ATTN_ROW_BLOCK < T ? i0 + ATTN_ROW_BLOCK : T;
