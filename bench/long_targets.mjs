@@ -1,7 +1,7 @@
 // bench/long_targets.mjs — the browser side of bench/long_targets.py: Debian's Chromium
 // (playwright-core) against the real `attnscope serve`. On a long input (the long map):
-// opening a head's whole map, a zoom step and a drag's first redraw, the tooltip under
-// the pointer (and its exact weight); on a 32 × 32-head model, the model view's 1,024
+// opening a head's whole map, the tooltip under the pointer (and its exact weight) on the
+// whole map and after the zoom steps, a zoom step and a drag's first redraw; on a 32 × 32-head model, the model view's 1,024
 // thumbnails from its one pooled request. Times are the page's performance.now()
 // (event to the state drawn, read at the next animation frame: an upper bound) and
 // include the server's tile; a zoom, drag or hover is timed from its event in the page.
@@ -90,9 +90,11 @@ async function longMap(browser, page, url) {
     console.log(`open layer ${l} head ${h}, whole ${T} x ${T} map drawn: ${ms(dt)} (from the head's change event; 60 ms of it the map's rest before asking)`);
   }
   const canvas = page.getByTestId('long-canvas');
+  await canvas.scrollIntoViewIfNeeded();
   const box = await canvas.boundingBox();
   const lm = await page.evaluate(() => window.__attnscope.longmap);
   const cx = box.x + lm.left + lm.size / 2, cy = box.y + lm.top + lm.size / 2;
+  await hovers(page, cx, cy, -1, `the whole ${T} x ${T} map (zoomed fully out)`); /* below the diagonal: keys a causal query sees */
   for (let i = 0; i < 2 * REPEAT; i++) {
     await page.mouse.move(cx, cy);
     await page.mouse.wheel(0, -100); /* __lt.wheel: the event's time in the page */
@@ -114,14 +116,20 @@ async function longMap(browser, page, url) {
     await page.mouse.up();
     console.log(`pan (drag by 40 px): first frame ${Number.isNaN(frame) ? 'n/a (the map redraws only with the new tile)' : ms(frame)}, the window's tile drawn ${ms(full)}`);
   }
+  await hovers(page, cx, cy, 1, `a ${(await page.evaluate(() => window.__attnscope.longmap.win.n))}-token window`);
+}
+
+/* 2 x REPEAT hovers around (cx, cy), each on another query row (dir 1: up and right, -1: down
+   and left): the tooltip (block max / mean) and its exact weight */
+async function hovers(page, cx, cy, dir, where) {
   for (let i = 0; i < 2 * REPEAT; i++) {
     await page.waitForFunction(settledNow);
-    await page.mouse.move(cx + 17 * (i + 1), cy - 11 * (i + 1));
+    await page.mouse.move(cx + dir * 17 * (i + 1), cy - dir * 11 * (i + 1));
     await page.waitForFunction(() => window.__lt.tip > window.__lt.move);
     const tip = await page.evaluate(() => window.__lt.tip - window.__lt.move);
     await page.evaluate(() => (window.__lt.hov = window.__lt.move));
     const exact = await frameWhen(page, 'hov', () => !!document.querySelector('[data-testid=long-exact]'));
-    console.log(`hover: tooltip (block max / mean) ${ms(tip)}, exact weight shown ${ms(exact)} (120 ms rest, then a one-cell tile unless at full resolution)`);
+    console.log(`hover on ${where}: tooltip (block max / mean) ${ms(tip)}, exact weight shown ${ms(exact)} (a segment of the query's row asked for at once, unless at full resolution)`);
   }
 }
 
