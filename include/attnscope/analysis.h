@@ -340,9 +340,9 @@ as_status an_export_db(const char *db_path, const char *out_path, as_error *err)
 
 /* 2: runs.source ('analyze' | 'import'); 3: sentence_heads.first, head_scores.first and
  * head_scores.induction; 4: table topk; 5: head importance, sink and ALTI columns; 6: table
- * encdec_heads. A database of an earlier version is upgraded in place by analyze, import,
+ * encdec_heads; 7: table topk_cross. A database of an earlier version is upgraded in place by analyze, import,
  * report and export (docs/analysis.md, "Store"). */
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 /* runs.source: what wrote a run, and the only mark of an imported run (its model_name
  * and params say nothing a reader should test). An import's params.source tells
  * `import --dir` ("import") from single files ("import-files"). */
@@ -393,8 +393,16 @@ as_status store_encdec_heads_json(struct sqlite3 *db, const char *path, int64_t 
 #define AN_TOPK_MAX 64
 #define AN_TOPK_ROW_BYTES(k) ((size_t)(k) * 8 + 4)
 
+/* Which attention a stored top-k is of: the model's self-attention (table topk: an encoder's
+ * or a decoder-only model's) or an encoder-decoder run's cross-attention (table topk_cross,
+ * `analyze --source --target --topk`: target rows over source keys). */
+typedef enum { AN_TOPK_SELF = 0, AN_TOPK_CROSS = 1 } an_topk_kind;
+
 /* The top-k of one attention row (n keys): idx (k), w (k), *rest. k in 1..AN_TOPK_MAX. */
 void an_topk_select(const float *row, int n, int k, int32_t *idx, float *w, float *rest);
+/* The top-k of n_rows dense attention rows (n_rows, n_keys) into out (n_rows,
+ * AN_TOPK_ROW_BYTES(k)) bytes, encoded as stored. k in 1..AN_TOPK_MAX. */
+void an_topk_dense(const float *rows, int n_rows, int n_keys, int k, uint8_t *out);
 /* The top-k rows of absolute layer l, head h of run r (computed by m with CAP_QKV) into
  * out (T, AN_TOPK_ROW_BYTES(k)) bytes, recomputing the attention a block of query rows at a
  * time (as_run_attention_rows): memory O(T) per call, never T x T. Only reads m and r.
@@ -403,31 +411,31 @@ as_status an_topk_head(const as_model *m, const as_run *r, int l, int h, int k, 
 
 /* One stored query row. */
 typedef struct {
-    int k, n_query, query;
+    int k, n_query, n_key, query; /* n_key: keys per row (n_query but in cross-attention) */
     int32_t index[AN_TOPK_MAX]; /* (k) key positions, -1 for an unused slot */
     float weight[AN_TOPK_MAX];  /* (k) */
     float rest;                 /* mass of the keys not listed */
 } an_topk_row;
-/* Reads query `query` of the stored top-k of (run, sent, layer, head) from an open
+/* Reads query `query` of the stored top-k of kind of (run, sent, layer, head) from an open
  * analysis database into *out. Errors: AS_ERR_INPUT when no such row is stored or query is
  * outside the sentence; AS_ERR_INTERNAL (naming path) when the database cannot be read or
  * the row is damaged (k, size or an index out of range). */
-as_status store_topk_row(struct sqlite3 *db, const char *path, int64_t run, int64_t sent, int layer, int head,
-                         int query, an_topk_row *out, as_error *err);
+as_status store_topk_row(struct sqlite3 *db, const char *path, an_topk_kind kind, int64_t run, int64_t sent,
+                         int layer, int head, int query, an_topk_row *out, as_error *err);
 /* Every stored top-k row of one sentence. */
 typedef struct {
-    int L, H, k, n_query;
+    int L, H, k, n_query, n_key; /* n_key: keys per row (n_query but in cross-attention) */
     int32_t *index; /* (L, H, n_query, k) key positions, -1 for an unused slot */
     float *weight;  /* (L, H, n_query, k) */
     float *rest;    /* (L, H, n_query) mass of the keys not listed */
 } an_topk_sentence;
-/* Reads the top-k rows of every layer and head of (run, sent) (a run of n_layer x n_head)
- * into *out (an_topk_sentence_free; owned by the caller). Errors: AS_ERR_INPUT when the
+/* Reads the top-k rows of kind of every layer and head of (run, sent) (n_layer x n_head:
+ * the decoder's layers for cross-attention) into *out (an_topk_sentence_free; owned by the caller). Errors: AS_ERR_INPUT when the
  * run stored none for the sentence, or when L x H x n_query x k is over max_entries (the
  * caller's bound on what it holds); AS_ERR_INTERNAL (naming path) when the database cannot
  * be read or a row is damaged (k, size, an index or a head out of range, heads missing). */
-as_status store_topk_sentence(struct sqlite3 *db, const char *path, int64_t run, int64_t sent, int n_layer,
-                              int n_head, size_t max_entries, an_topk_sentence *out, as_error *err);
+as_status store_topk_sentence(struct sqlite3 *db, const char *path, an_topk_kind kind, int64_t run, int64_t sent,
+                              int n_layer, int n_head, size_t max_entries, an_topk_sentence *out, as_error *err);
 /* Frees what store_topk_sentence allocated and zeroes s; NULL or a zeroed s is a no-op. */
 void an_topk_sentence_free(an_topk_sentence *s);
 /* The mean kept mass of run's stored top-k per layer: mass (n_layer, AN_TOPK_MAX), entry

@@ -2,7 +2,9 @@
  * per-head statistics of an encoder-decoder model's three kinds of attention (encoder
  * self-attention, decoder self-attention, cross-attention) over a parallel corpus, and
  * with gold alignments the alignment error rate of every cross-attention head
- * (attnscope/align.h), into table encdec_heads of the analysis database.
+ * (attnscope/align.h), into table encdec_heads of the analysis database; with --topk, each
+ * pair's cross-attention top-k (target rows over source keys, from the dense rows:
+ * an_topk_dense) into table topk_cross, one transaction per pair.
  * Encoder and decoder statistics are the forward's own (CAP_STATS: entropy, first-token
  * mass, self / previous / next mass, mean distance, spread, largest weight per real query
  * row); cross-attention gets entropy, the mass on the first source token and the largest
@@ -18,6 +20,7 @@
 #include "attnscope/align.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { ED_ENC = 0, ED_DEC, ED_CROSS, ED_KINDS };
@@ -32,6 +35,10 @@ typedef struct {
     double *sum[ED_KINDS]; /* (L of the kind, H, AS_HEAD_N_STATS) sums over sentences */
     al_counts *cnt;        /* (Ld, H + 1) */
     int32_t *best;         /* scratch (Ld, H + 1, Wt) */
+    store *st;             /* the open database (top-k rows are written per pair) */
+    int64_t run;
+    sqlite3_stmt *ins_topk; /* INSERT into topk_cross, with --topk */
+    uint8_t *topk;         /* scratch (Tt, AN_TOPK_ROW_BYTES(k)) */
 } ed_state;
 
 /* Cross-attention statistics of one run (Tt rows over Ts keys; real rows: the decoder
@@ -59,6 +66,35 @@ static void ed_cross_stats(const as_run *x, double *sum) {
     }
 }
 
+/* Writes pair `sent`'s cross-attention top-k (x: Tt rows over Ts keys per layer and head)
+ * into topk_cross, in one transaction. */
+static as_status ed_topk(ed_state *e, int sent, const as_run *x, as_error *err) {
+    const int Tt = x->T, Ts = x->Tk, k = e->o->topk;
+    const size_t bytes = (size_t)Tt * AN_TOPK_ROW_BYTES(k);
+    uint8_t *buf = realloc(e->topk, bytes);
+    if (!buf) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    e->topk = buf;
+    as_status rc = store_exec(e->st, "BEGIN IMMEDIATE", err);
+    if (rc) return rc;
+    for (int l = 0; l < x->n_lay && !rc; l++)
+        for (int h = 0; h < x->n_hd && !rc; h++) {
+            an_topk_dense(x->attn + ((size_t)l * x->n_hd + h) * (size_t)Tt * Ts, Tt, Ts, k, buf);
+            sqlite3_stmt *q = e->ins_topk;
+            store_set_int(q, "run", e->run);
+            store_set_int(q, "sent", sent);
+            store_set_int(q, "layer", l);
+            store_set_int(q, "head", h);
+            store_set_int(q, "k", k);
+            store_set_int(q, "n_query", Tt);
+            store_set_int(q, "n_key", Ts);
+            store_set_blob(q, "rows", buf, bytes);
+            rc = store_step_done(e->st, q, err);
+        }
+    if (!rc) return store_exec(e->st, "COMMIT", err);
+    store_exec(e->st, "ROLLBACK", &(as_error){0});
+    return rc;
+}
+
 /* Runs pair k and adds its statistics and AER counts. */
 static as_status ed_pair(ed_state *e, int k, as_error *err) {
     as_encoding se = {0}, te = {0}, de = {0};
@@ -82,6 +118,7 @@ static as_status ed_pair(ed_state *e, int k, as_error *err) {
         for (size_t x = 0; x < (size_t)kinds[kd]->n_lay * e->H * AS_HEAD_N_STATS; x++)
             e->sum[kd][x] += kinds[kd]->head_stats[x];
     ed_cross_stats(r->cross, e->sum[ED_CROSS]);
+    if (e->o->topk && (rc = ed_topk(e, k, r->cross, err))) goto cleanup;
     if (e->gold) {
         sw = as_malloc_array((size_t)se.n, sizeof *sw);
         lw = as_malloc_array((size_t)te.n, sizeof *lw);
@@ -171,7 +208,7 @@ fail:
  * parameters; found or created in st. */
 static as_status ed_begin(ed_state *e, const char *db_path, store *st, int64_t *run, int *done, as_error *err) {
     const an_opts *o = e->o;
-    char mdig[65], cdig[65], corpus[3700], params[160], p[3][1200];
+    char mdig[65], cdig[65], corpus[3700], params[180], p[3][1200], topk[24] = "";
     as_status rc = an_digest_dir(o->model_dir, an_model_file_wanted, mdig, err);
     if (rc) return rc;
     sha256_ctx hc;
@@ -184,8 +221,9 @@ static as_status ed_begin(ed_state *e, const char *db_path, store *st, int64_t *
     }
     sha256_final_hex(&hc, cdig);
     snprintf(corpus, sizeof corpus, "{\"source\":\"%s\",\"target\":\"%s\",\"gold\":\"%s\"}", p[0], p[1], p[2]);
-    snprintf(params, sizeof params, "{\"kind\":\"encdec\",\"decoder_layers\":%d,\"limit\":%d,\"rows\":\"predict\"}",
-             e->Ld, o->limit);
+    if (o->topk) snprintf(topk, sizeof topk, ",\"topk\":%d", o->topk); /* absent without: older runs' identity */
+    snprintf(params, sizeof params, "{\"kind\":\"encdec\",\"decoder_layers\":%d,\"limit\":%d,\"rows\":\"predict\"%s}",
+             e->Ld, o->limit, topk);
     const as_config *c = as_model_config(e->m);
     run_key k = {.model_name = o->model_dir, .model_digest = mdig, .arch = as_arch_name(c->arch), .corpus = corpus,
                  .corpus_digest = cdig, .params = params, .source = STORE_SOURCE_ANALYZE, .L = e->Le, .H = e->H,
@@ -237,6 +275,14 @@ as_status an_analyze_encdec(const char *db_path, const an_opts *o, as_error *err
         if (!o->quiet) printf("analyze: run %lld of %s is complete: nothing to do\n", (long long)run, db_path);
         goto cleanup;
     }
+    e.st = &st;
+    e.run = run;
+    if (o->topk) {
+        char sql[80]; /* the rows of an interrupted run are written again */
+        snprintf(sql, sizeof sql, "DELETE FROM topk_cross WHERE run=%lld", (long long)run);
+        if ((rc = store_exec(&st, sql, err)) || (rc = store_prepare_insert(&st, "topk_cross", NULL, &e.ins_topk, err)))
+            goto cleanup;
+    }
     double t0 = as_now();
     for (int k = 0; k < e.n && !rc; k++) {
         rc = ed_pair(&e, k, err);
@@ -248,6 +294,8 @@ as_status an_analyze_encdec(const char *db_path, const an_opts *o, as_error *err
         printf("analyze: run %lld: %d sentence pairs of %s, encoder, decoder and cross-attention heads%s in %.1f s -> %s\n",
                (long long)run, e.n, o->model_dir, o->gold ? " with AER" : "", as_now() - t0, db_path);
 cleanup:
+    sqlite3_finalize(e.ins_topk);
+    free(e.topk);
     store_close(&st);
     as_model_free(e.m);
     for (int kd = 0; kd < ED_KINDS; kd++) free(e.sum[kd]);

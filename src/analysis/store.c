@@ -77,6 +77,11 @@ static const store_column PATTERNS[] = {
 static const store_column TOPK[] = {{"run", IN}, {"sent", IN}, {"layer", IN}, {"head", IN},
                                     {"k", IN},   {"n_query", IN}, {"rows", "BLOB NOT NULL"}};
 
+/* the cross-attention top-k of an encoder-decoder run (analyze_encdec.c, --topk): as topk,
+ * n_query target rows over n_key source keys */
+static const store_column TOPK_CROSS[] = {{"run", IN}, {"sent", IN},    {"layer", IN}, {"head", IN},
+                                          {"k", IN},   {"n_query", IN}, {"n_key", IN}, {"rows", "BLOB NOT NULL"}};
+
 /* per head of an encoder-decoder run (analyze_encdec.c): kind 'encoder' | 'decoder' | 'cross' */
 static const store_column ENCDEC_HEADS[] = {
     {"run", IN},     {"kind", TN},    {"layer", IN},   {"head", IN},   {"n_sentences", IN}, {"entropy", R},
@@ -102,6 +107,7 @@ static const store_table TABLES[] = {
     /* a rowid table: its rows (kilobytes) are far above the size WITHOUT ROWID suits */
     {"topk", COLS(TOPK), "PRIMARY KEY(run, sent, layer, head)", 0},
     {"encdec_heads", COLS(ENCDEC_HEADS), "PRIMARY KEY(run, kind, layer, head)", 1},
+    {"topk_cross", COLS(TOPK_CROSS), "PRIMARY KEY(run, sent, layer, head)", 0},
 };
 #define N_TABLES ((int)(sizeof TABLES / sizeof TABLES[0]))
 
@@ -322,7 +328,7 @@ static void schema_version(sqlite3 *db, int *ver) {
     sqlite3_finalize(st);
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 6, "upgrade writes schema version 6");
+_Static_assert(STORE_SCHEMA_VERSION == 7, "upgrade writes schema version 7");
 
 /* The statements that take a database of schema version v to v + 1 (the columns added
  * since, at the end of their tables as a new database has them). */
@@ -355,6 +361,8 @@ static const char *const UPGRADE_SQL[STORE_SCHEMA_VERSION] = {
     "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
     /* 5 -> 6: table encdec_heads (created from the schema by upgrade(), empty for older runs) */
     "UPDATE meta SET value = '6' WHERE key = 'schema_version';",
+    /* 6 -> 7: table topk_cross (created from the schema by upgrade(), empty for older runs) */
+    "UPDATE meta SET value = '7' WHERE key = 'schema_version';",
 };
 
 /* Upgrades a database of schema version from (1 <= from < STORE_SCHEMA_VERSION) to

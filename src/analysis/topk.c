@@ -2,7 +2,8 @@
  * query, the k strongest keys (index, weight) and the mass of every other key, computed
  * from rows recomputed from a run's captured queries and keys (as_run_attention_rows,
  * AN_TOPK_BLOCK rows at a time, so no T x T of a head is ever held), encoded as one BLOB
- * per (sentence, layer, head) of table topk (store.c), and read back one query row at a
+ * per (sentence, layer, head) of table topk (store.c; an encoder-decoder run's cross-attention:
+ * table topk_cross, from its dense rows, an_topk_dense), and read back one query row at a
  * time, a whole sentence at once (the server's topk-all route) or pooled into the mean kept
  * mass per layer (`attnscope report`).
  * Row encoding (little-endian, AN_TOPK_ROW_BYTES(k) bytes per query, queries in order):
@@ -52,6 +53,15 @@ static void row_encode(uint8_t *out, int k, const int32_t *idx, const float *w, 
     memcpy(out + (size_t)k * 8, &rest, 4);
 }
 
+void an_topk_dense(const float *rows, int n_rows, int n_keys, int k, uint8_t *out) {
+    int32_t idx[AN_TOPK_MAX];
+    float w[AN_TOPK_MAX], rest;
+    for (int i = 0; i < n_rows; i++) {
+        an_topk_select(rows + (size_t)i * (size_t)n_keys, n_keys, k, idx, w, &rest);
+        row_encode(out + (size_t)i * AN_TOPK_ROW_BYTES(k), k, idx, w, rest);
+    }
+}
+
 as_status an_topk_head(const as_model *m, const as_run *r, int l, int h, int k, uint8_t *out, as_error *err) {
     if (k < 1 || k > AN_TOPK_MAX)
         return as_err_set(err, AS_ERR_INPUT, "top-k: k = %d, expected 1..%d", k, AN_TOPK_MAX);
@@ -77,10 +87,17 @@ as_status an_topk_head(const as_model *m, const as_run *r, int l, int h, int k, 
 
 /* ---- reading ------------------------------------------------------------------------- */
 
+/* The table of kind's rows, its keys-per-row column, and what stores them. */
+static const char *topk_table(an_topk_kind kind) { return kind == AN_TOPK_CROSS ? "topk_cross" : "topk"; }
+static const char *topk_keys_col(an_topk_kind kind) { return kind == AN_TOPK_CROSS ? "n_key" : "n_query"; }
+static const char *topk_how(an_topk_kind kind) {
+    return kind == AN_TOPK_CROSS ? "analyze it with --source, --target and --topk" : "analyze it with --topk";
+}
+
 /* Checks a stored head's k, n_query and BLOB size; code (naming the row) when damaged. */
 static as_status check_blob(as_status code, const char *path, int64_t run, int64_t sent, int l, int h, int64_t k,
-                            int64_t nq, int bytes, as_error *err) {
-    if (k < 1 || k > AN_TOPK_MAX || nq < 1 || nq > AS_MAX_POSITIONS || bytes < 0 ||
+                            int64_t nq, int64_t nk, int bytes, as_error *err) {
+    if (k < 1 || k > AN_TOPK_MAX || nq < 1 || nq > AS_MAX_POSITIONS || nk < 1 || nk > AS_MAX_POSITIONS || bytes < 0 ||
         (int64_t)bytes != nq * (int64_t)AN_TOPK_ROW_BYTES(k))
         return as_err_set(err, code,
                           "%s: run %lld sentence %lld layer %d head %d: top-k row of k = %lld, %lld queries and %d bytes "
@@ -89,13 +106,15 @@ static as_status check_blob(as_status code, const char *path, int64_t run, int64
     return AS_OK;
 }
 
-as_status store_topk_row(sqlite3 *db, const char *path, int64_t run, int64_t sent, int layer, int head, int query,
-                         an_topk_row *out, as_error *err) {
+as_status store_topk_row(sqlite3 *db, const char *path, an_topk_kind kind, int64_t run, int64_t sent, int layer,
+                         int head, int query, an_topk_row *out, as_error *err) {
     sqlite3_stmt *q = NULL;
     as_status rc = AS_OK;
+    char sql[160];
     memset(out, 0, sizeof *out);
-    if (sqlite3_prepare_v2(db, "SELECT k, n_query, rows FROM topk WHERE run=?1 AND sent=?2 AND layer=?3 AND head=?4",
-                           -1, &q, NULL) != SQLITE_OK) {
+    snprintf(sql, sizeof sql, "SELECT k, n_query, %s, rows FROM %s WHERE run=?1 AND sent=?2 AND layer=?3 AND head=?4",
+             topk_keys_col(kind), topk_table(kind));
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
@@ -105,32 +124,33 @@ as_status store_topk_row(sqlite3 *db, const char *path, int64_t run, int64_t sen
     sqlite3_bind_int(q, 4, head);
     int s = sqlite3_step(q);
     if (s == SQLITE_DONE) {
-        rc = as_err_set(err, AS_ERR_INPUT,
-                        "run %lld has no top-k row for sentence %lld layer %d head %d (analyze it with --topk)",
-                        (long long)run, (long long)sent, layer, head);
+        rc = as_err_set(err, AS_ERR_INPUT, "run %lld has no %stop-k row for sentence %lld layer %d head %d (%s)",
+                        (long long)run, kind == AN_TOPK_CROSS ? "cross-attention " : "", (long long)sent, layer, head,
+                        topk_how(kind));
         goto cleanup;
     }
     if (s != SQLITE_ROW) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
-    int64_t k = sqlite3_column_int64(q, 0), nq = sqlite3_column_int64(q, 1);
-    const uint8_t *b = sqlite3_column_blob(q, 2);
-    int bytes = sqlite3_column_bytes(q, 2);
-    if ((rc = check_blob(AS_ERR_INTERNAL, path, run, sent, layer, head, k, nq, b ? bytes : -1, err))) goto cleanup;
+    int64_t k = sqlite3_column_int64(q, 0), nq = sqlite3_column_int64(q, 1), nk = sqlite3_column_int64(q, 2);
+    const uint8_t *b = sqlite3_column_blob(q, 3);
+    int bytes = sqlite3_column_bytes(q, 3);
+    if ((rc = check_blob(AS_ERR_INTERNAL, path, run, sent, layer, head, k, nq, nk, b ? bytes : -1, err))) goto cleanup;
     if (query < 0 || query >= nq) {
         rc = as_err_set(err, AS_ERR_INPUT, "query %d is outside the sentence's %lld tokens", query, (long long)nq);
         goto cleanup;
     }
     out->k = (int)k;
     out->n_query = (int)nq;
+    out->n_key = (int)nk;
     out->query = query;
     const uint8_t *p = b + (size_t)query * AN_TOPK_ROW_BYTES(k);
     memcpy(out->index, p, (size_t)k * 4);
     memcpy(out->weight, p + (size_t)k * 4, (size_t)k * 4);
     memcpy(&out->rest, p + (size_t)k * 8, 4);
     for (int s2 = 0; s2 < k; s2++)
-        if (out->index[s2] < -1 || out->index[s2] >= nq) {
+        if (out->index[s2] < -1 || out->index[s2] >= nk) {
             rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld layer %d head %d: key index %d out of range "
                             "(damaged database?)", path, (long long)run, (long long)sent, layer, head, out->index[s2]);
             goto cleanup;
@@ -164,7 +184,7 @@ as_status store_topk_mass(sqlite3 *db, const char *path, int64_t run, int n_laye
                             "(damaged database?)", path, (long long)run);
             goto cleanup;
         }
-        if ((rc = check_blob(AS_ERR_INPUT, path, run, sqlite3_column_int64(q, 0), l, h, k, nq, b ? bytes : -1, err)))
+        if ((rc = check_blob(AS_ERR_INPUT, path, run, sqlite3_column_int64(q, 0), l, h, k, nq, nq, b ? bytes : -1, err)))
             goto cleanup;
         K = (int)k;
         for (int64_t i = 0; i < nq; i++) {
@@ -204,23 +224,25 @@ static as_status topk_decode_head(an_topk_sentence *s, int l, int h, const uint8
         memcpy(s->weight + (base + i) * k, p + (size_t)k * 4, (size_t)k * 4);
         memcpy(s->rest + base + i, p + (size_t)k * 8, 4);
         for (int j = 0; j < k; j++)
-            if (ix[j] < -1 || ix[j] >= nq)
+            if (ix[j] < -1 || ix[j] >= s->n_key)
                 return as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld layer %d head %d: key index %d out "
                                   "of range (damaged database?)", path, (long long)run, (long long)sent, l, h, ix[j]);
     }
     return AS_OK;
 }
 
-as_status store_topk_sentence(sqlite3 *db, const char *path, int64_t run, int64_t sent, int n_layer, int n_head,
-                              size_t max_entries, an_topk_sentence *out, as_error *err) {
+as_status store_topk_sentence(sqlite3 *db, const char *path, an_topk_kind kind, int64_t run, int64_t sent,
+                              int n_layer, int n_head, size_t max_entries, an_topk_sentence *out, as_error *err) {
     sqlite3_stmt *q = NULL;
     as_status rc = AS_OK;
     int s, n = 0;
+    char sql[160];
     memset(out, 0, sizeof *out);
     out->L = n_layer;
     out->H = n_head;
-    if (sqlite3_prepare_v2(db, "SELECT layer, head, k, n_query, rows FROM topk WHERE run=?1 AND sent=?2", -1, &q,
-                           NULL) != SQLITE_OK) {
+    snprintf(sql, sizeof sql, "SELECT layer, head, k, n_query, %s, rows FROM %s WHERE run=?1 AND sent=?2",
+             topk_keys_col(kind), topk_table(kind));
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
         rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
@@ -228,11 +250,12 @@ as_status store_topk_sentence(sqlite3 *db, const char *path, int64_t run, int64_
     sqlite3_bind_int64(q, 2, sent);
     while ((s = sqlite3_step(q)) == SQLITE_ROW) {
         int l = store_column_index(q, 0, n_layer), h = store_column_index(q, 1, n_head);
-        int64_t k = sqlite3_column_int64(q, 2), nq = sqlite3_column_int64(q, 3);
-        const uint8_t *b = sqlite3_column_blob(q, 4);
-        if ((rc = check_blob(AS_ERR_INTERNAL, path, run, sent, l, h, k, nq, b ? sqlite3_column_bytes(q, 4) : -1, err)))
+        int64_t k = sqlite3_column_int64(q, 2), nq = sqlite3_column_int64(q, 3), nk = sqlite3_column_int64(q, 4);
+        const uint8_t *b = sqlite3_column_blob(q, 5);
+        if ((rc = check_blob(AS_ERR_INTERNAL, path, run, sent, l, h, k, nq, nk, b ? sqlite3_column_bytes(q, 5) : -1,
+                             err)))
             goto cleanup;
-        if (l < 0 || h < 0 || (n && (k != out->k || nq != out->n_query))) {
+        if (l < 0 || h < 0 || (n && (k != out->k || nq != out->n_query || nk != out->n_key))) {
             rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld: a top-k row has a layer, head, k or "
                             "token count outside the run's (damaged database?)", path, (long long)run, (long long)sent);
             goto cleanup;
@@ -240,6 +263,7 @@ as_status store_topk_sentence(sqlite3 *db, const char *path, int64_t run, int64_
         if (!n++) {
             out->k = (int)k;
             out->n_query = (int)nq;
+            out->n_key = (int)nk;
             size_t rows = as_mul_size(as_mul_size((size_t)n_layer, (size_t)n_head), (size_t)nq);
             if (as_mul_size(rows, (size_t)k) > max_entries) {
                 rc = as_err_set(err, AS_ERR_INPUT, "run %lld sentence %lld: %d layers x %d heads x %lld queries x k = "
@@ -259,8 +283,8 @@ as_status store_topk_sentence(sqlite3 *db, const char *path, int64_t run, int64_
     }
     if (s != SQLITE_DONE) rc = as_err_set(err, AS_ERR_INTERNAL, "%s: %s", path, sqlite3_errmsg(db));
     else if (!n)
-        rc = as_err_set(err, AS_ERR_INPUT, "run %lld has no top-k rows for sentence %lld (analyze it with --topk)",
-                        (long long)run, (long long)sent);
+        rc = as_err_set(err, AS_ERR_INPUT, "run %lld has no %stop-k rows for sentence %lld (%s)", (long long)run,
+                        kind == AN_TOPK_CROSS ? "cross-attention " : "", (long long)sent, topk_how(kind));
     else if (n != n_layer * n_head)
         rc = as_err_set(err, AS_ERR_INTERNAL, "%s: run %lld sentence %lld: %d top-k heads stored of %d (damaged "
                         "database?)", path, (long long)run, (long long)sent, n, n_layer * n_head);

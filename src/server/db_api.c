@@ -975,14 +975,55 @@ cleanup:
     sent_data_free(&d);
 }
 
-/* GET .../sentences/{idx}/topk?layer=L&head=H&query=i: one stored top-k row of a run
- * analyzed with --topk (store_topk_row): {"run", "sent", "layer", "head", "query", "k",
- * "tokens", "index": [k], "weight": [k], "rest"}; 404 when the run stored none for it. */
+/* The attention kind of a top-k route (query 'kind': absent, "encoder" or "self": the
+ * stored self-attention, table topk; "cross": an encoder-decoder run's cross-attention,
+ * table topk_cross) and its layers (cross: the decoder's, params.decoder_layers); -1 after
+ * a 400 (a bad kind, or cross on a run whose model has no cross-attention). */
+static int topk_kind(req *r, const run_info *ri, an_topk_kind *kind, int *L) {
+    const char *k = reply_query(r->rq, "kind");
+    *kind = AN_TOPK_SELF;
+    *L = ri->L;
+    if (!k || !strcmp(k, "encoder") || !strcmp(k, "self")) return 0;
+    if (strcmp(k, "cross")) {
+        reply_error(r->rs, 400, "query 'kind': expected encoder or cross (top-k is stored of self-attention and of "
+                    "an encoder-decoder run's cross-attention)");
+        return -1;
+    }
+    sqlite3_stmt *st = prep(r, "SELECT json_extract(params, '$.decoder_layers') FROM runs WHERE id = ?1 AND "
+                               "json_valid(params) AND json_extract(params, '$.kind') = 'encdec'");
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, ri->id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        reply_error(r->rs, 400, "run %lld (%s) is not an encoder-decoder run: its model has no cross-attention "
+                    "(kind=cross)", (long long)ri->id, ri->model_name);
+        return -1;
+    }
+    if (rc != SQLITE_ROW) {
+        db_fail(r);
+        return -1;
+    }
+    *kind = AN_TOPK_CROSS;
+    *L = sqlite3_column_int(st, 0);
+    if (!store_run_shape_ok(*L, ri->H)) {
+        reply_error(r->rs, 500, "database %s: run %lld has %d decoder layers", r->d->name, (long long)ri->id, *L);
+        return -1;
+    }
+    return 0;
+}
+
+/* GET .../sentences/{idx}/topk?layer=L&head=H&query=i[&kind=cross]: one stored top-k row of a run
+ * analyzed with --topk (store_topk_row; kind=cross: of an encoder-decoder run's cross-attention,
+ * sentence = pair, query = target token, keys = source tokens): {"run", "sent", "kind", "layer",
+ * "head", "query", "k", "tokens", "keys", "index": [k], "weight": [k], "rest"}; 404 when the run
+ * stored none for it. */
 static void route_sent_topk(req *r, const run_info *ri, int64_t idx) {
-    int l0, l1, h0, h1;
+    int l0, l1, h0, h1, L;
     long qi;
-    if (reply_parse_range(reply_query(r->rq, "layer"), ri->L, &l0, &l1) || !reply_query(r->rq, "layer") || l0 != l1) {
-        reply_error(r->rs, 400, "query 'layer': expected an integer in [0, %d)", ri->L);
+    an_topk_kind kind;
+    if (topk_kind(r, ri, &kind, &L)) return;
+    if (reply_parse_range(reply_query(r->rq, "layer"), L, &l0, &l1) || !reply_query(r->rq, "layer") || l0 != l1) {
+        reply_error(r->rs, 400, "query 'layer': expected an integer in [0, %d)", L);
         return;
     }
     if (reply_parse_range(reply_query(r->rq, "head"), ri->H, &h0, &h1) || !reply_query(r->rq, "head") || h0 != h1) {
@@ -996,7 +1037,7 @@ static void route_sent_topk(req *r, const run_info *ri, int64_t idx) {
     }
     an_topk_row row;
     as_error err = {0};
-    as_status rc = store_topk_row(r->d->db, r->d->name, ri->id, idx, l0, h0, (int)qi, &row, &err);
+    as_status rc = store_topk_row(r->d->db, r->d->name, kind, ri->id, idx, l0, h0, (int)qi, &row, &err);
     if (rc) {
         reply_error(r->rs, rc == AS_ERR_INPUT ? 404 : 500, "%s", err.msg);
         return;
@@ -1006,36 +1047,42 @@ static void route_sent_topk(req *r, const run_info *ri, int64_t idx) {
         json_array_append_new(ix, json_integer(row.index[j]));
         json_array_append_new(w, json_real(row.weight[j]));
     }
-    reply_json(r->rs, 200, json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:f}", "run", (json_int_t)ri->id,
-                                     "sent", (json_int_t)idx, "layer", l0, "head", h0, "query", row.query, "k", row.k,
-                                     "tokens", row.n_query, "index", ix, "weight", w, "rest", (double)row.rest));
+    reply_json(r->rs, 200, json_pack("{s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:f}", "run",
+                                     (json_int_t)ri->id, "sent", (json_int_t)idx, "kind",
+                                     kind == AN_TOPK_CROSS ? "cross" : "encoder", "layer", l0, "head", h0, "query",
+                                     row.query, "k", row.k, "tokens", row.n_query, "keys", row.n_key, "index", ix,
+                                     "weight", w, "rest", (double)row.rest));
 }
 
-/* GET .../sentences/{idx}/topk-all: every stored top-k row of the sentence
+/* GET .../sentences/{idx}/topk-all[?kind=cross]: every stored top-k row of the sentence
  * (store_topk_sentence) as tensors index and weight (L, H, T, k; index as float32, exact,
- * -1 for unused slots) and rest (L, H, T), meta {"run", "sent", "layers", "heads", "tokens",
- * "k", "kept"}: kept[l] the mean over layer l's heads and queries of the kept mass (the
- * sum of the k weights). 404 when the run stored none for it, 413 over
- * SRV_DB_TOPK_MAX_ENTRIES. */
+ * -1 for unused slots) and rest (L, H, T), meta {"run", "sent", "kind", "layers", "heads",
+ * "tokens", "keys", "k", "kept"}: kept[l] the mean over layer l's heads and queries of the
+ * kept mass (the sum of the k weights). kind=cross: an encoder-decoder run's cross-attention
+ * (L the decoder's layers, T target tokens, index into the keys source tokens). 404 when the
+ * run stored none for it, 413 over SRV_DB_TOPK_MAX_ENTRIES. */
 static void route_sent_topk_all(req *r, const run_info *ri, int64_t idx) {
     an_topk_row first;
     an_topk_sentence ts = {0};
     as_error err = {0};
     float *ix = NULL;
     double *kept = NULL;
-    as_status rc = store_topk_row(r->d->db, r->d->name, ri->id, idx, 0, 0, 0, &first, &err);
+    an_topk_kind kind;
+    int L;
+    if (topk_kind(r, ri, &kind, &L)) return;
+    as_status rc = store_topk_row(r->d->db, r->d->name, kind, ri->id, idx, 0, 0, 0, &first, &err);
     if (rc) {
         reply_error(r->rs, rc == AS_ERR_INPUT ? 404 : 500, "%s", err.msg);
         goto cleanup;
     }
-    double entries = (double)ri->L * ri->H * first.n_query * first.k;
+    double entries = (double)L * ri->H * first.n_query * first.k;
     if (entries > SRV_DB_TOPK_MAX_ENTRIES) {
         reply_error(r->rs, 413, "top-k: %d layers x %d heads x %d queries x k = %d are %.0f entries, over the %u of one "
-                    "reply (SRV_DB_TOPK_MAX_ENTRIES): read single rows with .../topk", ri->L, ri->H, first.n_query,
+                    "reply (SRV_DB_TOPK_MAX_ENTRIES): read single rows with .../topk", L, ri->H, first.n_query,
                     first.k, entries, SRV_DB_TOPK_MAX_ENTRIES);
         goto cleanup;
     }
-    if ((rc = store_topk_sentence(r->d->db, r->d->name, ri->id, idx, ri->L, ri->H, SRV_DB_TOPK_MAX_ENTRIES, &ts,
+    if ((rc = store_topk_sentence(r->d->db, r->d->name, kind, ri->id, idx, L, ri->H, SRV_DB_TOPK_MAX_ENTRIES, &ts,
                                   &err))) {
         reply_error(r->rs, rc == AS_ERR_INPUT ? 404 : 500, "%s", err.msg);
         goto cleanup;
@@ -1060,8 +1107,9 @@ static void route_sent_topk_all(req *r, const run_info *ri, int64_t idx) {
          .n_parts = 1, .part_len = n},
         {.name = "rest", .dtype = TB_F32, .ndim = 3, .shape = {ts.L, ts.H, ts.n_query}, .parts = &parts[2],
          .n_parts = 1, .part_len = rows}};
-    reply_tensors(r->rs, t, 3, json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:o}", "run", (json_int_t)ri->id, "sent",
-                                         (json_int_t)idx, "layers", ts.L, "heads", ts.H, "tokens", ts.n_query, "k",
+    reply_tensors(r->rs, t, 3, json_pack("{s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:o}", "run", (json_int_t)ri->id,
+                                         "sent", (json_int_t)idx, "kind", kind == AN_TOPK_CROSS ? "cross" : "encoder",
+                                         "layers", ts.L, "heads", ts.H, "tokens", ts.n_query, "keys", ts.n_key, "k",
                                          ts.k, "kept", jk));
 cleanup:
     free(ix);

@@ -4,7 +4,10 @@
 // data/align in table encdec_heads; `attnscope serve --db` shows the run. Checks: the
 // overview offers the Encoder / Decoder / Cross kinds; every cell of each kind and
 // statistic shows the SQLite row's value (3 decimals); cross-attention offers its AER and
-// not the distances; clicking a cell selects that head; the labels in Chinese.
+// not the distances; clicking a cell selects that head; the labels in Chinese; a second run
+// analysed with --topk 3 shows a chosen pair's stored cross-attention top-k for the selected
+// head, each key and weight the kind=cross topk-all route's (checked against NumPy in
+// tests/cli/test_align_analyze.sh).
 // Screenshot: tests/browser/artifacts/encdec_overview.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,7 +37,9 @@ before(async () => {
   writeFileSync(join(tmp, 's.align'), '0-0 1?1 2-2 3-1 4-3 5-4\n0-0 1-1 2-2 3-3 4-4\n');
   execFileSync(BIN, ['analyze', '--model', model, '--source', join(tmp, 's.en'), '--target', join(tmp, 's.de'),
     '--gold', join(tmp, 's.align'), '--db', db, '--quiet']);
-  rows = JSON.parse(execFileSync('sqlite3', ['-json', db, 'SELECT * FROM encdec_heads ORDER BY kind, layer, head']).toString());
+  execFileSync(BIN, ['analyze', '--model', model, '--source', join(tmp, 's.en'), '--target', join(tmp, 's.de'),
+    '--db', db, '--topk', '3', '--quiet']);
+  rows = JSON.parse(execFileSync('sqlite3', ['-json', db, 'SELECT * FROM encdec_heads WHERE run = 1 ORDER BY kind, layer, head']).toString());
   const s = await startServer(BIN, ['--model', model, '--db', db]);
   server = s.p;
   base = s.url;
@@ -82,4 +87,29 @@ test('clicking a cell selects the head; the labels in Chinese', async () => {
   await page.waitForSelector('[data-testid=ed-table]');
   assert.equal((await page.textContent('[data-testid=kind-cross]')).trim(), '交叉');
   assert.match(await page.textContent('[data-testid=ed-hint]'), /^交叉：3 层 × 3 个头/);
+});
+
+test('a run analysed with --topk shows a pair\'s cross-attention top-k for the selected head', async () => {
+  await page.goto(`${base}/?view=overview&dbrun=2`);
+  await page.waitForSelector('[data-testid=ed-table]');
+  await page.click('[data-testid=ed-cell-2-1] button');
+  await page.fill('[data-testid=ed-topk-pair]', '1');
+  await page.waitForSelector('[data-testid=topk-panel][data-kind=cross] [data-testid=topk-row]');
+  const buf = Buffer.from(await (await fetch(`${base}/api/v1/db/runs/2/sentences/1/topk-all?kind=cross`)).arrayBuffer());
+  const n = buf.readUInt32LE(4), header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
+  const t = Object.fromEntries(header.tensors.map((x) => {
+    const b = buf.subarray(8 + n + x.offset, 8 + n + x.offset + x.nbytes);
+    return [x.name, new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))];
+  }));
+  const { layers, heads, tokens: T, keys, k, kind } = header.meta;
+  assert.deepEqual([kind, layers, heads, k], ['cross', 3, 3, 3]);
+  const shown = await page.$$eval('[data-testid=topk-panel][data-kind=cross] [data-testid=topk-row]', (rs) =>
+    rs.map((r) => ({ q: +r.dataset.q, keys: [...r.querySelectorAll('[data-testid=topk-key]')].map((e) => [+e.dataset.k, +e.dataset.w]) })));
+  assert.equal(shown.length, T, 'a row per target token');
+  for (const { q, keys: ks } of shown) {
+    const o = ((2 * heads + 1) * T + q) * k;
+    const want = [...t.index.subarray(o, o + k)].map((x, j) => [x, t.weight[o + j]]).filter(([x]) => x >= 0);
+    assert.deepEqual(ks.map(([x]) => x), want.map(([x]) => x), `row ${q}: the stored keys`);
+    for (let j = 0; j < ks.length; j++) assert.ok(Math.abs(ks[j][1] - want[j][1]) <= 1e-6 && ks[j][0] < keys);
+  }
 });

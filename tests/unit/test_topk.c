@@ -247,7 +247,7 @@ static void test_store_roundtrip(void **state) {
         const int T = enc.n;
         uint8_t *b = malloc((size_t)T * AN_TOPK_ROW_BYTES(RT_K));
         an_topk_sentence ts; /* the whole sentence at once: the same rows */
-        if (store_topk_sentence(d, db, 1, s, L, H, SIZE_MAX, &ts, &err)) fail_msg("%s", err.msg);
+        if (store_topk_sentence(d, db, AN_TOPK_SELF, 1, s, L, H, SIZE_MAX, &ts, &err)) fail_msg("%s", err.msg);
         assert_int_equal(ts.k, RT_K);
         assert_int_equal(ts.n_query, T);
         for (int l = 0; l < L; l++)
@@ -258,7 +258,7 @@ static void test_store_roundtrip(void **state) {
                     float w[AN_TOPK_MAX], rest;
                     row_at(b, RT_K, i, idx, w, &rest);
                     an_topk_row got;
-                    if (store_topk_row(d, db, 1, s, l, h, i, &got, &err)) fail_msg("%s", err.msg);
+                    if (store_topk_row(d, db, AN_TOPK_SELF, 1, s, l, h, i, &got, &err)) fail_msg("%s", err.msg);
                     assert_int_equal(got.k, RT_K);
                     assert_int_equal(got.n_query, T);
                     assert_memory_equal(got.index, idx, RT_K * 4);
@@ -289,14 +289,14 @@ static void test_store_roundtrip(void **state) {
         assert_true(mass[l * AN_TOPK_MAX] <= mass[l * AN_TOPK_MAX + RT_K - 1]);
     }
     an_topk_row got;
-    assert_int_equal(store_topk_row(d, db, 1, N_SENTS, 0, 0, 0, &got, &err), AS_ERR_INPUT); /* no such sentence */
+    assert_int_equal(store_topk_row(d, db, AN_TOPK_SELF, 1, N_SENTS, 0, 0, 0, &got, &err), AS_ERR_INPUT); /* no such sentence */
     assert_non_null(strstr(err.msg, "no top-k row"));
-    assert_int_equal(store_topk_row(d, db, 1, 0, 0, 0, 1000, &got, &err), AS_ERR_INPUT);
+    assert_int_equal(store_topk_row(d, db, AN_TOPK_SELF, 1, 0, 0, 0, 1000, &got, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "query 1000"));
     an_topk_sentence ts;
-    assert_int_equal(store_topk_sentence(d, db, 1, N_SENTS, L, H, SIZE_MAX, &ts, &err), AS_ERR_INPUT);
+    assert_int_equal(store_topk_sentence(d, db, AN_TOPK_SELF, 1, N_SENTS, L, H, SIZE_MAX, &ts, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "no top-k rows"));
-    assert_int_equal(store_topk_sentence(d, db, 1, 0, L, H, 10, &ts, &err), AS_ERR_INPUT); /* over max_entries */
+    assert_int_equal(store_topk_sentence(d, db, AN_TOPK_SELF, 1, 0, L, H, 10, &ts, &err), AS_ERR_INPUT); /* over max_entries */
     assert_non_null(strstr(err.msg, "over the 10"));
     assert_null(ts.index);
     sqlite3_close(d);
@@ -306,9 +306,9 @@ static void test_store_roundtrip(void **state) {
     assert_int_equal(sqlite3_exec(d, "UPDATE topk SET rows = x'0011' WHERE sent = 2 AND layer = 0 AND head = 0", NULL,
                                   NULL, NULL),
                      SQLITE_OK);
-    assert_int_equal(store_topk_row(d, db, 1, 2, 0, 0, 0, &got, &err), AS_ERR_INTERNAL);
+    assert_int_equal(store_topk_row(d, db, AN_TOPK_SELF, 1, 2, 0, 0, 0, &got, &err), AS_ERR_INTERNAL);
     assert_non_null(strstr(err.msg, "damaged"));
-    assert_int_equal(store_topk_sentence(d, db, 1, 2, L, H, SIZE_MAX, &ts, &err), AS_ERR_INTERNAL);
+    assert_int_equal(store_topk_sentence(d, db, AN_TOPK_SELF, 1, 2, L, H, SIZE_MAX, &ts, &err), AS_ERR_INTERNAL);
     assert_non_null(strstr(err.msg, "damaged"));
     assert_int_equal(store_topk_mass(d, db, 1, L, H, &K, mass, rows, &err), AS_ERR_INPUT);
     sqlite3_close(d);
@@ -331,7 +331,7 @@ static void test_server_route(void **state) {
     sqlite3 *d;
     assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     an_topk_row want;
-    if (store_topk_row(d, db, 1, 1, 2, 3, 5, &want, &err)) fail_msg("%s", err.msg);
+    if (store_topk_row(d, db, AN_TOPK_SELF, 1, 1, 2, 3, 5, &want, &err)) fail_msg("%s", err.msg);
     sqlite3_close(d);
     server S;
     const char *args[] = {"--model", SST_MODEL, "--db", db, NULL};

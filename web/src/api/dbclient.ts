@@ -11,6 +11,7 @@ import type {
   SentenceQuery,
   SentencesResponse,
   TopkAllMeta,
+  TopkKind,
 } from './dbtypes';
 import { decodeTensors } from './tensor';
 import type { RunResponse } from './types';
@@ -114,9 +115,10 @@ export interface SentenceTopk {
   meta: TopkAllMeta;
 }
 
-export function getSentenceTopk(run: number, idx: number): Promise<SentenceTopk> {
-  return cached(`topk/${run}/${idx}`, async () => {
-    const d = decodeTensors<TopkAllMeta>(await (await fetchOk(`${BASE}/runs/${run}/sentences/${idx}/topk-all`)).arrayBuffer());
+export function getSentenceTopk(run: number, idx: number, kind: TopkKind = 'encoder'): Promise<SentenceTopk> {
+  return cached(`topk/${run}/${idx}/${kind}`, async () => {
+    const q = kind === 'cross' ? '?kind=cross' : '';
+    const d = decodeTensors<TopkAllMeta>(await (await fetchOk(`${BASE}/runs/${run}/sentences/${idx}/topk-all${q}`)).arrayBuffer());
     const ix = d.tensors.get('index'), w = d.tensors.get('weight'), r = d.tensors.get('rest');
     if (!ix || !w || !r) throw new Error('top-k response without index, weight and rest');
     const [L, H, T, k] = ix.shape;

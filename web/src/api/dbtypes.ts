@@ -10,19 +10,24 @@
 import type { IndexRange } from './types';
 
 /**
- * GET /api/v1/db/runs/{run}/sentences/{idx}/topk?layer=L&head=H&query=Q: one stored top-k row of a run
- * analysed with --topk (docs/analysis.md, Top-k attention): the k strongest keys of query Q, strongest
- * first (index -1, weight 0 for unused slots), and the mass of the others
+ * GET /api/v1/db/runs/{run}/sentences/{idx}/topk?layer=L&head=H&query=Q[&kind=cross]: one stored top-k
+ * row of a run analysed with --topk (docs/analysis.md, Top-k attention): the k strongest keys of query
+ * Q, strongest first (index -1, weight 0 for unused slots), and the mass of the others. kind=cross: an
+ * encoder-decoder run's cross-attention (sentence = pair, query = target token, keys = source tokens);
+ * a run without cross-attention is a 400
  */
 export interface TopkRow {
   run: number;
   sent: number;
+  kind: TopkKind;
   layer: number;
   head: number;
   query: number;
   k: number;
-  /** the sentence's tokens (keys per row) */
+  /** the sentence's tokens (queries; the target's in cross-attention) */
   tokens: number;
+  /** keys per row: tokens, or the source's tokens in cross-attention */
+  keys: number;
   /** (k) key positions */
   index: number[];
   /** (k) their attention weights */
@@ -32,18 +37,23 @@ export interface TopkRow {
 }
 
 /**
- * meta of GET /api/v1/db/runs/{run}/sentences/{idx}/topk-all: every stored top-k row of the sentence
- * (a run analysed with --topk): tensors index and weight (layers, heads, tokens, k), index as float32
- * (exact; -1 for unused slots), strongest first, and rest (layers, heads, tokens), the mass of the
- * keys not listed; 404 when the run stored none, 413 over SRV_DB_TOPK_MAX_ENTRIES (4 Mi entries)
+ * meta of GET /api/v1/db/runs/{run}/sentences/{idx}/topk-all[?kind=cross]: every stored top-k row of
+ * the sentence (a run analysed with --topk): tensors index and weight (layers, heads, tokens, k),
+ * index as float32 (exact; -1 for unused slots), strongest first, and rest (layers, heads, tokens),
+ * the mass of the keys not listed; kind=cross: an encoder-decoder run's cross-attention (the decoder's
+ * layers, target tokens over source keys; 400 for a run without cross-attention); 404 when the run
+ * stored none, 413 over SRV_DB_TOPK_MAX_ENTRIES (4 Mi entries)
  */
 export interface TopkAllMeta {
   run: number;
   sent: number;
+  kind: TopkKind;
   layers: number;
   heads: number;
-  /** the sentence's tokens (queries, and keys per row) */
+  /** the sentence's tokens (queries; the target's in cross-attention) */
   tokens: number;
+  /** keys per row: tokens, or the source's tokens in cross-attention */
+  keys: number;
   k: number;
   /**
    * (layers) the sentence's kept mass per layer: the mean over the layer's heads and queries of the
@@ -51,6 +61,12 @@ export interface TopkAllMeta {
    */
   kept: number[];
 }
+
+/**
+ * which attention a stored top-k is of: the run's self-attention (query kind absent, encoder or self)
+ * or an encoder-decoder run's cross-attention (kind=cross)
+ */
+export type TopkKind = 'encoder' | 'cross';
 
 /**
  * where per-sentence attention comes from: recomputed by the served model, or read from the run's

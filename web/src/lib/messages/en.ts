@@ -205,6 +205,7 @@ export const en = {
   'overview.tipScores': 'importance {imp} · semantic {sem} · syntactic {syn}',
   'overview.tipStats': 'punct {punct} · self {self} · prev {prev} · next {next} · entropy {entropy}',
   'overview.encdecStat': 'Statistic',
+  'overview.encdecPair': 'Top-k of pair',
   'overview.encdecSize': '{kind}: {layers} layers × {heads} heads, the mean over the sentence pairs (alignment error rate: with gold alignments). Click a head to select it.',
   'overview.encdecAer': 'alignment error rate',
   'legend.hue': 'hue: which score is higher',

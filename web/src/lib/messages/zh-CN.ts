@@ -294,6 +294,7 @@ export const zhCN: Messages = {
   'overview.tipScores': '重要性 {imp} · 语义 {sem} · 句法 {syn}',
   'overview.tipStats': '标点 {punct} · 自身 {self} · 前一词元 {prev} · 后一词元 {next} · 熵 {entropy}',
   'overview.encdecStat': '统计量',
+  'overview.encdecPair': '句对的 Top-k',
   'overview.encdecSize': '{kind}：{layers} 层 × {heads} 个头，句对上的平均值（对齐错误率：需有标准对齐）。点击一个头以选中它。',
   'overview.encdecAer': '对齐错误率',
   'legend.hue': '色相：哪个得分更高',
