@@ -19,7 +19,7 @@ from . import _lib
 from ._lib import lib
 from .core import Error, _bytes, _check
 
-STORE_SCHEMA_VERSION = 6
+STORE_SCHEMA_VERSION = 7
 
 
 def _opts(model=None, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
