@@ -1,7 +1,9 @@
 /* maps_api.c — the maps and lens routes of a cached run (see maps_api.h). maps: an
  * attribution method's result (attr_compute_run under the server's forward lock, kept
  * with the run in srv_entry.maps) sliced and, on request, max-pooled into the attention
- * route's (layers, heads, S, S) layout and written by the tensor writer (reply_tensors).
+ * route's (layers, heads, S, S) layout and written by the tensor writer (reply_tensors);
+ * rollout, flow and grad are asked for every layer's map, cumulative through it (attr_opts.layers),
+ * flow only up to SRV_MAPS_FLOW_MAX_WORK.
  * lens: one forward keeping the hidden states (lens_json), not kept.
  * What it does not: compute the methods (src/analysis/attrib*.c), or serve raw attention
  * (the attention route does).
@@ -13,6 +15,7 @@
 #include "tensor.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 /* One computed result of a run; the list is most recently used first. */
@@ -44,11 +47,15 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-/* What a method's result holds per map: 'h' (L, H, T, T), 'l' (L, T, T; rollout asked for
- * every layer's), 'm' (T, T); 0 for a method that has no token-to-token maps (importance). */
+/* What a method's result holds per map: 'h' (L, H, T, T), 'l' (L, T, T: norm2 each layer's
+ * own; alti, and rollout, flow and grad asked for every layer's, cumulative through it); 0
+ * for a method that has no token-to-token maps (importance). */
 static char method_per(attr_method m) {
-    return m == ATTR_NORM ? 'h' : m == ATTR_NORM2 || m == ATTR_ALTI || m == ATTR_ROLLOUT ? 'l' : m == ATTR_IMPORTANCE ? 0 : 'm';
+    return m == ATTR_NORM ? 'h' : m == ATTR_IMPORTANCE ? 0 : 'l';
 }
+
+/* 1 for the methods whose whole-model (T, T) map the route asks for per layer (attr_opts.layers). */
+static int method_cumulative(attr_method m) { return m == ATTR_ROLLOUT || m == ATTR_FLOW || m == ATTR_GRAD; }
 
 /* The cached result of (method, target, position) on e, moved to the front (*hit = 1), or one
  * computed and inserted (*hit = 0; the oldest beyond SRV_MAPS_PER_RUN freed). Caller holds
@@ -88,6 +95,19 @@ typedef struct {
     int l0, l1, h0, h1, pool, dt;
 } maps_query;
 
+/* 0 when the method is not flow or every layer's flow of e fits SRV_MAPS_FLOW_MAX_WORK; -1 after setting a 400 naming the most tokens this model may take.
+ * The work counted is T^2 max-flows on 1, 2, ..., L layers: T^2 L (L + 1) / 2 layer-graphs. */
+static int check_flow_work(const srv_entry *e, const maps_query *q, srv_response *rs) {
+    const as_run *r = e->run;
+    if (q->o.method != ATTR_FLOW || e->enc.n > ATTR_FLOW_MAX_T) return 0; /* over the library's limit: its 400 */
+    double per_pair = (double)r->L * (r->L + 1) / 2, work = (double)e->enc.n * e->enc.n * per_pair;
+    if (work <= (double)SRV_MAPS_FLOW_MAX_WORK) return 0;
+    int most = (int)sqrt((double)SRV_MAPS_FLOW_MAX_WORK / per_pair);
+    reply_error(rs, 400, "attention flow for every layer of this %d-layer model takes at most %d tokens here, the input has %d",
+                r->L, most, e->enc.n);
+    return -1;
+}
+
 /* The query of a maps request; 0, or -1 after setting a 400. */
 static int parse_query(const srv_state *s, const srv_entry *e, const srv_request *rq, maps_query *q, srv_response *rs) {
     const as_run *r = e->run;
@@ -98,7 +118,7 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
         reply_error(rs, 400, "query 'method': expected norm, norm2, alti, rollout, flow or grad");
         return -1;
     }
-    q->o.layers = q->o.method == ATTR_ROLLOUT; /* every layer's rollout up to it */
+    q->o.layers = method_cumulative(q->o.method); /* every layer's map, cumulative through it */
     if ((t || p) && q->o.method != ATTR_GRAD) {
         reply_error(rs, 400, "query 'target' and 'position' apply to method grad only");
         return -1;
@@ -131,16 +151,16 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
         reply_error(rs, 400, "run %s is a long run (capture stats,qkv: no T x T kept); maps need its attention", e->id);
         return -1;
     }
-    return 0;
+    return check_flow_work(e, q, rs);
 }
 
-/* The reply of result m cut to q: (nl, nh, S, S) maps, pooled when q->pool; hit: m was kept
+/* The reply of result m cut to q: (nl, nh, S, S) maps (nh = 1 for a per-layer method), pooled when q->pool; hit: m was kept
  * from an earlier request (meta.cached). */
 static void reply_maps(srv_response *rs, const srv_entry *e, const maps_query *q, const srv_maps *m, int hit) {
     const attr_result *r = &m->r;
     char per = method_per(r->method);
     int T = r->T, H = e->run->H;
-    int l0 = per == 'm' ? 0 : q->l0, l1 = per == 'm' ? 0 : q->l1;
+    int l0 = q->l0, l1 = q->l1;
     int h0 = per == 'h' ? q->h0 : 0, h1 = per == 'h' ? q->h1 : 0;
     int nl = l1 - l0 + 1, nh = h1 - h0 + 1, S = q->pool ? srv_maxpool_size(T, q->pool) : T;
     size_t TT = (size_t)T * T, SS = (size_t)S * S;
@@ -161,7 +181,7 @@ static void reply_maps(srv_response *rs, const srv_entry *e, const maps_query *q
     srv_tb_tensor t = {.name = "maps", .dtype = (srv_tb_dtype)q->dt, .ndim = 4, .shape = {nl, nh, S, S},
                        .parts = parts, .n_parts = nl * nh, .part_len = SS};
     json_t *meta = json_pack("{s:s, s:s, s:s, s:[i,i], s:[i,i], s:i, s:b}", "run", e->id, "method",
-                             attr_method_name(r->method), "per", per == 'h' ? "head" : per == 'l' ? "layer" : "model",
+                             attr_method_name(r->method), "per", per == 'h' ? "head" : "layer",
                              "layers", l0, l1, "heads", h0, h1, "tokens", T, "cached", hit);
     if (meta && q->pool) {
         json_object_set_new(meta, "pool", json_integer(S));

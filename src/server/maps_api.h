@@ -11,6 +11,11 @@
 
 /* Most results kept per run (a norm result is as large as the run's attention). */
 #define SRV_MAPS_PER_RUN 4
+/* Most work of one maps?method=flow request: T^2 L (L + 1) / 2, the max-flow problems of every
+ * layer's flow (T^2 per layer l, each on a graph of l + 1 layers), here a 12-layer model at
+ * ATTR_FLOW_MAX_T = 128 tokens (about 10 s of CPU on one thread for BERT-base, docs/attribution.md;
+ * under the forward lock). A larger request is a 400 naming the most tokens the model may take. */
+#define SRV_MAPS_FLOW_MAX_WORK (128L * 128L * 78L)
 /* Most tokens per layer the lens route lists. */
 #define SRV_LENS_MAX_TOP 50
 
@@ -18,12 +23,12 @@
  * [&dtype=f32|f16|u8][&target=C][&position=P] on entry e (borrowed, referenced by the
  * caller): one tensor "maps" (nl, nh, S, S), S = T or the pooled side, with meta {run,
  * method, per, layers, heads, tokens[, pool, pool_op][, target, position, logit], cached}. per =
- * head (norm: (L, H) maps, the ranges select), layer (norm2, alti, rollout: one map per layer, nh = 1,
- * heads ignored; rollout: layer l's the rollout up to it, the last the model's) or model
- * (flow, grad: one map, nl = nh = 1, layers and heads ignored). The method's result is computed once per (method, target, position) and kept
- * with the run (at most SRV_MAPS_PER_RUN, least recently used dropped; cached says whether
- * this request found it there). 400 for a bad
- * query or input the method refuses (flow over ATTR_FLOW_MAX_T tokens), 409 for an
+ * head (norm: (L, H) maps, the ranges select) or layer (norm2, alti, rollout, flow, grad: one map
+ * per layer, nh = 1, heads ignored; alti, rollout, flow and grad: layer l's map is the method
+ * through layers 0..l, the last the whole model's). The method's result is computed once per
+ * (method, target, position) and kept with the run (at most SRV_MAPS_PER_RUN, least recently
+ * used dropped; cached says whether this request found it there). 400 for a bad query or input
+ * the method refuses (flow over ATTR_FLOW_MAX_T tokens or SRV_MAPS_FLOW_MAX_WORK), 409 for an
  * encoder-decoder run, 503 when full. */
 void maps_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);
 

@@ -110,6 +110,24 @@ async function error(status, path, init) {
 
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
 
+/** The first tensor (or the one named) of a binary route's f32 reply, as a Float32Array. */
+async function mapsData(path, name = 'maps') {
+  const buf = Buffer.from(await (await fetch(base + path)).arrayBuffer());
+  const n = buf.readUInt32LE(4);
+  const t = JSON.parse(buf.toString('utf8', 8, 8 + n)).tensors.find((x) => x.name === name);
+  assert.equal(t.dtype, 'f32', `${path}: f32`);
+  const at = 8 + n + t.offset;
+  return new Float32Array(buf.buffer.slice(buf.byteOffset + at, buf.byteOffset + at + t.nbytes));
+}
+
+/** `attnscope attribute --format npz` of model on ids: {name: {shape, data}}, read by numpy. */
+function cliAttribute(model, ids, method) {
+  const out = join(tmp, `attribute-${method}.npz`);
+  execFileSync(BIN, ['attribute', '--model', model, '--ids', ids, '--method', method, '--format', 'npz', '--out', out]);
+  const py = 'import json, sys, numpy as np\nd = np.load(sys.argv[1])\nprint(json.dumps({k: {"shape": list(d[k].shape), "data": d[k].ravel().tolist()} for k in d.files if d[k].dtype.kind in "fi"}))';
+  return JSON.parse(execFileSync('/usr/bin/python3', ['-c', py, out], { encoding: 'utf8' }));
+}
+
 before(async () => {
   assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
   tmp = mkdtempSync(join(tmpdir(), 'attnscope-contract-'));
@@ -118,13 +136,14 @@ before(async () => {
   execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_synthetic_import.mjs'), imp]);
   execFileSync(BIN, ['import', '--dir', imp, '--db', join(tmp, 'analysis.sqlite'), '--min-rel', '1', '--quiet']);
   execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_gpt2_model.mjs'), join(tmp, 'gpt2-tiny')]);
+  execFileSync(process.execPath, [join(ROOT, 'tests', 'browser', 'make_gpt2_model.mjs'), join(tmp, 'gpt2-deep'), '16']);
   const models = [join(tmp, 'bert-sst'), join(tmp, 'distil-sst'), join(ROOT, 'models', 'attnscope-mlm'),
     join(ROOT, 'models', 'attnscope-sst2'), join(tmp, 'gpt2-tiny'), join(LLAMA_FIXTURES, 'llama'),
     join(LLAMA_FIXTURES, 'mistral_swa'), join(LLAMA_FIXTURES, 'bart_tiny'), join(LLAMA_FIXTURES, 't5_tiny')]
     .flatMap((m) => ['--model', m]);
   ({ p: server, url: base } = await startServer(BIN, [...models, '--db', join(tmp, 'analysis.sqlite'), '--import-dir', imp]));
   const npz = join(ROOT, 'tests', 'ref', 'fixtures', 'npz_attention');
-  ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm'),
+  ({ p: bare, url: bareBase } = await startServer(BIN, ['--model', join(ROOT, 'models', 'attnscope-mlm'), '--model', join(tmp, 'gpt2-deep'),
     '--attention', join(npz, 'run_like.npz'), '--attention', join(npz, 'bertviz_f16.npz')]));
 });
 
@@ -311,8 +330,8 @@ test('GET /api/v1/runs/{id}/maps', async () => {
   const route = 'GET /api/v1/runs/{id}/maps';
   const lm = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'gpt2-tiny', text: ' a short text' });
   const { layers: L, heads: H, tokens: T } = lm.sizes;
-  const shapes = { norm: [L, H, T, T], norm2: [L, 1, T, T], alti: [L, 1, T, T], rollout: [L, 1, T, T], flow: [1, 1, T, T], grad: [1, 1, T, T] };
-  const per = { norm: 'head', norm2: 'layer', alti: 'layer', rollout: 'layer', flow: 'model', grad: 'model' };
+  const shapes = { norm: [L, H, T, T], norm2: [L, 1, T, T], alti: [L, 1, T, T], rollout: [L, 1, T, T], flow: [L, 1, T, T], grad: [L, 1, T, T] };
+  const per = { norm: 'head', norm2: 'layer', alti: 'layer', rollout: 'layer', flow: 'layer', grad: 'layer' };
   for (const [method, shape] of Object.entries(shapes)) {
     const h = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=${method}`);
     assert.deepEqual(h.tensors[0].shape, shape, `${method}: shape`);
@@ -320,6 +339,24 @@ test('GET /api/v1/runs/{id}/maps', async () => {
     assert.equal(h.meta.logit !== undefined, method === 'grad');
     assert.equal(h.meta.cached, false, `${method}: computed by this request`);
   }
+  /* flow and grad per layer: layer l is the CLI's flow_layers[l] / grad-attn_layers[l] of the same
+     ids (attnscope attribute --format npz), the last layer the attribution route's whole-model map */
+  const ids = lm.tokens.map((t) => t.id).join(',');
+  for (const [method, cli] of [['flow', 'flow'], ['grad', 'grad-attn']]) {
+    const got = await mapsData(`/api/v1/runs/${lm.id}/maps?method=${method}`);
+    const ref = cliAttribute(join(tmp, 'gpt2-tiny'), ids, cli);
+    assert.deepEqual(ref[`${cli}_layers`].shape, [L, T, T]);
+    let d = 0;
+    for (let i = 0; i < L * T * T; i++) d = Math.max(d, Math.abs(got[i] - ref[`${cli}_layers`].data[i]) / Math.max(1, Math.abs(ref[`${cli}_layers`].data[i])));
+    assert.ok(d <= 1e-6, `${method}: every layer as the CLI's ${cli}_layers within ${d}`);
+    console.log(`  maps?method=${method}: [${L}, 1, ${T}, ${T}], largest relative difference from the CLI's ${cli}_layers ${d}`);
+    const whole = await mapsData(`/api/v1/runs/${lm.id}/attribution?method=${method}`, 'attribution');
+    assert.deepEqual(got.subarray((L - 1) * T * T), whole, `${method}: the last layer is the whole model's map`);
+    let moved = 0;
+    for (let i = 0; i < T * T; i++) moved = Math.max(moved, Math.abs(got[i] - whole[i]));
+    assert.ok(moved > 1e-3, `${method}: layer 0's map is not the whole model's (${moved})`);
+  }
+  for (const method of ['flow', 'grad']) assert.equal((await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=${method}&layers=1`)).meta.cached, true);
   /* kept with the run: the 4 most recently used results (alti, rollout, flow, grad here) */
   assert.equal((await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=alti&layers=1`)).meta.cached, true);
   const one = await binary(API, route, 'MapsMeta', ['maps'], `/api/v1/runs/${lm.id}/maps?method=norm&layers=1&heads=0-1&pool=8&dtype=f16`);
@@ -336,6 +373,14 @@ test('GET /api/v1/runs/{id}/maps', async () => {
   const long = await call(API, 'POST /api/v1/run', 'RunResponse', '/api/v1/run', { model: 'llama', ids: Array.from({ length: 140 }, (_, i) => 3 + (i % 50)) });
   assert.ok(long.sizes.tokens > 128);
   assert.match((await error(400, `/api/v1/runs/${long.id}/maps?method=flow`)).error, /128/);
+  /* every layer's flow of 16 layers: T^2 L (L + 1) / 2 bounded by a 12-layer model's at 128
+     tokens (SRV_MAPS_FLOW_MAX_WORK), so at most floor(sqrt(128^2 * 78 / 136)) = 96 tokens */
+  const deep = await (await fetch(`${bareBase}/api/v1/run`, post(JSON.stringify({ model: 'gpt2-deep', ids: Array.from({ length: 100 }, (_, i) => 3 + i) })))).json();
+  assert.equal(deep.sizes?.tokens, 100, JSON.stringify(deep).slice(0, 200));
+  const refused = await fetch(`${bareBase}/api/v1/runs/${deep.id}/maps?method=flow`);
+  assert.equal(refused.status, 400);
+  assert.match((await refused.json()).error, /16-layer model takes at most 96 tokens here, the input has 100/);
+  assert.equal((await fetch(`${bareBase}/api/v1/runs/${deep.id}/maps?method=rollout&layers=15`)).status, 200, 'the other methods are not bounded');
   const bad = [[lm, ''], [lm, '?method=attention'], [lm, '?method=importance'], [lm, '?method=rollout&target=1'], [lm, `?method=norm&layers=${L}`],
     [lm, '?method=norm&pool=2'], [lm, '?method=alti&dtype=f64'], [lm, `?method=grad&position=${T}`]];
   for (const [r, query] of bad) await error(400, `/api/v1/runs/${r.id}/maps${query}`);

@@ -3,9 +3,10 @@
 // Conv1D weights stored [in, out]; lm_head tied to wte, so not stored) with the
 // committed GPT-2-style byte-level BPE of tests/ref/fixtures/bpe_gpt2 (2000 tokens,
 // <|endoftext|> = 1999) into a folder, for the causal-model tests of the server
-// (tests/unit/test_server.c) and the browser (explorer.test.mjs). 2 layers, 4 heads,
-// width 32, 128 positions. Deterministic (seeded). Nothing here is committed as a binary.
-// Usage: node make_gpt2_model.mjs OUT_DIR
+// (tests/unit/test_server.c) and the browser (explorer.test.mjs). 2 layers (or LAYERS),
+// 4 heads, width 32, 128 positions. Deterministic (seeded). Nothing here is committed as a
+// binary.
+// Usage: node make_gpt2_model.mjs OUT_DIR [LAYERS]
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,8 +15,8 @@ import { addGpt2, tensorList, writeSafetensors } from './tensors.mjs';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TOK = join(ROOT, 'tests', 'ref', 'fixtures', 'bpe_gpt2');
 const out = process.argv[2];
-if (!out) throw new Error('usage: node make_gpt2_model.mjs OUT_DIR');
-const L = 2, H = 4, D = 32, P = 128, V = 2000, EOT = 1999;
+const L = Number(process.argv[3] ?? 2), H = 4, D = 32, P = 128, V = 2000, EOT = 1999;
+if (!out || !(Number.isInteger(L) && L >= 1)) throw new Error('usage: node make_gpt2_model.mjs OUT_DIR [LAYERS]');
 
 const list = tensorList(2024);
 addGpt2(list, { L, D, V, P });

@@ -8,7 +8,11 @@
 //   - the head view's "Show as" ALTI: one map per layer (the head toggles give way to a
 //     note), its links read the npz's layer;
 //   - grad × attention in the model view after choosing position 4 and token 7: the CLI's
-//     --target 7 --position 4 value in the hovered cell;
+//     --target 7 --position 4 value in the hovered cell of the last layer (the whole model's);
+//   - flow and grad × attention per layer, each cumulative through its layer: in the model
+//     view the opened layer 0 and last layer draw different flow maps, the hovered cell is the
+//     maps route's value for that layer and the title says "cumulative through layer l"; in
+//     the head view grad's links at layer 1 are the route's layer 1 and the note names it;
 //   - flow over 128 tokens: the server's 400 is shown next to the selector;
 //   - the attribution view's target controls: another class (bert) or another position and
 //     token (gpt2) changes the gradient-weighted relevance to the CLI's for that target;
@@ -65,7 +69,7 @@ async function until(name, ok) {
 async function hoverOpened(r, c, q, k) {
   const g = (await until('modelView', (v) => v.pool > 0)).grid;
   await page.click('[data-testid=grid-canvas]', { position: { x: g.left + c * (g.cell + g.gap) + g.cell / 2, y: g.top + r * (g.cell + g.gap) + g.cell / 2 } });
-  await until('modelView', (v) => v.matrix !== null);
+  await until('modelView', (v) => v.matrix !== null && v.matrix.layer === r);
   const hm = await until('heatmap', (v) => v.cell > 0);
   await page.locator('[data-testid=matrix-canvas]').scrollIntoViewIfNeeded();
   const box = await page.locator('[data-testid=matrix-canvas]').boundingBox();
@@ -75,6 +79,18 @@ async function hoverOpened(r, c, q, k) {
   const named = /\((\d+)\)[^(]*\((\d+)\)/.exec(tip);
   assert.ok(named, tip);
   return { w: +(await page.getAttribute('[data-testid=heat-tip] [data-w]', 'data-w')), q: +named[1], k: +named[2] };
+}
+
+/** GET .../maps?method=M of the server's run of model on its ids (POST /api/v1/run answers the
+ *  cached run the page made): the f32 maps (L, 1, T, T) and the run's sizes. */
+async function routeMaps(model, method) {
+  const run = await (await fetch(`${base}/api/v1/run`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ model, ids: ids(model) }) })).json();
+  const buf = Buffer.from(await (await fetch(`${base}/api/v1/runs/${run.id}/maps?method=${method}`)).arrayBuffer());
+  const n = buf.readUInt32LE(4);
+  const t = JSON.parse(buf.toString('utf8', 8, 8 + n)).tensors[0];
+  assert.equal(t.dtype, 'f32');
+  const at = 8 + n + t.offset;
+  return { shape: t.shape, data: new Float32Array(buf.buffer.slice(buf.byteOffset + at, buf.byteOffset + at + t.nbytes)), sizes: run.sizes };
 }
 
 before(async () => {
@@ -131,10 +147,53 @@ test('model view: show as grad × attention follows its target controls', async 
   await until('modelView', (v) => v.showAs === 'grad' && v.target.target === 7 && v.target.position === 4 && v.pool > 0);
   const ref = attribute('gpt2', 'grad-attn', ['--target', '7', '--position', '4'])['grad-attn'];
   const deflt = attribute('gpt2', 'grad-attn')['grad-attn'];
-  const c = await hoverOpened(0, 0, 4, 1);
+  const L = JSON.parse(execFileSync(BIN, ['info', '--model', join(FIX, 'gpt2'), '--format', 'json'], { encoding: 'utf8' })).layers;
+  const c = await hoverOpened(L - 1, 0, 4, 1); /* the last layer's map: the whole model's */
   const want = ref.data[c.q * T + c.k];
   assert.ok(Math.abs(c.w - want) < 1e-4 * Math.max(1, want), `grad for token 7 at 4, cell (${c.q}, ${c.k}): view ${c.w}, CLI ${want}`);
   assert.ok(Math.abs(want - deflt.data[c.q * T + c.k]) > 1e-4, 'the target changes this cell');
+});
+
+test('model and head views: flow and grad × attention per layer, cumulative through it, as the maps route serves them', async () => {
+  const T = ids('gpt2').length;
+  await page.goto(`${base}/?model=gpt2&ids=${ids('gpt2').join(',')}&view=model`);
+  await until('modelView', (v) => v.pool > 0);
+  await page.selectOption('[data-testid=show-as]', 'flow');
+  await until('modelView', (v) => v.showAs === 'flow' && v.pool > 0);
+  assert.match(await page.textContent('[data-testid=show-as-note]'), /One map per layer, cumulative/);
+  const flow = await routeMaps('gpt2', 'flow');
+  const L = flow.sizes.layers;
+  assert.ok(L >= 2);
+  assert.deepEqual(flow.shape, [L, 1, T, T]);
+  const drawn = [];
+  for (const l of [0, L - 1]) {
+    const a = await hoverOpened(l, 0, 4, 1);
+    const want = flow.data[(l * T + a.q) * T + a.k];
+    assert.ok(Math.abs(a.w - want) < 1e-6, `flow layer ${l} (${a.q}, ${a.k}): view ${a.w}, route ${want}`);
+    assert.equal(await page.locator('h3', { hasText: `cumulative through layer ${l}` }).count(), 1, `layer ${l}: the title says cumulative through it`);
+    assert.match((await until('heatmap', (v) => v.layer === l)).title, new RegExp(`^flow .*, cumulative through layer ${l}:`), `layer ${l}: the heat map's label`);
+    drawn.push((await until('modelView', (v) => v.matrix?.layer === l)).matrix.values);
+  }
+  let moved = 0;
+  for (let i = 0; i < T * T; i++) moved = Math.max(moved, Math.abs(drawn[0][i] - drawn[1][i]));
+  assert.ok(moved > 1e-3, `layer 0 and layer ${L - 1} draw different flow maps (${moved})`);
+  await page.screenshot({ path: join(ART, 'showas-flow-layer.png'), fullPage: true });
+
+  await page.goto(`${base}/?model=gpt2&ids=${ids('gpt2').join(',')}&view=head&layer=1`);
+  await until('headDraw', (v) => v.layer === 1);
+  await page.selectOption('[data-testid=show-as]', 'grad');
+  /* R_l = R_{l-1} + Ā_l R_{l-1} from R = I: the diagonal is at least 1, so the maps are scaled */
+  const d = await until('headDraw', (v) => v.showAs === 'grad' && v.layer === 1 && v.scale < 1);
+  assert.match(await page.textContent('[data-testid=show-as-note]'), /cumulative through layer 1 /);
+  const grad = await routeMaps('gpt2', 'grad');
+  const largest = grad.data.reduce((m, v) => Math.max(m, v), 0);
+  assert.ok(Math.abs(d.scale - 1 / largest) < 1e-6, `grad drawn divided by its largest value over every layer (${largest})`);
+  await page.waitForFunction(() => window.__attnscope.headLinks?.length === 1 && window.__attnscope.headLinks[0].n > 0);
+  const links = await page.evaluate(() => window.__attnscope.headLinks.map((h) => ({ n: h.n, i: Array.from(h.i), j: Array.from(h.j), w: Array.from(h.w) })));
+  for (let x = 0; x < links[0].n; x++) {
+    const want = grad.data[(T + links[0].i[x]) * T + links[0].j[x]] * d.scale;
+    assert.ok(Math.abs(links[0].w[x] - want) < 1e-6, `grad layer 1 link ${links[0].i[x]}->${links[0].j[x]}: ${links[0].w[x]} vs ${want}`);
+  }
 });
 
 test('head view: show as ALTI draws one map per layer; flow over 128 tokens shows the 400', async () => {

@@ -586,17 +586,19 @@ export interface AttributionMeta {
  * /api/v1/runs/{id}/maps?method=M[&layers=a-b][&heads=c-d][&pool=N][&dtype=f32|f16|u8][&target=C&position=P]
  * (docs/server.md): one tensor maps, (nl, nh, S, S) in the layout of the attention route (rows =
  * output tokens, columns = input tokens; S = T, or the pooled side with pool), f32 unless dtype says
- * otherwise. per = head: norm, one map per layer and head of the ranges; layer: norm2 and alti, one
- * map per layer (nh = 1, heads ignored); model: rollout, flow and grad, one map (nl = nh = 1, layers
- * and heads ignored). The result is computed once per run, method, target and position and kept with
- * the run
+ * otherwise. per = head: norm, one map per layer and head of the ranges; layer: norm2, alti, rollout,
+ * flow and grad, one map per layer (nh = 1, heads ignored), alti's, rollout's, flow's and grad's layer
+ * l cumulative (the method through layers 0..l; the last layer's is the whole model's map, the
+ * attribution route's). Flow is refused (400) over 128 tokens or when T^2 L (L + 1) / 2 exceeds a
+ * 12-layer model's at 128 tokens. The result is computed once per run, method, target and position and
+ * kept with the run
  */
 export interface MapsMeta {
   run: string;
   method: MapsMethod;
-  /** what one map covers: a head, a layer, or the whole model */
-  per: 'head' | 'layer' | 'model';
-  /** [first, last] layer of the maps, inclusive ([0, 0] for per = model) */
+  /** what one map covers: a head or a layer */
+  per: 'head' | 'layer';
+  /** [first, last] layer of the maps, inclusive */
   layers: number[];
   /** [first, last] head, inclusive ([0, 0] unless per = head) */
   heads: number[];

@@ -1,8 +1,9 @@
 // showas.ts — what the head and model views draw: raw attention, or an attribution
 // method's maps (GET .../maps, docs/attribution.md) in the same (layer, head, T, T) layout.
-// Per-head methods (norm) keep every head; per-layer ones (norm2, alti, rollout up to each
-// layer) have one map per layer (head axis of 1); whole-model ones (flow, grad) one map
-// (layer and head axes of 1). Values above 1 (norm-based ones) are divided by the method's largest value
+// Per-head methods (norm) keep every head; per-layer ones have one map per layer (head axis
+// of 1): norm2 each layer's own, ALTI, rollout, flow and grad cumulative (layer l's map is the
+// method through layers 0..l, the last layer's the whole model's). Values above 1 (norm-based
+// and gradient-weighted ones) are divided by the method's largest value
 // for drawing (`scale`); the views show value / scale, the method's own numbers. grad explains
 // the logit of a Target (default: the prediction). No drawing.
 import type { LayerAttention, PooledAttention, RunData, Target } from '../api/client';
@@ -10,22 +11,21 @@ import type { MapsMethod } from '../api/types';
 
 export type ShowAs = 'attention' | MapsMethod;
 export const SHOW_AS: readonly ShowAs[] = ['attention', 'norm', 'norm2', 'alti', 'rollout', 'flow', 'grad'];
-export type Per = 'head' | 'layer' | 'model';
+export type Per = 'head' | 'layer';
 
 /** What one map of s covers. */
 export function perOf(s: ShowAs): Per {
-  return s === 'attention' || s === 'norm' ? 'head' : s === 'norm2' || s === 'alti' || s === 'rollout' ? 'layer' : 'model';
+  return s === 'attention' || s === 'norm' ? 'head' : 'layer';
+}
+
+/** Whether layer l's map of s is the method through layers 0..l (the last layer's: the whole model's). */
+export function cumulative(s: ShowAs): boolean {
+  return s === 'alti' || s === 'rollout' || s === 'flow' || s === 'grad';
 }
 
 /** Layers and heads of s's maps on a model of L layers and H heads. */
 export function mapCounts(s: ShowAs, L: number, H: number): { layers: number; heads: number } {
-  const p = perOf(s);
-  return { layers: p === 'model' ? 1 : L, heads: p === 'head' ? H : 1 };
-}
-
-/** Layer l of the views as a layer of s's maps (0 for whole-model maps). */
-export function mapLayer(s: ShowAs, l: number): number {
-  return perOf(s) === 'model' ? 0 : l;
+  return { layers: L, heads: perOf(s) === 'head' ? H : 1 };
 }
 
 /** The factor that brings s's maps into [0, 1] for drawing: 1 / the largest value when it is
@@ -45,7 +45,7 @@ const scaled = (x: Float32Array, k: number): Float32Array => (k === 1 ? x : x.ma
 /** Layer l of s (all its maps), scaled for drawing, and the scale. */
 export async function showLayer(data: RunData, s: ShowAs, l: number, tg?: Target): Promise<LayerAttention & { scale: number }> {
   if (s === 'attention') return { ...(await data.layer(l)), scale: 1 };
-  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)), tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
+  const [m, k] = await Promise.all([data.maps(s, { layers: String(l), tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
   const out = { layer: l, heads: m.shape[1], T: m.shape[2], K: m.shape[3], data: scaled(m.data, k), scale: k }; /* K: keys per row, T here */
   return out;
 }
@@ -64,6 +64,6 @@ export async function showPooled(data: RunData, s: ShowAs, n: number, tg?: Targe
 export async function showHead(data: RunData, s: ShowAs, l: number, h: number, tg?: Target): Promise<Float32Array> {
   if (s === 'attention') return data.head(l, h);
   const one = perOf(s) === 'head' ? String(h) : '0';
-  const [m, k] = await Promise.all([data.maps(s, { layers: String(mapLayer(s, l)), heads: one, tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
+  const [m, k] = await Promise.all([data.maps(s, { layers: String(l), heads: one, tg: targetOf(s, tg) }), mapScale(data, s, tg)]);
   return scaled(m.data, k);
 }
