@@ -3,7 +3,10 @@
  * the fixtures' "single" ids, every method's tensor (shape, meta, values) against
  * tests/ref/gen_attrib.py's PyTorch / networkx references (rollout and flow 1e-5 absolute,
  * the others 1e-4 of the largest value; f16 within its rounding), the explained logit's
- * target / position given in the query, and one-line 4xx errors for bad queries.
+ * target / position given in the query, and one-line 4xx errors for bad queries. Also
+ * GET .../maps?method=rollout|flow|grad: every layer's map, cumulative through it
+ * ([L, 1, T, T], meta.per layer), against the references' rollout_layers / flow_layers /
+ * grad_layers, and its last layer equal to the attribution route's whole-model map.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,12 +87,15 @@ static void run_fixture(const char *model, char *id) {
     resp_free(&r);
 }
 
-/* GET the attribution of run id with query q; checks meta and shape, compares with the
- * reference tensor `ref` of REFS model.safetensors (abs: absolute tolerance, else relative
- * to the largest value). Returns the response's meta (caller decrefs). */
-static json_t *check(const char *model, const char *id, const char *q, const char *ref, double tol, int abs) {
+/* GET route (attribution or maps) of run id with query q; checks meta and shape, compares
+ * with the reference tensor `ref` of REFS file.safetensors (abs: absolute tolerance, else
+ * relative to the largest value). A maps reply (L, 1, T, T) is compared with an (L, T, T)
+ * reference. Returns the response's meta (caller decrefs). */
+static json_t *check_route(const char *route, const char *file, const char *id, const char *q, const char *ref,
+                           double tol, int abs) {
     char path[512];
-    snprintf(path, sizeof path, "/api/v1/runs/%s/attribution?%s", id, q);
+    int maps = !strcmp(route, "maps");
+    snprintf(path, sizeof path, "/api/v1/runs/%s/%s?%s", id, route, q);
     resp r;
     get(S.port, path, &r);
     if (r.status != 200) fprintf(stderr, "%s: %d %s\n", path, r.status, r.body);
@@ -97,14 +103,16 @@ static json_t *check(const char *model, const char *id, const char *q, const cha
     assert_true(header_has(&r, "application/octet-stream"));
     tb t;
     tb_parse(&r, &t);
-    json_t *x = tb_tensor(&t, "attribution"), *meta = json_incref(json_object_get(t.hdr, "meta"));
-    snprintf(path, sizeof path, REFS "%s.safetensors", model);
+    json_t *x = tb_tensor(&t, route), *meta = json_incref(json_object_get(t.hdr, "meta"));
+    snprintf(path, sizeof path, REFS "%s.safetensors", file);
     st_file *f = open_st(path);
     const st_tensor *want = find(f, ref);
     json_t *shape = json_object_get(x, "shape");
-    assert_int_equal((int)json_array_size(shape), want->ndim);
-    for (int d = 0; d < want->ndim; d++)
-        assert_int_equal(json_integer_value(json_array_get(shape, (size_t)d)), want->shape[d]);
+    assert_int_equal((int)json_array_size(shape), want->ndim + maps);
+    for (int d = 0, g = 0; d < want->ndim; d++, g++) {
+        if (maps && d == 1) assert_int_equal(json_integer_value(json_array_get(shape, (size_t)g++)), 1); /* heads */
+        assert_int_equal(json_integer_value(json_array_get(shape, (size_t)g)), want->shape[d]);
+    }
     double md = 0.0, mr = 0.0;
     for (size_t k = 0; k < want->n_elems; k++) {
         float w = ((const float *)want->data)[k];
@@ -112,13 +120,67 @@ static json_t *check(const char *model, const char *id, const char *q, const cha
         mr = fmax(mr, fabs(w));
     }
     double d = abs ? md : md / mr;
-    printf("  %-6s %-28s %-10s max %s diff %.2e\n", model, q, ref, abs ? "abs" : "rel", d);
+    printf("  %-11s %-11s %-28s %-14s max %s diff %.2e\n", route, file, q, ref, abs ? "abs" : "rel", d);
     assert_true(d <= tol);
     assert_string_equal(json_string_value(json_object_get(meta, "run")), id);
     st_file_free(f);
     json_decref(t.hdr);
     resp_free(&r);
     return meta;
+}
+
+static json_t *check(const char *model, const char *id, const char *q, const char *ref, double tol, int abs) {
+    return check_route("attribution", model, id, q, ref, tol, abs);
+}
+
+/* The values of route?q of run id as a new array of *n floats (caller frees). */
+static float *get_f32(const char *id, const char *route, const char *q, size_t *n) {
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/runs/%s/%s?%s", id, route, q);
+    resp r;
+    get(S.port, path, &r);
+    assert_int_equal(r.status, 200);
+    tb t;
+    tb_parse(&r, &t);
+    json_t *x = tb_tensor(&t, route);
+    json_t *shape = json_object_get(x, "shape");
+    *n = 1;
+    for (size_t d = 0; d < json_array_size(shape); d++) *n *= (size_t)json_integer_value(json_array_get(shape, d));
+    float *v = malloc(*n * sizeof *v);
+    assert_non_null(v);
+    for (size_t k = 0; k < *n; k++) v[k] = tb_at(&t, x, k);
+    json_decref(t.hdr);
+    resp_free(&r);
+    return v;
+}
+
+/* maps?method=rollout|flow|grad of bert and gpt2: every layer's map, cumulative through it,
+ * against gen_attrib.py's *_layers references; the last layer bit for bit the attribution
+ * route's whole-model map. */
+static void test_maps_layers(void **state) {
+    (void)state;
+    const char *models[] = {"bert", "gpt2"};
+    const char *methods[] = {"rollout", "flow", "grad"}, *refs[] = {"rollout_layers", "flow_layers", "grad_layers"};
+    for (int m = 0; m < 2; m++) {
+        char id[ID_BUF], file[32], q[64];
+        run_fixture(models[m], id);
+        snprintf(file, sizeof file, "%s_layers", models[m]);
+        for (int i = 0; i < 3; i++) {
+            snprintf(q, sizeof q, "method=%s", methods[i]);
+            json_t *meta = check_route("maps", file, id, q, refs[i], i < 2 ? 1e-5 : 1e-4, i < 2);
+            assert_string_equal(json_string_value(json_object_get(meta, "per")), "layer");
+            int L = (int)json_integer_value(json_array_get(json_object_get(meta, "layers"), 1)) + 1;
+            json_decref(meta);
+            size_t nw, nl;
+            float *whole = get_f32(id, "attribution", q, &nw);
+            snprintf(q, sizeof q, "method=%s&layers=%d", methods[i], L - 1);
+            float *last = get_f32(id, "maps", q, &nl);
+            assert_int_equal(nw, nl);
+            assert_memory_equal(whole, last, nw * sizeof *whole);
+            free(whole);
+            free(last);
+        }
+    }
 }
 
 static void test_bert(void **state) {
@@ -196,6 +258,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert),
         cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_maps_layers),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
