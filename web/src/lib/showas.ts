@@ -29,9 +29,11 @@ export function mapCounts(s: ShowAs, L: number, H: number): { layers: number; he
 }
 
 /** The factor that brings s's maps into [0, 1] for drawing: 1 / the largest value when it is
- *  above 1, else 1 (from the max-pooled maps: max pooling keeps the largest value). */
+ *  above 1, else 1 (from the max-pooled maps: max pooling keeps the largest value). Raw
+ *  attention, ALTI, rollout and flow have rows summing to 1 (at most): 1 without a request, so
+ *  the first request of every layer's flow is the only one waiting for it. */
 export async function mapScale(data: RunData, s: ShowAs, tg?: Target): Promise<number> {
-  if (s === 'attention') return 1;
+  if (s === 'attention' || s === 'alti' || s === 'rollout' || s === 'flow') return 1;
   const p = await data.maps(s, { pool: 8, dtype: 'f32', tg: targetOf(s, tg) });
   const largest = p.data.reduce((a, v) => Math.max(a, v), 0);
   return largest > 1 ? 1 / largest : 1;
