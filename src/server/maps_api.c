@@ -2,8 +2,8 @@
  * attribution method's result (attr_compute_run under the server's forward lock, kept
  * with the run in srv_entry.maps) sliced and, on request, max-pooled into the attention
  * route's (layers, heads, S, S) layout and written by the tensor writer (reply_tensors);
- * rollout, flow and grad are asked for every layer's map, cumulative through it (attr_opts.layers),
- * flow only up to SRV_MAPS_FLOW_MAX_WORK.
+ * rollout, flow and grad are asked for every layer's map, cumulative through it
+ * (attr_opts.layers), flow only up to SRV_MAPS_FLOW_MAX_WORK.
  * lens: one forward keeping the hidden states (lens_json), not kept.
  * What it does not: compute the methods (src/analysis/attrib*.c), or serve raw attention
  * (the attention route does).
@@ -95,8 +95,9 @@ typedef struct {
     int l0, l1, h0, h1, pool, dt;
 } maps_query;
 
-/* 0 when the method is not flow or every layer's flow of e fits SRV_MAPS_FLOW_MAX_WORK; -1 after setting a 400 naming the most tokens this model may take.
- * The work counted is T^2 max-flows on 1, 2, ..., L layers: T^2 L (L + 1) / 2 layer-graphs. */
+/* 0 when the method is not flow or every layer's flow of e fits SRV_MAPS_FLOW_MAX_WORK; -1
+ * after setting a 400 naming the most tokens this model may take. The work counted is T^2
+ * max-flows on each of 1, 2, ..., L layers: T^2 L (L + 1) / 2 layer-graphs. */
 static int check_flow_work(const srv_entry *e, const maps_query *q, srv_response *rs) {
     const as_run *r = e->run;
     if (q->o.method != ATTR_FLOW || e->enc.n > ATTR_FLOW_MAX_T) return 0; /* over the library's limit: its 400 */
@@ -154,8 +155,8 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
     return check_flow_work(e, q, rs);
 }
 
-/* The reply of result m cut to q: (nl, nh, S, S) maps (nh = 1 for a per-layer method), pooled when q->pool; hit: m was kept
- * from an earlier request (meta.cached). */
+/* The reply of result m cut to q: (nl, nh, S, S) maps (nh = 1 for a per-layer method), pooled
+ * when q->pool; hit: m was kept from an earlier request (meta.cached). */
 static void reply_maps(srv_response *rs, const srv_entry *e, const maps_query *q, const srv_maps *m, int hit) {
     const attr_result *r = &m->r;
     char per = method_per(r->method);
