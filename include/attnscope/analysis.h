@@ -140,6 +140,11 @@ as_status attr_compute(const as_model *m, const as_encoding *enc, const attr_opt
 as_status attr_compute_run(const as_model *m, const as_encoding *enc, const as_run *r, const attr_opts *o,
                            attr_result *out, as_error *err);
 void attr_result_free(attr_result *r);
+/* F (T, T) = row-normalised attention flow of A (L, H, T, T) (a zero row stays zero); with
+ * L = l + 1 layers of a run's attention, the flow to layer l's output (the server computes
+ * one layer's map at a time this way). threads: 0 or 1 = the calling thread only. Errors:
+ * AS_ERR_INPUT when T > ATTR_FLOW_MAX_T; AS_ERR_INTERNAL out of memory. */
+as_status attr_flow(const float *A, int L, int H, int T, int threads, float *F, as_error *err);
 
 /* Writes r (computed on enc under m) as an .npz archive at path: input_ids (T), tokens and
  * token_text (unicode), the result under the method's name (rollout, flow, grad: (T, T);

@@ -41,10 +41,7 @@
 as_status attr_rollout(const float *A, int L, int H, int T, float *R, as_error *err);
 /* R (L, T, T): layer l's the rollout of A's layers 0..l (the last = attr_rollout's). */
 as_status attr_rollout_layers(const float *A, int L, int H, int T, float *R, as_error *err);
-/* F (T, T) = row-normalised attention flow of A (L, H, T, T) (a zero row stays zero).
- * threads: 0 or 1 = the calling thread only. Errors: AS_ERR_INPUT when T > ATTR_FLOW_MAX_T;
- * AS_ERR_INTERNAL out of memory. */
-as_status attr_flow(const float *A, int L, int H, int T, int threads, float *F, as_error *err);
+/* attr_flow: include/attnscope/analysis.h */
 /* F (L, T, T): layer l's the row-normalised flow from input token j (layer 0) to token i
  * at layer l's output, through the graph of A's layers 0..l alone (the last = attr_flow's):
  * L flows of 1..L layers, about (L + 1) / 2 times attr_flow's cost. Errors as attr_flow. */

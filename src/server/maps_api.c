@@ -2,8 +2,10 @@
  * attribution method's result (attr_compute_run under the server's forward lock, kept
  * with the run in srv_entry.maps) sliced and, on request, max-pooled into the attention
  * route's (layers, heads, S, S) layout and written by the tensor writer (reply_tensors);
- * rollout, flow and grad are asked for every layer's map, cumulative through it
- * (attr_opts.layers), flow only up to SRV_MAPS_FLOW_MAX_WORK.
+ * rollout and grad are asked for every layer's map, cumulative through it
+ * (attr_opts.layers); flow's layer maps are computed as requests ask for them (layer l
+ * costs T^2 max-flows on l + 1 layers; a request's own layers at most
+ * SRV_MAPS_FLOW_MAX_WORK) and kept with the result.
  * lens: one forward keeping the hidden states (lens_json), not kept.
  * What it does not: compute the methods (src/analysis/attrib*.c), or serve raw attention
  * (the attention route does).
@@ -23,6 +25,7 @@ typedef struct srv_maps {
     attr_method method;
     int target, position; /* as asked (-1 = the default) */
     attr_result r;        /* owned */
+    unsigned char *done;  /* flow: (L) 1 for each layer whose map r holds; NULL otherwise */
     struct srv_maps *next;
 } srv_maps;
 
@@ -31,6 +34,7 @@ static void maps_free(srv_maps *m) {
     while (m) {
         srv_maps *nx = m->next;
         attr_result_free(&m->r);
+        free(m->done);
         free(m);
         m = nx;
     }
@@ -57,17 +61,55 @@ static char method_per(attr_method m) {
 /* 1 for the methods whose whole-model (T, T) map the route asks for per layer (attr_opts.layers). */
 static int method_cumulative(attr_method m) { return m == ATTR_ROLLOUT || m == ATTR_FLOW || m == ATTR_GRAD; }
 
+/* An empty flow result for every layer of e's run: (L, T, T) maps, none computed yet. */
+static as_status flow_result_init(const srv_entry *e, srv_maps *m, as_error *err) {
+    const as_run *r = e->run;
+    const int L = r->L, H = r->H, T = e->enc.n;
+    if (T > ATTR_FLOW_MAX_T)
+        return as_err_set(err, AS_ERR_INPUT, "attention flow takes at most %d tokens, the input has %d", ATTR_FLOW_MAX_T,
+                          T);
+    m->r = (attr_result){.method = ATTR_FLOW, .T = T, .L = L, .H = H, .ndim = 3, .shape = {L, T, T},
+                         .target = -1, .position = -1};
+    m->r.data = as_calloc((size_t)L * T * T, sizeof(float));
+    m->done = as_calloc((size_t)L, 1);
+    if (!m->r.data || !m->done) {
+        attr_result_free(&m->r);
+        free(m->done);
+        m->done = NULL;
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    return AS_OK;
+}
+
+/* Computes the flow maps of layers [l0, l1] that m does not hold yet (layer l: the flow from
+ * the input to layer l's output on the run's first l + 1 layers); *fresh = 1 if any was. */
+static as_status flow_fill(const srv_state *s, const srv_entry *e, srv_maps *m, int l0, int l1, int *fresh,
+                           as_error *err) {
+    const size_t TT = (size_t)m->r.T * m->r.T;
+    for (int l = l0; l <= l1; l++) {
+        if (m->done[l]) continue;
+        as_status st = attr_flow(e->run->attn, l + 1, m->r.H, m->r.T, s->threads, m->r.data + (size_t)l * TT, err);
+        if (st) return st;
+        m->done[l] = 1;
+        *fresh = 1;
+    }
+    return AS_OK;
+}
+
 /* The cached result of (method, target, position) on e, moved to the front (*hit = 1), or one
- * computed and inserted (*hit = 0; the oldest beyond SRV_MAPS_PER_RUN freed). Caller holds
- * s->fwd_mu, which guards e->maps. NULL with err set when the method fails. */
-static srv_maps *maps_get(srv_state *s, srv_entry *e, const attr_opts *o, int *hit, as_error *err) {
+ * computed and inserted (*hit = 0; the oldest beyond SRV_MAPS_PER_RUN freed); flow's layers
+ * [l0, l1] computed if it lacks them (*hit = 0 then). Caller holds s->fwd_mu, which guards
+ * e->maps. NULL with err set when the method fails. */
+static srv_maps *maps_get(srv_state *s, srv_entry *e, const attr_opts *o, int l0, int l1, int *hit, as_error *err) {
     srv_maps *head = e->maps, **pp = &head, *m;
     for (; (m = *pp); pp = &m->next)
         if (m->method == o->method && m->target == o->target && m->position == o->position) {
+            int fresh = 0;
+            if (m->done && flow_fill(s, e, m, l0, l1, &fresh, err)) return NULL;
             *pp = m->next;
             m->next = head;
             e->maps = m;
-            *hit = 1;
+            *hit = !fresh;
             return m;
         }
     *hit = 0;
@@ -77,7 +119,11 @@ static srv_maps *maps_get(srv_state *s, srv_entry *e, const attr_opts *o, int *h
         return NULL;
     }
     *m = (srv_maps){.method = o->method, .target = o->target, .position = o->position, .next = head};
-    if (attr_compute_run(s->models[e->model].m, &e->enc, e->run, o, &m->r, err)) {
+    int fresh = 0;
+    if (o->method == ATTR_FLOW ? flow_result_init(e, m, err) || flow_fill(s, e, m, l0, l1, &fresh, err)
+                               : attr_compute_run(s->models[e->model].m, &e->enc, e->run, o, &m->r, err)) {
+        attr_result_free(&m->r);
+        free(m->done);
         free(m);
         return NULL;
     }
@@ -95,17 +141,21 @@ typedef struct {
     int l0, l1, h0, h1, pool, dt;
 } maps_query;
 
-/* 0 when the method is not flow or every layer's flow of e fits SRV_MAPS_FLOW_MAX_WORK; -1
- * after setting a 400 naming the most tokens this model may take. The work counted is T^2
- * max-flows on each of 1, 2, ..., L layers: T^2 L (L + 1) / 2 layer-graphs. */
+/* 0 when the method is not flow or the flow of the asked layers [l0, l1] fits
+ * SRV_MAPS_FLOW_MAX_WORK; -1 after setting a 400 naming the most tokens those layers may take.
+ * The work counted is T^2 max-flows on l + 1 layers for each asked layer l: T^2 sum (l + 1)
+ * layer-graphs (the layers an earlier request computed are counted too: a bound, not a
+ * promise). */
 static int check_flow_work(const srv_entry *e, const maps_query *q, srv_response *rs) {
-    const as_run *r = e->run;
     if (q->o.method != ATTR_FLOW || e->enc.n > ATTR_FLOW_MAX_T) return 0; /* over the library's limit: its 400 */
-    double per_pair = (double)r->L * (r->L + 1) / 2, work = (double)e->enc.n * e->enc.n * per_pair;
+    double per_pair = 0;
+    for (int l = q->l0; l <= q->l1; l++) per_pair += l + 1;
+    double work = (double)e->enc.n * e->enc.n * per_pair;
     if (work <= (double)SRV_MAPS_FLOW_MAX_WORK) return 0;
     int most = (int)sqrt((double)SRV_MAPS_FLOW_MAX_WORK / per_pair);
-    reply_error(rs, 400, "attention flow for every layer of this %d-layer model takes at most %d tokens here, the input has %d",
-                r->L, most, e->enc.n);
+    reply_error(rs, 400,
+                "attention flow for layers %d-%d of this %d-layer model takes at most %d tokens here, the input has %d",
+                q->l0, q->l1, e->run->L, most, e->enc.n);
     return -1;
 }
 
@@ -119,7 +169,7 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
         reply_error(rs, 400, "query 'method': expected norm, norm2, alti, rollout, flow or grad");
         return -1;
     }
-    q->o.layers = method_cumulative(q->o.method); /* every layer's map, cumulative through it */
+    q->o.layers = method_cumulative(q->o.method); /* every layer's map, cumulative through it (flow: maps_get) */
     if ((t || p) && q->o.method != ATTR_GRAD) {
         reply_error(rs, 400, "query 'target' and 'position' apply to method grad only");
         return -1;
@@ -215,7 +265,7 @@ void maps_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
     as_error err = {0};
     int hit = 0;
     pthread_mutex_lock(&s->fwd_mu);
-    srv_maps *m = maps_get(s, e, &q.o, &hit, &err);
+    srv_maps *m = maps_get(s, e, &q.o, q.l0, q.l1, &hit, &err);
     if (m) reply_maps(rs, e, &q, m, hit); /* under the lock: another request may drop m after it */
     pthread_mutex_unlock(&s->fwd_mu);
     api_leave(s);

@@ -11,10 +11,11 @@
 
 /* Most results kept per run (a norm result is as large as the run's attention). */
 #define SRV_MAPS_PER_RUN 4
-/* Most work of one maps?method=flow request: T^2 L (L + 1) / 2, the max-flow problems of every
- * layer's flow (T^2 per layer l, each on a graph of l + 1 layers), here a 12-layer model at
- * ATTR_FLOW_MAX_T = 128 tokens (about 10 s of CPU on one thread for BERT-base, docs/attribution.md;
- * under the forward lock). A larger request is a 400 naming the most tokens the model may take. */
+/* Most work of one maps?method=flow request: T^2 (l + 1) max-flow layer-graphs for each layer l
+ * it asks for (layer l's flow is on a graph of l + 1 layers), here every layer of a 12-layer
+ * model at ATTR_FLOW_MAX_T = 128 tokens, T^2 L (L + 1) / 2 (about 10 s of CPU on one thread for
+ * BERT-base, docs/attribution.md; under the forward lock). A larger request is a 400 naming the
+ * most tokens its layers may take. */
 #define SRV_MAPS_FLOW_MAX_WORK (128L * 128L * 78L)
 /* Most tokens per layer the lens route lists. */
 #define SRV_LENS_MAX_TOP 50
@@ -27,7 +28,8 @@
  * per layer, nh = 1, heads ignored; alti, rollout, flow and grad: layer l's map is the method
  * through layers 0..l, the last the whole model's). The method's result is computed once per
  * (method, target, position) and kept with the run (at most SRV_MAPS_PER_RUN, least recently
- * used dropped; cached says whether this request found it there). 400 for a bad query or input
+ * used dropped; cached says whether this request found it there; flow's layer maps are computed
+ * as requests ask for them and kept, cached false when this request computed one). 400 for a bad query or input
  * the method refuses (flow over ATTR_FLOW_MAX_T tokens or SRV_MAPS_FLOW_MAX_WORK), 409 for an
  * encoder-decoder run, 503 when full. */
 void maps_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);

@@ -110,14 +110,20 @@ async function error(status, path, init) {
 
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
 
-/** The first tensor (or the one named) of a binary route's f32 reply, as a Float32Array. */
-async function mapsData(path, name = 'maps') {
-  const buf = Buffer.from(await (await fetch(base + path)).arrayBuffer());
+/** The meta and the tensor `name` (f32) of a binary route's reply from url: {meta, data}. */
+async function f32Reply(url, name) {
+  const buf = Buffer.from(await (await fetch(url)).arrayBuffer());
   const n = buf.readUInt32LE(4);
-  const t = JSON.parse(buf.toString('utf8', 8, 8 + n)).tensors.find((x) => x.name === name);
-  assert.equal(t.dtype, 'f32', `${path}: f32`);
+  const header = JSON.parse(buf.toString('utf8', 8, 8 + n));
+  const t = header.tensors.find((x) => x.name === name);
+  assert.equal(t.dtype, 'f32', `${url}: f32`);
   const at = 8 + n + t.offset;
-  return new Float32Array(buf.buffer.slice(buf.byteOffset + at, buf.byteOffset + at + t.nbytes));
+  return { meta: header.meta, data: new Float32Array(buf.buffer.slice(buf.byteOffset + at, buf.byteOffset + at + t.nbytes)) };
+}
+
+/** The tensor `name` of a binary route's f32 reply on the main server, as a Float32Array. */
+async function mapsData(path, name = 'maps') {
+  return (await f32Reply(base + path, name)).data;
 }
 
 /** `attnscope attribute --format npz` of model on ids: {name: {shape, data}}, read by numpy. */
@@ -379,7 +385,17 @@ test('GET /api/v1/runs/{id}/maps', async () => {
   assert.equal(deep.sizes?.tokens, 100, JSON.stringify(deep).slice(0, 200));
   const refused = await fetch(`${bareBase}/api/v1/runs/${deep.id}/maps?method=flow`);
   assert.equal(refused.status, 400);
-  assert.match((await refused.json()).error, /16-layer model takes at most 96 tokens here, the input has 100/);
+  assert.match((await refused.json()).error, /layers 0-15 of this 16-layer model takes at most 96 tokens here, the input has 100/);
+  /* one layer's flow costs T^2 (l + 1) max-flows: the last layer alone is the whole model's flow,
+     computed on its own and kept; another layer is computed when asked for */
+  const deepMaps = `${bareBase}/api/v1/runs/${deep.id}/maps?method=flow&layers=`;
+  const lastFlow = await f32Reply(deepMaps + '15', 'maps');
+  const deepWhole = await f32Reply(`${bareBase}/api/v1/runs/${deep.id}/attribution?method=flow`, 'attribution');
+  assert.deepEqual(lastFlow.data, deepWhole.data, 'layer 15 alone is the attribution route\'s whole-model flow');
+  assert.equal(lastFlow.meta.cached, false);
+  assert.equal((await f32Reply(deepMaps + '15', 'maps')).meta.cached, true, 'a layer already computed is kept');
+  const other = await f32Reply(deepMaps + '3', 'maps');
+  assert.equal(other.meta.cached, false, 'a layer not yet computed is computed');
   assert.equal((await fetch(`${bareBase}/api/v1/runs/${deep.id}/maps?method=rollout&layers=15`)).status, 200, 'the other methods are not bounded');
   const bad = [[lm, ''], [lm, '?method=attention'], [lm, '?method=importance'], [lm, '?method=rollout&target=1'], [lm, `?method=norm&layers=${L}`],
     [lm, '?method=norm&pool=2'], [lm, '?method=alti&dtype=f64'], [lm, `?method=grad&position=${T}`]];
