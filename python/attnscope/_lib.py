@@ -20,7 +20,7 @@ AS_MAX_BAD_WORD_LEN = 8
 # needs no change here (as_run itself stays opaque: its fields are read through functions)
 RUN_ARRAYS_ROOM = 64
 
-CAP = {"attn": 1, "scores": 2, "qkv": 4, "hidden": 8, "logits": 16, "stats": 32, "all": 31}
+CAP = {"attn": 1, "scores": 2, "qkv": 4, "hidden": 8, "logits": 16, "stats": 32, "thumbs": 64, "all": 31}
 ARCH_NAMES = ("bert", "roberta", "distilbert", "gpt2", "llama", "bart", "t5")
 ACT_NAMES = ("gelu", "gelu_new", "relu", "silu")
 DTYPE_NAMES = ("F32", "F16", "BF16", "I64", "I32", "other")

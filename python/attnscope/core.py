@@ -108,17 +108,18 @@ def _parse_capture(capture):
     for p in parts:
         p = p.strip()
         if p not in _lib.CAP:
-            raise Error("bad capture '%s' (all, attn, scores, qkv, hidden, logits, stats)" % p)
+            raise Error("bad capture '%s' (all, attn, scores, qkv, hidden, logits, stats, thumbs)" % p)
         what |= _lib.CAP[p]
     if not what:
-        raise Error("bad capture '%s' (all, attn, scores, qkv, hidden, logits, stats)" % capture)
+        raise Error("bad capture '%s' (all, attn, scores, qkv, hidden, logits, stats, thumbs)" % capture)
     return what
 
 
 class Result:
     """One forward: the captured tensors as numpy arrays named as `attnscope run --format npz`
     writes them (attentions [L,H,T,T], attention_scores, queries, keys, values [L,H,T,Dh],
-    hidden_states [L_run+1,T,D], logits, head_stats [L,H,8]; None when not captured), the input arrays
+    hidden_states [L_run+1,T,D], logits, head_stats [L,H,8], thumbnails_max and thumbnails_mean
+    [L,H,S,S] with S = min(T, 64); None when not captured), the input arrays
     (input_ids, token_type_ids, attention_mask, offsets, layers, heads, score_scale,
     kv_group, token_pieces, token_text) and tokens, the list of token dicts of the JSON output.
 

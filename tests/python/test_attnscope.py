@@ -150,6 +150,24 @@ class TestArrays(unittest.TestCase):
             with self.assertRaisesRegex(attnscope.Error, "cannot"):
                 m.run("a").save_npz(os.path.join(d, "no-such-dir", "x.npz"))
 
+    def test_stats_and_thumbnails(self):
+        """capture="stats,thumbs": the head statistics and the pooled thumbnails of a long-input
+        run, bit for bit the CLI's npz, and each thumbnail block's max / mean of the dense weights."""
+        path = os.path.join(FIX, "llama")
+        ids = [1 + (7 * i) % 50 for i in range(70)]
+        m = attnscope.load(path)
+        r = m.run_ids(ids, capture="stats,thumbs")
+        self.assert_same(r, cli_npz(path, "--ids", ",".join(map(str, ids)), "--capture", "stats,thumbs"))
+        self.assertIsNone(r.attentions)
+        L, H = r.sizes["layers"], r.sizes["heads"]
+        self.assertEqual(r.thumbnails_max.shape, (L, H, 64, 64))
+        a = m.run_ids(ids, capture="attn").attentions
+        edges = [b * 70 // 64 for b in range(65)]
+        for l, h, bi, bj in ((0, 0, 0, 0), (L - 1, H - 1, 63, 10), (1 % L, 0, 40, 39)):
+            blk = a[l, h, edges[bi]:edges[bi + 1], edges[bj]:edges[bj + 1]]
+            self.assertAlmostEqual(float(r.thumbnails_max[l, h, bi, bj]), float(blk.max()), places=6)
+            self.assertAlmostEqual(float(r.thumbnails_mean[l, h, bi, bj]), float(blk.astype(np.float64).mean()), places=6)
+
     def test_partial_capture(self):
         m = attnscope.load(SST2)
         r = m.run("a fine film .", layer=2, head=1, capture="attn,qkv")
