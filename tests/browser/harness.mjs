@@ -1,5 +1,6 @@
 // harness.mjs — what the browser tests share: starting the real `attnscope serve` on an
-// ephemeral loopback port and reading the URL it prints. Test support only.
+// ephemeral loopback port and reading the URL it prints, opening Chromium, and reading a
+// reply (JSON or binary tensors). Test support only.
 import { spawn } from 'node:child_process';
 
 // Starts `BIN serve --port 0 --threads 2 ...args`; resolves {p, url} once the server
@@ -54,4 +55,19 @@ export async function openBrowser(chromium, profileDir, { height = 1000, ...extr
   page.setDefaultTimeout(60_000);
   page.on('pageerror', (e) => console.log('pageerror:', e.message));
   return { browser, page };
+}
+
+// The body of a server reply: parsed JSON, or a binary tensor reply ("ASTB", u32 header
+// length, JSON header, data) as {meta, <tensor name>: Float32Array} (f32 tensors only).
+export async function replyBody(r) {
+  if (r.headers.get('content-type').startsWith('application/json')) return r.json();
+  const buf = Buffer.from(await r.arrayBuffer());
+  const n = buf.readUInt32LE(4);
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
+  const out = { meta: header.meta };
+  for (const t of header.tensors) {
+    const b = buf.subarray(8 + n + t.offset, 8 + n + t.offset + t.nbytes);
+    out[t.name] = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+  }
+  return out;
 }

@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { openBrowser, startServer, stopServer } from './harness.mjs';
+import { openBrowser, replyBody, startServer, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.ATTNSCOPE_BIN;
@@ -58,23 +58,11 @@ after(async () => {
 
 // ---- helpers ----------------------------------------------------------------
 
-/** The f32 tensors of a binary response. */
-function decode(buf) {
-  const n = buf.readUInt32LE(4);
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
-  const out = { meta: header.meta };
-  for (const t of header.tensors) {
-    const b = buf.subarray(8 + n + t.offset, 8 + n + t.offset + t.nbytes);
-    out[t.name] = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
-  }
-  return out;
-}
-
 async function api(path, body) {
   const init = body ? { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) } : undefined;
   const r = await fetch(base + path, init).catch(() => fetch(base + path, init));
   assert.equal(r.status, 200, path);
-  return r.headers.get('content-type').startsWith('application/json') ? r.json() : decode(Buffer.from(await r.arrayBuffer()));
+  return replyBody(r);
 }
 
 const hook = () => page.evaluate(() => window.__attnscope?.longmap ?? null);

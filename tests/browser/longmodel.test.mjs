@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { openBrowser, startServer, stopServer } from './harness.mjs';
+import { openBrowser, replyBody, startServer, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.ATTNSCOPE_BIN;
@@ -49,22 +49,10 @@ after(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-/** The f32 tensors of a binary response. */
-function decode(buf) {
-  const n = buf.readUInt32LE(4);
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
-  const out = { meta: header.meta };
-  for (const t of header.tensors) {
-    const b = buf.subarray(8 + n + t.offset, 8 + n + t.offset + t.nbytes);
-    out[t.name] = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
-  }
-  return out;
-}
-
 async function api(path) {
   const r = await fetch(base + path);
   assert.equal(r.status, 200, path);
-  return r.headers.get('content-type').startsWith('application/json') ? r.json() : decode(Buffer.from(await r.arrayBuffer()));
+  return replyBody(r);
 }
 
 const hook = () => page.evaluate(() => window.__attnscope?.modelView ?? null);
