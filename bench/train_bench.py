@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """train_bench.py — the driver of bench/train_bench.sh: training throughput (tokens/s) of
 `attnscope pretrain` against the best PyTorch configuration found (bench/train_torch.py)
-on the same model, batch and sequence length: L=4 D=128 H=4 F=512 V=8192, B=32, T=64,
+on the same model, batch and sequence length: L=4 D=128 H=4 F=512 V=8192, B=32, T=64 (or
+TRAIN_SHAPE="L D H F 8192 T B"),
 15% of the tokens predicted, AdamW + global-norm clipping, dropout off (the shipped
 teacher's shape). attnscope trains on real sentence pairs (they fill T nearly always;
 its tokens/s counts real tokens only), torch on random full-length ids.
@@ -18,7 +19,9 @@ its tokens/s counts real tokens only), torch on random full-length ids.
 Every call: bench/out/train_rounds.txt; table: bench/out/train_latest.md.
 
 Settings (environment): BIN, STEPS (30), ROUNDS (3), SCREEN_STEPS (10), AS_DATA
-(../shared/data); BIN_B: a second attnscope binary (e.g. the build before a change) run in
+(../shared/data); TRAIN_CORPUS: the pretraining corpus and vocabulary source (default SST-2
+train, whose one-sentence documents make short pairs; a corpus of long documents, e.g. the KJV
+with a chapter a document, fills T as the PyTorch side's full-length ids do); BIN_B: a second attnscope binary (e.g. the build before a change) run in
 the same rounds, with its own rows and ratios ("attnscope-B"); TORCH_CONFIGS: comma-separated
 configuration labels (the first the one-core reference) to use instead of the screen.
 """
@@ -30,7 +33,10 @@ import configs  # noqa: E402
 
 PY = "/usr/bin/python3"
 OUT = os.path.join(HERE, "out")
-SHAPE = ["4", "128", "4", "512", "8192", "64", "32"]
+# L D H F V T B: TRAIN_SHAPE="12 768 12 3072 8192 128 8" for a BERT-base-sized model (V stays 8192)
+SHAPE = os.environ.get("TRAIN_SHAPE", "4 128 4 512 8192 64 32").split()
+if len(SHAPE) != 7 or SHAPE[4] != "8192":
+    sys.exit("train_bench: TRAIN_SHAPE is 'L D H F V T B' with V = 8192 (the vocabulary built here)")
 
 
 def sh(cmd, env=None, check=True):
@@ -55,12 +61,13 @@ def main():
     rounds = int(os.environ.get("ROUNDS", "3"))
     ssteps = int(os.environ.get("SCREEN_STEPS", "10"))
     data = os.environ.get("AS_DATA", os.path.join(HERE, "..", "..", "shared", "data"))
+    corpus = os.environ.get("TRAIN_CORPUS", os.path.join(data, "sst2", "train.tsv"))
     os.makedirs(OUT, exist_ok=True)
     tmp = tempfile.mkdtemp()
     load = lambda: " ".join(open("/proc/loadavg").read().split()[:3])
     print("load average before:", load(), flush=True)
     vocab = os.path.join(tmp, "vocab.txt")
-    sh([bin_, "vocab", "--corpus", os.path.join(data, "sst2", "train.tsv"), "--size", "8192", "--out", vocab])
+    sh([bin_, "vocab", "--corpus", corpus, "--size", "8192", "--out", vocab])
     n = sum(1 for _ in open(vocab, encoding="utf-8"))
     with open(vocab, "a", encoding="utf-8") as f:  # pad to exactly V = 8192 entries
         for i in range(8192 - n):
@@ -70,9 +77,10 @@ def main():
         e = dict(os.environ)
         e.pop("OPENBLAS_CORETYPE", None)
         e["OMP_NUM_THREADS"] = str(threads)
-        r = sh([binary, "pretrain", "--corpus", os.path.join(data, "sst2", "train.tsv"), "--vocab", vocab,
-                "--out", os.path.join(tmp, "m"), "--layers", "4", "--width", "128", "--heads", "4", "--ff", "512",
-                "--max-len", "64", "--batch", "32", "--steps", str(steps + 3), "--log-every", "1", "--dropout", "0",
+        r = sh([binary, "pretrain", "--corpus", corpus, "--vocab", vocab,
+                "--out", os.path.join(tmp, "m"), "--layers", SHAPE[0], "--width", SHAPE[1], "--heads", SHAPE[2],
+                "--ff", SHAPE[3], "--max-len", SHAPE[5], "--seq-len", SHAPE[5], "--batch", SHAPE[6],
+                "--steps", str(steps + 3), "--log-every", "1", "--dropout", "0",
                 "--threads", str(threads)], e)
         tps = [float(m.group(1)) for m in re.finditer(r"([0-9.]+) tok/s", r.stderr)]
         tps = tps[-steps:]  # the steps after 3 warm-up steps, as the torch side
