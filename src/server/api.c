@@ -603,14 +603,7 @@ static void route_attention(srv_state *s, srv_entry *e, const srv_request *rq, s
     const as_run *r = run_of_kind(e, rq, &kind, rs);
     if (!r) return;
     int l0, l1, h0, h1, pool = 0, Tk = run_keys(r);
-    if (reply_parse_range(reply_query(rq, "layers"), r->L, &l0, &l1)) {
-        reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
-        return;
-    }
-    if (reply_parse_range(reply_query(rq, "heads"), r->H, &h0, &h1)) {
-        reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
-        return;
-    }
+    if (reply_query_layers_heads(rq, r->L, r->H, &l0, &l1, &h0, &h1, rs)) return;
     int dt = srv_tb_dtype_parse(reply_query(rq, "dtype"));
     if (dt < 0) {
         reply_error(rs, 400, "query 'dtype': expected f16, u8 or f32");

@@ -876,14 +876,7 @@ cleanup:
  * tensor "attention" of shape [layers, heads, T, T], rows = queries). */
 static void route_sent_attention(req *r, const run_info *ri, int64_t idx) {
     int l0, l1, h0, h1;
-    if (reply_parse_range(reply_query(r->rq, "layers"), ri->L, &l0, &l1)) {
-        reply_error(r->rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", ri->L);
-        return;
-    }
-    if (reply_parse_range(reply_query(r->rq, "heads"), ri->H, &h0, &h1)) {
-        reply_error(r->rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", ri->H);
-        return;
-    }
+    if (reply_query_layers_heads(r->rq, ri->L, ri->H, &l0, &l1, &h0, &h1, r->rs)) return;
     int dt = srv_tb_dtype_parse(reply_query(r->rq, "dtype"));
     if (dt < 0) {
         reply_error(r->rs, 400, "query 'dtype': expected f16, u8 or f32");

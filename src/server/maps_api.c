@@ -182,14 +182,7 @@ static int parse_query(const srv_state *s, const srv_entry *e, const srv_request
         reply_error(rs, 400, "query 'position': expected an integer in [0, %d)", e->enc.n);
         return -1;
     }
-    if (reply_parse_range(reply_query(rq, "layers"), r->L, &q->l0, &q->l1)) {
-        reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
-        return -1;
-    }
-    if (reply_parse_range(reply_query(rq, "heads"), r->H, &q->h0, &q->h1)) {
-        reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
-        return -1;
-    }
+    if (reply_query_layers_heads(rq, r->L, r->H, &q->l0, &q->l1, &q->h0, &q->h1, rs)) return -1;
     if (pl && parse_int(pl, SRV_POOL_MIN, SRV_POOL_MAX, &q->pool)) {
         reply_error(rs, 400, "query 'pool': expected an integer in [%d, %d]", SRV_POOL_MIN, SRV_POOL_MAX);
         return -1;

@@ -69,6 +69,19 @@ const char *reply_query(const srv_request *rq, const char *key) {
     return rq->query ? rq->query(rq->query_ctx, key) : NULL;
 }
 
+int reply_query_layers_heads(const srv_request *rq, int L, int H, int *l0, int *l1, int *h0, int *h1,
+                             srv_response *rs) {
+    if (reply_parse_range(reply_query(rq, "layers"), L, l0, l1)) {
+        reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", L);
+        return -1;
+    }
+    if (reply_parse_range(reply_query(rq, "heads"), H, h0, h1)) {
+        reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", H);
+        return -1;
+    }
+    return 0;
+}
+
 int reply_parse_range(const char *s, int n, int *lo, int *hi) {
     if (!s) {
         *lo = 0;

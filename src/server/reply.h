@@ -62,5 +62,9 @@ const char *reply_query(const srv_request *rq, const char *key);
 /* Parses "a-b" or "a" (decimal, a <= b) into [lo, hi] within [0, n); NULL s = the whole
  * range. Returns 0, or -1 when malformed or out of range. */
 int reply_parse_range(const char *s, int n, int *lo, int *hi);
+/* rq's optional "layers" and "heads" ranges (reply_parse_range over [0, L) and [0, H);
+ * absent = all). Returns 0, or -1 after setting rs to a 400 naming the query and its bound. */
+int reply_query_layers_heads(const srv_request *rq, int L, int H, int *l0, int *l1, int *h0, int *h1,
+                             srv_response *rs);
 
 #endif

@@ -230,14 +230,7 @@ void tile_api_thumbs(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
         reply_error(rs, 400, "query 'op': expected max, mean or both");
         return;
     }
-    if (reply_parse_range(reply_query(rq, "layers"), r->L, &l0, &l1)) {
-        reply_error(rs, 400, "query 'layers': expected a or a-b with 0 <= a <= b < %d", r->L);
-        return;
-    }
-    if (reply_parse_range(reply_query(rq, "heads"), r->H, &h0, &h1)) {
-        reply_error(rs, 400, "query 'heads': expected a or a-b with 0 <= a <= b < %d", r->H);
-        return;
-    }
+    if (reply_query_layers_heads(rq, r->L, r->H, &l0, &l1, &h0, &h1, rs)) return;
     if (!r->thumb_max || !r->head_stats || r->n_lay != r->L || r->n_hd != r->H) {
         reply_error(rs, 409, "run %s kept no thumbnails (an encoder-decoder run): use the attention route's pool",
                     e->id);

@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { openBrowser, startServer, stopServer } from './harness.mjs';
+import { openBrowser, replyBody, startServer, stopServer } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.ATTNSCOPE_BIN;
@@ -54,16 +54,7 @@ async function api(path, body) {
   const init = body ? { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) } : undefined;
   const r = await fetch(base + path, init);
   assert.equal(r.status, 200, path);
-  if (r.headers.get('content-type').startsWith('application/json')) return r.json();
-  const buf = Buffer.from(await r.arrayBuffer());
-  const n = buf.readUInt32LE(4);
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
-  const out = { meta: header.meta };
-  for (const t of header.tensors) {
-    const b = buf.subarray(8 + n + t.offset, 8 + n + t.offset + t.nbytes);
-    out[t.name] = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
-  }
-  return out;
+  return replyBody(r);
 }
 
 /** The dense run's weight of (query, key) in LAYER/HEAD: a one-cell tile pooled from its captured attention. */
