@@ -7,6 +7,7 @@
 #define AS_CLI_INPUT_H
 
 #include "cli.h"
+#include "attnscope/analysis.h" /* sal_result */
 
 typedef struct {
     const char *model, *text, *text_b, *ids, *type_ids;
@@ -22,6 +23,11 @@ int cli_input_option(cli_input *in, const char *cmd, int argc, char **argv, int 
 int cli_input_check(const cli_input *in, const char *cmd);
 /* Loads in->model into *m (the caller's, as_model_free); 0 or an exit status. */
 int cli_input_load(const cli_input *in, as_model **m);
+
+/* {"steps", "sum", "logit_delta", "gap"} of integrated gradients' completeness check, the
+ * "ig" object of `saliency --format json` and `attribute --method ig --format json`
+ * (src/cli/cmd_saliency.c). */
+struct json_t *cli_ig_json(const sal_result *r);
 /* Encodes the input for m (untruncated past the model's limit, warnings printed)
  * into *enc (the caller's, as_encoding_free); 0 or an exit status. */
 int cli_input_encode(const cli_input *in, const char *cmd, const as_model *m, as_encoding *enc);

@@ -188,14 +188,7 @@ static int write_json(const as_model *m, const as_encoding *enc, const json_body
         if (b->position >= 0) json_object_set_new(j, "position", json_integer(b->position));
         json_object_set_new(j, "logit", json_real(b->logit));
     }
-    if (b->ig) { /* as `attnscope saliency --format json` */
-        json_t *ig = json_object();
-        json_object_set_new(ig, "steps", json_integer(b->ig->steps));
-        json_object_set_new(ig, "sum", json_real(b->ig->ig_sum));
-        json_object_set_new(ig, "logit_delta", json_real(b->ig->ig_delta));
-        json_object_set_new(ig, "gap", json_real(b->ig->ig_gap));
-        json_object_set_new(j, "ig", ig);
-    }
+    if (b->ig) json_object_set_new(j, "ig", cli_ig_json(b->ig)); /* as `attnscope saliency --format json` */
     json_object_set(j, "data", json_object_get(res, "data"));
     json_decref(res);
     if (b->layers) {

@@ -136,6 +136,15 @@ static void print_text(const as_model *m, const as_encoding *enc, const sal_resu
     free(texts);
 }
 
+json_t *cli_ig_json(const sal_result *r) {
+    json_t *ig = json_object();
+    json_object_set_new(ig, "steps", json_integer(r->steps));
+    json_object_set_new(ig, "sum", json_real(r->ig_sum));
+    json_object_set_new(ig, "logit_delta", json_real(r->ig_delta));
+    json_object_set_new(ig, "gap", json_real(r->ig_gap));
+    return ig;
+}
+
 static int print_json(const as_model *m, const as_encoding *enc, const sal_result *r) {
     char b[32];
     json_t *j = json_object(), *toks = json_array(), *labels = json_array(), *lg = json_array(), *pr = json_array();
@@ -163,14 +172,7 @@ static int print_json(const as_model *m, const as_encoding *enc, const sal_resul
         free(tx);
     }
     json_object_set_new(j, "tokens", toks);
-    if (r->method == SAL_IG) {
-        json_t *ig = json_object();
-        json_object_set_new(ig, "steps", json_integer(r->steps));
-        json_object_set_new(ig, "sum", json_real(r->ig_sum));
-        json_object_set_new(ig, "logit_delta", json_real(r->ig_delta));
-        json_object_set_new(ig, "gap", json_real(r->ig_gap));
-        json_object_set_new(j, "ig", ig);
-    }
+    if (r->method == SAL_IG) json_object_set_new(j, "ig", cli_ig_json(r));
     int rc = json_dumpf(j, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(7)) ? 1 : 0;
     putchar('\n');
     json_decref(j);

@@ -4,6 +4,9 @@
 # (the failure count), and defines:
 #   ok MSG / fail MSG      print "ok: MSG" / "FAIL: MSG" (fail counts it)
 #   need_sqlite3           exits 1 naming the package when the sqlite3 CLI is missing
+#   make_marian_tiny DIR   a Marian folder in DIR: the marian_tiny fixture's weights, the
+#                          marian_spm fixture's source.spm / target.spm, and its vocab.json
+#                          cut to the model's 101 ids (<pad> = 100)
 #   expect STATUS PATTERN -- ARGS...
 #                          runs "$BIN" ARGS (OMP_NUM_THREADS=1, under `timeout
 #                          ${EXPECT_TIMEOUT:-60}` seconds, stdin
@@ -19,6 +22,19 @@ ok() { echo "ok: $*"; }
 fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 need_sqlite3() {
   command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing (make deps installs Debian's sqlite3)"; exit 1; }
+}
+make_marian_tiny() {
+  local d=$1 fx=$ROOT/tests/ref/fixtures
+  mkdir -p "$d"
+  cp "$fx/models/marian_tiny/config.json" "$fx/models/marian_tiny/model.safetensors" "$fx/marian_spm/source.spm" \
+    "$fx/marian_spm/target.spm" "$d/"
+  /usr/bin/python3 - "$fx/marian_spm/vocab.json" "$d/vocab.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1], encoding="utf-8"))
+cut = {p: i for p, i in v.items() if i < 100}
+cut["<pad>"] = 100
+json.dump(cut, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
 }
 expect() {
   local want=$1 pat=$2; shift 3

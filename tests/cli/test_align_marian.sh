@@ -15,16 +15,7 @@ need_sqlite3
 PY=/usr/bin/python3
 FX=$ROOT/tests/ref/fixtures
 D=$TMP/marian
-mkdir -p "$D"
-cp "$FX/models/marian_tiny/config.json" "$FX/models/marian_tiny/model.safetensors" "$FX/marian_spm/source.spm" \
-  "$FX/marian_spm/target.spm" "$D/"
-$PY - "$FX/marian_spm/vocab.json" "$D/vocab.json" <<'PY'
-import json, sys
-v = json.load(open(sys.argv[1], encoding="utf-8"))
-cut = {p: i for p, i in v.items() if i < 100}
-cut["<pad>"] = 100
-json.dump(cut, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
-PY
+make_marian_tiny "$D"
 printf '%s\n' "the old house" "Straße und Fuß" "café naïve résumé" "Hello world" >"$TMP/s.src"
 printf '%s\n' "Übung macht den Meister" "the old house" "Hello world" "café naïve résumé" >"$TMP/s.tgt"
 printf '%s\n' "0-0 1-1 2?3" "0-0 1?1 2-2" "0-0 2-1" "0-0 1-1 1?2" >"$TMP/s.gold"

@@ -13,16 +13,7 @@ BIN=$1
 PY=/usr/bin/python3
 FX=$ROOT/tests/ref/fixtures
 D=$TMP/marian
-mkdir -p "$D"
-cp "$FX/models/marian_tiny/config.json" "$FX/models/marian_tiny/model.safetensors" "$FX/marian_spm/source.spm" \
-  "$FX/marian_spm/target.spm" "$D/"
-$PY - "$FX/marian_spm/vocab.json" "$D/vocab.json" <<'PY'
-import json, sys
-v = json.load(open(sys.argv[1], encoding="utf-8"))
-cut = {p: i for p, i in v.items() if i < 100}
-cut["<pad>"] = 100
-json.dump(cut, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
-PY
+make_marian_tiny "$D"
 for i in 0 16 19; do
   read -r TEXT < <($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['lines'][int(sys.argv[2])])" \
     "$FX/marian_spm/expected.json" "$i")
