@@ -31,32 +31,13 @@ done
 for rows in predict input; do
   expect 0 "" -- align --model "$M" --source "$TMP/s.en" --target "$TMP/s.de" --gold "$TMP/s.align" --format json \
     --rows $rows --out "$TMP/a-$rows.json"
-  $PY - "$TMP" $N $rows <<'PY' && ok "align --rows $rows: AER per head and head mean, best head, alignments = NumPy" || fail "align --rows $rows vs NumPy"
-import json, sys
+  AS_CLI_TESTS="$ROOT/tests/cli" $PY - "$TMP" $N $rows <<'PY' && ok "align --rows $rows: AER per head and head mean, best head, alignments = NumPy" || fail "align --rows $rows vs NumPy"
+import json, os, sys
 import numpy as np
+sys.path.insert(0, os.environ["AS_CLI_TESTS"])
+from align_ref import aer as aer_of, score_pair, words
 tmp, n, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 out = json.load(open(f"{tmp}/a-{rows}.json"))
-
-def words(text, toks):
-    """word of each token: the word holding its first non-blank byte, for blanks the next one"""
-    b = text.encode()
-    wid, w, inw = [], -1, False
-    for c in b:
-        if c in b" \t":
-            wid.append(-1); inw = False
-        else:
-            if not inw: w += 1
-            wid.append(w); inw = True
-    res = []
-    for t in toks:
-        s, e = t["start"], t["end"]
-        if s < 0: res.append(-1); continue
-        i = s
-        while i < e and wid[i] < 0: i += 1
-        if i == e:
-            while i < len(b) and wid[i] < 0: i += 1
-        res.append(wid[i] if i < len(b) else -1)
-    return res, w + 1
 
 src = open(f"{tmp}/s.en").read().splitlines()
 tgt = open(f"{tmp}/s.de").read().splitlines()
@@ -72,26 +53,8 @@ for k in range(n):
     shift = 1 if rows == "input" else 0
     rw = [lw[i - shift] if i - shift >= 0 else -1 for i in range(len(lw))]
     assert A.shape[2] == len(rw) and A.shape[3] == len(sw)
-    G = {}
-    for g in gold[k].split():
-        sep = "-" if "-" in g else "?"
-        a, b = map(int, g.split(sep)); G[(a, b)] = G.get((a, b), False) or sep == "-"
-    S = {x for x, s in G.items() if s}
-    for l in range(L):
-        for h in range(H + 1):
-            Ah = A[l, h] if h < H else A[l].mean(0)
-            Wm = np.zeros((Wt, Ws))
-            for b in range(Wt):
-                r = [i for i in range(len(rw)) if rw[i] == b]
-                for a in range(Ws):
-                    c = [j for j in range(len(sw)) if sw[j] == a]
-                    if r and c: Wm[b, a] = Ah[np.ix_(r, c)].sum(1).mean()
-            has = [a for a in range(Ws) if a in sw]
-            best = [has[int(np.argmax(Wm[b, has]))] if b in rw else -1 for b in range(Wt)]
-            Aset = {(a, b) for b, a in enumerate(best) if a >= 0}
-            cnt[l, h] += [len(Aset), len(S), len(Aset & S), len(Aset & set(G))]
-            aligns[(k, l, h)] = " ".join(f"{a}-{b}" for b, a in enumerate(best) if a >= 0)
-aer = 1 - (cnt[..., 2] + cnt[..., 3]) / (cnt[..., 0] + cnt[..., 1])
+    score_pair(A, sw, Ws, rw, Wt, gold[k], cnt, aligns, k)
+aer = aer_of(cnt)
 got = np.array(out["aer"]); got_mean = np.array(out["aer_mean"])
 assert np.abs(got - aer[:, :H]).max() < 1e-5, (got, aer)
 assert np.abs(got_mean - aer[:, H]).max() < 1e-5, (got_mean, aer[:, H])

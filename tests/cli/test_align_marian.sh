@@ -26,9 +26,11 @@ for i in $(seq 1 $N); do
 done
 expect 0 "" -- align --model "$D" --source "$TMP/s.src" --target "$TMP/s.tgt" --gold "$TMP/s.gold" --format json \
   --out "$TMP/a.json"
-$PY - "$TMP" $N "$FX/marian_spm/expected.json" <<'PY' && ok "align on Marian: AER per head and head mean, alignments = NumPy" || fail "align on Marian vs NumPy"
-import json, sys
+AS_CLI_TESTS="$ROOT/tests/cli" $PY - "$TMP" $N "$FX/marian_spm/expected.json" <<'PY' && ok "align on Marian: AER per head and head mean, alignments = NumPy" || fail "align on Marian vs NumPy"
+import json, os, sys
 import numpy as np
+sys.path.insert(0, os.environ["AS_CLI_TESTS"])
+from align_ref import aer as aer_of, score_pair, words
 tmp, n = sys.argv[1], int(sys.argv[2])
 out = json.load(open(f"{tmp}/a.json"))
 e = json.load(open(sys.argv[3]))
@@ -36,26 +38,6 @@ e = json.load(open(sys.argv[3]))
 for line in ("Straße und Fuß", "café naïve résumé"):
     i = e["lines"].index(line)
     assert e["source"][i] != e["target"][i], line
-
-def words(text, toks):
-    b = text.encode()
-    wid, w, inw = [], -1, False
-    for c in b:
-        if c in b" \t":
-            wid.append(-1); inw = False
-        else:
-            if not inw: w += 1
-            wid.append(w); inw = True
-    res = []
-    for t in toks:
-        s, en = t["start"], t["end"]
-        if s < 0 or t.get("special"): res.append(-1); continue
-        i = s
-        while i < en and wid[i] < 0: i += 1
-        if i == en:
-            while i < len(b) and wid[i] < 0: i += 1
-        res.append(wid[i] if i < len(b) else -1)
-    return res, w + 1
 
 src = open(f"{tmp}/s.src", encoding="utf-8").read().splitlines()
 tgt = open(f"{tmp}/s.tgt", encoding="utf-8").read().splitlines()
@@ -72,26 +54,8 @@ for k in range(n):
     assert p["decoder_input_ids"][0] == 100 and dec[-1]["end"] <= len(tgt[k].encode())
     lw, Wt = words(tgt[k], dec[1:] + [{"start": -1, "end": -1}])
     assert A.shape[2] == len(lw) and A.shape[3] == len(sw), (A.shape, len(lw), len(sw))
-    G = {}
-    for g in gold[k].split():
-        sep = "-" if "-" in g else "?"
-        a, b = map(int, g.split(sep)); G[(a, b)] = G.get((a, b), False) or sep == "-"
-    S = {x for x, s in G.items() if s}
-    for l in range(L):
-        for h in range(H + 1):
-            Ah = A[l, h] if h < H else A[l].mean(0)
-            Wm = np.zeros((Wt, Ws))
-            for b in range(Wt):
-                r = [i for i in range(len(lw)) if lw[i] == b]
-                for a in range(Ws):
-                    c = [j for j in range(len(sw)) if sw[j] == a]
-                    if r and c: Wm[b, a] = Ah[np.ix_(r, c)].sum(1).mean()
-            has = [a for a in range(Ws) if a in sw]
-            best = [has[int(np.argmax(Wm[b, has]))] if b in lw else -1 for b in range(Wt)]
-            Aset = {(a, b) for b, a in enumerate(best) if a >= 0}
-            cnt[l, h] += [len(Aset), len(S), len(Aset & S), len(Aset & set(G))]
-            aligns[(k, l, h)] = " ".join(f"{a}-{b}" for b, a in enumerate(best) if a >= 0)
-aer = 1 - (cnt[..., 2] + cnt[..., 3]) / (cnt[..., 0] + cnt[..., 1])
+    score_pair(A, sw, Ws, lw, Wt, gold[k], cnt, aligns, k)
+aer = aer_of(cnt)
 assert out["model_type"] == "marian" and out["pairs"] == n
 assert np.abs(np.array(out["aer"]) - aer[:, :H]).max() < 1e-5, (out["aer"], aer)
 assert np.abs(np.array(out["aer_mean"]) - aer[:, H]).max() < 1e-5, (out["aer_mean"], aer[:, H])
