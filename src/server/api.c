@@ -405,12 +405,12 @@ static int parse_capture(const run_req *q, srv_response *rs) {
     return -1;
 }
 
-/* What a run of T tokens captures: dense attention, scores, q/k/v, statistics and
- * thumbnails, or for a long input (auto over SRV_LONG_TOKENS) only q/k/v, statistics and
- * thumbnails, O(T) per head. */
+/* What a run of T tokens captures: dense attention, scores, q/k/v and statistics (the
+ * thumbs route pools the dense attention when asked), or for a long input (auto over
+ * SRV_LONG_TOKENS) only q/k/v, statistics and the forward's thumbnails, O(T) per head. */
 static unsigned capture_what(int capture, int T) {
     int dense = capture == SRV_CAPTURE_DENSE || (capture == SRV_CAPTURE_AUTO && T <= SRV_LONG_TOKENS);
-    return dense ? CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS | CAP_THUMBS : CAP_QKV | CAP_STATS | CAP_THUMBS;
+    return dense ? CAP_ATTN | CAP_SCORES | CAP_QKV | CAP_STATS : CAP_QKV | CAP_STATS | CAP_THUMBS;
 }
 
 static void route_run(srv_state *s, const srv_request *rq, srv_response *rs) {

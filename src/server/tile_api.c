@@ -217,9 +217,39 @@ void tile_api_stats(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
     reply_tensors(rs, &t, 1, json_pack("{s:s, s:i, s:o}", "run", e->id, "tokens", r->T, "stats", names));
 }
 
+/* The thumbnails of heads [h0, h1] of layers [l0, l1] pooled from run r's dense attention
+ * into mx and mean (L, H, S, S; the other heads untouched) on the forward's blocks (row and
+ * column block b: tokens [b T / S, (b + 1) T / S)): each block's largest weight and its sum
+ * over the block's cells. */
+static void thumbs_from_dense(const as_run *r, int S, int l0, int l1, int h0, int h1, float *mx, float *mean) {
+    const int T = r->T;
+    for (int l = l0; l <= l1; l++)
+        for (int h = h0; h <= h1; h++) {
+            const float *P = as_run_attn(r, l, h); /* (T, T) */
+            float *om = mx + ((size_t)l * r->H + h) * S * S, *oa = mean + ((size_t)l * r->H + h) * S * S;
+            for (int bi = 0; bi < S; bi++) {
+                const int i0 = (int)((int64_t)bi * T / S), i1 = (int)((int64_t)(bi + 1) * T / S);
+                for (int bj = 0; bj < S; bj++) {
+                    const int j0 = (int)((int64_t)bj * T / S), j1 = (int)((int64_t)(bj + 1) * T / S);
+                    float m = 0.0f;
+                    double sum = 0.0;
+                    for (int i = i0; i < i1; i++)
+                        for (int j = j0; j < j1; j++) {
+                            const float p = P[(size_t)i * T + j];
+                            sum += p;
+                            m = p > m ? p : m;
+                        }
+                    om[(size_t)bi * S + bj] = m;
+                    oa[(size_t)bi * S + bj] = (float)(sum / ((double)(i1 - i0) * (j1 - j0)));
+                }
+            }
+        }
+}
+
 void tile_api_thumbs(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs) {
     (void)s;
     const as_run *r = e->run;
+    float *pooled = NULL; /* a dense run's thumbnails, (2, L, H, S, S), pooled for this request */
     const char *d = reply_query(rq, "dtype"), *op = reply_query(rq, "op");
     int dt = d ? srv_tb_dtype_parse(d) : TB_F32, l0, l1, h0, h1;
     if (dt < 0) {
@@ -231,23 +261,33 @@ void tile_api_thumbs(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
         return;
     }
     if (reply_query_layers_heads(rq, r->L, r->H, &l0, &l1, &h0, &h1, rs)) return;
-    if (!r->thumb_max || !r->head_stats || r->n_lay != r->L || r->n_hd != r->H) {
+    if ((!r->thumb_max && (!r->attn || r->dec)) || !r->head_stats || r->n_lay != r->L || r->n_hd != r->H) {
         reply_error(rs, 409, "run %s kept no thumbnails (an encoder-decoder run): use the attention route's pool",
                     e->id);
         return;
     }
-    int nl = l1 - l0 + 1, nh = h1 - h0 + 1, S = r->thumb;
-    size_t SS = (size_t)S * (size_t)S;
+    int nl = l1 - l0 + 1, nh = h1 - h0 + 1, S = r->thumb_max ? r->thumb : r->T < AS_THUMB_SIDE ? r->T : AS_THUMB_SIDE;
+    size_t SS = (size_t)S * (size_t)S, LHSS = (size_t)r->L * r->H * SS;
+    const float *tmax = r->thumb_max, *tmean = r->thumb_mean;
+    if (!tmax) { /* a dense run: its attention pooled onto the forward's blocks */
+        if (!(pooled = as_malloc_array(2 * LHSS, sizeof(float)))) {
+            reply_error(rs, 500, "out of memory");
+            return;
+        }
+        thumbs_from_dense(r, S, l0, l1, h0, h1, pooled, pooled + LHSS);
+        tmax = pooled, tmean = pooled + LHSS;
+    }
     /* one part per layer: its heads [h0, h1] are contiguous in the run */
     const float **parts = malloc(sizeof *parts * 3 * (size_t)nl);
     if (!parts) {
+        free(pooled);
         reply_error(rs, 500, "out of memory");
         return;
     }
     for (int l = 0; l < nl; l++) {
         size_t slot = (size_t)(l0 + l) * (size_t)r->H + (size_t)h0;
-        parts[l] = r->thumb_max + slot * SS;
-        parts[nl + l] = r->thumb_mean + slot * SS;
+        parts[l] = tmax + slot * SS;
+        parts[nl + l] = tmean + slot * SS;
         parts[2 * nl + l] = r->head_stats + slot * AS_HEAD_N_STATS;
     }
     srv_tb_tensor t[3];
@@ -266,4 +306,5 @@ void tile_api_thumbs(srv_state *s, srv_entry *e, const srv_request *rq, srv_resp
     reply_tensors(rs, t, n, json_pack("{s:s, s:i, s:i, s:[i,i], s:[i,i], s:o}", "run", e->id, "tokens", r->T, "pool", S,
                                       "layers", l0, l1, "heads", h0, h1, "stats", names));
     free(parts);
+    free(pooled);
 }

@@ -23,10 +23,10 @@ void tile_api_route(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
 void tile_api_stats(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);
 
 /* thumbs[?layers=a-b][&heads=c-d][&op=max|mean|both][&dtype=f32|f16|u8] on entry e: the
- * model view's thumbnails the forward pooled (CAP_THUMBS), tensors max and / or mean
- * (layers, heads, S, S), S = the run's thumb side, and head_stats (layers, heads,
- * AS_HEAD_N_STATS), in one reply. 400 for a bad query, 409 when the run kept none
- * (encoder-decoder). */
+ * model view's thumbnails the forward pooled (CAP_THUMBS; of a dense run, its attention
+ * pooled here onto the same blocks), tensors max and / or mean (layers, heads, S, S),
+ * S = min(T, AS_THUMB_SIDE), and head_stats (layers, heads, AS_HEAD_N_STATS), in one
+ * reply. 400 for a bad query, 409 when the run has neither (encoder-decoder). */
 void tile_api_thumbs(srv_state *s, srv_entry *e, const srv_request *rq, srv_response *rs);
 
 #endif
