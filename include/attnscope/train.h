@@ -162,6 +162,8 @@ typedef struct {
     float repeat_random; /* this fraction of the repeated spans is first filled with seeded
                             random token ids (uniform over ids >= 16 of the vocabulary), so
                             that only copying predicts the second copy */
+    int repeat_ids; /* > 0: those random ids are drawn from the first repeat_ids ids >= 16
+                       only (a smaller alphabet: an easier copying task); 0 = all */
     int stop_after; /* > 0: stop after this step (checkpoint and weights written there);
                        the schedule stays that of `steps` */
     float lr, weight_decay, clip, beta1, beta2, eps;

@@ -7,7 +7,7 @@ static const char *TRAIN_LM_HELP =
     "         [--steps 100] [--batch 8] [--seq 128] [--lr 3e-4] [--warmup 10] [--wd 0.1]\n"
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
     "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
-    "         [--repeat-frac P [--repeat-from STEP] [--repeat-random Q]]\n"
+    "         [--repeat-frac P [--repeat-from STEP] [--repeat-random Q [--repeat-ids N]]]\n"
     "         [--stop-after STEP]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
@@ -29,7 +29,9 @@ static const char *TRAIN_LM_HELP =
     "a span of T/16..T/2 tokens repeated right after itself, so that copying from context\n"
     "pays off (a curriculum for induction heads); --repeat-random Q fills a fraction Q of\n"
     "those spans with seeded random token ids first, so that only copying predicts the\n"
-    "second copy (the repeated random sequences of Olsson et al. 2022). --stop-after STEP ends the run after\n"
+    "second copy (the repeated random sequences of Olsson et al. 2022); --repeat-ids N\n"
+    "draws those random ids from the first N ids above the special ones only (a smaller\n"
+    "alphabet, an easier copying task to start from). --stop-after STEP ends the run after\n"
     "that step (checkpoint and weights written) with the schedule of --steps, so that a\n"
     "run can continue from there with other options. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
@@ -70,6 +72,7 @@ int cmd_train_lm(int argc, char **argv) {
         INT("--threads", threads, 1, 1024)
         INT("--repeat-from", repeat_from, 0, 100000000)
         INT("--stop-after", stop_after, 1, 100000000)
+        INT("--repeat-ids", repeat_ids, 1, 100000000)
         else if (!strcmp(a, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &seed))
                 rc = cli_usage_error("train-lm", "bad --seed '%s': expected an integer in [0, 2147483647]", v);

@@ -163,13 +163,14 @@ void lm_opts_default(lm_opts *o) {
  * offset as it is without them. */
 #define LM_REPEAT_STREAM 0x5265706561745370ULL
 
-void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, train_rng *r) {
+void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, int n_ids, train_rng *r) {
     if (T < 8) return;
     int m = T / 16 + (int)train_rng_below(r, (uint32_t)(T / 2 - T / 16 + 1)); /* span length in [T/16, T/2] */
     int s = (int)train_rng_below(r, (uint32_t)(T - 2 * m + 1));                  /* start: s + 2m <= T */
     if (random_frac > 0 && vocab > 0 && train_rng_uniform(r) < random_frac) {
         int lo = vocab > 32 ? 16 : 0; /* above the special ids, as the induction probe */
-        for (int k = 0; k < m; k++) w[s + k] = lo + (int32_t)train_rng_below(r, (uint32_t)(vocab - lo));
+        int n = n_ids > 0 && n_ids < vocab - lo ? n_ids : vocab - lo;
+        for (int k = 0; k < m; k++) w[s + k] = lo + (int32_t)train_rng_below(r, (uint32_t)n);
     }
     memmove(w + s + m, w + s, (size_t)m * sizeof(int32_t));
 }
@@ -375,7 +376,7 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
             memcpy(batch + (size_t)b * o->seq, stream + at, (size_t)o->seq * sizeof(int32_t));
             if (step >= o->repeat_from && o->repeat_frac > 0 && train_rng_uniform(&rep) < o->repeat_frac)
                 lm_repeat_span(batch + (size_t)b * o->seq, o->seq, o->repeat_random, as_model_config(m)->vocab_size,
-                               &rep);
+                               o->repeat_ids, &rep);
         }
         model_grads_zero(&grads);
         double loss;

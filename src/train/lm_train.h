@@ -17,8 +17,9 @@ as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int
 /* Repeats a span of the window w (T tokens) right after itself: a span length m in
  * [T/16, T/2] and a start s with s + 2m <= T drawn from r; w[s+m, s+2m) = w[s, s+m).
  * With probability random_frac (drawn from r) the span w[s, s+m) is first overwritten by
- * ids drawn uniformly from [16, vocab) (from [0, vocab) when vocab <= 32). */
-void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, train_rng *r);
+ * ids drawn uniformly from [16, vocab) (from [0, vocab) when vocab <= 32), or from the
+ * first n_ids of those when 0 < n_ids < their count. */
+void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, int n_ids, train_rng *r);
 /* One AdamW step (Loshchilov & Hutter 2019, Algorithm 2; bias correction as torch) over n
  * parameters p with gradients g * gscale, moments mo, vo, decay mask (1 = decayed), at
  * 0-based step with rate lr (o: betas, eps, weight decay). */

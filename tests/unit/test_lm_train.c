@@ -244,13 +244,15 @@ static int repeated_span(const int32_t *w, int T, int *start) {
 
 static void test_repeat_span(void **state) {
     (void)state;
-    enum { T = 128, V = 500 };
+    enum { T = 128, V = 500, NIDS = 5 };
     int32_t w[T], orig[T];
-    int n_random = 0, n_text = 0;
-    for (int trial = 0; trial < 200; trial++) {
+    int n_random = 0, n_text = 0, n_small = 0;
+    for (int trial = 0; trial < 300; trial++) {
         for (int i = 0; i < T; i++) orig[i] = w[i] = 20 + (i * 37 + trial) % 400; /* no repeat of length >= 8 */
         train_rng r = train_rng_seeded(7, (uint64_t)trial);
-        lm_repeat_span(w, T, trial < 100 ? 0.0f : 0.5f, V, &r);
+        /* 0-99: the window's own tokens; 100-199: half random over [16, V); 200-299: all
+           random over the NIDS ids from 16 (--repeat-ids) */
+        lm_repeat_span(w, T, trial < 100 ? 0.0f : trial < 200 ? 0.5f : 1.0f, V, trial < 200 ? 0 : NIDS, &r);
         int s = -1, m = repeated_span(w, T, &s);
         assert_true(m >= T / 16 && m <= T / 2);
         int copied = !memcmp(w + s, orig + s, (size_t)m * sizeof *w);
@@ -258,12 +260,16 @@ static void test_repeat_span(void **state) {
             if (i < s || i >= s + 2 * m) assert_int_equal(w[i], orig[i]);
         if (!copied) {
             assert_true(trial >= 100); /* random spans only when asked for */
-            for (int i = s; i < s + m; i++) assert_true(w[i] >= 16 && w[i] < V);
-            n_random++;
+            int hi = trial < 200 ? V : 16 + NIDS;
+            for (int i = s; i < s + m; i++) assert_true(w[i] >= 16 && w[i] < hi);
+            if (trial < 200) n_random++;
+            else n_small++;
         } else n_text++;
     }
     assert_true(n_random > 25 && n_random < 75); /* half of the 100 trials at 0.5 */
-    printf("repeat span: 200 windows, %d spans of random ids, %d of the window's own tokens\n", n_random, n_text);
+    assert_int_equal(n_small, 100);              /* every span at 1.0, from the small alphabet */
+    printf("repeat span: 300 windows, %d spans of random ids, %d from %d ids, %d of the window's own tokens\n",
+           n_random, n_small, NIDS, n_text);
 }
 
 static void test_errors(void **state) {
