@@ -164,6 +164,9 @@ typedef struct {
                             that only copying predicts the second copy */
     int repeat_ids; /* > 0: those random ids are drawn from the first repeat_ids ids >= 16
                        only (a smaller alphabet: an easier copying task); 0 = all */
+    float bos_start; /* this fraction of the windows (seeded, own stream) is moved back to
+                        the start of the document its random offset falls in, so that it
+                        begins with BOS as a prompt does (0 = every window at its offset) */
     int stop_after; /* > 0: stop after this step (checkpoint and weights written there);
                        the schedule stays that of `steps` */
     float lr, weight_decay, clip, beta1, beta2, eps;

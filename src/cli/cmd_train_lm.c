@@ -8,7 +8,7 @@ static const char *TRAIN_LM_HELP =
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
     "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
     "         [--repeat-frac P [--repeat-from STEP] [--repeat-random Q [--repeat-ids N]]]\n"
-    "         [--stop-after STEP]\n"
+    "         [--bos-start P] [--stop-after STEP]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
     "model with a causal-LM head: GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) on\n"
@@ -31,7 +31,9 @@ static const char *TRAIN_LM_HELP =
     "those spans with seeded random token ids first, so that only copying predicts the\n"
     "second copy (the repeated random sequences of Olsson et al. 2022); --repeat-ids N\n"
     "draws those random ids from the first N ids above the special ones only (a smaller\n"
-    "alphabet, an easier copying task to start from). --stop-after STEP ends the run after\n"
+    "alphabet, an easier copying task to start from). --bos-start P moves a fraction P of\n"
+    "the windows (seeded) back to the start of the document their offset falls in, so\n"
+    "that they begin with BOS as a prompt does. --stop-after STEP ends the run after\n"
     "that step (checkpoint and weights written) with the schedule of --steps, so that a\n"
     "run can continue from there with other options. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
@@ -83,6 +85,7 @@ int cmd_train_lm(int argc, char **argv) {
         FLT("--clip", clip, 0.0, 1e6)
         FLT("--repeat-frac", repeat_frac, 0.0, 1.0)
         FLT("--repeat-random", repeat_random, 0.0, 1.0)
+        FLT("--bos-start", bos_start, 0.0, 1.0)
         else rc = cli_usage_error("train-lm", "unknown option '%s'", a);
 #undef INT
 #undef FLT

@@ -72,6 +72,29 @@ cmp -s "$TMP/r3/model.safetensors" "$TMP/s1/model.safetensors" && ok "before --r
   || fail "--repeat-from: the earlier steps differ from a plain run"
 expect 2 "bad --repeat-frac" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --repeat-frac 2
 
+# --repeat-ids: random spans from a smaller alphabet (other weights than from the whole
+# vocabulary); --bos-start: windows moved back to their document's start (reproducible,
+# other weights than the plain windows)
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/i0" --steps 4 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --repeat-frac 1 --repeat-random 1
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/i1" --steps 4 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --repeat-frac 1 --repeat-random 1 --repeat-ids 4
+cmp -s "$TMP/i0/model.safetensors" "$TMP/i1/model.safetensors" && fail "--repeat-ids changed nothing" \
+  || ok "--repeat-ids changes the random spans"
+expect 2 "bad --repeat-ids" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --repeat-ids 0
+awk '{print} NR%10==0{print ""}' "$TMP/corpus.txt" > "$TMP/docs.txt" # 12 documents of 10 sentences
+for o in b1 b2; do
+  EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/docs.txt" --out "$TMP/$o" --steps 4 \
+    --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --bos-start 1
+done
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/docs.txt" --out "$TMP/b0" --steps 4 \
+  --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet
+cmp -s "$TMP/b1/model.safetensors" "$TMP/b2/model.safetensors" && ok "--bos-start: same seed, same weights" \
+  || fail "--bos-start is not reproducible"
+cmp -s "$TMP/b1/model.safetensors" "$TMP/b0/model.safetensors" && fail "--bos-start changed nothing" \
+  || ok "--bos-start changes the windows"
+expect 2 "bad --bos-start" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --bos-start 2
+
 # --exclude: held-out sentences leave the token stream (the log says how many)
 grep "farmer 1[0-9] times" "$TMP/corpus.txt" > "$TMP/heldout.txt"
 EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" \

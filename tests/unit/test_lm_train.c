@@ -272,6 +272,17 @@ static void test_repeat_span(void **state) {
            n_random, n_small, NIDS, n_text);
 }
 
+static void test_window_start(void **state) {
+    (void)state;
+    const size_t bos_at[] = {0, 10, 25};
+    const size_t at[] = {0, 9, 10, 24, 25, 400}, want[] = {0, 0, 10, 10, 25, 25};
+    for (int i = 0; i < 6; i++) assert_int_equal(lm_window_start(bos_at, 3, at[i]), want[i]);
+    const size_t late[] = {5};
+    assert_int_equal(lm_window_start(late, 1, 3), 3); /* before the first document start: unchanged */
+    assert_int_equal(lm_window_start(late, 1, 7), 5);
+    assert_int_equal(lm_window_start(NULL, 0, 7), 7);
+}
+
 static void test_errors(void **state) {
     (void)state;
     as_model *m = load("bert"); /* a classifier and a masked-LM head, no causal-LM head */
@@ -294,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_own_and_save),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_repeat_span),
+        cmocka_unit_test(test_window_start),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
