@@ -5,7 +5,7 @@
 #   models/attnscope-sst2          its SST-2 classifier
 #   models/attnscope-sst2-student  2-layer distilled student, fine-tuned on SST-2
 #   models/attnscope-lm            6-layer Llama causal LM (BF16), trained here with train-lm
-#                                  (about 110 minutes on one core; `make models-lm` runs it alone)
+#                                  (about 3 hours on one core; `make models-lm` runs it alone)
 # Usage: models/make_models.sh [BIN] [WORK_DIR] [PART]   (defaults: build/attnscope,
 #        build/models-work, all; PART encoders = the first three, lm = the decoder)
 # Data: ../shared/data (corpus/, ud/, sst2/); SST-2 dev and test sentences are removed
@@ -95,10 +95,21 @@ decoder() {
 
   # 4. causal-LM training, peak lr 1.5e-3 after 100 warmup steps, cosine to 10%, in the
   #    stages the shipped model went through, each resumed from the previous one's
-  #    checkpoint (a stage interrupted is resumed too; a finished one is skipped):
+  #    checkpoint (a stage interrupted is resumed too; a finished one is skipped; the
+  #    weights do not depend on the thread count):
   #    steps 1-1600 plain on a 2400-step schedule; 1601-2000 with 30% of the windows
-  #    holding a repeated span (--repeat-frac: a curriculum for induction heads); then a
-  #    3400-step schedule with 50% repeated windows, stopped after step 2800. ~3 h on one core
+  #    holding a repeated span (--repeat-frac); then a 3400-step schedule with 50% repeated
+  #    windows, stopped after step 2800. Then the induction-head curriculum on an
+  #    8000-step schedule: 2801-3700 on 16-token windows, each holding a span of random
+  #    ids repeated (short windows: the copying circuit forms in a few hundred steps
+  #    there, not in thousands as on 256 tokens); 3701-4000 the same on 64-token windows
+  #    (the circuit reaches 50 tokens back); 4001-4200 256-token windows, half of them
+  #    with a repeated span, half of those random; 4201-4400 the same with half of the
+  #    windows starting at a document's BOS (--bos-start: the first-token sink forms on
+  #    BOS, where prompts start); 4401-4500 every window from a BOS, weight decay 0.3;
+  #    4501-4900 a 5300-step schedule (lr 2.3e-4 falling to 1.7e-4), stopped after step
+  #    4900, with 30% repeated windows and 60% from a BOS, to recover the held-out
+  #    perplexity.
   lm_stage() { # NAME, then the options of the stage
     name=$1
     shift
@@ -115,6 +126,12 @@ decoder() {
   lm_stage plain --steps 2400 --stop-after 1600
   lm_stage repeat30 --steps 2400 --repeat-frac 0.3 --repeat-from 1600 --stop-after 2000
   lm_stage repeat50 --steps 3400 --repeat-frac 0.5 --repeat-from 2000 --stop-after 2800
+  lm_stage induct16 --steps 8000 --batch 128 --seq 16 --repeat-frac 1 --repeat-random 1 --stop-after 3700
+  lm_stage induct64 --steps 8000 --batch 32 --seq 64 --repeat-frac 1 --repeat-random 1 --stop-after 4000
+  lm_stage text256 --steps 8000 --repeat-frac 0.5 --repeat-random 0.5 --stop-after 4200
+  lm_stage bos50 --steps 8000 --repeat-frac 0.5 --repeat-random 0.5 --bos-start 0.5 --stop-after 4400
+  lm_stage bos100 --steps 8000 --repeat-frac 0.5 --repeat-random 0.5 --bos-start 1 --wd 0.3 --stop-after 4500
+  lm_stage final --steps 5300 --repeat-frac 0.3 --repeat-random 0.5 --bos-start 0.6 --stop-after 4900
 
   # 5. shipped in BF16, with the training log and its curve
   /usr/bin/python3 models/to_bf16.py "$LM/lm" models/attnscope-lm
