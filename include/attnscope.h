@@ -369,6 +369,10 @@ typedef enum {
  * weight of its block (0 when all are masked) and their mean over all its cells, masked
  * ones as 0. */
 #define AS_THUMB_SIDE 64
+/* The CAP_THUMBS thumbnails of one head's whole attention P (T, T) (rows = queries, masked
+ * weights 0): mx and mean (S, S), S = min(T, AS_THUMB_SIDE), pooled as the forward pools
+ * them (for a run kept with CAP_ATTN, pooled afterwards). Borrows P, writes mx and mean. */
+void as_thumbs_pool(const float *P, int T, float *mx, float *mean);
 
 /* The per-head statistics of CAP_STATS, each the mean over the real (unpadded) query
  * rows i of a head's attention row p_i (natural log; distances in tokens). */

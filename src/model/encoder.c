@@ -241,6 +241,13 @@ static void thumb_rows(const float *P, const attn_rule *ru, int i0, int i1, thum
     }
 }
 
+void as_thumbs_pool(const float *P, int T, float *mx, float *mean) {
+    thumb_acc a;
+    attn_rule every = {0}; /* every key of every row: masked weights are 0 in P */
+    thumb_init(&a, T < AS_THUMB_SIDE ? T : AS_THUMB_SIDE, T, mx, mean);
+    thumb_rows(P, &every, 0, T, &a);
+}
+
 /* dst (T, Dh) = columns [h Dh, (h + 1) Dh) of src (T rows, stride ld). */
 static void copy_head(float *dst, const float *src, int T, int ld, int Dh, int h) {
     for (int t = 0; t < T; t++)

@@ -218,31 +218,13 @@ void tile_api_stats(srv_state *s, srv_entry *e, const srv_request *rq, srv_respo
 }
 
 /* The thumbnails of heads [h0, h1] of layers [l0, l1] pooled from run r's dense attention
- * into mx and mean (L, H, S, S; the other heads untouched) on the forward's blocks (row and
- * column block b: tokens [b T / S, (b + 1) T / S)): each block's largest weight and its sum
- * over the block's cells. */
+ * (as_thumbs_pool, the forward's pooling) into mx and mean (L, H, S, S; the other heads
+ * untouched). */
 static void thumbs_from_dense(const as_run *r, int S, int l0, int l1, int h0, int h1, float *mx, float *mean) {
-    const int T = r->T;
     for (int l = l0; l <= l1; l++)
         for (int h = h0; h <= h1; h++) {
-            const float *P = as_run_attn(r, l, h); /* (T, T) */
-            float *om = mx + ((size_t)l * r->H + h) * S * S, *oa = mean + ((size_t)l * r->H + h) * S * S;
-            for (int bi = 0; bi < S; bi++) {
-                const int i0 = (int)((int64_t)bi * T / S), i1 = (int)((int64_t)(bi + 1) * T / S);
-                for (int bj = 0; bj < S; bj++) {
-                    const int j0 = (int)((int64_t)bj * T / S), j1 = (int)((int64_t)(bj + 1) * T / S);
-                    float m = 0.0f;
-                    double sum = 0.0;
-                    for (int i = i0; i < i1; i++)
-                        for (int j = j0; j < j1; j++) {
-                            const float p = P[(size_t)i * T + j];
-                            sum += p;
-                            m = p > m ? p : m;
-                        }
-                    om[(size_t)bi * S + bj] = m;
-                    oa[(size_t)bi * S + bj] = (float)(sum / ((double)(i1 - i0) * (j1 - j0)));
-                }
-            }
+            size_t slot = ((size_t)l * r->H + h) * S * S;
+            as_thumbs_pool(as_run_attn(r, l, h), r->T, mx + slot, mean + slot);
         }
 }
 

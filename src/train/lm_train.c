@@ -164,14 +164,11 @@ void lm_opts_default(lm_opts *o) {
 #define LM_REPEAT_STREAM 0x5265706561745370ULL
 #define LM_BOS_STREAM 0x426f7353746172ULL
 
-size_t lm_window_start(const size_t *bos_at, size_t n_bos, size_t at) {
-    size_t lo = 0, hi = n_bos; /* the last bos_at[i] <= at, by bisection */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (bos_at[mid] <= at) lo = mid;
-        else hi = mid;
+size_t lm_window_start(const int32_t *stream, size_t at, int32_t bos) {
+    for (size_t i = at;; i--) {
+        if (stream[i] == bos) return i;
+        if (i == 0) return at;
     }
-    return n_bos && bos_at[lo] <= at ? bos_at[lo] : at;
 }
 
 void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, int n_ids, train_rng *r) {
@@ -318,7 +315,6 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     model_grads params = {0}, grads = {0};
     lm_ws ws = {0};
     int32_t *stream = NULL, *batch = NULL;
-    size_t *bos_at = NULL, n_bos = 0; /* --bos-start: the documents' starts in the stream */
     float *mo = NULL, *vo = NULL;
     uint8_t *decay = NULL;
     size_t n_tok = 0;
@@ -359,19 +355,10 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     if ((s = model_params_own(m, &params, err)) || (s = model_grads_init(m, &grads, err)) ||
         (s = lm_ws_init(m, o->batch, o->seq, o->threads, &ws, err)))
         goto cleanup;
-    int bos_id = as_model_config(m)->bos_token_id;
-    if (o->bos_start > 0) { /* the documents' starts that leave room for a whole window */
-        if (bos_id < 0) {
-            s = as_err_set(err, AS_ERR_INPUT, "%s: --bos-start needs a model with a BOS token", o->model_dir);
-            goto cleanup;
-        }
-        bos_at = as_malloc_array(n_tok, sizeof(size_t));
-        if (!bos_at) {
-            s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the document starts (%zu tokens)", n_tok);
-            goto cleanup;
-        }
-        for (size_t i = 0; i + (size_t)o->seq < n_tok; i++)
-            if (stream[i] == bos_id) bos_at[n_bos++] = i;
+    const int bos_id = as_model_config(m)->bos_token_id;
+    if (o->bos_start > 0 && bos_id < 0) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: --bos-start needs a model with a BOS token", o->model_dir);
+        goto cleanup;
     }
     mo = as_calloc(params.n, sizeof(float));
     vo = as_calloc(params.n, sizeof(float));
@@ -400,7 +387,7 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         train_rng bos = train_rng_seeded(o->seed ^ LM_BOS_STREAM, (uint64_t)step);
         for (int b = 0; b < o->batch; b++) {
             size_t at = (size_t)(train_rng_uniform(&rng) * (double)(n_tok - (size_t)o->seq));
-            if (o->bos_start > 0 && train_rng_uniform(&bos) < o->bos_start) at = lm_window_start(bos_at, n_bos, at);
+            if (o->bos_start > 0 && train_rng_uniform(&bos) < o->bos_start) at = lm_window_start(stream, at, bos_id);
             memcpy(batch + (size_t)b * o->seq, stream + at, (size_t)o->seq * sizeof(int32_t));
             if (step >= o->repeat_from && o->repeat_frac > 0 && train_rng_uniform(&rep) < o->repeat_frac)
                 lm_repeat_span(batch + (size_t)b * o->seq, o->seq, o->repeat_random, as_model_config(m)->vocab_size,
@@ -429,7 +416,6 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     s = model_params_save(m, o->model_dir, o->out_dir, err);
     if (!s && !o->quiet) printf("wrote %s\n", o->out_dir);
 cleanup:
-    free(bos_at);
     free(stream);
     free(batch);
     free(mo);

@@ -14,15 +14,16 @@
  * model without an LM head, ids outside the vocabulary, T over the positions. */
 as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int threads, model_grads *g,
                         double *loss, as_error *err);
+/* The start of the document holding stream position at: the last position i <= at with
+ * stream[i] == bos (at itself when there is none). Moving a window back keeps it inside the
+ * stream. */
+size_t lm_window_start(const int32_t *stream, size_t at, int32_t bos);
+
 /* Repeats a span of the window w (T tokens) right after itself: a span length m in
  * [T/16, T/2] and a start s with s + 2m <= T drawn from r; w[s+m, s+2m) = w[s, s+m).
  * With probability random_frac (drawn from r) the span w[s, s+m) is first overwritten by
  * ids drawn uniformly from [16, vocab) (from [0, vocab) when vocab <= 32), or from the
  * first n_ids of those when 0 < n_ids < their count. */
-/* The start of the document holding stream position at: the last of the n_bos sorted
- * positions bos_at[] that is <= at (at itself when none is). */
-size_t lm_window_start(const size_t *bos_at, size_t n_bos, size_t at);
-
 void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, int n_ids, train_rng *r);
 /* One AdamW step (Loshchilov & Hutter 2019, Algorithm 2; bias correction as torch) over n
  * parameters p with gradients g * gscale, moments mo, vo, decay mask (1 = decayed), at

@@ -274,13 +274,15 @@ static void test_repeat_span(void **state) {
 
 static void test_window_start(void **state) {
     (void)state;
-    const size_t bos_at[] = {0, 10, 25};
-    const size_t at[] = {0, 9, 10, 24, 25, 400}, want[] = {0, 0, 10, 10, 25, 25};
-    for (int i = 0; i < 6; i++) assert_int_equal(lm_window_start(bos_at, 3, at[i]), want[i]);
-    const size_t late[] = {5};
-    assert_int_equal(lm_window_start(late, 1, 3), 3); /* before the first document start: unchanged */
-    assert_int_equal(lm_window_start(late, 1, 7), 5);
-    assert_int_equal(lm_window_start(NULL, 0, 7), 7);
+    enum { BOS = 1 };
+    int32_t stream[30]; /* documents start at 0, 10 and 25 */
+    for (int i = 0; i < 30; i++) stream[i] = i == 0 || i == 10 || i == 25 ? BOS : 7;
+    const size_t at[] = {0, 9, 10, 24, 25, 29}, want[] = {0, 0, 10, 10, 25, 25};
+    for (int i = 0; i < 6; i++) assert_int_equal(lm_window_start(stream, at[i], BOS), want[i]);
+    int32_t late[8] = {7, 7, 7, 7, 7, BOS, 7, 7}; /* the first document start at 5 */
+    assert_int_equal(lm_window_start(late, 3, BOS), 3); /* before it: unchanged */
+    assert_int_equal(lm_window_start(late, 7, BOS), 5);
+    assert_int_equal(lm_window_start(late, 0, BOS), 0);
 }
 
 static void test_errors(void **state) {
