@@ -167,6 +167,11 @@ typedef struct {
     float bos_start; /* this fraction of the windows (seeded, own stream) is moved back to
                         the start of the document its random offset falls in, so that it
                         begins with BOS as a prompt does (0 = every window at its offset) */
+    float bos_prefix; /* this fraction of the windows (seeded, own stream) keeps its random
+                         offset but has its first token replaced by BOS: every such window
+                         starts as a prompt does while the text stays uniformly sampled
+                         (bos_start instead repeats the first window of each document);
+                         not with bos_start */
     int stop_after; /* > 0: stop after this step (checkpoint and weights written there);
                        the schedule stays that of `steps` */
     float lr, weight_decay, clip, beta1, beta2, eps;
@@ -193,12 +198,16 @@ as_status lm_corpus_tokens(const as_model *m, const char *const *files, int n_fi
  * only the tokens after the previous window's end, so every token after the first is
  * predicted exactly once, with at least seq - stride tokens of context once past the
  * first window (the last window ends at n). Each window is one forward from position 0.
+ * bos_id >= 0: every window holds seq - 1 stream tokens and, unless its first token is
+ * already bos_id, runs after a bos_id token put in front of it (the context a model that
+ * always sees BOS first is used with); bos_id < 0: windows are the stream's tokens alone.
  * *nll_sum: the summed negative log-likelihood in nats (double precision log-softmax of
  * the model's logits); *n_pred = n - 1. Errors: no LM head, n < 2, seq < 2 or over the
- * model's positions, stride outside [1, seq - 1], token ids outside the vocabulary.
+ * model's positions, stride outside [1, seq - 1] ([1, seq - 2] with a BOS), token ids or
+ * bos_id outside the vocabulary.
  * progress (may be NULL) is called after each window with the tokens scored so far. */
-as_status lm_eval_windows(const as_model *m, const int32_t *ids, size_t n, int seq, int stride, int threads,
-                          void (*progress)(size_t done, size_t total), double *nll_sum, size_t *n_pred,
+as_status lm_eval_windows(const as_model *m, const int32_t *ids, size_t n, int seq, int stride, int bos_id,
+                          int threads, void (*progress)(size_t done, size_t total), double *nll_sum, size_t *n_pred,
                           as_error *err);
 
 #ifdef __cplusplus

@@ -14,6 +14,7 @@ static const char *EVAL_HELP =
     "                      [--max-len 64] [--seed 7]\n"
     "       attnscope eval --model DIR --task patterns --data FILE[,FILE...] [--pairs 200]\n"
     "       attnscope eval --model DIR --task lm --data FILE[,FILE...] [--seq N] [--stride S]\n"
+    "                      [--window-start text|bos]\n"
     "                      [--ngram-train FILE[,FILE...] [--exclude FILE,...] [--ngram-order 3]]\n"
     "\n"
     "sst2: last line 'accuracy: 0.xxxx'. mlm: masked-token accuracy on pairs built and\n"
@@ -25,7 +26,9 @@ static const char *EVAL_HELP =
     "sentences joined by a line break) and scored by the causal LM in windows of --seq\n"
     "tokens (default min(256, the model's positions)) every --stride tokens (default\n"
     "seq/2): every token after the first is predicted once, past the first window with\n"
-    "at least seq - stride tokens of context. Prints the tokens, the text's bytes, and the\n"
+    "at least seq - stride tokens of context. --window-start bos puts a BOS token in front\n"
+    "of every window that does not start with one (seq - 1 text tokens a window), as the\n"
+    "model sees text in use; the default, text, scores the windows as they are. Prints the tokens, the text's bytes, and the\n"
     "mean negative log-likelihood (nats/token), perplexity and bits per byte. With\n"
     "--ngram-train, an interpolated modified Kneser-Ney n-gram model (--ngram-order 1..5)\n"
     "counted on those files packed the same way (minus the sentences of --exclude files)\n"
@@ -101,7 +104,7 @@ done:
 }
 
 typedef struct {
-    int seq, stride, order, threads;
+    int seq, stride, order, threads, bos_windows;
     const ta_list *data, *ngram_train, *exclude;
 } eval_lm_opts;
 
@@ -132,8 +135,14 @@ static int eval_lm(const char *model, const eval_lm_opts *o) {
         rc = cli_usage_error("eval", "--seq %d is over the model's %d positions", seq, as_model_max_tokens(m));
         goto done;
     }
-    if (stride >= seq) {
-        rc = cli_usage_error("eval", "--stride %d must be below the window of %d tokens", stride, seq);
+    int bos_id = o->bos_windows ? as_model_config(m)->bos_token_id : -1;
+    if (o->bos_windows && bos_id < 0) {
+        rc = cli_usage_error("eval", "--window-start bos: %s has no BOS token", model);
+        goto done;
+    }
+    if (stride >= seq - (bos_id >= 0)) {
+        rc = cli_usage_error("eval", "--stride %d must be below the window of %d text tokens", stride,
+                             seq - (bos_id >= 0));
         goto done;
     }
     if (lm_corpus_tokens(m, o->data->v, o->data->n, NULL, 0, &ids, &n, &n_bytes, NULL, &err)) goto fail;
@@ -147,9 +156,10 @@ static int eval_lm(const char *model, const eval_lm_opts *o) {
             ngram_train(train, n_train, o->order, as_model_config(m)->vocab_size, &ng, &err))
             goto fail;
     }
-    printf("tokens: %zu\npredicted: %zu\nbytes: %zu\nwindow: %d\nstride: %d\n", n, n - 1, n_bytes, seq, stride);
+    printf("tokens: %zu\npredicted: %zu\nbytes: %zu\nwindow: %d\nstride: %d\nwindow_start: %s\n", n, n - 1, n_bytes,
+           seq, stride, bos_id >= 0 ? "bos" : "text");
     fflush(stdout);
-    if (lm_eval_windows(m, ids, n, seq, stride, o->threads, NULL, &nll, &n_pred, &err)) goto fail;
+    if (lm_eval_windows(m, ids, n, seq, stride, bos_id, o->threads, NULL, &nll, &n_pred, &err)) goto fail;
     print_nll("model", nll, n_pred, n_bytes);
     if (ng) {
         printf("ngram_order: %d\nngram_train_tokens: %zu\nngram_held_out_sentences_left_out: %d\n", o->order, n_train,
@@ -172,7 +182,7 @@ int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *task = NULL;
     ta_list data = {0}, ngram_files = {0}, exclude = {0};
     int rc = 0, threads = 0, batches = 50, batch = 32, max_len = 64, seed = 7, pairs = 200;
-    int seq = 0, stride = 0, order = 3;
+    int seq = 0, stride = 0, order = 3, bos_windows = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
         if (cli_is_help(a)) {
@@ -195,6 +205,10 @@ int cmd_eval(int argc, char **argv) {
             if (cli_parse_int(v, 2, AS_MAX_POSITIONS, &seq)) rc = cli_usage_error("eval", "bad --seq '%s'", v);
         } else if (!strcmp(a, "--stride")) {
             if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &stride)) rc = cli_usage_error("eval", "bad --stride '%s'", v);
+        } else if (!strcmp(a, "--window-start")) {
+            if (!strcmp(v, "bos")) bos_windows = 1;
+            else if (!strcmp(v, "text")) bos_windows = 0;
+            else rc = cli_usage_error("eval", "bad --window-start '%s' (text or bos)", v);
         } else if (!strcmp(a, "--ngram-order")) {
             if (cli_parse_int(v, 1, NGRAM_MAX_ORDER, &order))
                 rc = cli_usage_error("eval", "bad --ngram-order '%s' (1..%d)", v, NGRAM_MAX_ORDER);
@@ -235,7 +249,7 @@ int cmd_eval(int argc, char **argv) {
     } else if (!strcmp(task, "lm")) {
         if (exclude.n && !ngram_files.n) rc = cli_usage_error("eval", "--exclude applies to --ngram-train files");
         else {
-            eval_lm_opts lo = {seq, stride, order, threads, &data, &ngram_files, &exclude};
+            eval_lm_opts lo = {seq, stride, order, threads, bos_windows, &data, &ngram_files, &exclude};
             rc = eval_lm(model, &lo);
         }
     } else {

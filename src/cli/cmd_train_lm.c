@@ -8,7 +8,7 @@ static const char *TRAIN_LM_HELP =
     "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
     "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
     "         [--repeat-frac P [--repeat-from STEP] [--repeat-random Q [--repeat-ids N]]]\n"
-    "         [--bos-start P] [--stop-after STEP]\n"
+    "         [--bos-start P | --bos-prefix P] [--stop-after STEP]\n"
     "\n"
     "Trains the model folder DIR (config.json, model.safetensors, tokenizer files; any\n"
     "model with a causal-LM head: GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) on\n"
@@ -33,7 +33,10 @@ static const char *TRAIN_LM_HELP =
     "draws those random ids from the first N ids above the special ones only (a smaller\n"
     "alphabet, an easier copying task to start from). --bos-start P moves a fraction P of\n"
     "the windows (seeded) back to the start of the document their offset falls in, so\n"
-    "that they begin with BOS as a prompt does. --stop-after STEP ends the run after\n"
+    "that they begin with BOS as a prompt does (a document's first window recurs: long\n"
+    "documents are then seen only at their start). --bos-prefix P keeps the random offsets\n"
+    "but replaces the first token of a fraction P of the windows by BOS, so that they\n"
+    "begin as a prompt does while the text stays uniformly sampled. --stop-after STEP ends the run after\n"
     "that step (checkpoint and weights written) with the schedule of --steps, so that a\n"
     "run can continue from there with other options. Exit status 0 ok, 2 bad input, 1 internal.\n";
 
@@ -86,12 +89,15 @@ int cmd_train_lm(int argc, char **argv) {
         FLT("--repeat-frac", repeat_frac, 0.0, 1.0)
         FLT("--repeat-random", repeat_random, 0.0, 1.0)
         FLT("--bos-start", bos_start, 0.0, 1.0)
+        FLT("--bos-prefix", bos_prefix, 0.0, 1.0)
         else rc = cli_usage_error("train-lm", "unknown option '%s'", a);
 #undef INT
 #undef FLT
     }
     if (!rc && (!corpus.n || !o.model_dir || !o.out_dir))
         rc = cli_usage_error("train-lm", "--model, --corpus and --out are required");
+    if (!rc && o.bos_start > 0 && o.bos_prefix > 0)
+        rc = cli_usage_error("train-lm", "--bos-start and --bos-prefix: choose one");
     if (!rc) {
         as_error err = {0};
         o.corpus = corpus.v;

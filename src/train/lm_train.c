@@ -183,6 +183,17 @@ void lm_repeat_span(int32_t *w, int T, float random_frac, int vocab, int n_ids, 
     memmove(w + s + m, w + s, (size_t)m * sizeof(int32_t));
 }
 
+void lm_fill_window(int32_t *w, const int32_t *stream, size_t n_tok, const lm_opts *o, int step, int32_t bos_id,
+                    int vocab, train_rng *rng, train_rng *rep, train_rng *bos) {
+    size_t at = (size_t)(train_rng_uniform(rng) * (double)(n_tok - (size_t)o->seq));
+    if (o->bos_start > 0 && train_rng_uniform(bos) < o->bos_start) at = lm_window_start(stream, at, bos_id);
+    memcpy(w, stream + at, (size_t)o->seq * sizeof(int32_t));
+    int lead = o->bos_prefix > 0 && train_rng_uniform(bos) < o->bos_prefix; /* w[0] becomes BOS */
+    if (lead) w[0] = bos_id;
+    if (step >= o->repeat_from && o->repeat_frac > 0 && train_rng_uniform(rep) < o->repeat_frac)
+        lm_repeat_span(w + lead, o->seq - lead, o->repeat_random, vocab, o->repeat_ids, rep);
+}
+
 /* Learning rate at step (0-based): linear warmup over `warmup` steps, then cosine decay
  * to 10% of lr at `steps`. */
 static float lm_lr(const lm_opts *o, int step) {
@@ -356,8 +367,13 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         (s = lm_ws_init(m, o->batch, o->seq, o->threads, &ws, err)))
         goto cleanup;
     const int bos_id = as_model_config(m)->bos_token_id;
-    if (o->bos_start > 0 && bos_id < 0) {
-        s = as_err_set(err, AS_ERR_INPUT, "%s: --bos-start needs a model with a BOS token", o->model_dir);
+    if (o->bos_start > 0 && o->bos_prefix > 0) {
+        s = as_err_set(err, AS_ERR_INPUT, "--bos-start and --bos-prefix: choose one");
+        goto cleanup;
+    }
+    if ((o->bos_start > 0 || o->bos_prefix > 0) && bos_id < 0) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: --%s needs a model with a BOS token", o->model_dir,
+                       o->bos_start > 0 ? "bos-start" : "bos-prefix");
         goto cleanup;
     }
     mo = as_calloc(params.n, sizeof(float));
@@ -385,14 +401,9 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         train_rng rng = train_rng_seeded(o->seed, (uint64_t)step);
         train_rng rep = train_rng_seeded(o->seed ^ LM_REPEAT_STREAM, (uint64_t)step);
         train_rng bos = train_rng_seeded(o->seed ^ LM_BOS_STREAM, (uint64_t)step);
-        for (int b = 0; b < o->batch; b++) {
-            size_t at = (size_t)(train_rng_uniform(&rng) * (double)(n_tok - (size_t)o->seq));
-            if (o->bos_start > 0 && train_rng_uniform(&bos) < o->bos_start) at = lm_window_start(stream, at, bos_id);
-            memcpy(batch + (size_t)b * o->seq, stream + at, (size_t)o->seq * sizeof(int32_t));
-            if (step >= o->repeat_from && o->repeat_frac > 0 && train_rng_uniform(&rep) < o->repeat_frac)
-                lm_repeat_span(batch + (size_t)b * o->seq, o->seq, o->repeat_random, as_model_config(m)->vocab_size,
-                               o->repeat_ids, &rep);
-        }
+        for (int b = 0; b < o->batch; b++)
+            lm_fill_window(batch + (size_t)b * o->seq, stream, n_tok, o, step, bos_id, as_model_config(m)->vocab_size,
+                           &rng, &rep, &bos);
         model_grads_zero(&grads);
         double loss;
         if ((s = lm_ws_loss(m, batch, &ws, &grads, &loss, err))) goto cleanup;

@@ -19,6 +19,15 @@ as_status lm_batch_loss(const as_model *m, const int32_t *ids, int B, int T, int
  * stream. */
 size_t lm_window_start(const int32_t *stream, size_t at, int32_t bos);
 
+/* Fills one training window w (o->seq tokens) from the token stream (n_tok > o->seq):
+ * the tokens at an offset drawn from rng; moved back to its document's start
+ * (lm_window_start) with probability o->bos_start, drawn from bos; its first token replaced
+ * by bos_id with probability o->bos_prefix, drawn from bos; then, from step o->repeat_from
+ * on and with probability o->repeat_frac drawn from rep, a span repeated (lm_repeat_span)
+ * among the tokens after that BOS. A draw is made only for an option that is on, so
+ * windows without the BOS options are those of a run before they existed. */
+void lm_fill_window(int32_t *w, const int32_t *stream, size_t n_tok, const lm_opts *o, int step, int32_t bos_id,
+                    int vocab, train_rng *rng, train_rng *rep, train_rng *bos);
 /* Repeats a span of the window w (T tokens) right after itself: a span length m in
  * [T/16, T/2] and a start s with s + 2m <= T drawn from r; w[s+m, s+2m) = w[s, s+m).
  * With probability random_frac (drawn from r) the span w[s, s+m) is first overwritten by

@@ -3,8 +3,9 @@
 # fixture (tests/ref/gen_lm_eval.py: a tiny random Llama whose byte tokenizer has no
 # merges, so the packed ids are known without a tokenizer library):
 #   - the perplexity of heldout.txt in windows (seq 64 / stride 32, the defaults, and
-#     16 / 5) equals exp of PyTorch's mean cross-entropy of the same windows (1e-4
-#     relative), tokens and bytes exactly;
+#     16 / 5), as they are and with a <s> in front of each (--window-start bos), equals
+#     exp of PyTorch's mean cross-entropy of the same windows (1e-4 relative), tokens and
+#     bytes exactly;
 #   - the n-gram baseline printed next to it equals gen_ngram.py's independent Kneser-Ney
 #     on the same packing of a training file (orders 2 and 3, 1e-9 relative), and
 #     --exclude takes the held-out sentences out of that training stream;
@@ -20,24 +21,28 @@ PY=/usr/bin/python3
 M=$ROOT/tests/ref/fixtures/models/llama_bytes
 EXP=$M/expected.json
 
-check_eval() { # $1: seq of the expected window entry; rest: extra options
-  local seq=$1; shift
+check_eval() { # $1: seq, $2: window start of the expected window entry; rest: extra options
+  local seq=$1 start=$2; shift 2
   expect 0 "" -- eval --task lm --model "$M" --data "$M/heldout.txt" "$@"
-  $PY - "$TMP/out" "$EXP" "$seq" <<'PY' && ok "eval lm $seq: = PyTorch windows" || fail "eval lm $seq: $(cat "$TMP/out")"
+  $PY - "$TMP/out" "$EXP" "$seq" "$start" <<'PY' && ok "eval lm $seq $start: = PyTorch windows" \
+    || fail "eval lm $seq $start: $(cat "$TMP/out")"
 import json, sys
 got = dict(l.split(": ", 1) for l in open(sys.argv[1]).read().split("\n") if ": " in l)
 e = json.load(open(sys.argv[2]))
-w = [x for x in e["windows"] if x["seq"] == int(sys.argv[3])][0]
+w = [x for x in e["windows"] if x["seq"] == int(sys.argv[3]) and x["window_start"] == sys.argv[4]][0]
 assert int(got["tokens"]) == e["tokens"] and int(got["bytes"]) == e["bytes"], got
 assert int(got["window"]) == w["seq"] and int(got["stride"]) == w["stride"], got
+assert got["window_start"] == w["window_start"], got
 for k, g in (("perplexity", "model_perplexity"), ("nll", "model_nll"), ("bits_per_byte", "model_bits_per_byte")):
     r = abs(float(got[g]) - w[k]) / w[k]
     print(k, float(got[g]), w[k], "rel", r)
     assert r < 1e-4, (k, got[g], w[k])
 PY
 }
-check_eval 64
-check_eval 16 --seq 16 --stride 5 --threads 1
+check_eval 64 text
+check_eval 16 text --seq 16 --stride 5 --threads 1
+check_eval 64 bos --window-start bos
+check_eval 16 bos --seq 16 --stride 5 --threads 1 --window-start bos
 
 # the n-gram baseline against the Python reference on the same byte packing
 cat > "$TMP/train.txt" <<'TXT'
@@ -135,6 +140,8 @@ expect 0 "" -- generate --model "$M" --ids 0,87 --max-new 100
 FX=$ROOT/tests/ref/fixtures/models
 expect 2 "over the model's 64 positions" -- eval --task lm --model "$M" --data "$M/heldout.txt" --seq 65
 expect 2 "--stride" -- eval --task lm --model "$M" --data "$M/heldout.txt" --seq 16 --stride 16
+expect 2 "--stride" -- eval --task lm --model "$M" --data "$M/heldout.txt" --seq 16 --stride 15 --window-start bos
+expect 2 "bad --window-start" -- eval --task lm --model "$M" --data "$M/heldout.txt" --window-start start
 expect 2 "--ngram-order" -- eval --task lm --model "$M" --data "$M/heldout.txt" --ngram-train "$TMP/train.txt" --ngram-order 6
 expect 2 "--exclude" -- eval --task lm --model "$M" --data "$M/heldout.txt" --exclude "$TMP/held.txt"
 expect 2 "missing.txt" -- eval --task lm --model "$M" --data "$TMP/missing.txt"

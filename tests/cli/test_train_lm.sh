@@ -73,8 +73,9 @@ cmp -s "$TMP/r3/model.safetensors" "$TMP/s1/model.safetensors" && ok "before --r
 expect 2 "bad --repeat-frac" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --repeat-frac 2
 
 # --repeat-ids: random spans from a smaller alphabet (other weights than from the whole
-# vocabulary); --bos-start: windows moved back to their document's start (reproducible,
-# other weights than the plain windows)
+# vocabulary); --bos-start: windows moved back to their document's start, --bos-prefix:
+# windows whose first token is BOS (each reproducible, other weights than the plain
+# windows; not both)
 EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/i0" --steps 4 \
   --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --repeat-frac 1 --repeat-random 1
 EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/i1" --steps 4 \
@@ -94,6 +95,17 @@ cmp -s "$TMP/b1/model.safetensors" "$TMP/b2/model.safetensors" && ok "--bos-star
 cmp -s "$TMP/b1/model.safetensors" "$TMP/b0/model.safetensors" && fail "--bos-start changed nothing" \
   || ok "--bos-start changes the windows"
 expect 2 "bad --bos-start" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --bos-start 2
+for o in p1 p2; do
+  EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/docs.txt" --out "$TMP/$o" --steps 4 \
+    --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet --bos-prefix 1
+done
+cmp -s "$TMP/p1/model.safetensors" "$TMP/p2/model.safetensors" && ok "--bos-prefix: same seed, same weights" \
+  || fail "--bos-prefix is not reproducible"
+cmp -s "$TMP/p1/model.safetensors" "$TMP/b0/model.safetensors" || cmp -s "$TMP/p1/model.safetensors" \
+  "$TMP/b1/model.safetensors" && fail "--bos-prefix: the weights of plain or --bos-start windows" \
+  || ok "--bos-prefix changes the windows"
+expect 2 "bad --bos-prefix" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --bos-prefix -1
+expect 2 "choose one" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --bos-prefix 1 --bos-start 1
 
 # --exclude: held-out sentences leave the token stream (the log says how many)
 grep "farmer 1[0-9] times" "$TMP/corpus.txt" > "$TMP/heldout.txt"

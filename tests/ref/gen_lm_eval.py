@@ -12,7 +12,9 @@ a tokenizer library) and writes it as tests/ref/fixtures/models/llama_bytes/. It
     in windows of seq tokens every stride tokens (the first window scores tokens
     1..seq-1, each later one the tokens after the previous window's end; the last window
     is moved back to be full), the mean cross-entropy from torch's cross_entropy, for
-    (seq, stride) = (64, 32) (the defaults at 64 positions) and (16, 5);
+    (seq, stride) = (64, 32) (the defaults at 64 positions) and (16, 5); and the same
+    with a <s> put in front of every window that does not start with one (seq - 1 text
+    tokens a window: `--window-start bos`) for (64, 32) and (16, 5);
   - continues the prompt <s> "The cat" greedily by 12 tokens (argmax of the last
     position's logits, the whole prefix run again each step), asserting that every
     step's top two logits differ by more than GREEDY_MARGIN so float32 engines agree;
@@ -111,14 +113,16 @@ def logits_of(P, c, ids):
     return forward(P, c, "model.", t, torch.ones_like(t), "lm")["logits"]
 
 
-def windowed_nll(P, c, ids, seq, stride):
+def windowed_nll(P, c, ids, seq, stride, bos=None):
     n, done, begin, total, scored = len(ids), 1, 0, 0.0, []
+    span = seq - (bos is not None)  # text tokens a window
     while done < n:
-        end = min(begin + seq, n)
-        b = max(0, end - seq)
-        lg = logits_of(P, c, ids[b:end])
+        end = min(begin + span, n)
+        b = max(0, end - span)
+        lead = 1 if bos is not None and ids[b] != bos else 0
+        lg = logits_of(P, c, [bos] * lead + ids[b:end])
         tg = list(range(done, end))
-        rows = torch.tensor([t - 1 - b for t in tg])
+        rows = torch.tensor([t - 1 - b + lead for t in tg])
         total += F.cross_entropy(lg[rows].double(), torch.tensor([ids[t] for t in tg]), reduction="sum").item()
         scored += tg
         done = end
@@ -146,12 +150,12 @@ def main():
         f.write(HELDOUT)
     ids, nbytes = pack(HELDOUT)
     windows = []
-    for seq, stride in ((64, 32), (16, 5)):
-        nll = windowed_nll(P, c, ids, seq, stride)
+    for seq, stride, start in ((64, 32, "text"), (16, 5, "text"), (64, 32, "bos"), (16, 5, "bos")):
+        nll = windowed_nll(P, c, ids, seq, stride, 0 if start == "bos" else None)
         mean = nll / (len(ids) - 1)
-        windows.append({"seq": seq, "stride": stride, "nll": mean, "perplexity": math.exp(mean),
-                        "bits_per_byte": nll / math.log(2) / nbytes})
-        print(f"seq {seq} stride {stride}: {len(ids)} tokens, {nbytes} bytes, nll {mean:.6f}, "
+        windows.append({"seq": seq, "stride": stride, "window_start": start, "nll": mean,
+                        "perplexity": math.exp(mean), "bits_per_byte": nll / math.log(2) / nbytes})
+        print(f"seq {seq} stride {stride} start {start}: {len(ids)} tokens, {nbytes} bytes, nll {mean:.6f}, "
               f"perplexity {math.exp(mean):.4f}")
     gen = [0] + [3 + b for b in PROMPT.encode()]
     prompt_len, margin = len(gen), float("inf")

@@ -285,6 +285,50 @@ static void test_window_start(void **state) {
     assert_int_equal(lm_window_start(late, 0, BOS), 0);
 }
 
+/* lm_fill_window: plain windows are the stream at the drawn offset (the draws of a run
+ * without the BOS options); --bos-prefix puts BOS first and keeps the rest of the window
+ * (a repeated span stays after it); --bos-start moves windows to their document's BOS. */
+static void test_fill_window(void **state) {
+    (void)state;
+    enum { N = 400, T = 32, BOS = 1, V = 500 };
+    int32_t stream[N], w[T];
+    for (int i = 0; i < N; i++) stream[i] = i % 50 == 0 ? BOS : 20 + (i * 37) % 400; /* documents every 50 */
+    lm_opts o;
+    lm_opts_default(&o);
+    o.seq = T;
+    int n_prefixed = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        train_rng r1 = train_rng_seeded(3, (uint64_t)trial), r2 = r1, rep = train_rng_seeded(4, (uint64_t)trial),
+                  bos = train_rng_seeded(5, (uint64_t)trial);
+        size_t at = (size_t)(train_rng_uniform(&r2) * (double)(N - T)); /* the offset a plain run draws */
+        o.bos_prefix = 0.0f;
+        o.bos_start = 0.0f;
+        o.repeat_frac = 0.0f;
+        lm_fill_window(w, stream, N, &o, 0, BOS, V, &r1, &rep, &bos);
+        assert_memory_equal(w, stream + at, sizeof w);
+        r1 = train_rng_seeded(3, (uint64_t)trial);
+        o.bos_start = 1.0f;
+        lm_fill_window(w, stream, N, &o, 0, BOS, V, &r1, &rep, &bos);
+        assert_memory_equal(w, stream + at / 50 * 50, sizeof w);
+        r1 = train_rng_seeded(3, (uint64_t)trial);
+        o.bos_start = 0.0f;
+        o.bos_prefix = trial < 100 ? 1.0f : 0.5f;
+        o.repeat_frac = trial < 100 ? 0.0f : 1.0f;
+        lm_fill_window(w, stream, N, &o, 0, BOS, V, &r1, &rep, &bos);
+        if (trial < 100) { /* BOS, then the stream after the offset's first token */
+            assert_int_equal(w[0], BOS);
+            assert_memory_equal(w + 1, stream + at + 1, sizeof w - sizeof w[0]);
+        } else if (w[0] == BOS && stream[at] != BOS) {
+            n_prefixed++;
+            int s = -1, m = repeated_span(w + 1, T - 1, &s); /* the repeat among the tokens after BOS */
+            assert_true(m >= (T - 1) / 16 && s >= 0);
+        } else assert_int_equal(w[0], stream[at]); /* not prefixed: the repeat left w[0] alone */
+    }
+    assert_true(n_prefixed > 25 && n_prefixed < 75); /* half of the 100 windows at 0.5 */
+    printf("fill window: plain, document-start and BOS-prefixed windows as drawn; %d of 100 prefixed at 0.5\n",
+           n_prefixed);
+}
+
 static void test_errors(void **state) {
     (void)state;
     as_model *m = load("bert"); /* a classifier and a masked-LM head, no causal-LM head */
@@ -308,6 +352,7 @@ int main(void) {
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_repeat_span),
         cmocka_unit_test(test_window_start),
+        cmocka_unit_test(test_fill_window),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
