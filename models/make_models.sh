@@ -105,11 +105,14 @@ decoder() {
   #    there, not in thousands as on 256 tokens); 3701-4000 the same on 64-token windows
   #    (the circuit reaches 50 tokens back); 4001-4200 256-token windows, half of them
   #    with a repeated span, half of those random; 4201-4400 the same with half of the
-  #    windows starting at a document's BOS (--bos-start: the first-token sink forms on
-  #    BOS, where prompts start); 4401-4500 every window from a BOS, weight decay 0.3;
-  #    4501-4900 a 5300-step schedule (lr 2.3e-4 falling to 1.7e-4), stopped after step
-  #    4900, with 30% repeated windows and 60% from a BOS, to recover the held-out
-  #    perplexity.
+  #    windows moved back to their document's BOS (--bos-start); 4401-4500 every window
+  #    from a BOS, weight decay 0.3; 4501-4900 a 5300-step schedule (lr 2.3e-4 falling to
+  #    1.7e-4), stopped after step 4900, with 30% repeated windows and 60% from a BOS.
+  #    (Moving windows to their document's start repeats each document's first window, so
+  #    the held-out perplexity rose.) Last, 4901-5600 on a 5600-step schedule (lr 2.0e-4
+  #    falling to 1.5e-4): every window at its random offset with BOS as its first token
+  #    (--bos-prefix 1: the first-token sink forms on BOS, where prompts start, and the
+  #    text stays uniformly sampled), 30% repeated windows, weight decay 0.3.
   lm_stage() { # NAME, then the options of the stage
     name=$1
     shift
@@ -131,7 +134,8 @@ decoder() {
   lm_stage text256 --steps 8000 --repeat-frac 0.5 --repeat-random 0.5 --stop-after 4200
   lm_stage bos50 --steps 8000 --repeat-frac 0.5 --repeat-random 0.5 --bos-start 0.5 --stop-after 4400
   lm_stage bos100 --steps 8000 --repeat-frac 0.5 --repeat-random 0.5 --bos-start 1 --wd 0.3 --stop-after 4500
-  lm_stage final --steps 5300 --repeat-frac 0.3 --repeat-random 0.5 --bos-start 0.6 --stop-after 4900
+  lm_stage recover --steps 5300 --repeat-frac 0.3 --repeat-random 0.5 --bos-start 0.6 --stop-after 4900
+  lm_stage sink --steps 5600 --repeat-frac 0.3 --repeat-random 0.5 --bos-prefix 1 --wd 0.3
 
   # 5. shipped in BF16, with the training log and its curve
   /usr/bin/python3 models/to_bf16.py "$LM/lm" models/attnscope-lm
