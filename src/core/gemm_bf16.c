@@ -11,6 +11,13 @@
  * order.
  * Fallback: blocks of x and W widened to F32 and one sgemm per block (exact products of
  * the same BF16 inputs, F32 sums in sgemm's order).
+ *
+ * y (+)= x W with W (K, N) row-major (as_gemm_bf16_xw): W is read along N, so a block of
+ * 64 columns x GX_KB rows is packed as pairs of rows interleaved (word p*64 + j holds
+ * W[2p][j] and W[2p+1][j], the layout vdpbf16ps multiplies pairwise; 32 KiB, in L1);
+ * a tile of 6 rows x 64 columns keeps 24 accumulators, and each pair step broadcasts
+ * x[m][2p..2p+1] and issues 24 vdpbf16ps into the outputs' own lanes (no final
+ * reduction). Each output sums its pairs in order along K.
  */
 #include "core/gemm_bf16.h"
 #include "core/core.h"
@@ -188,6 +195,105 @@ GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t l
 }
 #endif
 
+#define GX_NB 64  /* columns of W and y per packed block: 4 vectors of 16 */
+#define GX_KB 256 /* rows of W (values of K) per packed block: 128 pairs */
+
+#ifdef GB_X86
+/* (permutex2var indices) the words {a[i], b[i]} for i = 0..15 and for i = 16..31 */
+static const uint16_t gx_lo_idx[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                       8,  40, 9,  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+static const uint16_t gx_hi_idx[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+
+/* pk[p * 64 + j] = W[k0 + 2p][n0 + j] | W[k0 + 2p + 1][n0 + j] << 16 for the rows
+ * [k0, k1) and the nc <= 64 columns from n0; columns past nc and a row past k1 are 0. */
+GB_TARGET static void gx_pack(const uint16_t *w, size_t ldw, int n0, int nc, int k0, int k1, uint32_t *pk) {
+    const __m512i lo = _mm512_loadu_si512(gx_lo_idx), hi = _mm512_loadu_si512(gx_hi_idx);
+    __mmask32 mh[2];
+    mh[0] = nc >= 32 ? 0xffffffffu : (__mmask32)((1ull << nc) - 1u);
+    mh[1] = nc <= 32 ? 0u : nc >= 64 ? 0xffffffffu : (__mmask32)((1ull << (nc - 32)) - 1u);
+    for (int k = k0; k < k1; k += 2, pk += GX_NB) {
+        const uint16_t *r0 = w + (size_t)k * ldw + n0, *r1 = r0 + ldw;
+        for (int h = 0; h < 2; h++) { /* 32 columns each: two vectors of 16 pairs */
+            __m512i a = _mm512_maskz_loadu_epi16(mh[h], r0 + 32 * h);
+            __m512i b = k + 1 < k1 ? _mm512_maskz_loadu_epi16(mh[h], r1 + 32 * h) : _mm512_setzero_si512();
+            _mm512_storeu_si512(pk + 32 * h, _mm512_permutex2var_epi16(a, lo, b));
+            _mm512_storeu_si512(pk + 32 * h + 16, _mm512_permutex2var_epi16(a, hi, b));
+        }
+    }
+}
+
+/* Rows m..m+R-1 (R 1..6, a constant where inlined) of y[:, n0:n0+nc) (+)= x[:, k0:k1]
+ * times the packed block pk; add = 0 overwrites y. */
+GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R, const uint16_t *x, size_t ldx,
+                                                                    int m, int k0, int k1, const uint32_t *pk,
+                                                                    float *y, size_t ldy, int n0, int nc, int add) {
+    __m512 acc[6][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    const uint16_t *xr[6];
+    for (int r = 0; r < R; r++) xr[r] = x + (size_t)(m + r) * ldx + k0;
+    int full = (k1 - k0) / 2, np = (k1 - k0 + 1) / 2;
+    for (int p = 0; p < np; p++) {
+        const uint32_t *b = pk + (size_t)p * GX_NB;
+        __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 16);
+        __m512i b2 = _mm512_loadu_si512(b + 32), b3 = _mm512_loadu_si512(b + 48);
+        for (int r = 0; r < R; r++) {
+            uint32_t v;
+            if (p < full) memcpy(&v, xr[r] + 2 * p, sizeof v);
+            else v = xr[r][2 * p]; /* an odd K: the last value paired with 0 */
+            __m512i a = _mm512_set1_epi32((int)v);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)a, (__m512bh)b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)a, (__m512bh)b1);
+            acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)a, (__m512bh)b2);
+            acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)a, (__m512bh)b3);
+        }
+    }
+    for (int c = 0; c < 4; c++) {
+        int left = nc - 16 * c;
+        if (left <= 0) break;
+        __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        for (int r = 0; r < R; r++) {
+            float *yr = y + (size_t)(m + r) * ldy + n0 + 16 * c;
+            __m512 v = add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mk, yr), acc[r][c]) : acc[r][c];
+            _mm512_mask_storeu_ps(yr, mk, v);
+        }
+    }
+}
+
+GB_TARGET static void gx_tile_edge(int R, const uint16_t *x, size_t ldx, int m, int k0, int k1, const uint32_t *pk,
+                                   float *y, size_t ldy, int n0, int nc, int add) {
+    switch (R) {
+    case 5: gx_tile(5, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
+    case 4: gx_tile(4, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
+    case 3: gx_tile(3, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
+    case 2: gx_tile(2, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
+    default: gx_tile(1, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
+    }
+}
+
+GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
+                                float *y, size_t ldy, int accumulate, uint32_t *pk) {
+    for (int n0 = 0; n0 < N; n0 += GX_NB) {
+        int nc = N - n0 < GX_NB ? N - n0 : GX_NB;
+        for (int k0 = 0; k0 < K; k0 += GX_KB) {
+            int k1 = k0 + GX_KB < K ? k0 + GX_KB : K, add = accumulate || k0 > 0;
+            gx_pack(w, ldw, n0, nc, k0, k1, pk);
+            int m = 0;
+            for (; m + 6 <= M; m += 6) gx_tile(6, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add);
+            if (m < M) gx_tile_edge(M - m, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add);
+        }
+    }
+}
+#endif
+
+#define GX_FB 64 /* the fallback's blocks: 64 rows of x by 64 values of K */
+
+size_t as_gemm_bf16_xw_scratch(int N) {
+    size_t packed = (size_t)GX_KB / 2 * GX_NB, fb = (size_t)GX_FB * GX_FB + (size_t)GX_FB * (N > 0 ? N : 0);
+    return packed > fb ? packed : fb;
+}
+
 static int gb_force_fallback;
 void as_gemm_bf16_force_fallback(int on) { gb_force_fallback = on; }
 
@@ -226,6 +332,33 @@ void as_gemm_bf16_xwt(int M, int N, int K, const uint16_t *x, size_t ldx, const 
                 beta = 1.0f;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, nb, K, 1.0f, xf, K, wf, K, beta, yb, (int)ldy);
+        }
+    }
+}
+
+void as_gemm_bf16_xw(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, float *y,
+                     size_t ldy, int accumulate, float *scratch) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int m = 0; m < M; m++) memset(y + (size_t)m * ldy, 0, (size_t)N * sizeof(float));
+        return;
+    }
+#ifdef GB_X86
+    if (as_gemm_bf16_native()) {
+        gx_native(M, N, K, x, ldx, w, ldw, y, ldy, accumulate, (uint32_t *)scratch);
+        return;
+    }
+#endif
+    float *xf = scratch, *wf = scratch + (size_t)GX_FB * GX_FB; /* x block (64, 64), W rows (64, N) */
+    for (int k0 = 0; k0 < K; k0 += GX_FB) {
+        int kb = K - k0 < GX_FB ? K - k0 : GX_FB;
+        for (int k = 0; k < kb; k++) as_bf16_to_f32_n(wf + (size_t)k * N, w + (size_t)(k0 + k) * ldw, (size_t)N);
+        for (int m0 = 0; m0 < M; m0 += GX_FB) {
+            int mb = M - m0 < GX_FB ? M - m0 : GX_FB;
+            for (int m = 0; m < mb; m++) as_bf16_to_f32_n(xf + (size_t)m * kb, x + (size_t)(m0 + m) * ldx + k0, (size_t)kb);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, N, kb, 1.0f, xf, kb, wf, N,
+                        accumulate || k0 > 0 ? 1.0f : 0.0f, y + (size_t)m0 * ldy, (int)ldy);
         }
     }
 }

@@ -4,7 +4,9 @@
  * instruction, twice the F32 FMA rate) a register-blocked kernel; elsewhere the BF16
  * values are widened to F32 in blocks and multiplied by sgemm (same inputs, slower).
  * Also the F32 <-> BF16 conversions (round to nearest even, as torch).
- * What it does not: threads (callers split N), transposed layouts.
+ * Also dx = dy W with W (K, N) row-major, on the same hardware (interleaved pairs of W's
+ * rows packed block by block, as the dot-product instruction reads them).
+ * What it does not: threads (callers split N), other transposed layouts.
  */
 #ifndef AS_GEMM_BF16_H
 #define AS_GEMM_BF16_H
@@ -23,6 +25,15 @@ void as_gemm_bf16_force_fallback(int on);
 void as_gemm_bf16_xwt(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
                       const float *bias, float *y, size_t ldy, float *scratch);
 size_t as_gemm_bf16_scratch(int K);
+
+/* y[m, n] (+)= sum_k x[m, k] w[k, n], m < M, n < N, k < K, with W (K, N) row-major
+ * (an [out, in] weight read as is: the input gradient dx = dy W of y = x W^T); products
+ * summed in F32 along k in order (each output's sum does not depend on how a caller
+ * splits N). accumulate = 0 overwrites y. scratch: as_gemm_bf16_xw_scratch(N) floats
+ * (the native kernel's interleaved blocks of W, or the fallback's widened blocks). */
+void as_gemm_bf16_xw(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw, float *y,
+                     size_t ldy, int accumulate, float *scratch);
+size_t as_gemm_bf16_xw_scratch(int N);
 
 /* dst[i] = BF16 of src[i] (round to nearest even; NaN stays NaN), i < n. */
 void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n);

@@ -3,7 +3,8 @@
  * logits) through the task head, every layer (post-LN and pre-norm; LayerNorm / RMSNorm,
  * (gated) MLP, grouped-query attention with soft-caps, q/k norms and RoPE) and the
  * embeddings. It reads the weights where the forward does (mmap'd, in place; BF16
- * widened block by block) and what the forward saved in a model_tape; norm statistics
+ * widened block by block, or at precision bf16 multiplied as BF16 in the input gradients
+ * dx = dy W, as the forward's products are) and what the forward saved in a model_tape; norm statistics
  * and the head's small intermediates are recomputed. Threads: the pool (par_ops.c:
  * linear maps split columns; attention one head per task).
  * With a model_grads it also accumulates every parameter's gradient (the inputs of the
@@ -653,11 +654,14 @@ static as_status backward_run(const as_model *m, const as_encoding *enc, const f
     size_t FV = (size_t)(c->d_ff > c->vocab_size ? c->d_ff : c->vocab_size);
     size_t max_in = W > Qw ? W : Qw;
     if ((size_t)c->d_ff > max_in) max_in = (size_t)c->d_ff;
-    size_t conv = as_gemm_bf16_scratch((int)max_in);
+    size_t conv = as_gemm_bf16_scratch((int)max_in), conv_xw = as_gemm_bf16_xw_scratch((int)max_in);
+    if (conv_xw > conv) conv = conv_xw;
     size_t WF = W > (size_t)c->d_ff ? W : (size_t)c->d_ff;
+    /* precision bf16: the layers' dy in BF16, (T, widest output) (the vocabulary's stays F32) */
+    size_t dyb = m->precision == AS_PRECISION_BF16 ? (size_t)T * (max_in > WF ? max_in : WF) : 0;
     size_t n = (size_t)T * (5 * W + WF + 2 * Qw + 2 * Kw + 2 * (size_t)H * Dh) + (size_t)T * (FV + c->d_ff) +
                (size_t)nt * TT * (tp->p_drop > 0.0f ? 2 : 1) + 2 * (size_t)T * H + 2 * (size_t)T * R +
-               (size_t)nt * conv + 4 * W;
+               (size_t)nt * conv + 4 * W + (dyb + 1) / 2;
     size_t cap = 0;
     float *blk = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &cap) : NULL;
     if (!blk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the backward workspace");
@@ -672,11 +676,13 @@ static as_status backward_run(const as_model *m, const as_encoding *enc, const f
     w.pd = NULL;
     if (tp->p_drop > 0.0f) TAKE(pd, nt * TT);
 #undef TAKE
+    uint16_t *dyb_buf = dyb ? (uint16_t *)p : NULL; /* the last (dyb + 1) / 2 floats */
     w.conv_per_thread = conv;
     w.pg = pg;
     if (R) rope_tables(m, T, w.rope);
     par_state saved;
-    model_par_begin(nt, w.conv, w.conv_per_thread, NULL, &saved); /* F32 products whatever the precision */
+    model_par_begin(nt, w.conv, w.conv_per_thread, NULL, &saved);
+    model_par_bf16_dx(dyb_buf, dyb); /* precision bf16: BF16 products for dx = dy W, else F32 */
     /* the head's input: the last layer's output, through the final norm of pre-norm models */
     const float *x_head = tp->x_last;
     if (m->pre_ln) {

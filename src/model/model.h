@@ -164,12 +164,18 @@ typedef struct {
     int threads, blas_threads;
     float *conv;
     size_t conv_per_thread;
-    uint16_t *xb;
+    uint16_t *xb, *dyb;
+    size_t dyb_cap;
 } par_state;
 /* Sets, for the calling thread, the pool threads of the pass, the linear maps' scratch
  * (conv: per thread conv_per_thread floats >= as_gemm_bf16_scratch(widest input); xb:
  * (T, widest input) BF16 input at precision bf16, else NULL), and OpenBLAS to one thread. */
 void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t *xb, par_state *saved);
+/* Within a pass (after model_par_begin): the input gradients dx = dy W of BF16 weights run
+ * in BF16 (dy rounded into dyb, cap values; products of up to cap / T outputs; wider ones
+ * and F32 weights stay F32); conv must then also hold as_gemm_bf16_xw_scratch(widest
+ * input) floats a thread. dyb NULL: F32 again. model_par_end restores the caller's. */
+void model_par_bf16_dx(uint16_t *dyb, size_t cap);
 void model_par_end(const par_state *saved);
 int model_par_threads(void);
 

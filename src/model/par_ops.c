@@ -37,6 +37,8 @@ typedef struct {
     float *conv;
     size_t conv_per_thread; /* floats */
     uint16_t *xb;           /* (T, max n_in) */
+    uint16_t *dyb;          /* backward at precision bf16: dyb_cap values for a product's BF16 dy */
+    size_t dyb_cap;
 } lin_scratch;
 static _Thread_local lin_scratch t_lin;
 
@@ -112,7 +114,7 @@ static void run_cols(cols_fn fn, const void *job, int n, double work) {
 typedef struct {
     const lin_t *l;
     const float *x, *dy; /* forward input (T, n_in); output gradient (T, n_out) */
-    const uint16_t *xb;  /* forward: the BF16 input at precision bf16, else NULL */
+    const uint16_t *xb;  /* the BF16 input (forward) or dy (backward) at precision bf16, else NULL */
     float *y;            /* forward output (T, n_out), dx (T, n_in) or dW */
     float *db;
     int T, accumulate;
@@ -235,26 +237,39 @@ void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t
     saved->conv = t_lin.conv;
     saved->conv_per_thread = t_lin.conv_per_thread;
     saved->xb = t_lin.xb;
+    saved->dyb = t_lin.dyb;
+    saved->dyb_cap = t_lin.dyb_cap;
     t_threads = nthreads;
-    t_lin = (lin_scratch){conv, conv_per_thread, xb};
+    t_lin = (lin_scratch){conv, conv_per_thread, xb, NULL, 0};
     openblas_set_num_threads(1);
+}
+
+void model_par_bf16_dx(uint16_t *dyb, size_t cap) {
+    t_lin.dyb = dyb;
+    t_lin.dyb_cap = dyb ? cap : 0;
 }
 
 void model_par_end(const par_state *saved) {
     t_threads = saved->threads;
-    t_lin = (lin_scratch){saved->conv, saved->conv_per_thread, saved->xb};
+    t_lin = (lin_scratch){saved->conv, saved->conv_per_thread, saved->xb, saved->dyb, saved->dyb_cap};
     openblas_set_num_threads(saved->blas_threads);
 }
 
 int model_par_threads(void) { return t_threads; }
 
-/* dx[:, i0:i1] (+)= dy W[:, i0:i1] on pool thread tid. F32 weights: one sgemm (GPT-2's
+/* dx[:, i0:i1] (+)= dy W[:, i0:i1] on pool thread tid. At precision bf16 (dyb: dy in
+ * BF16): BF16 dy x BF16 W, F32 sums (core/gemm_bf16.c). F32 weights: one sgemm (GPT-2's
  * Conv1D [in, out] layout: rows i0..i1 of W, transposed). BF16 weights in the mapping:
  * LIN_CONV_ROWS rows of W[:, i0:i1] widened at a time, each a rank-LIN_CONV_ROWS update. */
-static void linear_dx_cols(const lin_t *l, const float *dy, int T, float *dx, int accumulate, int i0, int i1,
-                           const lin_scratch *sc, int tid) {
+static void linear_dx_cols(const lin_t *l, const float *dy, const uint16_t *dyb, int T, float *dx, int accumulate,
+                           int i0, int i1, const lin_scratch *sc, int tid) {
     int n = i1 - i0, No = l->n_out;
     float beta = accumulate ? 1.0f : 0.0f;
+    if (dyb) {
+        as_gemm_bf16_xw(T, n, No, dyb, (size_t)No, l->wbf + i0, (size_t)l->n_in, dx + i0, (size_t)l->n_in, accumulate,
+                        sc->conv + (size_t)tid * sc->conv_per_thread);
+        return;
+    }
     if (l->w && l->in_out) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n, No, 1.0f, dy, No, l->w + (size_t)i0 * l->ldw,
                     l->ldw, beta, dx + i0, l->n_in);
@@ -277,11 +292,16 @@ static void linear_dx_cols(const lin_t *l, const float *dy, int T, float *dx, in
 
 static void linear_dx_fn(const void *job, int c0, int c1, int tid) {
     const lin_job *j = job;
-    linear_dx_cols(j->l, j->dy, j->T, j->y, j->accumulate, c0, c1, &j->sc, tid);
+    linear_dx_cols(j->l, j->dy, j->xb, j->T, j->y, j->accumulate, c0, c1, &j->sc, tid);
 }
 
 void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumulate) {
-    lin_job j = {.l = l, .dy = dy, .y = dx, .T = T, .accumulate = accumulate, .sc = t_lin};
+    const uint16_t *dyb = NULL;
+    if (t_lin.dyb && l->wbf && (size_t)T * l->n_out <= t_lin.dyb_cap) { /* wbf: (n_out, n_in) in either layout */
+        as_f32_to_bf16_n(t_lin.dyb, dy, (size_t)T * l->n_out); /* rounded once, shared by the threads */
+        dyb = t_lin.dyb;
+    }
+    lin_job j = {.l = l, .dy = dy, .xb = dyb, .y = dx, .T = T, .accumulate = accumulate, .sc = t_lin};
     run_cols(linear_dx_fn, &j, l->n_in, (double)T * l->n_out * l->n_in);
 }
 

@@ -5,7 +5,11 @@
  * than the operands, with and without bias. Tolerance 2e-6 relative to sum |x||w| (the products
  * of BF16 values are exact in F32; only the order of the F32 sums differs). The same
  * checks run the widening fallback, as on a CPU without AVX-512 BF16, by calling it
- * through as_gemm_bf16_xwt with the native kernel forced off. Also the F32 -> BF16
+ * through as_gemm_bf16_xwt with the native kernel forced off. y (+)= x W with W (K, N)
+ * (as_gemm_bf16_xw) the same way, native and fallback: M = 1..9 and 13, N across the
+ * 16-column vectors and 64-column blocks (1, 2, 15-17, 31-33, 63-65, 130), K odd and even
+ * across the 256-row blocks (1, 2, 3, 31, 255-257, 513), overwriting and accumulating,
+ * same tolerance. Also the F32 -> BF16
  * rounding: nearest even, exact for BF16 values, NaN kept; and the 16-wide conversions
  * of as_f32_to_bf16_n / as_bf16_to_f32_n bit for bit against the scalar
  * as_f32_to_bf16 / as_bf16_to_f32 on ties, carries, denormals, infinities and NaNs at
@@ -71,16 +75,62 @@ static void run_shapes(void) {
             for (int M = 1; M <= 9; M++) check(M, Ns[ni], Ks[ki], (M + Ns[ni]) & 1);
 }
 
+/* y (+)= x W with W (K, N) row-major (as_gemm_bf16_xw), accumulating onto y0 or not. */
+static void check_xw(int M, int N, int K, int accumulate) {
+    size_t ldx = (size_t)K + 3, ldw = (size_t)N + 5, ldy = (size_t)N + 2;
+    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)M * ldx), *w = malloc(sizeof(uint16_t) * (size_t)K * ldw);
+    float *y = malloc(sizeof(float) * (size_t)M * ldy), *y0 = malloc(sizeof(float) * (size_t)M * ldy);
+    float *scratch = malloc(sizeof(float) * as_gemm_bf16_xw_scratch(N));
+    assert_true(x && w && y && y0 && scratch);
+    unsigned s = (unsigned)(M * 7919 + N * 31 + K);
+    for (size_t i = 0; i < (size_t)M * ldx; i++) x[i] = as_f32_to_bf16(frand(&s));
+    for (size_t i = 0; i < (size_t)K * ldw; i++) w[i] = as_f32_to_bf16(frand(&s));
+    for (size_t i = 0; i < (size_t)M * ldy; i++) y[i] = y0[i] = (i % ldy) < (size_t)N ? frand(&s) : 1234.0f;
+    as_gemm_bf16_xw(M, N, K, x, ldx, w, ldw, y, ldy, accumulate, scratch);
+    for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+            double ref = accumulate ? y0[(size_t)m * ldy + n] : 0.0, mag = fabs(ref);
+            for (int k = 0; k < K; k++) {
+                double p = (double)as_bf16_to_f32(x[(size_t)m * ldx + k]) * as_bf16_to_f32(w[(size_t)k * ldw + n]);
+                ref += p;
+                mag += fabs(p);
+            }
+            double got = y[(size_t)m * ldy + n];
+            if (fabs(got - ref) > 2e-6 * (mag + 1e-30))
+                fail_msg("xw M=%d N=%d K=%d accumulate=%d: y[%d,%d] = %.9g, reference %.9g", M, N, K, accumulate, m,
+                         n, got, ref);
+        }
+        for (size_t n = (size_t)N; n < ldy; n++) assert_true(y[(size_t)m * ldy + n] == 1234.0f);
+    }
+    free(x);
+    free(w);
+    free(y);
+    free(y0);
+    free(scratch);
+}
+
+/* The 6-row tiles (edge tiles of 1-5 rows), the 16-column vectors and 64-column packed
+ * blocks (masked edges), odd K (the last value paired with 0) and 256-row K blocks. */
+static void run_shapes_xw(void) {
+    static const int Ks[] = {1, 2, 3, 31, 255, 256, 257, 513};
+    static const int Ns[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 130};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+            for (int M = 1; M <= 13; M += M < 9 ? 1 : 4) check_xw(M, Ns[ni], Ks[ki], (M + (int)ki) & 1);
+}
+
 static void test_native_or_fallback(void **state) {
     (void)state;
     printf("    kernel: %s\n", as_gemm_bf16_native() ? "AVX-512 BF16" : "widening fallback");
     run_shapes();
+    run_shapes_xw();
 }
 
 static void test_fallback(void **state) {
     (void)state;
     as_gemm_bf16_force_fallback(1);
     run_shapes();
+    run_shapes_xw();
     as_gemm_bf16_force_fallback(0);
 }
 

@@ -6,7 +6,8 @@
  * GRAD_REL of the largest |gradient| (float32 sums against a float64 reference; the
  * reference's own float32 noise is up to 7e-6 of it). Also: the gradient with given word
  * vectors equals the one with looked-up rows; the BF16-in-place model's equals the F32
- * copy's; and a finite difference of the forward's objective agrees with d_word. The
+ * copy's; a finite difference of the forward's objective agrees with d_word; at
+ * precision bf16 (BF16 products in the forward and in dx = dy W) within BF16_GRAD_REL. The
  * parameter gradients (model_backward_params) against PyTorch's of every tensor of the
  * checkpoint (tests/ref/gen_param_grads.py), fused views (GPT-2's c_attn, Phi-3's
  * qkv_proj / gate_up_proj) as slices of their tensor, tied heads into the table.
@@ -205,6 +206,54 @@ static void test_given_words_and_fd(void **state) {
     }
 }
 
+/* Precision bf16 (as_model_set_precision): the forward's products and the backward's
+ * input gradients dx = dy W run on BF16 operands with F32 sums. d_word and d_attn against
+ * the same float64 PyTorch reference within BF16_GRAD_REL of their largest magnitude
+ * (8-bit mantissas: 2^-9 relative rounding per operand, through every layer twice), and
+ * different from the F32 gradient (the BF16 products ran); back at F32 the F32 result. */
+#define BF16_GRAD_REL 0.05
+static void test_precision_bf16(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "gpt2", "llama", "llama_bf16", "gemma2", "phi3", "qwen3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        fx_files ff;
+        fx_open(names[i], 1, 0, &ff);
+        as_model *m = ff.m;
+        grad_case gc = {0};
+        case_init(m, ff.ex, ff.gr, names[i], "single", &gc);
+        float *dw0, *da0, *dw1, *da1, *dw2, *da2;
+        double o0, o1, o2;
+        as_error err = {0};
+        run_grads(m, &gc, NULL, &dw0, &da0, &o0);
+        if (as_model_set_precision(m, AS_PRECISION_BF16, &err)) fail_msg("%s: %s", names[i], err.msg);
+        run_grads(m, &gc, NULL, &dw1, &da1, &o1);
+        if (as_model_set_precision(m, AS_PRECISION_F32, &err)) fail_msg("%s: %s", names[i], err.msg);
+        run_grads(m, &gc, NULL, &dw2, &da2, &o2);
+        const st_tensor *tw = need(ff.gr, names[i], "single", "d_word_embeds");
+        const st_tensor *ta = need(ff.gr, names[i], "single", "d_attentions");
+        float *ew = copy_data(tw), *ea = copy_data(ta);
+        double sw = max_abs(ew, tw->n_elems), sa = max_abs(ea, ta->n_elems);
+        double dw = max_diff(dw1, ew, tw->n_elems), da = max_diff(da1, ea, ta->n_elems);
+        printf("%s bf16: d_word max|diff| %.2e (%.2e of max), d_attn %.2e (%.2e of max)\n", names[i], dw, dw / sw, da,
+               da / sa);
+        if (!(dw <= BF16_GRAD_REL * sw) || !(da <= BF16_GRAD_REL * sa))
+            fail_msg("%s: the bf16 gradient is out of tolerance", names[i]);
+        if (!(max_diff(dw1, dw0, tw->n_elems) > 0.0)) fail_msg("%s: the bf16 gradient equals F32's", names[i]);
+        if (max_diff(dw2, dw0, tw->n_elems) != 0.0 || max_diff(da2, da0, ta->n_elems) != 0.0 || o2 != o0)
+            fail_msg("%s: back at F32 the gradient changed", names[i]);
+        free(ew);
+        free(ea);
+        free(dw0);
+        free(da0);
+        free(dw1);
+        free(da1);
+        free(dw2);
+        free(da2);
+        case_free(&gc);
+        fx_close(&ff);
+    }
+}
+
 /* ---- parameter gradients ---------------------------------------------------- */
 
 static void test_param_grads(void **state) {
@@ -384,7 +433,7 @@ static void test_dropout(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 3];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 4];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)FIXTURES[i]);
@@ -392,6 +441,7 @@ int main(void) {
         tests[n++] = t;
     }
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_given_words_and_fd);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_param_grads);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dropout);
     return _cmocka_run_group_tests("model_grads", tests, n, NULL, NULL);
