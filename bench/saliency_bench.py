@@ -19,7 +19,9 @@ torch.autograd.grad to the word embeddings), for each token count.
    bench/out/saliency_latest.md.
 
 Settings (environment): BIN, BEFORE (unset), EXTRA (unset), TOKENS ("32 128 512"), REPEAT (5), ROUNDS
-(3), SCREEN_REPEAT (2), CHECK_T (128; 0 skips the check).
+(3), SCREEN_REPEAT (2), CHECK_T (128; 0 skips the check), PRECISION (attnscope's --precision:
+f32 or bf16; default f32), TORCH_DTYPE (PyTorch's: float32 or bfloat16; default float32).
+The check runs at those precisions too.
 """
 import os, re, statistics, subprocess, sys
 
@@ -36,18 +38,23 @@ OUT = os.path.join(HERE, "out")
 
 
 
+PRECISION = os.environ.get("PRECISION", "f32")
+TORCH_DTYPE = os.environ.get("TORCH_DTYPE", "float32")
+PREC_ARGS = ["--precision", PRECISION] if PRECISION != "f32" else []  # older builds lack the option
+
+
 def attnscope(bin_, T, n, repeat):
     e = dict(os.environ)
     e.pop("OPENBLAS_CORETYPE", None)
     e["OMP_WAIT_POLICY"] = "PASSIVE"  # only an older build with OpenMP reads it
     return sh([bin_, "bench", "--saliency", "--model", M, "--tokens", str(T), "--repeat", str(repeat),
-               "--threads", str(n)], e).strip().splitlines()[-1]
+               "--threads", str(n)] + PREC_ARGS, e).strip().splitlines()[-1]
 
 
 def torch_run(cfg, tokens, threads, repeat):
     return sh([PY, REF, "--model", M, "--tokens", ",".join(map(str, tokens)),
                "--threads", ",".join(map(str, threads)), "--interop", str(cfg["interop"]),
-               "--repeat", str(repeat)], configs.env(cfg)).strip().splitlines()
+               "--repeat", str(repeat), "--dtype", TORCH_DTYPE], configs.env(cfg)).strip().splitlines()
 
 
 def main():
@@ -67,8 +74,10 @@ def main():
         ids = sh([PY, REF, "--model", M, "--print-ids", str(check_t)]).strip()
         js = os.path.join(OUT, "saliency_check_%d.json" % check_t)
         with open(js, "w") as f:
-            f.write(sh([bin_, "saliency", "--model", M, "--ids", ids, "--format", "json"]))
-        print(sh([PY, REF, "--model", M, "--check", str(check_t), "--json", js]).strip(), flush=True)
+            f.write(sh([bin_, "saliency", "--model", M, "--ids", ids, "--format", "json"] + PREC_ARGS))
+        print("attnscope %s, PyTorch %s:" % (PRECISION, TORCH_DTYPE),
+              sh([PY, REF, "--model", M, "--check", str(check_t), "--json", js, "--dtype", TORCH_DTYPE]).strip(),
+              flush=True)
 
     # 2. screen
     screen = {}  # label -> {T: median}

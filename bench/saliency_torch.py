@@ -18,6 +18,10 @@ one warm-up, then --repeat timed calls; one line per (T, N):
 The environment (OPENBLAS_NUM_THREADS, OMP_WAIT_POLICY) is only reported; the driver
 (bench/saliency_bench.py) sets it per process.
 
+--dtype bfloat16: the weights cast to bfloat16 once and the whole computation in it
+(CPU matmuls through oneDNN's BF16 kernels where the CPU has them), the precision of
+`attnscope bench --saliency --precision bf16`; default float32.
+
 --check T --json FILE: the scores and logits against `attnscope saliency --ids ...
 --format json` on the ids of --print-ids T (max abs and max relative difference).
 
@@ -71,6 +75,7 @@ def main():
     ap.add_argument("--check", type=int, default=0, metavar="T")
     ap.add_argument("--json", help="attnscope saliency's JSON for --check")
     ap.add_argument("--print-ids", type=int, default=0, metavar="T")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     a = ap.parse_args()
     c = json.load(open(os.path.join(a.model, "config.json")))
     if a.print_ids:
@@ -78,6 +83,11 @@ def main():
         return
     torch.set_num_interop_threads(a.interop)
     W = prepare(st_read(os.path.join(a.model, "model.safetensors")), c)
+    if a.dtype == "bfloat16":
+        cast = lambda v: (v.to(torch.bfloat16) if isinstance(v, torch.Tensor) else
+                          tuple(cast(x) for x in v) if isinstance(v, tuple) else
+                          [cast(x) for x in v] if isinstance(v, list) else {k: cast(x) for k, x in v.items()})
+        W = cast(W)  # .to keeps the strides: the transposed weights stay [out, in] in memory
     if a.check:
         sc, lg = saliency(W, c, bench_ids(a.check, c["vocab_size"]))
         j = json.load(open(a.json))
@@ -87,7 +97,7 @@ def main():
               "logits %.2e" % (a.check, d, float(sc.abs().max()), d / float(sc.abs().max()),
                                float((torch.tensor(j["logits"]) - lg).abs().max())))
         return
-    env = "openblas %s wait %s" % (os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
+    env = "dtype %s openblas %s wait %s" % (a.dtype, os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
                                    os.environ.get("OMP_WAIT_POLICY", "unset"))
     for T in (int(x) for x in a.tokens.split(",")):
         ids = bench_ids(T, c["vocab_size"])

@@ -1,5 +1,6 @@
 /* cli_input.h — the input options the one-input analysis commands (intervene, saliency,
- * attribute) share: --model, --text, --text-b, --ids, --type-ids and --threads, their
+ * attribute, faithfulness) share: --model, --text, --text-b, --ids, --type-ids,
+ * --precision and --threads, their
  * checks, and loading the model and encoding the input, each with the command's
  * one-line usage errors (cli.h).
  */
@@ -11,6 +12,7 @@
 
 typedef struct {
     const char *model, *text, *text_b, *ids, *type_ids;
+    const char *precision; /* --precision f32|bf16 (checked when parsed); NULL = f32 */
     int threads;
 } cli_input;
 
@@ -21,7 +23,8 @@ int cli_input_option(cli_input *in, const char *cmd, int argc, char **argv, int 
 /* Checks the options together: --model given, exactly one of --text and --ids,
  * --text-b only with --text, --type-ids only with --ids. 0 or an exit status. */
 int cli_input_check(const cli_input *in, const char *cmd);
-/* Loads in->model into *m (the caller's, as_model_free); 0 or an exit status. */
+/* Loads in->model into *m (the caller's, as_model_free) at in->precision; 0 or an exit
+ * status. */
 int cli_input_load(const cli_input *in, as_model **m);
 
 /* {"steps", "sum", "logit_delta", "gap"} of integrated gradients' completeness check, the

@@ -7,7 +7,8 @@
 # torch.autograd's (the committed <name>_layers references), the last layer the whole
 # model's map; ig's --steps against the PyTorch IG reference and its completeness gap
 # shrinking with more steps; a text pair
-# through a real tokenizer (models/attnscope-sst2) with the class given by its label.
+# through a real tokenizer (models/attnscope-sst2) with the class given by its label;
+# --precision bf16 close to F32.
 # Usage: test_attribute.sh path/to/attnscope
 set -u
 BIN=${1:?usage: test_attribute.sh BIN}
@@ -258,5 +259,24 @@ assert abs(z["logit"][0] - s["logits"][s["target"]]) < 1e-5
 print(f"bert {m}: relevance = attnscope saliency's scores (max diff {d:.1e}), target {s['target']}")
 EOF
 done
+# --precision bf16 (BF16 products in the forward and the backward's input gradients):
+# saliency scores within 5% of the largest F32 score and not equal to them; attribute
+# too; a bad precision is a usage error
+expect 0 "" -- saliency --model $FX/bert --ids "$BERT_IDS" --format json --precision bf16
+cp "$TMP/out" "$TMP/sal_bf16.json"
+expect 0 "" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad --out "$TMP/salj_bf16.json" --precision bf16
+check "$TMP/sal_grad.json" "$TMP/sal_bf16.json" "$TMP/salj_bf16.json" <<EOF
+$REF_PY
+f = np.array([t["score"] for t in json.load(open(sys.argv[1]))["tokens"]])
+b = np.array([t["score"] for t in json.load(open(sys.argv[2]))["tokens"]])
+j = np.array(json.load(open(sys.argv[3]))["relevance"])
+d = np.abs(b - f).max()
+assert 0 < d <= 0.05 * np.abs(f).max(), (d, np.abs(f).max())
+assert np.abs(j - b).max() < 1e-6 * np.abs(b).max()
+print(f"bert grad at bf16: within {d / np.abs(f).max():.1e} of the largest F32 score; attribute = saliency")
+EOF
+expect 2 "--precision must be f32 or bf16" -- saliency --model $FX/bert --ids "$BERT_IDS" --precision f16
+expect 2 "--precision must be f32 or bf16" -- attribute --model $FX/bert --ids "$BERT_IDS" --method grad --precision x
+
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all attribute CLI tests passed"
