@@ -28,8 +28,9 @@ static const char *EVAL_HELP =
     "seq/2): every token after the first is predicted once, past the first window with\n"
     "at least seq - stride tokens of context. --window-start bos puts a BOS token in front\n"
     "of every window that does not start with one (seq - 1 text tokens a window), as the\n"
-    "model sees text in use; the default, text, scores the windows as they are. Prints the tokens, the text's bytes, and the\n"
-    "mean negative log-likelihood (nats/token), perplexity and bits per byte. With\n"
+    "model sees text in use; the default, text, scores the windows as they are. Prints\n"
+    "the tokens, the text's bytes, and the mean negative log-likelihood (nats/token),\n"
+    "perplexity and bits per byte. With\n"
     "--ngram-train, an interpolated modified Kneser-Ney n-gram model (--ngram-order 1..5)\n"
     "counted on those files packed the same way (minus the sentences of --exclude files)\n"
     "scores the same tokens, printed next to the model.\n";
