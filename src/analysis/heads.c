@@ -209,7 +209,10 @@ hd_pattern hd_label(const hd_stats *s, int layer, double induction, double *conf
         th[HP_SINK] = HD_PAT_SINK_MIN;
     }
     int best = -1;
-    if (probed && sc[HP_INDUCTION] >= th[HP_INDUCTION]) best = HP_INDUCTION;
+    /* induction beats the positional and delimiter labels; against a sink (an induction
+       head can rest on BOS where nothing repeats) the higher score wins */
+    int sink_wins = sc[HP_SINK] >= th[HP_SINK] && sc[HP_SINK] > sc[HP_INDUCTION];
+    if (probed && sc[HP_INDUCTION] >= th[HP_INDUCTION] && !sink_wins) best = HP_INDUCTION;
     /* the positional, delimiter and sink labels compete on their score; broad only when none holds */
     static const hd_pattern compete[] = {HP_NEXT, HP_PREV, HP_SELF, HP_DELIM, HP_SINK};
     for (int k = 0; best != HP_INDUCTION && k < 5; k++) {

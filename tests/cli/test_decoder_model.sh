@@ -10,7 +10,9 @@
 #   - a previous-token head: mean A[i,i-1] on ordinary text (`attnscope analyze` over the
 #     first SENTENCES sentences of UD EWT dev, head_scores.prev) >= THRESH_PREV;
 #   - an attention sink in layer >= 2: mean first-token mass on that text (rows after
-#     the first, head_scores.first) >= THRESH_SINK.
+#     the first, head_scores.first) >= THRESH_SINK;
+#   - the head overview's labels (the patterns table of the same analysis) include each of
+#     LABELS (comma-separated; default induction,previous-word,sink; empty: no check).
 # Each THRESH_ is what docs/models.md claims for the shipped weights: a number X asserts
 # score >= X; "<X" asserts the pattern is absent (best score below X), for a card that
 # says a pattern did not form.
@@ -23,6 +25,7 @@ THRESH_INDUCTION=${THRESH_INDUCTION:-0.9}
 THRESH_PREV=${THRESH_PREV:-0.9}
 THRESH_SINK=${THRESH_SINK:-0.8}
 THRESH_DROP=${THRESH_DROP:-8}
+LABELS=${LABELS-induction,previous-word,sink}
 SEEDS=5
 SENTENCES=200
 PY=/usr/bin/python3
@@ -48,10 +51,11 @@ for s in $(seq 1 $SEEDS); do
 done
 EXPECT_TIMEOUT=600 expect 0 "" -- analyze --model "$M" --conllu "$UD" --limit $SENTENCES --explain 0 --db "$TMP/a.sqlite" --quiet
 
-$PY - "$TMP" "$SEEDS" "$THRESH_INDUCTION" "$THRESH_PREV" "$THRESH_SINK" "$THRESH_DROP" <<'PY'
+$PY - "$TMP" "$SEEDS" "$THRESH_INDUCTION" "$THRESH_PREV" "$THRESH_SINK" "$THRESH_DROP" "$LABELS" <<'PY'
 import json, sqlite3, sys
 tmp, seeds = sys.argv[1], int(sys.argv[2])
 t_ind, t_prev, t_sink, t_drop = sys.argv[3:7]
+want_labels = [x for x in sys.argv[7].split(",") if x]
 probes = [json.load(open(f"{tmp}/probe{s}.json")) for s in range(1, seeds + 1)]
 ind = {}
 for p in probes:
@@ -76,6 +80,13 @@ for name, where, v, t in res:
     good = v < float(t[1:]) if t.startswith("<") else v >= float(t)
     bad += not good
     print(f"{'ok' if good else 'FAIL'}: {name}: {where} {v:.4f} (threshold {t})")
+labels = {}
+for l, h, lab in con.execute("SELECT layer, head, label FROM patterns ORDER BY layer, head"):
+    labels.setdefault(lab, []).append(f"L{l}H{h}")
+for lab in want_labels:
+    good = lab in labels
+    bad += not good
+    print(f"{'ok' if good else 'FAIL'}: overview label {lab}: {', '.join(labels.get(lab, [])) or 'no head'}")
 sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] || fails=$((fails+1))

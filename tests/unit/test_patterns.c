@@ -2,7 +2,7 @@
  * src/analysis/heads.c: each label at and around its documented threshold, label
  * competition (highest score wins; broad only when no positional / delimiter label
  * holds), the "other" confidence, the labels of probed causal models (induction first,
- * then sink from layer 1 competing with the others; BOS not a delimiter), and hand-computed concentration counts (signed
+ * except against a higher sink score; sink from layer 1 competing with the others; BOS not a delimiter), and hand-computed concentration counts (signed
  * cumulative sums over terms sorted by |q_d k_d|; undefined when q.k <= 0).
  */
 #include <setjmp.h>
@@ -56,6 +56,11 @@ static void test_causal_labels(void **state) {
     assert_float_equal(c, 0.8, 1e-12);
     assert_int_equal(label_causal(0, 0.01, 0.8, 0.1, 0.8, 0, 0.1, &c), HP_OTHER);
     assert_float_equal(c, 1 - 0.1 / 0.5, 1e-12); /* the closest label: previous (0.1) */
+    /* an induction head that is also a sink on text: the higher score wins */
+    assert_int_equal(label_causal(2, 0.63, 0.83, 0.04, 0.83, 0, 0.1, &c), HP_SINK);
+    assert_float_equal(c, 0.83, 1e-12);
+    assert_int_equal(label_causal(3, 0.94, 0.80, 0.05, 0.80, 0, 0.1, &c), HP_INDUCTION);
+    assert_int_equal(label_causal(0, 0.63, 0.83, 0.04, 0.83, 0, 0.1, &c), HP_INDUCTION); /* no sink in layer 0 */
     /* sink and previous compete on their scores */
     assert_int_equal(label_causal(3, 0.0, 0.55, 0.6, 0.55, 0, 0.1, &c), HP_PREV);
     assert_int_equal(label_causal(3, 0.0, 0.65, 0.6, 0.65, 0, 0.1, &c), HP_SINK);
