@@ -154,6 +154,8 @@ _PROTOS = {
     # name: (restype, argtypes)
     "as_model_load": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_void_p), _P(Error)]),
     "as_model_free": (None, [ctypes.c_void_p]),
+    "as_model_set_precision": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, _P(Error)]),
+    "as_model_precision": (ctypes.c_int, [ctypes.c_void_p]),
     "as_model_config": (_P(Config), [ctypes.c_void_p]),
     "as_model_heads": (ctypes.c_uint, [ctypes.c_void_p]),
     "as_model_dtype": (ctypes.c_int, [ctypes.c_void_p]),

@@ -245,14 +245,26 @@ class Model:
     """A loaded model folder (attnscope.load). Thread-safe for concurrent run()s: the model
     is only read by a forward."""
 
-    def __init__(self, path):
+    PRECISIONS = ("f32", "bf16")  # as_precision's order
+
+    def __init__(self, path, precision="f32"):
         self._ptr = None
+        if precision not in self.PRECISIONS:
+            raise Error("precision must be 'f32' or 'bf16', not %r" % (precision,))
         err = _lib.new(_lib.Error)
         p = ctypes.c_void_p()
         _check(lib().as_model_load(_bytes(os.fspath(path), "path"), ctypes.byref(p), ctypes.byref(err)), err)
         self._ptr = p
         self.path = os.fspath(path)
+        if precision != "f32":
+            _check(lib().as_model_set_precision(p, self.PRECISIONS.index(precision), ctypes.byref(err)), err)
         self.config = self._config()
+
+    @property
+    def precision(self):
+        """'f32' or 'bf16': the arithmetic of the linear maps in run(), saliency() and
+        attribute() (bf16: BF16 operands, F32 sums; docs/engine.md "Precision")."""
+        return self.PRECISIONS[lib().as_model_precision(self._ptr)]
 
     def __del__(self):
         dll = _lib._lib
@@ -466,10 +478,11 @@ class Model:
             lib().as_encoding_free(ctypes.byref(enc))
 
 
-def load(path):
+def load(path, precision="f32"):
     """Loads a Hugging Face model folder (config.json, model.safetensors, tokenizer files).
-    Raises Error naming the file, field or tensor."""
-    return Model(path)
+    precision "bf16" multiplies in BF16 (faster on CPUs with AVX-512 BF16; attention good to
+    about +-0.01). Raises Error naming the file, field or tensor."""
+    return Model(path, precision)
 
 
 def set_quiet(quiet=True):

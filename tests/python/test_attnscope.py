@@ -353,6 +353,24 @@ class TestModel(unittest.TestCase):
         p = cli("saliency", "--model", gpt2, "--ids", "1,2,3", check=False)
         self.assertEqual(str(e.exception), p.stderr.strip().removeprefix("attnscope: "))
 
+    def test_precision_bf16(self):
+        """load(..., precision="bf16"): saliency equals `attnscope saliency --precision bf16`; it
+        and the attention differ from F32 by BF16 rounding only; a bad precision raises Error."""
+        text = "a gorgeous , witty , seductive movie ."
+        mb, mf = attnscope.load(SST2, precision="bf16"), attnscope.load(SST2)
+        self.assertEqual((mb.precision, mf.precision), ("bf16", "f32"))
+        sb, sf = mb.saliency(text, target=1), mf.saliency(text, target=1)
+        j = json.loads(cli("saliency", "--model", SST2, "--text", text, "--target", "1", "--format", "json",
+                           "--precision", "bf16").stdout)
+        np.testing.assert_allclose(sb["scores"], np.array([t["score"] for t in j["tokens"]], np.float32),
+                                   rtol=2e-6, atol=1e-30)
+        d = np.abs(sb["scores"] - sf["scores"]).max()
+        self.assertTrue(0 < d <= 0.05 * np.abs(sf["scores"]).max(), d)
+        ab, af = mb.run(text).arrays()["attentions"], mf.run(text).arrays()["attentions"]
+        self.assertTrue(0 < np.abs(ab - af).max() <= 0.03, np.abs(ab - af).max())
+        with self.assertRaises(attnscope.Error):
+            attnscope.load(SST2, precision="fp16")
+
 
 class TestAttribute(unittest.TestCase):
     def test_attribute_equals_cli(self):
