@@ -98,6 +98,13 @@ static void case_free(grad_case *gc) {
     free(gc->dlogits);
 }
 
+/* The fixture's model with its references (ff, fx_close) and its "single" case (gc). */
+static as_model *open_single(const char *fx, fx_files *ff, grad_case *gc) {
+    fx_open(fx, 1, 0, ff);
+    case_init(ff->m, ff->ex, ff->gr, fx, "single", gc);
+    return ff->m;
+}
+
 /* Forward with a tape, backward; d_word (T, De) and d_attn (L, H, T, T) allocated. */
 static void run_grads(const as_model *m, const grad_case *gc, const float *word, float **d_word, float **d_attn,
                       double *objective) {
@@ -163,10 +170,8 @@ static void test_given_words_and_fd(void **state) {
     static const char *const names[] = {"bert", "gpt2", "llama", "gemma2", "phi3"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         fx_files ff;
-        fx_open(names[i], 1, 0, &ff);
-        as_model *m = ff.m;
         grad_case gc = {0};
-        case_init(m, ff.ex, ff.gr, names[i], "single", &gc);
+        as_model *m = open_single(names[i], &ff, &gc);
         const as_config *c = as_model_config(m);
         int T = gc.enc.n, De = c->d_embed;
         float *word = malloc(sizeof(float) * (size_t)T * De);
@@ -217,10 +222,8 @@ static void test_precision_bf16(void **state) {
     static const char *const names[] = {"bert", "gpt2", "llama", "llama_bf16", "gemma2", "phi3", "qwen3"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         fx_files ff;
-        fx_open(names[i], 1, 0, &ff);
-        as_model *m = ff.m;
         grad_case gc = {0};
-        case_init(m, ff.ex, ff.gr, names[i], "single", &gc);
+        as_model *m = open_single(names[i], &ff, &gc);
         float *dw0, *da0, *dw1, *da1, *dw2, *da2;
         double o0, o1, o2;
         as_error err = {0};
