@@ -6,19 +6,20 @@
 #include <string.h>
 
 int cli_input_option(cli_input *in, const char *cmd, int argc, char **argv, int *i, int *rc) {
-    static const char *const names[] = {"--model", "--text",    "--text-b",  "--ids",
+    static const char *const names[] = {"--model", "--text",      "--text-b", "--ids",
                                         "--type-ids", "--precision", "--threads"};
-    const char **slot[] = {&in->model, &in->text, &in->text_b, &in->ids, &in->type_ids, &in->precision, NULL};
+    const char **slot[] = {&in->model, &in->text, &in->text_b, &in->ids, &in->type_ids, NULL, NULL};
     const char *o = argv[*i], *v;
     size_t k = 0;
     while (k < sizeof names / sizeof *names && strcmp(o, names[k])) k++;
     if (k == sizeof names / sizeof *names) return 0;
     *rc = 0;
     if (!(v = cli_value(argc, argv, i, cmd))) *rc = AS_ERR_INPUT;
-    else if (slot[k] == &in->precision && as_precision_parse(v, &(as_precision){0}))
-        *rc = cli_usage_error(cmd, "--precision must be f32 or bf16, not '%s'", v);
     else if (slot[k]) *slot[k] = v;
-    else if (cli_parse_int(v, 1, 1024, &in->threads))
+    else if (!strcmp(o, "--precision")) {
+        if (as_precision_parse(v, &in->precision))
+            *rc = cli_usage_error(cmd, "--precision must be f32 or bf16, not '%s'", v);
+    } else if (cli_parse_int(v, 1, 1024, &in->threads))
         *rc = cli_usage_error(cmd, "bad --threads '%s': expected an integer in [1, 1024]", v);
     return 1;
 }
@@ -33,10 +34,8 @@ int cli_input_check(const cli_input *in, const char *cmd) {
 
 int cli_input_load(const cli_input *in, as_model **m) {
     as_error err = {0};
-    as_precision prec = AS_PRECISION_F32;
-    if (in->precision) as_precision_parse(in->precision, &prec); /* checked when parsed */
     if (as_model_load(in->model, m, &err)) return cli_fail(&err);
-    if (as_model_set_precision(*m, prec, &err)) {
+    if (as_model_set_precision(*m, in->precision, &err)) {
         as_model_free(*m);
         *m = NULL;
         return cli_fail(&err);

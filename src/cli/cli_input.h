@@ -12,9 +12,14 @@
 
 typedef struct {
     const char *model, *text, *text_b, *ids, *type_ids;
-    const char *precision; /* --precision f32|bf16 (checked when parsed); NULL = f32 */
+    as_precision precision; /* --precision f32|bf16; zero-initialised: f32 */
     int threads;
 } cli_input;
+
+/* The help line of --precision, shared by the commands that take cli_input. */
+#define CLI_INPUT_PRECISION_HELP                                                          \
+    "--precision bf16 runs the model's products in BF16 with F32 sums, gradients' included\n" \
+    "(faster on CPUs with AVX-512 BF16; `attnscope run --help`).\n"
 
 /* Consumes argv[*i] when it is one of the shared options (its value too, advancing
  * *i): returns 1 with *rc 0, or *rc an exit status after printing a usage error.

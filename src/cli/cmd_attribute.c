@@ -21,7 +21,7 @@ static const char *ATTR_HELP =
     "                                    |importance\n"
     "                           [--target C] [--position P] [--steps N] [--format json|npz]\n"
     "                           [--out FILE] [--threads N]\n"
-    "                  [--precision f32|bf16]\n"
+    "                           [--precision f32|bf16]\n"
     "\n"
     "Attributes with more than one layer's raw attention (docs/attribution.md):\n"
     "  rollout     attention rollout (Abnar & Zuidema 2020): (T, T) output x input token,\n"
@@ -55,9 +55,8 @@ static const char *ATTR_HELP =
     "steps and logit_delta (logit - baseline logit; |sum(relevance) - logit_delta| is the\n"
     "completeness gap; JSON: \"ig\": {steps, sum, logit_delta, gap}).\n"
     "--format json (default) writes to --out FILE or stdout; npz needs --out.\n"
-    "--precision bf16 runs the model's products in BF16 with F32 sums, gradients' included\n"
-    "(faster on CPUs with AVX-512 BF16; `attnscope run --help`). Exit status 0 ok, 2 bad\n"
-    "input, 1 internal.\n";
+    CLI_INPUT_PRECISION_HELP
+    "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     cli_input in;

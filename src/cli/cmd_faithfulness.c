@@ -19,7 +19,7 @@ static const char *FAITH_HELP =
     "                              [--methods grad,gxi,ig,rollout,flow,norm,norm2,alti,grad-attn,random]\n"
     "                              [--removal delete|mask] [--steps N] [--seed S]\n"
     "                              [--format text|json] [--out FILE] [--threads N]\n"
-    "                  [--precision f32|bf16]\n"
+    "                              [--precision f32|bf16]\n"
     "\n"
     "Removes the input's tokens (never [CLS], [SEP] or other special tokens) in the order each\n"
     "method ranks them for the predicted class and reads that class's probability\n"
@@ -34,9 +34,8 @@ static const char *FAITH_HELP =
     "--text / --ids: one input, and its curves in JSON.\n"
     "--removal delete (default, as ERASER) takes tokens out; mask puts [MASK] in their place.\n"
     "--steps: integrated-gradient steps (default 32).\n"
-    "--precision bf16 runs the model's products in BF16 with F32 sums, gradients' included\n"
-    "(faster on CPUs with AVX-512 BF16; `attnscope run --help`). Exit status 0 ok, 2 bad\n"
-    "input, 1 internal.\n";
+    CLI_INPUT_PRECISION_HELP
+    "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     cli_input in;

@@ -18,7 +18,7 @@ static const char *IV_HELP =
     "                           [--type-ids 0,0,...] [--heads L:H,...] [--mode zero|mean]\n"
     "                           [--knockout L:Q>K,L:H:Q>K,...] [--renorm] [--position P]\n"
     "                           [--top K] [--target ID] [--format text|json] [--threads N]\n"
-    "                  [--precision f32|bf16]\n"
+    "                           [--precision f32|bf16]\n"
     "\n"
     "Runs the input twice, without and with the intervention (docs/attribution.md):\n"
     "  --heads L:H,...     heads whose output is ablated: --mode zero (default) replaces the\n"
@@ -30,9 +30,8 @@ static const char *IV_HELP =
     "Prints a classifier's class probabilities, or an LM's (masked LM's) top K (default 5)\n"
     "log-probabilities at --position P (default: the last token, the next-token prediction)\n"
     "before and after, and --target ID's (default: the prediction before).\n"
-    "--precision bf16 runs the model's products in BF16 with F32 sums, gradients' included\n"
-    "(faster on CPUs with AVX-512 BF16; `attnscope run --help`). Exit status 0 ok, 2 bad\n"
-    "input, 1 internal.\n";
+    CLI_INPUT_PRECISION_HELP
+    "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     cli_input in;

@@ -15,7 +15,7 @@ static const char *SAL_HELP =
     "usage: attnscope saliency --model DIR (--text TEXT [--text-b TEXT] | --ids 101,7592,...)\n"
     "                          [--type-ids 0,0,...] [--target C] [--method grad|gxi|ig]\n"
     "                          [--steps N] [--format text|json] [--threads N]\n"
-    "                  [--precision f32|bf16]\n"
+    "                          [--precision f32|bf16]\n"
     "\n"
     "Explains a sequence classifier's prediction with one score per token.\n"
     "  grad  (default) L1 norm of the gradient of the target logit w.r.t. the token's\n"
@@ -26,9 +26,8 @@ static const char *SAL_HELP =
     "        completeness gap |sum of scores - (logit - baseline logit)|\n"
     "--target C explains class C (index or label name; default: the predicted class).\n"
     "Text longer than the model's positions is truncated with a warning.\n"
-    "--precision bf16 runs the model's products in BF16 with F32 sums, gradients' included\n"
-    "(faster on CPUs with AVX-512 BF16; `attnscope run --help`). Exit status 0 ok, 2 bad\n"
-    "input, 1 internal.\n";
+    CLI_INPUT_PRECISION_HELP
+    "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     cli_input in;

@@ -36,9 +36,10 @@ static const char *TRAIN_LM_HELP =
     "that they begin with BOS as a prompt does (a document's first window recurs: long\n"
     "documents are then seen only at their start). --bos-prefix P keeps the random offsets\n"
     "but replaces the first token of a fraction P of the windows by BOS, so that they\n"
-    "begin as a prompt does while the text stays uniformly sampled. --stop-after STEP ends the run after\n"
-    "that step (checkpoint and weights written) with the schedule of --steps, so that a\n"
-    "run can continue from there with other options. Exit status 0 ok, 2 bad input, 1 internal.\n";
+    "begin as a prompt does while the text stays uniformly sampled (not with --bos-start).\n"
+    "--stop-after STEP ends the run after that step (checkpoint and weights written) with\n"
+    "the schedule of --steps, so that a run can continue from there with other options.\n"
+    "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_train_lm(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
@@ -96,8 +97,6 @@ int cmd_train_lm(int argc, char **argv) {
     }
     if (!rc && (!corpus.n || !o.model_dir || !o.out_dir))
         rc = cli_usage_error("train-lm", "--model, --corpus and --out are required");
-    if (!rc && o.bos_start > 0 && o.bos_prefix > 0)
-        rc = cli_usage_error("train-lm", "--bos-start and --bos-prefix: choose one");
     if (!rc) {
         as_error err = {0};
         o.corpus = corpus.v;

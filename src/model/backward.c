@@ -4,8 +4,8 @@
  * (gated) MLP, grouped-query attention with soft-caps, q/k norms and RoPE) and the
  * embeddings. It reads the weights where the forward does (mmap'd, in place; BF16
  * widened block by block, or at precision bf16 multiplied as BF16 in the input gradients
- * dx = dy W, as the forward's products are) and what the forward saved in a model_tape; norm statistics
- * and the head's small intermediates are recomputed. Threads: the pool (par_ops.c:
+ * dx = dy W, as the forward's products are) and what the forward saved in a model_tape;
+ * norm statistics and the head's small intermediates are recomputed. Threads: the pool (par_ops.c:
  * linear maps split columns; attention one head per task).
  * With a model_grads it also accumulates every parameter's gradient (the inputs of the
  * linear maps and norms recomputed from the tape). What it does not: ablated forwards.

@@ -331,6 +331,8 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     size_t n_tok = 0;
     if (o->steps < 1 || o->batch < 1 || o->seq < 2)
         return as_err_set(err, AS_ERR_INPUT, "steps, batch and sequence length must be positive (sequence >= 2)");
+    if (o->bos_start > 0 && o->bos_prefix > 0)
+        return as_err_set(err, AS_ERR_INPUT, "--bos-start and --bos-prefix: choose one");
     char ckpt[4096];
     if ((s = as_path_join(ckpt, sizeof ckpt, o->out_dir, "checkpoint", err))) return s;
     if (!o->out_dir || (mkdir(o->out_dir, 0755) && errno != EEXIST))
@@ -354,6 +356,12 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
                        as_model_max_tokens(m));
         goto cleanup;
     }
+    const int bos_id = as_model_config(m)->bos_token_id;
+    if ((o->bos_start > 0 || o->bos_prefix > 0) && bos_id < 0) {
+        s = as_err_set(err, AS_ERR_INPUT, "%s: --%s needs a model with a BOS token", o->model_dir,
+                       o->bos_start > 0 ? "bos-start" : "bos-prefix");
+        goto cleanup;
+    }
     int dropped = 0;
     if ((s = lm_corpus_tokens(m, o->corpus, o->n_corpus, o->exclude, o->n_exclude, &stream, &n_tok, NULL, &dropped,
                               err)))
@@ -366,16 +374,6 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
     if ((s = model_params_own(m, &params, err)) || (s = model_grads_init(m, &grads, err)) ||
         (s = lm_ws_init(m, o->batch, o->seq, o->threads, &ws, err)))
         goto cleanup;
-    const int bos_id = as_model_config(m)->bos_token_id;
-    if (o->bos_start > 0 && o->bos_prefix > 0) {
-        s = as_err_set(err, AS_ERR_INPUT, "--bos-start and --bos-prefix: choose one");
-        goto cleanup;
-    }
-    if ((o->bos_start > 0 || o->bos_prefix > 0) && bos_id < 0) {
-        s = as_err_set(err, AS_ERR_INPUT, "%s: --%s needs a model with a BOS token", o->model_dir,
-                       o->bos_start > 0 ? "bos-start" : "bos-prefix");
-        goto cleanup;
-    }
     mo = as_calloc(params.n, sizeof(float));
     vo = as_calloc(params.n, sizeof(float));
     decay = as_malloc(params.n ? params.n : 1);
