@@ -6,11 +6,12 @@ static const char *DI_HELP =
     "usage: attnscope distill --teacher DIR --corpus FILE[,FILE...] --out DIR [--exclude FILE.tsv]\n"
     "         [--steps 1000] [--batch 32] [--max-len 64] [--lr 5e-4] [--temperature 2]\n"
     "         [--alpha-kl 5] [--alpha-mlm 2] [--alpha-cos 1] [--dropout 0] [--seed 99]\n"
-    "         [--threads N] [--dtype f16|f32]\n"
+    "         [--threads N] [--precision f32|bf16] [--dtype f16|f32]\n"
     "\n"
     "Student = every other teacher layer + the teacher's embeddings and MLM head, trained\n"
     "on masked-LM pairs with soft-target KL (temperature T, scaled by T^2), the MLM loss\n"
-    "and a cosine loss between the final hidden states (Sanh et al. 2019).\n";
+    "and a cosine loss between the final hidden states (Sanh et al. 2019).\n"
+    TA_PRECISION_HELP;
 
 int cmd_distill(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
@@ -45,6 +46,7 @@ int cmd_distill(int argc, char **argv) {
         INT("--batch", batch, 1, 4096)
         INT("--max-len", max_len, 16, 4000)
         INT("--threads", threads, 1, 1024)
+        TA_PRECISION("distill")
         INT("--log-every", log_every, 1, 100000000)
         FLT("--lr", lr, 1e-8, 1.0)
         FLT("--wd", wd, 0.0, 1.0)

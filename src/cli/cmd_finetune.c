@@ -5,12 +5,13 @@
 static const char *FT_HELP =
     "usage: attnscope finetune --task sst2 --model DIR --train FILE.tsv --dev FILE.tsv --out DIR\n"
     "         [--epochs 3] [--batch 32] [--lr 1e-4] [--wd 0.01] [--dropout 0.1] [--clip 1.0]\n"
-    "         [--warmup-frac 0.1] [--max-len 128] [--max-train N] [--seed 42] [--threads N]\n"
+    "         [--warmup-frac 0.1] [--max-len 128] [--max-train N] [--seed 42] [--threads N] [--precision f32|bf16]\n"
     "         [--dtype f16|f32]\n"
     "\n"
     "Fine-tunes DIR (a BERT-family folder with a tokenizer) as a 2-class classifier\n"
     "(id2label NEGATIVE / POSITIVE), prints the dev accuracy after every epoch and saves\n"
-    "the best epoch to --out with the tokenizer files.\n";
+    "the best epoch to --out with the tokenizer files.\n"
+    TA_PRECISION_HELP;
 
 int cmd_finetune(int argc, char **argv) {
     finetune_opts o;
@@ -41,6 +42,7 @@ int cmd_finetune(int argc, char **argv) {
         INT("--max-len", max_len, 8, 4000)
         INT("--max-train", max_train, 1, 100000000)
         INT("--threads", threads, 1, 1024)
+        TA_PRECISION("finetune")
         FLT("--lr", lr, 1e-8, 1.0)
         FLT("--wd", wd, 0.0, 1.0)
         FLT("--dropout", dropout, 0.0, 0.95)

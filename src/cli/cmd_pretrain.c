@@ -6,7 +6,7 @@ static const char *PRE_HELP =
     "usage: attnscope pretrain --corpus FILE[,FILE...] --vocab vocab.txt --out DIR\n"
     "         [--exclude FILE.tsv] [--layers 4] [--width 256] [--heads 4] [--ff 1024]\n"
     "         [--max-len 128] [--seq-len N] [--steps 1000] [--batch 32] [--lr 5e-4] [--warmup N]\n"
-    "         [--wd 0.01] [--dropout 0.1] [--clip 1.0] [--seed 1234] [--threads N]\n"
+    "         [--wd 0.01] [--dropout 0.1] [--clip 1.0] [--seed 1234] [--threads N] [--precision f32|bf16]\n"
     "         [--save-every 500] [--log-every 10] [--dtype f16|f32] [--resume]\n"
     "         [--init-range 0.02] [--pos-init normal|sinusoidal] [--mask-prob 0.15]\n"
     "\n"
@@ -20,7 +20,8 @@ static const char *PRE_HELP =
     "beyond stay untrained).\n"
     "--init-range: std of the normal initialisation of weights and embeddings (BERT:\n"
     "0.02); --pos-init sinusoidal starts the (trainable) position embeddings from\n"
-    "Vaswani et al.'s sinusoids at that scale.\n";
+    "Vaswani et al.'s sinusoids at that scale.\n"
+    TA_PRECISION_HELP;
 
 int cmd_pretrain(int argc, char **argv) {
     ta_list corpus = {0}, excl = {0};
@@ -68,6 +69,7 @@ int cmd_pretrain(int argc, char **argv) {
         INT("--save-every", save_every, 1, 100000000)
         INT("--log-every", log_every, 1, 100000000)
         INT("--threads", threads, 1, 1024)
+        TA_PRECISION("pretrain")
         else if (!strcmp(a, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &seed))
                 rc = cli_usage_error("pretrain", "bad --seed '%s': expected an integer in [0, 2147483647]", v);

@@ -5,7 +5,7 @@
 static const char *TRAIN_LM_HELP =
     "usage: attnscope train-lm --model DIR --corpus FILE[,FILE...] --out DIR\n"
     "         [--steps 100] [--batch 8] [--seq 128] [--lr 3e-4] [--warmup 10] [--wd 0.1]\n"
-    "         [--clip 1.0] [--seed 1] [--threads N] [--log-every 10] [--quiet]\n"
+    "         [--clip 1.0] [--seed 1] [--threads N] [--precision f32|bf16] [--log-every 10] [--quiet]\n"
     "         [--save-every N] [--resume] [--exclude FILE[,FILE...]]\n"
     "         [--repeat-frac P [--repeat-from STEP] [--repeat-random Q [--repeat-ids N]]]\n"
     "         [--bos-start P | --bos-prefix P] [--stop-after STEP]\n"
@@ -39,6 +39,7 @@ static const char *TRAIN_LM_HELP =
     "begin as a prompt does while the text stays uniformly sampled (not with --bos-start).\n"
     "--stop-after STEP ends the run after that step (checkpoint and weights written) with\n"
     "the schedule of --steps, so that a run can continue from there with other options.\n"
+    TA_PRECISION_HELP
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_train_lm(int argc, char **argv) {
@@ -76,6 +77,7 @@ int cmd_train_lm(int argc, char **argv) {
         INT("--log-every", log_every, 1, 100000000)
         INT("--save-every", save_every, 1, 100000000)
         INT("--threads", threads, 1, 1024)
+        TA_PRECISION("train-lm")
         INT("--repeat-from", repeat_from, 0, 100000000)
         INT("--stop-after", stop_after, 1, 100000000)
         INT("--repeat-ids", repeat_ids, 1, 100000000)

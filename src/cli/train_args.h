@@ -70,4 +70,15 @@ static inline int ta_dtype(const char *s, as_dtype *out) {
             rc = cli_usage_error(cmd, "bad %s '%s': expected a number in [%g, %g]", name, v, lo, hi); \
     }
 
+/* --precision f32|bf16 into o.precision, and its help line. */
+#define TA_PRECISION(cmd)                                                                    \
+    else if (!strcmp(a, "--precision")) {                                                    \
+        if (as_precision_parse(v, &o.precision))                                             \
+            rc = cli_usage_error(cmd, "--precision must be f32 or bf16, not '%s'", v);        \
+    }
+#define TA_PRECISION_HELP                                                                    \
+    "--precision bf16 runs the products (forward, input and weight gradients) in BF16\n"     \
+    "with F32 sums against BF16 copies of the F32 weights, rounded again after every\n"     \
+    "step; the optimizer, its moments and the saved weights stay F32 (default f32).\n"
+
 #endif

@@ -3,7 +3,7 @@
  * arithmetic of precision bf16. On CPUs with AVX-512 BF16 (vdpbf16ps: 32 products per
  * instruction, twice the F32 FMA rate) a register-blocked kernel; elsewhere the BF16
  * values are widened to F32 in blocks and multiplied by sgemm (same inputs, slower).
- * Also the F32 <-> BF16 conversions (round to nearest even, as torch).
+ * Also the F32 <-> BF16 conversions (round to nearest even, as torch), plain and transposed.
  * Also dx = dy W with W (K, N) row-major, on the same hardware (interleaved pairs of W's
  * rows packed block by block, as the dot-product instruction reads them).
  * What it does not: threads (callers split N), other transposed layouts.
@@ -37,6 +37,9 @@ size_t as_gemm_bf16_xw_scratch(int N);
 
 /* dst[i] = BF16 of src[i] (round to nearest even; NaN stays NaN), i < n. */
 void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n);
+/* dst[c * ldd + r] = BF16 of src[r * lds + c], r < rows, c < cols: a (rows, cols) F32
+ * matrix rounded and transposed into a (cols, rows) BF16 one. */
+void as_f32_to_bf16_t(uint16_t *dst, size_t ldd, const float *src, size_t lds, int rows, int cols);
 /* dst[i] = src[i] widened to F32 (exact), i < n. */
 void as_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
 

@@ -131,7 +131,11 @@ static size_t grads_take(const as_model *m, float *base, model_grads *g) {
     TAKE_LIN(g->cls_pre, m->cls_pre);
     TAKE_LIN(g->cls_out, m->cls_out);
     TAKE_LIN(g->mlm_dense, m->mlm_dense);
-    if (!(m->lm_head.wbf && m->lm_head.wbf == m->wte_bf)) TAKE_LIN(g->lm_head, m->lm_head); /* else tied: wte */
+    /* the LM head's own gradient; none when it is tied to wte (BF16 in place) or is the
+       masked-LM decoder seen as a linear map (precision bf16: its gradient is wte's or
+       mlm_decoder's), so the layout does not change with the precision */
+    if (!(m->lm_head.wbf && m->lm_head.wbf == m->wte_bf) && !(m->lm_head.w && m->lm_head.w == m->mlm_decoder))
+        TAKE_LIN(g->lm_head, m->lm_head);
     for (int l = 0; l < c->n_layer; l++) {
         const layer_w *w = &m->layers[l];
         layer_grad *lg = base ? &g->layers[l] : &(layer_grad){0};
@@ -521,10 +525,11 @@ static void vocab_bwd(const as_model *m, const float *x, int T, const float *dl,
     /* the decoder's weight gradient: its own buffer, or the tied word embeddings' */
     lin_grad dg = {NULL, NULL};
     if (pg) {
-        if (own && m->lm_head.wbf == m->wte_bf && m->wte_bf) dg.w = pg->wte; /* tied, BF16 in place */
-        else if (own) dg = pg->lm_head;
-        else dg.w = m->mlm_decoder == m->wte ? pg->wte : pg->mlm_decoder;
-        if (!own) dg.b = pg->mlm_bias;
+        if (!own || (out->w && out->w == m->mlm_decoder)) { /* the decoder (a linear map over it at bf16) */
+            dg.w = m->mlm_decoder == m->wte ? pg->wte : pg->mlm_decoder;
+            dg.b = pg->mlm_bias;
+        } else if (m->lm_head.wbf == m->wte_bf && m->wte_bf) dg.w = pg->wte; /* tied, BF16 in place */
+        else dg = pg->lm_head;
     }
     if (!lin_has(&m->mlm_dense)) {
         if (pg) op_linear_dw(out, x, dl, T, dg.w, dg.b);
@@ -659,9 +664,15 @@ static as_status backward_run(const as_model *m, const as_encoding *enc, const f
     size_t WF = W > (size_t)c->d_ff ? W : (size_t)c->d_ff;
     /* precision bf16: the layers' dy in BF16, (T, widest output) (the vocabulary's stays F32) */
     size_t dyb = m->precision == AS_PRECISION_BF16 ? (size_t)T * (max_in > WF ? max_in : WF) : 0;
+    /* precision bf16 with parameter gradients: both operands of a dW, (rows + columns, T),
+       the vocabulary head's included */
+    size_t dwb = m->precision == AS_PRECISION_BF16 && pg ? (size_t)T * (FV + max_in + WF) : 0;
+    /* precision bf16: the BF16 input of the products the backward recomputes (the head's),
+       rounded as the forward's were, (T, widest input) */
+    size_t xb = m->precision == AS_PRECISION_BF16 ? (size_t)T * max_in : 0;
     size_t n = (size_t)T * (5 * W + WF + 2 * Qw + 2 * Kw + 2 * (size_t)H * Dh) + (size_t)T * (FV + c->d_ff) +
                (size_t)nt * TT * (tp->p_drop > 0.0f ? 2 : 1) + 2 * (size_t)T * H + 2 * (size_t)T * R +
-               (size_t)nt * conv + 4 * W + (dyb + 1) / 2;
+               (size_t)nt * conv + 4 * W + (dyb + 1) / 2 + (dwb + 1) / 2 + (xb + 1) / 2;
     size_t cap = 0;
     float *blk = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), &cap) : NULL;
     if (!blk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the backward workspace");
@@ -676,13 +687,16 @@ static as_status backward_run(const as_model *m, const as_encoding *enc, const f
     w.pd = NULL;
     if (tp->p_drop > 0.0f) TAKE(pd, nt * TT);
 #undef TAKE
-    uint16_t *dyb_buf = dyb ? (uint16_t *)p : NULL; /* the last (dyb + 1) / 2 floats */
+    uint16_t *dyb_buf = dyb ? (uint16_t *)p : NULL; /* (dyb + 1) / 2 floats, (dwb + 1) / 2, (xb + 1) / 2 */
+    uint16_t *dwb_buf = dwb ? (uint16_t *)(p + (dyb + 1) / 2) : NULL;
+    uint16_t *xb_buf = xb ? (uint16_t *)(p + (dyb + 1) / 2 + (dwb + 1) / 2) : NULL;
     w.conv_per_thread = conv;
     w.pg = pg;
     if (R) rope_tables(m, T, w.rope);
     par_state saved;
-    model_par_begin(nt, w.conv, w.conv_per_thread, NULL, &saved);
+    model_par_begin(nt, w.conv, w.conv_per_thread, xb_buf, &saved);
     model_par_bf16_dx(dyb_buf, dyb); /* precision bf16: BF16 products for dx = dy W, else F32 */
+    model_par_bf16_dw(dwb_buf, dwb); /* and for the weight gradients */
     /* the head's input: the last layer's output, through the final norm of pre-norm models */
     const float *x_head = tp->x_last;
     if (m->pre_ln) {

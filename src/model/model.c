@@ -4,6 +4,7 @@
  * distilbert.c and gpt2.c. */
 #include "model/model.h"
 #include "core/gemm_bf16.h"
+#include "core/pool.h"
 #include "io/config.h"
 
 #include <math.h>
@@ -483,21 +484,64 @@ static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
     return AS_OK;
 }
 
-/* BF16 copies of the linear maps of stack s (m itself, or an encoder-decoder model's
- * decoder), owned by m. */
-static as_status stack_to_bf16(as_model *m, as_model *s_, as_error *err) {
+/* The linear maps of stack s (heads, then each layer's), at most cap; the count. The
+ * (tied) decoder of a masked-LM head becomes a linear map over its table first. */
+#define STACK_LINS_MAX(s_) (5 + 11 * (size_t)(s_)->cfg.n_layer)
+static size_t stack_lins(as_model *s_, lin_t **out) {
     int D = s_->cfg.d_model;
     if (!lin_has(&s_->lm_head) && s_->mlm_decoder) /* the (tied) decoder as a linear map */
         s_->lm_head = (lin_t){.w = s_->mlm_decoder, .b = s_->mlm_bias, .n_in = D, .n_out = s_->cfg.vocab_size, .ldw = D};
+    size_t n = 0;
     lin_t *heads[] = {&s_->emb_proj, &s_->cls_pre, &s_->cls_out, &s_->mlm_dense, &s_->lm_head};
-    as_status s;
-    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-        if ((s = lin_to_bf16(m, heads[i], err))) return s;
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) out[n++] = heads[i];
     for (int l = 0; l < s_->cfg.n_layer; l++) {
         layer_w *w = &s_->layers[l];
         lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2, &w->cq, &w->ck, &w->cv, &w->co};
-        for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
-            if ((s = lin_to_bf16(m, ls[i], err))) return s;
+        for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) out[n++] = ls[i];
+    }
+    return n;
+}
+
+/* BF16 copies of the linear maps of stack s (m itself, or an encoder-decoder model's
+ * decoder), owned by m. */
+static as_status stack_to_bf16(as_model *m, as_model *s_, as_error *err) {
+    lin_t **ls = as_malloc_array(STACK_LINS_MAX(s_), sizeof *ls);
+    if (!ls) return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
+    size_t n = stack_lins(s_, ls);
+    as_status s = AS_OK;
+    for (size_t i = 0; i < n && !s; i++) s = lin_to_bf16(m, ls[i], err);
+    free(ls);
+    return s;
+}
+
+/* ---- BF16 copies after the F32 weights change ---- */
+
+typedef struct {
+    lin_t **ls;
+} round_job;
+
+static void round_lin(void *ctx, int i, int tid) {
+    (void)tid;
+    const lin_t *l = ((round_job *)ctx)->ls[i];
+    for (int j = 0; j < l->n_out; j++) {
+        uint16_t *dst = (uint16_t *)l->wbf + (size_t)j * l->n_in;
+        if (l->in_out) as_f32_to_bf16_t(dst, 1, l->w + j, (size_t)l->ldw, l->n_in, 1); /* column j of [in, out] */
+        else as_f32_to_bf16_n(dst, l->w + (size_t)j * l->ldw, (size_t)l->n_in);
+    }
+}
+
+as_status model_params_round_bf16(as_model *m, int threads, as_error *err) {
+    if (m->precision != AS_PRECISION_BF16) return AS_OK;
+    as_model *stacks[2] = {m, m->dec};
+    for (int k = 0; k < 2 && stacks[k]; k++) {
+        lin_t **ls = as_malloc_array(STACK_LINS_MAX(stacks[k]), sizeof *ls);
+        if (!ls) return as_err_set(err, AS_ERR_INTERNAL, "out of memory rounding weights to bf16");
+        size_t n = stack_lins(stacks[k], ls), kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (ls[i]->w && ls[i]->wbf) ls[kept++] = ls[i]; /* F32 weights with a BF16 copy */
+        round_job j = {ls};
+        as_parallel_for((int)kept, threads > 0 ? threads : as_n_cores(), round_lin, &j);
+        free(ls);
     }
     return AS_OK;
 }

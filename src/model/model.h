@@ -164,8 +164,8 @@ typedef struct {
     int threads, blas_threads;
     float *conv;
     size_t conv_per_thread;
-    uint16_t *xb, *dyb;
-    size_t dyb_cap;
+    uint16_t *xb, *dyb, *dwb;
+    size_t dyb_cap, dwb_cap;
 } par_state;
 /* Sets, for the calling thread, the pool threads of the pass, the linear maps' scratch
  * (conv: per thread conv_per_thread floats >= as_gemm_bf16_scratch(widest input); xb:
@@ -176,6 +176,10 @@ void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t
  * and F32 weights stay F32); conv must then also hold as_gemm_bf16_xw_scratch(widest
  * input) floats a thread. dyb NULL: F32 again. model_par_end restores the caller's. */
 void model_par_bf16_dx(uint16_t *dyb, size_t cap);
+/* Within a pass: the weight gradients of maps with BF16 weights run in BF16 (both operands
+ * rounded into dwb, cap values: products with T (rows + columns of dW) <= cap; larger ones
+ * and F32 weights stay F32); conv as for model_par_bf16_dx. dwb NULL: F32 again. */
+void model_par_bf16_dw(uint16_t *dwb, size_t cap);
 void model_par_end(const par_state *saved);
 int model_par_threads(void);
 
@@ -263,6 +267,10 @@ void model_grads_free(model_grads *g);
  * it (model_grads_free) after the last use of m. BF16 weights are widened; the precision
  * returns to F32. Errors: out of memory. */
 as_status model_params_own(as_model *m, model_grads *p, as_error *err);
+/* At precision bf16: the BF16 copies of the linear maps (as_model_set_precision made them)
+ * rounded again from their F32 weights, which a training step changed in place; threads
+ * <= 0: one per core. At F32: nothing. Errors: out of memory. */
+as_status model_params_round_bf16(as_model *m, int threads, as_error *err);
 /* mask (p->n) = 1 for the floats of weight matrices and embedding tables (AdamW decays
  * them), 0 for biases and norm gains. */
 void model_params_decay_mask(const as_model *m, const model_grads *p, uint8_t *mask);

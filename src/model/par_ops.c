@@ -8,7 +8,8 @@
  * Linear maps split their output columns into blocks, each a single-threaded product on
  * its slice of the weights: OpenBLAS sgemm, core/gemm_small.c for a few rows, BF16
  * weights widened block by block from the mapping, or at precision bf16 the AVX-512 BF16
- * kernel (core/gemm_bf16.c). Element-wise work is split into ranges.
+ * kernel (core/gemm_bf16.c), in the backward too (dx = dy W, and dW when training at
+ * precision bf16). Element-wise work is split into ranges.
  */
 #include "model/model.h"
 #include "model/ops.h"
@@ -39,6 +40,8 @@ typedef struct {
     uint16_t *xb;           /* (T, max n_in) */
     uint16_t *dyb;          /* backward at precision bf16: dyb_cap values for a product's BF16 dy */
     size_t dyb_cap;
+    uint16_t *dwb;          /* weight gradients at precision bf16: dwb_cap values for both BF16 operands */
+    size_t dwb_cap;
 } lin_scratch;
 static _Thread_local lin_scratch t_lin;
 
@@ -114,7 +117,9 @@ static void run_cols(cols_fn fn, const void *job, int n, double work) {
 typedef struct {
     const lin_t *l;
     const float *x, *dy; /* forward input (T, n_in); output gradient (T, n_out) */
-    const uint16_t *xb;  /* the BF16 input (forward) or dy (backward) at precision bf16, else NULL */
+    const uint16_t *xb;  /* the BF16 input (forward) or dy (backward) at precision bf16, else NULL;
+                            for dW, the transposed left operand (rows of dW, T) */
+    const uint16_t *bb;  /* dW at precision bf16: the right operand (T, columns of dW) */
     float *y;            /* forward output (T, n_out), dx (T, n_in) or dW */
     float *db;
     int T, accumulate;
@@ -239,8 +244,10 @@ void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t
     saved->xb = t_lin.xb;
     saved->dyb = t_lin.dyb;
     saved->dyb_cap = t_lin.dyb_cap;
+    saved->dwb = t_lin.dwb;
+    saved->dwb_cap = t_lin.dwb_cap;
     t_threads = nthreads;
-    t_lin = (lin_scratch){conv, conv_per_thread, xb, NULL, 0};
+    t_lin = (lin_scratch){conv, conv_per_thread, xb, NULL, 0, NULL, 0};
     openblas_set_num_threads(1);
 }
 
@@ -249,9 +256,15 @@ void model_par_bf16_dx(uint16_t *dyb, size_t cap) {
     t_lin.dyb_cap = dyb ? cap : 0;
 }
 
+void model_par_bf16_dw(uint16_t *dwb, size_t cap) {
+    t_lin.dwb = dwb;
+    t_lin.dwb_cap = dwb ? cap : 0;
+}
+
 void model_par_end(const par_state *saved) {
     t_threads = saved->threads;
-    t_lin = (lin_scratch){saved->conv, saved->conv_per_thread, saved->xb, saved->dyb, saved->dyb_cap};
+    t_lin = (lin_scratch){saved->conv,    saved->conv_per_thread, saved->xb, saved->dyb,
+                          saved->dyb_cap, saved->dwb,             saved->dwb_cap};
     openblas_set_num_threads(saved->blas_threads);
 }
 
@@ -307,12 +320,20 @@ void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumul
 
 /* dW (+)= the weight gradient of y = x W^T (+ b): nn.Linear dW (n_out, n_in) += dy^T x,
  * Conv1D dW (n_in, n_out) += x^T dy, each thread a block of dW's rows (sums over the T
- * rows in one sgemm per block, so no result depends on the thread count); db (n_out)
- * += the column sums of dy, rows in order. */
+ * rows in one product per block, so no result depends on the thread count); db (n_out)
+ * += the column sums of dy, rows in order. At precision bf16 (t_lin.dwb set and the map
+ * has BF16 weights) both operands are rounded to BF16 once, the left one transposed to
+ * (rows of dW, T), and multiplied with F32 sums (core/gemm_bf16.c), as torch.autocast's
+ * BF16 weight gradients; else F32 sgemm. */
 static void linear_dw_fn(const void *job, int r0, int r1, int tid) {
-    (void)tid;
     const lin_job *j = job;
     const lin_t *l = j->l;
+    int N = l->in_out ? l->n_out : l->n_in;
+    if (j->bb) {
+        as_gemm_bf16_xw(r1 - r0, N, j->T, j->xb + (size_t)r0 * j->T, (size_t)j->T, j->bb, (size_t)N,
+                        j->y + (size_t)r0 * N, (size_t)N, 1, j->sc.conv + (size_t)tid * j->sc.conv_per_thread);
+        return;
+    }
     if (l->in_out)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, l->n_out, j->T, 1.0f, j->x + r0, l->n_in, j->dy,
                     l->n_out, 1.0f, j->y + (size_t)r0 * l->n_out, l->n_out);
@@ -326,6 +347,16 @@ void op_linear_dw(const lin_t *l, const float *x, const float *dy, int T, float 
         for (int t = 0; t < T; t++)
             for (int j = 0; j < l->n_out; j++) db[j] += dy[(size_t)t * l->n_out + j];
     if (!dw) return;
+    int rows = l->in_out ? l->n_in : l->n_out, cols = l->in_out ? l->n_out : l->n_in;
     lin_job j = {.l = l, .x = x, .dy = dy, .y = dw, .T = T, .sc = t_lin};
-    run_cols(linear_dw_fn, &j, l->in_out ? l->n_in : l->n_out, (double)T * l->n_out * l->n_in);
+    if (t_lin.dwb && l->wbf && (size_t)T * (rows + cols) <= t_lin.dwb_cap &&
+        as_gemm_bf16_xw_scratch(cols) <= t_lin.conv_per_thread) {
+        uint16_t *at = t_lin.dwb, *bb = t_lin.dwb + (size_t)rows * T; /* (rows, T), (T, cols) */
+        const float *left = l->in_out ? x : dy, *right = l->in_out ? dy : x;
+        as_f32_to_bf16_t(at, (size_t)T, left, (size_t)rows, T, rows);
+        as_f32_to_bf16_n(bb, right, (size_t)T * cols);
+        j.xb = at;
+        j.bb = bb;
+    }
+    run_cols(linear_dw_fn, &j, rows, (double)T * l->n_out * l->n_in);
 }

@@ -53,6 +53,7 @@ as_status model_params_own(as_model *m, model_grads *p, as_error *err) {
     size_t VD = (size_t)c->vocab_size * c->d_embed;
     const float *old_wte = m->wte;
     int tied_bf = m->lm_head.wbf && m->lm_head.wbf == m->wte_bf;
+    int dec_view = m->lm_head.w && m->lm_head.w == m->mlm_decoder; /* the decoder as a map (precision bf16) */
     if (m->wte) memcpy(p->wte, m->wte, VD * sizeof(float));
     else
         for (size_t i = 0; i < VD; i++) p->wte[i] = as_bf16_to_f32(m->wte_bf[i]);
@@ -72,6 +73,7 @@ as_status model_params_own(as_model *m, model_grads *p, as_error *err) {
     own_lin(&m->cls_out, &p->cls_out);
     own_lin(&m->mlm_dense, &p->mlm_dense);
     if (tied_bf) m->lm_head.w = m->wte, m->lm_head.wbf = NULL, m->lm_head.ldw = c->d_model; /* tied: the table */
+    else if (dec_view) m->lm_head.w = m->mlm_decoder, m->lm_head.b = m->mlm_bias, m->lm_head.wbf = NULL;
     else own_lin(&m->lm_head, &p->lm_head);
     for (int l = 0; l < c->n_layer; l++) {
         layer_w *w = &m->layers[l];

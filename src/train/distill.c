@@ -83,7 +83,7 @@ as_status distill_run(const distill_opts *o, as_error *err) {
     bert_ckpt_opts io = {.src = tm, .layer_of = layer_of, .seed = o->seed, .dtype = DTYPE_F32};
     if (!(rc = bert_ckpt_write(init, &sc, &io, err))) rc = trainable_load(init, &st, err);
     bert_ckpt_remove(init);
-    if (rc) goto cleanup;
+    if (rc || (rc = as_model_set_precision(st.m, o->precision, err))) goto cleanup;
     if ((rc = as_path_join(vp, sizeof vp, o->teacher, "vocab.txt", err))) goto cleanup;
     if ((rc = data_tok_load(vp, &tk, err))) goto cleanup;
     int V = tc.vocab_size, drop = 0;
@@ -122,6 +122,7 @@ as_status distill_run(const distill_opts *o, as_error *err) {
         model_grads_zero(&st.g);
         if ((rc = bert_batch_loss(st.m, &b, &lo, &st.g, &out, err))) goto cleanup;
         float gn = trainop_adamw_step(&opt, st.p.block, st.g.block, st.decay);
+        if ((rc = model_params_round_bf16(st.m, train_threads(), err))) goto cleanup;
         if (!isfinite(out.loss) || !isfinite(gn)) {
             rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)opt.step);
             goto cleanup;

@@ -206,6 +206,7 @@ static as_status finetune_model(const finetune_opts *o, const as_model *am, trai
                          .labels = ac->id2label && ac->num_labels == 2 ? NULL : sst2};
     if (!(rc = bert_ckpt_write(init, cfg, &co, err))) rc = trainable_load(init, t, err);
     bert_ckpt_remove(init);
+    if (!rc) rc = as_model_set_precision(t->m, o->precision, err);
     return rc;
 }
 
@@ -282,6 +283,7 @@ as_status finetune_run(const finetune_opts *o, float *best_acc, as_error *err) {
             model_grads_zero(&t.g);
             if ((rc = bert_batch_loss(t.m, &tb, &lo, &t.g, &out, err))) goto cleanup;
             trainop_adamw_step(&opt, t.p.block, t.g.block, t.decay);
+            if ((rc = model_params_round_bf16(t.m, train_threads(), err))) goto cleanup;
             if (!isfinite(out.loss)) {
                 rc = as_err_set(err, AS_ERR_INPUT, "epoch %d: loss is not finite (lower --lr)", ep + 1);
                 goto cleanup;

@@ -8,8 +8,11 @@
  * tokens are cut at seeded random offsets of the packed token stream (documents joined,
  * each preceded by the model's BOS when it has one), so a run is a pure function of the
  * seed; checkpoints (weights + AdamW moments + step) every save_every steps, and resume
- * continues from one exactly as the uninterrupted run would. What it does not: dropout, mixed precision, sequence classifiers, the BERT
- * family's masked-LM training (src/train/pretrain.c).
+ * continues from one exactly as the uninterrupted run would. At precision bf16 the
+ * products run in BF16 against the F32 weights' BF16 copies, rounded again after every
+ * step (model_params_round_bf16); the optimizer and its moments stay F32.
+ * What it does not: dropout, loss scaling (BF16 keeps F32's exponent range), sequence
+ * classifiers, the BERT family's masked-LM training (src/train/pretrain.c).
  */
 #include "train/lm_train.h"
 #include "train/grad_groups.h"
@@ -371,7 +374,8 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         s = as_err_set(err, AS_ERR_INPUT, "the corpus has %zu tokens, fewer than one window of %d", n_tok, o->seq);
         goto cleanup;
     }
-    if ((s = model_params_own(m, &params, err)) || (s = model_grads_init(m, &grads, err)) ||
+    if ((s = model_params_own(m, &params, err)) || (s = as_model_set_precision(m, o->precision, err)) ||
+        (s = model_grads_init(m, &grads, err)) ||
         (s = lm_ws_init(m, o->batch, o->seq, o->threads, &ws, err)))
         goto cleanup;
     mo = as_calloc(params.n, sizeof(float));
@@ -410,6 +414,7 @@ as_status lm_train_run(const lm_opts *o, as_error *err) {
         norm = sqrt(norm);
         float gscale = o->clip > 0 && norm > o->clip ? (float)(o->clip / norm) : 1.0f, lr = lm_lr(o, step);
         lm_adamw_step(params.block, grads.block, mo, vo, decay, params.n, step, o, lr, gscale);
+        if ((s = model_params_round_bf16(m, o->threads, err))) goto cleanup;
         if (!o->quiet && (step % (o->log_every > 0 ? o->log_every : 10) == 0 || step == o->steps - 1))
             printf("step %d/%d  loss %.4f  grad norm %.3f  lr %.2e  %.0f tokens/s\n", step + 1, o->steps, loss, norm,
                    lr, (double)(step + 1 - start) * o->batch * o->seq / (as_now() - t0));

@@ -6,7 +6,8 @@
  * Bias correction as torch.optim.AdamW. Weight decay applies to weight matrices and
  * embeddings, not to biases and LayerNorm parameters (Hugging Face's run_mlm /
  * BERT's optimization.py exclude_from_weight_decay).
- * What it does not: other optimizers, gradient accumulation, mixed precision.
+ * What it does not: other optimizers, gradient accumulation, BF16 weights (the F32
+ * weights it updates are rounded to BF16 copies by model_params_round_bf16).
  */
 #include "train/trainer.h"
 #include "core/pool.h"

@@ -108,7 +108,7 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
         if (o->resume) as_err_prefix(err, "--resume");
         goto cleanup;
     }
-    if ((rc = bert_ckpt_config(t.m, &cfg, err))) goto cleanup;
+    if ((rc = bert_ckpt_config(t.m, &cfg, err)) || (rc = as_model_set_precision(t.m, o->precision, err))) goto cleanup;
     cfg.init_range = o->init_range; /* as config.json states it */
     if (!cfg.mlm || cfg.num_labels || cfg.vocab_size != V) {
         rc = as_err_set(err, AS_ERR_INPUT, "--resume: %s has %d tokens%s, the vocabulary %d", ck, cfg.vocab_size,
@@ -167,6 +167,7 @@ as_status pretrain_run(const pretrain_opts *o, as_error *err) {
         if ((rc = bert_batch_loss(t.m, &b, &lo, &t.g, &out, err))) goto cleanup;
         float lr = trainop_adamw_lr(&opt, step);
         float gn = trainop_adamw_step(&opt, t.p.block, t.g.block, t.decay);
+        if ((rc = model_params_round_bf16(t.m, train_threads(), err))) goto cleanup;
         if (!isfinite(out.loss) || !isfinite(gn)) {
             rc = as_err_set(err, AS_ERR_INPUT, "step %lld: loss is not finite (lower --lr)", (long long)step);
             goto cleanup;

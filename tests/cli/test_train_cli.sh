@@ -53,6 +53,21 @@ err = max(abs(w[p * D + i] - 0.05 * math.sqrt(2) * (math.cos if i % 2 else math.
 assert err < 1e-5, err
 PY
 expect 0 "" -- pretrain $P --steps 6 --save-every 3 --dtype f32
+# --precision bf16 (BF16 products, F32 master weights): 40 seeded steps follow F32's loss
+# curve (train_log.tsv) within 3% and change the weights; finetune and distill take it too
+expect 2 "--precision must be f32 or bf16" -- pretrain $P --steps 2 --precision f16
+for p in f32 bf16; do
+  expect 0 "" -- pretrain $P --width 32 --ff 64 --steps 40 --log-every 5 --dropout 0 --dtype f32 --out "$TMP/p_$p" --precision $p
+done
+/usr/bin/python3 - "$TMP/p_f32/train_log.tsv" "$TMP/p_bf16/train_log.tsv" <<'PY' || { echo "FAIL: bf16 pretraining curve"; fails=$((fails+1)); }
+import sys
+curve = lambda f: [float(l.split("\t")[1]) for l in open(f).read().splitlines()[1:]]
+a, b = curve(sys.argv[1]), curve(sys.argv[2])
+gap = max(abs(x - y) for x, y in zip(a, b))
+print("pretrain bf16: loss %.4f -> %.4f, F32 %.4f -> %.4f, largest gap %.4f" % (b[0], b[-1], a[0], a[-1], gap))
+assert len(a) == len(b) == 8 and gap <= 0.03 * a[0] and b[-1] < b[0] and a != b
+PY
+cmp -s "$TMP/p_f32/model.safetensors" "$TMP/p_bf16/model.safetensors" && { echo "FAIL: bf16 gave F32's weights"; fails=$((fails+1)); }
 expect 0 "" -- eval --model "$TMP/m" --task mlm --data "$TMP/c.txt" --batches 2 --batch 4 --max-len 32
 grep -q "^mlm_accuracy: 0\.[0-9]\{4\}$" "$TMP/out" || { echo "FAIL: mlm eval output"; fails=$((fails+1)); }
 expect 0 "" -- eval --model "$TMP/m" --task patterns --data "$TMP/c.txt" --pairs 5
@@ -61,11 +76,14 @@ expect 2 "no sequence-classification head" -- eval --model "$TMP/m" --task sst2 
 expect 2 "unknown --task" -- eval --model "$TMP/m" --task qnli --data "$TMP/t.tsv"
 expect 2 "unknown task" -- finetune --task qnli --model "$TMP/m" --train "$TMP/t.tsv" --dev "$TMP/t.tsv" --out "$TMP/f"
 expect 0 "" -- finetune --task sst2 --model "$TMP/m" --train "$TMP/t.tsv" --dev "$TMP/t.tsv" --out "$TMP/f" --epochs 1 --batch 8 --threads 1
+expect 0 "" -- finetune --task sst2 --model "$TMP/m" --train "$TMP/t.tsv" --dev "$TMP/t.tsv" --out "$TMP/fb" --epochs 1 --batch 8 --threads 1 --precision bf16
+expect 0 "" -- eval --model "$TMP/fb" --task sst2 --data "$TMP/t.tsv"
 expect 0 "" -- eval --model "$TMP/f" --task sst2 --data "$TMP/t.tsv"
 tail -n 1 "$TMP/out" | grep -q "^accuracy: [01]\.[0-9]\{4\}$" || { echo "FAIL: eval's last line: $(tail -n 1 "$TMP/out")"; fails=$((fails+1)); }
 grep -q '"POSITIVE"' "$TMP/f/config.json" || { echo "FAIL: id2label"; fails=$((fails+1)); }
 expect 2 "header" -- eval --model "$TMP/f" --task sst2 --data "$TMP/test.tsv"
 expect 0 "" -- distill --teacher "$TMP/m" --corpus "$TMP/c.txt" --out "$TMP/s" --steps 2 --batch 4 --max-len 32 --threads 1
+expect 0 "" -- distill --teacher "$TMP/m" --corpus "$TMP/c.txt" --out "$TMP/sb" --steps 2 --batch 4 --max-len 32 --threads 1 --precision bf16
 expect 2 "at least\|>= 2 layers\|masked-LM" -- distill --teacher "$TMP/f" --corpus "$TMP/c.txt" --out "$TMP/s2" --steps 2
 # a decoder (is_decoder: true, causal attention) is not trained as an encoder
 mkdir -p "$TMP/dec" && cp "$TMP/f"/* "$TMP/dec/"

@@ -33,6 +33,30 @@ EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.tx
 cmp -s "$TMP/o1/model.safetensors" "$TMP/o2/model.safetensors" && ok "same seed, same weights (2 threads vs 1)" \
   || fail "the same seed gave different weights"
 
+# --precision bf16: BF16 products against F32 master weights; the loss curve stays within
+# 3% of F32's (the run of o1, same seed) and still goes down; the weights saved are F32
+# and differ from F32's; resuming at bf16 equals the uninterrupted bf16 run
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/h1" --steps 25 \
+  --batch 4 --seq 32 --lr 5e-3 --warmup 3 --log-every 1 --threads 2 --seed 7 --precision bf16
+$PY - "$TMP/log1" "$TMP/out" <<'PY' && ok "bf16 training follows F32's loss curve" || fail "bf16 training: loss curve"
+import re, sys
+curve = lambda f: [float(x) for x in re.findall(r"^step \d+/25  loss ([0-9.]+)", open(f).read(), re.M)]
+a, b = curve(sys.argv[1]), curve(sys.argv[2])
+assert len(a) == len(b) == 25, (len(a), len(b))
+gap = max(abs(x - y) for x, y in zip(a, b))
+print("bf16 loss %.4f -> %.4f, F32 %.4f -> %.4f, largest gap %.4f" % (b[0], b[-1], a[0], a[-1], gap))
+assert gap <= 0.03 * a[0] and b[-1] < 0.8 * b[0] and a != b
+PY
+cmp -s "$TMP/o1/model.safetensors" "$TMP/h1/model.safetensors" && fail "bf16 gave F32's weights" \
+  || ok "bf16 weights differ from F32's"
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/h2" --steps 25 \
+  --batch 4 --seq 32 --lr 5e-3 --warmup 3 --threads 2 --seed 7 --precision bf16 --stop-after 10 --quiet
+EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/h2" --steps 25 \
+  --batch 4 --seq 32 --lr 5e-3 --warmup 3 --threads 2 --seed 7 --precision bf16 --resume --quiet
+cmp -s "$TMP/h1/model.safetensors" "$TMP/h2/model.safetensors" && ok "bf16: resumed run = uninterrupted run" \
+  || fail "bf16: the resumed run differs"
+expect 2 "--precision must be f32 or bf16" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/x" --precision f16
+
 # checkpoints: 12 steps straight = 6 steps, then --resume to 12 (same weights, bit for bit)
 EXPECT_TIMEOUT=300 expect 0 "" -- train-lm --model "$M" --corpus "$TMP/corpus.txt" --out "$TMP/s1" --steps 12 \
   --batch 2 --seq 32 --lr 5e-3 --warmup 3 --seed 9 --quiet

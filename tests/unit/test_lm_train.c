@@ -4,7 +4,8 @@
  * weights does not change the forward; a trained model saved and loaded again computes
  * the same forward (fused GPT-2 c_attn and Phi-3 qkv_proj / gate_up_proj reassembled,
  * tied tables); the decay mask covers exactly the matrices and tables; the loss and every
- * gradient are bit-identical at 1, 2 and 3 threads; the repeated-span curriculum copies
+ * gradient are bit-identical at 1, 2 and 3 threads; training at precision bf16 follows
+ * F32's loss curve and keeps its BF16 weights current; the repeated-span curriculum copies
  * a span right after itself, from the window's own tokens or from random ids.
  */
 #include <setjmp.h>
@@ -122,6 +123,75 @@ static void test_adamw_lowers_loss(void **state) {
     as_model_free(m);
     model_grads_free(&p);
     model_grads_free(&g);
+}
+
+/* 40 AdamW steps on one batch at precision prec (model_params_round_bf16 after each);
+ * the loss of each step into loss (40). */
+static void train_steps(const char *name, as_precision prec, double *loss) {
+    as_model *m = load(name);
+    model_grads p, g;
+    as_error err = {0};
+    if (model_params_own(m, &p, &err) || as_model_set_precision(m, prec, &err) || model_grads_init(m, &g, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(g.n, p.n); /* one layout at either precision */
+    float *mo = calloc(p.n, sizeof(float)), *vo = calloc(p.n, sizeof(float));
+    uint8_t *decay = malloc(p.n);
+    assert_true(mo && vo && decay);
+    model_params_decay_mask(m, &p, decay);
+    lm_opts o;
+    lm_opts_default(&o);
+    int32_t ids[2 * 12];
+    windows(ids, 2, 12, as_model_config(m)->vocab_size);
+    for (int step = 0; step < 40; step++) {
+        model_grads_zero(&g);
+        loss[step] = loss_of(m, ids, 2, 12, &g);
+        lm_adamw_step(p.block, g.block, mo, vo, decay, p.n, step, &o, 1e-2f, 1.0f);
+        if (model_params_round_bf16(m, 2, &err)) fail_msg("%s", err.msg);
+    }
+    /* the BF16 copies are the rounded F32 weights of the last step */
+    size_t checked = 0;
+    for (int l = 0; l < as_model_config(m)->n_layer; l++) {
+        const layer_w *w = &m->layers[l];
+        const lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2};
+        for (int k = 0; k < 7; k++) {
+            const lin_t *li = ls[k];
+            if (!li->w || !li->wbf) continue;
+            assert_int_equal(prec, AS_PRECISION_BF16);
+            for (int j = 0; j < li->n_out; j++)
+                for (int i = 0; i < li->n_in; i++, checked++) {
+                    float v = li->in_out ? li->w[(size_t)i * li->ldw + j] : li->w[(size_t)j * li->ldw + i];
+                    if (li->wbf[(size_t)j * li->n_in + i] != as_f32_to_bf16(v))
+                        fail_msg("%s layer %d: a BF16 copy is not the rounded trained weight", name, l);
+                }
+        }
+    }
+    if (prec == AS_PRECISION_BF16) assert_true(checked > 0);
+    free(mo);
+    free(vo);
+    free(decay);
+    as_model_free(m);
+    model_grads_free(&p);
+    model_grads_free(&g);
+}
+
+/* Training at precision bf16 (BF16 products in the forward and both gradients, F32
+ * master weights): its loss curve follows F32's on the same batch, within 2% of the first
+ * loss at every step (measured: at most 0.3%), and still halves the loss; the BF16 copies
+ * follow the trained weights. GPT-2 (Conv1D [in, out] weights, tied head) and Llama. */
+static void test_bf16_training(void **state) {
+    (void)state;
+    static const char *const names[] = {"gpt2", "llama"};
+    for (int n = 0; n < 2; n++) {
+        double l32[40], l16[40], worst = 0.0;
+        train_steps(names[n], AS_PRECISION_F32, l32);
+        train_steps(names[n], AS_PRECISION_BF16, l16);
+        for (int i = 0; i < 40; i++) worst = fmax(worst, fabs(l16[i] - l32[i]));
+        printf("%s: loss %.4f -> %.4f (F32 %.4f -> %.4f), largest gap %.2e = %.2f%% of the first loss\n", names[n],
+               l16[0], l16[39], l32[0], l32[39], worst, 100.0 * worst / l32[0]);
+        assert_true(l16[0] != l32[0]); /* the products did run in BF16 */
+        assert_true(worst <= 0.02 * l32[0]);
+        assert_true(l16[39] < 0.5 * l16[0]);
+    }
 }
 
 static as_run *fwd(const as_model *m, const int32_t *ids, int T) {
@@ -350,6 +420,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_lowers_loss),
         cmocka_unit_test(test_own_and_save),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_bf16_training),
         cmocka_unit_test(test_repeat_span),
         cmocka_unit_test(test_window_start),
         cmocka_unit_test(test_fill_window),

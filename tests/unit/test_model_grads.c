@@ -27,6 +27,7 @@
 
 #include "model/model.h"
 #include "model/ops.h"
+#include "core/gemm_bf16.h"
 #include "io/safetensors.h"
 #include "fixture_files.h"
 
@@ -237,8 +238,8 @@ static void test_precision_bf16(void **state) {
         float *ew = copy_data(tw), *ea = copy_data(ta);
         double sw = max_abs(ew, tw->n_elems), sa = max_abs(ea, ta->n_elems);
         double dw = max_diff(dw1, ew, tw->n_elems), da = max_diff(da1, ea, ta->n_elems);
-        printf("%s bf16: d_word max|diff| %.2e (%.2e of max), d_attn %.2e (%.2e of max)\n", names[i], dw, dw / sw, da,
-               da / sa);
+        printf("%s bf16: objective %.6g (F32 %.6g), d_word max|diff| %.2e (%.2e of max), d_attn %.2e (%.2e of max)\n",
+               names[i], o1, o0, dw, dw / sw, da, da / sa);
         if (!(dw <= BF16_GRAD_REL * sw) || !(da <= BF16_GRAD_REL * sa))
             fail_msg("%s: the bf16 gradient is out of tolerance", names[i]);
         if (!(max_diff(dw1, dw0, tw->n_elems) > 0.0)) fail_msg("%s: the bf16 gradient equals F32's", names[i]);
@@ -259,83 +260,154 @@ static void test_precision_bf16(void **state) {
 
 /* ---- parameter gradients ---------------------------------------------------- */
 
+/* Fixture `name`'s parameter gradients at precision prec against PyTorch's within tol of
+ * each tensor's largest magnitude (param_grads.h; 0: its default); the failures. */
+static int param_grads_case(const char *name, as_precision prec, double tol) {
+    fx_files ff;
+    fx_open(name, 1, 1, &ff);
+    as_model *m = ff.m;
+    st_file *pr = ff.pg;
+    as_error err = {0};
+    grad_case gc = {0};
+    case_init(m, ff.ex, ff.gr, name, "single", &gc);
+    if (as_model_set_precision(m, prec, &err)) fail_msg("%s: %s", name, err.msg);
+    model_tape tp;
+    model_grads pg;
+    if (model_tape_init(m, gc.enc.n, &tp, &err) || model_grads_init(m, &pg, &err)) fail_msg("%s", err.msg);
+    as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+    as_run *r = NULL;
+    if (model_forward(m, &gc.enc, &spec, NULL, &tp, &r, &err)) fail_msg("%s", err.msg);
+    if (model_backward_params(m, &gc.enc, NULL, &tp, r, gc.dlogits, 2, NULL, NULL, &pg, &err))
+        fail_msg("%s", err.msg);
+    pg_check pc = {.ref = pr, .tol = tol};
+    for (int i = 0; i < st_file_count(pr); i++) {
+        const st_tensor *t = st_file_tensor(pr, i);
+        float *e = copy_data(t);
+        pc.scale = fmax(pc.scale, max_abs(e, t->n_elems));
+        free(e);
+    }
+    const as_config *c = as_model_config(m);
+    const char *table = st_file_metadata(pr, "table");
+    assert_non_null(table);
+    cmp_block(&pc, table, pg.wte, c->vocab_size, c->d_embed, 0, 0);
+    const char *pos_names[] = {"embeddings.position_embeddings.weight", "wpe.weight"};
+    for (int k = 0; k < 2 && pg.wpe; k++)
+        cmp_block(&pc, model_tensor_name(m, pos_names[k]), pg.wpe, c->max_pos, c->d_embed, 0, 0);
+    cmp_block(&pc, model_tensor_name(m, "embeddings.token_type_embeddings.weight"), pg.wtt, c->type_vocab,
+              c->d_embed, 0, 0);
+    cmp_ln(&pc, &m->ln_emb, &pg.ln_emb);
+    cmp_ln(&pc, &m->ln_f, &pg.ln_f);
+    cmp_lin(&pc, &m->emb_proj, &pg.emb_proj);
+    cmp_lin(&pc, &m->cls_pre, &pg.cls_pre);
+    cmp_lin(&pc, &m->cls_out, &pg.cls_out);
+    cmp_lin(&pc, &m->lm_head, &pg.lm_head);
+    for (int l = 0; l < c->n_layer; l++) {
+        const layer_w *w = &m->layers[l];
+        layer_grad *g = &pg.layers[l];
+        const lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2};
+        const lin_grad *gs[] = {&g->q, &g->k, &g->v, &g->o, &g->ff1, &g->up, &g->ff2};
+        for (int k = 0; k < 7; k++) cmp_lin(&pc, ls[k], gs[k]);
+        const ln_t *ns[] = {&w->ln1, &w->ln2, &w->post_attn, &w->post_ff, &w->q_norm, &w->k_norm};
+        const ln_grad *ngs[] = {&g->ln1, &g->ln2, &g->post_attn, &g->post_ff, &g->q_norm, &g->k_norm};
+        for (int k = 0; k < 6; k++) cmp_ln(&pc, ns[k], ngs[k]);
+    }
+    /* every reference tensor with a gradient was compared (the MLM head of a model
+       explained through its classifier gets none) */
+    int missed = 0;
+    for (int i = 0; i < st_file_count(pr); i++) {
+        const st_tensor *t = st_file_tensor(pr, i);
+        int seen = 0;
+        for (int k = 0; k < pc.n_seen; k++) seen |= !strcmp(pc.seen[k], t->name);
+        float *e = copy_data(t);
+        if (!seen && max_abs(e, t->n_elems) > 1e-6 * pc.scale) {
+            printf("  %s: not compared\n", t->name);
+            missed++;
+        }
+        free(e);
+    }
+    printf("%s (%s): %d parameter gradients compared, %d out of tolerance, %d not compared\n", name,
+           as_precision_name(prec), pc.checked, pc.bad, missed);
+    as_run_free(r);
+    model_tape_free(&tp);
+    model_grads_free(&pg);
+    case_free(&gc);
+    fx_close(&ff);
+    return pc.bad + missed;
+}
+
 static void test_param_grads(void **state) {
     (void)state;
     static const char *const names[] = {"bert", "distilbert", "roberta", "gpt2", "llama", "llama3_scaled", "qwen3",
                                         "gemma2", "gemma3", "phi3", "mistral_swa", "llama_cls"};
     int failed = 0;
-    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
-        fx_files ff;
-        fx_open(names[fi], 1, 1, &ff);
-        as_model *m = ff.m;
-        st_file *pr = ff.pg;
-        as_error err = {0};
-        grad_case gc = {0};
-        case_init(m, ff.ex, ff.gr, names[fi], "single", &gc);
-        model_tape tp;
-        model_grads pg;
-        if (model_tape_init(m, gc.enc.n, &tp, &err) || model_grads_init(m, &pg, &err)) fail_msg("%s", err.msg);
-        as_capture_spec spec = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
-        as_run *r = NULL;
-        if (model_forward(m, &gc.enc, &spec, NULL, &tp, &r, &err)) fail_msg("%s", err.msg);
-        if (model_backward_params(m, &gc.enc, NULL, &tp, r, gc.dlogits, 2, NULL, NULL, &pg, &err))
-            fail_msg("%s", err.msg);
-        pg_check pc = {.ref = pr};
-        for (int i = 0; i < st_file_count(pr); i++) {
-            const st_tensor *t = st_file_tensor(pr, i);
-            float *e = copy_data(t);
-            pc.scale = fmax(pc.scale, max_abs(e, t->n_elems));
-            free(e);
-        }
-        const as_config *c = as_model_config(m);
-        const char *table = st_file_metadata(pr, "table");
-        assert_non_null(table);
-        cmp_block(&pc, table, pg.wte, c->vocab_size, c->d_embed, 0, 0);
-        const char *pos_names[] = {"embeddings.position_embeddings.weight", "wpe.weight"};
-        for (int k = 0; k < 2 && pg.wpe; k++)
-            cmp_block(&pc, model_tensor_name(m, pos_names[k]), pg.wpe, c->max_pos, c->d_embed, 0, 0);
-        cmp_block(&pc, model_tensor_name(m, "embeddings.token_type_embeddings.weight"), pg.wtt, c->type_vocab,
-                  c->d_embed, 0, 0);
-        cmp_ln(&pc, &m->ln_emb, &pg.ln_emb);
-        cmp_ln(&pc, &m->ln_f, &pg.ln_f);
-        cmp_lin(&pc, &m->emb_proj, &pg.emb_proj);
-        cmp_lin(&pc, &m->cls_pre, &pg.cls_pre);
-        cmp_lin(&pc, &m->cls_out, &pg.cls_out);
-        cmp_lin(&pc, &m->lm_head, &pg.lm_head);
-        for (int l = 0; l < c->n_layer; l++) {
-            const layer_w *w = &m->layers[l];
-            layer_grad *g = &pg.layers[l];
-            const lin_t *ls[] = {&w->q, &w->k, &w->v, &w->o, &w->ff1, &w->up, &w->ff2};
-            const lin_grad *gs[] = {&g->q, &g->k, &g->v, &g->o, &g->ff1, &g->up, &g->ff2};
-            for (int k = 0; k < 7; k++) cmp_lin(&pc, ls[k], gs[k]);
-            const ln_t *ns[] = {&w->ln1, &w->ln2, &w->post_attn, &w->post_ff, &w->q_norm, &w->k_norm};
-            const ln_grad *ngs[] = {&g->ln1, &g->ln2, &g->post_attn, &g->post_ff, &g->q_norm, &g->k_norm};
-            for (int k = 0; k < 6; k++) cmp_ln(&pc, ns[k], ngs[k]);
-        }
-        /* every reference tensor with a gradient was compared (the MLM head of a model
-           explained through its classifier gets none) */
-        int missed = 0;
-        for (int i = 0; i < st_file_count(pr); i++) {
-            const st_tensor *t = st_file_tensor(pr, i);
-            int seen = 0;
-            for (int k = 0; k < pc.n_seen; k++) seen |= !strcmp(pc.seen[k], t->name);
-            float *e = copy_data(t);
-            if (!seen && max_abs(e, t->n_elems) > 1e-6 * pc.scale) {
-                printf("  %s: not compared\n", t->name);
-                missed++;
-            }
-            free(e);
-        }
-        printf("%s: %d parameter gradients compared, %d out of tolerance, %d not compared\n", names[fi], pc.checked,
-               pc.bad, missed);
-        failed += pc.bad + missed;
-        as_run_free(r);
-        model_tape_free(&tp);
-        model_grads_free(&pg);
-        case_free(&gc);
-        fx_close(&ff);
-    }
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++)
+        failed += param_grads_case(names[fi], AS_PRECISION_F32, 0);
     if (failed) fail_msg("%d parameter gradient(s) differ from PyTorch's or were not compared", failed);
+}
+
+/* Precision bf16 (BF16 products in the forward, dx and dW): every parameter gradient
+ * against the same float64 reference within BF16_GRAD_REL of its tensor's largest
+ * magnitude. Not the distilbert fixture: its random model is ill-conditioned for BF16
+ * (its F32 gradients move by 19% of their largest magnitude when only its layers' weights
+ * are rounded to BF16, as much as at precision bf16). */
+static void test_param_grads_bf16(void **state) {
+    (void)state;
+    static const char *const names[] = {"bert", "roberta", "gpt2", "llama", "qwen3",
+                                        "gemma2", "gemma3", "phi3", "mistral_swa", "llama_cls"};
+    int failed = 0;
+    for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++)
+        failed += param_grads_case(names[fi], AS_PRECISION_BF16, BF16_GRAD_REL);
+    if (failed) fail_msg("%d bf16 parameter gradient(s) out of tolerance or not compared", failed);
+}
+
+/* op_linear_dw at precision bf16 (model_par_bf16_dw) against a double-precision sum over
+ * the BF16-rounded operands (within F32 summation error), for both weight layouts and
+ * 1 and 2 threads; without the BF16 buffer it is the F32 product, which differs. */
+static void test_linear_dw_bf16(void **state) {
+    (void)state;
+    enum { T = 37, NO = 70, NI = 45 };
+    float *x = malloc(sizeof(float) * T * NI), *dy = malloc(sizeof(float) * T * NO);
+    float *w = malloc(sizeof(float) * NO * NI), *dw = malloc(sizeof(float) * NO * NI);
+    float *dw32 = malloc(sizeof(float) * NO * NI), *db = calloc(NO, sizeof(float));
+    uint16_t *wbf = malloc(2 * (size_t)NO * NI), *buf = malloc(2 * (size_t)T * (NO + NI));
+    size_t conv_pt = as_gemm_bf16_xw_scratch(NO > NI ? NO : NI);
+    float *conv = malloc(sizeof(float) * 2 * conv_pt);
+    assert_true(x && dy && w && dw && dw32 && db && wbf && buf && conv);
+    uint32_t st = 12345;
+    for (int i = 0; i < T * NI; i++) x[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < T * NO; i++) dy[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < NO * NI; i++) w[i] = 0.01f * (float)(i % 7);
+    as_f32_to_bf16_n(wbf, w, (size_t)NO * NI);
+    for (int in_out = 0; in_out < 2; in_out++)
+        for (int nt = 1; nt <= 2; nt++) {
+            lin_t l = {.w = w, .wbf = wbf, .n_in = NI, .n_out = NO, .ldw = in_out ? NO : NI, .in_out = in_out};
+            int rows = in_out ? NI : NO, cols = in_out ? NO : NI;
+            for (int i = 0; i < NO * NI; i++) dw[i] = dw32[i] = 0.25f;
+            par_state saved;
+            model_par_begin(nt, conv, conv_pt, NULL, &saved);
+            model_par_bf16_dw(buf, (size_t)T * (NO + NI));
+            op_linear_dw(&l, x, dy, T, dw, NULL);
+            model_par_bf16_dw(NULL, 0);
+            op_linear_dw(&l, x, dy, T, dw32, NULL);
+            model_par_end(&saved);
+            double worst = 0, diff32 = 0;
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) {
+                    double ref = 0.25, sum = 0;
+                    for (int t = 0; t < T; t++) {
+                        float a = in_out ? x[t * NI + r] : dy[t * NO + r], b = in_out ? dy[t * NO + c] : x[t * NI + c];
+                        ref += (double)as_bf16_to_f32(as_f32_to_bf16(a)) * as_bf16_to_f32(as_f32_to_bf16(b));
+                        sum += fabs((double)a * b);
+                    }
+                    worst = fmax(worst, fabs(dw[r * cols + c] - ref) / (sum + 0.25));
+                    diff32 = fmax(diff32, fabs(dw[r * cols + c] - dw32[r * cols + c]));
+                }
+            printf("dW bf16 (%s, %d threads): worst |diff| / sum|products| %.2e; against F32 %.2e\n",
+                   in_out ? "[in, out]" : "[out, in]", nt, worst, diff32);
+            if (!(worst <= 1e-6)) fail_msg("the bf16 weight gradient is not the sum of the rounded products");
+            if (!(diff32 > 0)) fail_msg("without the BF16 buffer the weight gradient should be F32's");
+        }
+    free(x), free(dy), free(w), free(dw), free(dw32), free(db), free(wbf), free(buf), free(conv);
 }
 
 
@@ -436,7 +508,7 @@ static void test_dropout(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 4];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 6];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)FIXTURES[i]);
@@ -446,6 +518,8 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_given_words_and_fd);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_param_grads);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_param_grads_bf16);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_linear_dw_bf16);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dropout);
     return _cmocka_run_group_tests("model_grads", tests, n, NULL, NULL);
 }
