@@ -23,7 +23,10 @@ Settings (environment): BIN, STEPS (30), ROUNDS (3), SCREEN_STEPS (10), AS_DATA
 train, whose one-sentence documents make short pairs; a corpus of long documents, e.g. the KJV
 with a chapter a document, fills T as the PyTorch side's full-length ids do); BIN_B: a second attnscope binary (e.g. the build before a change) run in
 the same rounds, with its own rows and ratios ("attnscope-B"); TORCH_CONFIGS: comma-separated
-configuration labels (the first the one-core reference) to use instead of the screen.
+configuration labels (the first the one-core reference) to use instead of the screen;
+PRECISION: attnscope's --precision (f32, default, or bf16); TORCH_DTYPES: comma-separated
+PyTorch precisions run in the rounds (float32, default, and/or bfloat16 = torch.autocast
+mixed precision), each with its own rows (the screen runs float32).
 """
 import os, re, statistics, subprocess, sys, tempfile
 
@@ -46,9 +49,10 @@ def sh(cmd, env=None, check=True):
     return r
 
 
-def torch_tps(cfg, steps, optim="foreach"):
+def torch_tps(cfg, steps, optim="foreach", dtype="float32"):
     r = sh([PY, os.path.join(HERE, "train_torch.py")] + SHAPE + [str(steps), str(cfg["threads"]),
-           "--interop", str(cfg["interop"]), "--optim", optim], configs.env(cfg), check=optim != "fused")
+           "--interop", str(cfg["interop"]), "--optim", optim, "--dtype", dtype], configs.env(cfg),
+           check=optim != "fused")
     if r.returncode:
         return None, r.stderr.strip().splitlines()[-1]
     line = r.stdout.strip().splitlines()[-1]
@@ -62,6 +66,8 @@ def main():
     ssteps = int(os.environ.get("SCREEN_STEPS", "10"))
     data = os.environ.get("AS_DATA", os.path.join(HERE, "..", "..", "shared", "data"))
     corpus = os.environ.get("TRAIN_CORPUS", os.path.join(data, "sst2", "train.tsv"))
+    precision = os.environ.get("PRECISION", "f32")
+    dtypes = [d for d in os.environ.get("TORCH_DTYPES", "float32").split(",") if d]
     os.makedirs(OUT, exist_ok=True)
     tmp = tempfile.mkdtemp()
     load = lambda: " ".join(open("/proc/loadavg").read().split()[:3])
@@ -81,7 +87,7 @@ def main():
                 "--out", os.path.join(tmp, "m"), "--layers", SHAPE[0], "--width", SHAPE[1], "--heads", SHAPE[2],
                 "--ff", SHAPE[3], "--max-len", SHAPE[5], "--seq-len", SHAPE[5], "--batch", SHAPE[6],
                 "--steps", str(steps + 3), "--log-every", "1", "--dropout", "0",
-                "--threads", str(threads)], e)
+                "--threads", str(threads), "--precision", precision], e)
         tps = [float(m.group(1)) for m in re.finditer(r"([0-9.]+) tok/s", r.stderr)]
         tps = tps[-steps:]  # the steps after 3 warm-up steps, as the torch side
         return sum(tps) / len(tps)
@@ -119,7 +125,9 @@ def main():
             if bin_b:
                 calls += [("attnscope-B 1t", lambda: attnscope(1, bin_b)), ("attnscope-B 2t", lambda: attnscope(2, bin_b))]
             for lab in chosen:
-                calls.append(("torch " + lab, lambda lab=lab: torch_tps(configs.parse_label(lab), steps, optim)[0]))
+                for dt in dtypes:
+                    calls.append(("torch %s %s" % (lab, dt),
+                                  lambda lab=lab, dt=dt: torch_tps(configs.parse_label(lab), steps, optim, dt)[0]))
             for name, fn in calls:
                 v = fn()
                 res.setdefault(name, []).append(v)
@@ -127,14 +135,19 @@ def main():
                 log.flush()
             print("round %d done" % (r + 1), flush=True)
     med = {k: statistics.median(v) for k, v in res.items()}
-    tone = med["torch " + one]
-    tbest_lab = max(chosen, key=lambda lab: med["torch " + lab])
-    tbest = med["torch " + tbest_lab]
-    rows = ["| workload | attnscope tokens/s | torch tokens/s (config) | ratio |", "|---|---|---|---|",
-            "| 1 thread | %.0f | %.0f (%s, AdamW %s) | **%.2fx** |" % (med["attnscope 1t"], tone, one, optim,
-                                                                     med["attnscope 1t"] / tone),
-            "| 2 threads | %.0f | %.0f (%s, AdamW %s) | **%.2fx** |" % (med["attnscope 2t"], tbest, tbest_lab, optim,
-                                                                      med["attnscope 2t"] / tbest)]
+    rows = ["| workload (attnscope --precision %s) | attnscope tokens/s | torch tokens/s (config, dtype) | ratio |"
+            % precision, "|---|---|---|---|"]
+    for dt in dtypes:
+        tone = med["torch %s %s" % (one, dt)]
+        tbest_lab = max(chosen, key=lambda lab: med["torch %s %s" % (lab, dt)])
+        tbest = med["torch %s %s" % (tbest_lab, dt)]
+        rows += ["| 1 thread | %.0f | %.0f (%s, AdamW %s, %s) | **%.2fx** |" % (
+                     med["attnscope 1t"], tone, one, optim, dt, med["attnscope 1t"] / tone),
+                 "| 2 threads | %.0f | %.0f (%s, AdamW %s, %s) | **%.2fx** |" % (
+                     med["attnscope 2t"], tbest, tbest_lab, optim, dt, med["attnscope 2t"] / tbest)]
+    tone = med["torch %s %s" % (one, dtypes[0])]
+    tbest_lab = max(chosen, key=lambda lab: med["torch %s %s" % (lab, dtypes[0])])
+    tbest = med["torch %s %s" % (tbest_lab, dtypes[0])]
     if bin_b:
         rows += ["| 1 thread, B | %.0f | %.0f (%s) | **%.2fx** |" % (med["attnscope-B 1t"], tone, one,
                                                                     med["attnscope-B 1t"] / tone),

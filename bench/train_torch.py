@@ -10,13 +10,16 @@ one torch.baddbmm (scale and mask folded in).
 global norm and clipping by torch._foreach_norm / torch._foreach_mul_, the same
 arithmetic as torch.nn.utils.clip_grad_norm_), "loop" (AdamW(foreach=False) and
 clip_grad_norm_), or "fused" (AdamW(fused=True), only where this torch version has it
-on the CPU). Prints one line:
-    torch tokens/s N threads N interop N openblas X wait X optim X
+on the CPU). --dtype bfloat16 runs the forward and the loss under
+torch.autocast("cpu", dtype=torch.bfloat16) (mixed precision: BF16 products in the
+forward and backward, F32 weights, norms and optimizer; LayerNorm inputs are cast to F32,
+as newer torch's autocast does itself), float32 (default) without. Prints one line:
+    torch tokens/s N threads N interop N openblas X wait X optim X dtype X
 --check: trains 3 steps with "loop" and 3 with "foreach" from the same weights and
 prints the max abs difference of the parameters.
 
 Usage: /usr/bin/python3 bench/train_torch.py L D H F V T B STEPS THREADS [--interop N]
-       [--optim foreach|loop|fused] [--check]
+       [--optim foreach|loop|fused] [--dtype float32|bfloat16] [--check]
 """
 import argparse
 import inspect
@@ -32,6 +35,7 @@ ap.add_argument("dims", type=int, nargs=9)
 ap.add_argument("--interop", type=int, default=1)
 ap.add_argument("--optim", choices=("foreach", "loop", "fused"), default="foreach")
 ap.add_argument("--check", action="store_true")
+ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
 args = ap.parse_args()
 L, D, H, F, V, T, B, STEPS, THREADS = args.dims
 torch.set_num_interop_threads(args.interop)
@@ -56,8 +60,8 @@ class Layer(torch.nn.Module):
                           alpha=1.0 / math.sqrt(Dh))
         p = torch.softmax(s, dim=-1)
         ctx = torch.bmm(p, v.reshape(B * H, T, Dh)).view(B, H, T, Dh).permute(0, 2, 1, 3).reshape(B, T, D)
-        x = self.ln1(self.o(ctx) + x)
-        return self.ln2(self.f2(torch.nn.functional.gelu(self.f1(x))) + x)
+        x = self.ln1((self.o(ctx) + x).float())  # .float(): the norms in F32 under autocast
+        return self.ln2((self.f2(torch.nn.functional.gelu(self.f1(x))) + x).float())
 
 
 class Bert(torch.nn.Module):
@@ -76,7 +80,7 @@ class Bert(torch.nn.Module):
         for layer in self.layers:
             x = layer(x, ext)
         h = x.reshape(B * T, D)[rows]
-        z = self.mln(torch.nn.functional.gelu(self.mw(h))) @ self.wte.weight.T + self.mb
+        z = self.mln(torch.nn.functional.gelu(self.mw(h)).float()) @ self.wte.weight.T + self.mb
         return torch.nn.functional.cross_entropy(z, tgt)
 
 
@@ -112,7 +116,11 @@ def train(m, kind, steps):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = m(ids, tt, mask, rows, tgt)
+        if args.dtype == "bfloat16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = m(ids, tt, mask, rows, tgt)
+        else:
+            loss = m(ids, tt, mask, rows, tgt)
         loss.backward()
         clip(params, kind)
         opt.step()
@@ -134,6 +142,6 @@ if args.check:
     print("check: parameters after 3 steps, AdamW foreach vs loop, max abs diff %.2e" % d)
     sys.exit(0)
 dt = train(m, args.optim, STEPS)
-print("torch tokens/s %.0f threads %d interop %d openblas %s wait %s optim %s" % (
+print("torch tokens/s %.0f threads %d interop %d openblas %s wait %s optim %s dtype %s" % (
     B * T * STEPS / dt, THREADS, args.interop, os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
-    os.environ.get("OMP_WAIT_POLICY", "unset"), args.optim))
+    os.environ.get("OMP_WAIT_POLICY", "unset"), args.optim, args.dtype))
