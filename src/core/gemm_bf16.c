@@ -73,15 +73,19 @@ void as_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n) {
     for (; i < n; i++) dst[i] = as_f32_to_bf16(src[i]);
 }
 
-/* Blocks of 32 x 32 values: a block's source rows and destination rows both stay in L1. */
+/* Blocks of 32 x 32 values: each source row of a block rounded at once (as_f32_to_bf16_n),
+ * then the block's BF16 values transposed; both stay in L1. */
 #define GB_TB 32
 void as_f32_to_bf16_t(uint16_t *dst, size_t ldd, const float *src, size_t lds, int rows, int cols) {
+    uint16_t blk[GB_TB * GB_TB]; /* (rows of the block, GB_TB) */
     for (int r0 = 0; r0 < rows; r0 += GB_TB) {
         int r1 = r0 + GB_TB < rows ? r0 + GB_TB : rows;
         for (int c0 = 0; c0 < cols; c0 += GB_TB) {
             int c1 = c0 + GB_TB < cols ? c0 + GB_TB : cols;
+            for (int r = r0; r < r1; r++)
+                as_f32_to_bf16_n(blk + (size_t)(r - r0) * GB_TB, src + (size_t)r * lds + c0, (size_t)(c1 - c0));
             for (int c = c0; c < c1; c++)
-                for (int r = r0; r < r1; r++) dst[(size_t)c * ldd + r] = as_f32_to_bf16(src[(size_t)r * lds + c]);
+                for (int r = r0; r < r1; r++) dst[(size_t)c * ldd + r] = blk[(size_t)(r - r0) * GB_TB + (c - c0)];
         }
     }
 }

@@ -150,6 +150,33 @@ static void test_rounding(void **state) {
     assert_true(back[0] == 1.0f && back[1] == -2.5f && back[5] == 65536.0f);
 }
 
+/* as_f32_to_bf16_t: every value rounded as as_f32_to_bf16 and transposed, on shapes across
+ * its 32 x 32 blocks, with leading dimensions wider than the rows; the padding untouched. */
+static void test_rounding_transposed(void **state) {
+    (void)state;
+    static const int shapes[][2] = {{1, 1}, {7, 45}, {33, 32}, {64, 70}, {130, 3}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int R = shapes[k][0], C = shapes[k][1];
+        size_t lds = (size_t)C + 3, ldd = (size_t)R + 5;
+        float *src = malloc(sizeof(float) * R * lds);
+        uint16_t *dst = malloc(sizeof(uint16_t) * C * ldd);
+        assert_true(src && dst);
+        unsigned st = 11u + (unsigned)k;
+        for (size_t i = 0; i < (size_t)R * lds; i++) {
+            st = st * 1664525u + 1013904223u;
+            memcpy(&src[i], &st, 4);
+        }
+        memset(dst, 0xab, sizeof(uint16_t) * C * ldd);
+        as_f32_to_bf16_t(dst, ldd, src, lds, R, C);
+        for (int c = 0; c < C; c++) {
+            for (int r = 0; r < R; r++) assert_int_equal(dst[(size_t)c * ldd + r], as_f32_to_bf16(src[(size_t)r * lds + c]));
+            for (size_t r = (size_t)R; r < ldd; r++) assert_int_equal(dst[(size_t)c * ldd + r], 0xabab);
+        }
+        free(src);
+        free(dst);
+    }
+}
+
 static void test_rounding_blocks(void **state) {
     (void)state;
     enum { n = 16 * 40 + 7 };
@@ -184,6 +211,7 @@ static void test_rounding_blocks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounding_blocks),
+        cmocka_unit_test(test_rounding_transposed),
         cmocka_unit_test(test_native_or_fallback),
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_rounding),
