@@ -484,8 +484,9 @@ static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
     return AS_OK;
 }
 
-/* The linear maps of stack s (heads, then each layer's), at most cap; the count. The
- * (tied) decoder of a masked-LM head becomes a linear map over its table first. */
+/* The linear maps of stack s (heads, then each layer's) into out, which holds
+ * STACK_LINS_MAX(s) pointers; the count. The (tied) decoder of a masked-LM head becomes a
+ * linear map over its table first (lm_head; model_grads gives it no slot of its own). */
 #define STACK_LINS_MAX(s_) (5 + 11 * (size_t)(s_)->cfg.n_layer)
 static size_t stack_lins(as_model *s_, lin_t **out) {
     int D = s_->cfg.d_model;
