@@ -2,8 +2,10 @@
  *  1. an_topk_head, which recomputes the attention from captured q and k a block of rows
  *     at a time, against the PyTorch reference of tests/ref/gen_topk.py (Hugging Face's
  *     eager attention of the gpt2, bert (padded), llama (RoPE, GQA) and mistral_swa
- *     (sliding window) fixtures: exact indices, weights and remaining mass within 1e-6),
- *     and against the top-k of the same run's dense capture (CAP_ATTN) selected here.
+ *     (sliding window) fixtures: exact indices, weights and remaining mass within 1e-5,
+ *     the attention tolerance of the parity tests: F32 sums in another order, e.g. another
+ *     OpenBLAS kernel for the CPU, move GPT-2's weights by up to 1.1e-6), and against the
+ *     top-k of the same run's dense capture (CAP_ATTN) selected here (within 1e-6).
  *  2. the store round trip: `an_analyze --topk 4` of models/attnscope-sst2 on a small
  *     CoNLL-U corpus; every stored row read back by store_topk_row equals an_topk_head on
  *     a fresh forward of the same sentence (bit for bit), and so does every row of
@@ -159,7 +161,7 @@ static void test_parity(void **state) {
                model, cs, K, bad_idx, dw, dr, bad_dense, dwd, drd, short_rows);
         assert_int_equal(bad_idx, 0);
         assert_int_equal(bad_dense, 0);
-        assert_true(dw <= 1e-6 && dr <= 1e-6 && dwd <= 1e-6 && drd <= 1e-6);
+        assert_true(dw <= 1e-5 && dr <= 1e-5 && dwd <= 1e-6 && drd <= 1e-6);
         if (!strcmp(model, "gpt2")) assert_true(short_rows > 0); /* causal rows 0..K-2 */
         free(b);
         as_run_free(r);
