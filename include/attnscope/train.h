@@ -105,9 +105,7 @@ typedef struct {
     float lr, wd, dropout, clip, warmup_frac;
     uint64_t seed;
     as_dtype dtype;
-    as_precision precision; /* arithmetic of the products: bf16 runs the forward's, the input
-                               gradients' and the weight gradients' in BF16 with F32 sums
-                               against F32 master weights (re-rounded after every step) */
+    as_precision precision; /* as pretrain_opts.precision */
 } finetune_opts;
 void finetune_opts_default(finetune_opts *o);
 /* Fine-tunes a sequence classifier (labels NEGATIVE/POSITIVE for sst2); evaluates on
@@ -130,9 +128,7 @@ typedef struct {
     float lr, wd, dropout, clip, temperature, alpha_kl, alpha_mlm, alpha_cos;
     uint64_t seed;
     as_dtype dtype;
-    as_precision precision; /* arithmetic of the student's products: bf16 runs the forward's, the input
-                               gradients' and the weight gradients' in BF16 with F32 sums
-                               against F32 master weights (re-rounded after every step) */
+    as_precision precision; /* the student's, as pretrain_opts.precision */
 } distill_opts;
 void distill_opts_default(distill_opts *o);
 /* DistilBERT-style distillation (Sanh et al. 2019): student = every other teacher
@@ -186,9 +182,7 @@ typedef struct {
     float lr, weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
     float *loss_out; /* optional (steps): each step's loss */
-    as_precision precision; /* arithmetic of the products: bf16 runs the forward's, the input
-                               gradients' and the weight gradients' in BF16 with F32 sums
-                               against F32 master weights (re-rounded after every step) */
+    as_precision precision; /* as pretrain_opts.precision */
 } lm_opts;
 void lm_opts_default(lm_opts *o);
 as_status lm_train_run(const lm_opts *o, as_error *err);

@@ -134,7 +134,7 @@ static size_t grads_take(const as_model *m, float *base, model_grads *g) {
     /* the LM head's own gradient; none when it is tied to wte (BF16 in place) or is the
        masked-LM decoder seen as a linear map (precision bf16: its gradient is wte's or
        mlm_decoder's), so the layout does not change with the precision */
-    if (!(m->lm_head.wbf && m->lm_head.wbf == m->wte_bf) && !(m->lm_head.w && m->lm_head.w == m->mlm_decoder))
+    if (!(m->lm_head.wbf && m->lm_head.wbf == m->wte_bf) && !model_lm_head_is_decoder(m))
         TAKE_LIN(g->lm_head, m->lm_head);
     for (int l = 0; l < c->n_layer; l++) {
         const layer_w *w = &m->layers[l];
@@ -525,7 +525,7 @@ static void vocab_bwd(const as_model *m, const float *x, int T, const float *dl,
     /* the decoder's weight gradient: its own buffer, or the tied word embeddings' */
     lin_grad dg = {NULL, NULL};
     if (pg) {
-        if (!own || (out->w && out->w == m->mlm_decoder)) { /* the decoder (a linear map over it at bf16) */
+        if (!own || model_lm_head_is_decoder(m)) { /* the decoder (a linear map over it at bf16) */
             dg.w = m->mlm_decoder == m->wte ? pg->wte : pg->mlm_decoder;
             dg.b = pg->mlm_bias;
         } else if (m->lm_head.wbf == m->wte_bf && m->wte_bf) dg.w = pg->wte; /* tied, BF16 in place */

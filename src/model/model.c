@@ -458,27 +458,24 @@ int as_precision_parse(const char *s, as_precision *out) {
     return 0;
 }
 
+/* dst (n_out, n_in) = l's F32 weights rounded to BF16 (Conv1D's [in, out] transposed). */
+static void lin_round_bf16(const lin_t *l, uint16_t *dst) {
+    if (l->in_out) {
+        as_f32_to_bf16_t(dst, (size_t)l->n_in, l->w, (size_t)l->ldw, l->n_in, l->n_out);
+        return;
+    }
+    for (int j = 0; j < l->n_out; j++)
+        as_f32_to_bf16_n(dst + (size_t)j * l->n_in, l->w + (size_t)j * l->ldw, (size_t)l->n_in);
+}
+
 /* Gives l a BF16 copy of its F32 weights (rows n_out x n_in; GPT-2's Conv1D [in, out]
  * layout transposed), owned by m. */
 static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
     if (l->wbf || !l->w) return AS_OK;
     size_t n = (size_t)l->n_out * l->n_in;
     uint16_t *b = as_malloc_array((n + 1) / 2, sizeof(float)); /* owned as floats */
-    float *row = as_malloc_array((size_t)l->n_in, sizeof(float));
-    if (!b || !row) {
-        free(b);
-        free(row);
-        return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
-    }
-    for (int j = 0; j < l->n_out; j++) {
-        const float *src = l->w + (size_t)j * l->ldw;
-        if (l->in_out) { /* column j of the [in, out] matrix */
-            for (int i = 0; i < l->n_in; i++) row[i] = l->w[(size_t)i * l->ldw + j];
-            src = row;
-        }
-        as_f32_to_bf16_n(b + (size_t)j * l->n_in, src, (size_t)l->n_in);
-    }
-    free(row);
+    if (!b) return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
+    lin_round_bf16(l, b);
     if (keep_owned(m, (float *)b, err)) return err->code;
     l->wbf = b;
     return AS_OK;
@@ -517,18 +514,11 @@ static as_status stack_to_bf16(as_model *m, as_model *s_, as_error *err) {
 
 /* ---- BF16 copies after the F32 weights change ---- */
 
-typedef struct {
-    lin_t **ls;
-} round_job;
-
+/* ctx: the maps (lin_t **); map i's BF16 copy (owned by the model) rounded again. */
 static void round_lin(void *ctx, int i, int tid) {
     (void)tid;
-    const lin_t *l = ((round_job *)ctx)->ls[i];
-    for (int j = 0; j < l->n_out; j++) {
-        uint16_t *dst = (uint16_t *)l->wbf + (size_t)j * l->n_in;
-        if (l->in_out) as_f32_to_bf16_t(dst, 1, l->w + j, (size_t)l->ldw, l->n_in, 1); /* column j of [in, out] */
-        else as_f32_to_bf16_n(dst, l->w + (size_t)j * l->ldw, (size_t)l->n_in);
-    }
+    const lin_t *l = ((lin_t **)ctx)[i];
+    lin_round_bf16(l, (uint16_t *)l->wbf);
 }
 
 as_status model_params_round_bf16(as_model *m, int threads, as_error *err) {
@@ -540,8 +530,7 @@ as_status model_params_round_bf16(as_model *m, int threads, as_error *err) {
         size_t n = stack_lins(stacks[k], ls), kept = 0;
         for (size_t i = 0; i < n; i++)
             if (ls[i]->w && ls[i]->wbf) ls[kept++] = ls[i]; /* F32 weights with a BF16 copy */
-        round_job j = {ls};
-        as_parallel_for((int)kept, threads > 0 ? threads : as_n_cores(), round_lin, &j);
+        as_parallel_for((int)kept, threads > 0 ? threads : as_n_cores(), round_lin, ls);
         free(ls);
     }
     return AS_OK;

@@ -115,6 +115,13 @@ struct as_model {
                               layer's relative_attention_bias), NULL elsewhere */
 };
 
+/* 1 when the LM head is the masked-LM decoder seen as a linear map (as_model_set_precision
+ * bf16 makes it so the decoder multiplies in BF16): its gradient is the decoder's (the word
+ * table's when tied), and model_grads gives it no slot of its own. */
+static inline int model_lm_head_is_decoder(const as_model *m) {
+    return m->lm_head.w && m->lm_head.w == m->mlm_decoder;
+}
+
 /* ---- weight binding (model.c) ---- */
 
 /* Finds tensor `name` (tried as prefix+name, then name, then with the prefix

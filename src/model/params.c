@@ -53,7 +53,7 @@ as_status model_params_own(as_model *m, model_grads *p, as_error *err) {
     size_t VD = (size_t)c->vocab_size * c->d_embed;
     const float *old_wte = m->wte;
     int tied_bf = m->lm_head.wbf && m->lm_head.wbf == m->wte_bf;
-    int dec_view = m->lm_head.w && m->lm_head.w == m->mlm_decoder; /* the decoder as a map (precision bf16) */
+    int dec_view = model_lm_head_is_decoder(m);
     if (m->wte) memcpy(p->wte, m->wte, VD * sizeof(float));
     else
         for (size_t i = 0; i < VD; i++) p->wte[i] = as_bf16_to_f32(m->wte_bf[i]);
