@@ -13,7 +13,7 @@ reference's timer covers only its sentence loop (loading and reading the databas
 not timed there).
 
 Per corpus:
-1. Screen: the 16 thread configurations of bench/configs.py (tuned reference) and the
+1. Screen: the 32 configurations of bench/configs.py (threads, waits, malloc) (tuned reference) and the
    old reference in one configuration, on the first SCREEN_LIMIT sentences. Written to
    bench/out/analysis_screen_<corpus>.md.
 2. Rounds (ROUNDS, default 1): attnscope 1t (writes the database the reference reads),
@@ -122,7 +122,7 @@ def main():
         print(open(os.path.join(OUT, "analysis_screen_%s.md" % corpus)).read(), flush=True)
         ranked = sorted(screen, key=screen.get)
         one = [lab for lab in ranked if configs.one_core(configs.parse_label(lab))][0]
-        wone = [lab for lab in ranked if configs.one_core(configs.parse_label(lab)) and lab.endswith("/P")][0]
+        wone = [lab for lab in ranked if configs.one_core(configs.parse_label(lab)) and configs.parse_label(lab)["wait"] == "PASSIVE"][0]
         chosen = list(dict.fromkeys([one] + ranked[:2]))
         res, nsent = {}, 0
         for r in range(rounds):

@@ -3,7 +3,7 @@
 # SST-2 + every score), attnscope against the best PyTorch configuration found, on SST-2
 # dev and on UD EWT dev separately, BERT-base-sized random classifier
 # (bench/make_checkpoint.py; the tokenizer files of ../shared/data/bert-base-uncased are
-# copied next to it). The driver is bench/analysis_bench.py (screen of 16 thread
+# copied next to it). The driver is bench/analysis_bench.py (screen of 32 thread
 # configurations per corpus, rounds, agreement check). Then times the whole default
 # analysis (with explanation) of models/attnscope-sst2 when it exists.
 #   BIN=PATH (default ./build/attnscope; also the first argument)  LIMIT=N (per corpus, 0 = all)

@@ -9,11 +9,12 @@ configuration found (bench/llama_torch.py), in F32 and in BF16, at each token co
    difference of the layer's attention and of the logits).
 2. Screen at SCREEN_T (SCREEN_REPEAT forwards after a warm-up): PyTorch float32 in each
    OPENBLAS_NUM_THREADS (1, unset) x OMP_WAIT_POLICY (PASSIVE, ACTIVE) x
-   set_num_threads (1, 2); bfloat16 in each wait policy x set_num_threads (its products
+   set_num_threads (1, 2) x malloc (default, hugetlb: bench/configs.py); bfloat16 in each
+   wait policy x set_num_threads x malloc (its products
    are oneDNN's, which OpenBLAS's threads do not touch); bfloat16-stored weights with
    float32 products once (OpenBLAS unset, PASSIVE, 2 threads). Interop threads stay 1: an
    eager forward of one sequence runs no inter-op work. SCREEN=full screens bench/configs.py's
-   16 configurations per dtype instead. Written to bench/out/llama_screen.md.
+   32 configurations per dtype instead. Written to bench/out/llama_screen.md.
 3. Measure, per T of TOKENS, one process per call, in this order: attnscope F32 (BF16
    file, F32 products), PyTorch float32 (F32 file) in the screen's best float32
    configuration, attnscope --precision bf16, PyTorch bfloat16 in its best configuration
@@ -126,11 +127,12 @@ class Bench:
                 groups["f32"].append((g, ns))
                 groups["bf16"].append((g, ns))
         else:
-            for ob in ("unset", "1"):
+            for m in configs.MALLOC:
+                for ob in ("unset", "1"):
+                    for w in ("PASSIVE", "ACTIVE"):
+                        groups["f32"].append(({"openblas": ob, "wait": w, "interop": 1, "malloc": m}, [2, 1]))
                 for w in ("PASSIVE", "ACTIVE"):
-                    groups["f32"].append(({"openblas": ob, "wait": w, "interop": 1}, [2, 1]))
-            for w in ("PASSIVE", "ACTIVE"):
-                groups["bf16"].append(({"openblas": "unset", "wait": w, "interop": 1}, [2, 1]))
+                    groups["bf16"].append(({"openblas": "unset", "wait": w, "interop": 1, "malloc": m}, [2, 1]))
         groups["bf16w"].append(({"openblas": "unset", "wait": "PASSIVE", "interop": 1}, [2]))
         res = {}
         for dtype, gs in groups.items():

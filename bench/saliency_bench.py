@@ -7,7 +7,7 @@ torch.autograd.grad to the word embeddings), for each token count.
 
 1. Check: the reference's scores and logits against `attnscope saliency --ids ...
    --format json` on the same ids, at CHECK_T tokens.
-2. Screen: every configuration of bench/configs.py (16), SCREEN_REPEAT calls each at
+2. Screen: every configuration of bench/configs.py (32), SCREEN_REPEAT calls each at
    every T. Written to bench/out/saliency_screen.md.
 3. Rounds: per T, the screen's best one-core configuration and its two best
    configurations overall run interleaved with attnscope at 1 and 2 threads (and, with

@@ -8,7 +8,7 @@ teacher's shape). attnscope trains on real sentence pairs (they fill T nearly al
 its tokens/s counts real tokens only), torch on random full-length ids.
 
 1. Check: 3 steps of AdamW foreach vs loop from the same weights (max abs diff).
-2. Screen: the 16 thread configurations of bench/configs.py, optimizer "foreach", plus
+2. Screen: the 32 configurations of bench/configs.py (threads, waits, malloc), optimizer "foreach", plus
    "loop" and (where this torch has it) "fused" AdamW in the best screened configuration;
    SCREEN_STEPS steps each after 3 warm-up steps. Written to bench/out/train_screen.md.
 3. Rounds: attnscope at 1 and 2 threads, interleaved with the screen's best one-core

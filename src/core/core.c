@@ -101,6 +101,12 @@ void *as_malloc_large(size_t n, size_t size) {
     return p;
 }
 
+void *as_calloc_large(size_t n, size_t size) {
+    void *p = as_malloc_large(n, size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define AS_LARGE_KEEP 0
 #elif defined(__has_feature)

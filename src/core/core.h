@@ -21,6 +21,8 @@
  * scratch): from 4 MiB up, aligned to 2 MiB and marked for transparent huge pages
  * (madvise; fewer first-touch page faults). Released with free(). */
 void *as_malloc_large(size_t n, size_t size);
+/* as_malloc_large, zeroed. */
+void *as_calloc_large(size_t n, size_t size);
 /* Reuse of large buffers between forwards (first touch of fresh pages costs a page
  * fault and the kernel's zeroing per page; a reused buffer costs neither).
  * as_large_get: a buffer of at least `bytes`, its capacity in *cap — a released one

@@ -164,7 +164,7 @@ as_status model_grads_init(const as_model *m, model_grads *g, as_error *err) {
     model_grads probe = {0};
     size_t n = grads_take(m, NULL, &probe);
     g->layers = as_calloc((size_t)m->cfg.n_layer, sizeof *g->layers);
-    g->block = as_calloc(n ? n : 1, sizeof(float));
+    g->block = as_calloc_large(n ? n : 1, sizeof(float));
     if (!g->layers || !g->block) {
         model_grads_free(g);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the parameter gradients (%zu MB)",

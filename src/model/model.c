@@ -473,7 +473,7 @@ static void lin_round_bf16(const lin_t *l, uint16_t *dst) {
 static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
     if (l->wbf || !l->w) return AS_OK;
     size_t n = (size_t)l->n_out * l->n_in;
-    uint16_t *b = as_malloc_array((n + 1) / 2, sizeof(float)); /* owned as floats */
+    uint16_t *b = as_malloc_large((n + 1) / 2, sizeof(float)); /* owned as floats */
     if (!b) return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
     lin_round_bf16(l, b);
     if (keep_owned(m, (float *)b, err)) return err->code;

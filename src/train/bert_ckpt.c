@@ -330,7 +330,7 @@ as_status bert_ckpt_write(const char *dir, const train_config *c, const bert_ckp
     init_rng r = {o->seed * 0x2545f4914f6cdd1dULL + 0x1234567ULL};
     for (int i = 0; i < n; i++) {
         size_t ne = (size_t)ts[i].d0 * (size_t)(ts[i].d1 ? ts[i].d1 : 1);
-        x = as_malloc_array(ne, sizeof(float));
+        x = as_malloc_large(ne, sizeof(float));
         if (!x) {
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
             goto cleanup;
@@ -348,7 +348,7 @@ as_status bert_ckpt_write(const char *dir, const train_config *c, const bert_ckp
             data[i] = x;
             t->nbytes = ne * sizeof(float);
         } else {
-            uint16_t *h = as_malloc_array(ne, sizeof(uint16_t));
+            uint16_t *h = as_malloc_large(ne, sizeof(uint16_t));
             if (!h) {
                 s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
                 goto cleanup;

@@ -67,7 +67,7 @@ as_status trainable_load(const char *dir, trainable *t, as_error *err) {
     if (s || (s = bert_ckpt_config(t->m, &c, err)) || (s = model_params_own(t->m, &t->p, err)) ||
         (s = model_grads_init(t->m, &t->g, err)))
         goto fail;
-    t->decay = as_malloc(t->p.n ? t->p.n : 1);
+    t->decay = as_malloc_large(t->p.n ? t->p.n : 1, 1);
     if (!t->decay) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for %zu parameters", t->p.n);
         goto fail;

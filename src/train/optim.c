@@ -29,8 +29,8 @@ int train_threads(void) {
 }
 
 as_status trainop_adamw_init(trainop_adamw *o, size_t n, as_error *err) {
-    o->m = as_calloc(n, sizeof(float));
-    o->v = as_calloc(n, sizeof(float));
+    o->m = as_calloc_large(n, sizeof(float));
+    o->v = as_calloc_large(n, sizeof(float));
     o->n = n;
     o->step = 0;
     if (!o->m || !o->v) {
