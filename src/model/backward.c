@@ -729,6 +729,7 @@ as_status model_vocab_rows_backward(const as_model *m, const float *x, int n, co
     w.conv = w.stat + 2 * (size_t)n, w.conv_per_thread = conv, w.pg = pg;
     par_state saved;
     model_par_begin(nt, w.conv, conv, NULL, &saved);
+    model_par_fixed_blocks(); /* the same gradients at any thread count */
     vocab_bwd(m, x, n, dlogits, &w);
     model_par_end(&saved);
     free(blk);

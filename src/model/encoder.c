@@ -1042,6 +1042,7 @@ as_status model_vocab_rows(const as_model *m, const float *x, int n, int threads
     if (n > 0) {
         par_state saved;
         model_par_begin(nt, work + (size_t)n * D, conv, NULL, &saved);
+        model_par_fixed_blocks(); /* the same logits at any thread count (training's loss) */
         model_vocab_logits(m, x, n, logits, work);
         model_par_end(&saved);
     }

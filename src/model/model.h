@@ -168,7 +168,7 @@ void bart_free_dec(struct as_model *dec);
 
 /* What model_par_begin replaces, restored by model_par_end. */
 typedef struct {
-    int threads, blas_threads;
+    int threads, blas_threads, fixed;
     float *conv;
     size_t conv_per_thread;
     uint16_t *xb, *dyb, *dwb;
@@ -187,6 +187,9 @@ void model_par_bf16_dx(uint16_t *dyb, size_t cap);
  * rounded into dwb, cap values: products with T (rows + columns of dW) <= cap; larger ones
  * and F32 weights stay F32); conv as for model_par_bf16_dx. dwb NULL: F32 again. */
 void model_par_bf16_dw(uint16_t *dwb, size_t cap);
+/* Within a pass: products split into blocks of columns that depend on their size only,
+ * not on the thread count, so their results do not either (a few more, smaller calls). */
+void model_par_fixed_blocks(void);
 void model_par_end(const par_state *saved);
 int model_par_threads(void);
 
@@ -267,6 +270,34 @@ as_status model_grads_init(const as_model *m, model_grads *g, as_error *err);
 void model_grads_zero(model_grads *g);
 void model_grads_free(model_grads *g);
 
+/* ---- a batch's weight gradients in one product per map (dw_stage.c) ---- */
+
+/* At precision bf16, the layers' linear maps' dW = dy^T x of a chunk of n_seq sequences of
+ * T tokens each, summed in one BF16 product per map with K = n_seq T (instead of one per
+ * sequence) and added to the batch's gradient by model_dw_stage_flush: each sequence's
+ * backward only rounds its two operands into its own columns. Same sums at any thread
+ * count. Owned by its caller; one chunk at a time. */
+typedef struct model_dw_stage model_dw_stage;
+/* A stage for m's maps, their gradients located by layout (any model_grads of m), and up
+ * to `threads` threads in the flush. *out = NULL (AS_OK) when there is nothing to stage:
+ * precision f32, n_seq < 2, or more than DW_STAGE_BUDGET bytes. Errors: out of memory. */
+as_status model_dw_stage_init(const as_model *m, const model_grads *layout, int n_seq, int T, int threads,
+                              model_dw_stage **out, as_error *err);
+void model_dw_stage_free(model_dw_stage *s); /* NULL: no-op */
+/* 1 when s serves model_dw_stage_init's arguments. */
+int model_dw_stage_fits(const model_dw_stage *s, const as_model *m, const model_grads *layout, int n_seq, int T,
+                        int threads);
+/* For the backwards the calling thread runs next: they are sequence seq (< n_seq) of the
+ * chunk and accumulate into buf (of the layout); op_linear_dw then stages the layers' maps
+ * (T tokens only) instead of multiplying. s NULL: products again. */
+void model_dw_stage_seq(model_dw_stage *s, int seq, const model_grads *buf);
+/* op_linear_dw's hook: 1 when it staged dW += dy^T x of l (dw: l's gradient in the buffer
+ * given to model_dw_stage_seq), 0 when the caller multiplies. */
+int model_dw_stage_put(const lin_t *l, const float *x, const float *dy, int T, const float *dw);
+/* g (of the layout) += the staged products, split by rows of dW over up to `threads`
+ * threads; the stage is then empty. g NULL: the staged products are discarded. */
+void model_dw_stage_flush(model_dw_stage *s, model_grads *g, int threads);
+
 /* ---- trainable weights (params.c) ---- */
 
 /* Copies every weight of m into writable F32 memory laid out as m's model_grads (p: the
@@ -318,7 +349,8 @@ as_status model_backward_top(const as_model *m, const as_encoding *enc, const mo
 /* ---- the masked-LM / LM head on chosen rows (training losses) ---- */
 
 /* logits (n, V) of the vocabulary head (masked-LM transform + decoder, or the LM head)
- * on x (n, D), rows of final hidden states. Errors: out of memory. */
+ * on x (n, D), rows of final hidden states; both functions give the same results at any
+ * thread count (model_par_fixed_blocks). Errors: out of memory. */
 as_status model_vocab_rows(const as_model *m, const float *x, int n, int threads, float *logits, as_error *err);
 /* Its backward for y = sum(dlogits * logits): dx (n, D) overwritten, the head's parameter
  * gradients accumulated into pg (may be NULL). Errors: out of memory. */

@@ -20,8 +20,9 @@
 #include <cblas.h>
 #include <string.h>
 
-/* Threads of the pass running on this thread (model_par_begin). */
-static _Thread_local int t_threads = 1;
+/* Threads of the pass running on this thread (model_par_begin); t_fixed: products split
+ * into blocks that do not depend on the thread count (model_par_fixed_blocks). */
+static _Thread_local int t_threads = 1, t_fixed;
 
 /* Up to this many rows (tokens), [out, in] weights multiply without packing
  * (core/gemm_small.c); longer inputs amortise sgemm's packing of W. */
@@ -87,7 +88,10 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
 
 /* Runs fn(job, c0, c1, tid) over the columns [0, n) of a product of `work` multiply-adds:
  * on the calling thread when small, else in blocks of a multiple of 16 columns, 2 per
- * thread, handed out dynamically (a thread the OS preempts delays only its block). */
+ * thread, handed out dynamically (a thread the OS preempts delays only its block). With
+ * t_fixed, always FIXED_BLOCKS blocks whose bounds depend on n only (sgemm's sums over a
+ * block of columns can change in the last bit with the block's width). */
+#define FIXED_BLOCKS 8
 typedef void (*cols_fn)(const void *job, int c0, int c1, int tid);
 typedef struct {
     cols_fn fn;
@@ -103,6 +107,15 @@ static void cols_task(void *ctx, int b, int tid) {
 
 static void run_cols(cols_fn fn, const void *job, int n, double work) {
     int nt = t_threads;
+    if (t_fixed) {
+        int chunk = ((n + FIXED_BLOCKS - 1) / FIXED_BLOCKS + 15) & ~15, nb = (n + chunk - 1) / chunk;
+        cols_run c = {fn, job, n, chunk};
+        if (nt <= 1)
+            for (int b = 0; b < nb; b++) cols_task(&c, b, 0);
+        else
+            as_parallel_for(nb, nt, cols_task, &c);
+        return;
+    }
     if (nt <= 1 || work < 2.0e6 || n < 32 * nt) {
         fn(job, 0, n, 0);
         return;
@@ -238,6 +251,7 @@ void op_add(float *y, const float *x, size_t n) {
 
 void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t *xb, par_state *saved) {
     saved->threads = t_threads;
+    saved->fixed = t_fixed;
     saved->blas_threads = openblas_get_num_threads();
     saved->conv = t_lin.conv;
     saved->conv_per_thread = t_lin.conv_per_thread;
@@ -247,6 +261,7 @@ void model_par_begin(int nthreads, float *conv, size_t conv_per_thread, uint16_t
     saved->dwb = t_lin.dwb;
     saved->dwb_cap = t_lin.dwb_cap;
     t_threads = nthreads;
+    t_fixed = 0;
     t_lin = (lin_scratch){conv, conv_per_thread, xb, NULL, 0, NULL, 0};
     openblas_set_num_threads(1);
 }
@@ -261,8 +276,11 @@ void model_par_bf16_dw(uint16_t *dwb, size_t cap) {
     t_lin.dwb_cap = dwb ? cap : 0;
 }
 
+void model_par_fixed_blocks(void) { t_fixed = 1; }
+
 void model_par_end(const par_state *saved) {
     t_threads = saved->threads;
+    t_fixed = saved->fixed;
     t_lin = (lin_scratch){saved->conv,    saved->conv_per_thread, saved->xb, saved->dyb,
                           saved->dyb_cap, saved->dwb,             saved->dwb_cap};
     openblas_set_num_threads(saved->blas_threads);
@@ -346,7 +364,7 @@ void op_linear_dw(const lin_t *l, const float *x, const float *dy, int T, float 
     if (db)
         for (int t = 0; t < T; t++)
             for (int j = 0; j < l->n_out; j++) db[j] += dy[(size_t)t * l->n_out + j];
-    if (!dw) return;
+    if (!dw || (t_lin.dwb && model_dw_stage_put(l, x, dy, T, dw))) return;
     int rows = l->in_out ? l->n_in : l->n_out, cols = l->in_out ? l->n_out : l->n_in;
     lin_job j = {.l = l, .x = x, .dy = dy, .y = dw, .T = T, .sc = t_lin};
     if (t_lin.dwb && l->wbf && (size_t)T * (rows + cols) <= t_lin.dwb_cap &&

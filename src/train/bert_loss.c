@@ -279,7 +279,8 @@ typedef struct {
     seq_slot *slots;
     rows_buf *rb;
     bert_loss_out *out;
-    int k1, G; /* sequences of the chunk, their groups */
+    int k1, G;             /* sequences of the chunk, their groups */
+    model_dw_stage *stage; /* NULL, or the chunk's staged weight gradients */
 } chunk_job;
 
 static void fwd_task(void *ctx, int k, int tid) {
@@ -295,8 +296,10 @@ static int bwd_group(void *ctx, int j, model_grads *buf) {
     grad_groups_range(c->k1, c->G, j, &lo, &hi);
     for (int k = lo; k < hi; k++) {
         seq_slot *sl = &c->slots[k];
+        model_dw_stage_seq(c->stage, k, buf);
         sl->st = model_backward_top(c->m, &sl->enc, &sl->tp, sl->r, sl->has_dcls ? sl->dcls : NULL, sl->d_top, 1, buf,
                                     &sl->err);
+        model_dw_stage_seq(NULL, 0, NULL);
         if (sl->st) return 1;
     }
     return 0;
@@ -345,6 +348,7 @@ as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_los
             grad_groups_free(gg);
             s = grad_groups_init(m, need, gg, err);
         }
+        if (!s) s = grad_groups_stage(gg, m, K, b->T, err);
     }
     par_state saved;
     model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */
@@ -368,6 +372,7 @@ as_status bert_batch_loss(const as_model *m, const bert_batch *b, const bert_los
         if (!s && g) {
             cj.k1 = k1;
             cj.G = grad_groups_count(k1);
+            cj.stage = gg->stage;
             if (grad_groups_run(gg, cj.G, g, bwd_group, &cj))
                 for (int k = 0; k < k1 && !s; k++)
                     if (slots[k].st) *err = slots[k].err, s = slots[k].st;

@@ -30,6 +30,7 @@ void grad_groups_free(grad_groups *gg) {
     if (!gg) return;
     for (int i = 0; i < gg->n; i++) model_grads_free(&gg->buf[i]);
     free(gg->buf);
+    model_dw_stage_free(gg->stage);
     memset(gg, 0, sizeof *gg);
 }
 
@@ -81,6 +82,13 @@ static void add_task(void *ctx, int b, int tid) {
     }
 }
 
+as_status grad_groups_stage(grad_groups *gg, const as_model *m, int n_seq, int T, as_error *err) {
+    if (!gg->n || model_dw_stage_fits(gg->stage, m, &gg->buf[0], n_seq, T, gg->n)) return AS_OK;
+    model_dw_stage_free(gg->stage);
+    gg->stage = NULL;
+    return model_dw_stage_init(m, &gg->buf[0], n_seq, T, gg->n, &gg->stage, err);
+}
+
 int grad_groups_run(grad_groups *gg, int G, model_grads *g, grad_group_fn fn, void *ctx) {
     int fail[GRAD_GROUPS];
     int nt = gg->n < 1 ? 1 : gg->n > GRAD_GROUPS ? GRAD_GROUPS : gg->n;
@@ -89,8 +97,12 @@ int grad_groups_run(grad_groups *gg, int G, model_grads *g, grad_group_fn fn, vo
         round_job r = {fn, ctx, gg, g, j0, k, fail};
         as_parallel_for(k, k, group_task, &r);
         for (int i = 0; i < k; i++)
-            if (fail[i]) return fail[i];
+            if (fail[i]) {
+                model_dw_stage_flush(gg->stage, NULL, 0);
+                return fail[i];
+            }
         as_parallel_for((int)((g->n + ADD_BLOCK - 1) / ADD_BLOCK), k, add_task, &r);
     }
+    model_dw_stage_flush(gg->stage, g, nt);
     return 0;
 }

@@ -41,6 +41,7 @@ typedef struct {
     double *row_loss;   /* (B, T - 1) */
     lm_worker *wk;      /* (threads of a round) */
     int n_wk;
+    model_dw_stage *stage; /* NULL, or the batch's staged weight gradients */
     as_status *st;      /* (G) */
     as_error *err;      /* (G) */
 } lm_job;
@@ -62,7 +63,9 @@ static int lm_group(void *ctx, int j, model_grads *buf) {
         /* rows 0..T-2 predict the next token: dl = (softmax - onehot) / N; the last row nothing */
         trainop_xent(w->dl, c->row_loss + (size_t)b * (T - 1), r->logits, ids + 1, T - 1, V, (float)c->inv);
         memset(w->dl + (size_t)(T - 1) * V, 0, (size_t)V * sizeof(float));
+        model_dw_stage_seq(c->stage, b, buf);
         s = model_backward_params(c->m, &w->enc, NULL, &w->tp, r, w->dl, 1, NULL, NULL, buf, &c->err[j]);
+        model_dw_stage_seq(NULL, 0, NULL);
         as_run_free(r);
     }
     c->st[j] = s;
@@ -109,6 +112,7 @@ static as_status lm_ws_init(const as_model *m, int B, int T, int threads, lm_ws 
             s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     }
     if (!s) s = grad_groups_init(m, w->nw, &w->gg, err);
+    if (!s) s = grad_groups_stage(&w->gg, m, B, T, err);
     if (s) lm_ws_free(w);
     return s;
 }
@@ -119,7 +123,7 @@ static as_status lm_ws_loss(const as_model *m, const int32_t *ids, lm_ws *w, mod
     as_status s = AS_OK, st[GRAD_GROUPS] = {0};
     as_error errs[GRAD_GROUPS];
     lm_job job = {.m = m, .ids = ids, .B = w->B, .T = w->T, .G = w->G, .inv = 1.0 / ((double)w->B * (w->T - 1)),
-                  .row_loss = w->row_loss, .wk = w->wk, .n_wk = w->nw, .st = st, .err = errs};
+                  .row_loss = w->row_loss, .wk = w->wk, .n_wk = w->nw, .stage = w->gg.stage, .st = st, .err = errs};
     *loss = 0.0;
     par_state saved;
     model_par_begin(1, NULL, 0, NULL, &saved); /* OpenBLAS single-threaded under the pool's tasks */

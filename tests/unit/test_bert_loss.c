@@ -15,7 +15,8 @@
  *     the distillation loss (KL at T = 2, masked-LM, hidden-state cosine; a DistilBERT
  *     teacher of the same width and vocabulary);
  *   dropout p > 0: bit-identical loss and gradients for the same seed, another loss for
- *     another seed; thread count: bit-identical gradients at 1 and 3 threads;
+ *     another seed; thread count: bit-identical gradients at 1 and 3 threads, and on a
+ *     wide vocabulary (products split over threads) at 1, 2 and 3 threads in f32 and bf16;
  *   the classifier's logits equal the inference forward's (as_forward) bit for bit;
  *   bad labels are AS_ERR_INPUT;
  *   checkpoints (bert_ckpt.c): a written model reloads bit for bit in F32 (1e-3 relative
@@ -281,6 +282,73 @@ static void test_dropout_threads(void **state) {
     unload(&f);
 }
 
+/* Thread count at sizes where the products split over threads: a fresh model with a
+ * 8192-token vocabulary, 8 sequences of 32 tokens, a third of them predicted (the masked-LM
+ * head's products then run in blocks of columns; blocks sized by the thread count would
+ * give other sums in the last bit): loss and gradients bit-identical at 1, 2 and 3
+ * threads at precision f32 and at bf16 (there the layers' weight gradients are staged
+ * and multiplied once per map: gradient buffers kept across calls, as training does);
+ * the bf16 loss within 1% of F32's. */
+static void test_threads_wide(void **state) {
+    (void)state;
+    fixture f;
+    load(&f, "bert");
+    as_error err = {0};
+    train_config c;
+    if (bert_ckpt_config(f.m, &c, &err)) fail_msg("%s", err.msg);
+    c.vocab_size = 8192;
+    c.max_pos = 32;
+    char tmpl[] = "/tmp/as_wide_XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    bert_ckpt_opts fresh = {.seed = 5, .dtype = DTYPE_F32};
+    if (bert_ckpt_write(dir, &c, &fresh, &err)) fail_msg("%s", err.msg);
+    enum { B = 8, T = 32 };
+    int32_t ids[B * T], mlm[B * T], lab[B];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = 5 + (int)((i * 2654435761u) % 8000u);
+        mlm[i] = i % 3 == 2 ? (int)((i * 40503u) % 8192u) : TRAIN_IGNORE;
+    }
+    for (int b = 0; b < B; b++) lab[b] = b % c.num_labels;
+    bert_batch bt = {.B = B, .T = T, .ids = ids, .cls_labels = lab, .mlm_labels = mlm};
+    double loss[2] = {0};
+    for (int prec = 0; prec < 2; prec++) {
+        as_model *m = NULL;
+        model_grads p, g;
+        if (as_model_load(dir, &m, &err) || model_params_own(m, &p, &err) || model_grads_init(m, &g, &err))
+            fail_msg("%s", err.msg);
+        if (prec && as_model_set_precision(m, AS_PRECISION_BF16, &err)) fail_msg("%s", err.msg);
+        float *g1 = malloc(g.n * sizeof(float));
+        assert_non_null(g1);
+        grad_groups keep = {0};
+        for (int t = 1; t <= 3; t++) {
+            bert_loss_opts o = {.threads = t, .keep = &keep};
+            bert_loss_out out = {0};
+            model_grads_zero(&g);
+            if (bert_batch_loss(m, &bt, &o, &g, &out, &err)) fail_msg("%s", err.msg);
+            assert_true(out.n_mlm > 20);
+            if (prec) assert_non_null(keep.stage); /* the weight gradients were staged */
+            if (t == 1) {
+                loss[prec] = out.loss;
+                memcpy(g1, g.block, g.n * sizeof(float));
+            } else {
+                assert_true(out.loss == loss[prec]);
+                assert_memory_equal(g1, g.block, g.n * sizeof(float));
+            }
+        }
+        printf("wide %s: loss %.6f, %zu gradient floats bit-identical at 1, 2 and 3 threads\n", prec ? "bf16" : "f32",
+               loss[prec], g.n);
+        grad_groups_free(&keep);
+        free(g1);
+        as_model_free(m);
+        model_grads_free(&p);
+        model_grads_free(&g);
+    }
+    assert_true(fabs(loss[1] - loss[0]) <= 0.01 * loss[0]);
+    bert_ckpt_remove(dir);
+    unload(&f);
+}
+
 /* The classifier's logits of the training pass are the inference forward's, and bad
  * labels are errors, not crashes. */
 static void test_matches_inference_and_bad_input(void **state) {
@@ -418,7 +486,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity_bert),        cmocka_unit_test(test_parity_roberta),
         cmocka_unit_test(test_parity_distilbert),  cmocka_unit_test(test_finite_diff),
-        cmocka_unit_test(test_distill_finite_diff), cmocka_unit_test(test_dropout_threads),
+        cmocka_unit_test(test_distill_finite_diff), cmocka_unit_test(test_dropout_threads), cmocka_unit_test(test_threads_wide),
         cmocka_unit_test(test_matches_inference_and_bad_input), cmocka_unit_test(test_save_roundtrip),
         cmocka_unit_test(test_init_and_new_heads),
     };
