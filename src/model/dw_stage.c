@@ -132,7 +132,8 @@ void model_dw_stage_free(model_dw_stage *s) {
 
 int model_dw_stage_fits(const model_dw_stage *s, const as_model *m, const model_grads *layout, int n_seq, int T,
                         int threads) {
-    return s && s->m == m && s->n_grad == layout->n && s->n_seq == n_seq && s->T == T && s->threads >= threads;
+    return s && s->m == m && m->precision == AS_PRECISION_BF16 && s->n_grad == layout->n && s->n_seq == n_seq &&
+           s->T == T && s->threads >= threads;
 }
 
 void model_dw_stage_seq(model_dw_stage *s, int seq, const model_grads *buf) {
