@@ -280,7 +280,8 @@ void model_grads_free(model_grads *g);
 typedef struct model_dw_stage model_dw_stage;
 /* A stage for m's maps, their gradients located by layout (any model_grads of m), and up
  * to `threads` threads in the flush. *out = NULL (AS_OK) when there is nothing to stage:
- * precision f32, n_seq < 2, or more than DW_STAGE_BUDGET bytes. Errors: out of memory. */
+ * precision f32, n_seq < 2, or a stage over DW_STAGE_BUDGET (1.5 GiB, dw_stage.c). Errors:
+ * out of memory. */
 as_status model_dw_stage_init(const as_model *m, const model_grads *layout, int n_seq, int T, int threads,
                               model_dw_stage **out, as_error *err);
 void model_dw_stage_free(model_dw_stage *s); /* NULL: no-op */

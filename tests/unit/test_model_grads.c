@@ -422,11 +422,9 @@ static void test_dw_stage(void **state) {
     static const char *const names[] = {"bert", "gpt2", "llama"};
     for (size_t fi = 0; fi < sizeof names / sizeof names[0]; fi++) {
         fx_files ff;
-        fx_open(names[fi], 1, 1, &ff);
-        as_model *m = ff.m;
-        as_error err = {0};
         grad_case gc = {0};
-        case_init(m, ff.ex, ff.gr, names[fi], "single", &gc);
+        as_model *m = open_single(names[fi], &ff, &gc);
+        as_error err = {0};
         if (as_model_set_precision(m, AS_PRECISION_BF16, &err)) fail_msg("%s", err.msg);
         int T = gc.enc.n;
         model_tape tp;
