@@ -37,8 +37,8 @@ struct model_dw_stage {
     int n_seq, T, n_map, threads;
     size_t n_grad;  /* floats of the layout the offsets refer to */
     dw_map *map;    /* (n_map) */
-    void *block;    /* owns every map's a, b and done, and the scratch */
-    float *scratch; /* (threads, per_thread) */
+    float *block;   /* owns the flush's scratch ((threads, per_thread) floats first), the
+                       tasks and every map's a, b and done; cap bytes (as_large_get) */
     size_t per_thread, cap;
     int *task_map, *task_row; /* the flush's tasks: a map and its first row of dW */
 };
@@ -78,36 +78,30 @@ as_status model_dw_stage_init(const as_model *m, const model_grads *layout, int 
     if (m->precision != AS_PRECISION_BF16 || n_seq < 2 || T < 1) return AS_OK;
     int nm = maps_visit(m, layout, NULL), nt = threads > 0 ? threads : 1;
     if (!nm) return AS_OK;
-    size_t K = (size_t)n_seq * T, vals = 0, widest = 0, tasks = 0;
+    as_status st = AS_OK;
     model_dw_stage *s = as_calloc(1, sizeof *s);
     dw_map *map = as_calloc((size_t)nm, sizeof *map);
     if (!s || !map) {
-        free(s);
-        free(map);
-        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        st = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+        goto cleanup;
     }
     maps_visit(m, layout, map);
+    size_t K = (size_t)n_seq * T, vals = 0, widest = 0, tasks = 0;
     for (int i = 0; i < nm; i++) {
         vals += K * ((size_t)map[i].rows + map[i].cols);
         if ((size_t)map[i].cols > widest) widest = (size_t)map[i].cols;
         tasks += (size_t)(map[i].rows + DW_ROWS - 1) / DW_ROWS;
     }
-    size_t per = as_gemm_bf16_xw_scratch((int)widest);
+    size_t per = as_gemm_bf16_xw_scratch((int)widest), cap = 0;
     size_t bytes = (size_t)nt * per * sizeof(float) + 2 * tasks * sizeof(int) + vals * sizeof(uint16_t) +
                    (size_t)nm * n_seq;
-    if (bytes > DW_STAGE_BUDGET) { /* per-sequence products instead */
-        free(s);
-        free(map);
-        return AS_OK;
+    if (bytes > DW_STAGE_BUDGET) goto cleanup; /* per-sequence products instead */
+    float *block = as_large_get(bytes, &cap); /* scratch floats, task ints, BF16 values, done bytes */
+    if (!block) {
+        st = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the staged weight gradients (%zu MB)", bytes >> 20);
+        goto cleanup;
     }
-    s->block = as_large_get(bytes, &s->cap);
-    if (!s->block) {
-        free(s);
-        free(map);
-        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the staged weight gradients (%zu MB)", bytes >> 20);
-    }
-    float *scratch = s->block; /* floats, ints, BF16 values, bytes: each aligned */
-    int *task = (int *)(scratch + (size_t)nt * per);
+    int *task = (int *)(block + (size_t)nt * per);
     uint16_t *p = (uint16_t *)(task + 2 * tasks);
     for (int i = 0; i < nm; i++) {
         map[i].a = p, p += K * (size_t)map[i].rows;
@@ -117,10 +111,14 @@ as_status model_dw_stage_init(const as_model *m, const model_grads *layout, int 
     memset(d, 0, (size_t)nm * n_seq);
     for (int i = 0; i < nm; i++) map[i].done = d + (size_t)i * n_seq;
     *s = (model_dw_stage){.m = m, .n_seq = n_seq, .T = T, .n_map = nm, .threads = nt, .n_grad = layout->n,
-                          .map = map, .block = s->block, .scratch = scratch, .per_thread = per, .cap = s->cap,
+                          .map = map, .block = block, .per_thread = per, .cap = cap,
                           .task_map = task, .task_row = task + tasks};
     *out = s;
     return AS_OK;
+cleanup: /* an error, or nothing staged */
+    free(s);
+    free(map);
+    return st;
 }
 
 void model_dw_stage_free(model_dw_stage *s) {
@@ -169,7 +167,7 @@ static void flush_task(void *ctx, int i, int tid) {
     int r0 = s->task_row[i], r1 = r0 + DW_ROWS < e->rows ? r0 + DW_ROWS : e->rows, K = s->n_seq * s->T;
     as_gemm_bf16_xw(r1 - r0, e->cols, K, e->a + (size_t)r0 * K, (size_t)K, e->b, (size_t)e->cols,
                     j->g + e->off + (size_t)r0 * e->cols, (size_t)e->cols, 1,
-                    s->scratch + (size_t)tid * s->per_thread);
+                    s->block + (size_t)tid * s->per_thread);
 }
 
 void model_dw_stage_flush(model_dw_stage *s, model_grads *g, int threads) {
