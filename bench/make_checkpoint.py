@@ -4,7 +4,9 @@
 raised to POSITIONS = 1024, so the forward benchmark reaches 1024 tokens; F32
 safetensors with Hugging Face names) to bench/out/bert-base-random/ for the benchmarks.
 Not a test fixture (441 MB, gitignored). Deterministic. An existing checkpoint with
-fewer positions is rewritten."""
+fewer positions is rewritten. The file is dropped from the page cache once written
+(fsync + POSIX_FADV_DONTNEED), so its first reader takes it from disk in 2 MiB folios as it
+would a downloaded checkpoint (pages cached by the writer stay 4 KiB ones)."""
 import json, os, sys
 import numpy as np
 
@@ -50,7 +52,12 @@ def main():
     t["bert.pooler.dense.weight"], t["bert.pooler.dense.bias"] = r(D, D), r(D)
     t["classifier.weight"], t["classifier.bias"] = r(2, D), r(2)
     os.makedirs(OUT, exist_ok=True)
-    st_write(os.path.join(OUT, "model.safetensors"), [(k, v, "F32") for k, v in t.items()])
+    path = os.path.join(OUT, "model.safetensors")
+    st_write(path, [(k, v, "F32") for k, v in t.items()])
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
     with open(cfg, "w") as f:
         json.dump(c, f, indent=2)
     print("wrote", OUT)

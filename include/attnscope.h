@@ -242,6 +242,10 @@ unsigned as_model_heads(const as_model *m);        /* bit set of as_task_head pr
 as_dtype as_model_dtype(const as_model *m);        /* dtype of the stored weights */
 size_t as_model_n_params(const as_model *m);
 const char *as_model_dir(const as_model *m);
+/* Of the mapped weight files: bytes resident in memory and, of those, bytes on 2 MiB pages
+ * (one TLB entry each; a file read from disk is cached so, one still cached from being
+ * written is not). Both 0 where the system does not say (Linux's /proc/self/smaps). */
+void as_model_weight_pages(const as_model *m, size_t *resident, size_t *huge);
 /* Longest input in tokens the position table allows (RoBERTa: max_pos - 2). */
 int as_model_max_tokens(const as_model *m);
 /* 1 when the folder had tokenizer files (as_encode works), else 0 (use ids). */

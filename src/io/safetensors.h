@@ -54,6 +54,10 @@ void st_set_free(st_set *s);
 const st_tensor *st_set_find(const st_set *s, const char *name);
 int st_set_count(const st_set *s);
 const st_tensor *st_set_tensor(const st_set *s, int i); /* all shards, in name order */
+/* Of the set's mapped files: bytes resident in memory (*resident) and of those, bytes
+ * mapped by 2 MiB pages (*huge), read from /proc/self/smaps. Both 0 where smaps cannot
+ * be read (not Linux, /proc not mounted). */
+void st_set_pages(const st_set *s, size_t *resident, size_t *huge);
 size_t st_dtype_size(as_dtype t); /* 4, 2, 2, 8, 4; 0 for DTYPE_OTHER */
 /* Element size of a safetensors dtype named as in a header (F32, BF16, U8, F8_E4M3, ...);
  * 0 when name is not a fixed-width safetensors dtype. */

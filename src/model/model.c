@@ -447,6 +447,10 @@ void as_model_free(as_model *m) {
 const as_config *as_model_config(const as_model *m) { return &m->cfg; }
 unsigned as_model_heads(const as_model *m) { return m->heads; }
 as_dtype as_model_dtype(const as_model *m) { return m->dtype; }
+void as_model_weight_pages(const as_model *m, size_t *resident, size_t *huge) {
+    if (m->st) st_set_pages(m->st, resident, huge);
+    else *resident = *huge = 0;
+}
 
 int as_cpu_bf16(void) { return as_gemm_bf16_native(); }
 as_precision as_model_precision(const as_model *m) { return m->precision; }

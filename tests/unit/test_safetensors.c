@@ -527,6 +527,39 @@ static void test_sharded_dir(void **state) {
     st_set_free(s);
 }
 
+/* st_set_pages counts the mapped file's pages once they are touched, and no more. */
+static void test_set_pages(void **state) {
+    (void)state;
+    char dir[128], p[256];
+    make_subdir(dir, sizeof dir, "pages");
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    enum { N = 3 << 18 }; /* 3 MiB of F32 */
+    float *v = calloc(N, sizeof(float));
+    assert_non_null(v);
+    for (int i = 0; i < N; i++) v[i] = (float)i;
+    st_tensor t = {.name = "w", .dtype = DTYPE_F32, .ndim = 1, .shape = {N}, .data = v};
+    as_error err = {0};
+    assert_int_equal(st_write(p, &t, 1, &err), AS_OK);
+    st_set *s = NULL;
+    assert_int_equal(st_set_open_dir(dir, &s, &err), AS_OK);
+    size_t res = 0, huge = 0;
+    st_set_pages(s, &res, &huge);
+    assert_true(res < (size_t)N * sizeof(float) / 2); /* only the header's pages so far */
+    const st_tensor *w = st_set_find(s, "w");
+    assert_non_null(w);
+    volatile float sum = 0.0f;
+    for (size_t i = 0; i < w->n_elems; i += 1024) sum += ((const float *)w->data)[i];
+    (void)sum;
+    st_set_pages(s, &res, &huge);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_true(res >= (size_t)N * sizeof(float));
+    assert_true(res <= ((size_t)st.st_size + 4095) / 4096 * 4096); /* the file's pages, no more */
+    assert_true(huge <= res);
+    st_set_free(s);
+    free(v);
+}
+
 static void expect_dir_error(const char *dir, const char *word) {
     st_set *s = NULL;
     as_error err = {0};
@@ -703,6 +736,7 @@ int main(void) {
         cmocka_unit_test(test_single_file_dir),
         cmocka_unit_test(test_sharded_dir),
         cmocka_unit_test(test_sharded_errors),
+        cmocka_unit_test(test_set_pages),
         cmocka_unit_test(test_fuzz_header),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
