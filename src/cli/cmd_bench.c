@@ -254,13 +254,12 @@ int cmd_bench(int argc, char **argv) {
     printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s%s\n", dir, T, threads ? threads : as_n_cores(),
            R, as_precision_name(prec), prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "",
            saliency ? "  saliency" : "");
-    printf("median_ms %.2f  min_ms %.2f  gflop %.2f  gflops %.1f  sgemm_peak_gflops %.1f  "
-           "efficiency %.0f%%  captured_mb %.1f  peak_rss_mb %.1f\n",
-           med, ms[0], flop * 1e-9, gflops, peak, peak > 0 ? 100.0 * gflops / peak : 0.0,
-           (double)cap_bytes / 1048576.0, (double)ru.ru_maxrss / 1024.0);
-    size_t w_res = 0, w_huge = 0;
+    size_t w_res = 0, w_huge = 0; /* the mapped weights' pages: 2 MiB ones spare TLB misses */
     as_model_weight_pages(m, &w_res, &w_huge);
-    printf("weights_resident_mb %.1f  weights_on_2mib_pages %.0f%%\n", (double)w_res / 1048576.0,
+    printf("median_ms %.2f  min_ms %.2f  gflop %.2f  gflops %.1f  sgemm_peak_gflops %.1f  "
+           "efficiency %.0f%%  captured_mb %.1f  peak_rss_mb %.1f  weights_on_2mib_pages %.0f%%\n",
+           med, ms[0], flop * 1e-9, gflops, peak, peak > 0 ? 100.0 * gflops / peak : 0.0,
+           (double)cap_bytes / 1048576.0, (double)ru.ru_maxrss / 1024.0,
            w_res ? 100.0 * (double)w_huge / (double)w_res : 0.0);
     double fcpu = n_meth ? median(cms + (size_t)n_meth * R, R) : 0.0;
     if (n_meth) printf("forward cpu_median_ms %.2f\n", fcpu);
