@@ -136,7 +136,12 @@ static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, i
         for (size_t i = 0; i < (size_t)nr * T; i++) Pd[i] = P[i] * dm[i];
         Pv = Pd;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, T, 1.0f, Pv, T, vh, ldk, 0.0f, ctx, ldq);
+    /* keys no row of the block may see have P = 0 for every row: a causal block's keys from
+       i1 on, a sliding window's keys before its first row's window */
+    int k1 = ru->causal && i1 < T ? i1 : T;
+    int k0 = ru->window > 0 && i0 - ru->window + 1 > 0 ? i0 - ru->window + 1 : 0;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, k1 - k0, 1.0f, Pv + k0, T, vh + (size_t)k0 * ldk,
+                ldk, 0.0f, ctx, ldq);
 }
 
 /* The CAP_STATS statistics of one head's attention, accumulated over its real query rows

@@ -31,10 +31,9 @@ static _Thread_local int t_threads = 1, t_fixed;
 #endif
 
 /* Scratch of the linear maps during a pass on this thread (model_par_begin):
- * conv, per pool thread, LIN_CONV_ROWS rows of a BF16 weight widened to F32 (or the
+ * conv, per pool thread, rows of a BF16 weight widened to F32 (lin_conv_rows; or the
  * BF16 fallback's blocks); xb, the BF16 copy of a product's input at precision bf16
  * (set when the model computes in BF16, else NULL). */
-#define LIN_CONV_ROWS 64
 typedef struct {
     float *conv;
     size_t conv_per_thread; /* floats */
@@ -45,6 +44,18 @@ typedef struct {
     size_t dwb_cap;
 } lin_scratch;
 static _Thread_local lin_scratch t_lin;
+
+/* How many rows of `width` floats of a BF16 weight are widened at a time: as many as the
+ * thread's conv scratch holds (as_gemm_bf16_scratch of the pass's widest input: 128 rows of
+ * the widest, more of narrower ones), at most LIN_CONV_MAX_ROWS. Each block is one sgemm,
+ * which packs the other operand (the T rows of x or dy) anew: 64-row blocks spent 18% of a
+ * 2048-token Llama prefill in that packing. The count depends on the shapes only, so a
+ * product's sums do not change with the thread count. */
+#define LIN_CONV_MAX_ROWS 512
+static int lin_conv_rows(const lin_scratch *sc, int width) {
+    size_t r = width > 0 ? sc->conv_per_thread / (size_t)width : 1;
+    return r < 1 ? 1 : r > LIN_CONV_MAX_ROWS ? LIN_CONV_MAX_ROWS : (int)r;
+}
 
 /* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w. */
 static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const float *x, int T, float *y,
@@ -64,7 +75,7 @@ static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const fl
 }
 
 /* One product for output columns [j0, j1) on pool thread tid: F32 weights; BF16 weights
- * in the mapping widened to F32 LIN_CONV_ROWS rows at a time (the same products as
+ * in the mapping widened to F32 lin_conv_rows rows at a time (the same products as
  * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
 static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
                         const lin_scratch *sc, int tid) {
@@ -77,9 +88,10 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
         linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1);
         return;
     }
-    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (LIN_CONV_ROWS, n_in) */
-    for (int r0 = j0; r0 < j1; r0 += LIN_CONV_ROWS) {
-        int r1 = r0 + LIN_CONV_ROWS < j1 ? r0 + LIN_CONV_ROWS : j1;
+    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (rows, n_in) */
+    int rows = lin_conv_rows(sc, l->n_in);
+    for (int r0 = j0; r0 < j1; r0 += rows) {
+        int r1 = r0 + rows < j1 ? r0 + rows : j1;
         for (int r = r0; r < r1; r++)
             as_bf16_to_f32_n(wf + (size_t)(r - r0) * l->n_in, l->wbf + (size_t)r * l->n_in, (size_t)l->n_in);
         linear_cols_f32(l, wf, (size_t)l->n_in, x, T, y, r0, r1);
@@ -291,7 +303,7 @@ int model_par_threads(void) { return t_threads; }
 /* dx[:, i0:i1] (+)= dy W[:, i0:i1] on pool thread tid. At precision bf16 (dyb: dy in
  * BF16): BF16 dy x BF16 W, F32 sums (core/gemm_bf16.c). F32 weights: one sgemm (GPT-2's
  * Conv1D [in, out] layout: rows i0..i1 of W, transposed). BF16 weights in the mapping:
- * LIN_CONV_ROWS rows of W[:, i0:i1] widened at a time, each a rank-LIN_CONV_ROWS update. */
+ * lin_conv_rows rows of W[:, i0:i1] widened at a time, each a rank-rows update. */
 static void linear_dx_cols(const lin_t *l, const float *dy, const uint16_t *dyb, int T, float *dx, int accumulate,
                            int i0, int i1, const lin_scratch *sc, int tid) {
     int n = i1 - i0, No = l->n_out;
@@ -311,9 +323,10 @@ static void linear_dx_cols(const lin_t *l, const float *dy, const uint16_t *dyb,
                     dx + i0, l->n_in);
         return;
     }
-    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (LIN_CONV_ROWS, n) */
-    for (int r0 = 0; r0 < No; r0 += LIN_CONV_ROWS) {
-        int r1 = r0 + LIN_CONV_ROWS < No ? r0 + LIN_CONV_ROWS : No;
+    float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (rows, n) */
+    int rows = lin_conv_rows(sc, n);
+    for (int r0 = 0; r0 < No; r0 += rows) {
+        int r1 = r0 + rows < No ? r0 + rows : No;
         for (int r = r0; r < r1; r++)
             as_bf16_to_f32_n(wf + (size_t)(r - r0) * n, l->wbf + (size_t)r * l->n_in + i0, (size_t)n);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, n, r1 - r0, 1.0f, dy + r0, No, wf, n,

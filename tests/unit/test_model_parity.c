@@ -1037,6 +1037,70 @@ static void test_row_blocks(void **state) {
     rmdir(dir);
 }
 
+/* Logits (T, V) of a forward over ids; the caller frees. */
+static float *window_logits(as_model *m, const int32_t *ids, int T) {
+    as_error err = {0};
+    as_encoding enc = {0};
+    if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err)) fail_msg("%s", err.msg);
+    as_capture_spec sp = {.what = CAP_LOGITS, .layer = -1, .head = -1, .threads = 2};
+    as_run *r = NULL;
+    if (as_forward(m, &enc, &sp, &r, &err)) fail_msg("%s", err.msg);
+    size_t n = (size_t)r->logits_rows * r->logits_cols;
+    float *out = malloc(n * sizeof(float));
+    assert_non_null(out);
+    memcpy(out, r->logits, n * sizeof(float));
+    as_run_free(r);
+    as_encoding_free(&enc);
+    return out;
+}
+
+/* A causal sliding-window model over more query rows than one attention block: the rows
+ * of a block multiply only the values of the keys some row of theirs may see. Checked
+ * by what the masks imply: a prefix's logits are the full input's first rows, and (RoPE
+ * scores depend on relative positions only) a suffix's logits, once its rows are further
+ * from its start than the L layers' reach L (W - 1), are the full input's last rows. */
+static void test_window_blocks(void **state) {
+    (void)state;
+    enum { T = 200, S = 100, W = 8, L = 2, V = 300 };
+    char dir[64] = "/tmp/as_window_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_big_llama(dir, 0, 0);
+    char f[200];
+    snprintf(f, sizeof f, "%s/config.json", dir);
+    FILE *fp = fopen(f, "w");
+    assert_non_null(fp);
+    fprintf(fp, "{\"model_type\": \"mistral\", \"hidden_size\": 256, \"num_attention_heads\": 4, "
+                "\"num_key_value_heads\": 2, \"head_dim\": 64, \"intermediate_size\": 512, "
+                "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 256, "
+                "\"rms_norm_eps\": 1e-5, \"sliding_window\": %d, \"tie_word_embeddings\": false}\n",
+            L, V, W);
+    fclose(fp);
+    as_error err = {0};
+    as_model *m = NULL;
+    if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
+    int32_t ids[T];
+    for (int i = 0; i < T; i++) ids[i] = (i * 97 + 13) % V;
+    float *full = window_logits(m, ids, T), *pre = window_logits(m, ids, S), *suf = window_logits(m, ids + S, T - S);
+    double mx = 0.0, dp = 0.0, ds = 0.0;
+    for (size_t i = 0; i < (size_t)T * V; i++) mx = fmax(mx, fabs(full[i]));
+    for (size_t i = 0; i < (size_t)S * V; i++) dp = fmax(dp, fabs((double)pre[i] - full[i]));
+    for (int t = L * (W - 1); t < T - S; t++)
+        for (int v = 0; v < V; v++)
+            ds = fmax(ds, fabs((double)suf[(size_t)t * V + v] - full[(size_t)(S + t) * V + v]));
+    printf("window %d, T = %d: prefix's logits %.2e, suffix's %.2e (largest |logit| %.2f)\n", W, T, dp, ds, mx);
+    assert_true(mx > 0.1);
+    assert_true(dp <= 1e-5 * mx);
+    assert_true(ds <= 1e-4 * mx);
+    free(full);
+    free(pre);
+    free(suf);
+    as_model_free(m);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/model.safetensors", dir);
+    unlink(f);
+    rmdir(dir);
+}
+
 /* ---- precision bf16 -------------------------------------------------------- */
 
 static double max_abs(const float *a, size_t n) {
@@ -1088,7 +1152,7 @@ static void test_precision_bf16(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 12];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 13];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -1107,5 +1171,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bf16_in_place_threads);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_head_stats_and_rows);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_row_blocks);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_window_blocks);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }
