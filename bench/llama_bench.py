@@ -26,11 +26,18 @@ configuration found (bench/llama_torch.py), in F32 and in BF16, at each token co
    interleaved; a figure is the median over rounds. Every call, with the share of the
    cores that other processes used meanwhile (others_pct, from /proc/stat):
    bench/out/llama_rounds.txt; the table: bench/out/llama_latest.md.
+   With COLD=1 (the default) each attnscope call starts with its checkpoint dropped from
+   the page cache (POSIX_FADV_DONTNEED), so that it maps the file as read from disk, as a
+   checkpoint is on first use: the kernel then caches it in 2 MiB folios. Otherwise the
+   pages are as the previous reader left them (PyTorch's read() leaves mostly 4 KiB ones:
+   7-13% slower at 512 tokens); attnscope's line says which (weights_on_2mib_pages).
+   PyTorch copies the weights into its own memory, whatever the cache holds.
 
 Settings (environment): BIN, MODEL (bench/out/llama-1b-bf16), MODEL_F32
 (bench/out/llama-1b-f32), TOKENS ("512 2048"), LAYER (8), REPEAT (2), REPEAT_LONG (1),
 THREADS (attnscope's, 2), SCREEN_T (512), SCREEN_REPEAT (1), SCREEN (short|full),
-CHECK_T (32), THROUGHPUT_TOKENS ("512"), F32FILE_TOKENS ("512"), BF16W (auto|0|1), ROUNDS (1).
+CHECK_T (32), THROUGHPUT_TOKENS ("512"), F32FILE_TOKENS ("512"), BF16W (auto|0|1), ROUNDS (1),
+COLD (1|0).
 """
 import os, re, statistics, subprocess, sys, time
 
@@ -45,6 +52,18 @@ OUT = os.path.join(HERE, "out")
 T0 = time.time()
 
 
+
+
+def drop_from_page_cache(model):
+    """Drops the folder's safetensors files from the page cache (clean pages that no
+    process maps), so that the next reader reads them from disk."""
+    for name in os.listdir(model):
+        if name.endswith(".safetensors"):
+            fd = os.open(os.path.join(model, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 def busy_s():
@@ -87,11 +106,14 @@ class Bench:
         self.f32file = [int(x) for x in g("F32FILE_TOKENS", "512").split()]
         self.bf16w = g("BF16W", "auto")
         self.rounds = int(g("ROUNDS", "1"))
+        self.cold = g("COLD", "1") == "1"
         self.log = open(os.path.join(OUT, "llama_rounds.txt"), "w")
 
     def attnscope(self, model, T, prec, capture, repeat):
         e = dict(os.environ)
         e.pop("OPENBLAS_CORETYPE", None)
+        if self.cold:
+            drop_from_page_cache(model)
         cmd = [self.bin, "bench", "--model", model, "--tokens", str(T), "--repeat", str(repeat),
                "--threads", str(self.threads), "--precision", prec, "--layer", str(self.layer), "--capture", capture]
         out, others = sh_others(cmd, e)
