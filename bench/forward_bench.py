@@ -6,7 +6,7 @@ attention capture, attnscope (`BIN bench`) against the best PyTorch configuratio
 1. Check: the tuned reference against the old one and against `attnscope run` on the
    same ids (max abs diff of every captured tensor), at CHECK_T tokens.
 2. Screen: every configuration of bench/configs.py (threads x interop x
-   OPENBLAS_NUM_THREADS x OMP_WAIT_POLICY, 16) and the old reference in one
+   OPENBLAS_NUM_THREADS x OMP_WAIT_POLICY x malloc, 32) and the old reference in one
    configuration, SCREEN_REPEAT forwards each at every T. Written to
    bench/out/screen.md (median ms of every configuration at every T).
 3. Rounds: per T, the screen's best one-core configuration and its two best
@@ -17,7 +17,8 @@ attention capture, attnscope (`BIN bench`) against the best PyTorch configuratio
    bench/out/latest.md.
 
 Settings (environment): BIN, TOKENS ("64 128 256 384 512 768 1024"), REPEAT (5),
-ROUNDS (3), SCREEN_REPEAT (2), CHECK_T (128; 0 skips the check).
+ROUNDS (3), SCREEN_REPEAT (2), CHECK_T (128; 0 skips the check), PRECISION (attnscope's
+--precision: f32, the default, or bf16; PyTorch stays float32, the reference's precision).
 """
 import os, re, statistics, subprocess, sys
 
@@ -37,8 +38,9 @@ OUT = os.path.join(HERE, "out")
 def attnscope(bin_, T, n, repeat):
     e = dict(os.environ)
     e.pop("OPENBLAS_CORETYPE", None)
-    return sh([bin_, "bench", "--model", M, "--tokens", str(T), "--repeat", str(repeat), "--threads", str(n)],
-              e).strip().splitlines()[-1]
+    prec = os.environ.get("PRECISION", "f32")
+    return sh([bin_, "bench", "--model", M, "--tokens", str(T), "--repeat", str(repeat), "--threads", str(n),
+               "--precision", prec], e).strip().splitlines()[-1]
 
 
 def torch_run(cfg, tokens, threads, repeat, impl="tuned"):
