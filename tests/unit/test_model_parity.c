@@ -812,18 +812,28 @@ static void test_reused_buffers(void **state) {
  * same BF16-rounded values as F32. Loading the BF16 copy keeps its matrices in the
  * mapping (widened 64 rows at a time on each thread); the F32 copy multiplies F32
  * matrices; both must give the same forward to float rounding. */
-static void write_big_llama(const char *dir, int bf16, int tied) {
-    enum { D = 256, H = 4, KV = 2, DH = 64, F = 512, L = 2, V = 300 };
-    char path[600];
+enum { BIG_D = 256, BIG_H = 4, BIG_KV = 2, BIG_DH = 64, BIG_F = 512, BIG_L = 2, BIG_V = 300 };
+
+/* config.json of write_big_llama's shape: model_type type, max_pos positions, a sliding
+ * window of `window` keys when > 0. */
+static void write_big_config(const char *dir, const char *type, int max_pos, int window, int tied) {
+    char path[600], win[48] = "";
     snprintf(path, sizeof path, "%s/config.json", dir);
+    if (window > 0) snprintf(win, sizeof win, "\"sliding_window\": %d, ", window);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "{\"model_type\": \"llama\", \"hidden_size\": %d, \"num_attention_heads\": %d, "
+    fprintf(f, "{\"model_type\": \"%s\", \"hidden_size\": %d, \"num_attention_heads\": %d, "
                "\"num_key_value_heads\": %d, \"head_dim\": %d, \"intermediate_size\": %d, "
-               "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 128, "
-               "\"rms_norm_eps\": 1e-5, \"tie_word_embeddings\": %s}\n",
-            D, H, KV, DH, F, L, V, tied ? "true" : "false");
+               "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": %d, "
+               "\"rms_norm_eps\": 1e-5, %s\"tie_word_embeddings\": %s}\n",
+            type, BIG_D, BIG_H, BIG_KV, BIG_DH, BIG_F, BIG_L, BIG_V, max_pos, win, tied ? "true" : "false");
     fclose(f);
+}
+
+static void write_big_llama(const char *dir, int bf16, int tied) {
+    enum { D = BIG_D, H = BIG_H, KV = BIG_KV, DH = BIG_DH, F = BIG_F, L = BIG_L, V = BIG_V };
+    char path[600];
+    write_big_config(dir, "llama", 128, 0, tied);
     struct { char name[96]; int64_t d0, d1; } spec[4 + 9 * L];
     int n = 0;
 #define ADD(nm, a, b) (snprintf(spec[n].name, sizeof spec[n].name, "%s", nm), spec[n].d0 = (a), spec[n].d1 = (b), n++)
@@ -1061,20 +1071,13 @@ static float *window_logits(as_model *m, const int32_t *ids, int T) {
  * from its start than the L layers' reach L (W - 1), are the full input's last rows. */
 static void test_window_blocks(void **state) {
     (void)state;
-    enum { T = 200, S = 100, W = 8, L = 2, V = 300 };
+    enum { T = 200, S = 100, W = 8, L = BIG_L, V = BIG_V };
     char dir[64] = "/tmp/as_window_XXXXXX";
     assert_non_null(mkdtemp(dir));
     write_big_llama(dir, 0, 0);
+    write_big_config(dir, "mistral", 256, W, 0);
     char f[200];
     snprintf(f, sizeof f, "%s/config.json", dir);
-    FILE *fp = fopen(f, "w");
-    assert_non_null(fp);
-    fprintf(fp, "{\"model_type\": \"mistral\", \"hidden_size\": 256, \"num_attention_heads\": 4, "
-                "\"num_key_value_heads\": 2, \"head_dim\": 64, \"intermediate_size\": 512, "
-                "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 256, "
-                "\"rms_norm_eps\": 1e-5, \"sliding_window\": %d, \"tie_word_embeddings\": false}\n",
-            L, V, W);
-    fclose(fp);
     as_error err = {0};
     as_model *m = NULL;
     if (as_model_load(dir, &m, &err)) fail_msg("%s", err.msg);
