@@ -54,18 +54,6 @@ T0 = time.time()
 
 
 
-def drop_from_page_cache(model):
-    """Drops the folder's safetensors files from the page cache (clean pages that no
-    process maps), so that the next reader reads them from disk."""
-    for name in os.listdir(model):
-        if name.endswith(".safetensors"):
-            fd = os.open(os.path.join(model, name), os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def busy_s():
     """CPU seconds all processes have run so far (/proc/stat: user, nice, system, irq,
     softirq, steal; USER_HZ = 100)."""
@@ -113,7 +101,9 @@ class Bench:
         e = dict(os.environ)
         e.pop("OPENBLAS_CORETYPE", None)
         if self.cold:
-            drop_from_page_cache(model)
+            for name in os.listdir(model):
+                if name.endswith(".safetensors"):
+                    configs.drop_from_page_cache(os.path.join(model, name))
         cmd = [self.bin, "bench", "--model", model, "--tokens", str(T), "--repeat", str(repeat),
                "--threads", str(self.threads), "--precision", prec, "--layer", str(self.layer), "--capture", capture]
         out, others = sh_others(cmd, e)

@@ -13,6 +13,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "ref"))
 from gen_models import st_write  # noqa: E402  (the fixture generator's writer)
+from configs import drop_from_page_cache  # noqa: E402
 import torch  # noqa: E402
 
 SRC = os.path.join(HERE, "..", "..", "shared", "data", "bert-base-uncased", "config.json")
@@ -54,10 +55,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     path = os.path.join(OUT, "model.safetensors")
     st_write(path, [(k, v, "F32") for k, v in t.items()])
-    fd = os.open(path, os.O_RDONLY)
-    os.fsync(fd)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
+    drop_from_page_cache(path)
     with open(cfg, "w") as f:
         json.dump(c, f, indent=2)
     print("wrote", OUT)

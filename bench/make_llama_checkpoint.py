@@ -20,6 +20,8 @@ import struct
 
 import numpy as np
 
+from configs import drop_from_page_cache
+
 
 def to_bf16(a):
     """float32 -> bf16 bits, round to nearest even."""
@@ -81,14 +83,12 @@ def main():
         for name, shape, std in shapes:
             x = np.ones(shape, np.float32) if std is None else rng.standard_normal(shape, np.float32) * std
             f.write((to_bf16(x) if es == 2 else x).tobytes())
-        f.flush()
-        os.fsync(f.fileno())
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": D,
            "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": K,
            "head_dim": Dh, "vocab_size": V, "max_position_embeddings": a.positions, "rms_norm_eps": 1e-5,
            "rope_theta": a.rope_theta, "hidden_act": "silu", "tie_word_embeddings": a.tie, "bos_token_id": a.bos,
            "eos_token_id": a.eos, "torch_dtype": "bfloat16" if es == 2 else "float32"}
+    drop_from_page_cache(os.path.join(a.out, "model.safetensors"))
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     print(f"{a.out}: {sum(int(np.prod(s)) for _, s, _ in shapes) / 1e9:.2f}B parameters, {off / 2**30:.2f} GiB")
