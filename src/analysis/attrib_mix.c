@@ -19,7 +19,8 @@
  * most 16 MB), never the (T, T, D) of a layer.
  * attr_head_mixing splits the same block output by head instead of by input token: the
  * components are head h's output o_h,i = sum_j A_h[i, j] f_h(x_j) and the residual x_i,
- * each through the same T_i (the norm's linear map at row i), scored by the same ALTI c.
+ * each through the same T_i (the norm's linear map at row i), scored by the same ALTI c;
+ * o_h = (A_h V_h) W_o^h, two products per head instead of the sum over j.
  * What it does not: follow the feed-forward half (it mixes no tokens), or run the forward.
  */
 #include "analysis/attrib.h"
@@ -198,11 +199,8 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
         goto cleanup;
     }
     for (int l = 0; l < L; l++) {
-        for (int h = 0; h < H; h++) { /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
-            model_head_out(m, l, h, wo);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, as_run_v(r, l, h), Dh, wo, D,
-                        0.0f, Fh + (size_t)h * T * D, D);
-        }
+        for (int h = 0; h < H; h++) /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
+            model_head_out_mul(m, l, h, as_run_v(r, l, h), T, (size_t)Dh, Fh + (size_t)h * T * D, (size_t)D, wo);
         const ln_t *ln = NULL;
         mix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .A = r->attn + (size_t)l * H * TT,
                       .Fh = Fh, .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g,
@@ -240,14 +238,13 @@ as_status attr_alti_aggregate(float *C, int L, int T, as_error *err) {
 typedef struct {
     mix_kind kind;
     int T, D, H;
-    const float *A;        /* (H, T, T) the layer's attention */
-    const float *Fh;       /* (H, T, D) f_h(x_j) */
+    const float *O;        /* (H, T, D) o_h,i, head h's output at row i */
     const float *x;        /* (T, D) the layer's input */
     const float *bo;       /* (D) or NULL */
     const float *g, *beta; /* (D) the norm's gain and bias; NULL: none */
     float eps;
     int add_one;
-    double *work;          /* (threads, (H + 3) D + H + 1) scratch */
+    double *work;          /* (threads, 4 D + H + 1) scratch */
     float *share;          /* (H, T) of the layer */
 } hmix_job;
 
@@ -268,84 +265,98 @@ static void hmix_map(const hmix_job *jb, const double *z, int resid, double sc, 
     }
 }
 
-/* Task i: head shares of row i. Components: o_h,i = sum_j A_h[i, j] f_h(x_j) (h < H) and
- * the residual x_i; c = max(0, ||x̃_i||_1 − ||x̃_i − T_i(component)||_1) (Ferrando et al.
- * 2022, eq. 9), share_h = c_h / sum of all H + 1 (0 when the sum is 0). */
+/* Task i: head shares of row i. Components: o_h,i (h < H) and the residual x_i;
+ * c = max(0, ||x̃_i||_1 − ||x̃_i − T_i(component)||_1) (Ferrando et al. 2022, eq. 9),
+ * share_h = c_h / sum of all H + 1 (0 when the sum is 0). */
 static void hmix_row(void *ctx, int i, int tid) {
     hmix_job *jb = ctx;
     const int T = jb->T, D = jb->D, H = jb->H;
-    const size_t TT = (size_t)T * T;
-    double *o = jb->work + (size_t)tid * ((size_t)(H + 3) * D + H + 1);
-    double *tl = o + (size_t)H * D, *y = tl + D, *xr = y + D, *c = xr + D;
+    double *z = jb->work + (size_t)tid * ((size_t)4 * D + H + 1);
+    double *tl = z + D, *y = tl + D, *xr = y + D, *c = xr + D;
     const float *xi = jb->x + (size_t)i * D;
-    memset(o, 0, (size_t)H * D * sizeof *o);
-    for (int h = 0; h < H; h++)
-        for (int j = 0; j < T; j++) {
-            const double a = jb->A[h * TT + (size_t)i * T + j];
-            if (a == 0.0) continue;
-            const float *f = jb->Fh + ((size_t)h * T + j) * D;
-            double *oh = o + (size_t)h * D;
-            for (int d = 0; d < D; d++) oh[d] += a * f[d];
-        }
     for (int d = 0; d < D; d++) {
         tl[d] = jb->bo ? jb->bo[d] : 0.0;
-        for (int h = 0; h < H; h++) tl[d] += o[(size_t)h * D + d];
         xr[d] = xi[d];
+    }
+    for (int h = 0; h < H; h++) {
+        const float *o = jb->O + ((size_t)h * T + i) * D;
+        for (int d = 0; d < D; d++) tl[d] += o[d];
     }
     const mix_norm nm = {jb->kind, D, jb->g, jb->beta, jb->eps, jb->add_one};
     const double sc = mix_block_output(&nm, xi, tl); /* x̃_i and the norm's scale, as mix_row */
-    double l1 = 0.0, z = 0.0;
+    double l1 = 0.0, sum = 0.0;
     for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
     for (int k = 0; k <= H; k++) {
-        hmix_map(jb, k < H ? o + (size_t)k * D : xr, k == H, sc, y);
+        if (k < H) {
+            const float *o = jb->O + ((size_t)k * T + i) * D;
+            for (int d = 0; d < D; d++) z[d] = o[d];
+        }
+        hmix_map(jb, k < H ? z : xr, k == H, sc, y);
         double dist = 0.0;
         for (int d = 0; d < D; d++) dist += fabs(tl[d] - y[d]);
         c[k] = l1 - dist > 0.0 ? l1 - dist : 0.0;
-        z += c[k];
+        sum += c[k];
     }
-    for (int h = 0; h < H; h++) jb->share[(size_t)h * T + i] = z > 0.0 ? (float)(c[h] / z) : 0.0f;
+    for (int h = 0; h < H; h++) jb->share[(size_t)h * T + i] = sum > 0.0 ? (float)(c[h] / sum) : 0.0f;
+}
+
+/* Layer l's value norms ||f_h(x_j)|| into fnorm (H, T) and, with O, each head's output
+ * O_h = (A_h V_h) W_o^h (T, D) (the same as sum_j A_h[i, j] f_h(x_j), without the (T, T, D)
+ * of the sum). Scratch: F (T, D), ctx (T, Dh), wo (Dh, D). */
+static void hmix_heads(const as_model *m, const as_run *r, int l, float *fnorm, float *O, float *F, float *ctx,
+                       float *wo) {
+    const int H = r->H, T = r->T, D = r->D, Dh = r->Dh;
+    const size_t TT = (size_t)T * T;
+    for (int h = 0; h < H; h++) {
+        const float *V = as_run_v(r, l, h); /* (T, Dh) */
+        if (fnorm) { /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
+            model_head_out_mul(m, l, h, V, T, (size_t)Dh, F, (size_t)D, wo);
+            for (int j = 0; j < T; j++) {
+                double n2 = 0.0;
+                for (int d = 0; d < D; d++) n2 += (double)F[(size_t)j * D + d] * F[(size_t)j * D + d];
+                fnorm[(size_t)h * T + j] = (float)sqrt(n2);
+            }
+        }
+        if (!O) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, r->attn + ((size_t)l * H + h) * TT, T,
+                    V, Dh, 0.0f, ctx, Dh);
+        model_head_out_mul(m, l, h, ctx, T, (size_t)Dh, O + (size_t)h * T * D, (size_t)D, wo);
+    }
 }
 
 as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, float *fnorm, float *share,
                            as_error *err) {
     const as_config *c = as_model_config(m);
     const int L = r->L, H = r->H, T = r->T, D = r->D, Dh = r->Dh;
-    const size_t TT = (size_t)T * T;
     if (!r->attn || !r->v || !r->hidden || r->layer_lo || r->n_lay != L || r->head_lo || r->n_hd != H ||
         r->n_run < L || D != c->d_model || L != c->n_layer)
         return as_err_set(err, AS_ERR_INPUT, "head mixing needs a run with every layer's attention, values and hidden states");
     if (threads < 1) threads = 1;
     if (threads > T) threads = T;
-    float *Fh = as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float));
+    float *O = share ? as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float)) : NULL;
+    float *F = as_malloc_array((size_t)T * D, sizeof(float));
+    float *ctx = as_malloc_array((size_t)T * Dh, sizeof(float));
     float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
-    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)(H + 3) * D + H + 1), sizeof(double));
+    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)4 * D + H + 1), sizeof(double));
     as_status s = AS_OK;
-    if (!Fh || !wo || !work) {
+    if ((share && !O) || !F || !ctx || !wo || !work) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
     for (int l = 0; l < L; l++) {
-        for (int h = 0; h < H; h++) { /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
-            float *F = Fh + (size_t)h * T * D;
-            model_head_out(m, l, h, wo);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, as_run_v(r, l, h), Dh, wo, D,
-                        0.0f, F, D);
-            for (int j = 0; fnorm && j < T; j++) {
-                double n2 = 0.0;
-                for (int d = 0; d < D; d++) n2 += (double)F[(size_t)j * D + d] * F[(size_t)j * D + d];
-                fnorm[((size_t)l * H + h) * T + j] = (float)sqrt(n2);
-            }
-        }
+        hmix_heads(m, r, l, fnorm ? fnorm + (size_t)l * H * T : NULL, O, F, ctx, wo);
         if (!share) continue;
         const ln_t *ln = NULL;
-        hmix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .A = r->attn + (size_t)l * H * TT,
-                       .Fh = Fh, .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g,
-                       .beta = ln->b, .eps = c->ln_eps, .add_one = c->norm_add_one, .work = work,
+        hmix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .O = O,
+                       .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g, .beta = ln->b,
+                       .eps = c->ln_eps, .add_one = c->norm_add_one, .work = work,
                        .share = share + (size_t)l * H * T};
         as_parallel_for(T, threads, hmix_row, &jb);
     }
 cleanup:
-    free(Fh);
+    free(O);
+    free(F);
+    free(ctx);
     free(wo);
     free(work);
     return s;

@@ -35,6 +35,26 @@ void model_head_out(const as_model *m, int l, int h, float *w) {
     }
 }
 
+void model_head_out_mul(const as_model *m, int l, int h, const float *X, int T, size_t ldx, float *Y, size_t ldy,
+                        float *scratch) {
+    const as_config *c = &m->cfg;
+    AS_ASSERT(l >= 0 && l < c->n_layer && h >= 0 && h < c->n_head);
+    const lin_t *o = &m->layers[l].o;
+    const int D = o->n_out, Dh = c->d_head, n_in = o->n_in;
+    AS_ASSERT(n_in == c->n_head * Dh);
+    if (o->in_out && o->w) /* Conv1D: rows h Dh .. of w (n_in, ldw) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, X, (int)ldx,
+                    o->w + (size_t)h * Dh * o->ldw, o->ldw, 0.0f, Y, (int)ldy);
+    else if (o->w) /* nn.Linear: columns h Dh .. of w (D, n_in), transposed */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, D, Dh, 1.0f, X, (int)ldx, o->w + (size_t)h * Dh, n_in,
+                    0.0f, Y, (int)ldy);
+    else {
+        model_head_out(m, l, h, scratch);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, Dh, 1.0f, X, (int)ldx, scratch, D, 0.0f, Y,
+                    (int)ldy);
+    }
+}
+
 void model_head_out_gram(const as_model *m, int l, int h, float *scratch, float *G) {
     const as_config *c = &m->cfg;
     AS_ASSERT(l >= 0 && l < c->n_layer && h >= 0 && h < c->n_head);

@@ -15,6 +15,12 @@
  * GPT-2 Conv1D (H Dh, D)) and dtype (F32, or BF16 read in place). ASSERTs l and h. */
 void model_head_out(const as_model *m, int l, int h, float *w);
 
+/* Y (T, D) = X (T, Dh) W_o^h (ldx, ldy in floats), one sgemm reading F32 weights in place
+ * (either layout); BF16 weights through model_head_out into scratch (Dh, D). ASSERTs l
+ * and h. */
+void model_head_out_mul(const as_model *m, int l, int h, const float *X, int T, size_t ldx, float *Y, size_t ldy,
+                        float *scratch);
+
 /* G (Dh, Dh) = W_o^h W_o^h^T, the Gram matrix of layer l head h's rows, so that
  * ||v W_o^h||^2 = v G v^T. F32 weights are read in place (one ssyrk on the strided
  * slice, both layouts); BF16 ones through model_head_out into scratch (Dh, D). ASSERTs l

@@ -24,10 +24,16 @@
  * into blocks that do not depend on the thread count (model_par_fixed_blocks). */
 static _Thread_local int t_threads = 1, t_fixed;
 
-/* Up to this many rows (tokens), [out, in] weights multiply without packing
- * (core/gemm_small.c); longer inputs amortise sgemm's packing of W. */
+/* Up to this many rows (tokens), F32 weights multiply without packing
+ * (core/gemm_small.c): y = x W^T up to AS_GEMM_SMALL_MAX_ROWS, y = x W up to
+ * AS_GEMM_SMALL_XW_MAX_ROWS (measured against sgemm with W cold, one thread: the
+ * x W kernel is faster to 64 rows, 1.2-1.8x at 25); longer inputs amortise sgemm's
+ * packing of W. */
 #ifndef AS_GEMM_SMALL_MAX_ROWS
 #define AS_GEMM_SMALL_MAX_ROWS 32
+#endif
+#ifndef AS_GEMM_SMALL_XW_MAX_ROWS
+#define AS_GEMM_SMALL_XW_MAX_ROWS 64
 #endif
 
 /* Scratch of the linear maps during a pass on this thread (model_par_begin):
@@ -70,6 +76,10 @@ static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const fl
         as_gemm_small_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, ldw, y + j0, (size_t)l->n_out, l->b != NULL);
         return;
     }
+    if (l->in_out && T <= AS_GEMM_SMALL_XW_MAX_ROWS && as_gemm_small_xw_ok()) {
+        as_gemm_small_xw(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, ldw, y + j0, (size_t)l->n_out, l->b != NULL);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, l->in_out ? CblasNoTrans : CblasTrans, T, j1 - j0, l->n_in, 1.0f, x,
                 l->n_in, w, (int)ldw, beta, y + j0, l->n_out);
 }
@@ -101,8 +111,10 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
 /* Runs fn(job, c0, c1, tid) over the columns [0, n) of a product of `work` multiply-adds:
  * on the calling thread when small, else in blocks of a multiple of 16 columns, 2 per
  * thread, handed out dynamically (a thread the OS preempts delays only its block). With
- * t_fixed, always FIXED_BLOCKS blocks whose bounds depend on n only (sgemm's sums over a
- * block of columns can change in the last bit with the block's width). */
+ * t_fixed, at most FIXED_BLOCKS blocks whose bounds depend on n only (sgemm's sums over a
+ * block of columns can change in the last bit with the block's width), each a multiple
+ * of 64 columns but the last (the x W kernel's tile: 96-column blocks made it 1.4x
+ * slower). */
 #define FIXED_BLOCKS 8
 typedef void (*cols_fn)(const void *job, int c0, int c1, int tid);
 typedef struct {
@@ -120,7 +132,7 @@ static void cols_task(void *ctx, int b, int tid) {
 static void run_cols(cols_fn fn, const void *job, int n, double work) {
     int nt = t_threads;
     if (t_fixed) {
-        int chunk = ((n + FIXED_BLOCKS - 1) / FIXED_BLOCKS + 15) & ~15, nb = (n + chunk - 1) / chunk;
+        int chunk = ((n + FIXED_BLOCKS - 1) / FIXED_BLOCKS + 63) & ~63, nb = (n + chunk - 1) / chunk;
         cols_run c = {fn, job, n, chunk};
         if (nt <= 1)
             for (int b = 0; b < nb; b++) cols_task(&c, b, 0);
@@ -301,8 +313,9 @@ void model_par_end(const par_state *saved) {
 int model_par_threads(void) { return t_threads; }
 
 /* dx[:, i0:i1] (+)= dy W[:, i0:i1] on pool thread tid. At precision bf16 (dyb: dy in
- * BF16): BF16 dy x BF16 W, F32 sums (core/gemm_bf16.c). F32 weights: one sgemm (GPT-2's
- * Conv1D [in, out] layout: rows i0..i1 of W, transposed). BF16 weights in the mapping:
+ * BF16): BF16 dy x BF16 W, F32 sums (core/gemm_bf16.c). F32 weights: for few rows the
+ * unpacked kernels (core/gemm_small.c), else one sgemm (GPT-2's Conv1D [in, out] layout:
+ * rows i0..i1 of W, transposed). BF16 weights in the mapping:
  * lin_conv_rows rows of W[:, i0:i1] widened at a time, each a rank-rows update. */
 static void linear_dx_cols(const lin_t *l, const float *dy, const uint16_t *dyb, int T, float *dx, int accumulate,
                            int i0, int i1, const lin_scratch *sc, int tid) {
@@ -311,6 +324,15 @@ static void linear_dx_cols(const lin_t *l, const float *dy, const uint16_t *dyb,
     if (dyb) {
         as_gemm_bf16_xw(T, n, No, dyb, (size_t)No, l->wbf + i0, (size_t)l->n_in, dx + i0, (size_t)l->n_in, accumulate,
                         sc->conv + (size_t)tid * sc->conv_per_thread);
+        return;
+    }
+    if (l->w && l->in_out && T <= AS_GEMM_SMALL_MAX_ROWS && as_gemm_small_ok()) { /* dy (T, No) W[i0:i1]^T */
+        as_gemm_small_xwt(T, n, No, dy, (size_t)No, l->w + (size_t)i0 * l->ldw, (size_t)l->ldw, dx + i0,
+                          (size_t)l->n_in, accumulate);
+        return;
+    }
+    if (l->w && !l->in_out && T <= AS_GEMM_SMALL_XW_MAX_ROWS && as_gemm_small_xw_ok()) { /* dy (T, No) W[:, i0:i1] */
+        as_gemm_small_xw(T, n, No, dy, (size_t)No, l->w + i0, (size_t)l->ldw, dx + i0, (size_t)l->n_in, accumulate);
         return;
     }
     if (l->w && l->in_out) {
