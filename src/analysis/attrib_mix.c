@@ -302,25 +302,29 @@ static void hmix_row(void *ctx, int i, int tid) {
 
 /* Layer l's value norms ||f_h(x_j)|| into fnorm (H, T) and, with O, each head's output
  * O_h = (A_h V_h) W_o^h (T, D) (the same as sum_j A_h[i, j] f_h(x_j), without the (T, T, D)
- * of the sum). Scratch: F (T, D), ctx (T, Dh), wo (Dh, D). */
-static void hmix_heads(const as_model *m, const as_run *r, int l, float *fnorm, float *O, float *F, float *ctx,
+ * of the sum). Both products by W_o^h run as one: [V_h; ctx_h] (2T, Dh) W_o^h. Scratch:
+ * VC (2T, Dh), F (2T, D), wo (Dh, D). */
+static void hmix_heads(const as_model *m, const as_run *r, int l, float *fnorm, float *O, float *VC, float *F,
                        float *wo) {
     const int H = r->H, T = r->T, D = r->D, Dh = r->Dh;
     const size_t TT = (size_t)T * T;
     for (int h = 0; h < H; h++) {
         const float *V = as_run_v(r, l, h); /* (T, Dh) */
-        if (fnorm) { /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
-            model_head_out_mul(m, l, h, V, T, (size_t)Dh, F, (size_t)D, wo);
+        int rows = T; /* the same product with or without fnorm, so O's bits do not depend on it */
+        memcpy(VC, V, (size_t)T * Dh * sizeof(float));
+        if (O) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, r->attn + ((size_t)l * H + h) * TT,
+                        T, V, Dh, 0.0f, VC + (size_t)T * Dh, Dh);
+            rows += T;
+        }
+        model_head_out_mul(m, l, h, VC, rows, (size_t)Dh, F, (size_t)D, wo);
+        if (fnorm) /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
             for (int j = 0; j < T; j++) {
                 double n2 = 0.0;
                 for (int d = 0; d < D; d++) n2 += (double)F[(size_t)j * D + d] * F[(size_t)j * D + d];
                 fnorm[(size_t)h * T + j] = (float)sqrt(n2);
             }
-        }
-        if (!O) continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, r->attn + ((size_t)l * H + h) * TT, T,
-                    V, Dh, 0.0f, ctx, Dh);
-        model_head_out_mul(m, l, h, ctx, T, (size_t)Dh, O + (size_t)h * T * D, (size_t)D, wo);
+        if (O) memcpy(O + (size_t)h * T * D, F + (size_t)T * D, (size_t)T * D * sizeof(float));
     }
 }
 
@@ -334,17 +338,17 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
     if (threads < 1) threads = 1;
     if (threads > T) threads = T;
     float *O = share ? as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float)) : NULL;
-    float *F = as_malloc_array((size_t)T * D, sizeof(float));
-    float *ctx = as_malloc_array((size_t)T * Dh, sizeof(float));
+    float *F = as_malloc_array(as_mul_size(2 * (size_t)T, (size_t)D), sizeof(float));
+    float *VC = as_malloc_array(2 * (size_t)T * Dh, sizeof(float));
     float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
     double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)4 * D + H + 1), sizeof(double));
     as_status s = AS_OK;
-    if ((share && !O) || !F || !ctx || !wo || !work) {
+    if ((share && !O) || !F || !VC || !wo || !work) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
     for (int l = 0; l < L; l++) {
-        hmix_heads(m, r, l, fnorm ? fnorm + (size_t)l * H * T : NULL, O, F, ctx, wo);
+        hmix_heads(m, r, l, fnorm ? fnorm + (size_t)l * H * T : NULL, O, VC, F, wo);
         if (!share) continue;
         const ln_t *ln = NULL;
         hmix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .O = O,
@@ -356,7 +360,7 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
 cleanup:
     free(O);
     free(F);
-    free(ctx);
+    free(VC);
     free(wo);
     free(work);
     return s;
