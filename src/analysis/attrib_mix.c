@@ -300,32 +300,36 @@ static void hmix_row(void *ctx, int i, int tid) {
     for (int h = 0; h < H; h++) jb->share[(size_t)h * T + i] = sum > 0.0 ? (float)(c[h] / sum) : 0.0f;
 }
 
-/* Layer l's value norms ||f_h(x_j)|| into fnorm (H, T) and, with O, each head's output
+/* Layer l's value norms ||f_h(x_j)|| into fnorm (H, T) and each head's output
  * O_h = (A_h V_h) W_o^h (T, D) (the same as sum_j A_h[i, j] f_h(x_j), without the (T, T, D)
- * of the sum). Both products by W_o^h run as one: [V_h; ctx_h] (2T, Dh) W_o^h. Scratch:
- * VC (2T, Dh), F (2T, D), wo (Dh, D). */
-static void hmix_heads(const as_model *m, const as_run *r, int l, float *fnorm, float *O, float *VC, float *F,
-                       float *wo) {
+ * of the sum), a task per head. Both products by W_o^h run as one: [V_h; ctx_h] (2T, Dh)
+ * W_o^h, whether or not fnorm is wanted (so O's bits do not depend on it). */
+typedef struct {
+    const as_model *m;
+    const as_run *r;
+    int l;
+    float *fnorm;  /* (H, T) of the layer, or NULL */
+    float *O;      /* (H, T, D), or NULL */
+    float *VC, *F, *wo; /* per thread: (2T, Dh), (2T, D), (Dh, D) */
+} hmix_heads_job;
+
+static void hmix_head(void *ctx, int h, int tid) {
+    const hmix_heads_job *j = ctx;
+    const as_run *r = j->r;
     const int H = r->H, T = r->T, D = r->D, Dh = r->Dh;
-    const size_t TT = (size_t)T * T;
-    for (int h = 0; h < H; h++) {
-        const float *V = as_run_v(r, l, h); /* (T, Dh) */
-        int rows = T; /* the same product with or without fnorm, so O's bits do not depend on it */
-        memcpy(VC, V, (size_t)T * Dh * sizeof(float));
-        if (O) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, r->attn + ((size_t)l * H + h) * TT,
-                        T, V, Dh, 0.0f, VC + (size_t)T * Dh, Dh);
-            rows += T;
+    float *VC = j->VC + (size_t)tid * 2 * T * Dh, *F = j->F + (size_t)tid * 2 * T * D, *wo = j->wo + (size_t)tid * Dh * D;
+    const float *V = as_run_v(r, j->l, h); /* (T, Dh) */
+    memcpy(VC, V, (size_t)T * Dh * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, 1.0f, r->attn + ((size_t)j->l * H + h) * T * T,
+                T, V, Dh, 0.0f, VC + (size_t)T * Dh, Dh);
+    model_head_out_mul(j->m, j->l, h, VC, 2 * T, (size_t)Dh, F, (size_t)D, wo);
+    if (j->fnorm) /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
+        for (int t = 0; t < T; t++) {
+            double n2 = 0.0;
+            for (int d = 0; d < D; d++) n2 += (double)F[(size_t)t * D + d] * F[(size_t)t * D + d];
+            j->fnorm[(size_t)h * T + t] = (float)sqrt(n2);
         }
-        model_head_out_mul(m, l, h, VC, rows, (size_t)Dh, F, (size_t)D, wo);
-        if (fnorm) /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
-            for (int j = 0; j < T; j++) {
-                double n2 = 0.0;
-                for (int d = 0; d < D; d++) n2 += (double)F[(size_t)j * D + d] * F[(size_t)j * D + d];
-                fnorm[(size_t)h * T + j] = (float)sqrt(n2);
-            }
-        if (O) memcpy(O + (size_t)h * T * D, F + (size_t)T * D, (size_t)T * D * sizeof(float));
-    }
+    if (j->O) memcpy(j->O + (size_t)h * T * D, F + (size_t)T * D, (size_t)T * D * sizeof(float));
 }
 
 as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, float *fnorm, float *share,
@@ -337,18 +341,22 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
         return as_err_set(err, AS_ERR_INPUT, "head mixing needs a run with every layer's attention, values and hidden states");
     if (threads < 1) threads = 1;
     if (threads > T) threads = T;
+    const int ht = threads < H ? threads : H; /* threads of the per-head products */
     float *O = share ? as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float)) : NULL;
-    float *F = as_malloc_array(as_mul_size(2 * (size_t)T, (size_t)D), sizeof(float));
-    float *VC = as_malloc_array(2 * (size_t)T * Dh, sizeof(float));
-    float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
+    float *F = as_malloc_array(as_mul_size((size_t)ht * 2 * T, (size_t)D), sizeof(float));
+    float *VC = as_malloc_array(as_mul_size((size_t)ht * 2 * T, (size_t)Dh), sizeof(float));
+    float *wo = as_malloc_array(as_mul_size((size_t)ht * Dh, (size_t)D), sizeof(float));
     double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)4 * D + H + 1), sizeof(double));
     as_status s = AS_OK;
     if ((share && !O) || !F || !VC || !wo || !work) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
+    const int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1); /* the pool runs the heads' products side by side */
     for (int l = 0; l < L; l++) {
-        hmix_heads(m, r, l, fnorm ? fnorm + (size_t)l * H * T : NULL, O, VC, F, wo);
+        hmix_heads_job hj = {m, r, l, fnorm ? fnorm + (size_t)l * H * T : NULL, O, VC, F, wo};
+        as_parallel_for(H, ht, hmix_head, &hj);
         if (!share) continue;
         const ln_t *ln = NULL;
         hmix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .O = O,
@@ -357,6 +365,7 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
                        .share = share + (size_t)l * H * T};
         as_parallel_for(T, threads, hmix_row, &jb);
     }
+    openblas_set_num_threads(blas_threads);
 cleanup:
     free(O);
     free(F);
