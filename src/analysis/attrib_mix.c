@@ -179,6 +179,22 @@ static mix_kind mix_layer_kind(const as_model *m, int l, const ln_t **ln) {
     return w->post_attn.g ? MIX_PRE_POSTNORM : MIX_PRE;
 }
 
+/* Task h: f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) of layer l for every j. */
+typedef struct {
+    const as_model *m;
+    const as_run *r;
+    int l;
+    float *Fh; /* (H, T, D) */
+    float *wo; /* per thread (Dh, D) */
+} mix_fh_job;
+
+static void mix_fh(void *ctx, int h, int tid) {
+    const mix_fh_job *j = ctx;
+    const int T = j->r->T, D = j->r->D, Dh = j->r->Dh;
+    model_head_out_mul(j->m, j->l, h, as_run_v(j->r, j->l, h), T, (size_t)Dh, j->Fh + (size_t)h * T * D, (size_t)D,
+                       j->wo + (size_t)tid * Dh * D);
+}
+
 as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2, float *C, as_error *err) {
     const as_config *c = as_model_config(m);
     const int L = r->L, H = r->H, T = r->T, D = r->D, Dh = r->Dh;
@@ -190,7 +206,7 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
     const int B = mix_rows(T, D), n_blocks = (T + B - 1) / B;
     if (threads > n_blocks) threads = n_blocks;
     float *Fh = as_malloc_array(as_mul_size((size_t)H * T, (size_t)D), sizeof(float));
-    float *wo = as_malloc_array((size_t)Dh * D, sizeof(float));
+    float *wo = as_malloc_array(as_mul_size((size_t)threads * Dh, (size_t)D), sizeof(float));
     float *S = as_malloc_array(as_mul_size((size_t)threads * B * T, (size_t)D), sizeof(float));
     double *work = as_malloc_array((size_t)threads * (2 * D + T), sizeof(double));
     as_status s = AS_OK;
@@ -198,9 +214,11 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
+    const int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1); /* the pool runs the heads' products side by side */
     for (int l = 0; l < L; l++) {
-        for (int h = 0; h < H; h++) /* f_h(x_j) = v_h[j] W_o^h (Kobayashi et al. 2020, eq. 5) */
-            model_head_out_mul(m, l, h, as_run_v(r, l, h), T, (size_t)Dh, Fh + (size_t)h * T * D, (size_t)D, wo);
+        mix_fh_job fj = {m, r, l, Fh, wo};
+        as_parallel_for(H, threads < H ? threads : H, mix_fh, &fj);
         const ln_t *ln = NULL;
         mix_job jb = {.kind = mix_layer_kind(m, l, &ln), .T = T, .D = D, .H = H, .A = r->attn + (size_t)l * H * TT,
                       .Fh = Fh, .x = r->hidden + (size_t)l * T * D, .bo = m->layers[l].o.b, .g = ln->g,
@@ -208,6 +226,7 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
                       .N2 = N2 ? N2 + l * TT : NULL, .C = C ? C + l * TT : NULL};
         as_parallel_for(n_blocks, threads, mix_block, &jb);
     }
+    openblas_set_num_threads(blas_threads);
 cleanup:
     free(Fh);
     free(wo);
