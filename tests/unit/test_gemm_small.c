@@ -44,7 +44,7 @@ static void check_at(int xw, int M, int N, int K, int accumulate, int woff) {
     size_t ldx = (size_t)K + 3, ldw = xw ? (size_t)N + 5 : (size_t)K + 5, ldy = (size_t)N + 2;
     if (woff >= 0) ldw = (ldw + 15) & ~(size_t)15;
     size_t nw = xw ? (size_t)(K > 0 ? K : 1) * ldw : (size_t)N * ldw;
-    float *x = malloc(sizeof(float) * (size_t)M * ldx), *wbuf = aligned_alloc(64, sizeof(float) * (nw + 32));
+    float *x = malloc(sizeof(float) * (size_t)M * ldx), *wbuf = aligned_alloc(64, (sizeof(float) * (nw + 32) + 63) & ~(size_t)63);
     float *w = wbuf + (woff > 0 ? woff : 0);
     float *y = malloc(sizeof(float) * (size_t)M * ldy);
     assert_non_null(x);
