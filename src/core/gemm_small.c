@@ -337,6 +337,17 @@ GS_TARGET512 static void gs_xw_512(int M, int N, int K, const float *x, size_t l
 }
 #endif
 
+/* The scalar loops: y[m, n] (+)= sum_k x[m, k] w[n sn + k sk], k in order. */
+static void gs_scalar(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t sn, size_t sk, float *y,
+                      size_t ldy, int accumulate) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float *yc = y + (size_t)m * ldy + n, s = accumulate ? *yc : 0.0f;
+            for (int k = 0; k < K; k++) s += x[(size_t)m * ldx + k] * w[(size_t)n * sn + (size_t)k * sk];
+            *yc = s;
+        }
+}
+
 void as_gemm_small_xwt(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t ldw, float *y,
                        size_t ldy, int accumulate) {
 #ifdef GS_X86
@@ -349,13 +360,7 @@ void as_gemm_small_xwt(int M, int N, int K, const float *x, size_t ldx, const fl
         return;
     }
 #endif
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            float s = 0.0f;
-            for (int k = 0; k < K; k++) s += x[(size_t)m * ldx + k] * w[(size_t)n * ldw + k];
-            float *yc = y + (size_t)m * ldy + n;
-            *yc = accumulate ? *yc + s : s;
-        }
+    gs_scalar(M, N, K, x, ldx, w, ldw, 1, y, ldy, accumulate);
 }
 
 void as_gemm_small_xw(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t ldw, float *y,
@@ -366,10 +371,5 @@ void as_gemm_small_xw(int M, int N, int K, const float *x, size_t ldx, const flo
         return;
     }
 #endif
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            float s = accumulate ? y[(size_t)m * ldy + n] : 0.0f;
-            for (int k = 0; k < K; k++) s += x[(size_t)m * ldx + k] * w[(size_t)k * ldw + n];
-            y[(size_t)m * ldy + n] = s;
-        }
+    gs_scalar(M, N, K, x, ldx, w, 1, ldw, y, ldy, accumulate);
 }
