@@ -26,9 +26,9 @@ static _Thread_local int t_threads = 1, t_fixed;
 
 /* Up to this many rows (tokens), F32 weights multiply without packing
  * (core/gemm_small.c): y = x W^T up to AS_GEMM_SMALL_MAX_ROWS, y = x W up to
- * AS_GEMM_SMALL_XW_MAX_ROWS (measured against sgemm with W cold, one thread: the
- * x W kernel is faster to 64 rows, 1.2-1.8x at 25); longer inputs amortise sgemm's
- * packing of W. */
+ * AS_GEMM_SMALL_XW_MAX_ROWS (measured against sgemm with W cold and unaligned, one thread,
+ * bench/gemm_small_bench.c: the x W kernel is 1.3-2.4x sgemm at 25 rows and ahead to 64);
+ * longer inputs amortise sgemm's packing of W. */
 #ifndef AS_GEMM_SMALL_MAX_ROWS
 #define AS_GEMM_SMALL_MAX_ROWS 32
 #endif
