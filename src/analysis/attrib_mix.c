@@ -214,8 +214,8 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    const int blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1); /* the pool runs the heads' products side by side */
+    par_state saved; /* OpenBLAS on one thread: the pool runs the heads' products side by side */
+    model_par_begin(threads, NULL, 0, NULL, &saved);
     for (int l = 0; l < L; l++) {
         mix_fh_job fj = {m, r, l, Fh, wo};
         as_parallel_for(H, threads < H ? threads : H, mix_fh, &fj);
@@ -226,7 +226,7 @@ as_status attr_mixing(const as_model *m, const as_run *r, int threads, float *N2
                       .N2 = N2 ? N2 + l * TT : NULL, .C = C ? C + l * TT : NULL};
         as_parallel_for(n_blocks, threads, mix_block, &jb);
     }
-    openblas_set_num_threads(blas_threads);
+    model_par_end(&saved);
 cleanup:
     free(Fh);
     free(wo);
@@ -371,8 +371,8 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    const int blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1); /* the pool runs the heads' products side by side */
+    par_state saved; /* OpenBLAS on one thread: the pool runs the heads' products side by side */
+    model_par_begin(threads, NULL, 0, NULL, &saved);
     for (int l = 0; l < L; l++) {
         hmix_heads_job hj = {m, r, l, fnorm ? fnorm + (size_t)l * H * T : NULL, O, VC, F, wo};
         as_parallel_for(H, ht, hmix_head, &hj);
@@ -384,7 +384,7 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
                        .share = share + (size_t)l * H * T};
         as_parallel_for(T, threads, hmix_row, &jb);
     }
-    openblas_set_num_threads(blas_threads);
+    model_par_end(&saved);
 cleanup:
     free(O);
     free(F);

@@ -311,7 +311,8 @@ GS_TARGET512 static void gs_xw_512(int M, int N, int K, const float *x, size_t l
     const int shift = ldw % 16 == 0 ? (int)(((uintptr_t)w / sizeof(float)) % 16) : 0;
     for (long c = -shift; c < N; c += 64) {
         const int lo = c < 0 ? (int)-c : 0, hi = N - c < 64 ? (int)(N - c) : 64;
-        for (int k0 = 0; k0 < K || k0 == 0; k0 += GS_KC) {
+        int k0 = 0;
+        do { /* at least once: K = 0 still writes y (0 or as it was) */
             const int k1 = K - k0 < GS_KC ? K : k0 + GS_KC;
             for (int m = 0; m < M; m += 6) {
                 const int mr = M - m < 6 ? M - m : 6;
@@ -331,8 +332,7 @@ GS_TARGET512 static void gs_xw_512(int M, int N, int K, const float *x, size_t l
                 default: gs_tile_6x4(xr, yr, mr, wc, ldw, k0, k1, lo, hi, init, pf); break;
                 }
             }
-            if (K == 0) break;
-        }
+        } while ((k0 += GS_KC) < K);
     }
 }
 #endif
