@@ -94,28 +94,41 @@ static inline float as_fast_tanhf(float x) {
 }
 
 
-/* Two copies of a hot kernel from one C body: baseline ISA and AVX2 + FMA (a * b + c
- * contracted to fused multiply-adds), the AVX2 copy chosen at run time when the CPU has
- * both (x86-64, GCC); elsewhere only the baseline copy exists. Usage:
+/* Copies of a hot kernel from one C body: baseline ISA, AVX2 + FMA, and AVX-512 (a * b + c
+ * contracted to fused multiply-adds in both SIMD copies), the widest the CPU runs chosen
+ * at run time (x86-64, GCC); elsewhere only the baseline copy exists. Usage:
  *   AS_KERNEL_BODY void k_body(args...) { ... }
- *   AS_KERNEL_AVX2(k, (float *y, int n), (y, n))   defines k_avx2 when dispatching
+ *   AS_KERNEL_SIMD(k, (float *y, int n), (y, n))   defines k_avx2 and k_avx512 when dispatching
  *   AS_KERNEL_RUN(k, y, n);                           calls the right copy
- * Results of the two copies differ in the last bits, never between runs on one machine. */
+ * Results of the copies differ in the last bits, never between runs on one machine. */
 #define AS_KERNEL_BODY static inline __attribute__((always_inline))
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__AVX2__)
 #define AS_KERNEL_DISPATCH 1
-static inline int as_cpu_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-#define AS_KERNEL_AVX2(name, params, args)                                                              \
+/* 2: AVX-512 (F, DQ, BW, VL), 1: AVX2 + FMA, 0: neither. */
+static inline int as_cpu_simd_level(void) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+               ? 2
+               : 1;
+}
+#define AS_KERNEL_SIMD(name, params, args)                                                              \
     __attribute__((target("avx2,fma"), optimize("fp-contract=fast"))) static void name##_avx2 params { \
+        name##_body args;                                                                             \
+    }                                                                                                 \
+    __attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512"),    \
+                   optimize("fp-contract=fast"))) static void name##_avx512 params {                  \
         name##_body args;                                                                             \
     }
 #define AS_KERNEL_RUN(name, ...)                                                                        \
     do {                                                                                              \
-        if (as_cpu_avx2_fma()) name##_avx2(__VA_ARGS__);                                              \
+        int as_level_ = as_cpu_simd_level();                                                          \
+        if (as_level_ == 2) name##_avx512(__VA_ARGS__);                                               \
+        else if (as_level_ == 1) name##_avx2(__VA_ARGS__);                                            \
         else name##_body(__VA_ARGS__);                                                                \
     } while (0)
 #else
-#define AS_KERNEL_AVX2(name, params, args)
+#define AS_KERNEL_SIMD(name, params, args)
 #define AS_KERNEL_RUN(name, ...) name##_body(__VA_ARGS__)
 #endif
 

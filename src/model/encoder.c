@@ -22,10 +22,11 @@
 #include <math.h>
 #include <string.h>
 
-/* The elementwise loops (softmax, GELU, LayerNorm) get an AVX2+FMA clone chosen at
- * load time on CPUs that have it (GCC function multi-versioning); SSE2 otherwise. */
+/* The attention rows' elementwise loops (mask, soft cap, softmax) get AVX-512 and AVX2+FMA
+ * clones, the widest the CPU runs chosen at load time (GCC function multi-versioning);
+ * SSE2 otherwise. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define AS_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define AS_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define AS_SIMD_CLONES
 #endif

@@ -165,13 +165,13 @@ AS_KERNEL_BODY void gelu_fwd_deriv_body(float *y, float *dd, const float *x, siz
     }
 }
 
-AS_KERNEL_AVX2(gelu_fwd_deriv, (float *y, float *dd, const float *x, size_t n), (y, dd, x, n))
-AS_KERNEL_AVX2(gelu_fwd, (float *y, const float *x, size_t n), (y, x, n))
-AS_KERNEL_AVX2(gelu_bwd, (float *d, const float *x, size_t n), (d, x, n))
-AS_KERNEL_AVX2(gelu_tanh_fwd, (float *y, const float *x, size_t n), (y, x, n))
-AS_KERNEL_AVX2(gelu_tanh_bwd, (float *d, const float *x, size_t n), (d, x, n))
-AS_KERNEL_AVX2(silu_fwd, (float *y, const float *x, size_t n), (y, x, n))
-AS_KERNEL_AVX2(silu_bwd, (float *d, const float *x, size_t n), (d, x, n))
+AS_KERNEL_SIMD(gelu_fwd_deriv, (float *y, float *dd, const float *x, size_t n), (y, dd, x, n))
+AS_KERNEL_SIMD(gelu_fwd, (float *y, const float *x, size_t n), (y, x, n))
+AS_KERNEL_SIMD(gelu_bwd, (float *d, const float *x, size_t n), (d, x, n))
+AS_KERNEL_SIMD(gelu_tanh_fwd, (float *y, const float *x, size_t n), (y, x, n))
+AS_KERNEL_SIMD(gelu_tanh_bwd, (float *d, const float *x, size_t n), (d, x, n))
+AS_KERNEL_SIMD(silu_fwd, (float *y, const float *x, size_t n), (y, x, n))
+AS_KERNEL_SIMD(silu_bwd, (float *d, const float *x, size_t n), (d, x, n))
 
 void op_act_fwd(as_act a, float *y, const float *x, size_t n) {
     switch (a) {
@@ -269,7 +269,7 @@ AS_KERNEL_BODY void softmax_body(float *s, const int32_t *keep, int N, int C) {
         for (int c = 0; c < C; c++) r[c] *= inv;
     }
 }
-AS_KERNEL_AVX2(softmax, (float *s, const int32_t *keep, int N, int C), (s, keep, N, C))
+AS_KERNEL_SIMD(softmax, (float *s, const int32_t *keep, int N, int C), (s, keep, N, C))
 
 void op_softmax_rows(float *s, const int32_t *keep, int N, int C) { AS_KERNEL_RUN(softmax, s, keep, N, C); }
 

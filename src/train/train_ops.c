@@ -41,7 +41,7 @@ AS_KERNEL_BODY void xent_body(float *dlogits, double *row_loss, const float *log
 
 /* ---- the two copies (fastmath.h AS_KERNEL_*) ---- */
 
-AS_KERNEL_AVX2(xent,
+AS_KERNEL_SIMD(xent,
                (float *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int C,
                 float scale),
                (dlogits, row_loss, logits, targets, N, C, scale))
