@@ -183,10 +183,14 @@ static inline void gb_put(float *y, float t, int first, const float *bias, int n
  * fetched into L2 a few at a time while the current block is multiplied, so that no
  * block but the first waits on memory: a weight is read once per forward, from DRAM, and
  * rows of a few KiB are too short for the hardware prefetcher (BERT-base's products at
- * 128 tokens ran 10% faster, one thread, W cold). Products of fewer than GB_AHEAD_MIN_ROWS
- * rows have too little work per block to spread the fetches over; they are left to the
- * hardware. Prefetches never fault; each stays within its row. */
+ * 128 tokens ran 3-10% faster, one thread, W cold: bench/gemm_bf16_bench.c). Products of
+ * fewer than GB_AHEAD_MIN_ROWS rows have too little work per block to spread the fetches
+ * over; they are left to the hardware. In x W^T the tiles re-read their rows of x from L2
+ * for every block: when those rows pass GB_AHEAD_MAX_X_BYTES (512 tokens of a 2048-wide
+ * input: 2 MiB), the next block would evict the current one, and the fetch ran 3-5%
+ * slower, so it is left out there. Prefetches never fault; each stays within its row. */
 #define GB_AHEAD_MIN_ROWS 12
+#define GB_AHEAD_MAX_X_BYTES ((size_t)256 << 10)
 typedef struct {
     const char *base; /* W's row r0 at value ka */
     size_t ld, bytes; /* bytes between rows; bytes of a row's values [ka, kb) */
@@ -195,7 +199,7 @@ typedef struct {
     size_t rows, per; /* rows of the block; lines fetched per step */
 } gb_ahead;
 
-/* calls: how many gb_ahead_step calls the current block makes; M: its rows. */
+/* calls: how many gb_ahead_step calls the current block makes; M: its rows (0: no fetching). */
 static void gb_ahead_init(gb_ahead *a, const uint16_t *w, size_t ldw, int r0, int r1, int ka, int kb, size_t calls,
                           int M) {
     a->base = (const char *)(w + (size_t)r0 * ldw + ka);
@@ -223,8 +227,9 @@ GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t l
             int k1 = k0 + GB_KB < K ? k0 + GB_KB : K, first = k0 == 0;
             gb_ahead ahead; /* the next block: the next values of these rows, or the next rows' first */
             size_t calls = (size_t)((M + 5) / 6) * (size_t)((n1 - n0 + 3) / 4);
-            if (k1 < K) gb_ahead_init(&ahead, w, ldw, n0, n1, k1, k1 + GB_KB < K ? k1 + GB_KB : K, calls, M);
-            else gb_ahead_init(&ahead, w, ldw, n1, n1 + GB_NB < N ? n1 + GB_NB : N, 0, GB_KB < K ? GB_KB : K, calls, M);
+            int fetch_m = (size_t)M * (size_t)(k1 - k0) * sizeof(uint16_t) <= GB_AHEAD_MAX_X_BYTES ? M : 0;
+            if (k1 < K) gb_ahead_init(&ahead, w, ldw, n0, n1, k1, k1 + GB_KB < K ? k1 + GB_KB : K, calls, fetch_m);
+            else gb_ahead_init(&ahead, w, ldw, n1, n1 + GB_NB < N ? n1 + GB_NB : N, 0, GB_KB < K ? GB_KB : K, calls, fetch_m);
             for (int m = 0; m < M; m += 6) {
                 int mr = M - m < 6 ? M - m : 6;
                 for (int n = n0; n < n1; n += 4) {
