@@ -80,7 +80,7 @@ int main(void) {
         int n, k; /* W (N, K) = (outputs of one thread, n_in) */
     } shapes[] = {{"BERT-base", 384, 768},  {"BERT-base", 1536, 768}, {"BERT-base", 384, 3072},
                   {"Llama-1B", 1024, 2048}, {"Llama-1B", 4096, 2048}, {"Llama-1B", 1024, 8192}};
-    printf("| model | W (out x in) | rows | x W^T BF16 | sgemm NT | x W BF16 | sgemm NN | max rel. diff |\n");
+    printf("| model | W (out x in) | rows | x W^T BF16 best (all) | sgemm NT | x W BF16 | sgemm NN | max rel. diff |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {

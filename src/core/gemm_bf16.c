@@ -7,7 +7,7 @@
  * vdpbf16ps (each 32 products summed pairwise into 16 lanes); the lanes of 4 accumulators are summed together at the end of a K block
  * (gb_sum4). Blocks: 64 columns of W x GB_KB values of K (256 KiB of BF16) stay in L2
  * while every 6-row tile of x passes over them, and the tiles fetch the next block into
- * L2 meanwhile (gb_ahead); K tails use masked loads; edge columns (N
+ * L2 meanwhile (core/prefetch.h); K tails use masked loads; edge columns (N
  * not a multiple of 4) are single dot products. Summation order: lanes, then K blocks in
  * order.
  * Fallback: blocks of x and W widened to F32 and one sgemm per block (exact products of
@@ -16,13 +16,14 @@
  * y (+)= x W with W (K, N) row-major (as_gemm_bf16_xw): W is read along N, so a block of
  * 64 columns x GX_KB rows is packed as pairs of rows interleaved (word p*64 + j holds
  * W[2p][j] and W[2p+1][j], the layout vdpbf16ps multiplies pairwise; 32 KiB, in L1);
- * the next block's rows are fetched into L2 while this one is multiplied (gb_ahead);
+ * the next block's rows are fetched into L2 while this one is multiplied (core/prefetch.h);
  * a tile of 6 rows x 64 columns keeps 24 accumulators, and each pair step broadcasts
  * x[m][2p..2p+1] and issues 24 vdpbf16ps into the outputs' own lanes (no final
  * reduction). Each output sums its pairs in order along K.
  */
 #include "core/gemm_bf16.h"
 #include "core/core.h"
+#include "core/prefetch.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -34,7 +35,6 @@
 
 #define GB_NB 64   /* columns (rows of W) per block */
 #define GB_KB 2048 /* values of K per block */
-#define GB_PF_HINT _MM_HINT_T1 /* the next block of W goes to L2 */
 
 #ifdef GB_X86
 #define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -179,44 +179,23 @@ static inline void gb_put(float *y, float t, int first, const float *bias, int n
     *y = (first ? (bias ? bias[n] : 0.0f) : *y) + t;
 }
 
-/* The cache lines of the next block of W (rows [r0, r1), values [ka, kb) of each),
- * fetched into L2 a few at a time while the current block is multiplied, so that no
- * block but the first waits on memory: a weight is read once per forward, from DRAM, and
- * rows of a few KiB are too short for the hardware prefetcher (BERT-base's products at
- * 128 tokens ran 3-10% faster, one thread, W cold: bench/gemm_bf16_bench.c). Products of
- * fewer than GB_AHEAD_MIN_ROWS rows have too little work per block to spread the fetches
- * over; they are left to the hardware. In x W^T the tiles re-read their rows of x from L2
- * for every block: when those rows pass GB_AHEAD_MAX_X_BYTES (512 tokens of a 2048-wide
- * input: 2 MiB), the next block would evict the current one, and the fetch ran 3-5%
- * slower, so it is left out there. Prefetches never fault; each stays within its row. */
+/* While a block of W is multiplied, the tiles fetch the next one into L2 (core/prefetch.h):
+ * BERT-base's products at 128 tokens ran 3-10% faster, one thread, W cold
+ * (bench/gemm_bf16_bench.c). Products of fewer than GB_AHEAD_MIN_ROWS rows have too little
+ * work per block to spread the fetches over; they are left to the hardware. In x W^T the
+ * tiles re-read their rows of x from L2 for every block: when those rows pass
+ * GB_AHEAD_MAX_X_BYTES (512 tokens of a 2048-wide input: 2 MiB), the next block would
+ * evict the current one, and the fetch ran 3-5% slower, so it is left out there. */
 #define GB_AHEAD_MIN_ROWS 12
 #define GB_AHEAD_MAX_X_BYTES ((size_t)256 << 10)
-typedef struct {
-    const char *base; /* W's row r0 at value ka */
-    size_t ld, bytes; /* bytes between rows; bytes of a row's values [ka, kb) */
-    size_t lines;     /* lines per row: (kb - ka) values, and one more for an unaligned start */
-    size_t row, line; /* the next line to fetch */
-    size_t rows, per; /* rows of the block; lines fetched per step */
-} gb_ahead;
 
-/* calls: how many gb_ahead_step calls the current block makes; M: its rows (0: no fetching). */
-static void gb_ahead_init(gb_ahead *a, const uint16_t *w, size_t ldw, int r0, int r1, int ka, int kb, size_t calls,
+/* The next block to fetch: rows [r0, r1) of W, values [ka, kb) of each, over `calls` steps
+ * of a block of M rows (M = 0: no fetching). */
+static void gb_ahead_init(as_ahead *a, const uint16_t *w, size_t ldw, int r0, int r1, int ka, int kb, size_t calls,
                           int M) {
-    a->base = (const char *)(w + (size_t)r0 * ldw + ka);
-    a->ld = ldw * sizeof(uint16_t);
-    a->rows = M >= GB_AHEAD_MIN_ROWS && r1 > r0 && kb > ka ? (size_t)(r1 - r0) : 0;
-    a->bytes = a->rows ? (size_t)(kb - ka) * sizeof(uint16_t) : 0;
-    a->lines = a->rows ? (a->bytes + 63) / 64 + 1 : 0;
-    a->row = a->line = 0;
-    a->per = (a->lines * a->rows + calls - 1) / (calls ? calls : 1);
-}
-
-GB_TARGET static inline void gb_ahead_step(gb_ahead *a) {
-    for (size_t i = 0; i < a->per && a->row < a->rows; i++) {
-        size_t off = a->line * 64 < a->bytes ? a->line * 64 : a->bytes - 1;
-        _mm_prefetch(a->base + a->row * a->ld + off, GB_PF_HINT);
-        if (++a->line == a->lines) a->line = 0, a->row++;
-    }
+    size_t rows = M >= GB_AHEAD_MIN_ROWS && r1 > r0 && kb > ka ? (size_t)(r1 - r0) : 0;
+    as_ahead_init(a, w + (size_t)r0 * ldw + ka, ldw * sizeof(uint16_t), rows,
+                  rows ? (size_t)(kb - ka) * sizeof(uint16_t) : 0, calls);
 }
 
 GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
@@ -225,7 +204,7 @@ GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t l
         int n1 = n0 + GB_NB < N ? n0 + GB_NB : N;
         for (int k0 = 0; k0 < K; k0 += GB_KB) {
             int k1 = k0 + GB_KB < K ? k0 + GB_KB : K, first = k0 == 0;
-            gb_ahead ahead; /* the next block: the next values of these rows, or the next rows' first */
+            as_ahead ahead; /* the next block: the next values of these rows, or the next rows' first */
             size_t calls = (size_t)((M + 5) / 6) * (size_t)((n1 - n0 + 3) / 4);
             int fetch_m = (size_t)M * (size_t)(k1 - k0) * sizeof(uint16_t) <= GB_AHEAD_MAX_X_BYTES ? M : 0;
             if (k1 < K) gb_ahead_init(&ahead, w, ldw, n0, n1, k1, k1 + GB_KB < K ? k1 + GB_KB : K, calls, fetch_m);
@@ -234,7 +213,7 @@ GB_TARGET static void gb_native(int M, int N, int K, const uint16_t *x, size_t l
                 int mr = M - m < 6 ? M - m : 6;
                 for (int n = n0; n < n1; n += 4) {
                     int nc = n1 - n < 4 ? n1 - n : 4;
-                    gb_ahead_step(&ahead);
+                    as_ahead_step(&ahead);
                     if (nc == 4) {
                         const uint16_t *xr[6], *wc[4];
                         for (int r = 0; r < mr; r++) xr[r] = x + (size_t)(m + r) * ldx;
@@ -345,7 +324,7 @@ GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t l
         for (int k0 = 0; k0 < K; k0 += GX_KB) {
             int k1 = k0 + GX_KB < K ? k0 + GX_KB : K, add = accumulate || k0 > 0;
             gx_pack(w, ldw, n0, nc, k0, k1, pk);
-            gb_ahead ahead; /* the next block to pack: the next rows of these columns, or the next columns' first */
+            as_ahead ahead; /* the next block to pack: the next rows of these columns, or the next columns' first */
             size_t calls = (size_t)(M + 5) / 6;
             if (k1 < K) {
                 gb_ahead_init(&ahead, w, ldw, k1, k1 + GX_KB < K ? k1 + GX_KB : K, n0, n0 + nc, calls, M);
@@ -355,11 +334,11 @@ GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t l
             }
             int m = 0;
             for (; m + 6 <= M; m += 6) {
-                gb_ahead_step(&ahead);
+                as_ahead_step(&ahead);
                 gx_tile(6, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add);
             }
             if (m < M) {
-                gb_ahead_step(&ahead);
+                as_ahead_step(&ahead);
                 gx_tile_edge(M - m, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add);
             }
         }
