@@ -149,37 +149,6 @@ static void run_cols(cols_fn fn, const void *job, int n, double work) {
     as_parallel_for((n + chunk - 1) / chunk, nt, cols_task, &c);
 }
 
-/* A product of a pass: the map, its operands and the caller's scratch (t_lin is
- * thread-local, so the pool threads get it here). */
-typedef struct {
-    const lin_t *l;
-    const float *x, *dy; /* forward input (T, n_in); output gradient (T, n_out) */
-    const uint16_t *xb;  /* the BF16 input (forward) or dy (backward) at precision bf16, else NULL;
-                            for dW, the transposed left operand (rows of dW, T) */
-    const uint16_t *bb;  /* dW at precision bf16: the right operand (T, columns of dW) */
-    float *y;            /* forward output (T, n_out), dx (T, n_in) or dW */
-    float *db;
-    int T, accumulate;
-    lin_scratch sc;
-} lin_job;
-
-static void linear_fn(const void *job, int c0, int c1, int tid) {
-    const lin_job *j = job;
-    linear_cols(j->l, j->x, j->xb, j->T, j->y, c0, c1, &j->sc, tid);
-}
-
-/* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
- * running a single-threaded product on its slice of W, so every weight is read once. */
-void op_linear(const lin_t *l, const float *x, int T, float *y) {
-    const uint16_t *xb = NULL;
-    if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
-        as_f32_to_bf16_n(t_lin.xb, x, (size_t)T * l->n_in);
-        xb = t_lin.xb;
-    }
-    lin_job j = {.l = l, .x = x, .xb = xb, .y = y, .T = T, .sc = t_lin};
-    run_cols(linear_fn, &j, l->n_out, (double)T * l->n_out * l->n_in);
-}
-
 /* Splits n items into about 4 blocks per thread of at least `min` items and runs
  * fn(ctx, lo, hi) on each. */
 typedef void (*range_fn)(void *ctx, size_t lo, size_t hi);
@@ -205,6 +174,57 @@ static void parallel_range(size_t n, size_t min, range_fn fn, void *ctx) {
     if (block < min) block = min;
     range_job r = {fn, ctx, n, block};
     as_parallel_for((int)((n + block - 1) / block), nt, range_task, &r);
+}
+
+/* Values per block of a parallel rounding to BF16 (a few microseconds each). */
+#define ROUND_MIN_VALUES 16384
+
+/* dst[i] = BF16 of src[i], i < n, split between the pass's threads (a product's input is
+ * rounded once and read by every thread). */
+typedef struct {
+    uint16_t *dst;
+    const float *src;
+} round_job;
+
+static void round_range(void *ctx, size_t lo, size_t hi) {
+    const round_job *r = ctx;
+    as_f32_to_bf16_n(r->dst + lo, r->src + lo, hi - lo);
+}
+
+static void round_bf16_par(uint16_t *dst, const float *src, size_t n) {
+    round_job r = {dst, src};
+    parallel_range(n, ROUND_MIN_VALUES, round_range, &r);
+}
+
+/* A product of a pass: the map, its operands and the caller's scratch (t_lin is
+ * thread-local, so the pool threads get it here). */
+typedef struct {
+    const lin_t *l;
+    const float *x, *dy; /* forward input (T, n_in); output gradient (T, n_out) */
+    const uint16_t *xb;  /* the BF16 input (forward) or dy (backward) at precision bf16, else NULL;
+                            for dW, the transposed left operand (rows of dW, T) */
+    const uint16_t *bb;  /* dW at precision bf16: the right operand (T, columns of dW) */
+    float *y;            /* forward output (T, n_out), dx (T, n_in) or dW */
+    float *db;
+    int T, accumulate;
+    lin_scratch sc;
+} lin_job;
+
+static void linear_fn(const void *job, int c0, int c1, int tid) {
+    const lin_job *j = job;
+    linear_cols(j->l, j->x, j->xb, j->T, j->y, c0, c1, &j->sc, tid);
+}
+
+/* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
+ * running a single-threaded product on its slice of W, so every weight is read once. */
+void op_linear(const lin_t *l, const float *x, int T, float *y) {
+    const uint16_t *xb = NULL;
+    if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
+        round_bf16_par(t_lin.xb, x, (size_t)T * l->n_in);
+        xb = t_lin.xb;
+    }
+    lin_job j = {.l = l, .x = x, .xb = xb, .y = y, .T = T, .sc = t_lin};
+    run_cols(linear_fn, &j, l->n_out, (double)T * l->n_out * l->n_in);
 }
 
 typedef struct {
@@ -364,7 +384,7 @@ static void linear_dx_fn(const void *job, int c0, int c1, int tid) {
 void op_linear_dx(const lin_t *l, const float *dy, int T, float *dx, int accumulate) {
     const uint16_t *dyb = NULL;
     if (t_lin.dyb && l->wbf && (size_t)T * l->n_out <= t_lin.dyb_cap) { /* wbf: (n_out, n_in) in either layout */
-        as_f32_to_bf16_n(t_lin.dyb, dy, (size_t)T * l->n_out); /* rounded once, shared by the threads */
+        round_bf16_par(t_lin.dyb, dy, (size_t)T * l->n_out); /* rounded once, shared by the threads */
         dyb = t_lin.dyb;
     }
     lin_job j = {.l = l, .dy = dy, .xb = dyb, .y = dx, .T = T, .accumulate = accumulate, .sc = t_lin};
