@@ -13,28 +13,18 @@
 #include "core/core.h"
 #include "core/gemm_bf16.h"
 
+#include "bench_util.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MIN_BYTES ((size_t)192 << 20) /* every method's copies together, past L3 */
 #define MISALIGN 20                   /* BF16 values (40 bytes) past a 64-byte line */
 #define CALLS 40
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float frand(unsigned *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 /* copies of a (n)-value BF16 matrix, each MISALIGN values past a line; F32 copies beside. */
 typedef struct {
@@ -54,7 +44,7 @@ static int wset_init(wset *w, size_t n, unsigned *s) {
         uint16_t *b = w->b + c * (n + MISALIGN + 32) + MISALIGN;
         float *f = w->f + c * (n + MISALIGN + 16) + MISALIGN / 2;
         for (size_t i = 0; i < n; i++) {
-            b[i] = as_f32_to_bf16(frand(s));
+            b[i] = as_f32_to_bf16(bench_frand(s));
             uint32_t u = (uint32_t)b[i] << 16;
             memcpy(&f[i], &u, 4);
         }
@@ -94,8 +84,8 @@ int main(void) {
             float *dx = malloc(sizeof(float) * (size_t)M * K), *dx2 = malloc(sizeof(float) * (size_t)M * K);
             float *sc = malloc(sizeof(float) * as_gemm_bf16_xw_scratch(K));
             if (!xb || !dyb || !xf || !dyf || !y || !y2 || !dx || !dx2 || !sc) return 1;
-            for (size_t i = 0; i < (size_t)M * K; i++) xb[i] = as_f32_to_bf16(frand(&s));
-            for (size_t i = 0; i < (size_t)M * N; i++) dyb[i] = as_f32_to_bf16(frand(&s));
+            for (size_t i = 0; i < (size_t)M * K; i++) xb[i] = as_f32_to_bf16(bench_frand(&s));
+            for (size_t i = 0; i < (size_t)M * N; i++) dyb[i] = as_f32_to_bf16(bench_frand(&s));
             as_bf16_to_f32_n(xf, xb, (size_t)M * K);
             as_bf16_to_f32_n(dyf, dyb, (size_t)M * N);
             double best[4] = {1e30, 1e30, 1e30, 1e30}, sum[4] = {0}, diff = 0.0;
@@ -103,17 +93,17 @@ int main(void) {
                copy is read again only after MIN_BYTES of others (cold) */
             for (size_t c = 0; c < CALLS; c++) {
                 double t[5];
-                t[0] = now();
+                t[0] = bench_now();
                 as_gemm_bf16_xwt(M, N, K, xb, K, wset_b(&w, 2 * c), K, NULL, y, N, NULL);
-                t[1] = now();
+                t[1] = bench_now();
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, xf, K, wset_f(&w, 2 * c + 1), K, 0.0f,
                             y2, N);
-                t[2] = now();
+                t[2] = bench_now();
                 as_gemm_bf16_xw(M, K, N, dyb, N, wset_b(&w, 2 * c + 1), K, dx, K, 0, sc);
-                t[3] = now();
+                t[3] = bench_now();
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dyf, N, wset_f(&w, 2 * c), K,
                             0.0f, dx2, K);
-                t[4] = now();
+                t[4] = bench_now();
                 for (int k = 0; k < 4; k++) {
                     if (t[k + 1] - t[k] < best[k]) best[k] = t[k + 1] - t[k];
                     sum[k] += t[k + 1] - t[k];

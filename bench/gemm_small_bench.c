@@ -10,25 +10,15 @@
  */
 #include "core/gemm_small.h"
 
+#include "bench_util.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define COPIES 48
 #define MISALIGN 10 /* floats past a 64-byte line */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float frand(unsigned *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 static double maxdiff(const float *a, const float *b, size_t n) {
     double d = 0.0;
@@ -51,27 +41,27 @@ int main(void) {
             float *dx = malloc(sizeof(float) * (size_t)M * K), *dx2 = malloc(sizeof(float) * (size_t)M * K);
             if (!wall || !x || !dy || !y || !y2 || !dx || !dx2) return 1;
             unsigned s = 7;
-            for (size_t i = 0; i < nw * COPIES + MISALIGN; i++) wall[i] = frand(&s);
-            for (size_t i = 0; i < (size_t)M * K; i++) x[i] = frand(&s);
-            for (size_t i = 0; i < (size_t)M * N; i++) dy[i] = frand(&s);
+            for (size_t i = 0; i < nw * COPIES + MISALIGN; i++) wall[i] = bench_frand(&s);
+            for (size_t i = 0; i < (size_t)M * K; i++) x[i] = bench_frand(&s);
+            for (size_t i = 0; i < (size_t)M * N; i++) dy[i] = bench_frand(&s);
             double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30}, diff = 0.0;
             for (int c = 0; c < COPIES; c++) {
                 const float *w = wall + MISALIGN + (size_t)c * nw;
                 double t[6];
-                t[0] = now();
+                t[0] = bench_now();
                 as_gemm_small_force(0);
                 as_gemm_small_xwt(M, N, K, x, K, w, K, y, N, 0);
-                t[1] = now();
+                t[1] = bench_now();
                 as_gemm_small_force(1);
                 as_gemm_small_xwt(M, N, K, x, K, w, K, y2, N, 0);
                 as_gemm_small_force(0);
-                t[2] = now();
+                t[2] = bench_now();
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w, K, 0.0f, y2, N);
-                t[3] = now();
+                t[3] = bench_now();
                 as_gemm_small_xw(M, K, N, dy, N, w, K, dx, K, 0);
-                t[4] = now();
+                t[4] = bench_now();
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w, K, 0.0f, dx2, K);
-                t[5] = now();
+                t[5] = bench_now();
                 for (int k = 0; k < 5; k++)
                     if (t[k + 1] - t[k] < best[k]) best[k] = t[k + 1] - t[k];
                 diff = fmax(diff, fmax(maxdiff(y, y2, (size_t)M * N), maxdiff(dx, dx2, (size_t)M * K)));
