@@ -51,8 +51,12 @@ static int wset_init(wset *w, size_t n, unsigned *s) {
     }
     return 0;
 }
-static const uint16_t *wset_b(const wset *w, size_t c) { return w->b + (c % w->copies) * (w->n + MISALIGN + 32) + MISALIGN; }
-static const float *wset_f(const wset *w, size_t c) { return w->f + (c % w->copies) * (w->n + MISALIGN + 16) + MISALIGN / 2; }
+static const uint16_t *wset_b(const wset *w, size_t c) {
+    return w->b + (c % w->copies) * (w->n + MISALIGN + 32) + MISALIGN;
+}
+static const float *wset_f(const wset *w, size_t c) {
+    return w->f + (c % w->copies) * (w->n + MISALIGN + 16) + MISALIGN / 2;
+}
 
 static double reldiff(const float *a, const float *b, size_t n) {
     double d = 0.0, m = 0.0;
@@ -70,7 +74,8 @@ int main(void) {
         int n, k; /* W (N, K) = (outputs of one thread, n_in) */
     } shapes[] = {{"BERT-base", 384, 768},  {"BERT-base", 1536, 768}, {"BERT-base", 384, 3072},
                   {"Llama-1B", 1024, 2048}, {"Llama-1B", 4096, 2048}, {"Llama-1B", 1024, 8192}};
-    printf("| model | W (out x in) | rows | x W^T BF16 best (all) | sgemm NT | x W BF16 | sgemm NN | max rel. diff |\n");
+    printf("| model | W (out x in) | rows | x W^T BF16 best (all) | sgemm NT | x W BF16 | sgemm NN "
+           "| max rel. diff |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
@@ -96,8 +101,8 @@ int main(void) {
                 t[0] = bench_now();
                 as_gemm_bf16_xwt(M, N, K, xb, K, wset_b(&w, 2 * c), K, NULL, y, N, NULL);
                 t[1] = bench_now();
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, xf, K, wset_f(&w, 2 * c + 1), K, 0.0f,
-                            y2, N);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, xf, K, wset_f(&w, 2 * c + 1), K,
+                            0.0f, y2, N);
                 t[2] = bench_now();
                 as_gemm_bf16_xw(M, K, N, dyb, N, wset_b(&w, 2 * c + 1), K, dx, K, 0, sc);
                 t[3] = bench_now();
