@@ -2,12 +2,12 @@
  * on one thread, as a forward meets them: each thread's share of the weights of
  * BERT-base (2 threads: 384 or 1536 of the outputs) and of the 1B-shaped Llama of
  * bench/llama_bench.py, the weights cold (copies of at least 192 MB in all, cycled so
- * none is in cache when it is read) and 40 bytes past
- * a 64-byte line (where safetensors put bench/out's tensors), M = 128 and 512 rows.
+ * none is in cache when it is read) and 40 bytes past a 64-byte line (where safetensors
+ * put bench/out's tensors), M = 128 and 512 rows.
  *   y = x W^T (nn.Linear forward): as_gemm_bf16_xwt against F32 cblas_sgemm NoTrans x Trans;
  *   y = x W   (the input gradient dx = dy W): as_gemm_bf16_xw against F32 NoTrans x NoTrans.
- * Prints GFLOP/s, best of the calls (and over all the calls), and the largest difference of the BF16 product from
- * F32 sgemm on the BF16-rounded operands, relative to the largest output.
+ * Prints GFLOP/s, best call (and over all the calls), and the largest difference of the
+ * BF16 products from F32 sgemm on the BF16-rounded operands, relative to the largest output.
  * Build and run: bench/gemm_bf16_bench.sh BUILD_DIR.
  */
 #include "core/core.h"

@@ -3,7 +3,7 @@
  * and each call of as_ahead_step fetches the next few, so that the fetches spread over
  * the steps of the current block's work. A weight is read once per forward, from DRAM,
  * in rows of a few KiB that the hardware prefetcher follows late; fetched this way the
- * products of core/gemm_bf16.c and core/gemm_small.c find their next block in L2.
+ * BF16 products of core/gemm_bf16.c find their next block in L2.
  * Prefetches never fault, and each stays within its row.
  * What it does not: decide whether fetching pays (callers do), write anything.
  */
@@ -30,7 +30,8 @@ static inline void as_ahead_init(as_ahead *a, const void *base, size_t ld_bytes,
     a->bytes = row_bytes;
     a->lines = a->rows ? (row_bytes + 63) / 64 + 1 : 0;
     a->row = a->line = 0;
-    a->per = (a->lines * a->rows + (steps ? steps : 1) - 1) / (steps ? steps : 1);
+    if (!steps) steps = 1;
+    a->per = (a->lines * a->rows + steps - 1) / steps;
 }
 
 /* Fetches the next `per` lines into L2 (prefetcht1 on x86-64). */
