@@ -113,6 +113,7 @@ void as_set_quiet(int quiet);
 #define AS_MAX_EOS_IDS 8         /* ids config.json's eos_token_id may list */
 #define AS_MAX_BAD_WORDS 64      /* sequences of config.json's bad_words_ids held */
 #define AS_MAX_BAD_WORD_LEN 8    /* ids of one of them */
+#define AS_MAX_ROPE_PAIRS 256    /* rotated pairs of a head (rope_dim / 2) that LongRoPE's factor lists may cover */
 #define AS_NPZ_EXTRA_MAX_DIMS 5  /* dimensions of an as_npz_extra array */
 /* layers x heads of one run in an analysis database (its head-pair matrix is that
    squared); GPT-2 XL has 1,200 */
@@ -128,8 +129,16 @@ void as_set_quiet(int quiet);
 typedef enum { ARCH_BERT = 0, ARCH_ROBERTA, ARCH_DISTILBERT, ARCH_GPT2, ARCH_LLAMA, ARCH_BART, ARCH_T5 } as_arch;
 /* gelu = erf form; gelu_new = tanh form (also gelu_pytorch_tanh); silu = x * sigmoid(x) */
 typedef enum { ACT_GELU = 0, ACT_GELU_NEW, ACT_RELU, ACT_SILU } as_act;
-/* rope_scaling "type"/"rope_type" values the engine computes (others are refused by name). */
-typedef enum { ROPE_SCALE_NONE = 0, ROPE_SCALE_LINEAR, ROPE_SCALE_LLAMA3, ROPE_SCALE_YARN } as_rope_scale;
+/* rope_scaling "type"/"rope_type" values the engine computes (others are refused by name).
+ * DYNAMIC and LONGROPE depend on the forward's length (as_config's rope fields). */
+typedef enum {
+    ROPE_SCALE_NONE = 0,
+    ROPE_SCALE_LINEAR,
+    ROPE_SCALE_LLAMA3,
+    ROPE_SCALE_YARN,
+    ROPE_SCALE_DYNAMIC,
+    ROPE_SCALE_LONGROPE
+} as_rope_scale;
 typedef enum { DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16, DTYPE_I64, DTYPE_I32, DTYPE_OTHER } as_dtype;
 
 typedef struct {
@@ -143,7 +152,8 @@ typedef struct {
     int d_embed;         /* embedding width (ELECTRA may differ from D; else == D) */
     int vocab_size;      /* V */
     int max_pos;         /* max_position_embeddings / n_positions (rotary models: at most
-                            AS_MAX_POSITIONS; config.json may say more, e.g. 131072) */
+                            AS_MAX_POSITIONS; config.json may say more, e.g. 131072; dynamic NTK
+                            scaling, which exists to run past it: AS_MAX_POSITIONS) */
     int type_vocab;      /* number of segment types; 0 when the model has none */
     int pad_token_id;    /* -1 when none */
     int causal;          /* 1 for GPT-2 */
@@ -181,11 +191,16 @@ typedef struct {
                                scaling there; 0 = rope_theta for every layer */
     as_rope_scale rope_scaling; /* applies to every layer, except the sliding layers of a model
                                    with rope_local_theta (Gemma 3), which use unscaled RoPE */
-    float rope_factor;   /* linear / llama3 / yarn factor */
+    float rope_factor;   /* linear / llama3 / yarn / dynamic / longrope factor */
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
-    int rope_orig_max_pos; /* original_max_position_embeddings (llama3, yarn) */
-    float yarn_beta_fast, yarn_beta_slow, yarn_attn_factor; /* yarn (defaults 32, 1); the parser
-                                   always fills yarn_attn_factor (explicit, or from factor / mscale) */
+    int rope_orig_max_pos; /* llama3, yarn, longrope: original_max_position_embeddings; dynamic:
+                              max_position_embeddings as written. A forward over more positions
+                              than this uses dynamic NTK's grown base or LongRoPE's long factors */
+    float yarn_beta_fast, yarn_beta_slow; /* yarn (defaults 32, 1) */
+    float rope_attn_factor; /* yarn, longrope: factor on cos / sin of the scaled layers; the parser
+                               always fills it (explicit, or from factor / mscale); else 0 */
+    float rope_short_factor[AS_MAX_ROPE_PAIRS]; /* longrope: frequency divisors per rotated pair, */
+    float rope_long_factor[AS_MAX_ROPE_PAIRS];  /* (rope_dim / 2) used, short up to rope_orig_max_pos */
     int sliding_window;  /* on layers marked in layer_sliding, query i sees keys j with
                             i - sliding_window < j <= i; 0 = none (no layer is windowed) */
     unsigned char layer_sliding[AS_MAX_LAYERS]; /* 1 = layer l is a sliding layer (Gemma 3 keeps

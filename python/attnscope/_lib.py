@@ -15,6 +15,7 @@ AS_MAX_LAYERS = 256
 AS_MAX_EOS_IDS = 8
 AS_MAX_BAD_WORDS = 64
 AS_MAX_BAD_WORD_LEN = 8
+AS_MAX_ROPE_PAIRS = 256
 # as_run_arrays writes AS_RUN_N_ARRAYS entries (9 today); the package passes room for
 # RUN_ARRAYS_ROOM and reads the entries that have a name, so a header that adds arrays
 # needs no change here (as_run itself stays opaque: its fields are read through functions)
@@ -51,7 +52,8 @@ class Config(ctypes.Structure):
         ("rope_theta", ctypes.c_float), ("rope_local_theta", ctypes.c_float), ("rope_scaling", ctypes.c_int),
         ("rope_factor", ctypes.c_float), ("rope_low_freq_factor", ctypes.c_float),
         ("rope_high_freq_factor", ctypes.c_float), ("rope_orig_max_pos", ctypes.c_int),
-        ("yarn_beta_fast", ctypes.c_float), ("yarn_beta_slow", ctypes.c_float), ("yarn_attn_factor", ctypes.c_float),
+        ("yarn_beta_fast", ctypes.c_float), ("yarn_beta_slow", ctypes.c_float), ("rope_attn_factor", ctypes.c_float),
+        ("rope_short_factor", ctypes.c_float * AS_MAX_ROPE_PAIRS), ("rope_long_factor", ctypes.c_float * AS_MAX_ROPE_PAIRS),
         ("sliding_window", ctypes.c_int), ("layer_sliding", ctypes.c_ubyte * AS_MAX_LAYERS),
         ("bos_token_id", ctypes.c_int), ("eos_token_id", ctypes.c_int),
         ("n_dec_layer", ctypes.c_int), ("decoder_start_token_id", ctypes.c_int), ("pre_norm", ctypes.c_int),

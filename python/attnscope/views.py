@@ -175,7 +175,7 @@ class ViewData:
             local = c.get("rope_local_theta") or 0.0
             rope = {"dim": c["rope_dim"], "theta": c["rope_theta"], "local_theta": local or None,
                     "layer_theta": [local if (local and w) else c["rope_theta"] for w in win],
-                    "scaling": ("none", "linear", "llama3", "yarn")[c.get("rope_scaling", 0)],
+                    "scaling": ("none", "linear", "llama3", "yarn", "dynamic", "longrope")[c.get("rope_scaling", 0)],
                     "factor": c.get("rope_factor") if c.get("rope_scaling") else None}
         return {"n_kv_head": int(c.get("n_kv_head") or len(self.head_ids)), "kv_group": self.kv_group,
                 "causal": self.causal, "window": win, "scale": self.scale,

@@ -61,8 +61,10 @@ static json_t *info_json(const char *dir, const as_model *m) {
         json_object_set_new(rope, "factor", c->rope_scaling ? json_real((double)c->rope_factor) : json_null());
         json_object_set_new(rope, "local_theta",
                             c->rope_local_theta > 0 ? json_real((double)c->rope_local_theta) : json_null());
-        if (c->rope_scaling == ROPE_SCALE_LLAMA3 || c->rope_scaling == ROPE_SCALE_YARN)
+        if (c->rope_scaling >= ROPE_SCALE_LLAMA3)
             json_object_set_new(rope, "original_max_position_embeddings", json_integer(c->rope_orig_max_pos));
+        if (c->rope_scaling == ROPE_SCALE_YARN || c->rope_scaling == ROPE_SCALE_LONGROPE)
+            json_object_set_new(rope, "attention_factor", json_real((double)c->rope_attn_factor));
     }
     char norm[160];
     norm_text(c, norm, sizeof norm);
@@ -130,6 +132,11 @@ static void info_text(const char *dir, const as_model *m) {
         else printf(", scaling none");
         if (c->rope_scaling == ROPE_SCALE_LLAMA3 || c->rope_scaling == ROPE_SCALE_YARN)
             printf(" (original %d positions)", c->rope_orig_max_pos);
+        if (c->rope_scaling == ROPE_SCALE_DYNAMIC)
+            printf(" (base grows past %d positions)", c->rope_orig_max_pos);
+        if (c->rope_scaling == ROPE_SCALE_LONGROPE)
+            printf(" (long factors past %d positions, cos/sin x %g)", c->rope_orig_max_pos,
+                   (double)c->rope_attn_factor);
         if (c->rope_local_theta > 0) printf(", local theta %g on sliding layers", (double)c->rope_local_theta);
         printf("\n");
     }

@@ -7,8 +7,9 @@
  * Gemma's scales and soft-caps), applies the transformers library's defaults for
  * optional fields, maps activation names, reads id2label, and checks every size
  * against the AS_MAX_* limits. Options a family's modeling code has that the engine
- * does not compute (dynamic / longrope RoPE, bidirectional Gemma 3, ...) are refused
- * by name. Errors name the file and the field ("text_config.rope_scaling.factor").
+ * does not compute (RoPE types other than default / linear / dynamic / llama3 / yarn /
+ * longrope, bidirectional Gemma 3, ...) are refused by name. Errors name the file and
+ * the field ("text_config.rope_scaling.factor").
  * What it does not: look at weights or tokenizer files, or accept model types whose
  * layout attnscope cannot run.
  */
@@ -658,14 +659,75 @@ static as_status refuse_true(const cfg_ctx *c, const char *key, const char *why)
     return AS_OK;
 }
 
+/* LongRoPE's factor list key of c: rope_dim / 2 positive numbers into out. */
+static as_status get_rope_factors(const cfg_ctx *c, const char *key, int n, float *out) {
+    char qb[160];
+    json_t *v = field(c, key);
+    if (!v) return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' missing", c->path, QKEY(c, key, qb));
+    if (!json_is_array(v) || json_array_size(v) != (size_t)n)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' must be a list of %d numbers (rotated dimensions / 2), got %s "
+                          "of %zu",
+                          c->path, QKEY(c, key, qb), n, json_kind(v),
+                          json_is_array(v) ? json_array_size(v) : (size_t)0);
+    for (int i = 0; i < n; i++) {
+        json_t *e = json_array_get(v, (size_t)i);
+        double x = json_is_number(e) ? json_number_value(e) : -1;
+        if (!(x > 0 && x <= CFG_MAX_ROPE_NUMBER))
+            return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' entry %d is not a number in (0, %g]",
+                              c->path, QKEY(c, key, qb), i, CFG_MAX_ROPE_NUMBER);
+        out[i] = (float)x;
+    }
+    return AS_OK;
+}
+
+/* LongRoPE (Ding et al. 2024; transformers' _compute_longrope_parameters): per-pair divisors
+ * of the frequencies, short_factor up to original_max_position_embeddings positions and
+ * long_factor past it; factor null = max_position_embeddings / original; attention_factor
+ * null = sqrt(1 + ln(factor) / ln(original)) when factor > 1, else 1. */
+static as_status parse_longrope(const cfg_ctx *c, as_config *o, double max_pos_raw, int orig_top) {
+    as_status rc;
+    char qb[160];
+    int n = o->rope_dim / 2;
+    if (n > AS_MAX_ROPE_PAIRS)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s': %d rotated pairs per head is over the limit of %d for longrope",
+                          c->path, QKEY(c, "long_factor", qb), n, AS_MAX_ROPE_PAIRS);
+    double orig = 0, f = 0, att = 0;
+    if ((rc = get_rope_factors(c, "short_factor", n, o->rope_short_factor)) ||
+        (rc = get_rope_factors(c, "long_factor", n, o->rope_long_factor)) ||
+        (rc = get_num(c, "original_max_position_embeddings", 0, max_pos_raw, 1.0, 1,
+                      (double)CFG_MAX_ROPE_POSITIONS, &orig)))
+        return rc;
+    if (orig_top > 0) orig = orig_top;
+    if (orig != floor(orig))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g is not an integer", c->path,
+                          QKEY(c, "original_max_position_embeddings", qb), orig);
+    if ((rc = get_num(c, "factor", 0, max_pos_raw / orig, 0.0, 0, CFG_MAX_ROPE_NUMBER, &f)) ||
+        (rc = get_num(c, "attention_factor", 0, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &att)))
+        return rc;
+    if (att == 0 && f > 1 && orig < 2)
+        return as_err_set(c->err, AS_ERR_INPUT,
+                          "%s: field '%s' = %g leaves the attention factor undefined (ln of it is 0); give "
+                          "attention_factor",
+                          c->path, QKEY(c, "original_max_position_embeddings", qb), orig);
+    if (att == 0) att = f > 1 ? sqrt(1.0 + log(f) / log(orig)) : 1.0;
+    o->rope_scaling = ROPE_SCALE_LONGROPE;
+    o->rope_factor = (float)f;
+    o->rope_orig_max_pos = (int)orig;
+    o->rope_attn_factor = (float)att;
+    return AS_OK;
+}
+
 /* One rope_scaling / rope_parameters object r (its scope, e.g. "rope_scaling.", in rc).
  * Fills the scaling fields of o; rope_theta too when r holds one (transformers 5 moves it
  * there). allow_scaling 0 (Gemma 3's sliding layers): only "default" is accepted.
  * max_pos_raw: max_position_embeddings as written; orig_top: Phi-3's top-level
- * original_max_position_embeddings (0 = none), which wins over r's for llama3 / yarn.
+ * original_max_position_embeddings (0 = none), which wins over r's for llama3 / yarn /
+ * longrope; phi3: the model type (its renamed scaling types).
  * Source: modeling_rope_utils.py (_compute_*_parameters, standardize_rope_params). */
 static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scaling,
-                                double max_pos_raw, int orig_top, double *theta) {
+                                double max_pos_raw, int orig_top, int phi3, double *theta) {
     as_status rc;
     const cfg_ctx *c = rc_;
     char qb[160];
@@ -682,13 +744,17 @@ static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scal
         if (allow_scaling) o->rope_scaling = ROPE_SCALE_NONE;
         return AS_OK;
     }
-    int known = strcmp(t, "linear") == 0 || strcmp(t, "llama3") == 0 || strcmp(t, "yarn") == 0;
+    /* Phi3Config renames a "type" of "su" or "yarn" to longrope (earlier checkpoints' names) */
+    if (phi3 && (strcmp(t, "su") == 0 || (strcmp(t, "yarn") == 0 && strcmp(key, "type") == 0))) t = "longrope";
+    int known = strcmp(t, "linear") == 0 || strcmp(t, "llama3") == 0 || strcmp(t, "yarn") == 0 ||
+                strcmp(t, "dynamic") == 0 || strcmp(t, "longrope") == 0;
     if (!known || !allow_scaling)
         return as_err_set(c->err, AS_ERR_INPUT,
                           "%s: field '%s' = '%.32s' is not supported (%s)", c->path,
                           QKEY(c, key, qb), t,
-                          allow_scaling ? "default, linear, llama3, yarn"
+                          allow_scaling ? "default, linear, dynamic, llama3, yarn, longrope"
                                         : "default only on sliding-window layers");
+    if (strcmp(t, "longrope") == 0) return parse_longrope(c, o, max_pos_raw, orig_top);
     double f = 0, orig = 0;
     if (strcmp(t, "yarn") != 0 &&
         (rc = get_num(c, "factor", 1, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &f)))
@@ -696,6 +762,20 @@ static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scal
     if (strcmp(t, "linear") == 0) {
         o->rope_scaling = ROPE_SCALE_LINEAR;
         o->rope_factor = (float)f;
+        return AS_OK;
+    }
+    if (strcmp(t, "dynamic") == 0) {
+        /* NTK-aware scaling (transformers' _compute_dynamic_ntk_parameters): past
+           max_position_embeddings the base grows with the length; inputs may be longer than it */
+        if (o->rope_dim <= 2)
+            return as_err_set(c->err, AS_ERR_INPUT,
+                              "%s: field '%s' = 'dynamic' needs more than 2 rotated dimensions per head (the "
+                              "base grows by a power dim / (dim - 2)), got %d",
+                              c->path, QKEY(c, key, qb), o->rope_dim);
+        o->rope_scaling = ROPE_SCALE_DYNAMIC;
+        o->rope_factor = (float)f;
+        o->rope_orig_max_pos = (int)max_pos_raw;
+        o->max_pos = AS_MAX_POSITIONS;
         return AS_OK;
     }
     /* llama3 and yarn: the pre-extension context length, defaulting to
@@ -754,7 +834,7 @@ static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scal
     o->rope_factor = (float)f;
     o->yarn_beta_fast = (float)(fast > 0 ? fast : 32.0);
     o->yarn_beta_slow = (float)(slow > 0 ? slow : 1.0);
-    o->yarn_attn_factor = (float)att;
+    o->rope_attn_factor = (float)att;
     return AS_OK;
 }
 
@@ -962,7 +1042,7 @@ static as_status parse_llama(const cfg_ctx *top, as_config *o) {
                      ? "full_attention."
                      : "");
         cfg_ctx rcx = {rope, c->path, c->err, scope};
-        if ((rc = parse_rope_obj(&rcx, o, 1, max_pos_raw, orig_top, &theta))) return rc;
+        if ((rc = parse_rope_obj(&rcx, o, 1, max_pos_raw, orig_top, phi3, &theta))) return rc;
     }
     o->rope_theta = (float)theta;
     if (gemma3) {
@@ -973,7 +1053,7 @@ static as_status parse_llama(const cfg_ctx *top, as_config *o) {
         if (json_is_object(rope_local)) {
             snprintf(scope, sizeof scope, "%s%s.sliding_attention.", c->scope, rope_key);
             cfg_ctx rcx = {rope_local, c->path, c->err, scope};
-            if ((rc = parse_rope_obj(&rcx, o, 0, max_pos_raw, 0, &local))) return rc;
+            if ((rc = parse_rope_obj(&rcx, o, 0, max_pos_raw, 0, 0, &local))) return rc;
         }
         o->rope_local_theta = (float)local;
     }

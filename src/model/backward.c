@@ -558,11 +558,14 @@ static void vocab_bwd(const as_model *m, const float *x, int T, const float *dl,
 static void rope_tables(const as_model *m, int T, float *cs) {
     int R = m->cfg.rope_dim;
     int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
-    ASSERT(pos);
+    float *inv = as_malloc_array((size_t)R, sizeof(float)), ms = 1.0f;
+    ASSERT(pos && inv);
     for (int i = 0; i < T; i++) pos[i] = i;
-    op_rope_table(cs, pos, T, m->rope_inv_freq, R, m->rope_mscale);
-    op_rope_table(cs + (size_t)T * R, pos, T, m->rope_inv_freq + R / 2, R, 1.0f);
+    llama_rope_freqs(m, T, inv, &ms);
+    op_rope_table(cs, pos, T, inv, R, ms);
+    op_rope_table(cs + (size_t)T * R, pos, T, inv + R / 2, R, 1.0f);
     free(pos);
+    free(inv);
 }
 
 /* row += s * g over n values */

@@ -780,14 +780,19 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
         if (R) { /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
             int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
-            if (!pos) {
+            float *inv = as_malloc_array(R, sizeof(float)), ms = 1.0f;
+            if (!pos || !inv) {
+                free(pos);
+                free(inv);
                 as_large_put(ws.block, *cap);
                 return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
             }
             for (int i = 0; i < T; i++) pos[i] = (spec->ablate & ABLATE_POSITION) ? 0 : i;
-            op_rope_table(ws.rope, pos, T, m->rope_inv_freq, (int)R, m->rope_mscale);
-            op_rope_table(ws.rope + (size_t)T * R, pos, T, m->rope_inv_freq + R / 2, (int)R, 1.0f);
+            llama_rope_freqs(m, T, inv, &ms);
+            op_rope_table(ws.rope, pos, T, inv, (int)R, ms);
+            op_rope_table(ws.rope + (size_t)T * R, pos, T, inv + R / 2, (int)R, 1.0f);
             free(pos);
+            free(inv);
         }
     }
     *out = ws;

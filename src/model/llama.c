@@ -91,15 +91,28 @@ static as_status bind_layer(as_model *m, int l, as_error *err) {
 #undef LNAME
 }
 
-/* Inverse frequencies of one rotary table (HF modeling_rope_utils): theta^(-2i/R) for
- * i < R/2, then the scaling of the global layers. inv: (R/2). */
-static void rope_freqs(const as_config *c, double theta, int scaled, float *inv, float *mscale) {
+/* Inverse frequencies of one rotary table (HF modeling_rope_utils) for a forward over
+ * positions 0 .. n_pos - 1: theta^(-2i/R) for i < R/2, then the scaling of the global
+ * layers. inv: (R/2). */
+static void rope_freqs(const as_config *c, double theta, int scaled, int n_pos, float *inv, float *mscale) {
     int R = c->rope_dim, half = R / 2;
     *mscale = 1.0f;
+    if (scaled && c->rope_scaling == ROPE_SCALE_DYNAMIC && n_pos > c->rope_orig_max_pos) {
+        /* NTK-aware: the base grows to theta (f n / M - (f - 1))^(R / (R - 2)) past M positions */
+        double f = c->rope_factor, M = c->rope_orig_max_pos;
+        theta *= pow(f * n_pos / M - (f - 1.0), (double)R / (R - 2));
+    }
     for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / pow(theta, (double)(2 * i) / R));
     if (!scaled) return;
     switch (c->rope_scaling) {
     case ROPE_SCALE_NONE: break;
+    case ROPE_SCALE_DYNAMIC: break; /* in the base above */
+    case ROPE_SCALE_LONGROPE: { /* divisors per pair: the long list past the original length */
+        const float *ext = n_pos > c->rope_orig_max_pos ? c->rope_long_factor : c->rope_short_factor;
+        for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / (ext[i] * pow(theta, (double)(2 * i) / R)));
+        *mscale = c->rope_attn_factor;
+        break;
+    }
     case ROPE_SCALE_LINEAR:
         for (int i = 0; i < half; i++) inv[i] = inv[i] / c->rope_factor;
         break;
@@ -137,7 +150,7 @@ static void rope_freqs(const as_config *c, double theta, int scaled, float *inv,
             float ef = (float)(1.0 - ramp);
             inv[i] = inter * (1.0f - ef) + extra * ef;
         }
-        *mscale = c->yarn_attn_factor > 0 ? c->yarn_attn_factor
+        *mscale = c->rope_attn_factor > 0 ? c->rope_attn_factor
                                           : (float)(factor > 1.0 ? 0.1 * log(factor) + 1.0 : 1.0);
         break;
     }
@@ -175,11 +188,20 @@ as_status llama_bind(as_model *m, as_error *err) {
         float unused;
         if (!(m->rope_inv_freq = as_malloc_array(2 * (size_t)half, sizeof(float))))
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        rope_freqs(c, c->rope_theta, 1, m->rope_inv_freq, &m->rope_mscale);
-        rope_freqs(c, c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta, c->rope_local_theta <= 0,
+        rope_freqs(c, c->rope_theta, 1, 0, m->rope_inv_freq, &m->rope_mscale);
+        rope_freqs(c, c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta, c->rope_local_theta <= 0, 0,
                    m->rope_inv_freq + half, &unused);
     }
     return AS_OK;
+}
+
+void llama_rope_freqs(const as_model *m, int n_pos, float *inv, float *mscale) {
+    const as_config *c = &m->cfg;
+    int half = c->rope_dim / 2;
+    memcpy(inv, m->rope_inv_freq, 2 * (size_t)half * sizeof(float));
+    *mscale = m->rope_mscale;
+    if (c->rope_scaling == ROPE_SCALE_DYNAMIC || c->rope_scaling == ROPE_SCALE_LONGROPE)
+        rope_freqs(c, c->rope_theta, 1, n_pos, inv, mscale); /* the global table; sliding ones are unscaled */
 }
 
 /* Word embeddings, times sqrt(D) for Gemma (HF multiplies by the normaliser in the

@@ -50,6 +50,8 @@ const char *as_rope_scale_name(as_rope_scale k) {
     case ROPE_SCALE_LINEAR: return "linear";
     case ROPE_SCALE_LLAMA3: return "llama3";
     case ROPE_SCALE_YARN: return "yarn";
+    case ROPE_SCALE_DYNAMIC: return "dynamic";
+    case ROPE_SCALE_LONGROPE: return "longrope";
     }
     return "?";
 }

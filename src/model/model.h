@@ -90,8 +90,9 @@ struct as_model {
     lin_t emb_proj;       /* ELECTRA embeddings_project (De -> D); w NULL when absent */
     layer_w *layers;      /* (L) */
     ln_t ln_f;            /* final norm of pre-norm models (D): GPT-2 ln_f, LLaMA model.norm */
-    float *rope_inv_freq; /* (2, rope_dim / 2) owned: global layers, then local (sliding) ones */
-    float rope_mscale;    /* attention factor on cos/sin of the global layers (YaRN), else 1 */
+    float *rope_inv_freq; /* (2, rope_dim / 2) owned: global layers, then local (sliding) ones, for
+                             forwards up to the scaling's original length (llama_rope_freqs) */
+    float rope_mscale;    /* attention factor on cos/sin of the global layers (YaRN, LongRoPE), else 1 */
     unsigned heads;       /* bit set of as_task_head */
     /* sequence classifier */
     lin_t cls_pre;        /* BERT pooler / RoBERTa+ELECTRA classifier.dense / DistilBERT pre_classifier */
@@ -404,6 +405,12 @@ void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e);
 void bart_embed(const as_model *m, const emb_in *in, float *x);
 /* LLaMA family: word embeddings (times emb_scale for Gemma) into x (T, D). */
 void llama_embed(const as_model *m, const emb_in *in, float *x);
+/* LLaMA family: the rotary tables of a forward over positions 0 .. n_pos - 1 into inv
+ * (2, rope_dim / 2): global layers, then local (sliding) ones, and the global layers' factor
+ * on cos / sin into *mscale. Those bound at load (rope_inv_freq), except the global table
+ * of the scalings that depend on the length (dynamic NTK past max_position_embeddings,
+ * LongRoPE's long factors past original_max_position_embeddings). */
+void llama_rope_freqs(const as_model *m, int n_pos, float *inv, float *mscale);
 /* Rows of the embedding tables to add for token t, honouring ablation. */
 const float *model_emb_word(const as_model *m, const emb_in *in, int t);
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);

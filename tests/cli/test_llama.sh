@@ -103,9 +103,19 @@ cfg() { $PY -c "import json,sys; c=json.load(open(sys.argv[1])); exec(sys.argv[2
 mk; cfg "c['num_key_value_heads']=4"
 expect 2 "k_proj.weight' has shape" -- run --model "$TMP/bad" --ids $IDS
 mk; cfg "c['rope_scaling']={'rope_type':'longrope','factor':2.0}"
-expect 2 "longrope" -- run --model "$TMP/bad" --ids $IDS
-mk; cfg "c['rope_scaling']={'rope_type':'dynamic','factor':2.0}"
-expect 2 "dynamic" -- run --model "$TMP/bad" --ids $IDS
+expect 2 "'rope_scaling.short_factor' missing" -- run --model "$TMP/bad" --ids $IDS
+mk; cfg "c['rope_scaling']={'rope_type':'longrope','short_factor':[1,1,1,1],'long_factor':[1,1,1]}"
+expect 2 "'rope_scaling.long_factor' must be a list of 4 numbers" -- run --model "$TMP/bad" --ids $IDS
+mk; cfg "c['rope_scaling']={'rope_type':'ntk-by-parts','factor':2.0}"
+expect 2 "'ntk-by-parts' is not supported" -- run --model "$TMP/bad" --ids $IDS
+# dynamic NTK scaling runs past max_position_embeddings (the dynamic fixture's is 12); info names it
+LONG_IDS=$(seq -s, 5 24)
+expect 0 "" -- run --model "$FX/dynamic" --ids "$LONG_IDS" --format npz --out "$TMP/dynamic.npz"
+for f in "dynamic:scaling dynamic x 3 (base grows past 12 positions)" \
+         "longrope:scaling longrope x 4 (long factors past 12 positions, cos/sin x 1.2"; do
+  expect 0 "" -- info --model "$FX/${f%%:*}"
+  grep -qF "${f#*:}" "$TMP/out" && ok "info: ${f#*:}" || fail "info lacks '${f#*:}': $(grep rope "$TMP/out")"
+done
 mk; head -c 5000 "$FX/llama/model.safetensors" > "$TMP/bad/model.safetensors"
 expect 2 "model.safetensors" -- run --model "$TMP/bad" --ids $IDS
 mk; rm "$TMP/bad/model.safetensors"

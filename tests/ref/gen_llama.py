@@ -11,15 +11,18 @@ expected.safetensors. The formulas are written down in docs/llama_family.md.
 
 Independent cross-checks, before anything is written (all must hold, max diffs printed):
   - RMSNorm (both forms) against the formula in float64;
-  - RoPE (rotate_half layout, partial rotary, linear / llama3 / yarn frequencies)
-    against complex multiplication in float64 with frequencies computed in plain Python;
+  - RoPE (rotate_half layout, partial rotary, linear / llama3 / yarn / dynamic / longrope
+    frequencies) against complex multiplication in float64 with frequencies computed in
+    plain Python;
   - attention probabilities and outputs against a float64 version that masks with
     -inf from an explicit visibility rule (causal, padding, sliding window) and reads
     the key/value head of each query head by index;
   - each layer's output and the logits against the same forward run in float64.
 
-What it does not: use the `transformers` library (not installed here), write tokenizer
-files, or cover RoPE types the engine refuses (dynamic, longrope).
+What it does not: use the `transformers` library (not installed here) or write tokenizer
+files. Dynamic NTK and LongRoPE frequencies are those of one forward over the case's
+length (transformers computes the same for a model's first call; between calls its
+dynamic NTK keeps the longest length seen).
 
 Run (deterministic; rewrites the folders it owns in tests/ref/fixtures/models/):
     /usr/bin/python3 tests/ref/gen_llama.py
@@ -31,7 +34,9 @@ Sources (transformers main branch, eager attention):
   models/mistral, qwen2, qwen3 (q_norm / k_norm), gemma2 (Gemma2RMSNorm (1 + w), soft-caps,
       query_pre_attn_scalar, post norms, embedding normalizer), gemma3 (local RoPE base,
       sliding_window_pattern), phi3 (qkv_proj / gate_up_proj, partial rotary)
-  modeling_rope_utils.py  _compute_default / linear / llama3 / yarn_parameters
+  modeling_rope_utils.py  _compute_default / linear / llama3 / yarn / dynamic_ntk / longrope_parameters,
+                          dynamic_rope_update (the length: max(position_ids) + 1)
+  models/phi3/configuration_phi3.py  a "type" of "su" or "yarn" is renamed longrope
   masking_utils.py        causal_mask_function, sliding_window_overlay
                           (kv_idx > q_idx - sliding_window), padding_mask_function,
                           eager mask = where(allowed, 0, finfo(float32).min) added to scores
@@ -112,17 +117,39 @@ def inv_freq_default(base, dim):
     return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
 
 
-def rope_params(c, l):
-    """(inv_freq float32 (dim/2,), attention_scaling, dim) for layer l."""
+def rope_type(c):
+    rs = c.get("rope_scaling") or {"rope_type": "default"}
+    t = rs.get("rope_type", rs.get("type", "default"))
+    if family(c)["phi3"] and rs.get("type") in ("su", "yarn"):  # Phi3Config._rope_scaling_adjustment
+        t = "longrope"
+    return rs, t
+
+
+def rope_params(c, l, T):
+    """(inv_freq float32 (dim/2,), attention_scaling, dim) for layer l in a forward over T positions."""
     f = family(c)
     dim = int(head_dim(c) * c.get("partial_rotary_factor", 1.0))
     base = c.get("rope_theta", 10000.0)
-    rs = c.get("rope_scaling") or {"rope_type": "default"}
+    rs, t = rope_type(c)
     if f["gemma3"] and layer_is_sliding(c, l):  # rotary_emb_local: default RoPE, local base
         return inv_freq_default(c.get("rope_local_base_freq", 10000.0), dim), 1.0, dim
-    t = rs.get("rope_type", rs.get("type", "default"))
     if t == "default":
         return inv_freq_default(base, dim), 1.0, dim
+    if t == "dynamic":  # seq_len = max(T, max_position_embeddings)
+        mp = c["max_position_embeddings"]
+        seq = max(T, mp)
+        base = base * ((rs["factor"] * seq / mp) - (rs["factor"] - 1)) ** (dim / (dim - 2))
+        return inv_freq_default(base, dim), 1.0, dim
+    if t == "longrope":
+        orig = c.get("original_max_position_embeddings") or rs.get("original_max_position_embeddings") \
+            or c["max_position_embeddings"]
+        factor = rs.get("factor") or c["max_position_embeddings"] / orig
+        att = rs.get("attention_factor")
+        if att is None:
+            att = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        ext = torch.tensor(rs["long_factor"] if T > orig else rs["short_factor"], dtype=torch.float32)
+        shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+        return 1.0 / (ext * base ** shape), att, dim
     if t == "linear":
         return inv_freq_default(base, dim) / rs["factor"], 1.0, dim
     if t == "llama3":
@@ -163,7 +190,7 @@ def rope_params(c, l):
 
 def rope_cos_sin(c, l, T):
     """LlamaRotaryEmbedding.forward: (T, dim) cos and sin, times attention_scaling."""
-    inv, att, dim = rope_params(c, l)
+    inv, att, dim = rope_params(c, l, T)
     pos = torch.arange(T)
     freqs = (inv[None, :, None].float() @ pos[None, None, :].float()).transpose(1, 2)[0]  # (T, dim/2)
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -321,18 +348,26 @@ def forward(P, c, pre, ids, mask, head, dtype=torch.float32, word_embeds=None):
 
 # ---------------------------------------------------------------- independent cross-checks
 
-def py_inv_freq(c, l):
+def py_inv_freq(c, l, T):
     """Frequencies in float64 with Python's math, written from the formulas (not the torch code)."""
     f = family(c)
     dim = int(head_dim(c) * c.get("partial_rotary_factor", 1.0))
     base = c.get("rope_theta", 10000.0)
-    rs = c.get("rope_scaling") or {}
-    t = rs.get("rope_type", rs.get("type", "default")) if rs else "default"
+    rs, t = rope_type(c)
     if f["gemma3"] and layer_is_sliding(c, l):
         base, t = c.get("rope_local_base_freq", 10000.0), "default"
+    if t == "dynamic" and T > c["max_position_embeddings"]:  # NTK: the base grows with the length
+        s_ = rs["factor"] * T / c["max_position_embeddings"] - (rs["factor"] - 1)
+        base = base * math.exp(math.log(s_) * dim / (dim - 2))
     inv = [base ** (-(2 * i) / dim) for i in range(dim // 2)]
     att = 1.0
-    if t == "linear":
+    if t == "longrope":
+        orig = c.get("original_max_position_embeddings") or c["max_position_embeddings"]
+        fac = c["max_position_embeddings"] / orig
+        att = math.sqrt(1 + math.log(fac) / math.log(orig)) if fac > 1 else 1.0
+        ext = rs["long_factor"] if T > orig else rs["short_factor"]
+        inv = [x / e for x, e in zip(inv, ext)]
+    elif t == "linear":
         inv = [x / rs["factor"] for x in inv]
     elif t == "llama3":
         fac, lo, hi, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], \
@@ -368,7 +403,7 @@ def xcheck_rope(c, ref, T):
     """queries = RoPE(queries_pre_rope) as complex rotation of pairs (d, d + dim/2)."""
     worst = 0.0
     for l in range(c["num_hidden_layers"]):
-        inv, att, dim = py_inv_freq(c, l)
+        inv, att, dim = py_inv_freq(c, l, T)
         ang = torch.tensor([[p * x for x in inv] for p in range(T)], dtype=torch.float64)  # (T, dim/2)
         rot = torch.polar(torch.full_like(ang, att), ang)
         for pre, post in (("queries_pre_rope", "queries"), ("keys_pre_rope", "keys")):
@@ -596,6 +631,20 @@ def fixtures():
                                    "original_max_position_embeddings": 64,
                                    "beta_fast": 32.0, "beta_slow": 1.0})
     fx.append(build("yarn", 2009, yc))
+    # Dynamic NTK on LLaMA: max_position_embeddings 12, so the 18-token case runs on a grown
+    # base and the 11-token ones on rope_theta
+    dyn = base_config("llama", "LlamaForCausalLM", max_position_embeddings=12, head_dim=8,
+                      rope_scaling={"rope_type": "dynamic", "factor": 3.0})
+    fx.append(build("dynamic", 2011, dyn))
+    # LongRoPE on Phi-3 (the "su" name Phi-3 checkpoints were saved with): short factors up to
+    # original_max_position_embeddings 12 (11-token cases), long ones past it (18 tokens);
+    # attention factor sqrt(1 + ln(48 / 12) / ln 12) from max_position_embeddings 48
+    lr = base_config("phi3", "Phi3ForCausalLM", partial_rotary_factor=0.75, H=4, Hkv=4,
+                     max_position_embeddings=48, original_max_position_embeddings=12,
+                     rms_norm_eps=1e-5, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                     rope_scaling={"type": "su", "short_factor": [1.0, 1.25, 1.5],
+                                   "long_factor": [1.5, 3.0, 7.0]})
+    fx.append(build("longrope", 2012, lr))
     # the llama weights stored BF16
     fx.append(build("llama_bf16", 2001, llama, dtype="BF16"))
     # LlamaForSequenceClassification: score (3, D), pooled at the last non-pad token

@@ -766,21 +766,21 @@ static void test_llm_rope(void **state) {
     assert_true(c.rope_factor == 4.0f);
     assert_int_equal(c.rope_orig_max_pos, 32768);
     assert_true(c.yarn_beta_fast == 32.0f && c.yarn_beta_slow == 1.0f);
-    assert_float_equal(c.yarn_attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
+    assert_float_equal(c.rope_attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
     as_config_clear(&c);
     /* explicit attention_factor and betas; mscale / mscale_all_dim ratio */
     llm_with(j, sizeof j, "llama",
              ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2,\"beta_fast\":16,\"beta_slow\":2,"
              "\"attention_factor\":1.5}");
     parse_ok(j, &c);
-    assert_true(c.yarn_attn_factor == 1.5f && c.yarn_beta_fast == 16.0f && c.yarn_beta_slow == 2.0f);
+    assert_true(c.rope_attn_factor == 1.5f && c.yarn_beta_fast == 16.0f && c.yarn_beta_slow == 2.0f);
     assert_int_equal(c.rope_orig_max_pos, 2048); /* default: max_position_embeddings */
     as_config_clear(&c);
     llm_with(j, sizeof j, "llama",
              ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":40,\"mscale\":0.707,"
              "\"mscale_all_dim\":1.0,\"original_max_position_embeddings\":1024}");
     parse_ok(j, &c);
-    assert_float_equal(c.yarn_attn_factor, (0.1 * 0.707 * log(40.0) + 1) / (0.1 * log(40.0) + 1), 1e-6);
+    assert_float_equal(c.rope_attn_factor, (0.1 * 0.707 * log(40.0) + 1) / (0.1 * log(40.0) + 1), 1e-6);
     as_config_clear(&c);
     /* factor null: max_position_embeddings / original */
     llm_with(j, sizeof j, "llama",
@@ -811,16 +811,69 @@ static void test_llm_rope(void **state) {
     assert_int_equal(c.rope_orig_max_pos, 512);
     as_config_clear(&c);
 
-    /* refused by name */
-    const char *refused[] = {"dynamic", "longrope", "su", "ntk-by-parts"};
-    for (int i = 0; i < 4; i++) {
+    /* dynamic NTK: max_position_embeddings as written is where the base starts to grow, and
+       inputs may run past it */
+    llm_with(j, sizeof j, "llama",
+             ",\"max_position_embeddings\":4096,\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":2.0}");
+    parse_ok(j, &c);
+    assert_int_equal(c.rope_scaling, ROPE_SCALE_DYNAMIC);
+    assert_true(c.rope_factor == 2.0f);
+    assert_int_equal(c.rope_orig_max_pos, 4096);
+    assert_int_equal(c.max_pos, AS_MAX_POSITIONS);
+    as_config_clear(&c);
+    /* longrope: Phi-3's top-level original length, factor = max / original, attention factor
+       sqrt(1 + ln factor / ln original); "su" is Phi-3's earlier name */
+    static const char *const lr_names[] = {"\"rope_type\":\"longrope\"", "\"type\":\"su\"", "\"type\":\"yarn\""};
+    const char *lists = "\"short_factor\":[1,1,1,1,1,1,1,1.5],\"long_factor\":[1,2,3,4,5,6,7,8.5]";
+    for (int i = 0; i < 3; i++) {
+        char r[512];
+        snprintf(r, sizeof r,
+                 ",\"max_position_embeddings\":131072,\"original_max_position_embeddings\":4096,"
+                 "\"rope_scaling\":{%s,%s}",
+                 lr_names[i], lists);
+        llm_with(j, sizeof j, "phi3", r);
+        parse_ok(j, &c);
+        assert_int_equal(c.rope_scaling, ROPE_SCALE_LONGROPE);
+        assert_int_equal(c.rope_orig_max_pos, 4096);
+        assert_true(c.rope_factor == 32.0f);
+        assert_float_equal(c.rope_attn_factor, sqrt(1.0 + log(32.0) / log(4096.0)), 1e-6);
+        assert_true(c.rope_short_factor[7] == 1.5f && c.rope_long_factor[0] == 1.0f && c.rope_long_factor[7] == 8.5f);
+        as_config_clear(&c);
+    }
+    /* longrope elsewhere (the generic rope code): explicit factor and attention_factor */
+    llm_with(j, sizeof j, "llama",
+             ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4,\"attention_factor\":1.25,"
+             "\"original_max_position_embeddings\":512,\"short_factor\":[1,1,1,1,1,1,1,1],"
+             "\"long_factor\":[2,2,2,2,2,2,2,2]}");
+    parse_ok(j, &c);
+    assert_true(c.rope_factor == 4.0f && c.rope_attn_factor == 1.25f);
+    assert_int_equal(c.rope_orig_max_pos, 512);
+    as_config_clear(&c);
+    llm_with(j, sizeof j, "phi3", ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1],"
+             "\"long_factor\":[1]}");
+    expect_error(j, "'rope_scaling.short_factor' must be a list of 8 numbers", "got an array of 1");
+    llm_with(j, sizeof j, "phi3", ",\"rope_scaling\":{\"type\":\"su\",\"short_factor\":[1,1,1,1,1,1,1,1]}");
+    expect_error(j, "'rope_scaling.long_factor' missing", NULL);
+    llm_with(j, sizeof j, "phi3",
+             ",\"rope_scaling\":{\"type\":\"su\",\"short_factor\":[1,1,1,1,1,1,1,1],\"long_factor\":[1,1,1,0,1,1,1,1]}");
+    expect_error(j, "'rope_scaling.long_factor' entry 3 is not a number", NULL);
+    llm_with(j, sizeof j, "phi3",
+             ",\"rope_scaling\":{\"type\":\"su\",\"short_factor\":[1,1,1,1,1,1,1,1],\"long_factor\":\"x\"}");
+    expect_error(j, "'rope_scaling.long_factor' must be a list", "got a string");
+    /* dynamic needs more than two rotated dimensions (64 / 32 heads: 2) */
+    snprintf(j, sizeof j,
+             "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":32,\"num_hidden_layers\":1,"
+             "\"vocab_size\":100,\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":2}}");
+    expect_error(j, "'rope_scaling.rope_type' = 'dynamic' needs more than 2 rotated dimensions", NULL);
+
+    /* refused by name ("su" means longrope to Phi-3 only) */
+    const char *refused[] = {"su", "ntk-by-parts", "proportional"};
+    for (int i = 0; i < 3; i++) {
         char r[256];
         snprintf(r, sizeof r, ",\"rope_scaling\":{\"type\":\"%s\",\"factor\":2.0}", refused[i]);
         llm_with(j, sizeof j, "llama", r);
         expect_error(j, "'rope_scaling.type'", refused[i]);
     }
-    llm_with(j, sizeof j, "phi3", ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1]}");
-    expect_error(j, "'rope_scaling.rope_type' = 'longrope' is not supported", "yarn");
     llm_with(j, sizeof j, "llama", ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2,\"truncate\":false}");
     expect_error(j, "'rope_scaling.truncate' = false", NULL);
     llm_with(j, sizeof j, "gemma3_text",
@@ -1015,7 +1068,7 @@ static void test_llm_fixture_configs(void **state) {
     assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);
     assert_true(c.rope_factor == 4.0f && c.yarn_beta_fast == 32.0f && c.yarn_beta_slow == 1.0f);
     assert_int_equal(c.rope_orig_max_pos, 64);
-    assert_float_equal(c.yarn_attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
+    assert_float_equal(c.rope_attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
     as_config_clear(&c);
     snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/phi3", AS_SOURCE_DIR);
     assert_int_equal(as_config_load_dir(dir, &c, &err), AS_OK);

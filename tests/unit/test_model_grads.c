@@ -39,7 +39,7 @@
 static const char *const FIXTURES[] = {
     "bert", "bert_noprefix_mlm", "bert_f16", "bert_bf16", "roberta", "distilbert", "electra", "gpt2",
     "gpt2_f16", "gpt2_scaling", "llama", "llama3_scaled", "llama_bf16", "llama_cls", "mistral_swa",
-    "qwen2_noprefix", "qwen3", "gemma2", "gemma3", "phi3", "yarn"};
+    "qwen2_noprefix", "qwen3", "gemma2", "gemma3", "phi3", "yarn", "dynamic", "longrope"};
 
 static const st_tensor *need(const st_file *f, const char *fx, const char *cs, const char *what) {
     char name[128];

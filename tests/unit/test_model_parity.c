@@ -63,6 +63,7 @@ static const fixture FIXTURES[] = {
     {"llama", 0},    {"llama3_scaled", 0},     {"llama_bf16", 1}, {"llama_cls", 0},
     {"mistral_swa", 0}, {"qwen2_noprefix", 0}, {"qwen3", 0},      {"gemma2", 0},
     {"gemma3", 0},   {"phi3", 0},              {"yarn", 0},
+    {"dynamic", 0},  {"longrope", 0}, /* long case past the original length: grown base / long factors */
 };
 static const char *const CASES[] = {"single", "pair", "padded"};
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
@@ -1154,8 +1155,68 @@ static void test_precision_bf16(void **state) {
     }
 }
 
+/* RoPE whose frequencies depend on the input's length (LongRoPE, dynamic NTK): the
+ * captured queries are the pre-RoPE ones rotated by the frequencies transformers computes
+ * for a forward of that length (its seq_len = max(position_ids) + 1), on both sides of
+ * the switch: T = the original length (short factors / rope_theta) and one more (long
+ * factors / the grown base). The fixtures' own cases sit at 11 and 18 tokens. */
+static void test_rope_by_length(void **state) {
+    (void)state;
+    static const char *const names[] = {"longrope", "dynamic"};
+    for (int f = 0; f < 2; f++) {
+        char dir[1024];
+        fixture_dir(dir, sizeof dir, names[f]);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(dir, &m, &err) != AS_OK) fail_msg("%s: %s", names[f], err.msg);
+        const as_config *c = as_model_config(m);
+        const int M = c->rope_orig_max_pos, R = c->rope_dim, half = R / 2, Dh = c->d_head;
+        const int L = c->n_layer, H = c->n_head;
+        assert_true(c->rope_scaling == (f == 0 ? ROPE_SCALE_LONGROPE : ROPE_SCALE_DYNAMIC));
+        assert_true(M > 0 && M < 64);
+        for (int T = M; T <= M + 1; T++) {
+            int32_t ids[64];
+            for (int t = 0; t < T; t++) ids[t] = 4 + (t * 7) % (c->vocab_size - 4);
+            as_encoding enc = {0};
+            if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err) != AS_OK) fail_msg("%s", err.msg);
+            as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1};
+            as_run *run = NULL;
+            if (as_forward(m, &enc, &spec, &run, &err) != AS_OK) fail_msg("%s: %s", names[f], err.msg);
+            assert_non_null(run->q_pre);
+            double theta = c->rope_theta, att = 1.0, inv[AS_MAX_ROPE_PAIRS];
+            if (f == 1 && T > M) /* dynamic: theta (f T / M - (f - 1))^(R / (R - 2)) */
+                theta *= pow(c->rope_factor * T / (double)M - (c->rope_factor - 1.0), (double)R / (R - 2));
+            for (int i = 0; i < half; i++) {
+                inv[i] = 1.0 / pow(theta, 2.0 * i / R);
+                if (f == 0) inv[i] /= T > M ? c->rope_long_factor[i] : c->rope_short_factor[i];
+            }
+            if (f == 0) att = c->rope_attn_factor;
+            double worst = 0;
+            for (size_t row = 0; row < (size_t)L * H * T; row++) {
+                int t = (int)(row % (size_t)T);
+                const float *x = run->q_pre + row * Dh, *y = run->q + row * Dh;
+                for (int i = 0; i < Dh; i++) {
+                    double want = x[i];
+                    if (i < R) {
+                        int p = i % half;
+                        double a = t * inv[p], cs = cos(a) * att, sn = sin(a) * att;
+                        want = i < half ? x[p] * cs - x[p + half] * sn : x[p + half] * cs + x[p] * sn;
+                    }
+                    double d = fabs(want - y[i]) / fmax(1.0, fabs(want));
+                    if (d > worst) worst = d;
+                }
+            }
+            printf("%s T=%d: queries against the pre-RoPE ones rotated, max rel diff %.2e\n", names[f], T, worst);
+            assert_true(worst < 2e-5);
+            as_run_free(run);
+            as_encoding_free(&enc);
+        }
+        as_model_free(m);
+    }
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 13];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 14];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -1175,5 +1236,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_head_stats_and_rows);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_row_blocks);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_window_blocks);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_rope_by_length);
     return _cmocka_run_group_tests("model_parity", tests, n, NULL, NULL);
 }

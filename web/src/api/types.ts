@@ -110,8 +110,11 @@ export interface Rope {
   local_theta: number | null;
   /** for each layer, the base it uses */
   layer_theta: number[];
-  /** rope_scaling type (none, linear, llama3, yarn); Gemma 3's local layers are never scaled */
-  scaling: 'none' | 'linear' | 'llama3' | 'yarn';
+  /**
+   * rope_scaling type (none, linear, llama3, yarn, dynamic, longrope; the last two depend on the
+   * input's length); Gemma 3's local layers are never scaled
+   */
+  scaling: 'none' | 'linear' | 'llama3' | 'yarn' | 'dynamic' | 'longrope';
   /** the scaling factor, or null without scaling */
   factor: number | null;
 }
