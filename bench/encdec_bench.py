@@ -7,9 +7,9 @@ gitignored) at N source and M decoder tokens (default 128 / 128).
 
 1. Check: `attnscope run --capture attn,logits` on the bench's ids against the reference
    (max abs diff of the three attentions, logits relative).
-2. Screen: the reference in four thread configurations (torch threads 1 or 2 x
-   OPENBLAS_NUM_THREADS 1 or unset; interop 1, OMP_WAIT_POLICY PASSIVE: a reduced grid of
-   bench/configs.py), SCREEN_REPEAT forwards each.
+2. Screen: the reference in eight configurations (torch threads 1 or 2 x
+   OPENBLAS_NUM_THREADS 1 or unset x glibc malloc as it is or on huge pages; interop 1,
+   OMP_WAIT_POLICY PASSIVE: a reduced grid of bench/configs.py), SCREEN_REPEAT forwards each.
 3. Rounds: ROUNDS rounds, each calling attnscope at 1 and 2 threads and the screen's best
    one-core and best overall configurations, REPEAT forwards per call (one process per
    call, interleaved). A figure is the median over rounds of each call's median. The
@@ -20,6 +20,7 @@ Settings (environment): BIN (./build/attnscope), N (128), M (128), REPEAT (5), R
 SCREEN_REPEAT (2). Measures, never asserts.
 """
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -90,7 +91,13 @@ def main():
     repeat, rounds = int(os.environ.get("REPEAT", "5")), int(os.environ.get("ROUNDS", "3"))
     srepeat = int(os.environ.get("SCREEN_REPEAT", "2"))
     os.makedirs(OUT, exist_ok=True)
-    make_model()
+    # in a child: the calls below report peak RSS, and Linux carries a process's largest RSS
+    # across fork and exec, so this driver must not hold the model it writes
+    maker = multiprocessing.Process(target=make_model)
+    maker.start()
+    maker.join()
+    if maker.exitcode != 0:
+        sys.exit("encdec_bench: writing %s failed" % M_DIR)
     print("load average before:", open("/proc/loadavg").read().strip(), flush=True)
     src, dec = sh([PY, REF, "--model", M_DIR, "--tokens", str(n_src), "--target-tokens", str(n_dec),
                    "--print-ids"]).strip().split(";")
@@ -100,8 +107,8 @@ def main():
     print(sh([PY, REF, "--model", M_DIR, "--tokens", str(n_src), "--target-tokens", str(n_dec), "--check",
               npz]).strip(), flush=True)
     screen = {}
-    for ob in ("1", "unset"):
-        g = {"threads": 0, "interop": 1, "openblas": ob, "wait": "PASSIVE"}
+    for malloc, ob in ((m, o) for m in configs.MALLOC for o in ("1", "unset")):
+        g = {"threads": 0, "interop": 1, "openblas": ob, "wait": "PASSIVE", "malloc": malloc}
         for line in torch_run(g, n_src, n_dec, [1, 2], srepeat):
             screen[configs.label(dict(g, threads=int(num(line, "threads"))))] = num(line, "median_ms")
     print("screen (median ms):", ", ".join("%s %.1f" % kv for kv in screen.items()), flush=True)

@@ -632,8 +632,9 @@ def fixtures():
                                    "beta_fast": 32.0, "beta_slow": 1.0})
     fx.append(build("yarn", 2009, yc))
     # Dynamic NTK on LLaMA: max_position_embeddings 12, so the 18-token case runs on a grown
-    # base and the 11-token ones on rope_theta
-    dyn = base_config("llama", "LlamaForCausalLM", max_position_embeddings=12, head_dim=8,
+    # base and the 11-token ones on rope_theta; GQA group 3 (6 query heads, 2 kv heads,
+    # head_dim 8: 48 != hidden 32)
+    dyn = base_config("llama", "LlamaForCausalLM", H=6, Hkv=2, max_position_embeddings=12, head_dim=8,
                       rope_scaling={"rope_type": "dynamic", "factor": 3.0})
     fx.append(build("dynamic", 2011, dyn))
     # LongRoPE on Phi-3 (the "su" name Phi-3 checkpoints were saved with): short factors up to

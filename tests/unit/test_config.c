@@ -1006,6 +1006,8 @@ static void test_llm_fixture_configs(void **state) {
         {"gemma3", 3, 2, 10, 10, 1, 0, 0, 0, 1, 1, 4, "110", ROPE_SCALE_LINEAR},
         {"phi3", 2, 2, 8, 4, 0, 0, 0, 0, 0, 0, 8, "11", ROPE_SCALE_NONE},
         {"yarn", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_YARN},
+        {"dynamic", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_DYNAMIC},
+        {"longrope", 2, 4, 8, 6, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_LONGROPE},
         {"llama_bf16", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_NONE},
         {"llama_cls", 2, 2, 8, 8, 0, 0, 0, 0, 0, 0, 0, "00", ROPE_SCALE_NONE},
     };
@@ -1024,7 +1026,7 @@ static void test_llm_fixture_configs(void **state) {
         assert_int_equal(rc, AS_OK);
         assert_int_equal(c.arch, ARCH_LLAMA);
         assert_int_equal(c.n_layer, fx[i].L);
-        assert_int_equal(c.n_head, 4);
+        assert_int_equal(c.n_head, strcmp(fx[i].name, "dynamic") == 0 ? 6 : 4);
         assert_int_equal(c.n_kv_head, fx[i].kv);
         assert_int_equal(c.d_model, 32);
         assert_int_equal(c.d_head, fx[i].Dh);
