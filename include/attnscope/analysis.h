@@ -290,6 +290,8 @@ typedef struct {
     const char *target;    /* optionally gold alignments (Pharaoh lines, attnscope/align.h): */
     const char *gold;      /* per-head statistics of the three attention kinds and AER (table
                               encdec_heads) instead of sst2 / conllu; NULL = not given */
+    as_precision precision; /* an_analyze: the model's arithmetic (as_model_set_precision); BF16
+                              is part of the run's identity (params "precision"), F32 is not */
 } an_opts;
 
 /* Analyzes o->model_dir on the corpora (o->source / o->target: the encoder-decoder

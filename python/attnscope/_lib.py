@@ -129,6 +129,7 @@ class AnOpts(ctypes.Structure):
         ("limit", ctypes.c_int), ("threads", ctypes.c_int), ("chunk", ctypes.c_int), ("explain", ctypes.c_int),
         ("min_rel", ctypes.c_int), ("progress", ctypes.c_int), ("quiet", ctypes.c_int), ("topk", ctypes.c_int),
         ("source", ctypes.c_char_p), ("target", ctypes.c_char_p), ("gold", ctypes.c_char_p),
+        ("precision", ctypes.c_int),
     ]
 
 

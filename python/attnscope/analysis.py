@@ -17,30 +17,34 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib
-from .core import Error, _bytes, _check
+from .core import Error, Model, _bytes, _check
 
 STORE_SCHEMA_VERSION = 7
 
 
 def _opts(model=None, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
-          quiet=True):
+          quiet=True, precision="f32"):
+    if precision not in Model.PRECISIONS:
+        raise Error("precision must be 'f32' or 'bf16', not %r" % (precision,))
     return _lib.new(_lib.AnOpts, model_dir=_bytes(model and os.fspath(model), "model"),
                     sst2=_bytes(sst2 and os.fspath(sst2), "sst2"),
                     conllu=_bytes(conllu and os.fspath(conllu), "conllu"),
                     limit=int(limit), threads=int(threads), chunk=int(chunk), explain=int(explain),
-                    min_rel=int(min_rel), progress=1 if progress else 0, quiet=1 if quiet else 0)
+                    min_rel=int(min_rel), progress=1 if progress else 0, quiet=1 if quiet else 0,
+                    precision=Model.PRECISIONS.index(precision))
 
 
 def analyze(model, db, sst2=None, conllu=None, limit=0, threads=0, chunk=0, explain=-1, min_rel=0, progress=False,
-            quiet=True):
+            quiet=True, precision="f32"):
     """Analyzes the model folder on the corpora (an SST-2 TSV and/or a CoNLL-U file) into the
     database db, exactly as `attnscope analyze` (resumable: a second call continues or does
     nothing). limit: sentences per corpus (0 = all); chunk: sentences per transaction (0 =
     16); explain: sentences with concentration + ablation (-1 = 64); min_rel: instances a
-    relation needs (0 = 100). Returns db. Raises Error with the engine's message."""
+    relation needs (0 = 100); precision: "f32" or "bf16" (a run of its own). Returns db.
+    Raises Error with the engine's message."""
     if sst2 is None and conllu is None:
         raise Error("analyze needs sst2 and/or conllu")
-    o = _opts(model, sst2, conllu, limit, threads, chunk, explain, min_rel, progress, quiet)
+    o = _opts(model, sst2, conllu, limit, threads, chunk, explain, min_rel, progress, quiet, precision)
     err = _lib.new(_lib.Error)
     _check(lib().an_analyze(_bytes(os.fspath(db), "db"), ctypes.byref(o), ctypes.byref(err)), err)
     return db

@@ -229,7 +229,8 @@ static as_status az_setup(az_user *u, const an_opts *o, as_error *err) {
     u->topk_k = o->topk;
     if (o->sst2 && (rc = tsv_read_sst2(o->sst2, o->limit, &u->tsv, err))) return rc;
     if (o->conllu && (rc = cu_read(o->conllu, o->limit, &u->cu, err))) return rc;
-    if ((rc = as_model_load(o->model_dir, &u->m, err))) return rc;
+    if ((rc = as_model_load(o->model_dir, &u->m, err)) || (rc = as_model_set_precision(u->m, o->precision, err)))
+        return rc;
     const as_config *cfg = as_model_config(u->m);
     if (!as_model_has_tokenizer(u->m))
         return as_err_set(err, AS_ERR_INPUT, "%s: no tokenizer files (vocab.txt / tokenizer.json): analyze tokenizes text",
@@ -288,8 +289,10 @@ static as_status az_begin(az_user *u, const char *db_path, const an_opts *o, sto
     snprintf(params, sizeof params,
              "{\"chunk\":%d,\"explain\":%d,\"limit\":%d,\"min_rel\":%d,\"saliency\":\"grad\",\"source\":\"analyze\"}", chunk,
              explain, o->limit, min_rel);
-    /* top-k is part of the run's identity only when asked for, so earlier runs keep theirs */
+    /* top-k and BF16 are part of the run's identity only when asked for, so earlier runs keep theirs */
     if (o->topk) snprintf(params + strlen(params) - 1, sizeof params - strlen(params) + 1, ",\"topk\":%d}", o->topk);
+    if (o->precision == AS_PRECISION_BF16)
+        snprintf(params + strlen(params) - 1, sizeof params - strlen(params) + 1, ",\"precision\":\"bf16\"}");
     run_key k = {.model_name = o->model_dir, .model_digest = mdig, .arch = as_arch_name(as_model_config(u->m)->arch),
                  .corpus = corpus, .corpus_digest = cdig, .params = params, .source = STORE_SOURCE_ANALYZE,
                  .L = u->L, .H = u->H, .Dh = u->Dh, .n_total = u->tsv.n + u->cu.n};

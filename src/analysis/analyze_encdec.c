@@ -208,7 +208,7 @@ fail:
  * parameters; found or created in st. */
 static as_status ed_begin(ed_state *e, const char *db_path, store *st, int64_t *run, int *done, as_error *err) {
     const an_opts *o = e->o;
-    char mdig[65], cdig[65], corpus[3700], params[180], p[3][1200], topk[24] = "";
+    char mdig[65], cdig[65], corpus[3700], params[200], p[3][1200], topk[24] = "";
     as_status rc = an_digest_dir(o->model_dir, an_model_file_wanted, mdig, err);
     if (rc) return rc;
     sha256_ctx hc;
@@ -222,8 +222,8 @@ static as_status ed_begin(ed_state *e, const char *db_path, store *st, int64_t *
     sha256_final_hex(&hc, cdig);
     snprintf(corpus, sizeof corpus, "{\"source\":\"%s\",\"target\":\"%s\",\"gold\":\"%s\"}", p[0], p[1], p[2]);
     if (o->topk) snprintf(topk, sizeof topk, ",\"topk\":%d", o->topk); /* absent without: older runs' identity */
-    snprintf(params, sizeof params, "{\"kind\":\"encdec\",\"decoder_layers\":%d,\"limit\":%d,\"rows\":\"predict\"%s}",
-             e->Ld, o->limit, topk);
+    snprintf(params, sizeof params, "{\"kind\":\"encdec\",\"decoder_layers\":%d,\"limit\":%d,\"rows\":\"predict\"%s%s}",
+             e->Ld, o->limit, topk, o->precision == AS_PRECISION_BF16 ? ",\"precision\":\"bf16\"" : "");
     const as_config *c = as_model_config(e->m);
     run_key k = {.model_name = o->model_dir, .model_digest = mdig, .arch = as_arch_name(c->arch), .corpus = corpus,
                  .corpus_digest = cdig, .params = params, .source = STORE_SOURCE_ANALYZE, .L = e->Le, .H = e->H,
@@ -246,7 +246,8 @@ static as_status ed_setup(ed_state *e, as_error *err) {
         return as_err_set(err, AS_ERR_INPUT, "%s has %d lines but %s has %d", o->gold, e->ng, o->source, e->ns);
     if (!e->ns) return as_err_set(err, AS_ERR_INPUT, "%s has no lines", o->source);
     e->n = o->limit > 0 && o->limit < e->ns ? o->limit : e->ns;
-    if ((rc = as_model_load(o->model_dir, &e->m, err))) return rc;
+    if ((rc = as_model_load(o->model_dir, &e->m, err)) || (rc = as_model_set_precision(e->m, o->precision, err)))
+        return rc;
     const as_config *c = as_model_config(e->m);
     if (!c->n_dec_layer)
         return as_err_set(err, AS_ERR_INPUT, "%s is not an encoder-decoder model (%s): --source / --target need one",

@@ -30,6 +30,23 @@ int cli_parse_int(const char *s, long lo, long hi, int *out) {
     return 0;
 }
 
+int cli_parse_precision(const char *cmd, const char *v, as_precision *out) {
+    if (as_precision_parse(v, out)) return cli_usage_error(cmd, "--precision must be f32 or bf16, not '%s'", v);
+    return 0;
+}
+
+int cli_load_model(const char *dir, as_precision p, as_model **m) {
+    as_error err = {0};
+    *m = NULL;
+    if (as_model_load(dir, m, &err)) return cli_fail(&err);
+    if (as_model_set_precision(*m, p, &err)) {
+        as_model_free(*m);
+        *m = NULL;
+        return cli_fail(&err);
+    }
+    return 0;
+}
+
 int cli_parse_ids(const char *s, int32_t **out, int *n) {
     *out = NULL;
     *n = 0;

@@ -27,6 +27,12 @@ int cli_is_help(const char *a);
 /* Parses a --capture list "attn,scores,qkv,hidden,logits" or "all" into a bit set of
  * as_capture_what. 0 ok, -1 on an unknown name or an empty list. */
 int cli_parse_capture(const char *s, unsigned *what);
+/* Parses --precision's value v ("f32" or "bf16") into *out; 0, or cli_usage_error's exit
+ * status (2) naming cmd. */
+int cli_parse_precision(const char *cmd, const char *v, as_precision *out);
+/* Loads the model folder dir and sets its arithmetic to p; 0, or cli_fail's exit status
+ * (*m NULL). */
+int cli_load_model(const char *dir, as_precision p, as_model **m);
 
 /* Builds the model input from --text/--text-b (tokenized, truncated to max_tokens
  * (0 = the model's limit) when truncate != 0, warnings printed) or from --ids /

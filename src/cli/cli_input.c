@@ -16,10 +16,8 @@ int cli_input_option(cli_input *in, const char *cmd, int argc, char **argv, int 
     *rc = 0;
     if (!(v = cli_value(argc, argv, i, cmd))) *rc = AS_ERR_INPUT;
     else if (slot[k]) *slot[k] = v;
-    else if (!strcmp(o, "--precision")) {
-        if (as_precision_parse(v, &in->precision))
-            *rc = cli_usage_error(cmd, "--precision must be f32 or bf16, not '%s'", v);
-    } else if (cli_parse_int(v, 1, 1024, &in->threads))
+    else if (!strcmp(o, "--precision")) *rc = cli_parse_precision(cmd, v, &in->precision);
+    else if (cli_parse_int(v, 1, 1024, &in->threads))
         *rc = cli_usage_error(cmd, "bad --threads '%s': expected an integer in [1, 1024]", v);
     return 1;
 }
@@ -32,16 +30,7 @@ int cli_input_check(const cli_input *in, const char *cmd) {
     return 0;
 }
 
-int cli_input_load(const cli_input *in, as_model **m) {
-    as_error err = {0};
-    if (as_model_load(in->model, m, &err)) return cli_fail(&err);
-    if (as_model_set_precision(*m, in->precision, &err)) {
-        as_model_free(*m);
-        *m = NULL;
-        return cli_fail(&err);
-    }
-    return 0;
-}
+int cli_input_load(const cli_input *in, as_model **m) { return cli_load_model(in->model, in->precision, m); }
 
 int cli_input_encode(const cli_input *in, const char *cmd, const as_model *m, as_encoding *enc) {
     return cli_make_encoding(cmd, m, in->text, in->text_b, in->ids, in->type_ids, 0, 1, enc);

@@ -17,7 +17,8 @@
 static const char *ALIGN_HELP =
     "usage: attnscope align --model DIR --source FILE --target FILE [--gold FILE]\n"
     "                       [--format text|json] [--out FILE] [--rows predict|input]\n"
-    "                       [--layer L] [--head H|mean] [--limit N] [--threads N] [--quiet]\n"
+    "                       [--layer L] [--head H|mean] [--limit N] [--precision f32|bf16]\n"
+    "                       [--threads N] [--quiet]\n"
     "\n"
     "Aligns the words of each sentence pair (line i of --source and of --target, words\n"
     "separated by spaces) with the cross-attention of the encoder-decoder model DIR\n"
@@ -38,11 +39,13 @@ static const char *ALIGN_HELP =
     "  --format text  (default) the AER table and best head with --gold, else one Pharaoh\n"
     "                 line per sentence; json: all of it, each sentence's alignment\n"
     "  --limit N      the first N pairs\n"
+    "  --precision bf16  multiply the linear maps in BF16 (as `attnscope run`'s)\n"
     "See docs/analysis.md, \"Word alignment\". Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
     const char *model, *source, *target, *gold, *format, *out, *rows, *head_s;
     int layer, head, limit, threads, quiet;
+    as_precision precision;
 } align_args;
 
 /* One sentence pair's result: best (L, H + 1, Wt) of al_align_run. */
@@ -77,6 +80,10 @@ static int parse_args(int argc, char **argv, align_args *a) {
         else if (!strcmp(o, "--out")) { VAL(); a->out = v; }
         else if (!strcmp(o, "--rows")) { VAL(); a->rows = v; }
         else if (!strcmp(o, "--head")) { VAL(); a->head_s = v; }
+        else if (!strcmp(o, "--precision")) {
+            VAL();
+            if (cli_parse_precision("align", v, &a->precision)) return 2;
+        }
         else if (!strcmp(o, "--layer")) {
             VAL();
             if (cli_parse_int(v, 0, AS_MAX_LAYERS - 1, &a->layer)) return cli_usage_error("align", "bad --layer '%s'", v);
@@ -282,17 +289,13 @@ int cmd_align(int argc, char **argv) {
     if (rc == 1) return 0; /* --help */
     if (rc) return rc;
     as_set_quiet(a.quiet);
-    as_error err = {0};
     as_model *m = NULL;
     char **src = NULL, **tgt = NULL, **gold = NULL;
     int ns = 0, nt = 0, ng = 0;
     align_result res = {.shift = a.rows && !strcmp(a.rows, "input")};
     FILE *out = stdout;
     if ((rc = read_inputs(&a, &src, &ns, &tgt, &nt, &gold, &ng))) goto cleanup;
-    if (as_model_load(a.model, &m, &err)) {
-        rc = cli_fail(&err);
-        goto cleanup;
-    }
+    if ((rc = cli_load_model(a.model, a.precision, &m))) goto cleanup;
     const as_config *c = as_model_config(m);
     if (c->n_dec_layer == 0) {
         rc = cli_usage_error("align", "%s is not an encoder-decoder model (%s): align reads cross-attention",

@@ -19,7 +19,7 @@ static const char *ANALYZE_HELP =
     "usage: attnscope analyze --model DIR [--sst2 FILE] [--conllu FILE] --db FILE\n"
     "       attnscope analyze --model DIR --source FILE --target FILE [--gold FILE] --db FILE\n"
     "                         [--limit N] [--threads N] [--chunk K] [--explain N] [--min-rel N]\n"
-    "                         [--topk [K]] [--quiet]\n"
+    "                         [--topk [K]] [--precision f32|bf16] [--quiet]\n"
     "\n"
     "Runs every sentence once (forward + attention capture; gradient saliency on SST-2\n"
     "sentences when the model has a classifier head) and stores Dodrio's importance,\n"
@@ -44,6 +44,8 @@ static const char *ANALYZE_HELP =
     "                 the rest (table topk; K 1..64, default 8), computed from attention\n"
     "                 rows recomputed from q and k; `report` shows the mass they keep;\n"
     "                 with --source / --target, of the cross-attention (table topk_cross)\n"
+    "  --precision bf16  multiply the linear maps in BF16 (as `attnscope run`'s); a run of\n"
+    "                 its own\n"
     "A run is identified by the model's and corpora's SHA-256 and these parameters: the\n"
     "same command resumes an interrupted run and does nothing for a finished one. Several\n"
     "models can share one database. With MPI: `mpirun -n N attnscope analyze ...` scores\n"
@@ -86,6 +88,10 @@ int cmd_analyze(int argc, char **argv) {
                 if (cli_parse_int(v, 1, AN_TOPK_MAX, &o.topk))
                     return cli_usage_error("analyze", "bad --topk '%s': expected an integer in [1, %d]", v, AN_TOPK_MAX);
             } else o.topk = AN_TOPK_DEFAULT;
+        }
+        else if (!strcmp(a, "--precision")) {
+            VAL();
+            if (cli_parse_precision("analyze", v, &o.precision)) return AS_ERR_INPUT;
         }
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else return cli_usage_error("analyze", "unknown option '%s'", a);

@@ -27,7 +27,7 @@ static const char *GEN_HELP =
     "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--target-ids 2,...]\n"
     "                          [--capture attentions|all|attn,scores,qkv,hidden,logits]\n"
     "                          [--beams N [--length-penalty 1] [--early-stopping] [--num-return 1]]\n"
-    "                          [--threads N] [--quiet]\n"
+    "                          [--precision f32|bf16] [--threads N] [--quiet]\n"
     "\n"
     "Continues the prompt (tokenized with the model's special tokens, e.g. BOS) by up to\n"
     "--max-new tokens with the model's LM head and prints the prompt and its continuation.\n"
@@ -39,6 +39,7 @@ static const char *GEN_HELP =
     "generate, the config's bad_words_ids are never generated and forced_bos_token_id /\n"
     "forced_eos_token_id force the first / last token (see --beams). Generation stops at the\n"
     "model's positions. Each step runs the whole sequence again (no key/value cache).\n"
+    "--precision bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"
     "\n"
     "--out writes the final sequence as `attnscope run` writes it (JSON, or npz for a name\n"
     "ending in .npz; --capture as run's, default attentions), plus prompt_length,\n"
@@ -71,6 +72,7 @@ static const char *GEN_HELP =
 typedef struct {
     const char *model, *text, *ids, *out, *capture, *target_ids;
     int max_new, top_k, seed, stop_eos, threads, quiet;
+    as_precision precision;
     double temperature; /* < 0: not given */
     int beams, num_return, early_stopping; /* num_return 0: not given */
     double length_penalty;                 /* NAN: not given */
@@ -103,7 +105,9 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
         else if (!strcmp(o, "--target-ids")) a->target_ids = v;
         else if (!strcmp(o, "--out")) a->out = v;
         else if (!strcmp(o, "--capture")) a->capture = v;
-        else if (!strcmp(o, "--max-new")) {
+        else if (!strcmp(o, "--precision")) {
+            if (cli_parse_precision("generate", v, &a->precision)) return AS_ERR_INPUT;
+        } else if (!strcmp(o, "--max-new")) {
             if (cli_parse_int(v, 1, AS_MAX_POSITIONS, &a->max_new))
                 return cli_usage_error("generate", "bad --max-new '%s' (1..%d)", v, AS_MAX_POSITIONS);
         } else if (!strcmp(o, "--top-k")) {
@@ -228,7 +232,7 @@ int cmd_generate(int argc, char **argv) {
     as_model *m = NULL;
     as_encoding enc = {0}, dec = {0};
     gen_result g = {0};
-    if (as_model_load(a.model, &m, &err)) return cli_fail(&err);
+    if ((rc = cli_load_model(a.model, a.precision, &m))) return rc;
     if (!(as_model_heads(m) & HEAD_LM)) {
         as_err_set(&err, AS_ERR_INPUT, "%s: the model has no causal-LM head to generate with", a.model);
         rc = cli_fail(&err);

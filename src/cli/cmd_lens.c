@@ -11,18 +11,20 @@
 
 static const char *LENS_HELP =
     "usage: attnscope lens --model DIR (--text TEXT | --ids 1,2,...) [--position P] [--top K]\n"
-    "                      [--format text|json] [--threads N]\n"
+    "                      [--format text|json] [--precision f32|bf16] [--threads N]\n"
     "\n"
     "Runs the model (one with a language-model or masked-LM head) and reads each layer's\n"
     "hidden state at position P (default: the last token) through the final norm and the\n"
     "head, as if the model stopped there: prints the top K (default 5) tokens and their\n"
     "softmax probabilities per layer, from the embeddings (layer 0) to the output (the\n"
-    "model's own prediction). --format json prints the same as one object.\n"
+    "model's own prediction). --format json prints the same as one object. --precision\n"
+    "bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 int cmd_lens(int argc, char **argv) {
     const char *dir = NULL, *text = NULL, *ids = NULL, *format = "text";
     int pos = -1, top = 5, threads = 0;
+    as_precision prec = AS_PRECISION_F32;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (cli_is_help(o)) {
@@ -34,7 +36,9 @@ int cmd_lens(int argc, char **argv) {
         else if (!strcmp(o, "--text")) text = v;
         else if (!strcmp(o, "--ids")) ids = v;
         else if (!strcmp(o, "--format")) format = v;
-        else if (!strcmp(o, "--position")) {
+        else if (!strcmp(o, "--precision")) {
+            if (cli_parse_precision("lens", v, &prec)) return AS_ERR_INPUT;
+        } else if (!strcmp(o, "--position")) {
             if (cli_parse_int(v, 0, AS_MAX_POSITIONS - 1, &pos)) return cli_usage_error("lens", "bad --position '%s'", v);
         } else if (!strcmp(o, "--top")) {
             if (cli_parse_int(v, 1, LENS_MAX_TOP, &top))
@@ -52,7 +56,7 @@ int cmd_lens(int argc, char **argv) {
     as_encoding enc = {0};
     json_t *j = NULL;
     int rc = 0;
-    if (as_model_load(dir, &m, &err)) return cli_fail(&err);
+    if ((rc = cli_load_model(dir, prec, &m))) return rc;
     if ((rc = cli_make_encoding("lens", m, text, NULL, ids, NULL, 0, 1, &enc))) goto cleanup;
     if (pos >= enc.n) {
         rc = cli_usage_error("lens", "--position %d is past the input's %d tokens", pos, enc.n);

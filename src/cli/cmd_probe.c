@@ -19,7 +19,7 @@
 
 static const char *PROBE_HELP =
     "usage: attnscope probe --model DIR --induction [--length R] [--seed S] [--top K]\n"
-    "                       [--format text|json] [--threads N]\n"
+    "                       [--format text|json] [--precision f32|bf16] [--threads N]\n"
     "\n"
     "Runs the model on BOS (when it has one) + R seeded random tokens (default R = 50,\n"
     "ids above the special tokens) + the same R tokens again, and scores every head:\n"
@@ -29,6 +29,7 @@ static const char *PROBE_HELP =
     "induction score (default 10), or (--format json) every head's scores and the ids.\n"
     "A model with an LM head also gets the mean next-token loss on each copy (the drop\n"
     "on the second copy is in-context learning; JSON: loss_first, loss_second).\n"
+    "--precision bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"
     "Exit status 0 ok, 2 bad input, 1 internal.\n";
 
 typedef struct {
@@ -44,6 +45,7 @@ static int by_induction(const void *a, const void *b) {
 int cmd_probe(int argc, char **argv) {
     const char *dir = NULL, *format = "text";
     int induction = 0, R = 50, seed = 1, top = 10, threads = 0;
+    as_precision prec = AS_PRECISION_F32;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (cli_is_help(o)) {
@@ -57,7 +59,9 @@ int cmd_probe(int argc, char **argv) {
         if (!(v = cli_value(argc, argv, &i, "probe"))) return AS_ERR_INPUT;
         if (!strcmp(o, "--model")) dir = v;
         else if (!strcmp(o, "--format")) format = v;
-        else if (!strcmp(o, "--length")) {
+        else if (!strcmp(o, "--precision")) {
+            if (cli_parse_precision("probe", v, &prec)) return AS_ERR_INPUT;
+        } else if (!strcmp(o, "--length")) {
             if (cli_parse_int(v, 2, AS_MAX_POSITIONS / 2, &R)) return cli_usage_error("probe", "bad --length '%s'", v);
         } else if (!strcmp(o, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &seed)) return cli_usage_error("probe", "bad --seed '%s'", v);
@@ -76,7 +80,7 @@ int cmd_probe(int argc, char **argv) {
     an_probe_result pr = {0};
     probe_score *sc = NULL;
     int rc = 0;
-    if (as_model_load(dir, &m, &err)) return cli_fail(&err);
+    if ((rc = cli_load_model(dir, prec, &m))) return rc;
     const as_config *c = as_model_config(m);
     const int LH = c->n_layer * c->n_head;
     if (an_induction_probe(m, R, seed, threads, &pr, &err)) {

@@ -14,7 +14,7 @@ PY=/usr/bin/python3
 IDS=1,5,7,9,11,13,2,4,6,8,10,12
 
 # every family runs; kv_group as the config says; q/k before RoPE present
-for f in llama llama3_scaled llama_bf16 llama_cls mistral_swa qwen2_noprefix qwen3 gemma2 gemma3 phi3 yarn; do
+for f in llama llama3_scaled llama_bf16 llama_cls mistral_swa qwen2_noprefix qwen3 gemma2 gemma3 phi3 yarn dynamic longrope; do
   expect 0 "" -- run --model "$FX/$f" --ids $IDS --format json --out "$TMP/$f.json"
   $PY - "$FX/$f/config.json" "$TMP/$f.json" <<'PY' && ok "$f: kv_group and pre-RoPE arrays" || fail "$f: JSON output"
 import json, sys
