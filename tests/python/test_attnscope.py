@@ -450,6 +450,18 @@ class TestAnalysis(unittest.TestCase):
                 self.assertEqual([x["pattern"] for x in heads], cols["pattern"])
             with self.assertRaisesRegex(attnscope.Error, "analyze needs sst2 and/or conllu"):
                 attnscope.analyze(SST2, db)
+            # precision="bf16": a second run beside the f32 one, its entropies close but not equal
+            attnscope.analyze(SST2, db, sst2=sst, conllu=cu, limit=10, threads=1, chunk=4, explain=4, min_rel=2,
+                              precision="bf16")
+            with attnscope.open_db(db) as h:
+                self.assertEqual(len(h.runs), 2)
+                (f32,) = [r for r in h.runs if "precision" not in r["params"]]
+                (bf16,) = [r for r in h.runs if r["params"].get("precision") == "bf16"]
+                a, b = h.head_matrix("entropy", run=f32["id"]), h.head_matrix("entropy", run=bf16["id"])
+                rel = np.abs(a - b).max() / np.abs(a).max()
+                self.assertTrue(0 < rel < 0.01, rel)
+            with self.assertRaisesRegex(attnscope.Error, "precision must be 'f32' or 'bf16', not 'f16'"):
+                attnscope.analyze(SST2, db, sst2=sst, precision="f16")
             with self.assertRaises(attnscope.Error) as e:
                 attnscope.analyze(SST2, db, sst2=os.path.join(d, "missing.tsv"))
             p = cli("analyze", "--model", SST2, "--sst2", os.path.join(d, "missing.tsv"), "--db", db, check=False)
