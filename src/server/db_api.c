@@ -185,12 +185,12 @@ static json_t *parse_json_col(sqlite3_stmt *st, int i) {
     return j ? j : col(st, i);
 }
 
-/* 1 when the run of RUN_COLS row st was imported (runs.source). */
 /* 1 when runs.source src marks an imported run. */
 static int source_is_import(const unsigned char *src) {
     return src && !strcmp((const char *)src, STORE_SOURCE_IMPORT);
 }
 
+/* 1 when the run of RUN_COLS row st was imported (runs.source). */
 static int row_is_import(sqlite3_stmt *st) { return source_is_import(sqlite3_column_text(st, 18)); }
 
 static json_t *run_row_json(const srv_state *s, sqlite3_stmt *st) {

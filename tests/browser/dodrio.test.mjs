@@ -512,3 +512,22 @@ test('an imported run served with --import-dir: predicted parents and graph from
   assert.ok((await pixels('graph-canvas')).ink > 1000, 'graph of the imported run drawn');
   await shot('dodrio-graph-import');
 });
+
+test('a BF16 analysis beside the F32 one is named by its precision', async () => {
+  execFileSync(BIN, ['analyze', '--model', join(tmp, 'bert-sst'), '--sst2', join(tmp, 'sst.tsv'), '--conllu', join(tmp, 'ud.conllu'),
+    '--db', db, '--chunk', '4', '--explain', '4', '--min-rel', '2', '--threads', '1', '--quiet', '--precision', 'bf16']);
+  const id = Number(sql(`SELECT id FROM runs WHERE params LIKE '%"precision":"bf16"%'`));
+  assert.ok(id > 2, 'the bf16 run is a run of its own');
+  await open(`view=overview&dbrun=${id}`);
+  const opts = await page.$$eval('[data-testid=db-run] option', (o) => o.map((x) => x.textContent));
+  assert.ok(opts.some((x) => x.startsWith(`${id}: bert-sst (bf16) (2×4`)), opts.join(' | '));
+  assert.ok(opts.some((x) => x.startsWith('1: bert-sst (2×4')), opts.join(' | '));
+  await page.waitForFunction(() => document.body.innerText.includes('bert-sst (bf16)'), null, { timeout: 30_000 });
+  await open(`view=compare&dbrun=1&cmp=${id}`);
+  await page.waitForFunction((want) => {
+    const b = document.querySelector('[data-testid=cmp-b]');
+    return b && b.options[b.selectedIndex]?.textContent === want;
+  }, `${id}: bert-sst (bf16)`, { timeout: 30_000 });
+  const a = await page.$eval('[data-testid=cmp-a]', (s) => s.options[s.selectedIndex].textContent);
+  assert.equal(a, '1: bert-sst');
+});

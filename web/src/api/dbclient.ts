@@ -2,6 +2,7 @@
 // small caches so switching views does not refetch. No drawing here.
 import { check } from './client';
 import type {
+  DbRun,
   DbRunsResponse,
   HeadsResponse,
   ParentsResponse,
@@ -124,6 +125,13 @@ export function getSentenceTopk(run: number, idx: number, kind: TopkKind = 'enco
     const [L, H, T, k] = ix.shape;
     return { L, H, T, k, index: ix.data, weight: w.data, rest: r.data, meta: d.header.meta };
   });
+}
+
+/** A run's name in the views: its model's, and "(bf16)" when it was analysed at
+ * --precision bf16 (params.precision), so the F32 and BF16 runs of one model differ. */
+export function runName(run: Pick<DbRun, 'name' | 'params'>): string {
+  const p = run.params;
+  return typeof p === 'object' && p.precision === 'bf16' ? `${run.name} (bf16)` : run.name;
 }
 
 /** Whether run was analysed with --topk (its params name k). */
