@@ -27,7 +27,9 @@ The reference's per-head means and head-pair JSD are checked against attnscope's
 database in every full single-process run (max abs diff printed with each call).
 
 Settings (environment): BIN, LIMIT (sentences per corpus, 0 = all: 872 SST-2, 2,001
-EWT), SCREEN_LIMIT (30), ROUNDS (1), MPI (0 = off), WORKERS (2), CORPORA ("sst2 ud").
+EWT), SCREEN_LIMIT (30), ROUNDS (1), MPI (0 = off), WORKERS (2), CORPORA ("sst2 ud"),
+PRECISION (attnscope's --precision: f32, or bf16 against the same float32 reference; the
+agreement check then shows BF16's error).
 """
 import os, re, statistics, subprocess, sys, time
 
@@ -56,7 +58,7 @@ def attnscope(bin_, corpus, limit, db, threads=None, mpi=0):
     e = dict(os.environ)
     e.pop("OPENBLAS_CORETYPE", None)
     cmd = [bin_, "analyze", "--model", M] + CORPUS[corpus] + (["--limit", str(limit)] if limit else []) + \
-        ["--explain", "0", "--min-rel", "20", "--quiet", "--db", db]
+        ["--explain", "0", "--min-rel", "20", "--quiet", "--db", db, "--precision", os.environ.get("PRECISION", "f32")]
     if mpi:
         e["OMPI_MCA_btl_vader_single_copy_mechanism"] = "none"
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(mpi)] + cmd

@@ -9,6 +9,7 @@
 #   BIN=PATH (default ./build/attnscope; also the first argument)  LIMIT=N (per corpus, 0 = all)
 #   SCREEN_LIMIT=30  ROUNDS=1  MPI=N (mpirun -n N, default 0 = off)  WORKERS=2  CORPORA="sst2 ud"
 #   DEFAULT_MODEL=1 (0 skips the default model's timing)  THREADS=2 (its --threads)
+#   PRECISION=f32|bf16 (attnscope's --precision; the reference stays float32)
 # Output: bench/out/analysis_latest.md, analysis_screen_<corpus>.md, analysis_rounds.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
