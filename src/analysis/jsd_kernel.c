@@ -1,7 +1,9 @@
 /* jsd_kernel.c — the inner loop of the head-pair Jensen-Shannon divergence (Clark et al.
- * 2019 sec. 6): the entropy of the mixture of two attention rows, vectorised, with an
- * AVX2 + FMA build chosen at run time.
- * What it does not: the rows' own entropies or the pairing of heads (records.c).
+ * 2019 sec. 6): the entropies of the mixtures of one head's attention row with those of
+ * every later head, for one query row, 16 heads per vector (AVX-512, AVX2 + FMA or plain
+ * copies of one body, the widest the CPU runs chosen at run time).
+ * What it does not: the rows' own entropies, the transposition or the pairing sums
+ * (records.c).
  */
 #include "analysis/runner_internal.h"
 
@@ -14,32 +16,33 @@ static inline float jsd_mix_term(float a, float b) {
     return keep * m * as_fast_log2f(safe);
 }
 
-/* Entropy in bits of the mixture m = (x + y) / 2 of two attention rows: -sum m log2 m
- * over entries m > 1e-30 (smaller ones, including denormals and non-positive values,
- * contribute less than 1e-27 each and are skipped). Float terms summed in 8 lanes, so
- * it differs from hd_jsd's double sum by ~1e-6 at most (T = 500); Clark et al.'s head
- * distances are reported to 3 digits. */
-#define JSD_MIX_BODY                                                                  \
-    float acc[8] = {0};                                                               \
-    int j = 0;                                                                        \
-    for (; j + 8 <= T; j += 8)                                                        \
-        for (int l = 0; l < 8; l++) acc[l] -= jsd_mix_term(x[j + l], y[j + l]);       \
-    double h = 0.0;                                                                   \
-    for (int l = 0; l < 8; l++) h += acc[l];                                          \
-    for (; j < T; j++) h -= jsd_mix_term(x[j], y[j]);                                 \
-    return h;
+/* Keys summed in float before the partial sum moves to double: the float sum's error
+ * stays that of 16 terms at any length. */
+#define JSD_FLOAT_RUN 16
 
-static double jsd_mix_entropy_base(const float *x, const float *y, int T) { JSD_MIX_BODY }
+/* For b = a + 1 .. LH - 1, 16 heads at a time: -sum_j m log2 m over m = (x_j + y_j) / 2 >
+ * 1e-30, x = head a's row and y = head b's, reading each key's weights of all heads at
+ * at + j * ld (lanes past LH read zeros and are dropped). */
+AS_KERNEL_BODY void jsd_rows_body(const float *at, int T, int ld, int a, int LH, double *hm) {
+    for (int b = a + 1; b < LH; b += 16) {
+        double dacc[16] = {0};
+        float acc[16] = {0};
+        for (int j = 0; j < T; j++) {
+            const float x = at[(size_t)j * ld + a];
+            const float *y = at + (size_t)j * ld + b;
+            for (int l = 0; l < 16; l++) acc[l] -= jsd_mix_term(x, y[l]);
+            if (j % JSD_FLOAT_RUN == JSD_FLOAT_RUN - 1)
+                for (int l = 0; l < 16; l++) {
+                    dacc[l] += acc[l];
+                    acc[l] = 0.0f;
+                }
+        }
+        int nb = LH - b < 16 ? LH - b : 16;
+        for (int l = 0; l < nb; l++) hm[b + l] = dacc[l] + acc[l];
+    }
+}
+AS_KERNEL_SIMD(jsd_rows, (const float *at, int T, int ld, int a, int LH, double *hm), (at, T, ld, a, LH, hm))
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-/* An AVX2 + FMA build of the same loop, chosen at run time (GCC's target_clones did not
- * vectorise it at 256 bits). */
-__attribute__((target("avx2,fma"))) static double jsd_mix_entropy_avx2(const float *x, const float *y, int T) {
-    JSD_MIX_BODY
+void an_jsd_mix_rows(const float *at, int T, int ld, int a, int LH, double *hm) {
+    AS_KERNEL_RUN(jsd_rows, at, T, ld, a, LH, hm);
 }
-double an_jsd_mix_entropy(const float *x, const float *y, int T) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? jsd_mix_entropy_avx2(x, y, T) : jsd_mix_entropy_base(x, y, T);
-}
-#else
-double an_jsd_mix_entropy(const float *x, const float *y, int T) { return jsd_mix_entropy_base(x, y, T); }
-#endif

@@ -246,27 +246,34 @@ static void rec_put_heads(const an_ctx *c, const an_sent *s, rec_buf *r) {
     }
 }
 
+/* Bytes of one block of query rows' transposed attention (rows of T x AN_JSD_LD(LH)
+ * floats); a block holds at least one row. */
+#define PAIRS_BLOCK_BYTES (8u << 20)
+
 typedef struct {
     const an_ctx *c;
     const an_sent *s;
-    const double *hrow;
+    const double *hrow; /* (LH, T) each row's own entropy */
     double *js;
+    const float *at;    /* (n, T, ld) the block's rows transposed */
+    int i0, n, ld;
+    double *hm;         /* (threads, ld) per-thread mixture entropies */
 } pairs_job;
 
-/* The pairs (a, b > a) of head a, summed over the query rows in order. */
+/* The pairs (a, b > a) of head a over the block's query rows, in row order. */
 static void pairs_task(void *ctx, int a, int tid) {
     const pairs_job *j = ctx;
     const an_sent *s = j->s;
-    const int T = s->T, LH = j->c->LH;
-    const size_t TT = (size_t)T * T;
+    const int T = s->T, LH = j->c->LH, ld = j->ld;
     size_t p0 = (size_t)a * (size_t)(2 * LH - a - 1) / 2; /* pairs (a', b) with a' < a come first */
-    for (int i = 0; i < T; i++) {
+    double *hm = j->hm + (size_t)tid * ld;
+    for (int r = 0; r < j->n; r++) {
+        const int i = j->i0 + r;
         if (s->kind[i] == HK_PAD) continue;
-        const float *x = s->attn + (size_t)a * TT + (size_t)i * T;
+        an_jsd_mix_rows(j->at + (size_t)r * T * ld, T, ld, a, LH, hm);
+        const double ha = j->hrow[(size_t)a * T + i];
         for (int b = a + 1; b < LH; b++) {
-            const float *y = s->attn + (size_t)b * TT + (size_t)i * T;
-            double hm = an_jsd_mix_entropy(x, y, T);
-            double d = hm - 0.5 * (j->hrow[(size_t)a * T + i] + j->hrow[(size_t)b * T + i]);
+            double d = hm[b] - 0.5 * (ha + j->hrow[(size_t)b * T + i]);
             j->js[1 + p0 + (size_t)(b - a - 1)] += d < 0.0 ? 0.0 : d;
         }
     }
@@ -274,15 +281,26 @@ static void pairs_task(void *ctx, int a, int tid) {
 
 /* Query rows and the head-pair Jensen-Shannon divergence summed over query rows (Clark
  * et al. 2019 sec. 6) into js (1 + npairs), zeroed by the caller. Each row's own
- * entropy once (double, as hd_jsd), then per pair only the entropy of the mixture, in
- * float with a vectorised log2 (an_jsd_mix_entropy); heads a run as tasks of the thread
- * pool (c->threads), each pair's sum in row order. */
+ * entropy once (double, as hd_jsd), then per pair only the entropy of the mixture
+ * (an_jsd_mix_rows, on the rows transposed so that the heads lie side by side), blocks
+ * of query rows in order, heads as tasks of the thread pool (c->threads): each pair's
+ * sum is in row order whatever the thread count. */
 static as_status rec_pairs(const an_ctx *c, const an_sent *s, double *js, as_error *err) {
-    const int T = s->T, LH = c->LH;
-    const size_t TT = (size_t)T * T;
+    const int T = s->T, LH = c->LH, ld = AN_JSD_LD(LH);
+    const int threads = c->threads > 0 ? c->threads : as_n_cores();
+    const size_t TT = (size_t)T * T, row = (size_t)T * ld;
     for (int i = 0; i < T; i++) js[0] += s->kind[i] != HK_PAD;
+    size_t fit = PAIRS_BLOCK_BYTES / (row * sizeof(float));
+    int nb = fit < 1 ? 1 : fit > (size_t)T ? T : (int)fit;
     double *hrow = as_malloc_array(as_mul_size((size_t)LH, (size_t)T), sizeof *hrow);
-    if (!hrow) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    float *at = as_calloc(as_mul_size((size_t)nb, row), sizeof *at); /* columns LH .. ld - 1 stay 0 */
+    double *hm = as_malloc_array(as_mul_size((size_t)threads, (size_t)ld), sizeof *hm);
+    if (!hrow || !at || !hm) {
+        free(hrow);
+        free(at);
+        free(hm);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
     for (int lh = 0; lh < LH; lh++)
         for (int i = 0; i < T; i++) {
             const float *x = s->attn + (size_t)lh * TT + (size_t)i * T;
@@ -293,9 +311,20 @@ static as_status rec_pairs(const an_ctx *c, const an_sent *s, double *js, as_err
             }
             hrow[(size_t)lh * T + i] = h;
         }
-    pairs_job j = {c, s, hrow, js};
-    as_parallel_for(LH, c->threads > 0 ? c->threads : as_n_cores(), pairs_task, &j);
+    for (int i0 = 0; i0 < T; i0 += nb) {
+        int n = T - i0 < nb ? T - i0 : nb;
+        for (int r = 0; r < n; r++)
+            for (int lh = 0; lh < LH; lh++) {
+                const float *x = s->attn + (size_t)lh * TT + (size_t)(i0 + r) * T;
+                float *dst = at + (size_t)r * row + lh;
+                for (int j = 0; j < T; j++) dst[(size_t)j * ld] = x[j];
+            }
+        pairs_job job = {c, s, hrow, js, at, i0, n, ld, hm};
+        as_parallel_for(LH, threads, pairs_task, &job);
+    }
     free(hrow);
+    free(at);
+    free(hm);
     return AS_OK;
 }
 

@@ -27,8 +27,17 @@
 
 /* ---- jsd_kernel.c ------------------------------------------------------------------- */
 
-/* Entropy in bits of the mixture (x + y) / 2 of two attention rows x, y (T). */
-double an_jsd_mix_entropy(const float *x, const float *y, int T);
+/* Row stride of a query row's transposed attention for an_jsd_mix_rows: LH heads and 16
+ * zero lanes, so a 16-head load from any head stays inside the row. */
+#define AN_JSD_LD(LH) ((LH) + 16)
+/* For one query row: at (T keys, ld = AN_JSD_LD(LH)) holds the attention of the LH heads
+ * transposed (at[j * ld + h] = head h's weight on key j; columns LH .. ld - 1 zero). Writes
+ * hm[b], for b = a + 1 .. LH - 1, the entropy in bits of the mixture (x + y) / 2 of head a's
+ * row x and head b's row y: -sum m log2 m over entries m > 1e-30 (smaller ones, denormals
+ * and non-positive values included, add less than 1e-27 each and are skipped). Float terms
+ * with a vectorised log2, summed per 16 keys in float and across them in double: within
+ * ~1e-6 of hd_jsd's double sums. */
+void an_jsd_mix_rows(const float *at, int T, int ld, int a, int LH, double *hm);
 
 /* ---- records.c ---------------------------------------------------------------------- */
 

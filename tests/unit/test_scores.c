@@ -3,7 +3,8 @@
  * Clark et al. statistics (attention to [CLS] / [SEP] / punctuation / self / previous /
  * next, row entropy and its normalized form), word-level attention with a two-piece
  * word (keys summed, queries averaged, [CLS]/[SEP] dropped), the predicted parent
- * (self excluded, words without pieces skipped), Jensen-Shannon divergence, and the
+ * (self excluded, words without pieces skipped), Jensen-Shannon divergence, the
+ * vectorised mixture entropies of the corpus head pairs against double sums, and the
  * punctuation test. The NumPy cross-check of the aggregates is test_store.c.
  */
 #include <setjmp.h>
@@ -13,8 +14,10 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "analysis/heads.h"
+#include "analysis/runner_internal.h"
 
 #define EPS 1e-6
 
@@ -98,12 +101,61 @@ static void test_jsd_punct(void **state) {
     assert_false(hd_is_punct("[SEP]"));
 }
 
+/* an_jsd_mix_rows: for LH = 37 heads (two 16-head vectors and a tail of 5) and T = 150
+ * keys (nine 16-key float runs and a part), rows with exact zeros, tiny weights and peaks, every
+ * pair's mixture entropy within 1e-6 of the double sum -sum m log2 m; the JSD it gives
+ * (minus the rows' own mean entropy) within 1e-6 of hd_jsd. */
+static void test_jsd_mix_rows(void **state) {
+    (void)state;
+    enum { LH = 37, T = 150, LD = AN_JSD_LD(LH) };
+    float *rows = calloc((size_t)LH * T, sizeof(float)), *at = calloc((size_t)T * LD, sizeof(float));
+    double *hm = calloc(LD, sizeof(double));
+    assert_true(rows && at && hm);
+    unsigned u = 12345;
+    for (int h = 0; h < LH; h++) {
+        double sum = 0;
+        for (int j = 0; j < T; j++) {
+            u = u * 1103515245u + 12345u;
+            double r = (u >> 8) / 16777216.0;
+            float v = h % 5 == 0 && j % 3 ? 0.0f : h % 7 == 1 ? (float)(r * 1e-12) : (float)(r * r * r);
+            if (h % 11 == 2 && j == h) v = 50.0f; /* a peaked row */
+            rows[(size_t)h * T + j] = v;
+            sum += v;
+        }
+        for (int j = 0; j < T; j++) rows[(size_t)h * T + j] = (float)(rows[(size_t)h * T + j] / sum);
+        for (int j = 0; j < T; j++) at[(size_t)j * LD + h] = rows[(size_t)h * T + j];
+    }
+    double worst = 0, worst_jsd = 0;
+    for (int a = 0; a < LH; a++) {
+        an_jsd_mix_rows(at, T, LD, a, LH, hm);
+        for (int b = a + 1; b < LH; b++) {
+            const float *x = rows + (size_t)a * T, *y = rows + (size_t)b * T;
+            double want = 0, hx = 0, hy = 0;
+            for (int j = 0; j < T; j++) {
+                double m = 0.5 * ((double)x[j] + (double)y[j]);
+                if (m > 0) want -= m * log2(m);
+                if (x[j] > 0) hx -= x[j] * log2((double)x[j]);
+                if (y[j] > 0) hy -= y[j] * log2((double)y[j]);
+            }
+            worst = fmax(worst, fabs(hm[b] - want));
+            worst_jsd = fmax(worst_jsd, fabs((hm[b] - 0.5 * (hx + hy)) - hd_jsd(x, y, T)));
+        }
+    }
+    print_message("mixture entropies: max |diff| %.2e; JSD %.2e\n", worst, worst_jsd);
+    assert_true(worst < 1e-6);
+    assert_true(worst_jsd < 1e-6);
+    free(rows);
+    free(at);
+    free(hm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_importance_semantic),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_word_attention),
         cmocka_unit_test(test_jsd_punct),
+        cmocka_unit_test(test_jsd_mix_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
