@@ -24,6 +24,7 @@
  * What it does not: follow the feed-forward half (it mixes no tokens), or run the forward.
  */
 #include "analysis/attrib.h"
+#include "core/fastmath.h"
 #include "core/pool.h"
 #include "model/head_out.h"
 #include "model/model.h"
@@ -263,56 +264,57 @@ typedef struct {
     const float *g, *beta; /* (D) the norm's gain and bias; NULL: none */
     float eps;
     int add_one;
-    double *work;          /* (threads, 4 D + H + 1) scratch */
+    double *work;          /* (threads, 3 D + H + 1) scratch: the map, x̃_i, ones, the contributions */
     float *share;          /* (H, T) of the layer */
 } hmix_job;
 
-/* y = T_i(z) of one component z (D): the linear map of the block's output norm at row i
- * (sc = 1 / σ(u_i) post-LN, 1 / rms(a_i) with a post-attention norm). resid: z is the
- * residual x_i, which a post-attention norm does not scale. */
-static void hmix_map(const hmix_job *jb, const double *z, int resid, double sc, double *y) {
-    const int D = jb->D;
-    if (jb->kind == MIX_POST_LN) {
-        double mu = 0.0;
+/* ||x̃_i − T_i(z)||_1 for one component z (D, float): T_i(z) = (z − center · mean z) ⊙ w,
+ * w the norm's linear map at row i (post-LN: γ / σ(u_i), centred; a post-attention norm:
+ * g / rms(a_i); none: 1). Reductions in the vector lanes of the copy that runs. */
+AS_KERNEL_BODY void hmix_dist_body(const float *z, const double *tl, const double *w, int D, int center, double *out) {
+    double mu = 0.0, dist = 0.0;
+    if (center) {
+#pragma omp simd reduction(+ : mu)
         for (int d = 0; d < D; d++) mu += z[d];
         mu /= D;
-        for (int d = 0; d < D; d++) y[d] = (z[d] - mu) * sc * (jb->g ? jb->g[d] : 1.0);
-    } else if (jb->kind == MIX_PRE_POSTNORM && !resid) {
-        for (int d = 0; d < D; d++) y[d] = z[d] * sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]);
-    } else {
-        memcpy(y, z, (size_t)D * sizeof *y);
     }
+#pragma omp simd reduction(+ : dist)
+    for (int d = 0; d < D; d++) dist += fabs(tl[d] - ((double)z[d] - mu) * w[d]);
+    *out = dist;
 }
+AS_KERNEL_SIMD(hmix_dist, (const float *z, const double *tl, const double *w, int D, int center, double *out),
+               (z, tl, w, D, center, out))
 
 /* Task i: head shares of row i. Components: o_h,i (h < H) and the residual x_i;
  * c = max(0, ||x̃_i||_1 − ||x̃_i − T_i(component)||_1) (Ferrando et al. 2022, eq. 9),
- * share_h = c_h / sum of all H + 1 (0 when the sum is 0). */
+ * share_h = c_h / sum of all H + 1 (0 when the sum is 0). A post-attention norm does not
+ * scale the residual; post-LN maps it like the heads' outputs. */
 static void hmix_row(void *ctx, int i, int tid) {
     hmix_job *jb = ctx;
     const int T = jb->T, D = jb->D, H = jb->H;
-    double *z = jb->work + (size_t)tid * ((size_t)4 * D + H + 1);
-    double *tl = z + D, *y = tl + D, *xr = y + D, *c = xr + D;
+    double *w = jb->work + (size_t)tid * ((size_t)3 * D + H + 1);
+    double *tl = w + D, *one = tl + D, *c = one + D;
     const float *xi = jb->x + (size_t)i * D;
-    for (int d = 0; d < D; d++) {
-        tl[d] = jb->bo ? jb->bo[d] : 0.0;
-        xr[d] = xi[d];
-    }
+    for (int d = 0; d < D; d++) tl[d] = jb->bo ? jb->bo[d] : 0.0;
     for (int h = 0; h < H; h++) {
         const float *o = jb->O + ((size_t)h * T + i) * D;
         for (int d = 0; d < D; d++) tl[d] += o[d];
     }
     const mix_norm nm = {jb->kind, D, jb->g, jb->beta, jb->eps, jb->add_one};
     const double sc = mix_block_output(&nm, xi, tl); /* x̃_i and the norm's scale, as mix_row */
+    const int center = jb->kind == MIX_POST_LN;
+    for (int d = 0; d < D; d++) {
+        one[d] = 1.0;
+        w[d] = center ? sc * (jb->g ? jb->g[d] : 1.0)
+               : jb->kind == MIX_PRE_POSTNORM ? sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d])
+                                              : 1.0;
+    }
     double l1 = 0.0, sum = 0.0;
     for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
     for (int k = 0; k <= H; k++) {
-        if (k < H) {
-            const float *o = jb->O + ((size_t)k * T + i) * D;
-            for (int d = 0; d < D; d++) z[d] = o[d];
-        }
-        hmix_map(jb, k < H ? z : xr, k == H, sc, y);
-        double dist = 0.0;
-        for (int d = 0; d < D; d++) dist += fabs(tl[d] - y[d]);
+        const float *z = k < H ? jb->O + ((size_t)k * T + i) * D : xi;
+        double dist;
+        AS_KERNEL_RUN(hmix_dist, z, tl, k < H || center ? w : one, D, center, &dist);
         c[k] = l1 - dist > 0.0 ? l1 - dist : 0.0;
         sum += c[k];
     }
@@ -365,7 +367,7 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
     float *F = as_malloc_array(as_mul_size((size_t)ht * 2 * T, (size_t)D), sizeof(float));
     float *VC = as_malloc_array(as_mul_size((size_t)ht * 2 * T, (size_t)Dh), sizeof(float));
     float *wo = as_malloc_array(as_mul_size((size_t)ht * Dh, (size_t)D), sizeof(float));
-    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)4 * D + H + 1), sizeof(double));
+    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)3 * D + H + 1), sizeof(double));
     as_status s = AS_OK;
     if ((share && !O) || !F || !VC || !wo || !work) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
