@@ -659,6 +659,21 @@ static as_status refuse_true(const cfg_ctx *c, const char *key, const char *why)
     return AS_OK;
 }
 
+/* The pre-extension context length of llama3 / yarn / longrope into *orig: Phi-3's top-level
+ * original_max_position_embeddings (orig_top > 0) first, then c's, else max_pos_raw; an
+ * integer in [1, CFG_MAX_ROPE_POSITIONS]. */
+static as_status get_orig_len(const cfg_ctx *c, double max_pos_raw, int orig_top, double *orig) {
+    char qb[160];
+    as_status rc = get_num(c, "original_max_position_embeddings", 0, max_pos_raw, 1.0, 1,
+                           (double)CFG_MAX_ROPE_POSITIONS, orig);
+    if (rc) return rc;
+    if (orig_top > 0) *orig = orig_top;
+    if (*orig != floor(*orig))
+        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g is not an integer", c->path,
+                          QKEY(c, "original_max_position_embeddings", qb), *orig);
+    return AS_OK;
+}
+
 /* LongRoPE's factor list key of c: rope_dim / 2 positive numbers into out. */
 static as_status get_rope_factors(const cfg_ctx *c, const char *key, int n, float *out) {
     char qb[160];
@@ -696,13 +711,8 @@ static as_status parse_longrope(const cfg_ctx *c, as_config *o, double max_pos_r
     double orig = 0, f = 0, att = 0;
     if ((rc = get_rope_factors(c, "short_factor", n, o->rope_short_factor)) ||
         (rc = get_rope_factors(c, "long_factor", n, o->rope_long_factor)) ||
-        (rc = get_num(c, "original_max_position_embeddings", 0, max_pos_raw, 1.0, 1,
-                      (double)CFG_MAX_ROPE_POSITIONS, &orig)))
+        (rc = get_orig_len(c, max_pos_raw, orig_top, &orig)))
         return rc;
-    if (orig_top > 0) orig = orig_top;
-    if (orig != floor(orig))
-        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g is not an integer", c->path,
-                          QKEY(c, "original_max_position_embeddings", qb), orig);
     if ((rc = get_num(c, "factor", 0, max_pos_raw / orig, 0.0, 0, CFG_MAX_ROPE_NUMBER, &f)) ||
         (rc = get_num(c, "attention_factor", 0, 0, 0.0, 0, CFG_MAX_ROPE_NUMBER, &att)))
         return rc;
@@ -778,15 +788,8 @@ static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scal
         o->max_pos = AS_MAX_POSITIONS;
         return AS_OK;
     }
-    /* llama3 and yarn: the pre-extension context length, defaulting to
-       max_position_embeddings (Phi-3's top-level field first) */
-    if ((rc = get_num(c, "original_max_position_embeddings", 0, max_pos_raw, 1.0, 1,
-                      (double)CFG_MAX_ROPE_POSITIONS, &orig)))
-        return rc;
-    if (orig_top > 0) orig = orig_top;
-    if (orig != floor(orig))
-        return as_err_set(c->err, AS_ERR_INPUT, "%s: field '%s' = %g is not an integer", c->path,
-                          QKEY(c, "original_max_position_embeddings", qb), orig);
+    /* llama3 and yarn: the pre-extension context length */
+    if ((rc = get_orig_len(c, max_pos_raw, orig_top, &orig))) return rc;
     o->rope_orig_max_pos = (int)orig;
     if (strcmp(t, "llama3") == 0) {
         double lo = 0, hi = 0;
