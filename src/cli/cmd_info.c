@@ -61,8 +61,11 @@ static json_t *info_json(const char *dir, const as_model *m) {
         json_object_set_new(rope, "factor", c->rope_scaling ? json_real((double)c->rope_factor) : json_null());
         json_object_set_new(rope, "local_theta",
                             c->rope_local_theta > 0 ? json_real((double)c->rope_local_theta) : json_null());
-        if (c->rope_scaling >= ROPE_SCALE_LLAMA3)
+        if (c->rope_scaling == ROPE_SCALE_LLAMA3 || c->rope_scaling == ROPE_SCALE_YARN ||
+            c->rope_scaling == ROPE_SCALE_LONGROPE)
             json_object_set_new(rope, "original_max_position_embeddings", json_integer(c->rope_orig_max_pos));
+        if (c->rope_scaling == ROPE_SCALE_DYNAMIC) /* the length past which the base grows */
+            json_object_set_new(rope, "max_position_embeddings", json_integer(c->rope_orig_max_pos));
         if (c->rope_scaling == ROPE_SCALE_YARN || c->rope_scaling == ROPE_SCALE_LONGROPE)
             json_object_set_new(rope, "attention_factor", json_real((double)c->rope_attn_factor));
     }

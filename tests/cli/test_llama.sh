@@ -116,6 +116,17 @@ for f in "dynamic:scaling dynamic x 3 (base grows past 12 positions)" \
   expect 0 "" -- info --model "$FX/${f%%:*}"
   grep -qF "${f#*:}" "$TMP/out" && ok "info: ${f#*:}" || fail "info lacks '${f#*:}': $(grep rope "$TMP/out")"
 done
+expect 0 "" -- info --model "$FX/longrope" --format json
+cp "$TMP/out" "$TMP/info-longrope.json"
+expect 0 "" -- info --model "$FX/dynamic" --format json
+$PY - "$TMP/info-longrope.json" "$TMP/out" <<'PY' && ok "info --format json: the length-dependent scalings" || fail "info JSON rope"
+import json, math, sys
+lr, dy = (json.load(open(p))["rope"] for p in sys.argv[1:])
+assert lr["scaling"] == "longrope" and lr["original_max_position_embeddings"] == 12 and lr["factor"] == 4, lr
+assert abs(lr["attention_factor"] - math.sqrt(1 + math.log(4) / math.log(12))) < 1e-6, lr
+assert dy["scaling"] == "dynamic" and dy["max_position_embeddings"] == 12 and dy["factor"] == 3, dy
+assert "original_max_position_embeddings" not in dy, dy
+PY
 mk; head -c 5000 "$FX/llama/model.safetensors" > "$TMP/bad/model.safetensors"
 expect 2 "model.safetensors" -- run --model "$TMP/bad" --ids $IDS
 mk; rm "$TMP/bad/model.safetensors"
