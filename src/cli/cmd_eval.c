@@ -13,7 +13,9 @@ static const char *EVAL_HELP =
     "       attnscope eval --model DIR --task mlm --data FILE[,FILE...] [--batches 50] [--batch 32]\n"
     "                      [--max-len 64] [--seed 7]\n"
     "       attnscope eval --model DIR --task patterns --data FILE[,FILE...] [--pairs 200]\n"
+    "                      [--precision f32|bf16]\n"
     "       attnscope eval --model DIR --task lm --data FILE[,FILE...] [--seq N] [--stride S]\n"
+    "                      [--precision f32|bf16]\n"
     "                      [--window-start text|bos]\n"
     "                      [--ngram-train FILE[,FILE...] [--exclude FILE,...] [--ngram-order 3]]\n"
     "\n"
@@ -33,15 +35,18 @@ static const char *EVAL_HELP =
     "perplexity and bits per byte. With\n"
     "--ngram-train, an interpolated modified Kneser-Ney n-gram model (--ngram-order 1..5)\n"
     "counted on those files packed the same way (minus the sentences of --exclude files)\n"
-    "scores the same tokens, printed next to the model.\n";
+    "scores the same tokens, printed next to the model.\n"
+    "--precision bf16 (patterns, lm) multiplies the linear maps in BF16 (as `attnscope run`'s):\n"
+    "the lm task then gives BF16's change of the perplexity.\n";
 
-static int eval_patterns(const char *model, const ta_list *files, int pairs, int threads) {
+static int eval_patterns(const char *model, as_precision prec, const ta_list *files, int pairs, int threads) {
     as_error err = {0};
     as_model *m = NULL;
     data_text txt = {0};
     int drop = 0, rc = 0;
     double *acc = NULL;
-    if (as_model_load(model, &m, &err) || data_read_corpus(files->v, files->n, NULL, 0, &txt, &drop, &err)) {
+    if ((rc = cli_load_model(model, prec, &m))) goto done;
+    if (data_read_corpus(files->v, files->n, NULL, 0, &txt, &drop, &err)) {
         rc = cli_fail(&err);
         goto done;
     }
@@ -107,6 +112,7 @@ done:
 typedef struct {
     int seq, stride, order, threads, bos_windows;
     const ta_list *data, *ngram_train, *exclude;
+    as_precision precision;
 } eval_lm_opts;
 
 /* Prints "<who>_nll", "_perplexity" and "_bits_per_byte" of a summed NLL over n_pred
@@ -125,7 +131,7 @@ static int eval_lm(const char *model, const eval_lm_opts *o) {
     size_t n = 0, n_bytes = 0, n_pred = 0, n_train = 0;
     double nll = 0;
     int rc = 0, dropped = 0;
-    if (as_model_load(model, &m, &err)) goto fail;
+    if (as_model_load(model, &m, &err) || as_model_set_precision(m, o->precision, &err)) goto fail;
     if (!(as_model_heads(m) & HEAD_LM)) {
         as_err_set(&err, AS_ERR_INPUT, "%s: the model has no causal-LM head", model);
         goto fail;
@@ -183,7 +189,8 @@ int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *task = NULL;
     ta_list data = {0}, ngram_files = {0}, exclude = {0};
     int rc = 0, threads = 0, batches = 50, batch = 32, max_len = 64, seed = 7, pairs = 200;
-    int seq = 0, stride = 0, order = 3, bos_windows = 0;
+    int seq = 0, stride = 0, order = 3, bos_windows = 0, prec_given = 0;
+    as_precision prec = AS_PRECISION_F32;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
         if (cli_is_help(a)) {
@@ -223,6 +230,9 @@ int cmd_eval(int argc, char **argv) {
             if (cli_parse_int(v, 16, 4000, &max_len)) rc = cli_usage_error("eval", "bad --max-len '%s'", v);
         } else if (!strcmp(a, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &seed)) rc = cli_usage_error("eval", "bad --seed '%s'", v);
+        } else if (!strcmp(a, "--precision")) {
+            rc = cli_parse_precision("eval", v, &prec);
+            prec_given = 1;
         } else if (!strcmp(a, "--pairs")) {
             if (cli_parse_int(v, 1, 1000000, &pairs)) rc = cli_usage_error("eval", "bad --pairs '%s'", v);
         } else rc = cli_usage_error("eval", "unknown option '%s'", a);
@@ -233,6 +243,10 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     as_error err = {0};
+    if (prec_given && (!strcmp(task, "sst2") || !strcmp(task, "mlm"))) {
+        rc = cli_usage_error("eval", "--precision applies to --task lm and patterns (%s runs F32)", task);
+        goto done;
+    }
     if (!strcmp(task, "sst2")) {
         float acc = 0.0f;
         int n = 0;
@@ -246,11 +260,11 @@ int cmd_eval(int argc, char **argv) {
             rc = cli_fail(&err);
         else printf("mlm_loss: %.4f\nmlm_accuracy: %.4f\n", (double)loss, (double)acc);
     } else if (!strcmp(task, "patterns")) {
-        rc = eval_patterns(model, &data, pairs, threads);
+        rc = eval_patterns(model, prec, &data, pairs, threads);
     } else if (!strcmp(task, "lm")) {
         if (exclude.n && !ngram_files.n) rc = cli_usage_error("eval", "--exclude applies to --ngram-train files");
         else {
-            eval_lm_opts lo = {seq, stride, order, threads, bos_windows, &data, &ngram_files, &exclude};
+            eval_lm_opts lo = {seq, stride, order, threads, bos_windows, &data, &ngram_files, &exclude, prec};
             rc = eval_lm(model, &lo);
         }
     } else {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_precision_cmds.sh — --precision on the commands that run a model besides run, bench
-# and the attribution commands: generate, lens, probe, align and analyze. Each runs at
+# and the attribution commands: generate, lens, probe, align, analyze and eval (lm,
+# patterns; sst2 / mlm refuse it). Each runs at
 # f32 and at bf16 on the same input; the bf16 numbers differ from the f32 ones (the option
 # reached the model) by little (bounds below, relative to the largest value: BF16 keeps 8
 # bits of mantissa, so the random fixtures' products move by ~1e-3..1e-2); analyze keeps a
@@ -115,10 +116,38 @@ for name, (i, j) in (("entropy", (2, 3)), ("importance", (4, 5))):
     assert 0 < d <= 0.05, (name, d)
 PY
 
+# ---- eval: the perplexity of a causal LM (BF16's change of it) and the positional patterns --
+LB=$FX/llama_bytes
+for p in f32 bf16; do
+  expect 0 "" -- eval --task lm --model "$LB" --data "$LB/heldout.txt" --seq 16 --stride 8 --precision $p
+  cp "$TMP/out" "$TMP/lm-$p.txt"
+  expect 0 "" -- eval --task patterns --model "$ROOT/models/demo-bert" --data "$LB/heldout.txt" --pairs 20 --precision $p
+  cp "$TMP/out" "$TMP/pat-$p.txt"
+done
+$PY - "$TMP/lm-f32.txt" "$TMP/lm-bf16.txt" <<'PY' && ok "eval --task lm --precision bf16: perplexity close to f32"   || fail "eval lm --precision bf16"
+import sys
+a, b = (dict(l.split(": ", 1) for l in open(p).read().split("\n") if ": " in l) for p in sys.argv[1:])
+assert a["tokens"] == b["tokens"], (a, b)
+pa, pb = float(a["model_perplexity"]), float(b["model_perplexity"])
+print("perplexity f32 %.6g bf16 %.6g" % (pa, pb))
+assert 0 < abs(pa - pb) / pa <= 0.01, (pa, pb)
+PY
+$PY - "$TMP/pat-f32.txt" "$TMP/pat-bf16.txt" <<'PY' && ok "eval --task patterns --precision bf16: head means close to f32"   || fail "eval patterns --precision bf16"
+import re, sys
+num = lambda p: [float(x) for x in re.findall(r"-?\d+\.\d+", open(p).read())]
+a, b = num(sys.argv[1]), num(sys.argv[2])
+assert len(a) == len(b) and a, (len(a), len(b))
+d = max(abs(x - y) for x, y in zip(a, b))
+print("patterns: max |f32 - bf16| = %.2e over %d numbers" % (d, len(a)))
+assert 0 < d <= 0.02, d
+PY
+expect 2 "--precision applies to --task lm and patterns (sst2 runs F32)" -- \
+  eval --task sst2 --model "$ROOT/models/demo-bert" --data "$TMP/sst.tsv" --precision bf16
+
 # ---- bad values --------------------------------------------------------------------------
 for c in "generate --model $FX/llama --ids $IDS" "lens --model $FX/llama --ids $IDS" \
          "probe --model $FX/llama --induction" "align --model $FX/llama --source x --target y" \
-         "analyze --model $FX/llama --sst2 x --db $TMP/x.db"; do
+         "analyze --model $FX/llama --sst2 x --db $TMP/x.db" "eval --task lm --model $FX/llama --data x"; do
   # shellcheck disable=SC2086
   expect 2 "--precision must be f32 or bf16, not 'f16'" -- $c --precision f16
 done
