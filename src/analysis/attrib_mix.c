@@ -264,13 +264,13 @@ typedef struct {
     const float *g, *beta; /* (D) the norm's gain and bias; NULL: none */
     float eps;
     int add_one;
-    double *work;          /* (threads, 3 D + H + 1) scratch: the map, x̃_i, ones, the contributions */
+    double *work;          /* (threads, 2 D + H + 1) scratch: the map, x̃_i, the contributions */
     float *share;          /* (H, T) of the layer */
 } hmix_job;
 
 /* ||x̃_i − T_i(z)||_1 for one component z (D, float): T_i(z) = (z − center · mean z) ⊙ w,
  * w the norm's linear map at row i (post-LN: γ / σ(u_i), centred; a post-attention norm:
- * g / rms(a_i); none: 1). Reductions in the vector lanes of the copy that runs. */
+ * g / rms(a_i)); w NULL: T_i(z) = z. Reductions in the vector lanes of the copy that runs. */
 AS_KERNEL_BODY void hmix_dist_body(const float *z, const double *tl, const double *w, int D, int center, double *out) {
     double mu = 0.0, dist = 0.0;
     if (center) {
@@ -278,8 +278,13 @@ AS_KERNEL_BODY void hmix_dist_body(const float *z, const double *tl, const doubl
         for (int d = 0; d < D; d++) mu += z[d];
         mu /= D;
     }
+    if (w) {
 #pragma omp simd reduction(+ : dist)
-    for (int d = 0; d < D; d++) dist += fabs(tl[d] - ((double)z[d] - mu) * w[d]);
+        for (int d = 0; d < D; d++) dist += fabs(tl[d] - ((double)z[d] - mu) * w[d]);
+    } else {
+#pragma omp simd reduction(+ : dist)
+        for (int d = 0; d < D; d++) dist += fabs(tl[d] - (double)z[d]);
+    }
     *out = dist;
 }
 AS_KERNEL_SIMD(hmix_dist, (const float *z, const double *tl, const double *w, int D, int center, double *out),
@@ -292,8 +297,8 @@ AS_KERNEL_SIMD(hmix_dist, (const float *z, const double *tl, const double *w, in
 static void hmix_row(void *ctx, int i, int tid) {
     hmix_job *jb = ctx;
     const int T = jb->T, D = jb->D, H = jb->H;
-    double *w = jb->work + (size_t)tid * ((size_t)3 * D + H + 1);
-    double *tl = w + D, *one = tl + D, *c = one + D;
+    double *w = jb->work + (size_t)tid * ((size_t)2 * D + H + 1);
+    double *tl = w + D, *c = tl + D;
     const float *xi = jb->x + (size_t)i * D;
     for (int d = 0; d < D; d++) tl[d] = jb->bo ? jb->bo[d] : 0.0;
     for (int h = 0; h < H; h++) {
@@ -302,19 +307,15 @@ static void hmix_row(void *ctx, int i, int tid) {
     }
     const mix_norm nm = {jb->kind, D, jb->g, jb->beta, jb->eps, jb->add_one};
     const double sc = mix_block_output(&nm, xi, tl); /* x̃_i and the norm's scale, as mix_row */
-    const int center = jb->kind == MIX_POST_LN;
-    for (int d = 0; d < D; d++) {
-        one[d] = 1.0;
-        w[d] = center ? sc * (jb->g ? jb->g[d] : 1.0)
-               : jb->kind == MIX_PRE_POSTNORM ? sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d])
-                                              : 1.0;
-    }
+    const int center = jb->kind == MIX_POST_LN, mapped = jb->kind != MIX_PRE;
+    for (int d = 0; mapped && d < D; d++)
+        w[d] = center ? sc * (jb->g ? jb->g[d] : 1.0) : sc * ((jb->add_one ? 1.0 : 0.0) + jb->g[d]);
     double l1 = 0.0, sum = 0.0;
     for (int d = 0; d < D; d++) l1 += fabs(tl[d]);
     for (int k = 0; k <= H; k++) {
         const float *z = k < H ? jb->O + ((size_t)k * T + i) * D : xi;
         double dist;
-        AS_KERNEL_RUN(hmix_dist, z, tl, k < H || center ? w : one, D, center, &dist);
+        AS_KERNEL_RUN(hmix_dist, z, tl, mapped && (k < H || center) ? w : NULL, D, center, &dist);
         c[k] = l1 - dist > 0.0 ? l1 - dist : 0.0;
         sum += c[k];
     }
@@ -367,7 +368,7 @@ as_status attr_head_mixing(const as_model *m, const as_run *r, int threads, floa
     float *F = as_malloc_array(as_mul_size((size_t)ht * 2 * T, (size_t)D), sizeof(float));
     float *VC = as_malloc_array(as_mul_size((size_t)ht * 2 * T, (size_t)Dh), sizeof(float));
     float *wo = as_malloc_array(as_mul_size((size_t)ht * Dh, (size_t)D), sizeof(float));
-    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)3 * D + H + 1), sizeof(double));
+    double *work = as_malloc_array(as_mul_size((size_t)threads, (size_t)2 * D + H + 1), sizeof(double));
     as_status s = AS_OK;
     if ((share && !O) || !F || !VC || !wo || !work) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");

@@ -131,7 +131,7 @@ static int eval_lm(const char *model, const eval_lm_opts *o) {
     size_t n = 0, n_bytes = 0, n_pred = 0, n_train = 0;
     double nll = 0;
     int rc = 0, dropped = 0;
-    if (as_model_load(model, &m, &err) || as_model_set_precision(m, o->precision, &err)) goto fail;
+    if ((rc = cli_load_model(model, o->precision, &m))) goto done;
     if (!(as_model_heads(m) & HEAD_LM)) {
         as_err_set(&err, AS_ERR_INPUT, "%s: the model has no causal-LM head", model);
         goto fail;
@@ -189,7 +189,7 @@ int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *task = NULL;
     ta_list data = {0}, ngram_files = {0}, exclude = {0};
     int rc = 0, threads = 0, batches = 50, batch = 32, max_len = 64, seed = 7, pairs = 200;
-    int seq = 0, stride = 0, order = 3, bos_windows = 0, prec_given = 0;
+    int seq = 0, stride = 0, order = 3, bos_windows = 0;
     as_precision prec = AS_PRECISION_F32;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -232,7 +232,6 @@ int cmd_eval(int argc, char **argv) {
             if (cli_parse_int(v, 0, 2147483647, &seed)) rc = cli_usage_error("eval", "bad --seed '%s'", v);
         } else if (!strcmp(a, "--precision")) {
             rc = cli_parse_precision("eval", v, &prec);
-            prec_given = 1;
         } else if (!strcmp(a, "--pairs")) {
             if (cli_parse_int(v, 1, 1000000, &pairs)) rc = cli_usage_error("eval", "bad --pairs '%s'", v);
         } else rc = cli_usage_error("eval", "unknown option '%s'", a);
@@ -243,7 +242,7 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     as_error err = {0};
-    if (prec_given && (!strcmp(task, "sst2") || !strcmp(task, "mlm"))) {
+    if (prec == AS_PRECISION_BF16 && (!strcmp(task, "sst2") || !strcmp(task, "mlm"))) {
         rc = cli_usage_error("eval", "--precision applies to --task lm and patterns (%s runs F32)", task);
         goto done;
     }

@@ -555,19 +555,6 @@ static void vocab_bwd(const as_model *m, const float *x, int T, const float *dl,
 
 /* ---- the driver ---- */
 
-static void rope_tables(const as_model *m, int T, float *cs) {
-    int R = m->cfg.rope_dim;
-    int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
-    float *inv = as_malloc_array((size_t)R, sizeof(float)), ms = 1.0f;
-    ASSERT(pos && inv);
-    for (int i = 0; i < T; i++) pos[i] = i;
-    llama_rope_freqs(m, T, inv, &ms);
-    op_rope_table(cs, pos, T, inv, R, ms);
-    op_rope_table(cs + (size_t)T * R, pos, T, inv + R / 2, R, 1.0f);
-    free(pos);
-    free(inv);
-}
-
 /* row += s * g over n values */
 static void add_row(float *row, const float *g, int n, float s) {
     for (int i = 0; i < n; i++) row[i] += s * g[i];
@@ -695,7 +682,8 @@ static as_status backward_run(const as_model *m, const as_encoding *enc, const f
     uint16_t *xb_buf = xb ? (uint16_t *)(p + (dyb + 1) / 2 + (dwb + 1) / 2) : NULL;
     w.conv_per_thread = conv;
     w.pg = pg;
-    if (R) rope_tables(m, T, w.rope);
+    as_status rs = R ? llama_rope_tables(m, T, 0, w.rope) : AS_OK;
+    ASSERT(rs == AS_OK); /* R / 2 floats of frequencies */
     par_state saved;
     model_par_begin(nt, w.conv, w.conv_per_thread, xb_buf, &saved);
     model_par_bf16_dx(dyb_buf, dyb); /* precision bf16: BF16 products for dx = dy W, else F32 */

@@ -778,21 +778,10 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         ws.conv_per_thread = conv;
         ws.xb = xb ? (uint16_t *)(ws.conv + (size_t)nthreads * conv) : NULL;
         for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
-        if (R) { /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
-            int32_t *pos = as_malloc_array((size_t)T, sizeof(int32_t));
-            float *inv = as_malloc_array(R, sizeof(float)), ms = 1.0f;
-            if (!pos || !inv) {
-                free(pos);
-                free(inv);
-                as_large_put(ws.block, *cap);
-                return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
-            }
-            for (int i = 0; i < T; i++) pos[i] = (spec->ablate & ABLATE_POSITION) ? 0 : i;
-            llama_rope_freqs(m, T, inv, &ms);
-            op_rope_table(ws.rope, pos, T, inv, (int)R, ms);
-            op_rope_table(ws.rope + (size_t)T * R, pos, T, inv + R / 2, (int)R, 1.0f);
-            free(pos);
-            free(inv);
+        /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
+        if (R && llama_rope_tables(m, T, (spec->ablate & ABLATE_POSITION) != 0, ws.rope)) {
+            as_large_put(ws.block, *cap);
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
         }
     }
     *out = ws;

@@ -9,6 +9,7 @@
  * encoder.c, whose pre-norm path reads the same block description.
  */
 #include "model/model.h"
+#include "model/ops.h"
 
 #include <math.h>
 #include <string.h>
@@ -195,13 +196,21 @@ as_status llama_bind(as_model *m, as_error *err) {
     return AS_OK;
 }
 
-void llama_rope_freqs(const as_model *m, int n_pos, float *inv, float *mscale) {
+as_status llama_rope_tables(const as_model *m, int T, int still, float *cs) {
     const as_config *c = &m->cfg;
-    int half = c->rope_dim / 2;
-    memcpy(inv, m->rope_inv_freq, 2 * (size_t)half * sizeof(float));
-    *mscale = m->rope_mscale;
-    if (c->rope_scaling == ROPE_SCALE_DYNAMIC || c->rope_scaling == ROPE_SCALE_LONGROPE)
-        rope_freqs(c, c->rope_theta, 1, n_pos, inv, mscale); /* the global table; sliding ones are unscaled */
+    const int R = c->rope_dim, half = R / 2;
+    const float *inv = m->rope_inv_freq;
+    float mscale = m->rope_mscale, *grown = NULL;
+    if (c->rope_scaling == ROPE_SCALE_DYNAMIC || c->rope_scaling == ROPE_SCALE_LONGROPE) {
+        /* the global table depends on the length; the local one (Gemma 3) is unscaled */
+        if (!(grown = as_malloc_array((size_t)half, sizeof(float)))) return AS_ERR_INTERNAL;
+        rope_freqs(c, c->rope_theta, 1, T, grown, &mscale);
+        inv = grown;
+    }
+    op_rope_table(cs, T, still, inv, R, mscale);
+    op_rope_table(cs + (size_t)T * R, T, still, m->rope_inv_freq + half, R, 1.0f);
+    free(grown);
+    return AS_OK;
 }
 
 /* Word embeddings, times sqrt(D) for Gemma (HF multiplies by the normaliser in the

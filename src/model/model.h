@@ -405,12 +405,13 @@ void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e);
 void bart_embed(const as_model *m, const emb_in *in, float *x);
 /* LLaMA family: word embeddings (times emb_scale for Gemma) into x (T, D). */
 void llama_embed(const as_model *m, const emb_in *in, float *x);
-/* LLaMA family: the rotary tables of a forward over positions 0 .. n_pos - 1 into inv
- * (2, rope_dim / 2): global layers, then local (sliding) ones, and the global layers' factor
- * on cos / sin into *mscale. Those bound at load (rope_inv_freq), except the global table
- * of the scalings that depend on the length (dynamic NTK past max_position_embeddings,
- * LongRoPE's long factors past original_max_position_embeddings). */
-void llama_rope_freqs(const as_model *m, int n_pos, float *inv, float *mscale);
+/* LLaMA family: the cos / sin tables (op_rope_table) of a forward over T positions (all 0
+ * when still) into cs (2, T, rope_dim): the global layers' (with their factor on cos and
+ * sin), then the local (Gemma 3 sliding) layers'. The frequencies are those bound at load
+ * (rope_inv_freq), except the global ones of the scalings that depend on the length
+ * (dynamic NTK past max_position_embeddings, LongRoPE's long factors past
+ * original_max_position_embeddings), computed here. AS_ERR_INTERNAL: out of memory. */
+as_status llama_rope_tables(const as_model *m, int T, int still, float *cs);
 /* Rows of the embedding tables to add for token t, honouring ablation. */
 const float *model_emb_word(const as_model *m, const emb_in *in, int t);
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);
