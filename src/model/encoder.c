@@ -399,9 +399,9 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
                       unsigned what, int nthreads) {
     const as_config *c = &m->cfg;
     int H = c->n_head, Hkv = c->n_kv_head, Dh = c->d_head;
-    op_linear(&lw->q, in, T, ws->q);
-    op_linear(&lw->k, in, T, ws->k);
-    op_linear(&lw->v, in, T, ws->v);
+    const lin_t *qkv[3] = {&lw->q, &lw->k, &lw->v};
+    float *qkv_out[3] = {ws->q, ws->k, ws->v};
+    op_linear_n(qkv, 3, in, T, qkv_out);
     const tape_layer *tl = ws->tl;
     if (tl && tl->qn_in) {
         memcpy(tl->qn_in, ws->q, (size_t)T * H * Dh * sizeof(float));
@@ -448,8 +448,9 @@ static void cross_sublayer(const as_model *m, const layer_w *lw, int l, int T, f
         in = ws->h;
     }
     op_linear(&lw->cq, in, T, ws->q);
-    op_linear(&lw->ck, ws->mem, ws->Tm, ws->k);
-    op_linear(&lw->cv, ws->mem, ws->Tm, ws->v);
+    const lin_t *kv[2] = {&lw->ck, &lw->cv};
+    float *kv_out[2] = {ws->k, ws->v};
+    op_linear_n(kv, 2, ws->mem, ws->Tm, kv_out);
     attn_job j = {ws,     ws->xr,      what & (CAP_ATTN | CAP_SCORES | CAP_QKV),
                   l,      T,           c->d_head,
                   c->n_head, c->n_kv_head, {0, 0, as_attn_scale(c, l), 0.0f, NULL, NULL, 0},
@@ -464,16 +465,13 @@ static void cross_sublayer(const as_model *m, const layer_w *lw, int l, int T, f
  * ff2(act(ff1(in)) * up(in)). */
 static void mlp(const as_model *m, const layer_w *lw, int T, const float *in, fwd_ws *ws, float *out) {
     size_t TF = (size_t)T * m->cfg.d_ff;
-    op_linear(&lw->ff1, in, T, ws->ff);
+    int gated = m->cfg.gated_mlp;
+    const lin_t *in_maps[2] = {&lw->ff1, &lw->up};
+    float *in_out[2] = {ws->ff, ws->up};
+    op_linear_n(in_maps, gated ? 2 : 1, in, T, in_out);
     if (ws->tl) memcpy(ws->tl->ff_pre, ws->ff, TF * sizeof(float));
-    if (m->cfg.gated_mlp) {
-        op_linear(&lw->up, in, T, ws->up);
-        if (ws->tl) memcpy(ws->tl->up, ws->up, TF * sizeof(float));
-        op_glu(m->cfg.act, ws->ff, ws->up, TF);
-    } else {
-        op_act(m->cfg.act, ws->ff, TF);
-    }
-    op_linear(&lw->ff2, ws->ff, T, out);
+    if (gated && ws->tl) memcpy(ws->tl->up, ws->up, TF * sizeof(float));
+    op_act_linear(m->cfg.act, ws->ff, gated ? ws->up : NULL, &lw->ff2, T, out);
 }
 
 /* One transformer layer on ws->x (T, D). Post-LN (BERT, Devlin et al. 2019):

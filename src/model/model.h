@@ -366,6 +366,14 @@ as_status model_vocab_rows_backward(const as_model *m, const float *x, int n, co
 #define AS_MASK_VALUE (-3.4028234663852886e+38f)
 
 void op_linear(const lin_t *l, const float *x, int T, float *y);          /* x (T, n_in) -> y (T, n_out) */
+/* ys[i] (T, ls[i]->n_out) = x ls[i]^T + b_i for 1..4 maps of the same input width (q, k and
+ * v; a gated MLP's gate and up): one rounding of x at precision bf16, and the maps' columns
+ * split among the threads together. */
+void op_linear_n(const lin_t *const *ls, int n, const float *x, int T, float *const *ys);
+/* x (T, l->n_in) = act(x), or act(x) * up when up is given (gated MLP), in place; then
+ * y (T, l->n_out) = x W^T + b (op_linear), the BF16 rounding of x that a product at
+ * precision bf16 reads made in the activation's pass. */
+void op_act_linear(as_act a, float *x, const float *up, const lin_t *l, int T, float *y);
 void op_layernorm(const ln_t *ln, float eps, float *x, int T);            /* in place, x (T, n) */
 void op_rmsnorm(const ln_t *ln, float eps, int add_one, float *x, int T); /* in place, x (T, n) */
 void op_glu(as_act a, float *gate, const float *up, size_t n);            /* gate = act(gate) * up */

@@ -215,16 +215,57 @@ static void linear_fn(const void *job, int c0, int c1, int tid) {
     linear_cols(j->l, j->x, j->xb, j->T, j->y, c0, c1, &j->sc, tid);
 }
 
+/* Up to LIN_N_MAX maps reading one input, their output columns laid end to end. */
+#define LIN_N_MAX 4
+typedef struct {
+    lin_job j[LIN_N_MAX];
+    int n, first[LIN_N_MAX + 1]; /* map i has the columns [first[i], first[i + 1]) */
+} lin_multi;
+
+static void linear_multi_fn(const void *job, int c0, int c1, int tid) {
+    const lin_multi *mj = job;
+    for (int i = 0; i < mj->n; i++) {
+        int a = c0 > mj->first[i] ? c0 : mj->first[i], b = c1 < mj->first[i + 1] ? c1 : mj->first[i + 1];
+        if (a < b) linear_fn(&mj->j[i], a - mj->first[i], b - mj->first[i], tid);
+    }
+}
+
+/* The BF16 input of maps reading x (T, n_in) at precision bf16 (the pass's scratch, rounded
+ * here once for all of them), or NULL when none of them computes in BF16. */
+static const uint16_t *linear_input_bf16(const lin_t *const *ls, int n, const float *x, int T) {
+    int bf = 0;
+    for (int i = 0; i < n; i++) bf |= ls[i]->wbf != NULL;
+    if (!t_lin.xb || !bf) return NULL;
+    round_bf16_par(t_lin.xb, x, (size_t)T * ls[0]->n_in);
+    return t_lin.xb;
+}
+
+/* ys[i] = x ls[i]^T + b_i for n maps of one input (xb: its BF16 rounding or NULL), their
+ * columns one set of blocks for the threads. */
+static void linear_run(const lin_t *const *ls, int n, const float *x, const uint16_t *xb, int T, float *const *ys) {
+    lin_multi mj = {.n = n};
+    double work = 0.0;
+    for (int i = 0; i < n; i++) {
+        mj.j[i] = (lin_job){.l = ls[i], .x = x, .xb = xb, .y = ys[i], .T = T, .sc = t_lin};
+        mj.first[i + 1] = mj.first[i] + ls[i]->n_out;
+        work += (double)T * ls[i]->n_out * ls[i]->n_in;
+    }
+    if (n == 1) run_cols(linear_fn, &mj.j[0], ls[0]->n_out, work);
+    else run_cols(linear_multi_fn, &mj, mj.first[n], work);
+}
+
 /* y (T, n_out) = x (T, n_in) W^T + b. Threads split the output columns, each
  * running a single-threaded product on its slice of W, so every weight is read once. */
 void op_linear(const lin_t *l, const float *x, int T, float *y) {
-    const uint16_t *xb = NULL;
-    if (t_lin.xb && l->wbf) { /* precision bf16: the input rounded once, shared by the threads */
-        round_bf16_par(t_lin.xb, x, (size_t)T * l->n_in);
-        xb = t_lin.xb;
-    }
-    lin_job j = {.l = l, .x = x, .xb = xb, .y = y, .T = T, .sc = t_lin};
-    run_cols(linear_fn, &j, l->n_out, (double)T * l->n_out * l->n_in);
+    const lin_t *ls[1] = {l};
+    float *ys[1] = {y};
+    linear_run(ls, 1, x, linear_input_bf16(ls, 1, x, T), T, ys);
+}
+
+void op_linear_n(const lin_t *const *ls, int n, const float *x, int T, float *const *ys) {
+    AS_ASSERT(n >= 1 && n <= LIN_N_MAX);
+    for (int i = 1; i < n; i++) AS_ASSERT(ls[i]->n_in == ls[0]->n_in);
+    linear_run(ls, n, x, linear_input_bf16(ls, n, x, T), T, ys);
 }
 
 typedef struct {
@@ -260,35 +301,51 @@ typedef struct {
     as_act a;
     float *x;
     const float *src;
+    uint16_t *xb; /* act / glu: also round the result to BF16 here, or NULL */
 } elem_job;
 
-static void act_range(void *ctx, size_t lo, size_t hi) {
+/* Values an activation pass rounds to BF16 right after computing them (in L1). */
+#define ACT_ROUND_STEP 4096
+
+/* x[lo, hi) = act(x) (src NULL) or act(x) * src, then xb[lo, hi) its BF16 rounding when
+ * asked for, ACT_ROUND_STEP values at a time. */
+static void act_or_glu_range(void *ctx, size_t lo, size_t hi) {
     const elem_job *j = ctx;
-    op_act_fwd(j->a, j->x + lo, j->x + lo, hi - lo);
+    for (size_t a = lo; a < hi; a += ACT_ROUND_STEP) {
+        size_t b = a + ACT_ROUND_STEP < hi ? a + ACT_ROUND_STEP : hi;
+        if (j->src) op_glu_fwd(j->a, j->x + a, j->x + a, j->src + a, b - a);
+        else op_act_fwd(j->a, j->x + a, j->x + a, b - a);
+        if (j->xb) as_f32_to_bf16_n(j->xb + a, j->x + a, b - a);
+    }
 }
 
 void op_act(as_act a, float *x, size_t n) {
-    elem_job j = {a, x, NULL};
-    parallel_range(n, 16384, act_range, &j);
-}
-
-static void glu_range(void *ctx, size_t lo, size_t hi) {
-    const elem_job *j = ctx;
-    op_glu_fwd(j->a, j->x + lo, j->x + lo, j->src + lo, hi - lo);
+    elem_job j = {a, x, NULL, NULL};
+    parallel_range(n, 16384, act_or_glu_range, &j);
 }
 
 void op_glu(as_act a, float *gate, const float *up, size_t n) {
-    elem_job j = {a, gate, up};
-    parallel_range(n, 16384, glu_range, &j);
+    elem_job j = {a, gate, up, NULL};
+    parallel_range(n, 16384, act_or_glu_range, &j);
 }
 
-static void add_range(void *ctx, size_t lo, size_t hi) {
+void op_act_linear(as_act a, float *x, const float *up, const lin_t *l, int T, float *y) {
+    size_t n = (size_t)T * l->n_in;
+    uint16_t *xb = t_lin.xb && l->wbf ? t_lin.xb : NULL; /* the product's BF16 input, rounded by the pass */
+    elem_job j = {a, x, up, xb};
+    parallel_range(n, 16384, act_or_glu_range, &j);
+    const lin_t *ls[1] = {l};
+    float *ys[1] = {y};
+    linear_run(ls, 1, x, xb, T, ys);
+}
+
+static void add_range(void *ctx, size_t lo, size_t hi) { /* elem_job: x += src */
     const elem_job *j = ctx;
     for (size_t i = lo; i < hi; i++) j->x[i] += j->src[i];
 }
 
 void op_add(float *y, const float *x, size_t n) {
-    elem_job j = {ACT_RELU, y, x};
+    elem_job j = {ACT_RELU, y, x, NULL};
     parallel_range(n, 16384, add_range, &j);
 }
 
