@@ -269,14 +269,28 @@ GB_TARGET static void gx_pack(const uint16_t *w, size_t ldw, int n0, int nc, int
     }
 }
 
-/* Rows m..m+R-1 (R 1..6, a constant where inlined) of y[:, n0:n0+nc) (+)= x[:, k0:k1]
- * times the packed block pk; add = 0 overwrites y. */
+/* Lanes [lo, hi) of a 16-lane vector (clamped to 0..16). */
+static inline __mmask16 gx_lanes(int lo, int hi) {
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    return hi <= lo ? (__mmask16)0 : (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+/* Rows m..m+R-1 (R 1..6, a constant where inlined) of y[:, n0 + lo : n0 + hi) (+)=
+ * x[:, k0:k1] times the packed block pk (64 columns from n0; 0 <= lo < hi <= 64): the
+ * sums start from y (add = 1), from bias[n0 + j] (bias given), or from 0, and go on
+ * along K in order. */
 GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R, const uint16_t *x, size_t ldx,
                                                                     int m, int k0, int k1, const uint32_t *pk,
-                                                                    float *y, size_t ldy, int n0, int nc, int add) {
+                                                                    float *y, size_t ldy, int n0, int lo, int hi,
+                                                                    const float *bias, int add) {
     __m512 acc[6][4];
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int c = 0; c < 4; c++) {
+        __mmask16 mk = gx_lanes(lo - 16 * c, hi - 16 * c);
+        __m512 b = bias ? _mm512_maskz_loadu_ps(mk, bias + n0 + 16 * c) : _mm512_setzero_ps();
+        for (int r = 0; r < R; r++)
+            acc[r][c] = add ? _mm512_maskz_loadu_ps(mk, y + (size_t)(m + r) * ldy + n0 + 16 * c) : b;
+    }
     const uint16_t *xr[6];
     for (int r = 0; r < R; r++) xr[r] = x + (size_t)(m + r) * ldx + k0;
     int full = (k1 - k0) / 2, np = (k1 - k0 + 1) / 2;
@@ -296,25 +310,22 @@ GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R,
         }
     }
     for (int c = 0; c < 4; c++) {
-        int left = nc - 16 * c;
-        if (left <= 0) break;
-        __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        __mmask16 mk = gx_lanes(lo - 16 * c, hi - 16 * c);
+        if (!mk) continue;
         for (int r = 0; r < R; r++) {
-            float *yr = y + (size_t)(m + r) * ldy + n0 + 16 * c;
-            __m512 v = add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mk, yr), acc[r][c]) : acc[r][c];
-            _mm512_mask_storeu_ps(yr, mk, v);
+            _mm512_mask_storeu_ps(y + (size_t)(m + r) * ldy + n0 + 16 * c, mk, acc[r][c]);
         }
     }
 }
 
 GB_TARGET static void gx_tile_edge(int R, const uint16_t *x, size_t ldx, int m, int k0, int k1, const uint32_t *pk,
-                                   float *y, size_t ldy, int n0, int nc, int add) {
+                                   float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
     switch (R) {
-    case 5: gx_tile(5, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
-    case 4: gx_tile(4, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
-    case 3: gx_tile(3, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
-    case 2: gx_tile(2, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
-    default: gx_tile(1, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add); break;
+    case 5: gx_tile(5, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
+    case 4: gx_tile(4, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
+    case 3: gx_tile(3, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
+    case 2: gx_tile(2, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
+    default: gx_tile(1, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
     }
 }
 
@@ -336,16 +347,94 @@ GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t l
             int m = 0;
             for (; m + 6 <= M; m += 6) {
                 as_ahead_step(&ahead);
-                gx_tile(6, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add);
+                gx_tile(6, x, ldx, m, k0, k1, pk, y, ldy, n0, 0, nc, NULL, add);
             }
             if (m < M) {
                 as_ahead_step(&ahead);
-                gx_tile_edge(M - m, x, ldx, m, k0, k1, pk, y, ldy, n0, nc, add);
+                gx_tile_edge(M - m, x, ldx, m, k0, k1, pk, y, ldy, n0, 0, nc, NULL, add);
             }
         }
     }
 }
 #endif
+
+#ifdef GB_X86
+/* y[:, c0:c1) = x W^T + bias from W packed by as_gemm_bf16_pack: for each panel of 64
+ * outputs that [c0, c1) meets, blocks of GP_KB values of K (the panel's pairs for them
+ * lie together), every 6-row tile of x over each block; the next block is fetched into
+ * L2 meanwhile (core/prefetch.h). Each output sums its pairs in order along K. */
+#define GP_KB 1024
+GB_TARGET static void gp_native(int M, int c0, int c1, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
+                                const float *bias, float *y, size_t ldy) {
+    size_t P = (size_t)(K + 1) / 2; /* pairs per panel column */
+    for (int n0 = c0 / GB_NB * GB_NB; n0 < c1; n0 += GB_NB) {
+        int lo = c0 > n0 ? c0 - n0 : 0, hi = c1 - n0 < GB_NB ? c1 - n0 : GB_NB;
+        const uint32_t *panel = pk + (size_t)(n0 / GB_NB) * P * GB_NB;
+        for (int k0 = 0; k0 < K; k0 += GP_KB) {
+            int k1 = k0 + GP_KB < K ? k0 + GP_KB : K;
+            const uint32_t *blk = panel + (size_t)(k0 / 2) * GB_NB;
+            /* the next block: the rest of this panel, or the next panel's first */
+            const uint32_t *next = k1 < K ? blk + (size_t)(GP_KB / 2) * GB_NB : panel + P * GB_NB;
+            size_t next_pairs = k1 < K ? (size_t)(K - k1 + 1) / 2 : (n0 + GB_NB < c1 ? P : 0);
+            if (next_pairs > GP_KB / 2) next_pairs = GP_KB / 2;
+            as_ahead ahead;
+            as_ahead_init(&ahead, next, 0, M >= GB_AHEAD_MIN_ROWS ? 1 : 0, next_pairs * GB_NB * sizeof(uint32_t),
+                          (size_t)(M + 5) / 6);
+            const float *b = k0 == 0 ? bias : NULL;
+            int add = k0 > 0, m = 0;
+            for (; m + 6 <= M; m += 6) {
+                as_ahead_step(&ahead);
+                gx_tile(6, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, b, add);
+            }
+            if (m < M) gx_tile_edge(M - m, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, b, add);
+        }
+    }
+}
+#endif
+
+size_t as_gemm_bf16_packed_words(int N, int K) {
+    return N <= 0 || K <= 0 ? 0 : (size_t)(N + GB_NB - 1) / GB_NB * GB_NB * (((size_t)K + 1) / 2);
+}
+
+void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk) {
+    size_t P = ((size_t)K + 1) / 2, words = as_gemm_bf16_packed_words(N, K);
+    for (size_t i = 0; i < words; i++) pk[i] = 0;
+    for (int n = 0; n < N; n++) {
+        const uint16_t *row = w + (size_t)n * ldw;
+        uint32_t *col = pk + (size_t)(n / GB_NB) * P * GB_NB + (size_t)(n % GB_NB);
+        for (size_t p = 0; p < P; p++) {
+            uint32_t hi = 2 * p + 1 < (size_t)K ? row[2 * p + 1] : 0;
+            col[p * GB_NB] = (uint32_t)row[2 * p] | hi << 16;
+        }
+    }
+}
+
+void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int N, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
+                             const float *bias, float *y, size_t ldy) {
+    if (M <= 0 || c1 <= c0) return;
+#ifdef GB_X86
+    if (as_gemm_bf16_native()) {
+        gp_native(M, c0, c1, K, x, ldx, pk, bias, y, ldy);
+        return;
+    }
+#endif
+    /* scalar loops: each pair's two products (exact in F32) added as vdpbf16ps adds them,
+       the odd one first */
+    (void)N;
+    size_t P = ((size_t)K + 1) / 2;
+    for (int m = 0; m < M; m++)
+        for (int n = c0; n < c1; n++) {
+            const uint32_t *col = pk + (size_t)(n / GB_NB) * P * GB_NB + (size_t)(n % GB_NB);
+            const uint16_t *xr = x + (size_t)m * ldx;
+            float acc = bias ? bias[n] : 0.0f;
+            for (size_t p = 0; p < P; p++) {
+                uint32_t wp = col[p * GB_NB], x_hi = 2 * p + 1 < (size_t)K ? xr[2 * p + 1] : 0;
+                acc += as_bf16_to_f32((uint16_t)x_hi) * as_bf16_to_f32((uint16_t)(wp >> 16));
+                acc += as_bf16_to_f32(xr[2 * p]) * as_bf16_to_f32((uint16_t)wp);
+            }
+            y[(size_t)m * ldy + n] = acc;
+        }
+}
 
 #define GX_FB 64 /* the fallback's blocks: 64 rows of x by 64 values of K */
 

@@ -428,6 +428,12 @@ void st_set_pages(const st_set *s, size_t *resident, size_t *huge) {
     fclose(fp);
 }
 
+void st_release(const void *p, size_t bytes) {
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+    uintptr_t b = ((uintptr_t)p + bytes) & ~(pg - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED); /* advice: failure leaves them resident */
+}
+
 typedef struct {
     const char *tensor;
     const char *shard;

@@ -58,6 +58,10 @@ const st_tensor *st_set_tensor(const st_set *s, int i); /* all shards, in name o
  * mapped by 2 MiB pages (*huge), read from /proc/self/smaps. Both 0 where smaps cannot
  * be read (not Linux, /proc not mounted). */
 void st_set_pages(const st_set *s, size_t *resident, size_t *huge);
+/* Gives back the whole pages inside [p, p + bytes) of a tensor's data (madvise
+ * MADV_DONTNEED on the read-only private mapping: nothing is lost, the next read maps them
+ * again from the page cache or the file), after a copy has replaced them for the hot path. */
+void st_release(const void *p, size_t bytes);
 size_t st_dtype_size(as_dtype t); /* 4, 2, 2, 8, 4; 0 for DTYPE_OTHER */
 /* Element size of a safetensors dtype named as in a header (F32, BF16, U8, F8_E4M3, ...);
  * 0 when name is not a fixed-width safetensors dtype. */

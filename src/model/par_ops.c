@@ -89,6 +89,10 @@ static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const fl
  * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
 static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
                         const lin_scratch *sc, int tid) {
+    if (l->wpk && xb) {
+        as_gemm_bf16_xwt_packed(T, j0, j1, l->n_out, l->n_in, xb, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
+        return;
+    }
     if (l->wbf && xb) {
         as_gemm_bf16_xwt(T, j1 - j0, l->n_in, xb, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in, (size_t)l->n_in,
                          l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, sc->conv + (size_t)tid * sc->conv_per_thread);

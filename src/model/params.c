@@ -31,6 +31,7 @@ static void own_lin(lin_t *l, lin_grad *g) {
     if (g->b) memcpy(g->b, l->b, (size_t)l->n_out * sizeof(float));
     l->w = g->w;
     l->wbf = NULL;
+    l->wpk = NULL;
     l->ldw = cols;
     if (g->b) l->b = g->b;
 }
@@ -75,6 +76,7 @@ as_status model_params_own(as_model *m, model_grads *p, as_error *err) {
     if (tied_bf) m->lm_head.w = m->wte, m->lm_head.wbf = NULL, m->lm_head.ldw = c->d_model; /* tied: the table */
     else if (dec_view) m->lm_head.w = m->mlm_decoder, m->lm_head.b = m->mlm_bias, m->lm_head.wbf = NULL;
     else own_lin(&m->lm_head, &p->lm_head);
+    if (tied_bf || dec_view) m->lm_head.wpk = NULL;
     for (int l = 0; l < c->n_layer; l++) {
         layer_w *w = &m->layers[l];
         layer_grad *g = &p->layers[l];
