@@ -396,13 +396,64 @@ size_t as_gemm_bf16_packed_words(int N, int K) {
     return N <= 0 || K <= 0 ? 0 : (size_t)(N + GB_NB - 1) / GB_NB * GB_NB * (((size_t)K + 1) / 2);
 }
 
+#ifdef GB_X86
+/* The 16 x 16 words r[i][j] transposed in place (r[j][i]): pairs of rows interleaved
+ * (32-bit, then 64-bit), then the 128-bit lanes gathered. */
+GB_TARGET_F static inline void gb_transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* u[i + c], lane L: rows i..i+3 of column 4 L + c */
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512i p0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88), p1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+        __m512i q0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88), q1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+        t[c] = _mm512_shuffle_i32x4(p0, q0, 0x88);
+        t[8 + c] = _mm512_shuffle_i32x4(p0, q0, 0xdd);
+        t[4 + c] = _mm512_shuffle_i32x4(p1, q1, 0x88);
+        t[12 + c] = _mm512_shuffle_i32x4(p1, q1, 0xdd);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+/* as_gemm_bf16_pack for rows [0, N16) (N16 a multiple of 16) and pairs [0, P16) (a
+ * multiple of 16, all within K): blocks of 16 rows x 16 pairs transposed. */
+GB_TARGET_F static void gb_pack16(const uint16_t *w, size_t ldw, int N16, size_t P, size_t P16, uint32_t *pk) {
+    for (int n0 = 0; n0 < N16; n0 += 16) {
+        uint32_t *col = pk + (size_t)(n0 / GB_NB) * P * GB_NB + (size_t)(n0 % GB_NB);
+        for (size_t p0 = 0; p0 < P16; p0 += 16) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(w + (size_t)(n0 + i) * ldw + 2 * p0);
+            gb_transpose16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(col + (p0 + (size_t)i) * GB_NB, r[i]);
+        }
+    }
+}
+#endif
+
 void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk) {
     size_t P = ((size_t)K + 1) / 2, words = as_gemm_bf16_packed_words(N, K);
-    for (size_t i = 0; i < words; i++) pk[i] = 0;
+    if (!words) return;
+    memset(pk, 0, words * sizeof(uint32_t));
+    int N16 = 0;
+    size_t P16 = 0; /* the block [0, N16) x [0, P16) done by the vector loop */
+#ifdef GB_X86
+    if (__builtin_cpu_supports("avx512f")) {
+        N16 = N & ~15;
+        P16 = ((size_t)K / 2) & ~(size_t)15;
+        gb_pack16(w, ldw, N16, P, P16, pk);
+    }
+#endif
     for (int n = 0; n < N; n++) {
         const uint16_t *row = w + (size_t)n * ldw;
         uint32_t *col = pk + (size_t)(n / GB_NB) * P * GB_NB + (size_t)(n % GB_NB);
-        for (size_t p = 0; p < P; p++) {
+        for (size_t p = n < N16 ? P16 : 0; p < P; p++) {
             uint32_t hi = 2 * p + 1 < (size_t)K ? row[2 * p + 1] : 0;
             col[p * GB_NB] = (uint32_t)row[2 * p] | hi << 16;
         }
