@@ -14,7 +14,7 @@
 #   F32FILE_TOKENS="512"  BF16W=auto|0|1  THREADS=2 (attnscope)  ROUNDS=1 (interleaved rounds;
 #   each call logs the share of the cores other processes used meanwhile: others_pct)
 #   COLD=1 (attnscope maps its checkpoint as read from disk: dropped from the page cache first)
-# About 13 minutes on the project's 2-core machine with the defaults (each more round: 7). Needs Debian's
+# About 18 minutes on the project's 2-core machine with the defaults (each more round: 7). Needs Debian's
 # python3-torch; writes the two checkpoints on first use (bench/out/, gitignored: 2.1 GiB
 # BF16 + 4.1 GiB F32).
 set -euo pipefail

@@ -20,6 +20,13 @@
  * a tile of 6 rows x 64 columns keeps 24 accumulators, and each pair step broadcasts
  * x[m][2p..2p+1] and issues 24 vdpbf16ps into the outputs' own lanes (no final
  * reduction). Each output sums its pairs in order along K.
+ *
+ * y = x W^T from W packed once (as_gemm_bf16_pack, as_gemm_bf16_xwt_packed): the same
+ * interleaved pairs, laid out once for the whole of W in panels of 64 rows of W (outputs),
+ * so the x W tile above runs on them with nothing packed per call and no sum across lanes
+ * (the dot-product kernel's gb_sum4 and edge tiles were 15% of its time at K = 768); blocks
+ * of GP_KB values of K per panel, the next block fetched into L2 meanwhile. Packing is a
+ * transposition of 16 x 16 words at a time (gb_transpose16).
  */
 #include "core/gemm_bf16.h"
 #include "core/core.h"

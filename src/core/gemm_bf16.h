@@ -5,7 +5,8 @@
  * values are widened to F32 in blocks and multiplied by sgemm (same inputs, slower).
  * Also the F32 <-> BF16 conversions (round to nearest even, as torch), plain and transposed.
  * Also dx = dy W with W (K, N) row-major, on the same hardware (interleaved pairs of W's
- * rows packed block by block, as the dot-product instruction reads them).
+ * rows packed block by block, as the dot-product instruction reads them), and y = x W^T
+ * from W packed once into that layout (the fastest form: the forward's products).
  * What it does not: threads (callers split N), other transposed layouts.
  */
 #ifndef AS_GEMM_BF16_H
