@@ -474,33 +474,51 @@ static void lin_round_bf16(const lin_t *l, uint16_t *dst) {
         as_f32_to_bf16_n(dst + (size_t)j * l->n_in, l->w + (size_t)j * l->ldw, (size_t)l->n_in);
 }
 
-/* Readies l for precision bf16: F32 weights get a BF16 copy (rows n_out x n_in; GPT-2's
- * Conv1D [in, out] layout transposed), owned by m; then, where the CPU has the AVX-512 BF16
- * kernel, the BF16 weights are packed for the forward's products (as_gemm_bf16_pack: no
- * sums across lanes, 3-17% faster than the in-place kernel, bench/gemm_bf16_bench.c), also
- * owned by m. BF16 weights read in place from the checkpoint give their mapped pages back
- * once packed (st_release), so the packing does not double the resident weights; the
- * rarer readers of wbf (the backward, head outputs) map them again when they read. */
-static as_status lin_to_bf16(as_model *m, lin_t *l, as_error *err) {
+/* Readies l for precision bf16 (its buffers: lin_bf16_alloc, on the calling thread; their
+ * contents: lin_bf16_fill, on the pool): F32 weights get a BF16 copy (rows n_out x n_in;
+ * GPT-2's Conv1D [in, out] layout transposed), owned by m; then, where the CPU has the
+ * AVX-512 BF16 kernel, the BF16 weights are packed for the forward's products
+ * (as_gemm_bf16_pack: no sums across lanes, 3-17% faster than the in-place kernel,
+ * bench/gemm_bf16_bench.c), also owned by m. BF16 weights read in place from the
+ * checkpoint give their mapped pages back once packed (st_release), so the packing does not
+ * double the resident weights; the rarer readers of wbf (the backward, head outputs) map
+ * them again when they read. */
+typedef struct {
+    lin_t *l;
+    int round, release; /* fill: round w into wbf; give wbf's mapped pages back after packing */
+} lin_bf16_job;
+
+/* Allocates what l lacks at bf16 and describes the filling in *job (job->l NULL: nothing
+ * to fill). On an error, job still describes what was allocated (a BF16 copy to round). */
+static as_status lin_bf16_alloc(as_model *m, lin_t *l, lin_bf16_job *job, as_error *err) {
+    *job = (lin_bf16_job){0};
     if (l->wpk || !lin_has(l)) return AS_OK;
     int in_place = l->wbf && !l->w;
     if (!l->wbf) {
         size_t n = (size_t)l->n_out * l->n_in;
         uint16_t *b = as_malloc_large((n + 1) / 2, sizeof(float)); /* owned as floats */
         if (!b) return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
-        lin_round_bf16(l, b);
-        if (keep_owned(m, (float *)b, err)) return err->code;
+        if (keep_owned(m, (float *)b, err)) return err->code; /* it freed b */
         l->wbf = b;
+        *job = (lin_bf16_job){l, 1, 0};
     }
     if (!as_gemm_bf16_native()) return AS_OK;
-    size_t words = as_gemm_bf16_packed_words(l->n_out, l->n_in);
-    uint32_t *pk = as_malloc_large(words, sizeof(uint32_t));
+    uint32_t *pk = as_malloc_large(as_gemm_bf16_packed_words(l->n_out, l->n_in), sizeof(uint32_t));
     if (!pk) return as_err_set(err, AS_ERR_INTERNAL, "out of memory packing weights for bf16");
-    as_gemm_bf16_pack(l->wbf, (size_t)l->n_in, l->n_out, l->n_in, pk);
-    if (keep_owned(m, (float *)pk, err)) return err->code;
+    if (keep_owned(m, (float *)pk, err)) return err->code; /* it freed pk */
     l->wpk = pk;
-    if (in_place) st_release(l->wbf, (size_t)l->n_out * l->n_in * sizeof(uint16_t));
+    *job = (lin_bf16_job){l, job->round, in_place};
     return AS_OK;
+}
+
+/* ctx: the jobs (lin_bf16_job *); job i's copy rounded, packed, its pages given back. */
+static void lin_bf16_fill(void *ctx, int i, int tid) {
+    (void)tid;
+    const lin_bf16_job *j = (const lin_bf16_job *)ctx + i;
+    const lin_t *l = j->l;
+    if (j->round) lin_round_bf16(l, (uint16_t *)l->wbf);
+    if (l->wpk) as_gemm_bf16_pack(l->wbf, (size_t)l->n_in, l->n_out, l->n_in, (uint32_t *)l->wpk);
+    if (j->release) st_release(l->wbf, (size_t)l->n_out * l->n_in * sizeof(uint16_t));
 }
 
 /* The linear maps of stack s (heads, then each layer's) into out, which holds
@@ -522,15 +540,27 @@ static size_t stack_lins(as_model *s_, lin_t **out) {
     return n;
 }
 
-/* BF16 copies of the linear maps of stack s (m itself, or an encoder-decoder model's
- * decoder), owned by m. */
+/* BF16 copies and packed weights of the linear maps of stack s (m itself, or an
+ * encoder-decoder model's decoder), owned by m: allocated in order, filled by the maps
+ * on all cores. */
 static as_status stack_to_bf16(as_model *m, as_model *s_, as_error *err) {
     lin_t **ls = as_malloc_array(STACK_LINS_MAX(s_), sizeof *ls);
-    if (!ls) return as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
-    size_t n = stack_lins(s_, ls);
+    lin_bf16_job *jobs = as_malloc_array(STACK_LINS_MAX(s_), sizeof *jobs);
     as_status s = AS_OK;
-    for (size_t i = 0; i < n && !s; i++) s = lin_to_bf16(m, ls[i], err);
+    if (!ls || !jobs) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory converting weights to bf16");
+        goto cleanup;
+    }
+    size_t n = stack_lins(s_, ls), n_jobs = 0;
+    for (size_t i = 0; i < n && !s; i++) {
+        s = lin_bf16_alloc(m, ls[i], &jobs[n_jobs], err);
+        if (jobs[n_jobs].l) n_jobs++;
+    }
+    /* the maps allocated before a failure are filled too: each map stays consistent */
+    as_parallel_for((int)n_jobs, as_n_cores(), lin_bf16_fill, jobs);
+cleanup:
     free(ls);
+    free(jobs);
     return s;
 }
 
