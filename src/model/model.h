@@ -24,9 +24,9 @@ typedef struct {
     const uint16_t *wbf; /* (n_out, n_in) BF16 weights, rows contiguous (nn.Linear layout): read in
                             place from the mapping (then w is NULL), or the BF16 copy that
                             precision bf16 makes of w */
-    const uint32_t *wpk; /* wbf packed for as_gemm_bf16_xwt_packed (core/gemm_bf16.h), made with
-                            the BF16 copy of F32 weights where the CPU has the AVX-512 BF16
-                            kernel (owned by the model), else NULL; always wbf's current values */
+    const uint32_t *wpk; /* wbf packed for as_gemm_bf16_xwt_packed (core/gemm_bf16.h), made when
+                            the precision is set to bf16 on a CPU with the AVX-512 BF16 kernel
+                            (owned by the model), else NULL; always wbf's current values */
     const float *b; /* (n_out) or NULL */
     int n_in, n_out, ldw;
     int in_out;     /* 1 = Conv1D layout (n_in, n_out) */

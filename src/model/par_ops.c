@@ -8,8 +8,9 @@
  * Linear maps split their output columns into blocks, each a single-threaded product on
  * its slice of the weights: OpenBLAS sgemm, core/gemm_small.c for a few rows, BF16
  * weights widened block by block from the mapping, or at precision bf16 the AVX-512 BF16
- * kernel (core/gemm_bf16.c), in the backward too (dx = dy W, and dW when training at
- * precision bf16). Element-wise work is split into ranges.
+ * kernels (core/gemm_bf16.c: on the packed weights in the forward), in the backward too
+ * (dx = dy W, and dW when training at precision bf16). Maps reading one input run as one
+ * product (op_linear_n). Element-wise work is split into ranges.
  */
 #include "model/model.h"
 #include "model/ops.h"
