@@ -117,7 +117,7 @@ int main(void) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dyf, N, wset_f(&w, 2 * c), K,
                             0.0f, dx2, K);
                 t[4] = bench_now();
-                as_gemm_bf16_xwt_packed(M, 0, N, N, K, xb, K, wset_pk(&w, 2 * c + 1), NULL, y3, N);
+                as_gemm_bf16_xwt_packed(M, 0, N, K, xb, K, wset_pk(&w, 2 * c + 1), NULL, y3, N);
                 t[5] = bench_now();
                 for (int k = 0; k < 5; k++) {
                     if (t[k + 1] - t[k] < best[k]) best[k] = t[k + 1] - t[k];
@@ -129,7 +129,7 @@ int main(void) {
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dyf, N, wset_f(&w, 1), K,
                                 0.0f, dx2, K);
                     diff = fmax(diff, fmax(reldiff(y, y2, (size_t)M * N), reldiff(dx, dx2, (size_t)M * K)));
-                    as_gemm_bf16_xwt_packed(M, 0, N, N, K, xb, K, wset_pk(&w, 0), NULL, y3, N);
+                    as_gemm_bf16_xwt_packed(M, 0, N, K, xb, K, wset_pk(&w, 0), NULL, y3, N);
                     diff = fmax(diff, reldiff(y3, y2, (size_t)M * N));
                 }
             }

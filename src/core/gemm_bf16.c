@@ -467,7 +467,7 @@ void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk
     }
 }
 
-void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int N, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
+void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
                              const float *bias, float *y, size_t ldy) {
     if (M <= 0 || c1 <= c0) return;
 #ifdef GB_X86
@@ -478,7 +478,6 @@ void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int N, int K, const uint16_t
 #endif
     /* scalar loops: each pair's two products (exact in F32) added as vdpbf16ps adds them,
        the odd one first */
-    (void)N;
     size_t P = ((size_t)K + 1) / 2;
     for (int m = 0; m < M; m++)
         for (int n = c0; n < c1; n++) {

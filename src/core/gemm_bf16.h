@@ -33,11 +33,11 @@ size_t as_gemm_bf16_scratch(int K);
  * by one broadcast pair of x, so no sum across lanes is needed. Sizes in 32-bit words. */
 size_t as_gemm_bf16_packed_words(int N, int K);
 void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk);
-/* y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) for the columns c0 <= n < c1 of the N, from
- * pk = as_gemm_bf16_pack of W; each output sums its pairs in order along K (the value
+/* y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) for the columns c0 <= n < c1 (c1 <= W's N),
+ * from pk = as_gemm_bf16_pack of W; each output sums its pairs in order along K (the value
  * does not depend on c0, c1 or M). Without the AVX-512 BF16 kernel, scalar loops adding
  * each pair's products as vdpbf16ps does (for tests: pack only where as_gemm_bf16_native). */
-void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int N, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
+void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
                              const float *bias, float *y, size_t ldy);
 
 /* y[m, n] (+)= sum_k x[m, k] w[k, n], m < M, n < N, k < K, with W (K, N) row-major

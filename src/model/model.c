@@ -566,25 +566,25 @@ cleanup:
 
 /* ---- BF16 copies after the F32 weights change ---- */
 
-/* ctx: the maps (lin_t **); map i's BF16 copy (owned by the model) rounded again. */
-static void round_lin(void *ctx, int i, int tid) {
-    (void)tid;
-    const lin_t *l = ((lin_t **)ctx)[i];
-    lin_round_bf16(l, (uint16_t *)l->wbf);
-    if (l->wpk) as_gemm_bf16_pack(l->wbf, (size_t)l->n_in, l->n_out, l->n_in, (uint32_t *)l->wpk);
-}
-
+/* F32 weights with a BF16 copy (owned by the model) rounded and packed again
+ * (lin_bf16_fill). */
 as_status model_params_round_bf16(as_model *m, int threads, as_error *err) {
     if (m->precision != AS_PRECISION_BF16) return AS_OK;
     as_model *stacks[2] = {m, m->dec};
     for (int k = 0; k < 2 && stacks[k]; k++) {
         lin_t **ls = as_malloc_array(STACK_LINS_MAX(stacks[k]), sizeof *ls);
-        if (!ls) return as_err_set(err, AS_ERR_INTERNAL, "out of memory rounding weights to bf16");
+        lin_bf16_job *jobs = as_malloc_array(STACK_LINS_MAX(stacks[k]), sizeof *jobs);
+        if (!ls || !jobs) {
+            free(ls);
+            free(jobs);
+            return as_err_set(err, AS_ERR_INTERNAL, "out of memory rounding weights to bf16");
+        }
         size_t n = stack_lins(stacks[k], ls), kept = 0;
         for (size_t i = 0; i < n; i++)
-            if (ls[i]->w && ls[i]->wbf) ls[kept++] = ls[i]; /* F32 weights with a BF16 copy */
-        as_parallel_for((int)kept, threads > 0 ? threads : as_n_cores(), round_lin, ls);
+            if (ls[i]->w && ls[i]->wbf) jobs[kept++] = (lin_bf16_job){ls[i], 1, 0};
+        as_parallel_for((int)kept, threads > 0 ? threads : as_n_cores(), lin_bf16_fill, jobs);
         free(ls);
+        free(jobs);
     }
     return AS_OK;
 }

@@ -91,7 +91,7 @@ static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const fl
 static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
                         const lin_scratch *sc, int tid) {
     if (l->wpk && xb) {
-        as_gemm_bf16_xwt_packed(T, j0, j1, l->n_out, l->n_in, xb, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
+        as_gemm_bf16_xwt_packed(T, j0, j1, l->n_in, xb, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
         return;
     }
     if (l->wbf && xb) {

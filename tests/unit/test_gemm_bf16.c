@@ -136,7 +136,7 @@ static void check_packed(int M, int N, int K, int c0, int c1, int with_bias) {
     for (int n = 0; n < N; n++) bias[n] = frand(&s);
     for (size_t i = 0; i < (size_t)M * ldy; i++) y[i] = 1234.0f;
     as_gemm_bf16_pack(w, (size_t)K, N, K, pk);
-    as_gemm_bf16_xwt_packed(M, c0, c1, N, K, x, ldx, pk, with_bias ? bias : NULL, y, ldy);
+    as_gemm_bf16_xwt_packed(M, c0, c1, K, x, ldx, pk, with_bias ? bias : NULL, y, ldy);
     for (int m = 0; m < M; m++)
         for (size_t n = 0; n < ldy; n++) {
             double got = y[(size_t)m * ldy + n];
@@ -185,9 +185,9 @@ static void test_packed_paths_agree(void **state) {
     for (size_t i = 0; i < (size_t)M * K; i++) x[i] = as_f32_to_bf16(frand(&s));
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = as_f32_to_bf16(frand(&s));
     as_gemm_bf16_pack(w, (size_t)K, N, K, pk);
-    as_gemm_bf16_xwt_packed(M, 0, N, N, K, x, K, pk, NULL, y1, N);
+    as_gemm_bf16_xwt_packed(M, 0, N, K, x, K, pk, NULL, y1, N);
     as_gemm_bf16_force_fallback(1);
-    as_gemm_bf16_xwt_packed(M, 0, N, N, K, x, K, pk, NULL, y2, N);
+    as_gemm_bf16_xwt_packed(M, 0, N, K, x, K, pk, NULL, y2, N);
     as_gemm_bf16_force_fallback(0);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {

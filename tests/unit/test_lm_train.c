@@ -5,7 +5,7 @@
  * the same forward (fused GPT-2 c_attn and Phi-3 qkv_proj / gate_up_proj reassembled,
  * tied tables); the decay mask covers exactly the matrices and tables; the loss and every
  * gradient are bit-identical at 1, 2 and 3 threads; training at precision bf16 follows
- * F32's loss curve and keeps its BF16 weights current; the repeated-span curriculum copies
+ * F32's loss curve and keeps its BF16 weights (and their packing) current; the repeated-span curriculum copies
  * a span right after itself, from the window's own tokens or from random ids.
  */
 #include <setjmp.h>
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/gemm_bf16.h"
 #include "train/lm_train.h"
 
 #define FIXTURE_ROOT AS_SOURCE_DIR "/tests/ref/fixtures/models"
@@ -131,6 +132,14 @@ static void train_steps(const char *name, as_precision prec, double *loss) {
                     if (li->wbf[(size_t)j * li->n_in + i] != as_f32_to_bf16(v))
                         fail_msg("%s layer %d: a BF16 copy is not the rounded trained weight", name, l);
                 }
+            if (!li->wpk) continue; /* the packed copy the forward reads: the packing of wbf's values */
+            size_t words = as_gemm_bf16_packed_words(li->n_out, li->n_in);
+            uint32_t *pk = malloc(words * sizeof(uint32_t));
+            assert_non_null(pk);
+            as_gemm_bf16_pack(li->wbf, (size_t)li->n_in, li->n_out, li->n_in, pk);
+            if (memcmp(pk, li->wpk, words * sizeof(uint32_t)) != 0)
+                fail_msg("%s layer %d: the packed weights are not those of the trained BF16 copy", name, l);
+            free(pk);
         }
     }
     if (prec == AS_PRECISION_BF16) assert_true(checked > 0);
