@@ -33,6 +33,7 @@
 #include "core/prefetch.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
@@ -40,8 +41,11 @@
 #define GB_X86 1
 #endif
 
+static int gb_force_fallback; /* as_gemm_bf16_force_fallback */
+
 #define GB_NB 64   /* columns (rows of W) per block */
 #define GB_KB 2048 /* values of K per block */
+#define GP_KB 1024 /* values of K per block of packed W (the F32 x kernels' blocks too) */
 
 #ifdef GB_X86
 #define GB_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -283,6 +287,29 @@ static inline __mmask16 gx_lanes(int lo, int hi) {
     return hi <= lo ? (__mmask16)0 : (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
+/* The accumulators of rows m..m+R-1 of y[:, n0 + lo : n0 + hi) (0 <= lo < hi <= 64):
+ * from y (add = 1), from bias[n0 + j] (bias given), or 0. */
+GB_TARGET_F static inline __attribute__((always_inline)) void gt_acc_init(const int R, __m512 acc[6][4], const float *y,
+                                                                          size_t ldy, int m, int n0, int lo, int hi,
+                                                                          const float *bias, int add) {
+    for (int c = 0; c < 4; c++) {
+        __mmask16 mk = gx_lanes(lo - 16 * c, hi - 16 * c);
+        __m512 b = bias ? _mm512_maskz_loadu_ps(mk, bias + n0 + 16 * c) : _mm512_setzero_ps();
+        for (int r = 0; r < R; r++)
+            acc[r][c] = add ? _mm512_maskz_loadu_ps(mk, y + (size_t)(m + r) * ldy + n0 + 16 * c) : b;
+    }
+}
+
+/* The accumulators stored back into the same columns of y. */
+GB_TARGET_F static inline __attribute__((always_inline)) void gt_acc_store(const int R, __m512 acc[6][4], float *y,
+                                                                           size_t ldy, int m, int n0, int lo, int hi) {
+    for (int c = 0; c < 4; c++) {
+        __mmask16 mk = gx_lanes(lo - 16 * c, hi - 16 * c);
+        if (!mk) continue;
+        for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)(m + r) * ldy + n0 + 16 * c, mk, acc[r][c]);
+    }
+}
+
 /* Rows m..m+R-1 (R 1..6, a constant where inlined) of y[:, n0 + lo : n0 + hi) (+)=
  * x[:, k0:k1] times the packed block pk (64 columns from n0; 0 <= lo < hi <= 64): the
  * sums start from y (add = 1), from bias[n0 + j] (bias given), or from 0, and go on
@@ -292,12 +319,7 @@ GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R,
                                                                     float *y, size_t ldy, int n0, int lo, int hi,
                                                                     const float *bias, int add) {
     __m512 acc[6][4];
-    for (int c = 0; c < 4; c++) {
-        __mmask16 mk = gx_lanes(lo - 16 * c, hi - 16 * c);
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mk, bias + n0 + 16 * c) : _mm512_setzero_ps();
-        for (int r = 0; r < R; r++)
-            acc[r][c] = add ? _mm512_maskz_loadu_ps(mk, y + (size_t)(m + r) * ldy + n0 + 16 * c) : b;
-    }
+    gt_acc_init(R, acc, y, ldy, m, n0, lo, hi, bias, add);
     const uint16_t *xr[6];
     for (int r = 0; r < R; r++) xr[r] = x + (size_t)(m + r) * ldx + k0;
     int full = (k1 - k0) / 2, np = (k1 - k0 + 1) / 2;
@@ -316,13 +338,7 @@ GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R,
             acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)a, (__m512bh)b3);
         }
     }
-    for (int c = 0; c < 4; c++) {
-        __mmask16 mk = gx_lanes(lo - 16 * c, hi - 16 * c);
-        if (!mk) continue;
-        for (int r = 0; r < R; r++) {
-            _mm512_mask_storeu_ps(y + (size_t)(m + r) * ldy + n0 + 16 * c, mk, acc[r][c]);
-        }
-    }
+    gt_acc_store(R, acc, y, ldy, m, n0, lo, hi);
 }
 
 GB_TARGET static void gx_tile_edge(int R, const uint16_t *x, size_t ldx, int m, int k0, int k1, const uint32_t *pk,
@@ -366,13 +382,67 @@ GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t l
 #endif
 
 #ifdef GB_X86
-/* y[:, c0:c1) = x W^T + bias from W packed by as_gemm_bf16_pack: for each panel of 64
- * outputs that [c0, c1) meets, blocks of GP_KB values of K (the panel's pairs for them
- * lie together), every 6-row tile of x over each block; the next block is fetched into
- * L2 meanwhile (core/prefetch.h). Each output sums its pairs in order along K. */
-#define GP_KB 1024
-GB_TARGET static void gp_native(int M, int c0, int c1, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
-                                const float *bias, float *y, size_t ldy) {
+/* Rows m..m+R-1 (R 1..6) of a packed product's tile (gx_tile's arguments, x untyped). */
+typedef void (*gp_tile_fn)(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *blk, float *y,
+                           size_t ldy, int n0, int lo, int hi, const float *bias, int add);
+
+GB_TARGET static void gx_tile_rows(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *blk,
+                                   float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
+    if (R == 6) gx_tile(6, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add);
+    else gx_tile_edge(R, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add);
+}
+
+/* One pair step of the F32 tile: x[r][k] times the pair's low (even k) halves widened
+ * to F32, then, when both, x[r][k + 1] times the high (odd k) halves: each lane's sum
+ * goes on in order along K. */
+GB_TARGET_F static inline __attribute__((always_inline)) void gf_pair(const int R, const int both, __m512 acc[6][4],
+                                                                      const uint32_t *b, const float *xr[6],
+                                                                      size_t k) {
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    for (int c = 0; c < 4; c++) {
+        __m512i w = _mm512_loadu_si512(b + 16 * c);
+        __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+        for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r][k]), we, acc[r][c]);
+        if (!both) continue;
+        __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+        for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r][k + 1]), wo, acc[r][c]);
+    }
+}
+
+/* gx_tile with F32 x: every product an F32 FMA of x by a BF16 weight widened exactly. */
+GB_TARGET_F static inline __attribute__((always_inline)) void gf_tile(const int R, const float *x, size_t ldx, int m,
+                                                                      int k0, int k1, const uint32_t *pk, float *y,
+                                                                      size_t ldy, int n0, int lo, int hi,
+                                                                      const float *bias, int add) {
+    __m512 acc[6][4];
+    gt_acc_init(R, acc, y, ldy, m, n0, lo, hi, bias, add);
+    const float *xr[6];
+    for (int r = 0; r < R; r++) xr[r] = x + (size_t)(m + r) * ldx + k0;
+    int full = (k1 - k0) / 2;
+    for (int p = 0; p < full; p++) gf_pair(R, 1, acc, pk + (size_t)p * GX_NB, xr, 2 * (size_t)p);
+    if ((k1 - k0) & 1) gf_pair(R, 0, acc, pk + (size_t)full * GX_NB, xr, 2 * (size_t)full);
+    gt_acc_store(R, acc, y, ldy, m, n0, lo, hi);
+}
+
+GB_TARGET_F static void gf_tile_rows(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *blk,
+                                     float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
+    switch (R) {
+    case 6: gf_tile(6, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
+    case 5: gf_tile(5, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
+    case 4: gf_tile(4, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
+    case 3: gf_tile(3, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
+    case 2: gf_tile(2, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
+    default: gf_tile(1, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
+    }
+}
+
+/* y[:, c0:c1) = x W^T + bias from W packed by as_gemm_bf16_pack, x of xsize bytes per
+ * value: for each panel of 64 outputs that [c0, c1) meets, blocks of GP_KB values of K
+ * (the panel's pairs for them lie together), every 6-row tile of x over each block (tile:
+ * BF16 or F32 x); the next block is fetched into L2 meanwhile (core/prefetch.h). Each
+ * output sums its products in order along K. */
+static void gp_native(int M, int c0, int c1, int K, const void *x, size_t xsize, size_t ldx, const uint32_t *pk,
+                      const float *bias, float *y, size_t ldy, gp_tile_fn tile) {
     size_t P = (size_t)(K + 1) / 2; /* pairs per panel column */
     for (int n0 = c0 / GB_NB * GB_NB; n0 < c1; n0 += GB_NB) {
         int lo = c0 > n0 ? c0 - n0 : 0, hi = c1 - n0 < GB_NB ? c1 - n0 : GB_NB;
@@ -389,11 +459,11 @@ GB_TARGET static void gp_native(int M, int c0, int c1, int K, const uint16_t *x,
                           (size_t)(M + 5) / 6);
             const float *b = k0 == 0 ? bias : NULL;
             int add = k0 > 0, m = 0;
-            for (; m + 6 <= M; m += 6) {
+            for (; m < M; m += 6) {
                 as_ahead_step(&ahead);
-                gx_tile(6, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, b, add);
+                tile(M - m < 6 ? M - m : 6, (const char *)x + (size_t)m * ldx * xsize, ldx, 0, k0, k1, blk, y + (size_t)m * ldy,
+                     ldy, n0, lo, hi, b, add);
             }
-            if (m < M) gx_tile_edge(M - m, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, b, add);
         }
     }
 }
@@ -472,7 +542,7 @@ void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int K, const uint16_t *x, si
     if (M <= 0 || c1 <= c0) return;
 #ifdef GB_X86
     if (as_gemm_bf16_native()) {
-        gp_native(M, c0, c1, K, x, ldx, pk, bias, y, ldy);
+        gp_native(M, c0, c1, K, x, sizeof *x, ldx, pk, bias, y, ldy, gx_tile_rows);
         return;
     }
 #endif
@@ -493,6 +563,75 @@ void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int K, const uint16_t *x, si
         }
 }
 
+int as_gemm_f32_packed_native(void) {
+#ifdef GB_X86
+    return !gb_force_fallback && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+void as_gemm_f32_xwt_packed(int M, int c0, int c1, int K, const float *x, size_t ldx, const uint32_t *pk,
+                            const float *bias, float *y, size_t ldy) {
+    if (M <= 0 || c1 <= c0) return;
+#ifdef GB_X86
+    if (as_gemm_f32_packed_native()) {
+        gp_native(M, c0, c1, K, x, sizeof *x, ldx, pk, bias, y, ldy, gf_tile_rows);
+        return;
+    }
+#endif
+    /* scalar loops: the native kernel's fused multiply-adds in its order */
+    size_t P = ((size_t)K + 1) / 2;
+    for (int m = 0; m < M; m++)
+        for (int n = c0; n < c1; n++) {
+            const uint32_t *col = pk + (size_t)(n / GB_NB) * P * GB_NB + (size_t)(n % GB_NB);
+            const float *xr = x + (size_t)m * ldx;
+            float acc = bias ? bias[n] : 0.0f;
+            for (size_t p = 0; p < P; p++) {
+                uint32_t wp = col[p * GB_NB];
+                acc = fmaf(xr[2 * p], as_bf16_to_f32((uint16_t)wp), acc);
+                if (2 * p + 1 < (size_t)K) acc = fmaf(xr[2 * p + 1], as_bf16_to_f32((uint16_t)(wp >> 16)), acc);
+            }
+            y[(size_t)m * ldy + n] = acc;
+        }
+}
+
+size_t as_gemm_f32_xwt_bf16_scratch(int K) {
+    return K <= 0 ? 0 : (size_t)GB_NB * (size_t)(((K < GP_KB ? K : GP_KB) + 1) / 2);
+}
+
+void as_gemm_f32_xwt_bf16(int M, int N, int K, const float *x, size_t ldx, const uint16_t *w, size_t ldw,
+                          const float *bias, float *y, size_t ldy, uint32_t *scratch) {
+    if (M <= 0 || N <= 0) return;
+#ifdef GB_X86
+    if (as_gemm_f32_packed_native()) {
+        /* blocks of 64 rows of W x GP_KB values of K packed as as_gemm_bf16_pack lays a
+           panel out (a panel of its own: the block's pairs), every 6-row tile of x over
+           each; the sums go on along K in order, as on W packed whole */
+        for (int n0 = 0; n0 < N; n0 += GB_NB) {
+            int nc = N - n0 < GB_NB ? N - n0 : GB_NB;
+            for (int k0 = 0; k0 < K; k0 += GP_KB) {
+                int k1 = k0 + GP_KB < K ? k0 + GP_KB : K;
+                as_gemm_bf16_pack(w + (size_t)n0 * ldw + k0, ldw, nc, k1 - k0, scratch);
+                const float *b = k0 == 0 ? bias : NULL;
+                for (int m = 0; m < M; m += 6)
+                    gf_tile_rows(M - m < 6 ? M - m : 6, x + (size_t)m * ldx + k0, ldx, 0, 0, k1 - k0, scratch,
+                                 y + (size_t)m * ldy, ldy, n0, 0, nc, b, k0 > 0);
+            }
+        }
+        return;
+    }
+#endif
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const float *xr = x + (size_t)m * ldx;
+            const uint16_t *wr = w + (size_t)n * ldw;
+            float acc = bias ? bias[n] : 0.0f;
+            for (int k = 0; k < K; k++) acc = fmaf(xr[k], as_bf16_to_f32(wr[k]), acc);
+            y[(size_t)m * ldy + n] = acc;
+        }
+}
+
 #define GX_FB 64 /* the fallback's blocks: 64 rows of x by 64 values of K */
 
 size_t as_gemm_bf16_xw_scratch(int N) {
@@ -500,7 +639,6 @@ size_t as_gemm_bf16_xw_scratch(int N) {
     return packed > fb ? packed : fb;
 }
 
-static int gb_force_fallback;
 void as_gemm_bf16_force_fallback(int on) { gb_force_fallback = on; }
 
 int as_gemm_bf16_native(void) {

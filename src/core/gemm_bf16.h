@@ -17,7 +17,8 @@
 
 /* 1 when this CPU runs the AVX-512 BF16 kernel. */
 int as_gemm_bf16_native(void);
-/* Tests: on = 1 makes as_gemm_bf16_xwt take the widening fallback (not thread-safe). */
+/* Tests: on = 1 makes as_gemm_bf16_xwt take the widening fallback and the packed products
+ * their scalar loops (not thread-safe). */
 void as_gemm_bf16_force_fallback(int on);
 
 /* y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n] when bias is non-NULL), m < M, n < N,
@@ -40,6 +41,22 @@ void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk
 void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
                              const float *bias, float *y, size_t ldy);
 
+/* 1 when this CPU runs as_gemm_f32_xwt_packed's AVX-512 kernel. */
+int as_gemm_f32_packed_native(void);
+/* as_gemm_bf16_xwt_packed with F32 x: y[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) in F32
+ * arithmetic, each product a fused multiply-add of x by the BF16 weight widened (exact),
+ * in order along K from the bias or 0: the F32 product of a BF16 checkpoint's weights
+ * without an F32 copy of them. The same value for any c0, c1, M and on either path
+ * (AVX-512F, or scalar fmaf loops). */
+void as_gemm_f32_xwt_packed(int M, int c0, int c1, int K, const float *x, size_t ldx, const uint32_t *pk,
+                            const float *bias, float *y, size_t ldy);
+/* The same product on W (N, K) BF16 row-major as stored (y[m, n] = sum_k x[m, k] w[n, k]
+ * (+ bias[n]), n < N): blocks of W packed per call into scratch
+ * (as_gemm_f32_xwt_bf16_scratch(K) words), the same values as as_gemm_f32_xwt_packed on W
+ * packed whole, bit for bit (scalar fmaf loops without AVX-512F). */
+void as_gemm_f32_xwt_bf16(int M, int N, int K, const float *x, size_t ldx, const uint16_t *w, size_t ldw,
+                          const float *bias, float *y, size_t ldy, uint32_t *scratch);
+size_t as_gemm_f32_xwt_bf16_scratch(int K);
 /* y[m, n] (+)= sum_k x[m, k] w[k, n], m < M, n < N, k < K, with W (K, N) row-major
  * (an [out, in] weight read as is: the input gradient dx = dy W of y = x W^T); products
  * summed in F32 along k in order (each output's sum does not depend on how a caller

@@ -6,8 +6,9 @@
  * to one thread (so no second pool competes for the cores).
  *
  * Linear maps split their output columns into blocks, each a single-threaded product on
- * its slice of the weights: OpenBLAS sgemm, core/gemm_small.c for a few rows, BF16
- * weights widened block by block from the mapping, or at precision bf16 the AVX-512 BF16
+ * its slice of the weights: OpenBLAS sgemm, core/gemm_small.c for a few rows, a BF16
+ * checkpoint's weights packed for the AVX-512 F32 kernel (core/gemm_bf16.c) or widened
+ * block by block from the mapping, or at precision bf16 the AVX-512 BF16
  * kernels (core/gemm_bf16.c: on the packed weights in the forward), in the backward too
  * (dx = dy W, and dW when training at precision bf16). Maps reading one input run as one
  * product (op_linear_n). Element-wise work is split into ranges.
@@ -86,12 +87,27 @@ static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const fl
 }
 
 /* One product for output columns [j0, j1) on pool thread tid: F32 weights; BF16 weights
- * in the mapping widened to F32 lin_conv_rows rows at a time (the same products as
- * an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16 weights. */
+ * in the mapping times F32 x, on AVX-512F past AS_GEMM_SMALL_MAX_ROWS rows by the F32
+ * kernel of core/gemm_bf16.c (packed whole at precision bf16, else block by block per
+ * call: the same sums), else widened to F32 lin_conv_rows rows at a time (the same
+ * products as an F32 copy, without the copy); or, at precision bf16, BF16 input x BF16
+ * weights (packed where the CPU has the AVX-512 BF16 kernel). */
 static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int T, float *y, int j0, int j1,
                         const lin_scratch *sc, int tid) {
-    if (l->wpk && xb) {
+    if (l->wpk && xb && as_gemm_bf16_native()) {
         as_gemm_bf16_xwt_packed(T, j0, j1, l->n_in, xb, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
+        return;
+    }
+    if (!xb && !l->w && T > AS_GEMM_SMALL_MAX_ROWS && as_gemm_f32_packed_native() &&
+        as_gemm_f32_xwt_bf16_scratch(l->n_in) <= sc->conv_per_thread) {
+        /* BF16 weights in F32 arithmetic, the same sums whether packed whole or per call */
+        if (l->wpk) {
+            as_gemm_f32_xwt_packed(T, j0, j1, l->n_in, x, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
+        } else {
+            uint32_t *pk = (uint32_t *)(sc->conv + (size_t)tid * sc->conv_per_thread);
+            as_gemm_f32_xwt_bf16(T, j1 - j0, l->n_in, x, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in,
+                                 (size_t)l->n_in, l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, pk);
+        }
         return;
     }
     if (l->wbf && xb) {

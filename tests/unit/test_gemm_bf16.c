@@ -13,7 +13,10 @@
  * and the scalar loops: M = 1..9 and 13, N across the 64-row panels (1, 5, 63-65, 130), K odd
  * and even across the pairs and the 1024-value blocks (1, 2, 3, 31, 64, 1023-1025, 2100),
  * every column or a range cutting panels (the rest of y untouched), with and without bias,
- * same tolerance; the two paths agree within 1e-6 of the sum of |x||w|. Also the F32 -> BF16
+ * same tolerance; the two paths agree within 1e-6 of the sum of |x||w|. The same shapes for
+ * F32 x (any F32 values) times the packed BF16 W (as_gemm_f32_xwt_packed), same tolerance,
+ * native and scalar bit for bit, and on W as stored (as_gemm_f32_xwt_bf16, blocks packed per
+ * call) bit for bit with it. Also the F32 -> BF16
  * rounding: nearest even, exact for BF16 values, NaN kept; and the 16-wide conversions
  * of as_f32_to_bf16_n / as_bf16_to_f32_n bit for bit against the scalar
  * as_f32_to_bf16 / as_bf16_to_f32 on ties, carries, denormals, infinities and NaNs at
@@ -123,38 +126,60 @@ static void run_shapes_xw(void) {
             for (int M = 1; M <= 13; M += M < 9 ? 1 : 4) check_xw(M, Ns[ni], Ks[ki], (M + (int)ki) & 1);
 }
 
-/* y[:, c0:c1) = x W^T (+ bias) from the packed W; the other columns untouched. */
-static void check_packed(int M, int N, int K, int c0, int c1, int with_bias) {
+/* y[:, c0:c1) = x W^T (+ bias) from the packed W; the other columns untouched. f32: x
+ * any F32 values (as_gemm_f32_xwt_packed), else BF16 (as_gemm_bf16_xwt_packed). */
+static void check_packed(int M, int N, int K, int c0, int c1, int with_bias, int f32) {
     size_t ldx = (size_t)K + 3, ldy = (size_t)N + 2;
     uint16_t *x = malloc(sizeof(uint16_t) * (size_t)M * ldx), *w = malloc(sizeof(uint16_t) * (size_t)N * K);
+    float *xf = malloc(sizeof(float) * (size_t)M * ldx);
     uint32_t *pk = malloc(sizeof(uint32_t) * as_gemm_bf16_packed_words(N, K));
     float *y = malloc(sizeof(float) * (size_t)M * ldy), *bias = malloc(sizeof(float) * (size_t)N);
-    assert_true(x && w && pk && y && bias);
+    assert_true(x && xf && w && pk && y && bias);
     unsigned s = (unsigned)(M * 131 + N * 17 + K + c0);
-    for (size_t i = 0; i < (size_t)M * ldx; i++) x[i] = as_f32_to_bf16(frand(&s));
+    for (size_t i = 0; i < (size_t)M * ldx; i++) {
+        xf[i] = frand(&s) * (1.0f + 1e-3f * frand(&s)); /* not BF16 values */
+        x[i] = as_f32_to_bf16(xf[i]);
+        if (!f32) xf[i] = as_bf16_to_f32(x[i]);
+    }
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = as_f32_to_bf16(frand(&s));
     for (int n = 0; n < N; n++) bias[n] = frand(&s);
     for (size_t i = 0; i < (size_t)M * ldy; i++) y[i] = 1234.0f;
     as_gemm_bf16_pack(w, (size_t)K, N, K, pk);
-    as_gemm_bf16_xwt_packed(M, c0, c1, K, x, ldx, pk, with_bias ? bias : NULL, y, ldy);
+    if (f32) as_gemm_f32_xwt_packed(M, c0, c1, K, xf, ldx, pk, with_bias ? bias : NULL, y, ldy);
+    else as_gemm_bf16_xwt_packed(M, c0, c1, K, x, ldx, pk, with_bias ? bias : NULL, y, ldy);
     for (int m = 0; m < M; m++)
         for (size_t n = 0; n < ldy; n++) {
             double got = y[(size_t)m * ldy + n];
             if ((int)n < c0 || (int)n >= c1) {
-                if (got != 1234.0f) fail_msg("packed M=%d N=%d K=%d [%d, %d): y[%d,%zu] written", M, N, K, c0, c1, m, n);
+                if (got != 1234.0f)
+                    fail_msg("packed%s M=%d N=%d K=%d [%d, %d): y[%d,%zu] written", f32 ? " f32" : "", M, N, K, c0,
+                             c1, m, n);
                 continue;
             }
             double ref = with_bias ? bias[n] : 0.0, mag = fabs(ref);
             for (int k = 0; k < K; k++) {
-                double p = (double)as_bf16_to_f32(x[(size_t)m * ldx + k]) * as_bf16_to_f32(w[n * (size_t)K + k]);
+                double p = (double)xf[(size_t)m * ldx + k] * as_bf16_to_f32(w[n * (size_t)K + k]);
                 ref += p;
                 mag += fabs(p);
             }
             if (fabs(got - ref) > 2e-6 * (mag + 1e-30))
-                fail_msg("packed M=%d N=%d K=%d [%d, %d) bias=%d: y[%d,%zu] = %.9g, reference %.9g", M, N, K, c0, c1,
-                         with_bias, m, n, got, ref);
+                fail_msg("packed%s M=%d N=%d K=%d [%d, %d) bias=%d: y[%d,%zu] = %.9g, reference %.9g",
+                         f32 ? " f32" : "", M, N, K, c0, c1, with_bias, m, n, got, ref);
         }
+    if (f32) { /* W as stored, packed block by block per call: the same values bit for bit */
+        float *y2 = malloc(sizeof(float) * (size_t)M * ldy);
+        uint32_t *sc = malloc(sizeof(uint32_t) * as_gemm_f32_xwt_bf16_scratch(K));
+        assert_true(y2 && sc);
+        memcpy(y2, y, sizeof(float) * (size_t)M * ldy);
+        as_gemm_f32_xwt_bf16(M, c1 - c0, K, xf, ldx, w + (size_t)c0 * K, (size_t)K, with_bias ? bias + c0 : NULL,
+                             y2 + c0, ldy, sc);
+        if (memcmp(y, y2, sizeof(float) * (size_t)M * ldy) != 0)
+            fail_msg("f32 per-call packing M=%d N=%d K=%d [%d, %d): differs from W packed whole", M, N, K, c0, c1);
+        free(y2);
+        free(sc);
+    }
     free(x);
+    free(xf);
     free(w);
     free(pk);
     free(y);
@@ -164,44 +189,61 @@ static void check_packed(int M, int N, int K, int c0, int c1, int with_bias) {
 static void run_shapes_packed(void) {
     static const int Ks[] = {1, 2, 3, 31, 64, 1023, 1024, 1025, 2100};
     static const int Ns[] = {1, 5, 63, 64, 65, 130};
-    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
-        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
-            for (int M = 1; M <= 13; M += M < 9 ? 1 : 4) {
-                int N = Ns[ni], bias = (M + (int)ki) & 1;
-                check_packed(M, N, Ks[ki], 0, N, bias);
-                if (N > 4) check_packed(M, N, Ks[ki], N / 3, N - N / 4, !bias); /* cuts panels */
-            }
+    for (int f32 = 0; f32 < 2; f32++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                for (int M = 1; M <= 13; M += M < 9 ? 1 : 4) {
+                    int N = Ns[ni], bias = (M + (int)ki) & 1;
+                    check_packed(M, N, Ks[ki], 0, N, bias, f32);
+                    if (N > 4) check_packed(M, N, Ks[ki], N / 3, N - N / 4, !bias, f32); /* cuts panels */
+                }
 }
 
-/* The native kernel and the scalar loops on the same packed operands. */
+/* The native kernels and the scalar loops on the same packed operands: BF16 x within
+ * 1e-6 of the sum of |x||w| (the two add each pair's products in different orders), F32
+ * x bit for bit (the same fused multiply-adds in the same order), odd K, with bias. */
 static void test_packed_paths_agree(void **state) {
     (void)state;
-    const int M = 13, N = 130, K = 2100;
+    const int M = 13, N = 130, K = 2101;
     uint16_t *x = malloc(sizeof(uint16_t) * (size_t)M * K), *w = malloc(sizeof(uint16_t) * (size_t)N * K);
+    float *xf = malloc(sizeof(float) * (size_t)M * K), *bias = malloc(sizeof(float) * (size_t)N);
     uint32_t *pk = malloc(sizeof(uint32_t) * as_gemm_bf16_packed_words(N, K));
     float *y1 = malloc(sizeof(float) * (size_t)M * N), *y2 = malloc(sizeof(float) * (size_t)M * N);
-    assert_true(x && w && pk && y1 && y2);
+    float *y3 = malloc(sizeof(float) * (size_t)M * N), *y4 = malloc(sizeof(float) * (size_t)M * N);
+    assert_true(x && xf && bias && w && pk && y1 && y2 && y3 && y4);
     unsigned s = 99;
-    for (size_t i = 0; i < (size_t)M * K; i++) x[i] = as_f32_to_bf16(frand(&s));
+    for (size_t i = 0; i < (size_t)M * K; i++) {
+        xf[i] = frand(&s) * (1.0f + 1e-3f * frand(&s));
+        x[i] = as_f32_to_bf16(xf[i]);
+    }
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = as_f32_to_bf16(frand(&s));
+    for (int n = 0; n < N; n++) bias[n] = frand(&s);
     as_gemm_bf16_pack(w, (size_t)K, N, K, pk);
-    as_gemm_bf16_xwt_packed(M, 0, N, K, x, K, pk, NULL, y1, N);
+    as_gemm_bf16_xwt_packed(M, 0, N, K, x, K, pk, bias, y1, N);
+    as_gemm_f32_xwt_packed(M, 0, N, K, xf, K, pk, bias, y3, N);
     as_gemm_bf16_force_fallback(1);
-    as_gemm_bf16_xwt_packed(M, 0, N, K, x, K, pk, NULL, y2, N);
+    as_gemm_bf16_xwt_packed(M, 0, N, K, x, K, pk, bias, y2, N);
+    as_gemm_f32_xwt_packed(M, 0, N, K, xf, K, pk, bias, y4, N);
     as_gemm_bf16_force_fallback(0);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            double mag = 0.0;
+            double mag = fabs(bias[n]);
             for (int k = 0; k < K; k++)
                 mag += fabs((double)as_bf16_to_f32(x[(size_t)m * K + k]) * as_bf16_to_f32(w[(size_t)n * K + k]));
-            double d = fabs((double)y1[(size_t)m * N + n] - y2[(size_t)m * N + n]);
-            if (d > 1e-6 * mag) fail_msg("y[%d,%d]: native %.9g, scalar %.9g", m, n, y1[(size_t)m * N + n], y2[(size_t)m * N + n]);
+            size_t i = (size_t)m * N + n;
+            if (fabs((double)y1[i] - y2[i]) > 1e-6 * mag)
+                fail_msg("y[%d,%d]: native %.9g, scalar %.9g", m, n, y1[i], y2[i]);
+            if (y3[i] != y4[i]) fail_msg("f32 y[%d,%d]: native %.9g, scalar %.9g", m, n, y3[i], y4[i]);
         }
     free(x);
+    free(xf);
+    free(bias);
     free(w);
     free(pk);
     free(y1);
     free(y2);
+    free(y3);
+    free(y4);
 }
 
 static void test_native_or_fallback(void **state) {

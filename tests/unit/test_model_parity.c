@@ -811,8 +811,10 @@ static void test_reused_buffers(void **state) {
 /* A Llama-shaped random model big enough that its linear maps split over threads
  * (T x out x in >= 2e6), written twice to dir/bf16 and dir/f32: BF16 weights, and the
  * same BF16-rounded values as F32. Loading the BF16 copy keeps its matrices in the
- * mapping (widened 64 rows at a time on each thread); the F32 copy multiplies F32
- * matrices; both must give the same forward to float rounding. */
+ * mapping (on AVX-512F multiplied by the F32 kernel on blocks packed per call, else
+ * widened 64 rows at a time on each thread); the F32 copy multiplies F32 matrices; both
+ * must give the same forward to float rounding. The BF16 copy set to bf16 and back to f32
+ * (its matrices now packed whole) must give its first forward bit for bit. */
 enum { BIG_D = 256, BIG_H = 4, BIG_KV = 2, BIG_DH = 64, BIG_F = 512, BIG_L = 2, BIG_V = 300 };
 
 /* config.json of write_big_llama's shape: model_type type, max_pos positions, a sliding
@@ -912,6 +914,18 @@ static void bf16_in_place_case(int tied) {
     printf("bf16 in place vs f32 copy (%s): attentions %.2e hidden %.2e logits %.2e\n", tied ? "tied" : "untied",
            da, dh, dl);
     assert_true(da <= 1e-6 && dh <= 1e-5 && dl <= 1e-5);
+    {
+        as_error err = {0};
+        as_run *again = NULL;
+        as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1, .threads = 2};
+        if (as_model_set_precision(m[0], AS_PRECISION_BF16, &err) ||
+            as_model_set_precision(m[0], AS_PRECISION_F32, &err) || as_forward(m[0], &enc[0], &spec, &again, &err))
+            fail_msg("%s", err.msg);
+        if (max_abs_diff(again->attn, r[0]->attn, na) != 0.0 || max_abs_diff(again->hidden, r[0]->hidden, nh) != 0.0 ||
+            max_abs_diff(again->logits, r[0]->logits, (size_t)48 * 300) != 0.0)
+            fail_msg("bf16 in place (%s): f32 after bf16 differs from the first f32 forward", tied ? "tied" : "untied");
+        as_run_free(again);
+    }
     for (int k = 0; k < 2; k++) {
         as_run_free(r[k]);
         as_encoding_free(&enc[k]);
