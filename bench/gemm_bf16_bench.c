@@ -7,7 +7,8 @@
  *   y = x W^T (nn.Linear forward): as_gemm_bf16_xwt against F32 cblas_sgemm NoTrans x Trans,
  *     and as_gemm_bf16_xwt_packed on W packed beforehand (as_gemm_bf16_pack); F32 x times the
  *     same packed BF16 W (as_gemm_f32_xwt_packed: precision f32 on a BF16 checkpoint) against
- *     the same sgemm NT on the F32 copy of W;
+ *     the same sgemm NT on the F32 copy of W; F32 x times F32 W (as_gemm_f32_xwt, blocks of W
+ *     packed per call) against the same sgemm NT;
  *   y = x W   (the input gradient dx = dy W): as_gemm_bf16_xw against F32 NoTrans x NoTrans.
  * Prints GFLOP/s, best call (and over all the calls), and the largest difference of the
  * BF16 products from F32 sgemm on the BF16-rounded operands, relative to the largest output.
@@ -84,8 +85,8 @@ int main(void) {
     } shapes[] = {{"BERT-base", 384, 768},  {"BERT-base", 1536, 768}, {"BERT-base", 384, 3072},
                   {"Llama-1B", 1024, 2048}, {"Llama-1B", 4096, 2048}, {"Llama-1B", 1024, 8192}};
     printf("| model | W (out x in) | rows | x W^T BF16 best (all) | x W^T BF16 packed | sgemm NT | x W BF16 "
-           "| sgemm NN | F32 x, packed BF16 W | max rel. diff |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+           "| sgemm NN | F32 x, packed BF16 W | F32 x W^T (as_gemm_f32_xwt) | max rel. diff |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
             const int M = Ms[mi], N = shapes[si].n, K = shapes[si].k;
@@ -98,17 +99,18 @@ int main(void) {
             float *y3 = malloc(sizeof(float) * (size_t)M * N);
             float *dx = malloc(sizeof(float) * (size_t)M * K), *dx2 = malloc(sizeof(float) * (size_t)M * K);
             float *sc = malloc(sizeof(float) * as_gemm_bf16_xw_scratch(K));
-            if (!xb || !dyb || !xf || !dyf || !y || !y2 || !y3 || !dx || !dx2 || !sc) return 1;
+            float *sc32 = malloc(sizeof(float) * as_gemm_f32_xwt_scratch(K));
+            if (!xb || !dyb || !xf || !dyf || !y || !y2 || !y3 || !dx || !dx2 || !sc || !sc32) return 1;
             for (size_t i = 0; i < (size_t)M * K; i++) xb[i] = as_f32_to_bf16(bench_frand(&s));
             for (size_t i = 0; i < (size_t)M * N; i++) dyb[i] = as_f32_to_bf16(bench_frand(&s));
             as_bf16_to_f32_n(xf, xb, (size_t)M * K);
             as_bf16_to_f32_n(dyf, dyb, (size_t)M * N);
-            double best[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30}, sum[6] = {0}, diff = 0.0;
+            double best[7] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30}, sum[7] = {0}, diff = 0.0;
             /* call c reads copies 2c (BF16 x W^T, F32 x W) and 2c + 1 (F32 x W^T, BF16 x W,
-               packed x W^T; F32 x packed x W^T: 2c): a copy is read again only after MIN_BYTES of
+               packed x W^T; F32 x packed x W^T: 2c; F32 x W^T: 2c + 1): a copy is read again only after MIN_BYTES of
                others (cold) */
             for (size_t c = 0; c < CALLS; c++) {
-                double t[7];
+                double t[8];
                 t[0] = bench_now();
                 as_gemm_bf16_xwt(M, N, K, xb, K, wset_b(&w, 2 * c), K, NULL, y, N, NULL);
                 t[1] = bench_now();
@@ -124,7 +126,9 @@ int main(void) {
                 t[5] = bench_now();
                 as_gemm_f32_xwt_packed(M, 0, N, K, xf, K, wset_pk(&w, 2 * c), NULL, y3, N);
                 t[6] = bench_now();
-                for (int k = 0; k < 6; k++) {
+                as_gemm_f32_xwt(M, N, K, xf, K, wset_f(&w, 2 * c + 1), K, 0, NULL, y3, N, sc32);
+                t[7] = bench_now();
+                for (int k = 0; k < 7; k++) {
                     if (t[k + 1] - t[k] < best[k]) best[k] = t[k + 1] - t[k];
                     sum[k] += t[k + 1] - t[k];
                 }
@@ -138,17 +142,19 @@ int main(void) {
                     diff = fmax(diff, reldiff(y3, y2, (size_t)M * N));
                     as_gemm_f32_xwt_packed(M, 0, N, K, xf, K, wset_pk(&w, 0), NULL, y3, N);
                     diff = fmax(diff, reldiff(y3, y2, (size_t)M * N));
+                    as_gemm_f32_xwt(M, N, K, xf, K, wset_f(&w, 0), K, 0, NULL, y3, N, sc32);
+                    diff = fmax(diff, reldiff(y3, y2, (size_t)M * N));
                 }
             }
             const double gf = 2.0 * M * N * K * 1e-9;
             printf("| %s | %d x %d | %d | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) "
-                   "| %.0f (%.0f) | %.1e |\n",
+                   "| %.0f (%.0f) | %.0f (%.0f) | %.1e |\n",
                    shapes[si].model, N, K, M, gf / best[0], gf * CALLS / sum[0], gf / best[4], gf * CALLS / sum[4],
                    gf / best[1], gf * CALLS / sum[1],
                    gf / best[2], gf * CALLS / sum[2], gf / best[3], gf * CALLS / sum[3], gf / best[5],
-                   gf * CALLS / sum[5], diff);
+                   gf * CALLS / sum[5], gf / best[6], gf * CALLS / sum[6], diff);
             free(w.b), free(w.f), free(w.pk), free(y3), free(xb), free(dyb), free(xf), free(dyf), free(y), free(y2), free(dx), free(dx2),
-                free(sc);
+                free(sc), free(sc32);
         }
     return 0;
 }

@@ -436,6 +436,45 @@ GB_TARGET_F static void gf_tile_rows(int R, const void *x, size_t ldx, int m, in
     }
 }
 
+/* Rows m..m+R-1 of y[:, n0 + lo : n0 + hi) (+)= x[:, 0:kc] times F32 weights laid out
+ * [k][64 columns from n0], ldp floats from one k to the next (columns past hi not read):
+ * the sums start as gx_tile's and go on along K in order, one FMA per product. */
+GB_TARGET_F static inline __attribute__((always_inline)) void gw_tile(const int R, const float *x, size_t ldx, int m,
+                                                                      int kc, const float *pw, size_t ldp, float *y,
+                                                                      size_t ldy, int n0, int lo, int hi,
+                                                                      const float *bias, int add) {
+    __m512 acc[6][4];
+    gt_acc_init(R, acc, y, ldy, m, n0, lo, hi, bias, add);
+    const float *xr[6];
+    for (int r = 0; r < R; r++) xr[r] = x + (size_t)(m + r) * ldx;
+    __mmask16 mk[4];
+    for (int c = 0; c < 4; c++) mk[c] = gx_lanes(-16 * c, hi - 16 * c); /* columns before lo are in W too */
+    for (int k = 0; k < kc; k++) {
+        const float *b = pw + (size_t)k * ldp;
+        for (int c = 0; c < 4; c++) {
+            __m512 w = hi == GB_NB ? _mm512_loadu_ps(b + 16 * c) : _mm512_maskz_loadu_ps(mk[c], b + 16 * c);
+            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r][k]), w, acc[r][c]);
+        }
+    }
+    gt_acc_store(R, acc, y, ldy, m, n0, lo, hi);
+}
+
+GB_TARGET_F static void gw_tile_rows(int R, const float *x, size_t ldx, int kc, const float *pw, size_t ldp, float *y,
+                                     size_t ldy, int n0, int hi, const float *bias, int add) {
+    if (R == 6 && hi == GB_NB) { /* the common tile: every column, plain loads */
+        gw_tile(6, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, GB_NB, bias, add);
+        return;
+    }
+    switch (R) {
+    case 6: gw_tile(6, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
+    case 5: gw_tile(5, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
+    case 4: gw_tile(4, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
+    case 3: gw_tile(3, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
+    case 2: gw_tile(2, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
+    default: gw_tile(1, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
+    }
+}
+
 /* y[:, c0:c1) = x W^T + bias from W packed by as_gemm_bf16_pack, x of xsize bytes per
  * value: for each panel of 64 outputs that [c0, c1) meets, blocks of GP_KB values of K
  * (the panel's pairs for them lie together), every 6-row tile of x over each block (tile:
@@ -512,6 +551,21 @@ GB_TARGET_F static void gb_pack16(const uint16_t *w, size_t ldw, int N16, size_t
         }
     }
 }
+/* pw[k * 64 + j] = w[j][k0 + k] for j < nc (<= 64), k < kc; columns past nc are 0. */
+GB_TARGET_F static void gw_pack(const float *w, size_t ldw, int nc, int kc, float *pw) {
+    if (nc < GB_NB) memset(pw, 0, sizeof(float) * (size_t)kc * GB_NB);
+    int n16 = nc & ~15, k16 = kc & ~15;
+    for (int n0 = 0; n0 < n16; n0 += 16)
+        for (int k0 = 0; k0 < k16; k0 += 16) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(w + (size_t)(n0 + i) * ldw + k0);
+            gb_transpose16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(pw + (size_t)(k0 + i) * GB_NB + n0, r[i]);
+        }
+    for (int n = 0; n < nc; n++)
+        for (int k = n < n16 ? k16 : 0; k < kc; k++) pw[(size_t)k * GB_NB + n] = w[(size_t)n * ldw + k];
+}
+
 #endif
 
 void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk) {
@@ -628,6 +682,57 @@ void as_gemm_f32_xwt_bf16(int M, int N, int K, const float *x, size_t ldx, const
             const uint16_t *wr = w + (size_t)n * ldw;
             float acc = bias ? bias[n] : 0.0f;
             for (int k = 0; k < K; k++) acc = fmaf(xr[k], as_bf16_to_f32(wr[k]), acc);
+            y[(size_t)m * ldy + n] = acc;
+        }
+}
+
+#define GW_KB 512 /* values of K per block of F32 weights (128 KiB: in L2) */
+
+size_t as_gemm_f32_xwt_scratch(int K) { return K <= 0 ? 0 : (size_t)GB_NB * (size_t)(K < GW_KB ? K : GW_KB); }
+
+void as_gemm_f32_xwt(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t ldw, int in_out,
+                     const float *bias, float *y, size_t ldy, float *scratch) {
+    if (M <= 0 || N <= 0) return;
+#ifdef GB_X86
+    if (as_gemm_f32_packed_native()) {
+        /* blocks of 64 outputs x GW_KB values of K: nn.Linear's rows packed as [k][64]
+           (gw_pack), Conv1D's read as they lie; every 6-row tile of x over each */
+        for (int n0 = 0; n0 < N; n0 += GB_NB) {
+            int nc = N - n0 < GB_NB ? N - n0 : GB_NB;
+            for (int k0 = 0; k0 < K; k0 += GW_KB) {
+                int kc = K - k0 < GW_KB ? K - k0 : GW_KB;
+                const float *pw = w + (size_t)k0 * ldw + n0;
+                size_t ldp = ldw;
+                if (!in_out) {
+                    gw_pack(w + (size_t)n0 * ldw + k0, ldw, nc, kc, scratch);
+                    pw = scratch, ldp = GB_NB;
+                }
+                /* the next block (the next values of these outputs, or the next outputs'
+                   first) fetched into L2 while this one is multiplied */
+                int kn = k0 + kc < K ? k0 + kc : 0, nn = k0 + kc < K ? n0 : n0 + GB_NB;
+                int ncn = N - nn < GB_NB ? N - nn : GB_NB, kcn = K - kn < GW_KB ? K - kn : GW_KB;
+                size_t rows = M >= GB_AHEAD_MIN_ROWS && nn < N ? (size_t)(in_out ? kcn : ncn) : 0;
+                as_ahead ahead;
+                as_ahead_init(&ahead, in_out ? w + (size_t)kn * ldw + nn : w + (size_t)nn * ldw + kn,
+                              ldw * sizeof(float), rows, (size_t)(in_out ? ncn : kcn) * sizeof(float),
+                              (size_t)(M + 5) / 6);
+                const float *b = k0 == 0 ? bias : NULL;
+                for (int m = 0; m < M; m += 6) {
+                    as_ahead_step(&ahead);
+                    gw_tile_rows(M - m < 6 ? M - m : 6, x + (size_t)m * ldx + k0, ldx, kc, pw, ldp,
+                                 y + (size_t)m * ldy, ldy, n0, nc, b, k0 > 0);
+                }
+            }
+        }
+        return;
+    }
+#endif
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const float *xr = x + (size_t)m * ldx;
+            float acc = bias ? bias[n] : 0.0f;
+            for (int k = 0; k < K; k++)
+                acc = fmaf(xr[k], in_out ? w[(size_t)k * ldw + n] : w[(size_t)n * ldw + k], acc);
             y[(size_t)m * ldy + n] = acc;
         }
 }

@@ -57,6 +57,15 @@ void as_gemm_f32_xwt_packed(int M, int c0, int c1, int K, const float *x, size_t
 void as_gemm_f32_xwt_bf16(int M, int N, int K, const float *x, size_t ldx, const uint16_t *w, size_t ldw,
                           const float *bias, float *y, size_t ldy, uint32_t *scratch);
 size_t as_gemm_f32_xwt_bf16_scratch(int K);
+/* y[m, n] = sum_k x[m, k] W[n][k] (+ bias[n]), n < N, in F32 from F32 weights: W (N, K)
+ * row-major (in_out = 0, nn.Linear's [out, in]; blocks of 64 rows packed per call into
+ * scratch, as_gemm_f32_xwt_scratch(K) floats) or W stored (K, N) (in_out = 1, GPT-2's
+ * Conv1D: w[k * ldw + n], read as it lies). One fused multiply-add per product, in order
+ * along K from the bias or 0 (so the value does not depend on how a caller splits N),
+ * AVX-512F 6 x 64 tiles, or scalar fmaf loops. */
+void as_gemm_f32_xwt(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t ldw, int in_out,
+                     const float *bias, float *y, size_t ldy, float *scratch);
+size_t as_gemm_f32_xwt_scratch(int K);
 /* y[m, n] (+)= sum_k x[m, k] w[k, n], m < M, n < N, k < K, with W (K, N) row-major
  * (an [out, in] weight read as is: the input gradient dx = dy W of y = x W^T); products
  * summed in F32 along k in order (each output's sum does not depend on how a caller

@@ -65,9 +65,17 @@ static int lin_conv_rows(const lin_scratch *sc, int width) {
     return r < 1 ? 1 : r > LIN_CONV_MAX_ROWS ? LIN_CONV_MAX_ROWS : (int)r;
 }
 
-/* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w. */
+/* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w: past the small kernels' rows,
+ * the AVX-512 F32 kernel (core/gemm_bf16.c: 8-20% ahead of sgemm with W cold,
+ * bench/gemm_bf16_bench.c) when given its scratch `pack`, else sgemm. */
 static void linear_cols_f32(const lin_t *l, const float *w, size_t ldw, const float *x, int T, float *y,
-                            int j0, int j1) {
+                            int j0, int j1, float *pack) {
+    int small = T <= (l->in_out ? AS_GEMM_SMALL_XW_MAX_ROWS : AS_GEMM_SMALL_MAX_ROWS);
+    if (pack && !small && as_gemm_f32_packed_native()) {
+        as_gemm_f32_xwt(T, j1 - j0, l->n_in, x, (size_t)l->n_in, w, ldw, l->in_out, l->b ? l->b + j0 : NULL, y + j0,
+                        (size_t)l->n_out, pack);
+        return;
+    }
     float beta = 0.0f;
     if (l->b) {
         for (int t = 0; t < T; t++)
@@ -116,7 +124,10 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
         return;
     }
     if (l->w) {
-        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1);
+        float *pack = as_gemm_f32_xwt_scratch(l->n_in) <= sc->conv_per_thread
+                          ? sc->conv + (size_t)tid * sc->conv_per_thread
+                          : NULL;
+        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1, pack);
         return;
     }
     float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (rows, n_in) */
@@ -125,7 +136,7 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
         int r1 = r0 + rows < j1 ? r0 + rows : j1;
         for (int r = r0; r < r1; r++)
             as_bf16_to_f32_n(wf + (size_t)(r - r0) * l->n_in, l->wbf + (size_t)r * l->n_in, (size_t)l->n_in);
-        linear_cols_f32(l, wf, (size_t)l->n_in, x, T, y, r0, r1);
+        linear_cols_f32(l, wf, (size_t)l->n_in, x, T, y, r0, r1, NULL);
     }
 }
 

@@ -16,7 +16,10 @@
  * same tolerance; the two paths agree within 1e-6 of the sum of |x||w|. The same shapes for
  * F32 x (any F32 values) times the packed BF16 W (as_gemm_f32_xwt_packed), same tolerance,
  * native and scalar bit for bit, and on W as stored (as_gemm_f32_xwt_bf16, blocks packed per
- * call) bit for bit with it. Also the F32 -> BF16
+ * call) bit for bit with it. F32 x times F32 W (as_gemm_f32_xwt), [out, in] packed per call
+ * and [in, out] read in place: M 1..7 and 13, N across the 16-column vectors and 64-column
+ * blocks, K across the 16 x 16 transposes and the 512-value blocks (1..1100), against a
+ * double reference (same tolerance), a split of the columns and the scalar loops bit for bit. Also the F32 -> BF16
  * rounding: nearest even, exact for BF16 values, NaN kept; and the 16-wide conversions
  * of as_f32_to_bf16_n / as_bf16_to_f32_n bit for bit against the scalar
  * as_f32_to_bf16 / as_bf16_to_f32 on ties, carries, denormals, infinities and NaNs at
@@ -246,6 +249,70 @@ static void test_packed_paths_agree(void **state) {
     free(y4);
 }
 
+/* y = x W^T from F32 weights (as_gemm_f32_xwt), W [out, in] (packed per call) or [in, out]
+ * read in place, leading dimensions past the operands: against a double reference; the
+ * columns [c0, N) computed alone give the same values bit for bit; the scalar loops too. */
+static void check_f32w(int M, int N, int K, int in_out, int with_bias) {
+    size_t ldx = (size_t)K + 3, ldw = (in_out ? (size_t)N : (size_t)K) + 5, ldy = (size_t)N + 2;
+    size_t nw = (in_out ? (size_t)K : (size_t)N) * ldw;
+    float *x = malloc(sizeof(float) * (size_t)M * ldx), *w = malloc(sizeof(float) * nw);
+    float *y = malloc(sizeof(float) * (size_t)M * ldy), *y2 = malloc(sizeof(float) * (size_t)M * ldy);
+    float *bias = malloc(sizeof(float) * (size_t)N), *sc = malloc(sizeof(float) * as_gemm_f32_xwt_scratch(K));
+    assert_true(x && w && y && y2 && bias && sc);
+    unsigned s = (unsigned)(M * 7 + N * 131 + K * 3 + in_out);
+    for (size_t i = 0; i < (size_t)M * ldx; i++) x[i] = frand(&s) * (1.0f + 1e-3f * frand(&s));
+    for (size_t i = 0; i < nw; i++) w[i] = frand(&s) * (1.0f + 1e-3f * frand(&s));
+    for (int n = 0; n < N; n++) bias[n] = frand(&s);
+    for (size_t i = 0; i < (size_t)M * ldy; i++) y[i] = y2[i] = 1234.0f;
+    const float *b = with_bias ? bias : NULL;
+    as_gemm_f32_xwt(M, N, K, x, ldx, w, ldw, in_out, b, y, ldy, sc);
+    for (int m = 0; m < M; m++)
+        for (size_t n = 0; n < ldy; n++) {
+            double got = y[(size_t)m * ldy + n];
+            if ((int)n >= N) {
+                if (got != 1234.0f) fail_msg("f32w M=%d N=%d K=%d: y[%d,%zu] written", M, N, K, m, n);
+                continue;
+            }
+            double ref = with_bias ? bias[n] : 0.0, mag = fabs(ref);
+            for (int k = 0; k < K; k++) {
+                double p = (double)x[(size_t)m * ldx + k] * (in_out ? w[(size_t)k * ldw + n] : w[n * ldw + k]);
+                ref += p;
+                mag += fabs(p);
+            }
+            if (fabs(got - ref) > 2e-6 * (mag + 1e-30))
+                fail_msg("f32w M=%d N=%d K=%d in_out=%d bias=%d: y[%d,%zu] = %.9g, reference %.9g", M, N, K, in_out,
+                         with_bias, m, n, got, ref);
+        }
+    int c0 = N / 3; /* the columns [c0, N) alone */
+    as_gemm_f32_xwt(M, c0, K, x, ldx, w, ldw, in_out, b, y2, ldy, sc);
+    as_gemm_f32_xwt(M, N - c0, K, x, ldx, in_out ? w + c0 : w + (size_t)c0 * ldw, ldw, in_out, b ? b + c0 : NULL,
+                    y2 + c0, ldy, sc);
+    if (memcmp(y, y2, sizeof(float) * (size_t)M * ldy) != 0)
+        fail_msg("f32w M=%d N=%d K=%d in_out=%d: split at column %d differs", M, N, K, in_out, c0);
+    int native = as_gemm_f32_packed_native();
+    as_gemm_bf16_force_fallback(1);
+    as_gemm_f32_xwt(M, N, K, x, ldx, w, ldw, in_out, b, y2, ldy, sc);
+    as_gemm_bf16_force_fallback(0);
+    if (native && memcmp(y, y2, sizeof(float) * (size_t)M * ldy) != 0)
+        fail_msg("f32w M=%d N=%d K=%d in_out=%d: native and scalar differ", M, N, K, in_out);
+    free(x);
+    free(w);
+    free(y);
+    free(y2);
+    free(bias);
+    free(sc);
+}
+
+static void test_f32_weights(void **state) {
+    (void)state;
+    static const int Ks[] = {1, 2, 15, 16, 17, 33, 511, 512, 513, 1100};
+    static const int Ns[] = {1, 5, 16, 17, 63, 64, 65, 130};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+            for (int M = 1; M <= 13; M += M < 7 ? 1 : 6)
+                for (int in_out = 0; in_out < 2; in_out++) check_f32w(M, Ns[ni], Ks[ki], in_out, (M + in_out) & 1);
+}
+
 static void test_native_or_fallback(void **state) {
     (void)state;
     printf("    kernel: %s\n", as_gemm_bf16_native() ? "AVX-512 BF16" : "widening fallback");
@@ -344,6 +411,7 @@ int main(void) {
         cmocka_unit_test(test_native_or_fallback),
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_packed_paths_agree),
+        cmocka_unit_test(test_f32_weights),
         cmocka_unit_test(test_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,6 +34,7 @@
 
 #include "attnscope.h"
 #include "core/core.h"
+#include "core/gemm_bf16.h"
 #include "io/safetensors.h"
 
 #ifndef AS_SOURCE_DIR
@@ -947,6 +948,63 @@ static void test_bf16_in_place_threads(void **state) {
     bf16_in_place_case(1);
 }
 
+/* ---- the AVX-512 F32 products against sgemm ------------------------------ */
+
+/* Past the small kernels' rows the F32 products run core/gemm_bf16.c's AVX-512 kernels
+ * (F32 weights packed per call, Conv1D read in place, BF16 weights widened in the tile);
+ * with them forced off, OpenBLAS sgemm (F32) or widened blocks (BF16). Both forwards of
+ * each family's fixture at T tokens (past 32; GPT-2's 64 positions keep it within its
+ * Conv1D small kernel's rows, which test_gemm_bf16 covers) must agree to float rounding:
+ * attentions within 1e-6, hidden states and logits within 1e-5 of their largest value. */
+static double max_abs(const float *a, size_t n);
+static void test_f32_kernels_vs_sgemm(void **state) {
+    (void)state;
+    static const struct { const char *name; int T; } cases[] = {
+        {"bert", 60}, {"roberta", 60}, {"distilbert", 60}, {"llama", 100}, {"llama_bf16", 100},
+        {"phi3", 100}, {"gemma2", 90}, {"qwen3", 70}, {"mistral_swa", 80}};
+    if (!as_gemm_f32_packed_native()) {
+        printf("SKIPPED: no AVX-512F here, the F32 products are sgemm's on every path\n");
+        return;
+    }
+    int differ = 0; /* families whose forwards differ: at these small K, without biases, sgemm adds in the
+                       kernels' order (the fixtures with biases or K past 32 differ in the last bits) */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[1024];
+        fixture_dir(dir, sizeof dir, cases[i].name);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(dir, &m, &err) != AS_OK) fail_msg("%s: %s", cases[i].name, err.msg);
+        int T = cases[i].T, V = as_model_config(m)->vocab_size;
+        int32_t ids[128];
+        for (int t = 0; t < T; t++) ids[t] = (t * 29 + 7) % V;
+        as_encoding enc = {0};
+        if (as_encoding_from_ids(m, ids, NULL, T, &enc, &err)) fail_msg("%s: %s", cases[i].name, err.msg);
+        as_run *r[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            as_capture_spec spec = {.what = CAP_ALL, .layer = -1, .head = -1, .threads = 2};
+            as_gemm_bf16_force_fallback(k);
+            as_status st = as_forward(m, &enc, &spec, &r[k], &err);
+            as_gemm_bf16_force_fallback(0);
+            if (st) fail_msg("%s: %s", cases[i].name, err.msg);
+        }
+        size_t na = (size_t)r[0]->n_lay * r[0]->n_hd * T * T, nh = (size_t)(r[0]->n_run + 1) * T * r[0]->D;
+        size_t nl = r[0]->logits ? (size_t)r[0]->logits_rows * r[0]->logits_cols : 0;
+        double da = max_abs_diff(r[0]->attn, r[1]->attn, na), dh = max_abs_diff(r[0]->hidden, r[1]->hidden, nh);
+        double dl = nl ? max_abs_diff(r[0]->logits, r[1]->logits, nl) : 0.0;
+        double sh = max_abs(r[1]->hidden, nh), sl = nl ? max_abs(r[1]->logits, nl) : 1.0;
+        printf("%s T=%d F32 kernels vs sgemm: attentions %.2e hidden %.2e (%.2e of max) logits %.2e (%.2e of max)\n",
+               cases[i].name, T, da, dh, dh / sh, dl, dl / sl);
+        if (!(da <= 1e-6 && dh <= 1e-5 * sh && dl <= 1e-5 * sl))
+            fail_msg("%s: the F32 kernels and sgemm disagree", cases[i].name);
+        differ += dh > 0.0;
+        as_run_free(r[0]);
+        as_run_free(r[1]);
+        as_encoding_free(&enc);
+        as_model_free(m);
+    }
+    if (differ < 3) fail_msg("only %d families' forwards differ between the paths: the kernels did not run", differ);
+}
+
 /* ---- statistics in the forward and rows recomputed from q, k ---------------- */
 
 /* CAP_STATS against the same statistics computed here from the dense capture, and
@@ -1230,7 +1288,7 @@ static void test_rope_by_length(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 14];
+    struct CMUnitTest tests[sizeof FIXTURES / sizeof FIXTURES[0] + 15];
     size_t n = 0;
     for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_fixture, (void *)&FIXTURES[i]);
@@ -1247,6 +1305,7 @@ int main(void) {
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_reused_buffers);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_precision_bf16);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bf16_in_place_threads);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_f32_kernels_vs_sgemm);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_head_stats_and_rows);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_row_blocks);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_window_blocks);
