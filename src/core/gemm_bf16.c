@@ -591,9 +591,17 @@ void as_gemm_bf16_pack(const uint16_t *w, size_t ldw, int N, int K, uint32_t *pk
     }
 }
 
+/* y[m, n] = bias[n] or 0 for n in [c0, c1): a product over K = 0 values. */
+static int gb_empty_k(int K, int M, int c0, int c1, const float *bias, float *y, size_t ldy) {
+    if (K > 0) return 0;
+    for (int m = 0; m < M; m++)
+        for (int n = c0; n < c1; n++) y[(size_t)m * ldy + n] = bias ? bias[n] : 0.0f;
+    return 1;
+}
+
 void as_gemm_bf16_xwt_packed(int M, int c0, int c1, int K, const uint16_t *x, size_t ldx, const uint32_t *pk,
                              const float *bias, float *y, size_t ldy) {
-    if (M <= 0 || c1 <= c0) return;
+    if (M <= 0 || c1 <= c0 || gb_empty_k(K, M, c0, c1, bias, y, ldy)) return;
 #ifdef GB_X86
     if (as_gemm_bf16_native()) {
         gp_native(M, c0, c1, K, x, sizeof *x, ldx, pk, bias, y, ldy, gx_tile_rows);
@@ -627,7 +635,7 @@ int as_gemm_f32_packed_native(void) {
 
 void as_gemm_f32_xwt_packed(int M, int c0, int c1, int K, const float *x, size_t ldx, const uint32_t *pk,
                             const float *bias, float *y, size_t ldy) {
-    if (M <= 0 || c1 <= c0) return;
+    if (M <= 0 || c1 <= c0 || gb_empty_k(K, M, c0, c1, bias, y, ldy)) return;
 #ifdef GB_X86
     if (as_gemm_f32_packed_native()) {
         gp_native(M, c0, c1, K, x, sizeof *x, ldx, pk, bias, y, ldy, gf_tile_rows);
@@ -656,7 +664,7 @@ size_t as_gemm_f32_xwt_bf16_scratch(int K) {
 
 void as_gemm_f32_xwt_bf16(int M, int N, int K, const float *x, size_t ldx, const uint16_t *w, size_t ldw,
                           const float *bias, float *y, size_t ldy, uint32_t *scratch) {
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0 || gb_empty_k(K, M, 0, N, bias, y, ldy)) return;
 #ifdef GB_X86
     if (as_gemm_f32_packed_native()) {
         /* blocks of 64 rows of W x GP_KB values of K packed as as_gemm_bf16_pack lays a
@@ -692,7 +700,7 @@ size_t as_gemm_f32_xwt_scratch(int K) { return K <= 0 ? 0 : (size_t)GB_NB * (siz
 
 void as_gemm_f32_xwt(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t ldw, int in_out,
                      const float *bias, float *y, size_t ldy, float *scratch) {
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0 || gb_empty_k(K, M, 0, N, bias, y, ldy)) return;
 #ifdef GB_X86
     if (as_gemm_f32_packed_native()) {
         /* blocks of 64 outputs x GW_KB values of K: nn.Linear's rows packed as [k][64]
@@ -760,7 +768,7 @@ size_t as_gemm_bf16_scratch(int K) { return 2 * (size_t)GB_NB * (size_t)K; }
 
 void as_gemm_bf16_xwt(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
                       const float *bias, float *y, size_t ldy, float *scratch) {
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0 || gb_empty_k(K, M, 0, N, bias, y, ldy)) return;
 #ifdef GB_X86
     if (as_gemm_bf16_native()) {
         gb_native(M, N, K, x, ldx, w, ldw, bias, y, ldy);

@@ -313,6 +313,31 @@ static void test_f32_weights(void **state) {
                 for (int in_out = 0; in_out < 2; in_out++) check_f32w(M, Ns[ni], Ks[ki], in_out, (M + in_out) & 1);
 }
 
+/* K = 0: every product gives the bias (or 0), native or scalar. */
+static void test_empty_k(void **state) {
+    (void)state;
+    float bias[5] = {1, 2, 3, 4, 5}, y[3 * 5], x[1] = {0}, sc[64];
+    uint16_t xb[1] = {0}, w[1] = {0};
+    uint32_t pk[64] = {0};
+    for (int fb = 0; fb < 2; fb++) {
+        as_gemm_bf16_force_fallback(fb);
+        for (int f = 0; f < 5; f++) {
+            for (int i = 0; i < 15; i++) y[i] = -7.0f;
+            const float *b = f & 1 ? NULL : bias;
+            switch (f) {
+            case 0: as_gemm_f32_xwt(3, 5, 0, x, 1, (const float *)x, 1, 0, b, y, 5, sc); break;
+            case 1: as_gemm_f32_xwt_bf16(3, 5, 0, x, 1, w, 1, b, y, 5, pk); break;
+            case 2: as_gemm_f32_xwt_packed(3, 0, 5, 0, x, 1, pk, b, y, 5); break;
+            case 3: as_gemm_bf16_xwt_packed(3, 0, 5, 0, xb, 1, pk, b, y, 5); break;
+            default: as_gemm_bf16_xwt(3, 5, 0, xb, 1, w, 1, b, y, 5, sc); break;
+            }
+            for (int i = 0; i < 15; i++)
+                if (y[i] != (b ? bias[i % 5] : 0.0f)) fail_msg("K = 0, product %d (scalar %d): y[%d] = %g", f, fb, i, y[i]);
+        }
+    }
+    as_gemm_bf16_force_fallback(0);
+}
+
 static void test_native_or_fallback(void **state) {
     (void)state;
     printf("    kernel: %s\n", as_gemm_bf16_native() ? "AVX-512 BF16" : "widening fallback");
@@ -412,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_packed_paths_agree),
         cmocka_unit_test(test_f32_weights),
+        cmocka_unit_test(test_empty_k),
         cmocka_unit_test(test_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
