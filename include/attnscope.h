@@ -278,8 +278,9 @@ const char *as_act_name(as_act a);
 const char *as_rope_scale_name(as_rope_scale k);
 
 /* Arithmetic of a model's linear maps. F32 (default): the products of the stored weights
- * in F32 (BF16 weights of the LLaMA family are widened block by block from the mapping,
- * never copied whole). BF16: activations and weights rounded to BF16 (round to nearest
+ * in F32 (BF16 weights of the LLaMA family are never copied whole: they are widened block
+ * by block from the mapping, or, on CPUs with AVX-512F, weight by weight inside the
+ * product). BF16: activations and weights rounded to BF16 (round to nearest
  * even), products summed in F32 — AVX-512 BF16 where the CPU has it, about twice the
  * F32 speed; F32/F16 checkpoints are converted to BF16 once. Norms, softmax, attention
  * and the residual stream stay F32. Its error against F32 is measured in

@@ -341,15 +341,21 @@ GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R,
     gt_acc_store(R, acc, y, ldy, m, n0, lo, hi);
 }
 
+/* TILE(r, ...) with the row count R (1..6) as a constant, so each count gets its own
+ * inlined copy of the tile with its accumulators in registers. */
+#define GB_ROWS(R, TILE, ...)                                                                                           \
+    switch (R) {                                                                                                       \
+    case 6: TILE(6, __VA_ARGS__); break;                                                                               \
+    case 5: TILE(5, __VA_ARGS__); break;                                                                               \
+    case 4: TILE(4, __VA_ARGS__); break;                                                                               \
+    case 3: TILE(3, __VA_ARGS__); break;                                                                               \
+    case 2: TILE(2, __VA_ARGS__); break;                                                                               \
+    default: TILE(1, __VA_ARGS__); break;                                                                              \
+    }
+
 GB_TARGET static void gx_tile_edge(int R, const uint16_t *x, size_t ldx, int m, int k0, int k1, const uint32_t *pk,
                                    float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
-    switch (R) {
-    case 5: gx_tile(5, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
-    case 4: gx_tile(4, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
-    case 3: gx_tile(3, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
-    case 2: gx_tile(2, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
-    default: gx_tile(1, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add); break;
-    }
+    GB_ROWS(R, gx_tile, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add)
 }
 
 GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t ldx, const uint16_t *w, size_t ldw,
@@ -426,14 +432,7 @@ GB_TARGET_F static inline __attribute__((always_inline)) void gf_tile(const int 
 
 GB_TARGET_F static void gf_tile_rows(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *blk,
                                      float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
-    switch (R) {
-    case 6: gf_tile(6, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
-    case 5: gf_tile(5, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
-    case 4: gf_tile(4, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
-    case 3: gf_tile(3, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
-    case 2: gf_tile(2, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
-    default: gf_tile(1, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add); break;
-    }
+    GB_ROWS(R, gf_tile, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add)
 }
 
 /* Rows m..m+R-1 of y[:, n0 + lo : n0 + hi) (+)= x[:, 0:kc] times F32 weights laid out
@@ -465,14 +464,7 @@ GB_TARGET_F static void gw_tile_rows(int R, const float *x, size_t ldx, int kc, 
         gw_tile(6, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, GB_NB, bias, add);
         return;
     }
-    switch (R) {
-    case 6: gw_tile(6, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
-    case 5: gw_tile(5, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
-    case 4: gw_tile(4, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
-    case 3: gw_tile(3, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
-    case 2: gw_tile(2, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
-    default: gw_tile(1, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add); break;
-    }
+    GB_ROWS(R, gw_tile, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add)
 }
 
 /* y[:, c0:c1) = x W^T + bias from W packed by as_gemm_bf16_pack, x of xsize bytes per
