@@ -73,9 +73,29 @@ typedef struct {
     int rel_stride;
 } attn_rule;
 
+/* Heads up to this wide take the AVX-512 F32 kernel for their scores (the keys' blocks
+ * packed on the stack, 64 KiB); wider ones sgemm. */
+#define ATTN_PACK_DH 256
+
+/* S (nr, nk; rows lds apart) = scale * Qh Kh^T: core/gemm_bf16.c's F32 kernel (each score
+ * summed in order along the head, then scaled, as sgemm's alpha does) where the CPU has
+ * AVX-512F, else sgemm. */
+static void attn_scores(int nr, int nk, int Dh, float scale, const float *qh, int ldq, const float *kh, int ldk,
+                        float *S, int lds) {
+    if (Dh <= ATTN_PACK_DH && as_gemm_f32_packed_native()) {
+        float pack[64 * ATTN_PACK_DH]; /* >= as_gemm_f32_xwt_scratch(Dh) */
+        as_gemm_f32_xwt(nr, nk, Dh, qh, (size_t)ldq, kh, (size_t)ldk, 0, NULL, S, (size_t)lds, pack);
+        if (scale != 1.0f)
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < nk; j++) S[(size_t)r * lds + j] *= scale;
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nk, Dh, scale, qh, ldq, kh, ldk, 0.0f, S, lds);
+}
+
 /* The attention probabilities of scaled dot-product attention (Vaswani et al. 2017,
  * eq. 1) of one query head reading one key/value head, for query rows [i0, i1), as one
- * block: S = Qh Kh^T * scale by one sgemm (then c tanh(S / c) with a soft cap c), with
+ * block: S = Qh Kh^T * scale by one product (attn_scores; then c tanh(S / c) with a soft cap c), with
  * disallowed keys set to AS_MASK_VALUE (Hugging Face adds finfo.min: padding keys, keys
  * after the query for causal models, keys before its window), P = softmax(S) by row.
  * The forward (attend_rows) and the recomputation of rows from captured q and k
@@ -88,7 +108,7 @@ static void attn_probs_rows(const float *keep, const attn_rule *ru, int T, int D
     /* a causal block's rows see keys < i1 only: the scores of the later keys are not
        computed (they are set to the mask below), half of a long causal input's products */
     int nk = ru->causal && i1 < T ? i1 : T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nk, Dh, ru->scale, qh, ldq, kh, ldk, 0.0f, S, T);
+    attn_scores(nr, nk, Dh, ru->scale, qh, ldq, kh, ldk, S, T);
     if (ru->bucket) /* T5 (Raffel et al. 2020, sec. 2.1): + the learned bias of the relative position's bucket */
         for (int r = 0; r < nr; r++) {
             const int32_t *b = ru->bucket + (size_t)(i0 + r) * T;
@@ -141,8 +161,11 @@ static void attend_rows(const float *keep, const attn_rule *ru, int T, int Dh, i
        i1 on, a sliding window's keys before its first row's window */
     int k1 = ru->causal && i1 < T ? i1 : T;
     int k0 = ru->window > 0 && i0 - ru->window + 1 > 0 ? i0 - ru->window + 1 : 0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, k1 - k0, 1.0f, Pv + k0, T, vh + (size_t)k0 * ldk,
-                ldk, 0.0f, ctx, ldq);
+    if (as_gemm_f32_packed_native()) /* V read where it lies: [keys, Dh] is the kernel's [in, out] */
+        as_gemm_f32_xwt(nr, Dh, k1 - k0, Pv + k0, T, vh + (size_t)k0 * ldk, ldk, 1, NULL, ctx, ldq, NULL);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, Dh, k1 - k0, 1.0f, Pv + k0, T,
+                    vh + (size_t)k0 * ldk, ldk, 0.0f, ctx, ldq);
 }
 
 /* The CAP_STATS statistics of one head's attention, accumulated over its real query rows

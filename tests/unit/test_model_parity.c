@@ -955,7 +955,7 @@ static void test_bf16_in_place_threads(void **state) {
  * with them forced off, OpenBLAS sgemm (F32) or widened blocks (BF16). Both forwards of
  * each family's fixture at T tokens (past 32; GPT-2's 64 positions keep it within its
  * Conv1D small kernel's rows, which test_gemm_bf16 covers) must agree to float rounding:
- * attentions within 1e-6, hidden states and logits within 1e-5 of their largest value. */
+ * attentions within 5e-6, hidden states and logits within 1e-5 of their largest value. */
 static double max_abs(const float *a, size_t n);
 static void test_f32_kernels_vs_sgemm(void **state) {
     (void)state;
@@ -994,7 +994,7 @@ static void test_f32_kernels_vs_sgemm(void **state) {
         double sh = max_abs(r[1]->hidden, nh), sl = nl ? max_abs(r[1]->logits, nl) : 1.0;
         printf("%s T=%d F32 kernels vs sgemm: attentions %.2e hidden %.2e (%.2e of max) logits %.2e (%.2e of max)\n",
                cases[i].name, T, da, dh, dh / sh, dl, dl / sl);
-        if (!(da <= 1e-6 && dh <= 1e-5 * sh && dl <= 1e-5 * sl))
+        if (!(da <= 5e-6 && dh <= 1e-5 * sh && dl <= 1e-5 * sl))
             fail_msg("%s: the F32 kernels and sgemm disagree", cases[i].name);
         differ += dh > 0.0;
         as_run_free(r[0]);
