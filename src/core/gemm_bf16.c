@@ -27,6 +27,14 @@
  * (the dot-product kernel's gb_sum4 and edge tiles were 15% of its time at K = 768); blocks
  * of GP_KB values of K per panel, the next block fetched into L2 meanwhile. Packing is a
  * transposition of 16 x 16 words at a time (gb_transpose16).
+ *
+ * F32 products on AVX-512F (precision f32), the same 6 x 64 tiles with one FMA per product
+ * in order along K: F32 x times that packed BF16 layout, each pair's weights widened in
+ * the tile by a shift (even K) or a mask (odd K) (as_gemm_f32_xwt_packed; on W as stored,
+ * blocks of 64 rows x GP_KB values packed per call: as_gemm_f32_xwt_bf16), and F32 x times
+ * F32 weights laid out [k][64] (as_gemm_f32_xwt: nn.Linear's rows transposed per call in
+ * blocks of GW_KB values, Conv1D's [in, out] rows read as they lie). Full tiles use plain
+ * loads (masked loads in the inner loop cost 10%).
  */
 #include "core/gemm_bf16.h"
 #include "core/core.h"

@@ -7,7 +7,11 @@
  * Also dx = dy W with W (K, N) row-major, on the same hardware (interleaved pairs of W's
  * rows packed block by block, as the dot-product instruction reads them), and y = x W^T
  * from W packed once into that layout (the fastest form: the forward's products).
- * What it does not: threads (callers split N), other transposed layouts.
+ * Also the F32 forward's products on AVX-512F, on the same tiles: F32 x times BF16 weights
+ * (packed once or block by block per call) and F32 x times F32 weights ([out, in] packed
+ * per call, [in, out] read in place), each sum in order along K.
+ * What it does not: threads (callers split N), other transposed layouts, the backward's
+ * F32 products (sgemm, core/gemm_small.c).
  */
 #ifndef AS_GEMM_BF16_H
 #define AS_GEMM_BF16_H
