@@ -361,7 +361,8 @@ GB_TARGET static inline __attribute__((always_inline)) void gx_tile(const int R,
     default: TILE(1, __VA_ARGS__); break;                                                                              \
     }
 
-GB_TARGET static void gx_tile_edge(int R, const uint16_t *x, size_t ldx, int m, int k0, int k1, const uint32_t *pk,
+/* gx_tile for R rows (1..6; x untyped: BF16 values), each count its own inlined copy. */
+GB_TARGET static void gx_tile_rows(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *pk,
                                    float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
     GB_ROWS(R, gx_tile, x, ldx, m, k0, k1, pk, y, ldy, n0, lo, hi, bias, add)
 }
@@ -388,7 +389,7 @@ GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t l
             }
             if (m < M) {
                 as_ahead_step(&ahead);
-                gx_tile_edge(M - m, x, ldx, m, k0, k1, pk, y, ldy, n0, 0, nc, NULL, add);
+                gx_tile_rows(M - m, x, ldx, m, k0, k1, pk, y, ldy, n0, 0, nc, NULL, add);
             }
         }
     }
@@ -399,12 +400,6 @@ GB_TARGET static void gx_native(int M, int N, int K, const uint16_t *x, size_t l
 /* Rows m..m+R-1 (R 1..6) of a packed product's tile (gx_tile's arguments, x untyped). */
 typedef void (*gp_tile_fn)(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *blk, float *y,
                            size_t ldy, int n0, int lo, int hi, const float *bias, int add);
-
-GB_TARGET static void gx_tile_rows(int R, const void *x, size_t ldx, int m, int k0, int k1, const uint32_t *blk,
-                                   float *y, size_t ldy, int n0, int lo, int hi, const float *bias, int add) {
-    if (R == 6) gx_tile(6, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add);
-    else gx_tile_edge(R, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add);
-}
 
 /* One pair step of the F32 tile: x[r][k] times the pair's low (even k) halves widened
  * to F32, then, when both, x[r][k + 1] times the high (odd k) halves: each lane's sum
@@ -443,19 +438,19 @@ GB_TARGET_F static void gf_tile_rows(int R, const void *x, size_t ldx, int m, in
     GB_ROWS(R, gf_tile, x, ldx, m, k0, k1, blk, y, ldy, n0, lo, hi, bias, add)
 }
 
-/* Rows m..m+R-1 of y[:, n0 + lo : n0 + hi) (+)= x[:, 0:kc] times F32 weights laid out
+/* Rows 0..R-1 of y[:, n0 : n0 + hi) (+)= x[:, 0:kc] times F32 weights laid out
  * [k][64 columns from n0], ldp floats from one k to the next (columns past hi not read):
  * the sums start as gx_tile's and go on along K in order, one FMA per product. */
-GB_TARGET_F static inline __attribute__((always_inline)) void gw_tile(const int R, const float *x, size_t ldx, int m,
-                                                                      int kc, const float *pw, size_t ldp, float *y,
-                                                                      size_t ldy, int n0, int lo, int hi,
-                                                                      const float *bias, int add) {
+GB_TARGET_F static inline __attribute__((always_inline)) void gw_tile(const int R, const float *x, size_t ldx, int kc,
+                                                                      const float *pw, size_t ldp, float *y,
+                                                                      size_t ldy, int n0, int hi, const float *bias,
+                                                                      int add) {
     __m512 acc[6][4];
-    gt_acc_init(R, acc, y, ldy, m, n0, lo, hi, bias, add);
+    gt_acc_init(R, acc, y, ldy, 0, n0, 0, hi, bias, add);
     const float *xr[6];
-    for (int r = 0; r < R; r++) xr[r] = x + (size_t)(m + r) * ldx;
+    for (int r = 0; r < R; r++) xr[r] = x + (size_t)r * ldx;
     __mmask16 mk[4];
-    for (int c = 0; c < 4; c++) mk[c] = gx_lanes(-16 * c, hi - 16 * c); /* columns before lo are in W too */
+    for (int c = 0; c < 4; c++) mk[c] = gx_lanes(0, hi - 16 * c);
     for (int k = 0; k < kc; k++) {
         const float *b = pw + (size_t)k * ldp;
         for (int c = 0; c < 4; c++) {
@@ -463,16 +458,16 @@ GB_TARGET_F static inline __attribute__((always_inline)) void gw_tile(const int 
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r][k]), w, acc[r][c]);
         }
     }
-    gt_acc_store(R, acc, y, ldy, m, n0, lo, hi);
+    gt_acc_store(R, acc, y, ldy, 0, n0, 0, hi);
 }
 
 GB_TARGET_F static void gw_tile_rows(int R, const float *x, size_t ldx, int kc, const float *pw, size_t ldp, float *y,
                                      size_t ldy, int n0, int hi, const float *bias, int add) {
     if (R == 6 && hi == GB_NB) { /* the common tile: every column, plain loads */
-        gw_tile(6, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, GB_NB, bias, add);
+        gw_tile(6, x, ldx, kc, pw, ldp, y, ldy, n0, GB_NB, bias, add);
         return;
     }
-    GB_ROWS(R, gw_tile, x, ldx, 0, kc, pw, ldp, y, ldy, n0, 0, hi, bias, add)
+    GB_ROWS(R, gw_tile, x, ldx, kc, pw, ldp, y, ldy, n0, hi, bias, add)
 }
 
 /* y[:, c0:c1) = x W^T + bias from W packed by as_gemm_bf16_pack, x of xsize bytes per

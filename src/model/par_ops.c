@@ -65,6 +65,11 @@ static int lin_conv_rows(const lin_scratch *sc, int width) {
     return r < 1 ? 1 : r > LIN_CONV_MAX_ROWS ? LIN_CONV_MAX_ROWS : (int)r;
 }
 
+/* Pool thread tid's scratch when it holds `need` floats (or 32-bit words), else NULL. */
+static float *lin_thread_scratch(const lin_scratch *sc, int tid, size_t need) {
+    return sc->conv && need <= sc->conv_per_thread ? sc->conv + (size_t)tid * sc->conv_per_thread : NULL;
+}
+
 /* y[:, j0:j1] = x W[j0:j1]^T (+ b[j0:j1]) with F32 weights w: past the small kernels' rows,
  * the AVX-512 F32 kernel (core/gemm_bf16.c: 8-20% ahead of sgemm with W cold,
  * bench/gemm_bf16_bench.c) when given its scratch `pack`, else sgemm. */
@@ -106,16 +111,14 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
         as_gemm_bf16_xwt_packed(T, j0, j1, l->n_in, xb, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
         return;
     }
-    if (!xb && !l->w && T > AS_GEMM_SMALL_MAX_ROWS && as_gemm_f32_packed_native() &&
-        as_gemm_f32_xwt_bf16_scratch(l->n_in) <= sc->conv_per_thread) {
+    float *pk = !xb && !l->w ? lin_thread_scratch(sc, tid, as_gemm_f32_xwt_bf16_scratch(l->n_in)) : NULL;
+    if (pk && T > AS_GEMM_SMALL_MAX_ROWS && as_gemm_f32_packed_native()) {
         /* BF16 weights in F32 arithmetic, the same sums whether packed whole or per call */
-        if (l->wpk) {
+        if (l->wpk)
             as_gemm_f32_xwt_packed(T, j0, j1, l->n_in, x, (size_t)l->n_in, l->wpk, l->b, y, (size_t)l->n_out);
-        } else {
-            uint32_t *pk = (uint32_t *)(sc->conv + (size_t)tid * sc->conv_per_thread);
+        else
             as_gemm_f32_xwt_bf16(T, j1 - j0, l->n_in, x, (size_t)l->n_in, l->wbf + (size_t)j0 * l->n_in,
-                                 (size_t)l->n_in, l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, pk);
-        }
+                                 (size_t)l->n_in, l->b ? l->b + j0 : NULL, y + j0, (size_t)l->n_out, (uint32_t *)pk);
         return;
     }
     if (l->wbf && xb) {
@@ -124,10 +127,8 @@ static void linear_cols(const lin_t *l, const float *x, const uint16_t *xb, int 
         return;
     }
     if (l->w) {
-        float *pack = as_gemm_f32_xwt_scratch(l->n_in) <= sc->conv_per_thread
-                          ? sc->conv + (size_t)tid * sc->conv_per_thread
-                          : NULL;
-        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1, pack);
+        linear_cols_f32(l, l->in_out ? l->w + j0 : l->w + (size_t)j0 * l->ldw, (size_t)l->ldw, x, T, y, j0, j1,
+                        lin_thread_scratch(sc, tid, as_gemm_f32_xwt_scratch(l->n_in)));
         return;
     }
     float *wf = sc->conv + (size_t)tid * sc->conv_per_thread; /* (rows, n_in) */
