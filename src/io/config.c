@@ -729,6 +729,14 @@ static as_status parse_longrope(const cfg_ctx *c, as_config *o, double max_pos_r
     return AS_OK;
 }
 
+/* llama3 and yarn scale the frequencies for original_max_position_embeddings x factor
+ * positions; checkpoints that enable them by adding rope_scaling (Qwen2.5's YaRN) keep the
+ * pre-extension max_position_embeddings, so the input limit is the larger of the two
+ * (transformers sets none), capped at AS_MAX_POSITIONS. */
+static void rope_extend_max_pos(as_config *o, double extended) {
+    if (extended > (double)o->max_pos) o->max_pos = extended < AS_MAX_POSITIONS ? (int)extended : AS_MAX_POSITIONS;
+}
+
 /* One rope_scaling / rope_parameters object r (its scope, e.g. "rope_scaling.", in rc).
  * Fills the scaling fields of o; rope_theta too when r holds one (transformers 5 moves it
  * there). allow_scaling 0 (Gemma 3's sliding layers): only "default" is accepted.
@@ -801,6 +809,7 @@ static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scal
                               c->path, QKEY(c, "high_freq_factor", qb), hi, lo);
         o->rope_scaling = ROPE_SCALE_LLAMA3;
         o->rope_factor = (float)f;
+        rope_extend_max_pos(o, orig * f);
         o->rope_low_freq_factor = (float)lo;
         o->rope_high_freq_factor = (float)hi;
         return AS_OK;
@@ -835,6 +844,7 @@ static as_status parse_rope_obj(const cfg_ctx *rc_, as_config *o, int allow_scal
     }
     o->rope_scaling = ROPE_SCALE_YARN;
     o->rope_factor = (float)f;
+    rope_extend_max_pos(o, orig * f);
     o->yarn_beta_fast = (float)(fast > 0 ? fast : 32.0);
     o->yarn_beta_slow = (float)(slow > 0 ? slow : 1.0);
     o->rope_attn_factor = (float)att;

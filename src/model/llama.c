@@ -95,6 +95,18 @@ static as_status bind_layer(as_model *m, int l, as_error *err) {
 /* Inverse frequencies of one rotary table (HF modeling_rope_utils) for a forward over
  * positions 0 .. n_pos - 1: theta^(-2i/R) for i < R/2, then the scaling of the global
  * layers. inv: (R/2). */
+/* theta ^ (2i / R) as transformers computes it in float32: the exponent
+ * arange(0, R, 2).float() / R rounded to float, the base (a Python float) cast to float,
+ * the power rounded once to float. The inverse frequencies built on it (1.0 / this, in
+ * float) then equal transformers' bit for bit, except for about one pair in a hundred
+ * where torch's vectorised powf is one ulp off. Computed in double instead, a fifth of
+ * them differed by an ulp, and an ulp on a frequency near 1 turns position 65,536 by
+ * 4e-3 rad. */
+static float rope_pos_freq(double theta, int i, int R) {
+    float e = (float)(2 * i) / (float)R;
+    return (float)pow((double)(float)theta, (double)e);
+}
+
 static void rope_freqs(const as_config *c, double theta, int scaled, int n_pos, float *inv, float *mscale) {
     int R = c->rope_dim, half = R / 2;
     *mscale = 1.0f;
@@ -103,14 +115,14 @@ static void rope_freqs(const as_config *c, double theta, int scaled, int n_pos, 
         double f = c->rope_factor, M = c->rope_orig_max_pos;
         theta *= pow(f * n_pos / M - (f - 1.0), (double)R / (R - 2));
     }
-    for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / pow(theta, (double)(2 * i) / R));
+    for (int i = 0; i < half; i++) inv[i] = 1.0f / rope_pos_freq(theta, i, R);
     if (!scaled) return;
     switch (c->rope_scaling) {
     case ROPE_SCALE_NONE: break;
     case ROPE_SCALE_DYNAMIC: break; /* in the base above */
     case ROPE_SCALE_LONGROPE: { /* divisors per pair: the long list past the original length */
         const float *ext = n_pos > c->rope_orig_max_pos ? c->rope_long_factor : c->rope_short_factor;
-        for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / (ext[i] * pow(theta, (double)(2 * i) / R)));
+        for (int i = 0; i < half; i++) inv[i] = 1.0f / (ext[i] * rope_pos_freq(theta, i, R));
         *mscale = c->rope_attn_factor;
         break;
     }
@@ -121,15 +133,16 @@ static void rope_freqs(const as_config *c, double theta, int scaled, int n_pos, 
                                  the factor, those below the high-frequency one kept,
                                  and the band between interpolated */
         double orig = c->rope_orig_max_pos, lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
-        double lo_wl = orig / lo, hi_wl = orig / hi;
+        float lo_wl = (float)(orig / lo), hi_wl = (float)(orig / hi), span = (float)(hi - lo);
+        float factor = c->rope_factor;
         for (int i = 0; i < half; i++) {
-            double f = inv[i], wl = 2.0 * LLAMA_PI / f;
-            if (wl > lo_wl) f = f / c->rope_factor;
+            float f = inv[i], wl = (float)(2.0 * LLAMA_PI) / f;
+            if (wl > lo_wl) f = f / factor;
             else if (wl >= hi_wl) {
-                double sm = (orig / wl - lo) / (hi - lo);
-                f = (1.0 - sm) * f / c->rope_factor + sm * f;
+                float sm = ((float)orig / wl - (float)lo) / span;
+                f = (1.0f - sm) * f / factor + sm * f;
             }
-            inv[i] = (float)f;
+            inv[i] = f;
         }
         break;
     }
@@ -144,11 +157,11 @@ static void rope_freqs(const as_config *c, double theta, int scaled, int n_pos, 
         if (hi > R - 1) hi = R - 1;
         if (lo == hi) hi += 0.001;
         for (int i = 0; i < half; i++) {
-            float pos_freq = (float)pow(theta, (double)(2 * i) / R);
+            float pos_freq = rope_pos_freq(theta, i, R);
             float extra = 1.0f / pos_freq, inter = 1.0f / ((float)factor * pos_freq);
-            double ramp = (i - lo) / (hi - lo);
+            float ramp = ((float)i - (float)lo) / (float)(hi - lo);
             ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-            float ef = (float)(1.0 - ramp);
+            float ef = 1.0f - ramp;
             inv[i] = inter * (1.0f - ef) + extra * ef;
         }
         *mscale = c->rope_attn_factor > 0 ? c->rope_attn_factor
@@ -189,11 +202,16 @@ as_status llama_bind(as_model *m, as_error *err) {
         float unused;
         if (!(m->rope_inv_freq = as_malloc_array(2 * (size_t)half, sizeof(float))))
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        rope_freqs(c, c->rope_theta, 1, 0, m->rope_inv_freq, &m->rope_mscale);
-        rope_freqs(c, c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta, c->rope_local_theta <= 0, 0,
-                   m->rope_inv_freq + half, &unused);
+        llama_rope_freqs(c, 0, 0, m->rope_inv_freq, &m->rope_mscale);
+        llama_rope_freqs(c, 1, 0, m->rope_inv_freq + half, &unused);
     }
     return AS_OK;
+}
+
+void llama_rope_freqs(const as_config *c, int local, int n_pos, float *inv, float *mscale) {
+    if (!local) rope_freqs(c, c->rope_theta, 1, n_pos, inv, mscale);
+    else if (c->rope_local_theta > 0) rope_freqs(c, c->rope_local_theta, 0, 0, inv, mscale);
+    else rope_freqs(c, c->rope_theta, 1, n_pos, inv, mscale);
 }
 
 as_status llama_rope_tables(const as_model *m, int T, int still, float *cs) {
@@ -204,7 +222,7 @@ as_status llama_rope_tables(const as_model *m, int T, int still, float *cs) {
     if (c->rope_scaling == ROPE_SCALE_DYNAMIC || c->rope_scaling == ROPE_SCALE_LONGROPE) {
         /* the global table depends on the length; the local one (Gemma 3) is unscaled */
         if (!(grown = as_malloc_array((size_t)half, sizeof(float)))) return AS_ERR_INTERNAL;
-        rope_freqs(c, c->rope_theta, 1, T, grown, &mscale);
+        llama_rope_freqs(c, 0, T, grown, &mscale);
         inv = grown;
     }
     op_rope_table(cs, T, still, inv, R, mscale);

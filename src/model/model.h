@@ -416,6 +416,11 @@ void distilbert_embed_sum(const as_model *m, const emb_in *in, float *e);
 void bart_embed(const as_model *m, const emb_in *in, float *x);
 /* LLaMA family: word embeddings (times emb_scale for Gemma) into x (T, D). */
 void llama_embed(const as_model *m, const emb_in *in, float *x);
+/* LLaMA family: the rope_dim / 2 inverse frequencies (in float, as transformers computes
+ * them) of the global layers (local 0) or of Gemma 3's sliding layers (local 1: the
+ * unscaled rope_local_base_freq ones; other families' local table is the global one) in a
+ * forward over n_pos positions (0: as bound at load), and the factor on cos and sin. */
+void llama_rope_freqs(const as_config *c, int local, int n_pos, float *inv, float *mscale);
 /* LLaMA family: the cos / sin tables (op_rope_table) of a forward over T positions (all 0
  * when still) into cs (2, T, rope_dim): the global layers' (with their factor on cos and
  * sin), then the local (Gemma 3 sliding) layers'. The frequencies are those bound at load

@@ -775,6 +775,33 @@ static void test_llm_rope(void **state) {
     parse_ok(j, &c);
     assert_true(c.rope_attn_factor == 1.5f && c.yarn_beta_fast == 16.0f && c.yarn_beta_slow == 2.0f);
     assert_int_equal(c.rope_orig_max_pos, 2048); /* default: max_position_embeddings */
+    assert_int_equal(c.max_pos, 4096);           /* inputs up to original x factor */
+    as_config_clear(&c);
+    /* Qwen2.5's YaRN: max_position_embeddings stays 32768, inputs run to 4x (capped) */
+    llm_with(j, sizeof j, "qwen2",
+             ",\"max_position_embeddings\":8000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,"
+             "\"original_max_position_embeddings\":8000}");
+    parse_ok(j, &c);
+    assert_int_equal(c.max_pos, 32000);
+    as_config_clear(&c);
+    llm_with(j, sizeof j, "qwen2",
+             ",\"max_position_embeddings\":32768,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,"
+             "\"original_max_position_embeddings\":32768}");
+    parse_ok(j, &c);
+    assert_int_equal(c.max_pos, AS_MAX_POSITIONS);
+    as_config_clear(&c);
+    /* llama3: max_position_embeddings above original x factor stays the limit */
+    llm_with(j, sizeof j, "llama",
+             ",\"max_position_embeddings\":20000,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":2.0,"
+             "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}");
+    parse_ok(j, &c);
+    assert_int_equal(c.max_pos, 20000);
+    as_config_clear(&c);
+    llm_with(j, sizeof j, "llama",
+             ",\"max_position_embeddings\":1000,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+             "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":1000}");
+    parse_ok(j, &c);
+    assert_int_equal(c.max_pos, 8000);
     as_config_clear(&c);
     llm_with(j, sizeof j, "llama",
              ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":40,\"mscale\":0.707,"
