@@ -54,7 +54,7 @@ def rand_config(r):
     Dh = r.choice([4, 6, 10, 16, 18, 32, 34, 64, 72, 130, 264]) if fam != "phi3" else None
     D = r.choice([16, 24, 40, 48, 64, 96, 136, 200])
     if fam == "phi3":  # Phi-3 has no head_dim key: hidden / heads, even
-        D = H * r.choice([4, 8, 12, 16, 24, 36])  # rotary dim even at every partial factor
+        D = H * r.choice([4, 8, 12, 16, 24, 36])
     L = r.choice([1, 2, 3, 4])
     extra = dict(head_dim=Dh, rms_norm_eps=r.choice([1e-6, 1e-5]),
                  rope_theta=r.choice([100.0, 10000.0, 500000.0]),
@@ -80,7 +80,8 @@ def rand_config(r):
             if r.random() < 0.3:
                 extra["layer_types"] = [r.choice(["sliding_attention", "full_attention"]) for _ in range(L)]
     if fam == "phi3":
-        extra.update(partial_rotary_factor=r.choice([1.0, 0.5, 0.75]), pad_token_id=0,
+        prf = [f for f in (1.0, 0.5, 0.75) if int(D // H * f) % 2 == 0]
+        extra.update(partial_rotary_factor=r.choice(prf), pad_token_id=0,
                      original_max_position_embeddings=extra["max_position_embeddings"])
     mp = extra["max_position_embeddings"]
     rt = r.choice(["none", "none", "linear", "dynamic", "llama3", "yarn", "longrope"])
@@ -141,12 +142,15 @@ def main():
         P = round_to(G.make_params(Init(seed * 1000 + i), c, pre), dtype)
         c["torch_dtype"] = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[dtype]
         T = r.randint(1, max_t)
-        if "original_max_position_embeddings" in c and c.get("rope_scaling") and T <= c["max_position_embeddings"]:
-            pass
-        if c.get("rope_scaling") is None and T > c["max_position_embeddings"]:
-            T = c["max_position_embeddings"]
-        if (c.get("rope_scaling") or {}).get("type") == "longrope" and T > c["max_position_embeddings"]:
-            T = c["max_position_embeddings"]
+        # the engine's input limit: max_position_embeddings; none with dynamic NTK; for
+        # llama3 / yarn at least original_max_position_embeddings x factor
+        rs = c.get("rope_scaling") or {}
+        kind = rs.get("rope_type", rs.get("type"))
+        limit = c["max_position_embeddings"]
+        if kind in ("llama3", "yarn"):
+            limit = max(limit, int(rs.get("original_max_position_embeddings", limit) * rs["factor"]))
+        if kind != "dynamic":
+            T = min(T, limit)
         g = torch.Generator().manual_seed(seed * 1000 + i)
         ids = torch.cat([torch.tensor([c["bos_token_id"]]), torch.randint(4, c["vocab_size"], (T - 1,), generator=g)])
         mask = torch.ones_like(ids)
@@ -175,8 +179,6 @@ def main():
         ok = True
         for k in KEYS:
             if k not in got:
-                if k in ("queries_pre_rope", "keys_pre_rope"):
-                    pass
                 print(f"{desc}  MISSING {k}")
                 ok = False
                 continue
