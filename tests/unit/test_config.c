@@ -777,32 +777,25 @@ static void test_llm_rope(void **state) {
     assert_int_equal(c.rope_orig_max_pos, 2048); /* default: max_position_embeddings */
     assert_int_equal(c.max_pos, 4096);           /* inputs up to original x factor */
     as_config_clear(&c);
-    /* Qwen2.5's YaRN: max_position_embeddings stays 32768, inputs run to 4x (capped) */
-    llm_with(j, sizeof j, "qwen2",
-             ",\"max_position_embeddings\":8000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,"
-             "\"original_max_position_embeddings\":8000}");
-    parse_ok(j, &c);
-    assert_int_equal(c.max_pos, 32000);
-    as_config_clear(&c);
-    llm_with(j, sizeof j, "qwen2",
-             ",\"max_position_embeddings\":32768,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,"
-             "\"original_max_position_embeddings\":32768}");
-    parse_ok(j, &c);
-    assert_int_equal(c.max_pos, AS_MAX_POSITIONS);
-    as_config_clear(&c);
-    /* llama3: max_position_embeddings above original x factor stays the limit */
-    llm_with(j, sizeof j, "llama",
-             ",\"max_position_embeddings\":20000,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":2.0,"
-             "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}");
-    parse_ok(j, &c);
-    assert_int_equal(c.max_pos, 20000);
-    as_config_clear(&c);
-    llm_with(j, sizeof j, "llama",
-             ",\"max_position_embeddings\":1000,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
-             "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":1000}");
-    parse_ok(j, &c);
-    assert_int_equal(c.max_pos, 8000);
-    as_config_clear(&c);
+    /* the input limit with llama3 / yarn: the larger of max_position_embeddings and
+       original x factor, capped (Qwen2.5 enables YaRN keeping max_position_embeddings) */
+    static const struct { const char *type, *extra; int max_pos, orig, want; double factor; } lim[] = {
+        {"yarn", "", 8000, 8000, 32000, 4.0},
+        {"yarn", "", 32768, 32768, AS_MAX_POSITIONS, 4.0},
+        {"llama3", ",\"low_freq_factor\":1.0,\"high_freq_factor\":4.0", 20000, 8192, 20000, 2.0},
+        {"llama3", ",\"low_freq_factor\":1.0,\"high_freq_factor\":4.0", 1000, 1000, 8000, 8.0},
+    };
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++) {
+        char extra[512];
+        snprintf(extra, sizeof extra,
+                 ",\"max_position_embeddings\":%d,\"rope_scaling\":{\"rope_type\":\"%s\",\"factor\":%g,"
+                 "\"original_max_position_embeddings\":%d%s}",
+                 lim[i].max_pos, lim[i].type, lim[i].factor, lim[i].orig, lim[i].extra);
+        llm_with(j, sizeof j, "qwen2", extra);
+        parse_ok(j, &c);
+        assert_int_equal(c.max_pos, lim[i].want);
+        as_config_clear(&c);
+    }
     llm_with(j, sizeof j, "llama",
              ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":40,\"mscale\":0.707,"
              "\"mscale_all_dim\":1.0,\"original_max_position_embeddings\":1024}");

@@ -1249,6 +1249,23 @@ static void test_precision_bf16(void **state) {
  * op_rope_table's cos / sin rows at positions up to 65,535 within 3e-7 where the
  * frequency is the same, else within what the frequency's difference turns the angle
  * by (an ulp on a frequency near 1 turns position 65,535 by 4e-3 rad). */
+/* rope_tables.safetensors: entry i's metadata "i.key" and tensor "i.name" (must exist) */
+static const char *rope_meta(const st_file *f, int i, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "%d.%s", i, key);
+    const char *v = st_file_metadata(f, k);
+    if (!v) fail_msg("rope_tables.safetensors: no metadata %s", k);
+    return v;
+}
+
+static const st_tensor *rope_tensor(const st_file *f, int i, const char *name) {
+    char k[64];
+    snprintf(k, sizeof k, "%d.%s", i, name);
+    const st_tensor *t = st_file_find(f, k);
+    if (!t) fail_msg("rope_tables.safetensors: no tensor %s", k);
+    return t;
+}
+
 static void test_rope_long_positions(void **state) {
     (void)state;
     st_file *f = NULL;
@@ -1260,36 +1277,19 @@ static void test_rope_long_positions(void **state) {
     int n = atoi(ns), pairs = 0, inexact = 0;
     assert_true(n >= 10);
     for (int i = 0; i < n; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "%d.config", i);
-        const char *js = st_file_metadata(f, key);
-        snprintf(key, sizeof key, "%d.local", i);
-        const char *ls = st_file_metadata(f, key);
-        snprintf(key, sizeof key, "%d.T", i);
-        const char *ts = st_file_metadata(f, key);
-        snprintf(key, sizeof key, "%d.name", i);
-        const char *name = st_file_metadata(f, key);
-        assert_true(js && ls && ts && name);
+        const char *js = rope_meta(f, i, "config"), *name = rope_meta(f, i, "name");
         as_config c;
         if (as_config_parse(js, strlen(js), name, &c, &err) != AS_OK) fail_msg("%s: %s", name, err.msg);
-        const int half = c.rope_dim / 2, T = atoi(ts);
-        char tn[64];
-        snprintf(tn, sizeof tn, "%d.inv", i);
-        const st_tensor *ti = st_file_find(f, tn);
-        snprintf(tn, sizeof tn, "%d.pos", i);
-        const st_tensor *tp = st_file_find(f, tn);
-        snprintf(tn, sizeof tn, "%d.cos", i);
-        const st_tensor *tc = st_file_find(f, tn);
-        snprintf(tn, sizeof tn, "%d.sin", i);
-        const st_tensor *tsn = st_file_find(f, tn);
-        assert_true(ti && tp && tc && tsn);
+        const int half = c.rope_dim / 2, T = atoi(rope_meta(f, i, "T"));
+        const st_tensor *ti = rope_tensor(f, i, "inv"), *tp = rope_tensor(f, i, "pos");
+        const st_tensor *tc = rope_tensor(f, i, "cos"), *tsn = rope_tensor(f, i, "sin");
         assert_int_equal(ti->shape[0], half);
         float *want = copy_data(ti), *wc = copy_data(tc), *ws = copy_data(tsn);
         int32_t *pos = copy_data(tp);
         int np = (int)tp->shape[0];
         float *inv = malloc((size_t)half * sizeof *inv), mscale = 0;
         assert_non_null(inv);
-        llama_rope_freqs(&c, atoi(ls), T, inv, &mscale);
+        llama_rope_freqs(&c, atoi(rope_meta(f, i, "local")), T, inv, &mscale);
         int diff = 0;
         for (int j = 0; j < half; j++) {
             if (inv[j] == want[j]) continue;
