@@ -1249,22 +1249,17 @@ static void test_precision_bf16(void **state) {
  * op_rope_table's cos / sin rows at positions up to 65,535 within 3e-7 where the
  * frequency is the same, else within what the frequency's difference turns the angle
  * by (an ulp on a frequency near 1 turns position 65,535 by 4e-3 rad). */
-/* rope_tables.safetensors: entry i's metadata "i.key" and tensor "i.name" (must exist) */
-static const char *rope_meta(const st_file *f, int i, const char *key) {
+/* rope_tables.safetensors: entry i's metadata "i.key" (tensor 0) or tensor "i.key" (tensor 1);
+ * fails the test when absent. */
+static const void *rope_entry(const st_file *f, int i, const char *key, int tensor) {
     char k[64];
     snprintf(k, sizeof k, "%d.%s", i, key);
-    const char *v = st_file_metadata(f, k);
-    if (!v) fail_msg("rope_tables.safetensors: no metadata %s", k);
+    const void *v = tensor ? (const void *)st_file_find(f, k) : (const void *)st_file_metadata(f, k);
+    if (!v) fail_msg("rope_tables.safetensors: no %s %s", tensor ? "tensor" : "metadata", k);
     return v;
 }
-
-static const st_tensor *rope_tensor(const st_file *f, int i, const char *name) {
-    char k[64];
-    snprintf(k, sizeof k, "%d.%s", i, name);
-    const st_tensor *t = st_file_find(f, k);
-    if (!t) fail_msg("rope_tables.safetensors: no tensor %s", k);
-    return t;
-}
+#define rope_meta(f, i, key) ((const char *)rope_entry(f, i, key, 0))
+#define rope_tensor(f, i, key) ((const st_tensor *)rope_entry(f, i, key, 1))
 
 static void test_rope_long_positions(void **state) {
     (void)state;
