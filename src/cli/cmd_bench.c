@@ -22,8 +22,9 @@ static const char *BENCH_HELP =
     "Times R (default 5, after one warm-up) forward passes of N seeded random tokens\n"
     "with full capture (or --capture; none = the logits only) and prints the median\n"
     "and minimum ms, the forward's GFLOP/s, the sgemm peak GFLOP/s measured in the same\n"
-    "run on the model's feed-forward shape (N x D x F), their ratio, captured MB and\n"
-    "peak RSS MB. --layer L captures layer L only (as `attnscope run --layer`: the\n"
+    "run on the model's feed-forward shape (N x D x F) with the OpenBLAS kernels named\n"
+    "(openblas_core: OPENBLAS_CORETYPE's, else those of the CPU OpenBLAS detects),\n"
+    "their ratio, captured MB and peak RSS MB. --layer L captures layer L only (as `attnscope run --layer`: the\n"
     "forward stops after layer L unless logits are captured; GFLOP/s counts the layers\n"
     "computed and the logits' product). --precision bf16 multiplies in BF16 (see\n"
     "`attnscope run --help`). --saliency times sal_compute instead (gradient saliency\n"
@@ -251,9 +252,13 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     if (s2s) printf("encoder-decoder  target_tokens %d\n", tgt.n);
-    printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s%s\n", dir, T, threads ? threads : as_n_cores(),
-           R, as_precision_name(prec), prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "",
-           saliency ? "  saliency" : "");
+    /* OpenBLAS's kernels (OPENBLAS_CORETYPE or its CPU detection) set sgemm_peak_gflops and
+       the products that stay sgemm's: on an AVX-512 CPU, Haswell's are half as fast */
+    const char *core = openblas_get_corename();
+    printf("model %s  tokens %d  threads %d  repeat %d  precision %s%s%s  openblas_core %s\n", dir, T,
+           threads ? threads : as_n_cores(), R, as_precision_name(prec),
+           prec == AS_PRECISION_BF16 && !as_cpu_bf16() ? " (no AVX-512 BF16: widened)" : "", saliency ? "  saliency" : "",
+           core && *core ? core : "unknown");
     size_t w_res = 0, w_huge = 0; /* the mapped weights' pages: 2 MiB ones spare TLB misses */
     as_model_weight_pages(m, &w_res, &w_huge);
     printf("median_ms %.2f  min_ms %.2f  gflop %.2f  gflops %.1f  sgemm_peak_gflops %.1f  "
