@@ -3,8 +3,10 @@
  * sequence from a source), recording every step's attention row of the choosing position.
  * Part of the tools' API (see attnscope.h): `attnscope generate` and the server's generate
  * route are built on it, so both give the same tokens and rows for the same options.
- * Each step runs the whole sequence so far again (no key/value cache: the forward keeps
- * none) and takes the last position's logits: greedy argmax at temperature 0, else a draw
+ * Decoder-only models whose RoPE does not depend on the length (GPT-2, the LLaMA family
+ * but dynamic NTK and LongRoPE) run on a key/value cache: the prompt in one forward, then
+ * one token per step (model_forward_step); the others run the whole sequence so far again
+ * at each step. Each step takes the last position's logits: greedy argmax at temperature 0, else a draw
  * from softmax(logits / temperature) over the top-k ids, from a splitmix64 stream seeded
  * by the seed (Steele et al. 2014), so a seed gives the same tokens. Before the pick the
  * logits pass Hugging Face generate's configured processors as beam search does
@@ -29,6 +31,8 @@ typedef struct {
     int stop_eos;       /* stop after the model's end-of-sequence token */
     int rows;           /* record each step's attention rows (gen_result.rows) */
     int threads;        /* threads of each forward; 0 = the default */
+    int full_forward;   /* 1: every step runs the whole sequence again, even where a key/value
+                           cache serves the model (the reference the cache is checked against) */
 } gen_opts;
 
 typedef struct {

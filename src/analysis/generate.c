@@ -1,10 +1,13 @@
-/* generate.c — autoregressive generation on the one forward (attnscope/generate.h): each
- * step a whole as_forward (as_forward_seq2seq for encoder-decoder models) of the sequence
- * so far, the next id picked from the last position's logits, and optionally every head's
- * attention row of that position kept. It does not tokenize, print or write files (the
- * CLI's generate command and the server's generate route do).
+/* generate.c — autoregressive generation on the one forward (attnscope/generate.h): for
+ * decoder-only models a key/value cache (model_forward_step: the prompt once, then one
+ * token per step), else each step a whole as_forward (as_forward_seq2seq for
+ * encoder-decoder models) of the sequence so far; the next id picked from the last
+ * position's logits, and optionally every head's attention row of that position kept. It
+ * does not tokenize, print or write files (the CLI's generate command and the server's
+ * generate route do).
  */
 #include "attnscope/generate.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -85,6 +88,43 @@ void gen_process_logits(const as_config *c, const int32_t *ids, int cur, int max
     if (cur == max_len - 1 && c->forced_eos_token_id >= 0) gen_force_row(row, c->vocab_size, c->forced_eos_token_id);
 }
 
+/* Picks the next id from row (the last position's logits), appends it and, when the
+ * steps record rows, copies the step's rows of kr keys into g->rows (stride K): layer l's
+ * head h's from at + (l H + h) hs. Lowers *cap at an end-of-sequence id with stop_eos. */
+static void gen_take(const as_config *c, const gen_opts *o, int K, int max_len, float *row, gen_cand *order,
+                     uint64_t *rng, const float *at, int kr, size_t hs, gen_result *g, int *cap) {
+    int V = c->vocab_size;
+    gen_process_logits(c, g->ids, g->T, max_len, row);
+    int next = gen_pick(row, V, o, rng, order);
+    for (int l = 0; g->rows && l < g->L; l++)
+        for (int h = 0; h < g->H; h++)
+            memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * K, at + ((size_t)l * g->H + h) * hs,
+                   (size_t)kr * sizeof(float));
+    g->gen[g->steps++] = g->ids[g->T++] = next;
+    if (o->stop_eos && gen_is_eos(c, next)) *cap = g->T;
+}
+
+/* The steps on a key/value cache: the prompt in one step, then each new id. */
+static as_status gen_loop_cached(const as_model *m, const gen_opts *o, int cap, gen_result *g, float *row,
+                                 gen_cand *order, as_error *err) {
+    const as_config *c = as_model_config(m);
+    int max_len = cap;
+    uint64_t rng = o->seed;
+    model_kv kv;
+    as_status s = model_kv_init(m, cap, &kv, err);
+    if (s) return s;
+    float *at = g->rows ? as_malloc_array(as_mul_size((size_t)g->L * g->H, (size_t)cap), sizeof(float)) : NULL;
+    if (g->rows && !at) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    while (!s && g->T < cap) {
+        int first = kv.n; /* the ids not yet through the model: the prompt, then the last pick */
+        if (!(s = model_forward_step(m, &kv, g->ids + first, g->T - first, o->threads, row, at, err)))
+            gen_take(c, o, cap, max_len, row, order, &rng, at, kv.n, (size_t)kv.n, g, &cap);
+    }
+    free(at);
+    model_kv_free(&kv);
+    return s;
+}
+
 /* Runs the steps: g->ids grows from g->T = prompt_len up to cap tokens. Rows are laid
  * out (steps, L, H, K) with K = cap for causal models until the end. */
 static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_opts *o, int cap, gen_result *g,
@@ -100,6 +140,10 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     }
     as_status s = AS_OK;
+    if (!src && !o->full_forward && model_kv_supported(m)) {
+        s = gen_loop_cached(m, o, cap, g, row, order, err);
+        cap = g->T; /* done */
+    }
     while (!s && g->T < cap) {
         as_encoding enc = {0};
         as_run *r = NULL;
@@ -111,14 +155,9 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
             const as_run *lr = src ? r->dec : r, *ar = src ? r->cross : r;
             int T = g->T, kr = src ? g->K : T;
             memcpy(row, lr->logits + (size_t)(T - 1) * V, (size_t)V * sizeof *row);
-            gen_process_logits(c, g->ids, T, max_len, row);
-            int next = gen_pick(row, V, o, &rng, order);
-            for (int l = 0; g->rows && l < g->L; l++)
-                for (int h = 0; h < g->H; h++)
-                    memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * K,
-                           as_run_attn(ar, l, h) + (size_t)(T - 1) * kr, (size_t)kr * sizeof(float));
-            g->gen[g->steps++] = g->ids[g->T++] = next;
-            if (o->stop_eos && gen_is_eos(c, next)) cap = g->T;
+            /* the last position's row of every head: rows of (T, kr), heads T kr apart */
+            const float *at = g->rows ? as_run_attn(ar, 0, 0) + (size_t)(T - 1) * kr : NULL;
+            gen_take(c, o, K, max_len, row, order, &rng, at, kr, (size_t)T * kr, g, &cap);
         }
         as_run_free(r);
         as_encoding_free(&enc);

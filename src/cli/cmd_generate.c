@@ -1,7 +1,9 @@
 /* cmd_generate.c — `attnscope generate`: autoregressive continuation of a prompt by a
  * model with a causal-LM head (GPT-2, the LLaMA family) on the one forward (as_forward).
- * Each step runs the whole sequence so far again (no key/value cache: the forward keeps
- * none) and takes the last position's logits: greedy argmax at temperature 0, else a
+ * Decoder-only models run the prompt once and then one token per step on a key/value
+ * cache (model_forward_step; not for dynamic NTK or LongRoPE, whose frequencies follow
+ * the length, nor with --full-forward, where each step runs the whole sequence again).
+ * Each step takes the last position's logits: greedy argmax at temperature 0, else a
  * draw from softmax(logits / temperature) over the top-k ids, from a splitmix64 stream
  * seeded by --seed (Steele et al. 2014), so a seed gives the same text. With --out, the
  * final sequence's run (the file `attnscope run` writes, JSON or npz) plus the generated
@@ -27,7 +29,7 @@ static const char *GEN_HELP =
     "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--target-ids 2,...]\n"
     "                          [--capture attentions|all|attn,scores,qkv,hidden,logits]\n"
     "                          [--beams N [--length-penalty 1] [--early-stopping] [--num-return 1]]\n"
-    "                          [--precision f32|bf16] [--threads N] [--quiet]\n"
+    "                          [--precision f32|bf16] [--threads N] [--full-forward] [--quiet]\n"
     "\n"
     "Continues the prompt (tokenized with the model's special tokens, e.g. BOS) by up to\n"
     "--max-new tokens with the model's LM head and prints the prompt and its continuation.\n"
@@ -38,7 +40,11 @@ static const char *GEN_HELP =
     "--stop-at-eos stops after any id of the config's eos_token_id. As Hugging Face's\n"
     "generate, the config's bad_words_ids are never generated and forced_bos_token_id /\n"
     "forced_eos_token_id force the first / last token (see --beams). Generation stops at the\n"
-    "model's positions. Each step runs the whole sequence again (no key/value cache).\n"
+    "model's positions. Decoder-only models (GPT-2, the LLaMA family) read the prompt once\n"
+    "and then one token per step, keeping every layer's keys and values (a key/value\n"
+    "cache); --full-forward runs the whole sequence again at each step instead (as do\n"
+    "encoder-decoder models, and RoPE scalings that follow the length: dynamic, longrope).\n"
+    "Both give the same tokens and rows to rounding.\n"
     "--precision bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"
     "\n"
     "--out writes the final sequence as `attnscope run` writes it (JSON, or npz for a name\n"
@@ -71,7 +77,7 @@ static const char *GEN_HELP =
 
 typedef struct {
     const char *model, *text, *ids, *out, *capture, *target_ids;
-    int max_new, top_k, seed, stop_eos, threads, quiet;
+    int max_new, top_k, seed, stop_eos, threads, quiet, full_forward;
     as_precision precision;
     double temperature; /* < 0: not given */
     int beams, num_return, early_stopping; /* num_return 0: not given */
@@ -87,6 +93,10 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
         }
         if (!strcmp(o, "--quiet")) {
             a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(o, "--full-forward")) {
+            a->full_forward = 1;
             continue;
         }
         if (!strcmp(o, "--early-stopping")) {
@@ -259,7 +269,8 @@ int cmd_generate(int argc, char **argv) {
     }
     const as_encoding *src = c->n_dec_layer ? &enc : NULL;
     gen_opts o = {.max_new = a.max_new, .temperature = a.temperature, .top_k = a.top_k, .seed = (uint64_t)a.seed,
-                  .stop_eos = a.stop_eos, .rows = a.out && (what & CAP_ATTN), .threads = a.threads};
+                  .stop_eos = a.stop_eos, .rows = a.out && (what & CAP_ATTN), .threads = a.threads,
+                  .full_forward = a.full_forward};
     if (gen_generate(m, src, seq->ids, n, &o, &g, &err) ||
         (a.out && gen_write(m, &a, what, g.ids, g.T, &g, src, &err))) {
         rc = cli_fail(&err);

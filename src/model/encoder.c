@@ -55,6 +55,12 @@ typedef struct {
     const float *keep_mem; /* (Tm) 1 for real source tokens, 0 for padding */
     int Tm;
     as_run *xr;            /* the run capturing the cross-attention */
+    /* a generation step (model_forward_step): the rows are positions pos0 .. pos0 + T - 1,
+       their keys and values join kv, and attention reads all pos0 + T of kv's */
+    model_kv *kv;
+    int pos0;
+    int rope_T;            /* positions in each rotary table: T, or pos0 + T in a step */
+    float *rows;           /* (H, pos0 + T) the current layer's attention rows of the last position, or NULL */
     float *block;
 } fwd_ws;
 
@@ -289,8 +295,12 @@ typedef struct {
     unsigned what;
     int l, T, Dh, H, Hkv;
     attn_rule rule;
-    int Tk;              /* keys: 0 = T (self-attention), else the encoder output's rows */
+    int Tk;              /* keys: 0 = T (self-attention), else the encoder output's rows or,
+                            in a generation step, the cache's */
     const float *keep;   /* (Tk) keys' mask; NULL = ws->keep */
+    int q0;              /* position of the first query row (a generation step's pos0) */
+    const float *kc, *vc; /* (Tk, Hkv Dh) keys and values to read instead of ws->k, ws->v */
+    float *rows;         /* (H, Tk) the last query row's probabilities of every head, or NULL */
 } attn_job;
 
 /* Attention knockout (as_intervention) of layer l, query head h in the probabilities P
@@ -370,20 +380,21 @@ static void attn_task(void *ctx, int h, int tid) {
         size_t SS = (size_t)r->thumb * r->thumb;
         thumb_init(&th, r->thumb, T, r->thumb_max + slot * SS, r->thumb_mean + slot * SS);
     }
-    for (int i0 = 0; i0 < T; i0 += ATTN_ROW_BLOCK) {
+    const float *kh = (j->kc ? j->kc : ws->k) + (size_t)g * Dh, *vh = (j->vc ? j->vc : ws->v) + (size_t)g * Dh;
+    for (int i0 = 0; i0 < T; i0 += ATTN_ROW_BLOCK) { /* rows of the buffers; positions q0 + i */
         int i1 = i0 + ATTN_ROW_BLOCK < T ? i0 + ATTN_ROW_BLOCK : T;
         float *S = Sf ? Sf + (size_t)i0 * Tk : ws->s + (size_t)tid * RT;
         float *P = Pf ? Pf + (size_t)i0 * Tk : ws->p + (size_t)tid * RT;
         /* with dropout P is the tape's, so the probabilities scratch holds P * mask */
         const float *dm = tl && tl->m_attn ? tl->m_attn + (size_t)h * TT + (size_t)i0 * T : NULL;
-        attend_rows(keep, &ru, Tk, Dh, i0, i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
-                    ws->k + (size_t)g * Dh, ws->v + (size_t)g * Dh, ldk, S, P, dm, ws->p + (size_t)tid * RT,
-                    ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
+        attend_rows(keep, &ru, Tk, Dh, j->q0 + i0, j->q0 + i1, ws->q + (size_t)i0 * ldq + (size_t)h * Dh, ldq, kh,
+                    vh, ldk, S, P, dm, ws->p + (size_t)tid * RT, ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh);
         if (ws->iv && j->Tk <= 0)
             knockout_rows(ws->iv, l, h, T, Dh, i0, i1, P, ws->v + (size_t)g * Dh, ldk,
                           ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh, ldq);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
         if (thumbs) thumb_rows(P, &ru, i0, i1, &th);
+        if (j->rows && i1 == T) memcpy(j->rows + (size_t)h * Tk, P + (size_t)(T - 1 - i0) * Tk, (size_t)Tk * sizeof(float));
     }
     if (cap && (j->what & CAP_STATS)) head_stats_out(&st, r->head_stats + slot * AS_HEAD_N_STATS);
     if (cP && Pf != cP) memcpy(cP, Pf, TT * sizeof(float));
@@ -401,10 +412,11 @@ void model_norm_rows(const as_model *m, const ln_t *ln, float *x, int T) {
     else op_layernorm(ln, m->cfg.ln_eps, x, T);
 }
 
-/* The rotary table of layer l: the local one on Gemma 3's sliding layers. */
-static const float *rope_of(const as_model *m, const fwd_ws *ws, int l, int T) {
+/* The rotary table of layer l (the local one on Gemma 3's sliding layers) from the rows'
+ * first position on. */
+static const float *rope_of(const as_model *m, const fwd_ws *ws, int l) {
     int local = m->cfg.rope_local_theta > 0 && m->cfg.layer_sliding[l];
-    return ws->rope + (local ? (size_t)T * m->cfg.rope_dim : 0);
+    return ws->rope + ((local ? (size_t)ws->rope_T : 0) + (size_t)ws->pos0) * m->cfg.rope_dim;
 }
 
 /* Queries / keys of the captured heads before RoPE: q of query head h, k of its group. */
@@ -436,7 +448,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
     }
     if (c->rope_dim > 0) {
         if ((what & CAP_QKV) && r->q_pre) capture_pre_rope(r, ws, l, T, H, Hkv, Dh);
-        const float *cs = rope_of(m, ws, l, T);
+        const float *cs = rope_of(m, ws, l);
         op_rope_fwd(ws->q, T, (size_t)H * Dh, H, Dh, c->rope_dim, cs);
         op_rope_fwd(ws->k, T, (size_t)Hkv * Dh, Hkv, Dh, c->rope_dim, cs);
     }
@@ -448,7 +460,18 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
     attn_job j = {ws, r, what, l, T, Dh, H, Hkv,
                   {c->causal, c->layer_sliding[l] ? c->sliding_window : 0, as_attn_scale(c, l), c->attn_softcap,
                    ws->bucket, m->rel_bias, H},
-                  0,  NULL};
+                  0,  NULL, 0, NULL, NULL, NULL};
+    if (ws->kv) { /* a generation step: the rows' keys and values join the layer's cache */
+        model_kv *kv = ws->kv;
+        size_t Kw = (size_t)Hkv * Dh, layer = (size_t)l * kv->cap * Kw;
+        memcpy(kv->k + layer + (size_t)ws->pos0 * Kw, ws->k, (size_t)T * Kw * sizeof(float));
+        memcpy(kv->v + layer + (size_t)ws->pos0 * Kw, ws->v, (size_t)T * Kw * sizeof(float));
+        j.q0 = ws->pos0;
+        j.Tk = ws->pos0 + T;
+        j.kc = kv->k + layer;
+        j.vc = kv->v + layer;
+        j.rows = ws->rows;
+    }
     as_parallel_for(H, nthreads, attn_task, &j);
     if (ws->iv) ablate_heads(ws->iv, l, T, H, Dh, ws->keep, ws->ctx);
     if (tl) memcpy(tl->ctx, ws->ctx, (size_t)T * H * Dh * sizeof(float));
@@ -477,7 +500,7 @@ static void cross_sublayer(const as_model *m, const layer_w *lw, int l, int T, f
     attn_job j = {ws,     ws->xr,      what & (CAP_ATTN | CAP_SCORES | CAP_QKV),
                   l,      T,           c->d_head,
                   c->n_head, c->n_kv_head, {0, 0, as_attn_scale(c, l), 0.0f, NULL, NULL, 0},
-                  ws->Tm, ws->keep_mem};
+                  ws->Tm, ws->keep_mem, 0, NULL, NULL, NULL};
     as_parallel_for(c->n_head, nthreads, attn_task, &j);
     op_linear(&lw->co, ws->ctx, T, ws->h);
     op_add(ws->x, ws->h, TD);
@@ -761,10 +784,12 @@ static void stack_embed(const as_model *m, const emb_in *ein, float *x, float *t
     }
 }
 
-/* The forward's workspace (fwd_ws) for T tokens on nthreads threads, and the rotary
- * tables of the input's positions (all 0 when positions are ablated). */
+/* The forward's workspace (fwd_ws) for T = enc->n rows on nthreads threads whose attention
+ * rows read Tk keys (T; a generation step's pos0 + T), and the rotary tables of positions
+ * 0 .. Tk - 1 (all 0 when positions are ablated). keep: enc->mask, or 1 for every key of
+ * a step. */
 static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, int nthreads,
-                          fwd_ws *out, size_t *cap, as_error *err) {
+                          int Tk, fwd_ws *out, size_t *cap, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, H = c->n_head, Dh = c->d_head;
     fwd_ws ws = {0};
@@ -778,7 +803,8 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         size_t conv = as_gemm_bf16_scratch((int)max_in);
         size_t xb = m->precision == AS_PRECISION_BF16 ? ((size_t)T * max_in + 1) / 2 : 0; /* in floats */
         size_t n = (size_t)T * (2 * W + 2 * Qw + 2 * Kw) + TF * (c->gated_mlp ? 2 : 1) +
-                   2 * (size_t)nthreads * ATTN_ROW_BLOCK * T + (size_t)T + 2 * (size_t)T * R + (size_t)nthreads * conv + xb;
+                   2 * (size_t)nthreads * ATTN_ROW_BLOCK * Tk + (size_t)Tk + 2 * (size_t)Tk * R +
+                   (size_t)nthreads * conv + xb;
         ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), cap) : NULL;
         if (!ws.block) {
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
@@ -792,15 +818,16 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         ws.ff = ws.ctx + (size_t)T * Qw;
         ws.up = c->gated_mlp ? ws.ff + TF : NULL;
         ws.s = ws.ff + TF * (c->gated_mlp ? 2 : 1);
-        ws.p = ws.s + (size_t)nthreads * ATTN_ROW_BLOCK * T;
-        ws.keep = ws.p + (size_t)nthreads * ATTN_ROW_BLOCK * T;
-        ws.rope = R ? ws.keep + T : NULL;
-        ws.conv = ws.keep + T + 2 * (size_t)T * R;
+        ws.p = ws.s + (size_t)nthreads * ATTN_ROW_BLOCK * Tk;
+        ws.keep = ws.p + (size_t)nthreads * ATTN_ROW_BLOCK * Tk;
+        ws.rope = R ? ws.keep + Tk : NULL;
+        ws.rope_T = Tk;
+        ws.conv = ws.keep + Tk + 2 * (size_t)Tk * R;
         ws.conv_per_thread = conv;
         ws.xb = xb ? (uint16_t *)(ws.conv + (size_t)nthreads * conv) : NULL;
-        for (int i = 0; i < T; i++) ws.keep[i] = enc->mask[i] ? 1.0f : 0.0f;
-        /* positions 0..T-1 (all 0 when positions are ablated: no rotation) */
-        if (R && llama_rope_tables(m, T, (spec->ablate & ABLATE_POSITION) != 0, ws.rope)) {
+        for (int i = 0; i < Tk; i++) ws.keep[i] = Tk != T || enc->mask[i] ? 1.0f : 0.0f;
+        /* positions 0..Tk-1 (all 0 when positions are ablated: no rotation) */
+        if (R && llama_rope_tables(m, Tk, (spec->ablate & ABLATE_POSITION) != 0, ws.rope)) {
             as_large_put(ws.block, *cap);
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
         }
@@ -837,7 +864,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     if ((s = check_input(m, enc, spec, err))) return s;
     if (tape && (tape->T != enc->n || spec->ablate || spec->intervene))
         return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs no ablation and T = %d", tape->T);
-    emb_in ein = {enc, spec->ablate, word};
+    emb_in ein = {enc, spec->ablate, word, 0};
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer;
     unsigned what = spec->what & (CAP_ALL | CAP_STATS | CAP_THUMBS);
@@ -852,7 +879,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     size_t ws_cap = 0;
     as_run *r = NULL;
     if ((s = run_alloc(m, enc, spec, what, n_run, want_logits, enc->n, &r, err))) return s;
-    if ((s = ws_alloc(m, enc, spec, nthreads, &ws, &ws_cap, err))) goto cleanup;
+    if ((s = ws_alloc(m, enc, spec, nthreads, enc->n, &ws, &ws_cap, err))) goto cleanup;
     ws.iv = spec->intervene;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
@@ -879,6 +906,70 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
 cleanup:
     as_large_put(ws.block, ws_cap);
     as_run_free(r);
+    return s;
+}
+
+int model_kv_supported(const as_model *m) {
+    const as_config *c = &m->cfg;
+    return !m->dec && c->causal && (m->heads & HEAD_LM) && (c->arch == ARCH_GPT2 || c->arch == ARCH_LLAMA) &&
+           c->rope_scaling != ROPE_SCALE_DYNAMIC && c->rope_scaling != ROPE_SCALE_LONGROPE;
+}
+
+as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err) {
+    const as_config *c = &m->cfg;
+    memset(kv, 0, sizeof *kv);
+    AS_ASSERT(cap >= 1);
+    kv->cap = cap;
+    kv->Kw = (size_t)c->n_kv_head * c->d_head;
+    size_t n = as_mul_size(as_mul_size((size_t)c->n_layer, (size_t)cap), kv->Kw);
+    if (n > SIZE_MAX / (2 * sizeof(float)) || !(kv->k = as_large_get(2 * n * sizeof(float), &kv->bytes_)))
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the key/value cache of %d positions", cap);
+    kv->v = kv->k + n;
+    return AS_OK;
+}
+
+void model_kv_free(model_kv *kv) {
+    if (kv->k) as_large_put(kv->k, kv->bytes_);
+    memset(kv, 0, sizeof *kv);
+}
+
+as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
+                             float *logits, float *rows, as_error *err) {
+    const as_config *c = &m->cfg;
+    if (!model_kv_supported(m))
+        return as_err_set(err, AS_ERR_INPUT, "%s: generation with a key/value cache needs a decoder-only model "
+                          "whose RoPE does not depend on the length", m->dir);
+    if (n < 1 || kv->n + n > kv->cap)
+        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", n, kv->n,
+                          kv->cap);
+    as_encoding enc = {0};
+    as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
+    if (s) return s;
+    as_capture_spec spec = {.what = 0, .layer = -1, .head = -1, .threads = threads};
+    int nthreads = threads > 0 ? threads : as_n_cores(), L = c->n_layer, H = c->n_head, Tk = kv->n + n;
+    int D = c->d_model;
+    fwd_ws ws = {0};
+    size_t ws_cap = 0;
+    as_run r0 = {0}; /* captures nothing: no layer selected */
+    if ((s = ws_alloc(m, &enc, &spec, nthreads, Tk, &ws, &ws_cap, err))) goto cleanup;
+    ws.kv = kv;
+    ws.pos0 = kv->n;
+    par_state saved;
+    model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
+    emb_in ein = {&enc, 0, NULL, kv->n};
+    stack_embed(m, &ein, ws.x, ws.h);
+    for (int l = 0; l < L; l++) {
+        ws.rows = rows ? rows + (size_t)l * H * Tk : NULL;
+        layer_forward(m, l, n, &ws, &r0, 0, nthreads);
+    }
+    float *last = ws.x + (size_t)(n - 1) * D;
+    if (m->pre_ln) model_norm_rows(m, &m->ln_f, last, 1);
+    model_vocab_logits(m, last, 1, logits, ws.h);
+    model_par_end(&saved);
+    kv->n = Tk;
+cleanup:
+    as_large_put(ws.block, ws_cap);
+    as_encoding_free(&enc);
     return s;
 }
 
@@ -987,7 +1078,7 @@ static void seq2seq_stack(const as_model *m, const as_encoding *enc, unsigned ab
                           unsigned what, int nthreads) {
     int T = enc->n, L = m->cfg.n_layer;
     size_t TD = (size_t)T * m->cfg.d_model;
-    emb_in ein = {enc, ablate, NULL};
+    emb_in ein = {enc, ablate, NULL, 0};
     for (int i = 0; i < T; i++) ws->keep[i] = enc->mask[i] ? 1.0f : 0.0f;
     if (ws->bucket) t5_buckets(&m->cfg, T, !m->cfg.causal, ws->bucket);
     stack_embed(m, &ein, ws->x, ws->h);
@@ -1022,7 +1113,7 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
     if ((s = run_alloc(d, tgt, spec, what, d->cfg.n_layer, (what & CAP_LOGITS) != 0, Tt, &r->dec, err)) ||
         (s = run_alloc(d, tgt, spec, what & (CAP_ATTN | CAP_SCORES | CAP_QKV), d->cfg.n_layer, 0, Ts, &r->cross,
                        err)) ||
-        (s = ws_alloc(m, Ts >= Tt ? src : tgt, spec, nthreads, &ws, &ws_cap, err)))
+        (s = ws_alloc(m, Ts >= Tt ? src : tgt, spec, nthreads, Ts >= Tt ? Ts : Tt, &ws, &ws_cap, err)))
         goto cleanup;
     int Tmax = Ts >= Tt ? Ts : Tt;
     if (!(mem = as_malloc_array((size_t)Ts, (size_t)(D + 1) * sizeof(float))) ||

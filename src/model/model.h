@@ -330,6 +330,37 @@ const float *model_param_data(const as_model *m, const char *name, size_t n);
 as_status model_forward(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, const float *word,
                         model_tape *tape, as_run **out, as_error *err);
 
+/* ---- generation with a key/value cache (encoder.c) ---- */
+
+/* What a causal decoder's forward keeps of its positions between generation steps:
+ * every layer's keys (after RoPE) and values, rows (cap, Kw = Hkv Dh) per layer. One
+ * owner; model_kv_free releases it. */
+typedef struct {
+    int cap;      /* positions it holds */
+    int n;        /* positions filled: the next step's tokens start at position n */
+    size_t Kw;    /* floats of one position's keys (n_kv_head x d_head) */
+    float *k, *v; /* (L, cap, Kw) */
+    size_t bytes_;
+} model_kv;
+/* 1 when model_forward_step serves m: a decoder with only self-attention (GPT-2, the
+ * LLaMA family) whose RoPE frequencies do not depend on the length (not dynamic NTK or
+ * LongRoPE, which transformers recomputes per length); else 0 (generation runs the whole
+ * sequence at each step). */
+int model_kv_supported(const as_model *m);
+/* An empty cache for cap positions (cap <= the model's positions). Errors: out of memory. */
+as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err);
+void model_kv_free(model_kv *kv);
+/* One generation step of the one forward: ids (n >= 1) at positions kv->n .. kv->n + n - 1
+ * through every layer, their attention reading the cache's keys and values before them
+ * (kv->n grows by n). logits (V): the LM head's scores of the last of them; rows, when not
+ * NULL: (L, H, kv->n + n), every layer's and head's attention probabilities of the last
+ * of them over all the keys (the row the full forward would give, to rounding). No other
+ * capture, ablation or intervention. Errors: AS_ERR_INPUT when the model is not served
+ * (model_kv_supported), an id is out of the vocabulary or the cache is full;
+ * AS_ERR_INTERNAL when out of memory. */
+as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
+                             float *logits, float *rows, as_error *err);
+
 /* Backward of that forward for the scalar y = sum(dlogits * logits) (dlogits shaped like
  * r->logits): d_word (T, De) = dy / d(word vectors); d_attn (L, H, T, T), when non-NULL,
  * = dy / d(attention probabilities) as used in P V (masked entries included); d_word may
@@ -399,6 +430,7 @@ typedef struct {
     const as_encoding *enc;
     unsigned ablate;
     const float *word; /* (T, De) or NULL */
+    int pos0;          /* position of the encoding's first token (a generation step's), else 0 */
 } emb_in;
 
 /* Computes embeddings into x (T, D) for the architecture. */

@@ -9,6 +9,8 @@
  *   - the model's positions cap the steps (max_new 100 from 8 tokens: 56 steps);
  *   - errors: an empty prompt, a prompt filling the positions and a model without an LM
  *     head are AS_ERR_INPUT; nothing is left allocated (gen_result zeroed);
+ *   - the key/value cache against the full forward at every step on every decoder family's
+ *     fixture (the same ids, rows within 1e-5), at 1 and 2 threads;
  *   - gen_process_logits on a hand-set configuration: a bad single id always -inf, a bad
  *     pair only after its first id, a lone eos id left out, forced BOS only at cur 1 and
  *     forced EOS only at max_len - 1 (that id 0, all others -inf); gen_is_eos over the list.
@@ -144,6 +146,49 @@ static void test_limits_and_errors(void **state) {
     as_model_free(bert);
 }
 
+/* The key/value cache against the full forward of every step: each decoder family's
+ * fixture (GQA, sliding windows shorter than the sequence, soft-caps, Gemma 3's local RoPE,
+ * partial rotary, yarn / llama3 frequencies, GPT-2's positions, BF16 weights) at 1 and 2
+ * threads, greedy: the same ids, and every step's rows within 1e-5. A model whose RoPE
+ * depends on the length (dynamic NTK) is not served by the cache. */
+static void test_cache_vs_full(void **state) {
+    (void)state;
+    static const char *const names[] = {"gpt2", "llama", "llama3_scaled", "llama_bf16", "mistral_swa", "qwen2_noprefix",
+                                        "qwen3", "gemma2", "gemma3", "phi3", "yarn", "gpt2_scaling"};
+    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/%s", AS_SOURCE_DIR, names[f]);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", names[f], err.msg);
+        int V = as_model_config(m)->vocab_size, n = 7;
+        int32_t prompt[8];
+        for (int i = 0; i < n; i++) prompt[i] = 4 + (i * 13 + (int)f) % (V - 4);
+        for (int threads = 1; threads <= 2; threads++) {
+            gen_result a, b;
+            gen_opts o = {.max_new = 20, .rows = 1, .threads = threads};
+            gen_opts full = o;
+            full.full_forward = 1;
+            if (gen_generate(m, NULL, prompt, n, &o, &a, &err) || gen_generate(m, NULL, prompt, n, &full, &b, &err))
+                fail_msg("%s: %s", names[f], err.msg);
+            assert_int_equal(a.steps, b.steps);
+            assert_int_equal(a.K, b.K);
+            if (memcmp(a.gen, b.gen, (size_t)a.steps * sizeof(int32_t)))
+                fail_msg("%s, %d threads: the cache's ids differ from the full forward's", names[f], threads);
+            double worst = 0.0;
+            for (size_t i = 0; i < (size_t)a.steps * a.L * a.H * a.K; i++) {
+                double d = fabs((double)a.rows[i] - b.rows[i]);
+                if (!(d <= worst)) worst = d;
+            }
+            printf("%-15s %d thread(s): %d steps, the same ids; rows max |d| %.2e\n", names[f], threads, a.steps, worst);
+            if (!(worst <= 1e-5)) fail_msg("%s: rows differ by %.3g", names[f], worst);
+            gen_result_free(&a);
+            gen_result_free(&b);
+        }
+        as_model_free(m);
+    }
+}
+
 static void test_logits_processors(void **state) {
     (void)state;
     static as_config c; /* large: not on the stack */
@@ -183,6 +228,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_rows),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_limits_and_errors),
+        cmocka_unit_test(test_cache_vs_full),
         cmocka_unit_test(test_logits_processors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
