@@ -37,6 +37,9 @@ forward, then --repeat timed ones; one line per (T, N):
     T 512 threads 2 interop 1 openblas unset wait PASSIVE dtype f32 capture attn median_ms .. min_ms .. peak_rss_mb ..
 --capture none keeps only the logits (the tokens/s figure); --capture attn,none times
 both in turn (one warm-up each).
+--generate N: greedy generation of N tokens after each --tokens prompt on a key/value
+cache (forward_kv: the prompt in one forward, then one token per step, as transformers'
+generate with a static cache), the best of --repeat: min_ms, tokens/s and the first ids.
 --check T --npz FILE: prints the max abs difference of layer --layer's probabilities and
 of the logits from `attnscope run --ids (--print-ids T) --layer L --capture attn,logits
 --format npz --out FILE`.
@@ -182,6 +185,67 @@ def forward(W, c, ids, layer, capture, dtype):
     return probs, lin(h, W["lm_head"])
 
 
+def forward_kv(W, c, ids, pos0, cache, dtype):
+    """forward() for the tokens ids at positions pos0 .. pos0 + n - 1 on a key/value cache
+    (cache: per layer (K, V), each (Hkv, cap, Dh), preallocated as transformers'
+    StaticCache): their keys and values are written at those positions and their queries
+    read every key up to their own. Returns the logits of the last token (V)."""
+    H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
+    Dh = c.get("head_dim") or D // H
+    G, n, eps = H // Hkv, ids.shape[0], c["rms_norm_eps"]
+    Qw, Kw, Fw = H * Dh, Hkv * Dh, c["intermediate_size"]
+    act = torch.float32 if dtype in ("f32", "bf16w") else torch.bfloat16
+    lin = (lambda x, w: F.linear(x, w.float())) if dtype == "bf16w" else F.linear
+    Tk = pos0 + n
+    inv_freq = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, Dh, 2, dtype=torch.int64).float() / Dh))
+    freqs = torch.outer(torch.arange(pos0, Tk, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(act), emb.sin().to(act)  # (n, Dh)
+    # query i (position pos0 + i) sees keys j <= pos0 + i
+    mask = torch.full((n, Tk), torch.finfo(act).min, dtype=act).triu_(pos0 + 1).repeat(G, 1)  # (G*n, Tk)
+    scale = 1.0 / math.sqrt(Dh)
+    h = F.embedding(ids, W["wte"]).to(act)
+    for l, lw in enumerate(W["layers"]):
+        x = rms_norm(h, lw["ln1"].to(act) if dtype == "bf16w" else lw["ln1"], eps)
+        qkv = lin(x, lw["wqkv"])
+        q = qkv[:, :Qw].view(n, H, Dh).transpose(0, 1)
+        k = qkv[:, Qw:Qw + Kw].view(n, Hkv, Dh).transpose(0, 1)
+        v = qkv[:, Qw + Kw:].view(n, Hkv, Dh).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        K, V = cache[l]
+        K[:, pos0:Tk] = k * cos + rotate_half(k) * sin
+        V[:, pos0:Tk] = v
+        s = torch.baddbmm(mask, q.reshape(Hkv, G * n, Dh), K[:, :Tk].transpose(1, 2), alpha=scale)
+        p = torch.softmax(s, dim=-1, dtype=torch.float32).to(act)
+        ctx = torch.bmm(p, V[:, :Tk]).view(H, n, Dh).transpose(0, 1).reshape(n, Qw)
+        h += lin(ctx, lw["wo"])
+        x = rms_norm(h, lw["ln2"].to(act) if dtype == "bf16w" else lw["ln2"], eps)
+        gu = lin(x, lw["wgu"])
+        g = F.silu(gu[:, :Fw], inplace=True)
+        g *= gu[:, Fw:]
+        h += lin(g, lw["wd"])
+    last = rms_norm(h[-1:], W["norm"].to(act) if dtype == "bf16w" else W["norm"], eps)
+    return lin(last, W["lm_head"])[0]
+
+
+def generate(W, c, prompt, steps, dtype):
+    """Greedy continuation of prompt by steps tokens on a key/value cache: the prompt in
+    one forward, then one token per step. Returns the generated ids."""
+    H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
+    Dh = c.get("head_dim") or D // H
+    act = torch.float32 if dtype in ("f32", "bf16w") else torch.bfloat16
+    cap = prompt.shape[0] + steps
+    cache = [(torch.empty(Hkv, cap, Dh, dtype=act), torch.empty(Hkv, cap, Dh, dtype=act)) for _ in W["layers"]]
+    out, x, pos = [], prompt, 0
+    for _ in range(steps):
+        logits = forward_kv(W, c, x, pos, cache, dtype)
+        pos += x.shape[0]
+        nxt = int(torch.argmax(logits))
+        out.append(nxt)
+        x = torch.tensor([nxt])
+    return out
+
+
 def check(W, c, args):
     T, L = args.check, args.layer
     ids = bench_ids(T, c["vocab_size"])
@@ -211,6 +275,8 @@ def main():
     ap.add_argument("--check", type=int, default=0, metavar="T")
     ap.add_argument("--npz", help="attnscope's npz for --check")
     ap.add_argument("--print-ids", type=int, default=0, metavar="T")
+    ap.add_argument("--generate", type=int, default=0, metavar="N",
+                    help="time greedy generation of N tokens after each --tokens prompt (key/value cache)")
     a = ap.parse_args()
     if a.print_ids:
         c = json.load(open(os.path.join(a.model, "config.json")))
@@ -224,6 +290,25 @@ def main():
         sys.exit("llama_torch: --layer %d is outside the model's %d layers" % (a.layer, c["num_hidden_layers"]))
     if a.check:
         check(W, c, a)
+        return
+    if a.generate:
+        env = "openblas %s wait %s" % (os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
+                                       os.environ.get("OMP_WAIT_POLICY", "unset"))
+        for T in (int(x) for x in a.tokens.split(",")):
+            ids = bench_ids(T, c["vocab_size"])
+            for n in (int(x) for x in a.threads.split(",")):
+                torch.set_num_threads(n)
+                times = []
+                with torch.inference_mode():
+                    for r in range(a.repeat + 1):
+                        t0 = time.perf_counter()
+                        gen = generate(W, c, ids, a.generate, a.dtype)
+                        if r:
+                            times.append((time.perf_counter() - t0) * 1e3)
+                times.sort()
+                print("T %d generate %d threads %d interop %d %s dtype %s min_ms %.1f tokens_s %.2f ids %s torch %s"
+                      % (T, a.generate, n, a.interop, env, a.dtype, times[0], a.generate / (times[0] * 1e-3),
+                         ",".join(map(str, gen[:8])), torch.__version__), flush=True)
         return
     caps = a.capture.split(",")
     if not caps or any(x not in ("attn", "none") for x in caps):

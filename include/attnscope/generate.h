@@ -41,6 +41,7 @@ typedef struct {
     int L, H;       /* layers (the decoder's) and heads of a row */
     int T;          /* tokens of the final sequence: prompt_len + steps */
     int K;          /* keys of a row: T (causal models), or the source's tokens */
+    int cached;     /* 1 when the steps ran on a key/value cache, 0 when each ran the whole sequence */
     int32_t *ids;   /* (T) the final sequence */
     int32_t *gen;   /* (steps) the generated ids */
     float *rows;    /* (steps, L, H, K) or NULL without opts.rows: at step s, every head's

@@ -142,6 +142,7 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
     as_status s = AS_OK;
     if (!src && !o->full_forward && model_kv_supported(m)) {
         s = gen_loop_cached(m, o, cap, g, row, order, err);
+        g->cached = 1;
         cap = g->T; /* done */
     }
     while (!s && g->T < cap) {

@@ -29,7 +29,8 @@ static const char *GEN_HELP =
     "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--target-ids 2,...]\n"
     "                          [--capture attentions|all|attn,scores,qkv,hidden,logits]\n"
     "                          [--beams N [--length-penalty 1] [--early-stopping] [--num-return 1]]\n"
-    "                          [--precision f32|bf16] [--threads N] [--full-forward] [--quiet]\n"
+    "                          [--precision f32|bf16] [--threads N] [--full-forward] [--timing]\n"
+    "                          [--quiet]\n"
     "\n"
     "Continues the prompt (tokenized with the model's special tokens, e.g. BOS) by up to\n"
     "--max-new tokens with the model's LM head and prints the prompt and its continuation.\n"
@@ -44,7 +45,8 @@ static const char *GEN_HELP =
     "and then one token per step, keeping every layer's keys and values (a key/value\n"
     "cache); --full-forward runs the whole sequence again at each step instead (as do\n"
     "encoder-decoder models, and RoPE scalings that follow the length: dynamic, longrope).\n"
-    "Both give the same tokens and rows to rounding.\n"
+    "Both give the same tokens and rows to rounding. --timing prints to stderr the\n"
+    "generation's wall time (model load and --out excluded) and its tokens per second.\n"
     "--precision bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"
     "\n"
     "--out writes the final sequence as `attnscope run` writes it (JSON, or npz for a name\n"
@@ -77,7 +79,7 @@ static const char *GEN_HELP =
 
 typedef struct {
     const char *model, *text, *ids, *out, *capture, *target_ids;
-    int max_new, top_k, seed, stop_eos, threads, quiet, full_forward;
+    int max_new, top_k, seed, stop_eos, threads, quiet, full_forward, timing;
     as_precision precision;
     double temperature; /* < 0: not given */
     int beams, num_return, early_stopping; /* num_return 0: not given */
@@ -97,6 +99,10 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
         }
         if (!strcmp(o, "--full-forward")) {
             a->full_forward = 1;
+            continue;
+        }
+        if (!strcmp(o, "--timing")) {
+            a->timing = 1;
             continue;
         }
         if (!strcmp(o, "--early-stopping")) {
@@ -271,8 +277,17 @@ int cmd_generate(int argc, char **argv) {
     gen_opts o = {.max_new = a.max_new, .temperature = a.temperature, .top_k = a.top_k, .seed = (uint64_t)a.seed,
                   .stop_eos = a.stop_eos, .rows = a.out && (what & CAP_ATTN), .threads = a.threads,
                   .full_forward = a.full_forward};
-    if (gen_generate(m, src, seq->ids, n, &o, &g, &err) ||
-        (a.out && gen_write(m, &a, what, g.ids, g.T, &g, src, &err))) {
+    double t0 = as_now();
+    if (gen_generate(m, src, seq->ids, n, &o, &g, &err)) {
+        rc = cli_fail(&err);
+        goto cleanup;
+    }
+    double ms = (as_now() - t0) * 1e3;
+    if (a.timing)
+        fprintf(stderr, "generate: %d tokens after a %d-token prompt in %.1f ms (%.2f tokens/s)%s\n", g.steps,
+                g.prompt_len, ms, ms > 0 ? g.steps / (ms * 1e-3) : 0.0,
+                g.cached ? ", key/value cache" : ", each step the whole sequence");
+    if (a.out && gen_write(m, &a, what, g.ids, g.T, &g, src, &err)) {
         rc = cli_fail(&err);
         goto cleanup;
     }

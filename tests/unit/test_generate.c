@@ -10,7 +10,10 @@
  *   - errors: an empty prompt, a prompt filling the positions and a model without an LM
  *     head are AS_ERR_INPUT; nothing is left allocated (gen_result zeroed);
  *   - the key/value cache against the full forward at every step on every decoder family's
- *     fixture (the same ids, rows within 1e-5), at 1 and 2 threads;
+ *     fixture (the same ids, rows within 1e-5), at 1 and 2 threads; dynamic NTK and
+ *     LongRoPE models run each step on the whole sequence;
+ *   - model_forward_step refuses a model it does not serve, a full cache and an id
+ *     outside the vocabulary, leaving the cache as it was;
  *   - gen_process_logits on a hand-set configuration: a bad single id always -inf, a bad
  *     pair only after its first id, a lone eos id left out, forced BOS only at cur 1 and
  *     forced EOS only at max_len - 1 (that id 0, all others -inf); gen_is_eos over the list.
@@ -23,6 +26,7 @@
 
 #include "attnscope.h"
 #include "attnscope/generate.h"
+#include "model/model.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -173,6 +177,7 @@ static void test_cache_vs_full(void **state) {
                 fail_msg("%s: %s", names[f], err.msg);
             assert_int_equal(a.steps, b.steps);
             assert_int_equal(a.K, b.K);
+            assert_true(a.cached && !b.cached);
             if (memcmp(a.gen, b.gen, (size_t)a.steps * sizeof(int32_t)))
                 fail_msg("%s, %d threads: the cache's ids differ from the full forward's", names[f], threads);
             double worst = 0.0;
@@ -187,6 +192,55 @@ static void test_cache_vs_full(void **state) {
         }
         as_model_free(m);
     }
+    /* RoPE that follows the length (dynamic NTK, LongRoPE): each step the whole sequence */
+    static const char *const whole[] = {"dynamic", "longrope"};
+    for (int f = 0; f < 2; f++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/%s", AS_SOURCE_DIR, whole[f]);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", whole[f], err.msg);
+        int32_t prompt[3] = {1, 5, 9};
+        gen_result g;
+        gen_opts o = {.max_new = 4, .threads = 1};
+        if (gen_generate(m, NULL, prompt, 3, &o, &g, &err)) fail_msg("%s: %s", whole[f], err.msg);
+        assert_int_equal(g.steps, 4);
+        assert_false(g.cached);
+        gen_result_free(&g);
+        as_model_free(m);
+    }
+}
+
+/* model_forward_step's refusals: a model it does not serve, more ids than the cache has
+ * room for, an id outside the vocabulary; the cache is unchanged after each. */
+static void test_step_errors(void **state) {
+    (void)state;
+    as_error err = {0};
+    model_kv kv;
+    float logits[512];
+    as_model *bert = NULL;
+    if (as_model_load(AS_SOURCE_DIR "/tests/ref/fixtures/models/bert", &bert, &err)) fail_msg("%s", err.msg);
+    assert_false(model_kv_supported(bert));
+    if (model_kv_init(bert, 4, &kv, &err)) fail_msg("%s", err.msg);
+    int32_t ids[6] = {1, 5, 9, 7, 3, 2};
+    assert_int_equal(model_forward_step(bert, &kv, ids, 2, 1, logits, NULL, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "decoder-only"));
+    model_kv_free(&kv);
+    as_model_free(bert);
+    assert_true(model_kv_supported(g_m));
+    assert_true(as_model_config(g_m)->vocab_size <= 512);
+    if (model_kv_init(g_m, 4, &kv, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(model_forward_step(g_m, &kv, ids, 5, 1, logits, NULL, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "over the cache"));
+    assert_int_equal(kv.n, 0);
+    int32_t bad[2] = {1, 1 << 20};
+    assert_int_equal(model_forward_step(g_m, &kv, bad, 2, 1, logits, NULL, &err), AS_ERR_INPUT);
+    assert_int_equal(kv.n, 0);
+    assert_int_equal(model_forward_step(g_m, &kv, ids, 3, 1, logits, NULL, &err), AS_OK);
+    assert_int_equal(model_forward_step(g_m, &kv, ids + 3, 1, 1, logits, NULL, &err), AS_OK);
+    assert_int_equal(kv.n, 4);
+    assert_int_equal(model_forward_step(g_m, &kv, ids, 1, 1, logits, NULL, &err), AS_ERR_INPUT);
+    model_kv_free(&kv);
 }
 
 static void test_logits_processors(void **state) {
@@ -229,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_limits_and_errors),
         cmocka_unit_test(test_cache_vs_full),
+        cmocka_unit_test(test_step_errors),
         cmocka_unit_test(test_logits_processors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
