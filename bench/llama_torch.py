@@ -142,19 +142,42 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def sizes(c, dtype):
+    """(H, Hkv, Dh, G, Qw, Kw, Fw, eps, act, lin): the head counts and widths, the
+    activations' dtype of --dtype and its linear map."""
+    H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
+    Dh = c.get("head_dim") or D // H
+    act = torch.float32 if dtype in ("f32", "bf16w") else torch.bfloat16
+    lin = (lambda x, w: F.linear(x, w.float())) if dtype == "bf16w" else F.linear
+    return H, Hkv, Dh, H // Hkv, H * Dh, Hkv * Dh, c["intermediate_size"], c["rms_norm_eps"], act, lin
+
+
+def rope_angles(c, Dh, p0, p1):
+    """LlamaRotaryEmbedding (default rope type): the angles of positions p0 .. p1 - 1, (p1 - p0, Dh)."""
+    inv_freq = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, Dh, 2, dtype=torch.int64).float() / Dh))
+    freqs = torch.outer(torch.arange(p0, p1, dtype=torch.float32), inv_freq)
+    return torch.cat((freqs, freqs), dim=-1)
+
+
+def norm_w(w, dtype, act):
+    return w.to(act) if dtype == "bf16w" else w
+
+
+def add_mlp(h, lw, lin, eps, Fw, dtype, act):
+    """h += down(silu(gate(x)) * up(x)), x = RMSNorm(h): the SwiGLU sub-layer, in place."""
+    x = rms_norm(h, norm_w(lw["ln2"], dtype, act), eps)
+    gu = lin(x, lw["wgu"])  # (T, 2F)
+    g = F.silu(gu[:, :Fw], inplace=True)
+    g *= gu[:, Fw:]
+    h += lin(g, lw["wd"])
+
+
 def forward(W, c, ids, layer, capture, dtype):
     """LlamaForCausalLM prefill of one sequence. Returns (attention probabilities of
     `layer` (H, T, T) or None, logits (T, V))."""
-    H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
-    Dh = c.get("head_dim") or D // H
-    G, T, eps = H // Hkv, ids.shape[0], c["rms_norm_eps"]
-    Qw, Kw, Fw = H * Dh, Hkv * Dh, c["intermediate_size"]
-    act = torch.float32 if dtype in ("f32", "bf16w") else torch.bfloat16
-    lin = (lambda x, w: F.linear(x, w.float())) if dtype == "bf16w" else F.linear
-    # LlamaRotaryEmbedding (default rope type): cos/sin of positions 0..T-1, cast to act
-    inv_freq = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, Dh, 2, dtype=torch.int64).float() / Dh))
-    freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)
+    H, Hkv, Dh, G, Qw, Kw, Fw, eps, act, lin = sizes(c, dtype)
+    T = ids.shape[0]
+    emb = rope_angles(c, Dh, 0, T)
     cos, sin = emb.cos().to(act), emb.sin().to(act)  # (T, Dh)
     # causal mask, finfo.min above the diagonal, repeated for the G stacked query heads
     mask = torch.full((T, T), torch.finfo(act).min, dtype=act).triu_(1).repeat(G, 1)  # (G*T, T)
@@ -162,7 +185,7 @@ def forward(W, c, ids, layer, capture, dtype):
     h = F.embedding(ids, W["wte"]).to(act)
     probs = None
     for l, lw in enumerate(W["layers"]):
-        x = rms_norm(h, lw["ln1"].to(act) if dtype == "bf16w" else lw["ln1"], eps)
+        x = rms_norm(h, norm_w(lw["ln1"], dtype, act), eps)
         qkv = lin(x, lw["wqkv"])  # (T, Qw + 2 Kw)
         q = qkv[:, :Qw].view(T, H, Dh).transpose(0, 1)  # (H, T, Dh)
         k = qkv[:, Qw:Qw + Kw].view(T, Hkv, Dh).transpose(0, 1)  # (Hkv, T, Dh)
@@ -176,12 +199,8 @@ def forward(W, c, ids, layer, capture, dtype):
         h += lin(ctx, lw["wo"])
         if capture and l == layer:
             probs = p.view(H, T, T)
-        x = rms_norm(h, lw["ln2"].to(act) if dtype == "bf16w" else lw["ln2"], eps)
-        gu = lin(x, lw["wgu"])  # (T, 2F)
-        g = F.silu(gu[:, :Fw], inplace=True)
-        g *= gu[:, Fw:]
-        h += lin(g, lw["wd"])
-    h = rms_norm(h, W["norm"].to(act) if dtype == "bf16w" else W["norm"], eps)
+        add_mlp(h, lw, lin, eps, Fw, dtype, act)
+    h = rms_norm(h, norm_w(W["norm"], dtype, act), eps)
     return probs, lin(h, W["lm_head"])
 
 
@@ -190,23 +209,17 @@ def forward_kv(W, c, ids, pos0, cache, dtype):
     (cache: per layer (K, V), each (Hkv, cap, Dh), preallocated as transformers'
     StaticCache): their keys and values are written at those positions and their queries
     read every key up to their own. Returns the logits of the last token (V)."""
-    H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
-    Dh = c.get("head_dim") or D // H
-    G, n, eps = H // Hkv, ids.shape[0], c["rms_norm_eps"]
-    Qw, Kw, Fw = H * Dh, Hkv * Dh, c["intermediate_size"]
-    act = torch.float32 if dtype in ("f32", "bf16w") else torch.bfloat16
-    lin = (lambda x, w: F.linear(x, w.float())) if dtype == "bf16w" else F.linear
+    H, Hkv, Dh, G, Qw, Kw, Fw, eps, act, lin = sizes(c, dtype)
+    n = ids.shape[0]
     Tk = pos0 + n
-    inv_freq = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, Dh, 2, dtype=torch.int64).float() / Dh))
-    freqs = torch.outer(torch.arange(pos0, Tk, dtype=torch.float32), inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)
+    emb = rope_angles(c, Dh, pos0, Tk)
     cos, sin = emb.cos().to(act), emb.sin().to(act)  # (n, Dh)
     # query i (position pos0 + i) sees keys j <= pos0 + i
     mask = torch.full((n, Tk), torch.finfo(act).min, dtype=act).triu_(pos0 + 1).repeat(G, 1)  # (G*n, Tk)
     scale = 1.0 / math.sqrt(Dh)
     h = F.embedding(ids, W["wte"]).to(act)
     for l, lw in enumerate(W["layers"]):
-        x = rms_norm(h, lw["ln1"].to(act) if dtype == "bf16w" else lw["ln1"], eps)
+        x = rms_norm(h, norm_w(lw["ln1"], dtype, act), eps)
         qkv = lin(x, lw["wqkv"])
         q = qkv[:, :Qw].view(n, H, Dh).transpose(0, 1)
         k = qkv[:, Qw:Qw + Kw].view(n, Hkv, Dh).transpose(0, 1)
@@ -219,21 +232,22 @@ def forward_kv(W, c, ids, pos0, cache, dtype):
         p = torch.softmax(s, dim=-1, dtype=torch.float32).to(act)
         ctx = torch.bmm(p, V[:, :Tk]).view(H, n, Dh).transpose(0, 1).reshape(n, Qw)
         h += lin(ctx, lw["wo"])
-        x = rms_norm(h, lw["ln2"].to(act) if dtype == "bf16w" else lw["ln2"], eps)
-        gu = lin(x, lw["wgu"])
-        g = F.silu(gu[:, :Fw], inplace=True)
-        g *= gu[:, Fw:]
-        h += lin(g, lw["wd"])
-    last = rms_norm(h[-1:], W["norm"].to(act) if dtype == "bf16w" else W["norm"], eps)
+        add_mlp(h, lw, lin, eps, Fw, dtype, act)
+    last = rms_norm(h[-1:], norm_w(W["norm"], dtype, act), eps)
     return lin(last, W["lm_head"])[0]
+
+
+def timed(fn):
+    """(milliseconds, result) of one call of fn."""
+    t0 = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t0) * 1e3, out
 
 
 def generate(W, c, prompt, steps, dtype):
     """Greedy continuation of prompt by steps tokens on a key/value cache: the prompt in
     one forward, then one token per step. Returns the generated ids."""
-    H, Hkv, D = c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"]
-    Dh = c.get("head_dim") or D // H
-    act = torch.float32 if dtype in ("f32", "bf16w") else torch.bfloat16
+    H, Hkv, Dh, G, Qw, Kw, Fw, eps, act, lin = sizes(c, dtype)
     cap = prompt.shape[0] + steps
     cache = [(torch.empty(Hkv, cap, Dh, dtype=act), torch.empty(Hkv, cap, Dh, dtype=act)) for _ in W["layers"]]
     out, x, pos = [], prompt, 0
@@ -298,16 +312,11 @@ def main():
             ids = bench_ids(T, c["vocab_size"])
             for n in (int(x) for x in a.threads.split(",")):
                 torch.set_num_threads(n)
-                times = []
                 with torch.inference_mode():
-                    for r in range(a.repeat + 1):
-                        t0 = time.perf_counter()
-                        gen = generate(W, c, ids, a.generate, a.dtype)
-                        if r:
-                            times.append((time.perf_counter() - t0) * 1e3)
-                times.sort()
+                    calls = [timed(lambda: generate(W, c, ids, a.generate, a.dtype)) for _ in range(a.repeat + 1)]
+                best, gen = min(calls[1:], key=lambda x: x[0])  # the first call warms up
                 print("T %d generate %d threads %d interop %d %s dtype %s min_ms %.1f tokens_s %.2f ids %s torch %s"
-                      % (T, a.generate, n, a.interop, env, a.dtype, times[0], a.generate / (times[0] * 1e-3),
+                      % (T, a.generate, n, a.interop, env, a.dtype, best, a.generate / (best * 1e-3),
                          ",".join(map(str, gen[:8])), torch.__version__), flush=True)
         return
     caps = a.capture.split(",")

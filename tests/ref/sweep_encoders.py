@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_models as M  # noqa: E402
-from sweep_llama import ATTN_TOL, REL_TOL, npz_load  # noqa: E402
+from sweep_llama import compare, npz_load  # noqa: E402
 
 KEYS = ("attentions", "queries", "keys", "values", "hidden_states", "logits")
 
@@ -125,30 +125,7 @@ def main():
             print(f"{desc}  RUN FAILED rc={p.returncode}: {p.stderr.strip()[:300]}")
             bad += 1
             continue
-        got = npz_load(out)
-        ok, worst = True, []
-        for k in KEYS:
-            if k not in got:
-                print(f"{desc}  MISSING {k}")
-                ok = False
-                continue
-            e = ref[k].detach().numpy().astype(np.float64)
-            a = got[k].astype(np.float64)
-            if a.shape != e.shape:
-                print(f"{desc}  SHAPE {k} {a.shape} vs {e.shape}")
-                ok = False
-                continue
-            diff = np.abs(a - e).max() if e.size else 0.0
-            scale = 1.0 if k == "attentions" else max(np.abs(e).max(), 1e-30)
-            lim = ATTN_TOL if k == "attentions" else REL_TOL
-            rel = diff / scale
-            worst.append(f"{k[:6]} {rel:.0e}")
-            if not rel <= lim:
-                e64 = ref64[k].detach().numpy()
-                ours, theirs = np.abs(a - e64).max() / scale, np.abs(e - e64).max() / scale
-                worst[-1] += f"! (vs f64: ours {ours:.0e}, torch f32 {theirs:.0e})"
-                if ours > 2 * theirs:
-                    ok = False
+        ok, worst = compare(npz_load(out), ref, ref64, KEYS, desc)
         bad += not ok
         print(f"{desc}  {'ok ' if ok else 'BAD'} {' '.join(worst)}")
         sys.stdout.flush()

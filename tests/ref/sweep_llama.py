@@ -122,6 +122,37 @@ def npz_load(path):
     return out
 
 
+def compare(got, ref, ref64, keys, desc):
+    """(ok, ["key diff", ...]) for the tensors keys of attnscope's npz got against the
+    float32 reference ref, with the tolerances above; a tensor outside them passes when
+    attnscope is no more than twice as far from the float64 forward ref64 as ref is.
+    Prints a line naming desc for a tensor missing or misshapen."""
+    ok, worst = True, []
+    for k in keys:
+        if k not in got:
+            print(f"{desc}  MISSING {k}")
+            ok = False
+            continue
+        e = ref[k].detach().numpy().astype(np.float64)
+        a = got[k].astype(np.float64)
+        if a.shape != e.shape:
+            print(f"{desc}  SHAPE {k} {a.shape} vs {e.shape}")
+            ok = False
+            continue
+        diff = np.abs(a - e).max() if e.size else 0.0
+        scale = 1.0 if k == "attentions" else max(np.abs(e).max(), 1e-30)
+        lim = ATTN_TOL if k == "attentions" else REL_TOL
+        rel = diff / scale
+        worst.append(f"{k[:6]} {rel:.0e}")
+        if not rel <= lim:
+            e64 = ref64[k].detach().numpy()
+            ours, theirs = np.abs(a - e64).max() / scale, np.abs(e - e64).max() / scale
+            worst[-1] += f"! (vs f64: ours {ours:.0e}, torch f32 {theirs:.0e})"
+            if ours > 2 * theirs:
+                ok = False
+    return ok, worst
+
+
 def main():
     binary = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -174,36 +205,7 @@ def main():
             print(f"{desc}  RUN FAILED rc={p.returncode}: {p.stderr.strip()[:300]}")
             bad += 1
             continue
-        got = npz_load(out)
-        worst = []
-        ok = True
-        for k in KEYS:
-            if k not in got:
-                print(f"{desc}  MISSING {k}")
-                ok = False
-                continue
-            e = ref[k].detach().numpy().astype(np.float64)
-            a = got[k].astype(np.float64)
-            if a.shape != e.shape:
-                print(f"{desc}  SHAPE {k} {a.shape} vs {e.shape}")
-                ok = False
-                continue
-            diff = np.abs(a - e).max() if e.size else 0.0
-            if k == "attentions":
-                rel = diff
-                lim = ATTN_TOL
-            else:
-                rel = diff / max(np.abs(e).max(), 1e-30)
-                lim = REL_TOL
-            worst.append(f"{k[:6]} {rel:.0e}")
-            if not rel <= lim:
-                # outside: is torch's float32 forward as far from float64 as we are?
-                e64 = ref64[k].detach().numpy()
-                scale = 1.0 if k == "attentions" else max(np.abs(e64).max(), 1e-30)
-                ours, theirs = np.abs(a - e64).max() / scale, np.abs(e - e64).max() / scale
-                worst[-1] += f"! (vs f64: ours {ours:.0e}, torch f32 {theirs:.0e})"
-                if ours > 2 * theirs:
-                    ok = False
+        ok, worst = compare(npz_load(out), ref, ref64, KEYS, desc)
         if not ok:
             bad += 1
         print(f"{desc}  {'ok ' if ok else 'BAD'} {' '.join(worst)}")
