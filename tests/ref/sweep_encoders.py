@@ -20,17 +20,14 @@ Run:  /usr/bin/python3 tests/ref/sweep_encoders.py BUILD/attnscope [N] [SEED] [M
 import json
 import math
 import os
-import random
 import subprocess
 import sys
-import tempfile
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_models as M  # noqa: E402
-from sweep_llama import compare, npz_load  # noqa: E402
+from sweep_llama import args, report  # noqa: E402
 
 KEYS = ("attentions", "queries", "keys", "values", "hidden_states", "logits")
 
@@ -84,12 +81,7 @@ def rand_model(r, seed):
 
 
 def main():
-    binary = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    max_t = int(sys.argv[4]) if len(sys.argv) > 4 else 300
-    r = random.Random(seed)
-    tmp = tempfile.mkdtemp(prefix="sweep_enc_")
+    binary, n, seed, max_t, r, tmp = args(300, "sweep_enc_")
     bad = 0
     for i in range(n):
         fam, c, P, fwd, limit = rand_model(r, seed * 1000 + i)
@@ -121,14 +113,7 @@ def main():
         H = c.get("num_attention_heads", c.get("n_heads", c.get("n_head")))
         D = c.get("hidden_size", c.get("dim", c.get("n_embd")))
         desc = f"{i:3d} {fam:10s} {dtype:4s} T={T:3d} D={D:4d} H={H} Dh={D // H:3d} thr={threads}"
-        if p.returncode != 0:
-            print(f"{desc}  RUN FAILED rc={p.returncode}: {p.stderr.strip()[:300]}")
-            bad += 1
-            continue
-        ok, worst = compare(npz_load(out), ref, ref64, KEYS, desc)
-        bad += not ok
-        print(f"{desc}  {'ok ' if ok else 'BAD'} {' '.join(worst)}")
-        sys.stdout.flush()
+        bad += not report(p, out, ref, ref64, KEYS, desc)
     print(f"{n - bad} of {n} models within tolerance (folders in {tmp})")
     return 1 if bad else 0
 

@@ -153,17 +153,30 @@ def compare(got, ref, ref64, keys, desc):
     return ok, worst
 
 
+def report(proc, out, ref, ref64, keys, desc):
+    """Prints one line for a model: attnscope's exit (proc) and compare() of its npz out.
+    Returns True when it ran and every tensor passed."""
+    if proc.returncode != 0:
+        print(f"{desc}  RUN FAILED rc={proc.returncode}: {proc.stderr.strip()[:300]}", flush=True)
+        return False
+    ok, worst = compare(npz_load(out), ref, ref64, keys, desc)
+    print(f"{desc}  {'ok ' if ok else 'BAD'} {' '.join(worst)}", flush=True)
+    return ok
+
+
+def args(default_max_t, prefix):
+    """(binary, n, seed, max_t, random.Random(seed), temporary folder) from the command line."""
+    a = sys.argv[1:] + [None] * 3
+    n, seed = int(a[1] or 30), int(a[2] or 1)
+    max_t = int(a[3] or default_max_t)
+    return a[0], n, seed, max_t, random.Random(seed), tempfile.mkdtemp(prefix=prefix)
+
+
 def main():
-    binary = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    max_t = int(sys.argv[4]) if len(sys.argv) > 4 else 140
-    r = random.Random(seed)
+    binary, n, seed, max_t, r, tmp = args(140, "sweep_llama_")
     bad = 0
-    tmp = tempfile.mkdtemp(prefix="sweep_llama_")
     for i in range(n):
         c = rand_config(r)
-        f = G.family(c)
         Dh = G.head_dim(c)
         D = c["hidden_size"]
         G.QK_STD = 2.0 / D ** 0.5
@@ -201,15 +214,7 @@ def main():
                 f"{c['num_key_value_heads']} Dh={Dh:3d} L={c['num_hidden_layers']} thr={threads} "
                 f"rope={(c.get('rope_scaling') or {}).get('rope_type', (c.get('rope_scaling') or {}).get('type', '-'))} "
                 f"win={c.get('sliding_window') if c.get('use_sliding_window', True) else None} pre={pre or '-'}")
-        if p.returncode != 0:
-            print(f"{desc}  RUN FAILED rc={p.returncode}: {p.stderr.strip()[:300]}")
-            bad += 1
-            continue
-        ok, worst = compare(npz_load(out), ref, ref64, KEYS, desc)
-        if not ok:
-            bad += 1
-        print(f"{desc}  {'ok ' if ok else 'BAD'} {' '.join(worst)}")
-        sys.stdout.flush()
+        bad += not report(p, out, ref, ref64, KEYS, desc)
     print(f"{n - bad} of {n} models within tolerance (folders in {tmp})")
     return 1 if bad else 0
 
