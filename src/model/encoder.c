@@ -394,7 +394,8 @@ static void attn_task(void *ctx, int h, int tid) {
                           ws->ctx + (size_t)i0 * ldq + (size_t)h * Dh, ldq);
         if (cap && (j->what & CAP_STATS)) head_stats_rows(P, ws->keep, T, i0, i1, &st);
         if (thumbs) thumb_rows(P, &ru, i0, i1, &th);
-        if (j->rows && i1 == T) memcpy(j->rows + (size_t)h * Tk, P + (size_t)(T - 1 - i0) * Tk, (size_t)Tk * sizeof(float));
+        if (j->rows && i1 == T) /* the block holding the last query row */
+            memcpy(j->rows + (size_t)h * Tk, P + (size_t)(T - 1 - i0) * Tk, (size_t)Tk * sizeof(float));
     }
     if (cap && (j->what & CAP_STATS)) head_stats_out(&st, r->head_stats + slot * AS_HEAD_N_STATS);
     if (cP && Pf != cP) memcpy(cP, Pf, TT * sizeof(float));
@@ -918,7 +919,9 @@ int model_kv_supported(const as_model *m) {
 as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err) {
     const as_config *c = &m->cfg;
     memset(kv, 0, sizeof *kv);
-    AS_ASSERT(cap >= 1);
+    if (cap < 1 || cap > as_model_max_tokens(m))
+        return as_err_set(err, AS_ERR_INPUT, "a key/value cache of %d positions: the model takes 1 to %d", cap,
+                          as_model_max_tokens(m));
     kv->cap = cap;
     kv->Kw = (size_t)c->n_kv_head * c->d_head;
     size_t n = as_mul_size(as_mul_size((size_t)c->n_layer, (size_t)cap), kv->Kw);

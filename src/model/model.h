@@ -347,7 +347,8 @@ typedef struct {
  * LongRoPE, which transformers recomputes per length); else 0 (generation runs the whole
  * sequence at each step). */
 int model_kv_supported(const as_model *m);
-/* An empty cache for cap positions (cap <= the model's positions). Errors: out of memory. */
+/* An empty cache for cap positions. Errors: AS_ERR_INPUT when cap is not in 1 .. the
+ * model's positions (as_model_max_tokens); AS_ERR_INTERNAL when out of memory. */
 as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err);
 void model_kv_free(model_kv *kv);
 /* One generation step of the one forward: ids (n >= 1) at positions kv->n .. kv->n + n - 1

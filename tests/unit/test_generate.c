@@ -12,8 +12,9 @@
  *   - the key/value cache against the full forward at every step on every decoder family's
  *     fixture (the same ids, rows within 1e-5), at 1 and 2 threads; dynamic NTK and
  *     LongRoPE models run each step on the whole sequence;
- *   - model_forward_step refuses a model it does not serve, a full cache and an id
- *     outside the vocabulary, leaving the cache as it was;
+ *   - model_kv_init refuses more positions than the model's; model_forward_step refuses a
+ *     model it does not serve, a full cache and an id outside the vocabulary, leaving the
+ *     cache as it was;
  *   - gen_process_logits on a hand-set configuration: a bad single id always -inf, a bad
  *     pair only after its first id, a lone eos id left out, forced BOS only at cur 1 and
  *     forced EOS only at max_len - 1 (that id 0, all others -inf); gen_is_eos over the list.
@@ -185,7 +186,8 @@ static void test_cache_vs_full(void **state) {
                 double d = fabs((double)a.rows[i] - b.rows[i]);
                 if (!(d <= worst)) worst = d;
             }
-            printf("%-15s %d thread(s): %d steps, the same ids; rows max |d| %.2e\n", names[f], threads, a.steps, worst);
+            printf("%-15s %d thread(s): %d steps, the same ids; rows max |d| %.2e\n", names[f], threads, a.steps,
+                   worst);
             if (!(worst <= 1e-5)) fail_msg("%s: rows differ by %.3g", names[f], worst);
             gen_result_free(&a);
             gen_result_free(&b);
@@ -254,6 +256,8 @@ static void test_step_errors(void **state) {
     as_model_free(bert);
     assert_true(model_kv_supported(g_m));
     assert_true(as_model_config(g_m)->vocab_size <= 512);
+    assert_int_equal(model_kv_init(g_m, as_model_max_tokens(g_m) + 1, &kv, &err), AS_ERR_INPUT);
+    assert_null(kv.k);
     if (model_kv_init(g_m, 4, &kv, &err)) fail_msg("%s", err.msg);
     assert_int_equal(model_forward_step(g_m, &kv, ids, 5, 1, logits, NULL, &err), AS_ERR_INPUT);
     assert_non_null(strstr(err.msg, "over the cache"));
