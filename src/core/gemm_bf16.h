@@ -64,8 +64,8 @@ size_t as_gemm_f32_xwt_bf16_scratch(int K);
 /* y[m, n] = sum_k x[m, k] W[n][k] (+ bias[n]), n < N, in F32 from F32 weights: W (N, K)
  * row-major (in_out = 0, nn.Linear's [out, in]; blocks of 64 rows packed per call into
  * scratch, as_gemm_f32_xwt_scratch(K) floats) or W stored (K, N) (in_out = 1, GPT-2's
- * Conv1D: w[k * ldw + n], read as it lies; scratch unused, may be NULL). One fused multiply-add per product, in order
- * along K from the bias or 0 (so the value does not depend on how a caller splits N),
+ * Conv1D: w[k * ldw + n], read as it lies; scratch unused, may be NULL). One fused
+ * multiply-add per product, in order along K from the bias or 0 (so the value does not depend on how a caller splits N),
  * AVX-512F 6 x 64 tiles, or scalar fmaf loops. */
 void as_gemm_f32_xwt(int M, int N, int K, const float *x, size_t ldx, const float *w, size_t ldw, int in_out,
                      const float *bias, float *y, size_t ldy, float *scratch);

@@ -55,12 +55,10 @@ typedef struct {
     const float *keep_mem; /* (Tm) 1 for real source tokens, 0 for padding */
     int Tm;
     as_run *xr;            /* the run capturing the cross-attention */
-    /* a generation step (model_forward_step): the rows are positions pos0 .. pos0 + T - 1,
-       their keys and values join kv, and attention reads all pos0 + T of kv's */
+    /* a generation step (model_forward_step): the rows are positions kv->n .. kv->n + T - 1,
+       their keys and values join kv, and attention reads all kv->n + T of kv's */
     model_kv *kv;
-    int pos0;
-    int rope_T;            /* positions in each rotary table: T, or pos0 + T in a step */
-    float *rows;           /* (H, pos0 + T) the current layer's attention rows of the last position, or NULL */
+    float *rows;           /* (H, kv->n + T) the current layer's attention rows of the last position, or NULL */
     float *block;
 } fwd_ws;
 
@@ -298,7 +296,7 @@ typedef struct {
     int Tk;              /* keys: 0 = T (self-attention), else the encoder output's rows or,
                             in a generation step, the cache's */
     const float *keep;   /* (Tk) keys' mask; NULL = ws->keep */
-    int q0;              /* position of the first query row (a generation step's pos0) */
+    int q0;              /* position of the first query row (a generation step's kv->n) */
     const float *kc, *vc; /* (Tk, Hkv Dh) keys and values to read instead of ws->k, ws->v */
     float *rows;         /* (H, Tk) the last query row's probabilities of every head, or NULL */
 } attn_job;
@@ -413,11 +411,10 @@ void model_norm_rows(const as_model *m, const ln_t *ln, float *x, int T) {
     else op_layernorm(ln, m->cfg.ln_eps, x, T);
 }
 
-/* The rotary table of layer l (the local one on Gemma 3's sliding layers) from the rows'
- * first position on. */
-static const float *rope_of(const as_model *m, const fwd_ws *ws, int l) {
+/* The rotary table of layer l's T rows: the local one on Gemma 3's sliding layers. */
+static const float *rope_of(const as_model *m, const fwd_ws *ws, int l, int T) {
     int local = m->cfg.rope_local_theta > 0 && m->cfg.layer_sliding[l];
-    return ws->rope + ((local ? (size_t)ws->rope_T : 0) + (size_t)ws->pos0) * m->cfg.rope_dim;
+    return ws->rope + (local ? (size_t)T * m->cfg.rope_dim : 0);
 }
 
 /* Queries / keys of the captured heads before RoPE: q of query head h, k of its group. */
@@ -449,7 +446,7 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
     }
     if (c->rope_dim > 0) {
         if ((what & CAP_QKV) && r->q_pre) capture_pre_rope(r, ws, l, T, H, Hkv, Dh);
-        const float *cs = rope_of(m, ws, l);
+        const float *cs = rope_of(m, ws, l, T);
         op_rope_fwd(ws->q, T, (size_t)H * Dh, H, Dh, c->rope_dim, cs);
         op_rope_fwd(ws->k, T, (size_t)Hkv * Dh, Hkv, Dh, c->rope_dim, cs);
     }
@@ -465,10 +462,10 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
     if (ws->kv) { /* a generation step: the rows' keys and values join the layer's cache */
         model_kv *kv = ws->kv;
         size_t Kw = (size_t)Hkv * Dh, layer = (size_t)l * kv->cap * Kw;
-        memcpy(kv->k + layer + (size_t)ws->pos0 * Kw, ws->k, (size_t)T * Kw * sizeof(float));
-        memcpy(kv->v + layer + (size_t)ws->pos0 * Kw, ws->v, (size_t)T * Kw * sizeof(float));
-        j.q0 = ws->pos0;
-        j.Tk = ws->pos0 + T;
+        memcpy(kv->k + layer + (size_t)kv->n * Kw, ws->k, (size_t)T * Kw * sizeof(float));
+        memcpy(kv->v + layer + (size_t)kv->n * Kw, ws->v, (size_t)T * Kw * sizeof(float));
+        j.q0 = kv->n;
+        j.Tk = kv->n + T;
         j.kc = kv->k + layer;
         j.vc = kv->v + layer;
         j.rows = ws->rows;
@@ -786,9 +783,9 @@ static void stack_embed(const as_model *m, const emb_in *ein, float *x, float *t
 }
 
 /* The forward's workspace (fwd_ws) for T = enc->n rows on nthreads threads whose attention
- * rows read Tk keys (T; a generation step's pos0 + T), and the rotary tables of positions
- * 0 .. Tk - 1 (all 0 when positions are ablated). keep: enc->mask, or 1 for every key of
- * a step. */
+ * rows read Tk keys (T; a generation step's cached positions + T), and the rotary
+ * tables of the rows' positions Tk - T .. Tk - 1 (all 0 when positions are ablated). keep:
+ * enc->mask, or 1 for every key of a step. */
 static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, int nthreads,
                           int Tk, fwd_ws *out, size_t *cap, as_error *err) {
     const as_config *c = &m->cfg;
@@ -804,7 +801,7 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         size_t conv = as_gemm_bf16_scratch((int)max_in);
         size_t xb = m->precision == AS_PRECISION_BF16 ? ((size_t)T * max_in + 1) / 2 : 0; /* in floats */
         size_t n = (size_t)T * (2 * W + 2 * Qw + 2 * Kw) + TF * (c->gated_mlp ? 2 : 1) +
-                   2 * (size_t)nthreads * ATTN_ROW_BLOCK * Tk + (size_t)Tk + 2 * (size_t)Tk * R +
+                   2 * (size_t)nthreads * ATTN_ROW_BLOCK * Tk + (size_t)Tk + 2 * (size_t)T * R +
                    (size_t)nthreads * conv + xb;
         ws.block = n <= SIZE_MAX / sizeof(float) ? as_large_get(n * sizeof(float), cap) : NULL;
         if (!ws.block) {
@@ -822,13 +819,12 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         ws.p = ws.s + (size_t)nthreads * ATTN_ROW_BLOCK * Tk;
         ws.keep = ws.p + (size_t)nthreads * ATTN_ROW_BLOCK * Tk;
         ws.rope = R ? ws.keep + Tk : NULL;
-        ws.rope_T = Tk;
-        ws.conv = ws.keep + Tk + 2 * (size_t)Tk * R;
+        ws.conv = ws.keep + Tk + 2 * (size_t)T * R;
         ws.conv_per_thread = conv;
         ws.xb = xb ? (uint16_t *)(ws.conv + (size_t)nthreads * conv) : NULL;
         for (int i = 0; i < Tk; i++) ws.keep[i] = Tk != T || enc->mask[i] ? 1.0f : 0.0f;
-        /* positions 0..Tk-1 (all 0 when positions are ablated: no rotation) */
-        if (R && llama_rope_tables(m, Tk, (spec->ablate & ABLATE_POSITION) != 0, ws.rope)) {
+        /* positions Tk-T..Tk-1 (all 0 when positions are ablated: no rotation) */
+        if (R && llama_rope_tables(m, Tk - T, T, (spec->ablate & ABLATE_POSITION) != 0, ws.rope)) {
             as_large_put(ws.block, *cap);
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
         }
@@ -956,7 +952,6 @@ as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids
     as_run r0 = {0}; /* captures nothing: no layer selected */
     if ((s = ws_alloc(m, &enc, &spec, nthreads, Tk, &ws, &ws_cap, err))) goto cleanup;
     ws.kv = kv;
-    ws.pos0 = kv->n;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
     emb_in ein = {&enc, 0, NULL, kv->n};
