@@ -17,7 +17,12 @@
 //   - the attribution view's target controls: another class (bert) or another position and
 //     token (gpt2) changes the gradient-weighted relevance to the CLI's for that target;
 //   - the logit lens tab (gpt2): the top tokens and probabilities of the CLI, at the last
-//     token and at a chosen position; no lens tab for llama_cls (a classifier only).
+//     token and at a chosen position; no lens tab for llama_cls (a classifier only);
+//   - load refusals: the server runs with --max-runs 1, so the views' concurrent requests
+//     (a map's pooled thumbnails, its scale, the head opened large) are turned away with 503
+//     whenever they overlap; every test above passes through those. One test makes the
+//     refusal certain: the first two norm2 maps requests answered 503 with Retry-After, the
+//     thumbnails still arrive (sent again) and no error is shown.
 // Screenshots go to tests/browser/artifacts/showas-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -81,9 +86,19 @@ async function hoverOpened(r, c, q, k) {
   return { w: +(await page.getAttribute('[data-testid=heat-tip] [data-w]', 'data-w')), q: +named[1], k: +named[2] };
 }
 
+/** fetch, sent again while the server (--max-runs 1) turns it away for load. */
+async function fetchRetried(url, init) {
+  for (let i = 0; ; i++) {
+    const r = await fetch(url, init);
+    if (r.status !== 503 || i === 60) return r;
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+}
+
 /** GET .../maps?method=M of the server's run of model on its ids (POST /api/v1/run answers the
  *  cached run the page made): the f32 maps (L, 1, T, T) and the run's sizes. */
 async function routeMaps(model, method) {
+  const fetch = fetchRetried;
   const run = await (await fetch(`${base}/api/v1/run`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ model, ids: ids(model) }) })).json();
   const buf = Buffer.from(await (await fetch(`${base}/api/v1/runs/${run.id}/maps?method=${method}`)).arrayBuffer());
   const n = buf.readUInt32LE(4);
@@ -97,7 +112,7 @@ before(async () => {
   assert.ok(BIN, 'set ATTNSCOPE_BIN to the attnscope binary');
   mkdirSync(ART, { recursive: true });
   tmp = mkdtempSync(join(tmpdir(), 'attnscope-showas-'));
-  const s = await startServer(BIN, ['--model', join(FIX, 'bert'), '--model', join(FIX, 'gpt2'), '--model', join(FIX, 'llama'), '--model', join(FIX, 'llama_cls')]);
+  const s = await startServer(BIN, ['--model', join(FIX, 'bert'), '--model', join(FIX, 'gpt2'), '--model', join(FIX, 'llama'), '--model', join(FIX, 'llama_cls'), '--max-runs', '1']);
   server = s.p;
   base = s.url;
   ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile')));
@@ -282,4 +297,32 @@ test('lens view: the CLI`s top tokens per layer, at the last token and at a chos
     assert.ok(text.includes(cli.layers.at(-1).top[0].text), 'the output row names the top token');
   }
   await page.screenshot({ path: join(ART, 'showas-lens.png'), fullPage: true });
+});
+
+test('model view: maps requests turned away for load (503, Retry-After) are sent again', async () => {
+  let refused = 0, passed = 0;
+  const pattern = /\/maps\?method=norm2/;
+  await page.route(pattern, (route) => {
+    if (refused < 2) {
+      refused++;
+      return route.fulfill({ status: 503, headers: { 'Retry-After': '1' }, contentType: 'application/json',
+        body: JSON.stringify({ error: 'too many concurrent runs (limit 1); retry shortly' }) });
+    }
+    passed++;
+    return route.continue();
+  });
+  try {
+    await page.goto(`${base}/?model=gpt2&ids=${ids('gpt2').join(',')}&view=model`);
+    await until('modelView', (v) => v.pool > 0);
+    await page.selectOption('[data-testid=show-as]', 'norm2');
+    const mv = await until('modelView', (v) => v.showAs === 'norm2' && v.pool > 0);
+    assert.equal(refused, 2, 'two norm2 requests refused');
+    assert.ok(passed >= 2, `each refused request sent again (${passed} passed)`);
+    assert.equal(await page.locator('[data-testid=status].error').count(), 0, 'no error shown');
+    const ref = await routeMaps('gpt2', 'norm2');
+    const largest = ref.data.reduce((m, v) => Math.max(m, v), 0);
+    assert.ok(Math.abs(mv.scale - (largest > 1 ? 1 / largest : 1)) < 1e-6, `the maps arrived whole (scale ${mv.scale})`);
+  } finally {
+    await page.unroute(pattern);
+  }
 });

@@ -1,5 +1,6 @@
 // client.ts — typed calls to the attnscope server's /api/v1 routes, with a small
 // per-run cache of fetched tensors so switching views does not refetch.
+import { apiFetch } from './fetch';
 import { decodeTensors, type Tensor } from './tensor';
 import type {
   AttentionKind,
@@ -81,11 +82,11 @@ export function parseIds(s: string): number[] | null {
 }
 
 export async function getModels(): Promise<ModelsResponse> {
-  return (await (await check(await fetch(`${BASE}/models`))).json()) as ModelsResponse;
+  return (await (await check(await apiFetch(`${BASE}/models`))).json()) as ModelsResponse;
 }
 
 export async function postRun(req: RunRequest): Promise<RunResponse> {
-  const r = await fetch(`${BASE}/run`, {
+  const r = await apiFetch(`${BASE}/run`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(req),
@@ -94,7 +95,7 @@ export async function postRun(req: RunRequest): Promise<RunResponse> {
 }
 
 export async function postMlm(req: MlmRequest): Promise<MlmResponse> {
-  const r = await fetch(`${BASE}/mlm`, {
+  const r = await apiFetch(`${BASE}/mlm`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(req),
@@ -257,16 +258,16 @@ export class RunData {
 
   private async fetchBinary(path: string): Promise<ArrayBuffer> {
     const q = this.kind === 'encoder' ? path : `${path}${path.includes('?') ? '&' : '?'}kind=${this.kind}`;
-    let r = await fetch(`${BASE}/runs/${this.run.id}/${q}`);
+    let r = await apiFetch(`${BASE}/runs/${this.run.id}/${q}`);
     if (r.status === 404) {
       /* evicted from the server's run cache: made again (an imported sentence from its database) */
       const src = this.root.source;
       this.root =
         src?.layout === 'import' && src.db_run !== undefined
-          ? ((await (await check(await fetch(`${BASE}/db/runs/${src.db_run}/sentences/${src.sent ?? 0}/run`))).json()) as RunResponse)
+          ? ((await (await check(await apiFetch(`${BASE}/db/runs/${src.db_run}/sentences/${src.sent ?? 0}/run`))).json()) as RunResponse)
           : await postRun(runInput(this.root));
       this.run = { ...kindRun(this.root, this.kind).run };
-      r = await fetch(`${BASE}/runs/${this.run.id}/${q}`);
+      r = await apiFetch(`${BASE}/runs/${this.run.id}/${q}`);
     }
     const buf = await (await check(r)).arrayBuffer();
     this.bytesFetched += buf.byteLength;

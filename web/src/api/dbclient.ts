@@ -1,6 +1,7 @@
 // dbclient.ts — typed calls to the /api/v1/db routes (the analysis database), with
 // small caches so switching views does not refetch. No drawing here.
 import { check } from './client';
+import { apiFetch } from './fetch';
 import type {
   DbRun,
   DbRunsResponse,
@@ -20,7 +21,7 @@ import type { RunResponse } from './types';
 const BASE = '/api/v1/db';
 
 async function fetchOk(url: string): Promise<Response> {
-  return check(await fetch(url));
+  return check(await apiFetch(url));
 }
 
 async function json<T>(url: string): Promise<T> {
@@ -40,7 +41,7 @@ function cached<T>(key: string, f: () => Promise<T>): Promise<T> {
 
 /** null when the server has no --db. */
 export async function getDbRuns(): Promise<DbRunsResponse | null> {
-  const r = await fetch(`${BASE}/runs`);
+  const r = await apiFetch(`${BASE}/runs`);
   if (r.status === 404) return null;
   if (!r.ok) await fetchOk(`${BASE}/runs`);
   return (await r.json()) as DbRunsResponse;

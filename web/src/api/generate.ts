@@ -2,6 +2,7 @@
 // with every generated token's attention rows (docs/server.md, "Generation"), decoded from
 // the binary reply into one Float32Array.
 import { check } from './client';
+import { apiFetch } from './fetch';
 import { decodeTensors } from './tensor';
 import type { GenerateMeta, GenerateRequest } from './types';
 
@@ -18,7 +19,7 @@ export interface Generation {
 }
 
 export async function postGenerate(req: GenerateRequest): Promise<Generation> {
-  const r = await fetch('/api/v1/generate', {
+  const r = await apiFetch('/api/v1/generate', {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(req),

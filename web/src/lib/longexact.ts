@@ -8,6 +8,7 @@
 // It does not draw, and does not serve the full-resolution case (the map's tile is
 // then the weights themselves).
 import { check, type RunData } from '../api/client';
+import { apiFetch } from '../api/fetch';
 import { decodeTensors } from '../api/tensor';
 import type { TileMeta } from '../api/types';
 
@@ -75,7 +76,7 @@ export class ExactRows {
     const path = `tile?layer=${c.layer}&head=${c.head}&rows=${c.query}-${c.query}&cols=${c0}-${c1 - 1}&n=${c1 - c0}` +
       (c.exclude.length ? `&exclude=${c.exclude.join(',')}` : '');
     try {
-      const r = await fetch(`/api/v1/runs/${this.data.run.id}/${path}`, { signal });
+      const r = await apiFetch(`/api/v1/runs/${this.data.run.id}/${path}`, { signal });
       /* evicted from the server's run cache: RunData's tile makes the run again */
       const mx =
         r.status === 404

@@ -6,6 +6,7 @@
 // Nothing outside the blocks asked for is fetched or kept (at most MAX_BLOCKS). A run the
 // server evicted (404) is run again (the same input: the same weights) and asked again.
 import { check, postRun, runInput, type RunData } from '../api/client';
+import { apiFetch } from '../api/fetch';
 import { decodeTensors } from '../api/tensor';
 import type { TileMeta } from '../api/types';
 import { LINK_LEVELS, linkLevel, type HeadLinks } from './links';
@@ -73,10 +74,10 @@ export class RowStore {
       const c1 = Math.min(T, c0 + COL_CHUNK), C = c1 - c0;
       const q = `layers=${layer}&heads=0-${H - 1}&rows=${r0}-${r1 - 1}&cols=${c0}-${c1 - 1}&n=${COL_CHUNK}&dtype=f32`;
       this.requests.push(q);
-      let r = await fetch(`/api/v1/runs/${this.data.run.id}/tile?${q}`);
+      let r = await apiFetch(`/api/v1/runs/${this.data.run.id}/tile?${q}`);
       if (r.status === 404) {
         this.data.run = await postRun(runInput(this.data.run));
-        r = await fetch(`/api/v1/runs/${this.data.run.id}/tile?${q}`);
+        r = await apiFetch(`/api/v1/runs/${this.data.run.id}/tile?${q}`);
       }
       await check(r);
       const d = decodeTensors<TileMeta>(await r.arrayBuffer());
