@@ -129,6 +129,7 @@ static void attn_probs_rows(const float *keep, const attn_rule *ru, int T, int D
         for (int j = 0; j < lo; j++) si[j] = AS_MASK_VALUE;
         if (cap > 0.0f)
             for (int j = lo; j < n; j++) si[j] = cap * as_fast_tanhf(si[j] * inv_cap);
+#pragma omp simd reduction(max : mx)
         for (int j = lo; j < n; j++) {
             si[j] = keep[j] != 0.0f ? si[j] : AS_MASK_VALUE;
             mx = si[j] > mx ? si[j] : mx;
@@ -136,7 +137,8 @@ static void attn_probs_rows(const float *keep, const attn_rule *ru, int T, int D
         for (int j = n; j < T; j++) si[j] = AS_MASK_VALUE;
         memset(pi, 0, (size_t)T * sizeof(float));
         if (mx == AS_MASK_VALUE) continue; /* every key masked (all padding): no attention at all */
-        float sum = 0.0f;
+        float sum = 0.0f; /* in vector-wide partial sums (the row's order is not kept) */
+#pragma omp simd reduction(+ : sum)
         for (int j = lo; j < n; j++) {
             float e = as_fast_expf(si[j] - mx) * keep[j];
             pi[j] = e;
