@@ -1,6 +1,7 @@
 /* attnscope/beam.h — beam search (src/analysis/beam.c): Hugging Face's generate with
- * num_beams > 1 and no sampling, for one prompt, on the forward of attnscope.h (one whole
- * forward per beam and step: no key/value cache). Part of the tools' API (see attnscope.h);
+ * num_beams > 1 and no sampling, for one prompt, on the forward of attnscope.h (a key/value
+ * cache per beam for decoder-only models where generation has one, else one whole forward
+ * per beam and step). Part of the tools' API (see attnscope.h);
  * `attnscope generate --beams N` is built on it. It returns token sequences and scores;
  * the attention of a returned sequence is the forward over it (causal: each generated
  * token's row is the same as at its step). What it does not: sampling, diverse or
@@ -23,6 +24,8 @@ typedef struct {
     int early_stopping;    /* early_stopping=True: stop once `beams` hypotheses are finished */
     double length_penalty; /* score = sum of log-probs / generated_length^length_penalty */
     int threads;
+    int full_forward;      /* 1: each step runs every beam's whole sequence, even where a
+                              key/value cache per beam serves the model */
 } gen_beam_opts;
 
 typedef struct {

@@ -16,12 +16,19 @@
  * the first start at -1e9 so the first step expands one beam. A finished hypothesis is
  * returned with the first end-of-sequence id appended (BeamSearchScorer.finalize).
  *
+ * Decoder-only models that model_kv_supported serves keep one key/value cache per beam
+ * (model_forward_step: the prompt once, then each beam's new id): the next step's beams
+ * take their parents' caches, the first child of a parent its cache itself and the others
+ * copies (model_kv_copy) into the caches of the parents no beam continues. Other models,
+ * and full_forward, run each beam's whole sequence again each step. Either way beams holding
+ * the same ids share one forward (a cached beam then copies the cache of the first).
+ *
  * What it does not: sampling beams, diverse or constrained beam search, length or
- * repetition processors (min_length, no_repeat_ngram_size, ...), a key/value cache (each beam's
- * whole sequence is run again each step; beams holding the same ids share one forward).
+ * repetition processors (min_length, no_repeat_ngram_size, ...), an encoder-decoder cache.
  */
 #include "attnscope/beam.h"
 #include "attnscope/generate.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -118,6 +125,58 @@ static as_status beam_logprobs(const as_model *m, const as_encoding *src, const 
     return s;
 }
 
+/* The next-token log-probabilities (V) of ids[0..n) on beam's cache, which holds a prefix
+ * of them: the rest go through model_forward_step. */
+static as_status beam_logprobs_cached(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
+                                      float *out, as_error *err) {
+    AS_ASSERT(kv->n < n);
+    as_status s = model_forward_step(m, kv, ids + kv->n, n - kv->n, threads, out, NULL, err);
+    if (!s) log_softmax_row(out, as_model_config(m)->vocab_size, out);
+    return s;
+}
+
+/* Every beam's next-token log-probabilities: lp (nb, V) of the sequences ids (nb, cap) of
+ * cur ids each, on their caches kv (nb) or, kv NULL, by whole forwards. A beam holding the
+ * ids of an earlier one takes its row (and a copy of its cache). */
+static as_status beams_logprobs(const as_model *m, const as_encoding *src, model_kv *kv, const int32_t *ids,
+                                int cap, int nb, int cur, int threads, float *lp, as_error *err) {
+    int V = as_model_config(m)->vocab_size;
+    as_status s = AS_OK;
+    for (int b = 0; b < nb && !s; b++) {
+        int same = -1;
+        for (int b2 = 0; b2 < b && same < 0; b2++)
+            if (!memcmp(ids + (size_t)b2 * cap, ids + (size_t)b * cap, (size_t)cur * sizeof(int32_t))) same = b2;
+        if (same >= 0) {
+            memcpy(lp + (size_t)b * V, lp + (size_t)same * V, (size_t)V * sizeof(float));
+            if (kv) model_kv_copy(&kv[b], &kv[same]);
+        } else if (kv)
+            s = beam_logprobs_cached(m, &kv[b], ids + (size_t)b * cap, cur, threads, lp + (size_t)b * V, err);
+        else s = beam_logprobs(m, src, ids + (size_t)b * cap, cur, threads, lp + (size_t)b * V, err);
+    }
+    return s;
+}
+
+/* Beam b of the next step continues beam parent[b]: kv[] reordered so. A parent's first
+ * child takes its cache; every further child gets a copy in the cache of a beam no child
+ * continues (as many of those as further children; they are nobody's source, so the
+ * copies read caches still whole). taken (nb) and next (nb) are scratch. */
+static void beam_kv_reorder(model_kv *kv, const int *parent, int nb, int *taken, model_kv *next) {
+    for (int b = 0; b < nb; b++) taken[b] = -1;
+    for (int b = 0; b < nb; b++)
+        if (taken[parent[b]] < 0) {
+            taken[parent[b]] = b;
+            next[b] = kv[parent[b]];
+        }
+    int spare = 0;
+    for (int b = 0; b < nb; b++) {
+        if (taken[parent[b]] == b) continue;
+        while (taken[spare] >= 0) spare++;
+        taken[spare] = b;
+        next[b] = kv[spare];
+        model_kv_copy(&next[b], &kv[parent[b]]);
+    }
+    memcpy(kv, next, (size_t)nb * sizeof *kv);
+}
 
 static const beam_hyp *g_sort_hyps;
 /* ascending score, then insertion order (Python's stable sort of the list) */
@@ -160,13 +219,17 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
     float *nscore = as_malloc_array((size_t)nb, sizeof(float));
     int32_t *sel_tok = as_malloc_array((size_t)nb, sizeof(int32_t));
     int *order = as_malloc_array((size_t)nb + 1, sizeof(int));
+    int cached = !src && !o->full_forward && model_kv_supported(m);
+    model_kv *kv = cached ? as_calloc((size_t)nb * 2, sizeof *kv) : NULL; /* nb caches, nb scratch */
     beam_hyps hs = {.h = as_calloc((size_t)nb + 1, sizeof(beam_hyp)), .beams = nb, .prompt_len = prompt_len,
                     .worst = 1e9, .lp = o->length_penalty};
     if (!ids || !nids || !hyp_ids || !lp || !top || !sel_b || !topv || !bscore || !nscore || !sel_tok || !order ||
-        !hs.h) {
+        !hs.h || (cached && !kv)) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
+    for (int b = 0; cached && b < nb && !s; b++) s = model_kv_init(m, cap, &kv[b], err);
+    if (s) goto cleanup;
     for (int i = 0; i <= nb; i++) hs.h[i].ids = hyp_ids + (size_t)i * cap;
     for (int b = 0; b < nb; b++) {
         memcpy(ids + (size_t)b * cap, prompt, (size_t)prompt_len * sizeof(int32_t));
@@ -174,14 +237,7 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
     }
     int cur = prompt_len, done = 0;
     while (!done && cur < max_len) {
-        for (int b = 0; b < nb && !s; b++) {
-            int same = -1;
-            for (int b2 = 0; b2 < b && same < 0; b2++)
-                if (!memcmp(ids + (size_t)b2 * cap, ids + (size_t)b * cap, (size_t)cur * sizeof(int32_t))) same = b2;
-            if (same >= 0) memcpy(lp + (size_t)b * V, lp + (size_t)same * V, (size_t)V * sizeof(float));
-            else s = beam_logprobs(m, src, ids + (size_t)b * cap, cur, o->threads, lp + (size_t)b * V, err);
-        }
-        if (s) goto cleanup;
+        if ((s = beams_logprobs(m, src, kv, ids, cap, nb, cur, o->threads, lp, err))) goto cleanup;
         for (int b = 0; b < nb; b++) {
             float *row = lp + (size_t)b * V;
             gen_process_logits(c, ids + (size_t)b * cap, cur, max_len, row);
@@ -209,6 +265,7 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
             dst[cur] = sel_tok[b];
             bscore[b] = nscore[b];
         }
+        if (cached) beam_kv_reorder(kv, sel_b, nb, order, kv + nb);
         int32_t *t = ids;
         ids = nids, nids = t;
         cur++;
@@ -252,5 +309,7 @@ cleanup:
     free(sel_tok);
     free(order);
     free(hs.h);
+    for (int b = 0; kv && b < nb; b++) model_kv_free(&kv[b]);
+    free(kv);
     return s;
 }

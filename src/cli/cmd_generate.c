@@ -43,8 +43,9 @@ static const char *GEN_HELP =
     "forced_eos_token_id force the first / last token (see --beams). Generation stops at the\n"
     "model's positions. Decoder-only models (GPT-2, the LLaMA family) read the prompt once\n"
     "and then one token per step, keeping every layer's keys and values (a key/value\n"
-    "cache); --full-forward runs the whole sequence again at each step instead (as do\n"
-    "encoder-decoder models, and RoPE scalings that follow the length: dynamic, longrope).\n"
+    "cache; with --beams one per beam); --full-forward runs the whole sequence again at each\n"
+    "step instead (as do encoder-decoder models, and RoPE scalings that follow the length:\n"
+    "dynamic, longrope).\n"
     "Both give the same tokens and rows to rounding. --timing prints to stderr the\n"
     "generation's wall time (model load and --out excluded) and its tokens per second.\n"
     "--precision bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"
@@ -268,8 +269,8 @@ int cmd_generate(int argc, char **argv) {
         gen_beams_args ba = {.o = {.beams = a.beams, .num_return = a.num_return ? a.num_return : 1,
                                    .early_stopping = a.early_stopping,
                                    .length_penalty = isnan(a.length_penalty) ? 1.0 : a.length_penalty,
-                                   .threads = a.threads},
-                             .out = a.out, .what = what};
+                                   .threads = a.threads, .full_forward = a.full_forward},
+                             .out = a.out, .what = what, .timing = a.timing};
         rc = gen_beams_run(m, c->n_dec_layer ? &enc : NULL, seq->ids, n, n + a.max_new < max ? n + a.max_new : max, &ba);
         goto cleanup;
     }

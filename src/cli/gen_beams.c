@@ -224,7 +224,11 @@ int gen_beams_run(const as_model *m, const as_encoding *src, const int32_t *prom
     gen_beam_result br = {0};
     beams_out b = {0};
     int rc = 0, rows = a->out && (a->what & CAP_ATTN);
+    double t0 = as_now();
     as_status s = gen_beam_search(m, src, prompt, n, max_len, &a->o, &br, &err);
+    if (!s && a->timing)
+        fprintf(stderr, "generate: beam search (%d beams) after a %d-token prompt in %.1f ms\n", a->o.beams, n,
+                (as_now() - t0) * 1e3);
     if (!s) s = beams_alloc(m, &br, n, src ? src->n : 0, rows, &b, &err);
     for (int r = 0; !s && rows && r < b.R; r++) s = beams_rows(m, src, a->o.threads, r, &b, &err);
     if (!s && a->out) s = beams_write(m, src, a, &b, &err);

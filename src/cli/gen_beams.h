@@ -12,6 +12,7 @@ typedef struct {
     gen_beam_opts o;
     const char *out; /* --out FILE.json|FILE.npz or NULL */
     unsigned what;   /* the final run's capture (as_capture_what bits); rows need CAP_ATTN */
+    int timing;      /* --timing: the search's wall time to stderr */
 } gen_beams_args;
 
 /* Beam search from the prompt's n ids (the decoder's start for an encoder-decoder model,

@@ -921,6 +921,7 @@ as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err)
         return as_err_set(err, AS_ERR_INPUT, "a key/value cache of %d positions: the model takes 1 to %d", cap,
                           as_model_max_tokens(m));
     kv->cap = cap;
+    kv->layers = c->n_layer;
     kv->Kw = (size_t)c->n_kv_head * c->d_head;
     size_t n = as_mul_size(as_mul_size((size_t)c->n_layer, (size_t)cap), kv->Kw);
     if (n > SIZE_MAX / (2 * sizeof(float)) || !(kv->k = as_large_get(2 * n * sizeof(float), &kv->bytes_)))
@@ -932,6 +933,16 @@ as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err)
 void model_kv_free(model_kv *kv) {
     if (kv->k) as_large_put(kv->k, kv->bytes_);
     memset(kv, 0, sizeof *kv);
+}
+
+void model_kv_copy(model_kv *dst, const model_kv *src) {
+    AS_ASSERT(dst->cap == src->cap && dst->layers == src->layers && dst->Kw == src->Kw);
+    size_t layer = (size_t)src->cap * src->Kw, used = (size_t)src->n * src->Kw * sizeof(float);
+    for (int l = 0; l < src->layers; l++) {
+        memcpy(dst->k + (size_t)l * layer, src->k + (size_t)l * layer, used);
+        memcpy(dst->v + (size_t)l * layer, src->v + (size_t)l * layer, used);
+    }
+    dst->n = src->n;
 }
 
 as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,

@@ -338,6 +338,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
 typedef struct {
     int cap;      /* positions it holds */
     int n;        /* positions filled: the next step's tokens start at position n */
+    int layers;   /* L */
     size_t Kw;    /* floats of one position's keys (n_kv_head x d_head) */
     float *k, *v; /* (L, cap, Kw) */
     size_t bytes_;
@@ -351,6 +352,9 @@ int model_kv_supported(const as_model *m);
  * model's positions (as_model_max_tokens); AS_ERR_INTERNAL when out of memory. */
 as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err);
 void model_kv_free(model_kv *kv);
+/* dst holds what src holds: src's n positions of every layer copied (both made by
+ * model_kv_init for one model with the same cap). */
+void model_kv_copy(model_kv *dst, const model_kv *src);
 /* One generation step of the one forward: ids (n >= 1) at positions kv->n .. kv->n + n - 1
  * through every layer, their attention reading the cache's keys and values before them
  * (kv->n grows by n). logits (V): the LM head's scores of the last of them; rows, when not

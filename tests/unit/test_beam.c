@@ -5,6 +5,11 @@
  * first), and the returned sequences must be identical, their scores within 1e-5 and sums
  * of log-probabilities within 5e-5. Here so the search also runs under the sanitizers; the
  * attention rows and the CLI's files are tests/cli/test_generate_beam.sh's.
+ * Decoder-only models search on a key/value cache per beam: the llama cases above take it,
+ * and test_cache_matches_full runs nine decoder fixtures (GPT-2 and the LLaMA family:
+ * GQA, a sliding window, soft-caps, YaRN, BF16 weights) at 2 and 5 beams with the cache
+ * and with full_forward (each beam's whole sequence every step): the same hypotheses,
+ * scores within 1e-6.
  * It does not test option parsing (the CLI's).
  */
 #include <stdarg.h>
@@ -40,11 +45,11 @@ static void copy_file(const char *src, const char *dir, const char *name) {
     free(buf);
 }
 
-/* One case: its folder, the search, the comparison; returns the largest score difference. */
-static double run_case(const json_t *cs) {
-    const char *name = json_string_value(json_object_get(cs, "name"));
-    const char *folder = json_string_value(json_object_get(cs, "model"));
-    char dir[] = "/tmp/as_beam_XXXXXX", src[512], cpath[512];
+/* Fixture model `folder` copied into a new directory dir (/tmp/as_beam_XXXXXX) with its
+ * config.json updated by over (NULL: as it is), and loaded. */
+static as_model *load_copy(const char *folder, json_t *over, char *dir) {
+    char src[512], cpath[512];
+    strcpy(dir, "/tmp/as_beam_XXXXXX");
     assert_non_null(mkdtemp(dir));
     snprintf(src, sizeof src, "%s/models/%s/model.safetensors", FX, folder);
     copy_file(src, dir, "model.safetensors");
@@ -52,14 +57,33 @@ static double run_case(const json_t *cs) {
     json_error_t je;
     json_t *cfg = json_load_file(src, 0, &je);
     assert_non_null(cfg);
-    assert_int_equal(json_object_update(cfg, json_object_get(cs, "config")), 0);
+    if (over) assert_int_equal(json_object_update(cfg, over), 0);
     snprintf(cpath, sizeof cpath, "%s/config.json", dir);
     assert_int_equal(json_dump_file(cfg, cpath, 0), 0);
     json_decref(cfg);
-
     as_model *m = NULL;
     as_error err = {0};
-    if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", name, err.msg);
+    if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", folder, err.msg);
+    return m;
+}
+
+/* Frees m and removes load_copy's directory. */
+static void drop_copy(as_model *m, const char *dir) {
+    char path[512];
+    as_model_free(m);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* One case: its folder, the search, the comparison; returns the largest score difference. */
+static double run_case(const json_t *cs) {
+    const char *name = json_string_value(json_object_get(cs, "name"));
+    char dir[64];
+    as_model *m = load_copy(json_string_value(json_object_get(cs, "model")), json_object_get(cs, "config"), dir);
+    as_error err = {0};
     const json_t *pj = json_object_get(cs, "prompt");
     int np = (int)json_array_size(pj), encdec = json_is_true(json_object_get(cs, "encoder_decoder"));
     int32_t *prompt = calloc((size_t)np, sizeof(int32_t));
@@ -97,11 +121,7 @@ static double run_case(const json_t *cs) {
     gen_beam_result_free(&r); /* a zeroed result frees as a no-op */
     as_encoding_free(&srcenc);
     free(prompt);
-    as_model_free(m);
-    unlink(cpath);
-    snprintf(src, sizeof src, "%s/model.safetensors", dir);
-    unlink(src);
-    rmdir(dir);
+    drop_copy(m, dir);
     return worst;
 }
 
@@ -116,10 +136,68 @@ static void test_fixture_cases(void **state) {
     json_decref(fx);
 }
 
+/* The search from prompt with a cache per beam and with full_forward: the same
+ * hypotheses, scores within 1e-6. */
+static void cache_vs_full(const as_model *m, const char *name, const int32_t *prompt, int pl, int nb, int max_new) {
+    as_error err = {0};
+    gen_beam_result rc = {0}, rf = {0};
+    gen_beam_opts o = {.beams = nb, .num_return = nb, .length_penalty = 1.0, .threads = 2};
+    if (gen_beam_search(m, NULL, prompt, pl, pl + max_new, &o, &rc, &err)) fail_msg("%s cached: %s", name, err.msg);
+    o.full_forward = 1;
+    if (gen_beam_search(m, NULL, prompt, pl, pl + max_new, &o, &rf, &err)) fail_msg("%s full: %s", name, err.msg);
+    assert_int_equal(rc.n, rf.n);
+    double worst = 0.0;
+    for (int h = 0; h < rc.n; h++) {
+        assert_int_equal(rc.len[h], rf.len[h]);
+        assert_memory_equal(rc.ids + (size_t)h * rc.cap, rf.ids + (size_t)h * rf.cap, (size_t)rc.len[h] * sizeof(int32_t));
+        double d = fabs(rc.score[h] - rf.score[h]);
+        worst = d > worst ? d : worst;
+    }
+    if (worst > 1e-6) fail_msg("%s, %d beams, prompt %d: scores %.2e apart", name, nb, pl, worst);
+    gen_beam_result_free(&rc);
+    gen_beam_result_free(&rf);
+}
+
+static void test_cache_matches_full(void **state) {
+    (void)state;
+    static const char *models[] = {"gpt2", "llama", "llama_bf16", "mistral_swa", "qwen3", "gemma2", "gemma3",
+                                   "phi3", "yarn"};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/models/%s", FX, models[i]);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", models[i], err.msg);
+        int V = as_model_config(m)->vocab_size;
+        for (int nb = 2; nb <= 5; nb += 3)
+            for (int pl = 3; pl <= 7; pl += 4) {
+                int32_t prompt[7];
+                for (int t = 0; t < pl; t++) prompt[t] = (int32_t)((7 * t + 3 * nb + 1) % (V < 50 ? V : 50));
+                cache_vs_full(m, models[i], prompt, pl, nb, 12);
+            }
+        printf("  %-12s cache = whole sequences (2 and 5 beams, prompts of 3 and 7)\n", models[i]);
+        as_model_free(m);
+    }
+    /* every id but 0, 1 and 2 banned (bad_words_ids): 3 ids for 5 beams, so the first step
+       also continues beams that only copied beam 0's prompt, and beams hold the same ids */
+    json_t *bad = json_array();
+    for (int id = 3; id < 53; id++) json_array_append_new(bad, json_pack("[i]", id));
+    json_t *over = json_pack("{s:o, s:[]}", "bad_words_ids", bad, "eos_token_id");
+    char dir[64];
+    as_model *m = load_copy("llama", over, dir);
+    json_decref(over);
+    assert_int_equal(as_model_config(m)->vocab_size, 53);
+    const int32_t prompt[3] = {5, 9, 2};
+    cache_vs_full(m, "llama, 3 ids allowed", prompt, 3, 5, 6);
+    printf("  %-12s cache = whole sequences with 3 ids allowed for 5 beams\n", "llama");
+    drop_copy(m, dir);
+}
+
 int main(void) {
     as_set_quiet(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_cache_matches_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
