@@ -16,12 +16,14 @@
  * the first start at -1e9 so the first step expands one beam. A finished hypothesis is
  * returned with the first end-of-sequence id appended (BeamSearchScorer.finalize).
  *
- * Decoder-only models that model_kv_supported serves keep one key/value cache per beam
- * (model_forward_step: the prompt once, then each beam's new id): the next step's beams
- * take their parents' caches, the first child of a parent its cache itself and the others
- * copies (model_kv_copy) into the caches of the parents no beam continues. Other models,
- * and full_forward, run each beam's whole sequence again each step. Either way beams holding
- * the same ids share one forward (a cached beam then copies the cache of the first).
+ * Decoder-only models that model_kv_supported serves keep one key/value cache per beam:
+ * the prompt goes through once (model_forward_step) and its cache is copied to every beam,
+ * then each step runs every beam's new id as one batch of rows (model_forward_beams, so
+ * the weights are read once per step, not once per beam); the next step's beams take their
+ * parents' caches, the first child of a parent its cache itself and the others copies
+ * (model_kv_copy) into the caches of the parents no beam continues. Other models, and
+ * full_forward, run each beam's whole sequence again each step, beams holding the same ids
+ * sharing one forward.
  *
  * What it does not: sampling beams, diverse or constrained beam search, length or
  * repetition processors (min_length, no_repeat_ngram_size, ...), an encoder-decoder cache.
@@ -136,12 +138,21 @@ static as_status beam_logprobs_cached(const as_model *m, model_kv *kv, const int
 }
 
 /* Every beam's next-token log-probabilities: lp (nb, V) of the sequences ids (nb, cap) of
- * cur ids each, on their caches kv (nb) or, kv NULL, by whole forwards. A beam holding the
- * ids of an earlier one takes its row (and a copy of its cache). */
+ * cur ids each. On caches kv (nb): the first step (empty caches, every beam the prompt) runs
+ * the prompt once and copies its cache to every beam; later steps run every beam's last id
+ * as one batch (model_forward_beams). kv NULL: whole forwards, a beam holding the ids of an
+ * earlier one taking its row. */
 static as_status beams_logprobs(const as_model *m, const as_encoding *src, model_kv *kv, const int32_t *ids,
                                 int cap, int nb, int cur, int threads, float *lp, as_error *err) {
     int V = as_model_config(m)->vocab_size;
     as_status s = AS_OK;
+    if (kv && kv[0].n > 0) {
+        int32_t last[GEN_MAX_BEAMS];
+        for (int b = 0; b < nb; b++) last[b] = ids[(size_t)b * cap + cur - 1];
+        if (!(s = model_forward_beams(m, kv, nb, last, threads, lp, err)))
+            for (int b = 0; b < nb; b++) log_softmax_row(lp + (size_t)b * V, V, lp + (size_t)b * V);
+        return s;
+    }
     for (int b = 0; b < nb && !s; b++) {
         int same = -1;
         for (int b2 = 0; b2 < b && same < 0; b2++)

@@ -138,7 +138,7 @@ as_status sal_compute_extra(const as_model *m, const as_encoding *enc, const sal
         if (!s && x->run) *x->run = r;
         else as_run_free(r);
         if (s) goto cleanup;
-        emb_in in = {enc, 0, NULL, 0};
+        emb_in in = {enc, 0, NULL, 0, 0};
         for (int t = 0; t < T; t++) {
             const float *x = model_emb_word(m, &in, t), *gt = g + (size_t)t * De;
             double acc = 0.0;
@@ -159,7 +159,7 @@ as_status sal_compute_extra(const as_model *m, const as_encoding *enc, const sal
         memset(w, 0, TD * sizeof(float));
         if ((s = pass(m, enc, w, o->threads, -1, lg, NULL, NULL, NULL, NULL, 0, err))) goto cleanup;
         float logit_base = lg[target];
-        emb_in in = {enc, 0, NULL, 0};
+        emb_in in = {enc, 0, NULL, 0, 0};
         for (int k = 0; k < steps; k++) {
             float alpha = (float)((k + 0.5) / steps);
             for (int t = 0; t < T; t++) {

@@ -583,7 +583,7 @@ static void embed_bwd(const as_model *m, const as_encoding *enc, const float *wo
     const as_config *c = &m->cfg;
     model_grads *pg = w->pg;
     int T = enc->n, D = c->d_model;
-    emb_in in = {enc, 0, word, 0};
+    emb_in in = {enc, 0, word, 0, 0};
     float *de = w->dh; /* (T, De) the gradient of the embedding sum */
     float sc = 1.0f;
     switch (c->arch) {

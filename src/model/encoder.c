@@ -59,6 +59,9 @@ typedef struct {
        their keys and values join kv, and attention reads all kv->n + T of kv's */
     model_kv *kv;
     float *rows;           /* (H, kv->n + T) the current layer's attention rows of the last position, or NULL */
+    /* a beam step (model_forward_beams): row b is beam b's token at position beams[b].n,
+       its key and value join beams[b], its attention reads beams[b]'s */
+    model_kv *beams;
     float *block;
 } fwd_ws;
 
@@ -430,6 +433,33 @@ static void capture_pre_rope(const as_run *r, const fwd_ws *ws, int l, int T, in
     }
 }
 
+/* Query head h of beam b (idx = b H + h) in a beam step: row b of the queries against
+ * the n + 1 keys of beam b's cache, the row at position n. */
+static void attn_beam_task(void *ctx, int idx, int tid) {
+    const attn_job *j = ctx;
+    fwd_ws *ws = j->ws;
+    int b = idx / j->H, h = idx % j->H, Dh = j->Dh, g = h / (j->H / j->Hkv), ldq = j->H * Dh, ldk = j->Hkv * Dh;
+    const model_kv *kv = &ws->beams[b];
+    int n = kv->n, Tk = n + 1;
+    size_t layer = (size_t)j->l * kv->cap * kv->Kw, RT = (size_t)ATTN_ROW_BLOCK * Tk;
+    attend_rows(ws->keep, &j->rule, Tk, Dh, n, n + 1, ws->q + (size_t)b * ldq + (size_t)h * Dh, ldq,
+                kv->k + layer + (size_t)g * Dh, kv->v + layer + (size_t)g * Dh, ldk, ws->s + (size_t)tid * RT,
+                ws->p + (size_t)tid * RT, NULL, NULL, ws->ctx + (size_t)b * ldq + (size_t)h * Dh);
+}
+
+/* A beam step's attention of layer j->l: row b's key and value into beams[b] at its
+ * position n, then every (beam, head) pair. */
+static void beams_attend(attn_job *j, int nthreads) {
+    fwd_ws *ws = j->ws;
+    for (int b = 0; b < j->T; b++) {
+        model_kv *kv = &ws->beams[b];
+        size_t at = ((size_t)j->l * kv->cap + (size_t)kv->n) * kv->Kw;
+        memcpy(kv->k + at, ws->k + (size_t)b * kv->Kw, kv->Kw * sizeof(float));
+        memcpy(kv->v + at, ws->v + (size_t)b * kv->Kw, kv->Kw * sizeof(float));
+    }
+    as_parallel_for(j->H * j->T, nthreads, attn_beam_task, j);
+}
+
 static void attention(const as_model *m, const layer_w *lw, int l, int T, const float *in, fwd_ws *ws, as_run *r,
                       unsigned what, int nthreads) {
     const as_config *c = &m->cfg;
@@ -472,7 +502,8 @@ static void attention(const as_model *m, const layer_w *lw, int l, int T, const 
         j.vc = kv->v + layer;
         j.rows = ws->rows;
     }
-    as_parallel_for(H, nthreads, attn_task, &j);
+    if (ws->beams) beams_attend(&j, nthreads);
+    else as_parallel_for(H, nthreads, attn_task, &j);
     if (ws->iv) ablate_heads(ws->iv, l, T, H, Dh, ws->keep, ws->ctx);
     if (tl) memcpy(tl->ctx, ws->ctx, (size_t)T * H * Dh * sizeof(float));
 }
@@ -789,7 +820,7 @@ static void stack_embed(const as_model *m, const emb_in *ein, float *x, float *t
  * tables of the rows' positions Tk - T .. Tk - 1 (all 0 when positions are ablated). keep:
  * enc->mask, or 1 for every key of a step. */
 static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, int nthreads,
-                          int Tk, fwd_ws *out, size_t *cap, as_error *err) {
+                          int Tk, int beams, fwd_ws *out, size_t *cap, as_error *err) {
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, H = c->n_head, Dh = c->d_head;
     fwd_ws ws = {0};
@@ -825,10 +856,19 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         ws.conv_per_thread = conv;
         ws.xb = xb ? (uint16_t *)(ws.conv + (size_t)nthreads * conv) : NULL;
         for (int i = 0; i < Tk; i++) ws.keep[i] = Tk != T || enc->mask[i] ? 1.0f : 0.0f;
-        /* positions Tk-T..Tk-1 (all 0 when positions are ablated: no rotation) */
-        if (R && llama_rope_tables(m, Tk - T, T, (spec->ablate & ABLATE_POSITION) != 0, ws.rope)) {
+        /* positions Tk-T..Tk-1, or every row at Tk - 1 for beams (all 0 when positions are
+           ablated: no rotation) */
+        if (R && llama_rope_tables(m, beams ? Tk - 1 : Tk - T, beams ? 1 : T, (spec->ablate & ABLATE_POSITION) != 0,
+                                   ws.rope)) {
             as_large_put(ws.block, *cap);
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
+        }
+        if (R && beams && T > 1) { /* the one row of each table (global at 0, local at R) to all T */
+            memmove(ws.rope + (size_t)T * R, ws.rope + R, R * sizeof(float));
+            for (int t = 1; t < T; t++) {
+                memcpy(ws.rope + (size_t)(T + t) * R, ws.rope + (size_t)T * R, R * sizeof(float));
+                memcpy(ws.rope + (size_t)t * R, ws.rope, R * sizeof(float));
+            }
         }
     }
     *out = ws;
@@ -863,7 +903,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     if ((s = check_input(m, enc, spec, err))) return s;
     if (tape && (tape->T != enc->n || spec->ablate || spec->intervene))
         return as_err_set(err, AS_ERR_INTERNAL, "model_forward: the tape needs no ablation and T = %d", tape->T);
-    emb_in ein = {enc, spec->ablate, word, 0};
+    emb_in ein = {enc, spec->ablate, word, 0, 0};
     const as_config *c = &m->cfg;
     int T = enc->n, D = c->d_model, L = c->n_layer;
     unsigned what = spec->what & (CAP_ALL | CAP_STATS | CAP_THUMBS);
@@ -878,7 +918,7 @@ as_status model_forward(const as_model *m, const as_encoding *enc, const as_capt
     size_t ws_cap = 0;
     as_run *r = NULL;
     if ((s = run_alloc(m, enc, spec, what, n_run, want_logits, enc->n, &r, err))) return s;
-    if ((s = ws_alloc(m, enc, spec, nthreads, enc->n, &ws, &ws_cap, err))) goto cleanup;
+    if ((s = ws_alloc(m, enc, spec, nthreads, enc->n, 0, &ws, &ws_cap, err))) goto cleanup;
     ws.iv = spec->intervene;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved); /* OpenBLAS to 1 thread */
@@ -945,43 +985,63 @@ void model_kv_copy(model_kv *dst, const model_kv *src) {
     dst->n = src->n;
 }
 
-as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
-                             float *logits, float *rows, as_error *err) {
+/* The generation steps' forward: n ids at positions kv->n .. kv->n + n - 1 of one
+ * sequence (beams NULL; logits of the last row, rows as model_forward_step), or one id of
+ * each of n beams at position beams[0].n (kv NULL; logits of every row). */
+static as_status kv_forward(const as_model *m, model_kv *kv, model_kv *beams, const int32_t *ids, int n, int threads,
+                            float *logits, float *rows, as_error *err) {
     const as_config *c = &m->cfg;
     if (!model_kv_supported(m))
         return as_err_set(err, AS_ERR_INPUT, "%s: generation with a key/value cache needs a decoder-only model "
                           "whose RoPE does not depend on the length", m->dir);
-    if (n < 1 || kv->n + n > kv->cap)
-        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", n, kv->n,
-                          kv->cap);
+    model_kv *first = beams ? beams : kv;
+    int n0 = first->n, last_rows = beams ? n : 1; /* rows whose logits are asked for: the last last_rows */
+    for (int b = 1; beams && b < n; b++)
+        if (beams[b].n != n0)
+            return as_err_set(err, AS_ERR_INPUT, "beam %d's cache holds %d positions, beam 0's %d", b, beams[b].n, n0);
+    int Tk = beams ? n0 + 1 : n0 + n;
+    if (n < 1 || Tk > first->cap)
+        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", beams ? 1 : n,
+                          n0, first->cap);
     as_encoding enc = {0};
     as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
     if (s) return s;
     as_capture_spec spec = {.what = 0, .layer = -1, .head = -1, .threads = threads};
-    int nthreads = threads > 0 ? threads : as_n_cores(), L = c->n_layer, H = c->n_head, Tk = kv->n + n;
-    int D = c->d_model;
+    int nthreads = threads > 0 ? threads : as_n_cores(), L = c->n_layer, H = c->n_head, D = c->d_model;
     fwd_ws ws = {0};
     size_t ws_cap = 0;
     as_run r0 = {0}; /* captures nothing: no layer selected */
-    if ((s = ws_alloc(m, &enc, &spec, nthreads, Tk, &ws, &ws_cap, err))) goto cleanup;
+    if ((s = ws_alloc(m, &enc, &spec, nthreads, Tk, beams != NULL, &ws, &ws_cap, err))) goto cleanup;
     ws.kv = kv;
+    ws.beams = beams;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
-    emb_in ein = {&enc, 0, NULL, kv->n};
+    emb_in ein = {&enc, 0, NULL, n0, beams != NULL};
     stack_embed(m, &ein, ws.x, ws.h);
     for (int l = 0; l < L; l++) {
         ws.rows = rows ? rows + (size_t)l * H * Tk : NULL;
         layer_forward(m, l, n, &ws, &r0, 0, nthreads);
     }
-    float *last = ws.x + (size_t)(n - 1) * D;
-    if (m->pre_ln) model_norm_rows(m, &m->ln_f, last, 1);
-    model_vocab_logits(m, last, 1, logits, ws.h);
+    float *x = ws.x + (size_t)(n - last_rows) * D;
+    if (m->pre_ln) model_norm_rows(m, &m->ln_f, x, last_rows);
+    model_vocab_logits(m, x, last_rows, logits, ws.h);
     model_par_end(&saved);
-    kv->n = Tk;
+    if (kv) kv->n = Tk;
+    for (int b = 0; beams && b < n; b++) beams[b].n = Tk;
 cleanup:
     as_large_put(ws.block, ws_cap);
     as_encoding_free(&enc);
     return s;
+}
+
+as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
+                             float *logits, float *rows, as_error *err) {
+    return kv_forward(m, kv, NULL, ids, n, threads, logits, rows, err);
+}
+
+as_status model_forward_beams(const as_model *m, model_kv *kv, int nb, const int32_t *ids, int threads,
+                              float *logits, as_error *err) {
+    return kv_forward(m, NULL, kv, ids, nb, threads, logits, NULL, err);
 }
 
 as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h, int i0, int i1, float *out,
@@ -1089,7 +1149,7 @@ static void seq2seq_stack(const as_model *m, const as_encoding *enc, unsigned ab
                           unsigned what, int nthreads) {
     int T = enc->n, L = m->cfg.n_layer;
     size_t TD = (size_t)T * m->cfg.d_model;
-    emb_in ein = {enc, ablate, NULL, 0};
+    emb_in ein = {enc, ablate, NULL, 0, 0};
     for (int i = 0; i < T; i++) ws->keep[i] = enc->mask[i] ? 1.0f : 0.0f;
     if (ws->bucket) t5_buckets(&m->cfg, T, !m->cfg.causal, ws->bucket);
     stack_embed(m, &ein, ws->x, ws->h);
@@ -1124,7 +1184,7 @@ as_status as_forward_seq2seq(const as_model *m, const as_encoding *src, const as
     if ((s = run_alloc(d, tgt, spec, what, d->cfg.n_layer, (what & CAP_LOGITS) != 0, Tt, &r->dec, err)) ||
         (s = run_alloc(d, tgt, spec, what & (CAP_ATTN | CAP_SCORES | CAP_QKV), d->cfg.n_layer, 0, Ts, &r->cross,
                        err)) ||
-        (s = ws_alloc(m, Ts >= Tt ? src : tgt, spec, nthreads, Ts >= Tt ? Ts : Tt, &ws, &ws_cap, err)))
+        (s = ws_alloc(m, Ts >= Tt ? src : tgt, spec, nthreads, Ts >= Tt ? Ts : Tt, 0, &ws, &ws_cap, err)))
         goto cleanup;
     int Tmax = Ts >= Tt ? Ts : Tt;
     if (!(mem = as_malloc_array((size_t)Ts, (size_t)(D + 1) * sizeof(float))) ||

@@ -66,7 +66,7 @@ void gpt2_embed(const as_model *m, const emb_in *in, float *x) {
     unsigned ablate = in->ablate;
     int T = enc->n, D = m->cfg.d_model;
     for (int t = 0; t < T; t++) {
-        const float *w = model_emb_word(m, in, t), *p = model_emb_pos(m, ablate, in->pos0 + t);
+        const float *w = model_emb_word(m, in, t), *p = model_emb_pos(m, ablate, in->one_pos ? in->pos0 : in->pos0 + t);
         const float *tt = model_emb_type(m, enc, ablate, t);
         float *r = x + (size_t)t * D;
         for (int i = 0; i < D; i++) r[i] = (tt ? w[i] + tt[i] : w[i]) + p[i];

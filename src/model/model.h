@@ -352,6 +352,13 @@ int model_kv_supported(const as_model *m);
  * model's positions (as_model_max_tokens); AS_ERR_INTERNAL when out of memory. */
 as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err);
 void model_kv_free(model_kv *kv);
+/* One step of nb beams, each with its own cache (kv[b], every one holding the same n
+ * positions): ids[b] at position n through every layer as one batch of nb rows, row b's
+ * attention reading kv[b] (each kv[b].n becomes n + 1). logits (nb, V): the LM head's
+ * scores of each row. Nothing captured. Rounds as model_forward_step does for one beam.
+ * Errors: as model_forward_step's, and AS_ERR_INPUT when the caches hold different counts. */
+as_status model_forward_beams(const as_model *m, model_kv *kv, int nb, const int32_t *ids, int threads,
+                              float *logits, as_error *err);
 /* dst holds what src holds: src's n positions of every layer copied (both made by
  * model_kv_init for one model with the same cap). */
 void model_kv_copy(model_kv *dst, const model_kv *src);
@@ -436,6 +443,7 @@ typedef struct {
     unsigned ablate;
     const float *word; /* (T, De) or NULL */
     int pos0;          /* position of the encoding's first token (a generation step's), else 0 */
+    int one_pos;       /* 1: every token at pos0 (a beam step's rows: one token of each beam) */
 } emb_in;
 
 /* Computes embeddings into x (T, D) for the architecture. */

@@ -8,8 +8,12 @@ biases, soft-caps, tied heads, F32 / F16 / BF16 storage, with or without the "mo
 prefix), writes each as a Hugging Face folder in a temporary directory, runs
 `attnscope run --format npz` on a random input of 1..MAX_T tokens at 1 or 2 threads,
 and compares every captured tensor with the torch reference of tests/ref/gen_llama.py
-(the same definitions the committed fixtures come from). Prints one line per model and
-exits 1 if any tensor is outside the tolerances below.
+(the same definitions the committed fixtures come from). Then greedy generation of
+GEN_NEW tokens after that input: `attnscope generate` on its key/value cache and with
+--full-forward must pick the same ids, and those of torch's greedy loop (whole forwards)
+up to the first step whose top two logits are within GEN_TIE of each other (a near tie
+either side may break). Prints one line per model and exits 1 if any tensor is outside
+the tolerances below or a generation differs.
 
 What it does not: run in `make test` (it needs torch and takes minutes); the committed
 fixtures and test_model_parity are the regression tests. This is the wide net for
@@ -40,6 +44,8 @@ from gen_models import Init, round_to, st_write  # noqa: E402
 
 ATTN_TOL = 2e-5
 REL_TOL = 2e-4
+GEN_NEW = 6
+GEN_TIE = 1e-3
 KEYS = ("attentions", "queries_pre_rope", "keys_pre_rope", "queries", "keys", "values",
         "hidden_states", "logits")
 
@@ -143,11 +149,11 @@ def compare(got, ref, ref64, keys, desc):
         scale = 1.0 if k == "attentions" else max(np.abs(e).max(), 1e-30)
         lim = ATTN_TOL if k == "attentions" else REL_TOL
         rel = diff / scale
-        worst.append(f"{k[:6]} {rel:.0e}")
+        worst.append(f"{k[:6]} {rel:.1e}")
         if not rel <= lim:
             e64 = ref64[k].detach().numpy()
             ours, theirs = np.abs(a - e64).max() / scale, np.abs(e - e64).max() / scale
-            worst[-1] += f"! (vs f64: ours {ours:.0e}, torch f32 {theirs:.0e})"
+            worst[-1] += f"! (vs f64: ours {ours:.2e}, torch f32 {theirs:.2e})"
             if ours > 2 * theirs:
                 ok = False
     return ok, worst
@@ -162,6 +168,42 @@ def report(proc, out, ref, ref64, keys, desc):
     ok, worst = compare(npz_load(out), ref, ref64, keys, desc)
     print(f"{desc}  {'ok ' if ok else 'BAD'} {' '.join(worst)}", flush=True)
     return ok
+
+
+def torch_greedy(P, c, pre, ids, k):
+    """k greedy steps of the reference on whole sequences: [(id, top-two margin)]."""
+    seq, picks = ids.clone(), []
+    for _ in range(k):
+        top = torch.topk(G.forward(P, c, pre, seq, torch.ones_like(seq), "lm")["logits"][-1], 2)
+        picks.append((int(top.indices[0]), float(top.values[0] - top.values[1])))
+        seq = torch.cat([seq, top.indices[:1]])
+    return picks
+
+
+def attnscope_greedy(binary, d, ids, k, threads, full):
+    """`attnscope generate`'s k greedy ids after ids (cached, or --full-forward), or the error."""
+    out = os.path.join(d, "gen.json")
+    cmd = [binary, "generate", "--model", d, "--ids", ",".join(str(int(x)) for x in ids), "--max-new", str(k),
+           "--threads", str(threads), "--out", out, "--capture", "logits"] + (["--full-forward"] if full else [])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, p.stderr.strip()[:300]
+    with open(out) as fh:
+        return json.load(fh)["generated_ids"], ""
+
+
+def check_generation(binary, d, P, c, pre, ids, k, threads):
+    """(ok, note): the cached and whole-sequence generations equal, and torch's ids up to a near tie."""
+    cached, e1 = attnscope_greedy(binary, d, ids, k, threads, False)
+    full, e2 = attnscope_greedy(binary, d, ids, k, threads, True)
+    if cached is None or full is None:
+        return False, f"generate failed: {e1 or e2}"
+    if cached != full:
+        return False, f"cache {cached} != full forward {full}"
+    for s, (want, margin) in enumerate(torch_greedy(P, c, pre, ids, k)):
+        if cached[s] != want:
+            return margin < GEN_TIE, f"gen {s}/{k} (torch's margin {margin:.1e} at step {s})"
+    return True, f"gen {k}/{k}"
 
 
 def args(default_max_t, prefix):
@@ -214,7 +256,12 @@ def main():
                 f"{c['num_key_value_heads']} Dh={Dh:3d} L={c['num_hidden_layers']} thr={threads} "
                 f"rope={(c.get('rope_scaling') or {}).get('rope_type', (c.get('rope_scaling') or {}).get('type', '-'))} "
                 f"win={c.get('sliding_window') if c.get('use_sliding_window', True) else None} pre={pre or '-'}")
-        bad += not report(p, out, ref, ref64, KEYS, desc)
+        ok = report(p, out, ref, ref64, KEYS, desc)
+        if ok and T + GEN_NEW <= limit:
+            gok, note = check_generation(binary, d, P, c, pre, ids, GEN_NEW, threads)
+            print(f"{'':4s}{'ok ' if gok else 'BAD'} {note}", flush=True)
+            ok = gok
+        bad += not ok
     print(f"{n - bad} of {n} models within tolerance (folders in {tmp})")
     return 1 if bad else 0
 

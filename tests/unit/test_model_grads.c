@@ -177,7 +177,7 @@ static void test_given_words_and_fd(void **state) {
         int T = gc.enc.n, De = c->d_embed;
         float *word = malloc(sizeof(float) * (size_t)T * De);
         assert_non_null(word);
-        emb_in in = {&gc.enc, 0, NULL, 0};
+        emb_in in = {&gc.enc, 0, NULL, 0, 0};
         for (int t = 0; t < T; t++) memcpy(word + (size_t)t * De, model_emb_word(m, &in, t), sizeof(float) * De);
         float *dw0, *da0, *dw1, *da1;
         double o0, o1, op, om;
