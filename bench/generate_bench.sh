@@ -7,7 +7,10 @@
 # Both sides run the ids of `attnscope bench` as the prompt and must produce the same
 # first ids (printed). attnscope's time is its own --timing line (load excluded), as
 # PyTorch's excludes its load. At f32 attnscope also runs on the F32 file PyTorch reads.
-#   BIN (./build-bench/attnscope)  PROMPTS ("128 512")  NEW (32)  ROUNDS (2)
+# BEAMS=B (default 1: greedy) times beam search of B beams on both sides instead (attnscope
+# generate --beams B; llama_torch.py --beams B: the beams' steps batched, caches reordered
+# by index_select); the ids printed are the best hypothesis'.
+#   BIN (./build-bench/attnscope)  PROMPTS ("128 512")  NEW (32)  ROUNDS (2)  BEAMS (1)
 #   PRECISIONS ("f32 bf16": attnscope f32 products on the BF16 file against PyTorch float32
 #   on the F32 file; attnscope --precision bf16 against PyTorch bfloat16)
 # About 8 minutes on the project's 2-core machine with the defaults.
@@ -18,6 +21,9 @@ PROMPTS=${PROMPTS:-"128 512"}
 NEW=${NEW:-32}
 ROUNDS=${ROUNDS:-2}
 PRECISIONS=${PRECISIONS:-"f32 bf16"}
+BEAMS=${BEAMS:-1}
+beam_args=()
+[ "$BEAMS" -gt 1 ] && beam_args=(--beams "$BEAMS")
 MODEL=${MODEL:-bench/out/llama-1b-bf16}
 MODEL_F32=${MODEL_F32:-bench/out/llama-1b-f32}
 [ -x "$BIN" ] || { echo "bench/generate_bench.sh: no binary at $BIN (set BIN=...)" >&2; exit 1; }
@@ -35,17 +41,17 @@ for r in $(seq 1 "$ROUNDS"); do
       tmodel=$MODEL_F32
       [ "$p" = bf16 ] && tmodel=$MODEL
       out=$($BIN generate --model "$MODEL" --ids "$ids" --max-new "$NEW" --threads 2 --precision "$p" --timing \
-        --out /tmp/generate_bench.json --quiet 2>&1 >/dev/null | tail -1)
+        "${beam_args[@]}" --out /tmp/generate_bench.json --quiet 2>&1 >/dev/null | tail -1)
       first_ids=$(/usr/bin/python3 -c "import json; print(','.join(map(str, json.load(open('/tmp/generate_bench.json'))['generated_ids'][:8])))")
       echo "round $r T $T $p attnscope cache: $out ids $first_ids"
       if [ "$p" = f32 ]; then # the same file as PyTorch's: twice the bytes per step
-        out=$($BIN generate --model "$MODEL_F32" --ids "$ids" --max-new "$NEW" --threads 2 --timing --quiet 2>&1 \
-          >/dev/null | tail -1)
+        out=$($BIN generate --model "$MODEL_F32" --ids "$ids" --max-new "$NEW" --threads 2 --timing --quiet \
+          "${beam_args[@]}" 2>&1 >/dev/null | tail -1)
         echo "round $r T $T $p attnscope cache, F32 file: $out"
       fi
       if [ "$T" = "$first" ]; then
         out=$($BIN generate --model "$MODEL" --ids "$ids" --max-new "$NEW" --threads 2 --precision "$p" --timing \
-          --full-forward --quiet 2>&1 >/dev/null | tail -1)
+          "${beam_args[@]}" --full-forward --quiet 2>&1 >/dev/null | tail -1)
         echo "round $r T $T $p attnscope full-forward: $out"
       fi
       for cfg in "2 unset PASSIVE $H" "1 unset PASSIVE $H" "2 1 PASSIVE $H" "2 unset ACTIVE $H" "2 unset PASSIVE -"; do
@@ -54,7 +60,7 @@ for r in $(seq 1 "$ROUNDS"); do
         [ "$2" != unset ] && envs+=(OPENBLAS_NUM_THREADS=$2)
         [ "$4" != - ] && envs+=(GLIBC_TUNABLES=$4)
         line=$(env "${envs[@]}" /usr/bin/python3 bench/llama_torch.py --model "$tmodel" --dtype "$tdt" --tokens "$T" \
-          --threads "$1" --generate "$NEW" --repeat 1 | tail -1)
+          --threads "$1" --generate "$NEW" --beams "$BEAMS" --repeat 1 | tail -1)
         echo "round $r T $T $p torch t$1/ob$2/${3:0:1}$([ "$4" != - ] && echo /H): $line"
       done
     done

@@ -40,6 +40,8 @@ both in turn (one warm-up each).
 --generate N: greedy generation of N tokens after each --tokens prompt on a key/value
 cache (forward_kv: the prompt in one forward, then one token per step, as transformers'
 generate with a static cache), the best of --repeat: min_ms, tokens/s and the first ids.
+With --beams B: transformers' beam search instead (beam_search: the B beams' steps as one
+batch, caches reordered by index_select), the best hypothesis' first ids.
 --check T --npz FILE: prints the max abs difference of layer --layer's probabilities and
 of the logits from `attnscope run --ids (--print-ids T) --layer L --capture attn,logits
 --format npz --out FILE`.
@@ -237,6 +239,78 @@ def forward_kv(W, c, ids, pos0, cache, dtype):
     return lin(last, W["lm_head"])[0]
 
 
+def forward_beams(W, c, ids, pos, cache, dtype):
+    """One step of B beams as one batch: ids (B,) at position pos, row b reading beam b's
+    cache (per layer (K, V), each (B, Hkv, cap, Dh)); its key and value written at pos.
+    Returns the logits (B, V)."""
+    H, Hkv, Dh, G, Qw, Kw, Fw, eps, act, lin = sizes(c, dtype)
+    B, Tk = ids.shape[0], pos + 1
+    emb = rope_angles(c, Dh, pos, Tk)
+    cos, sin = emb.cos().to(act), emb.sin().to(act)  # (1, Dh)
+    scale = 1.0 / math.sqrt(Dh)
+    h = F.embedding(ids, W["wte"]).to(act)
+    for l, lw in enumerate(W["layers"]):
+        x = rms_norm(h, norm_w(lw["ln1"], dtype, act), eps)
+        qkv = lin(x, lw["wqkv"])
+        q = qkv[:, :Qw].view(B, Hkv, G, Dh)
+        k = qkv[:, Qw:Qw + Kw].view(B, Hkv, Dh)
+        K, V = cache[l]
+        K[:, :, pos] = k * cos + rotate_half(k) * sin
+        V[:, :, pos] = qkv[:, Qw + Kw:].view(B, Hkv, Dh)
+        q = q * cos + rotate_half(q) * sin
+        s = torch.matmul(q, K[:, :, :Tk].transpose(2, 3)) * scale  # (B, Hkv, G, Tk): every key <= pos
+        p = torch.softmax(s, dim=-1, dtype=torch.float32).to(act)
+        h += lin(torch.matmul(p, V[:, :, :Tk]).reshape(B, Qw), lw["wo"])
+        add_mlp(h, lw, lin, eps, Fw, dtype, act)
+    return lin(rms_norm(h, norm_w(W["norm"], dtype, act), eps), W["lm_head"])
+
+
+def beam_search(W, c, prompt, steps, beams, dtype):
+    """transformers' beam search (num_beams = beams, length_penalty 1, early_stopping
+    False, batch of one) for at most steps tokens, on key/value caches: the prompt in one
+    forward (forward_kv) copied to every beam, then each step every beam's last id as one
+    batch (forward_beams), the caches reordered by index_select as _reorder_cache does.
+    Returns the best hypothesis' generated ids."""
+    H, Hkv, Dh, G, Qw, Kw, Fw, eps, act, lin = sizes(c, dtype)
+    P, V = prompt.shape[0], c["vocab_size"]
+    cap = P + steps
+    eos = c.get("eos_token_id")
+    eos = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    one = [(torch.empty(Hkv, cap, Dh, dtype=act), torch.empty(Hkv, cap, Dh, dtype=act)) for _ in W["layers"]]
+    logits = forward_kv(W, c, prompt, 0, one, dtype).unsqueeze(0).expand(beams, V)
+    cache = [(K.unsqueeze(0).repeat(beams, 1, 1, 1), Vv.unsqueeze(0).repeat(beams, 1, 1, 1)) for K, Vv in one]
+    seqs = [[] for _ in range(beams)]
+    score = torch.full((beams,), -1e9, dtype=torch.float32)
+    score[0] = 0.0
+    hyps, keep = [], max(2, 1 + len(eos)) * beams
+    for step in range(steps):
+        lp = torch.log_softmax(logits.float(), dim=-1) + score[:, None]
+        val, idx = torch.topk(lp.reshape(-1), keep)
+        parents, toks, nscore = [], [], []
+        for r in range(keep):
+            b, t = divmod(int(idx[r]), V)
+            if t in eos:
+                if r < beams:
+                    hyps.append((float(val[r]) / (step + 1), seqs[b] + [t]))
+                continue
+            parents.append(b), toks.append(t), nscore.append(float(val[r]))
+            if len(toks) == beams:
+                break
+        hyps = sorted(hyps, key=lambda x: -x[0])[:beams]
+        if len(hyps) == beams and hyps[-1][0] >= float(val[0]) / (step + 1):
+            break
+        seqs = [seqs[b] + [t] for b, t in zip(parents, toks)]
+        score = torch.tensor(nscore, dtype=torch.float32)
+        if step + 1 == steps:
+            break
+        pi = torch.tensor(parents)
+        cache = [(K.index_select(0, pi), Vv.index_select(0, pi)) for K, Vv in cache]
+        logits = forward_beams(W, c, torch.tensor(toks), P + step, cache, dtype)
+    if len(hyps) < beams or step + 1 == steps:
+        hyps += [(float(score[b]) / len(seqs[b]), seqs[b]) for b in range(beams)]
+    return max(hyps, key=lambda x: x[0])[1]
+
+
 def timed(fn):
     """(milliseconds, result) of one call of fn."""
     t0 = time.perf_counter()
@@ -291,6 +365,8 @@ def main():
     ap.add_argument("--print-ids", type=int, default=0, metavar="T")
     ap.add_argument("--generate", type=int, default=0, metavar="N",
                     help="time greedy generation of N tokens after each --tokens prompt (key/value cache)")
+    ap.add_argument("--beams", type=int, default=1, metavar="B",
+                    help="with --generate: beam search of B beams instead of greedy")
     a = ap.parse_args()
     if a.print_ids:
         c = json.load(open(os.path.join(a.model, "config.json")))
@@ -313,11 +389,14 @@ def main():
             for n in (int(x) for x in a.threads.split(",")):
                 torch.set_num_threads(n)
                 with torch.inference_mode():
-                    calls = [timed(lambda: generate(W, c, ids, a.generate, a.dtype)) for _ in range(a.repeat + 1)]
+                    run = (lambda: beam_search(W, c, ids, a.generate, a.beams, a.dtype)) if a.beams > 1 else \
+                        (lambda: generate(W, c, ids, a.generate, a.dtype))
+                    calls = [timed(run) for _ in range(a.repeat + 1)]
                 best, gen = min(calls[1:], key=lambda x: x[0])  # the first call warms up
-                print("T %d generate %d threads %d interop %d %s dtype %s min_ms %.1f tokens_s %.2f ids %s torch %s"
-                      % (T, a.generate, n, a.interop, env, a.dtype, best, a.generate / (best * 1e-3),
-                         ",".join(map(str, gen[:8])), torch.__version__), flush=True)
+                print("T %d generate %d beams %d threads %d interop %d %s dtype %s min_ms %.1f tokens_s %.2f ids %s "
+                      "torch %s" % (T, a.generate, a.beams, n, a.interop, env, a.dtype, best,
+                                    a.generate / (best * 1e-3), ",".join(map(str, gen[:8])), torch.__version__),
+                      flush=True)
         return
     caps = a.capture.split(",")
     if not caps or any(x not in ("attn", "none") for x in caps):

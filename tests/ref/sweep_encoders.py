@@ -7,7 +7,9 @@ F16 / BF16 files), writes each as a Hugging Face folder in a temporary directory
 `attnscope run --format npz` on a random input of 1..MAX_T tokens (a sentence pair with
 token types for BERT) at 1 or 2 threads, and compares every captured tensor with the
 torch re-implementations of tests/ref/gen_models.py (those the committed fixtures come
-from). One line per model; exits 1 if any tensor is outside the tolerances.
+from). GPT-2 models then generate GEN_NEW greedy tokens: on the key/value cache, with
+--full-forward and in torch's loop, compared as sweep_llama.py compares them. One line per
+model; exits 1 if any tensor is outside the tolerances or a generation differs.
 
 What it does not: run in `make test` (it needs torch and takes minutes).
 
@@ -27,7 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_models as M  # noqa: E402
-from sweep_llama import args, report  # noqa: E402
+from sweep_llama import GEN_NEW, args, report, report_generation  # noqa: E402
 
 KEYS = ("attentions", "queries", "keys", "values", "hidden_states", "logits")
 
@@ -113,7 +115,10 @@ def main():
         H = c.get("num_attention_heads", c.get("n_heads", c.get("n_head")))
         D = c.get("hidden_size", c.get("dim", c.get("n_embd")))
         desc = f"{i:3d} {fam:10s} {dtype:4s} T={T:3d} D={D:4d} H={H} Dh={D // H:3d} thr={threads}"
-        bad += not report(p, out, ref, ref64, KEYS, desc)
+        ok = report(p, out, ref, ref64, KEYS, desc)
+        if ok and fam == "gpt2" and T + GEN_NEW <= limit:  # greedy generation on the cache
+            ok = report_generation(binary, d, lambda seq: fwd(P, seq, None)["logits"][-1], ids, GEN_NEW, threads)
+        bad += not ok
     print(f"{n - bad} of {n} models within tolerance (folders in {tmp})")
     return 1 if bad else 0
 

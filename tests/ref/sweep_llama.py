@@ -170,11 +170,12 @@ def report(proc, out, ref, ref64, keys, desc):
     return ok
 
 
-def torch_greedy(P, c, pre, ids, k):
-    """k greedy steps of the reference on whole sequences: [(id, top-two margin)]."""
+def torch_greedy(last_logits, ids, k):
+    """k greedy steps of a reference on whole sequences (last_logits(seq): the last
+    position's logits): [(id, top-two margin)]."""
     seq, picks = ids.clone(), []
     for _ in range(k):
-        top = torch.topk(G.forward(P, c, pre, seq, torch.ones_like(seq), "lm")["logits"][-1], 2)
+        top = torch.topk(last_logits(seq), 2)
         picks.append((int(top.indices[0]), float(top.values[0] - top.values[1])))
         seq = torch.cat([seq, top.indices[:1]])
     return picks
@@ -192,18 +193,26 @@ def attnscope_greedy(binary, d, ids, k, threads, full):
         return json.load(fh)["generated_ids"], ""
 
 
-def check_generation(binary, d, P, c, pre, ids, k, threads):
-    """(ok, note): the cached and whole-sequence generations equal, and torch's ids up to a near tie."""
+def check_generation(binary, d, last_logits, ids, k, threads):
+    """(ok, note): the cached and whole-sequence generations equal, and torch's ids
+    (torch_greedy on last_logits) up to a near tie."""
     cached, e1 = attnscope_greedy(binary, d, ids, k, threads, False)
     full, e2 = attnscope_greedy(binary, d, ids, k, threads, True)
     if cached is None or full is None:
         return False, f"generate failed: {e1 or e2}"
     if cached != full:
         return False, f"cache {cached} != full forward {full}"
-    for s, (want, margin) in enumerate(torch_greedy(P, c, pre, ids, k)):
+    for s, (want, margin) in enumerate(torch_greedy(last_logits, ids, k)):
         if cached[s] != want:
             return margin < GEN_TIE, f"gen {s}/{k} (torch's margin {margin:.1e} at step {s})"
     return True, f"gen {k}/{k}"
+
+
+def report_generation(binary, d, last_logits, ids, k, threads):
+    """Prints check_generation's line; True when it passed."""
+    ok, note = check_generation(binary, d, last_logits, ids, k, threads)
+    print(f"{'':4s}{'ok ' if ok else 'BAD'} {note}", flush=True)
+    return ok
 
 
 def args(default_max_t, prefix):
@@ -258,9 +267,8 @@ def main():
                 f"win={c.get('sliding_window') if c.get('use_sliding_window', True) else None} pre={pre or '-'}")
         ok = report(p, out, ref, ref64, KEYS, desc)
         if ok and T + GEN_NEW <= limit:
-            gok, note = check_generation(binary, d, P, c, pre, ids, GEN_NEW, threads)
-            print(f"{'':4s}{'ok ' if gok else 'BAD'} {note}", flush=True)
-            ok = gok
+            last = lambda seq: G.forward(P, c, pre, seq, torch.ones_like(seq), "lm")["logits"][-1]
+            ok = report_generation(binary, d, last, ids, GEN_NEW, threads)
         bad += not ok
     print(f"{n - bad} of {n} models within tolerance (folders in {tmp})")
     return 1 if bad else 0
