@@ -14,6 +14,8 @@ Usage (one process = one torch thread configuration; the driver sets the environ
       prints one line per thread count: T N M M threads t median_ms x min_ms y peak_rss_mb z
   encdec_torch.py --model DIR --tokens N --target-tokens M --print-ids     source ids; decoder ids
   encdec_torch.py --model DIR --tokens N --target-tokens M --check NPZ     max diffs vs `attnscope run`
+  encdec_torch.py --model DIR --tokens N --generate G --threads 1,2 --repeat R
+      greedy generation of G decoder tokens on caches (generate()): min_ms, tokens/s, first ids
 The ids are `attnscope bench`'s: its LCG (seed 12345), N source ids then M decoder ids.
 """
 import argparse
@@ -117,6 +119,45 @@ def forward(W, c, src, tgt):
     return F.linear(y, W["shared"], W["bias"]), caps
 
 
+def generate(W, c, src, steps):
+    """Greedy generation of steps decoder tokens after decoder_start_token_id, as
+    transformers' generate with a cache: the encoder once (forward's encoder stack), every
+    decoder layer's cross keys and values projected from its output once, then one token
+    per step whose self-attention reads the layer's cached keys and values. Returns the ids."""
+    D, H, L = c["d_model"], c["decoder_attention_heads"], c["decoder_layers"]
+    Dh, eps = D // H, 1e-5
+    _, caps = forward(W, c, src, torch.tensor([c["decoder_start_token_id"]]))
+    mem = caps["eh"][-1]  # the encoder's output (Ts, D)
+    Ts = mem.shape[0]
+    cross = []
+    for l in range(L):
+        kv = F.linear(mem, *W[f"decoder.layers.{l}.ckv"])
+        cross.append((kv[:, :D].reshape(Ts, H, Dh).transpose(0, 1), kv[:, D:].reshape(Ts, H, Dh).transpose(0, 1)))
+    K, V = torch.empty(L, H, steps, Dh), torch.empty(L, H, steps, Dh)
+    tok, out = c["decoder_start_token_id"], []
+    for pos in range(steps):
+        x = W["shared"][tok][None] + W["decoder.pos"][pos + 2][None]
+        x = F.layer_norm(x, (D,), *W["decoder.ln_emb"], eps)
+        for l in range(L):
+            p = f"decoder.layers.{l}."
+            qkv = F.linear(x, *W[p + "qkv"])
+            K[l, :, pos] = qkv[0, D:2 * D].view(H, Dh)
+            V[l, :, pos] = qkv[0, 2 * D:].view(H, Dh)
+            q = qkv[:, :D].view(H, 1, Dh)
+            a = torch.softmax(torch.bmm(q, K[l, :, :pos + 1].transpose(1, 2)) * Dh ** -0.5, dim=-1)
+            ctx = torch.bmm(a, V[l, :, :pos + 1]).reshape(1, D)
+            x = F.layer_norm(x + F.linear(ctx, *W[p + "o"]), (D,), *W[p + "self_attn_layer_norm"], eps)
+            q = F.linear(x, *W[p + "cq"]).view(H, 1, Dh)
+            a = torch.softmax(torch.bmm(q, cross[l][0].transpose(1, 2)) * Dh ** -0.5, dim=-1)
+            ctx = torch.bmm(a, cross[l][1]).reshape(1, D)
+            x = F.layer_norm(x + F.linear(ctx, *W[p + "co"]), (D,), *W[p + "encoder_attn_layer_norm"], eps)
+            h = F.gelu(F.linear(x, *W[p + "fc1"]))
+            x = F.layer_norm(x + F.linear(h, *W[p + "fc2"]), (D,), *W[p + "final_layer_norm"], eps)
+        tok = int(torch.argmax(F.linear(x[0], W["shared"], W["bias"])))
+        out.append(tok)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -127,6 +168,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--print-ids", action="store_true")
     ap.add_argument("--check")
+    ap.add_argument("--generate", type=int, default=0, metavar="N",
+                    help="time greedy generation of N decoder tokens after --tokens source ids (caches)")
     a = ap.parse_args()
     torch.set_num_interop_threads(a.interop)
     c = json.load(open(os.path.join(a.model, "config.json")))
@@ -148,6 +191,20 @@ def main():
         print("check: max|diff| encoder_attentions %.2e decoder_attentions %.2e cross_attentions %.2e; "
               "logits %.2e relative" % (d("encoder_attentions", att("enc")), d("decoder_attentions", att("dec")),
                                         d("cross_attentions", att("cross")), rel))
+        return
+    if a.generate:
+        for n in [int(x) for x in a.threads.split(",")]:
+            torch.set_num_threads(n)
+            ms = []
+            with torch.inference_mode():
+                for r in range(a.repeat + 1):
+                    t0 = time.perf_counter()
+                    gen = generate(W, c, src, a.generate)
+                    if r:
+                        ms.append((time.perf_counter() - t0) * 1e3)
+            print("T %d generate %d threads %d min_ms %.1f tokens_s %.2f ids %s"
+                  % (a.tokens, a.generate, n, min(ms), a.generate / (min(ms) * 1e-3), ",".join(map(str, gen[:8]))),
+                  flush=True)
         return
     for n in [int(x) for x in a.threads.split(",")]:
         torch.set_num_threads(n)

@@ -5,8 +5,9 @@
  * route are built on it, so both give the same tokens and rows for the same options.
  * Decoder-only models whose RoPE does not depend on the length (GPT-2, the LLaMA family
  * but dynamic NTK and LongRoPE) run on a key/value cache: the prompt in one forward, then
- * one token per step (model_forward_step); the others run the whole sequence so far again
- * at each step. Each step takes the last position's logits: greedy argmax at temperature 0, else a draw
+ * one token per step (model_forward_step); encoder-decoder models run the source through
+ * the encoder once and the decoder on its own cache (model_s2s_step); the others run the
+ * whole sequence so far again at each step. Each step takes the last position's logits: greedy argmax at temperature 0, else a draw
  * from softmax(logits / temperature) over the top-k ids, from a splitmix64 stream seeded
  * by the seed (Steele et al. 2014), so a seed gives the same tokens. Before the pick the
  * logits pass Hugging Face generate's configured processors as beam search does

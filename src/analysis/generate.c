@@ -1,7 +1,8 @@
 /* generate.c — autoregressive generation on the one forward (attnscope/generate.h): for
  * decoder-only models a key/value cache (model_forward_step: the prompt once, then one
- * token per step), else each step a whole as_forward (as_forward_seq2seq for
- * encoder-decoder models) of the sequence so far; the next id picked from the last
+ * token per step), for encoder-decoder models the source through the encoder once and a
+ * cache of the decoder's (model_s2s_step), else (full_forward, or a RoPE that follows the
+ * length) each step a whole as_forward / as_forward_seq2seq of the sequence so far; the next id picked from the last
  * position's logits, and optionally every head's attention row of that position kept. It
  * does not tokenize, print or write files (the CLI's generate command and the server's
  * generate route do).
@@ -125,6 +126,30 @@ static as_status gen_loop_cached(const as_model *m, const gen_opts *o, int cap, 
     return s;
 }
 
+/* The steps of an encoder-decoder model on its generation state: the source through the
+ * encoder once, the decoder's start ids in one step, then each new id; the rows kept are
+ * the cross-attention's (keys: the source's g->K tokens). */
+static as_status gen_loop_cached_s2s(const as_model *m, const as_encoding *src, const gen_opts *o, int cap,
+                                     gen_result *g, float *row, gen_cand *order, as_error *err) {
+    const as_config *c = as_model_config(m);
+    int max_len = cap, K = g->K;
+    uint64_t rng = o->seed;
+    model_s2s_kv kv;
+    as_status s = model_s2s_kv_init(m, src, cap, o->threads, &kv, err);
+    if (s) return s;
+    /* zeroed: a decoder layer without cross-attention leaves its rows 0 */
+    float *at = g->rows ? as_calloc(as_mul_size((size_t)g->L * g->H, (size_t)K), sizeof(float)) : NULL;
+    if (g->rows && !at) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    while (!s && g->T < cap) {
+        int first = kv.self.n; /* the ids not yet through the decoder */
+        if (!(s = model_s2s_step(m, &kv, g->ids + first, g->T - first, o->threads, row, at, err)))
+            gen_take(c, o, K, max_len, row, order, &rng, at, K, (size_t)K, g, &cap);
+    }
+    free(at);
+    model_s2s_kv_free(&kv);
+    return s;
+}
+
 /* Runs the steps: g->ids grows from g->T = prompt_len up to cap tokens. Rows are laid
  * out (steps, L, H, K) with K = cap for causal models until the end. */
 static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_opts *o, int cap, gen_result *g,
@@ -140,8 +165,8 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     }
     as_status s = AS_OK;
-    if (!src && !o->full_forward && model_kv_supported(m)) {
-        s = gen_loop_cached(m, o, cap, g, row, order, err);
+    if (!o->full_forward && (src ? model_s2s_kv_supported(m) : model_kv_supported(m))) {
+        s = src ? gen_loop_cached_s2s(m, src, o, cap, g, row, order, err) : gen_loop_cached(m, o, cap, g, row, order, err);
         g->cached = 1;
         cap = g->T; /* done */
     }

@@ -2,7 +2,8 @@
  * model with a causal-LM head (GPT-2, the LLaMA family) on the one forward (as_forward).
  * Decoder-only models run the prompt once and then one token per step on a key/value
  * cache (model_forward_step; not for dynamic NTK or LongRoPE, whose frequencies follow
- * the length, nor with --full-forward, where each step runs the whole sequence again).
+ * the length, nor with --full-forward, where each step runs the whole sequence again);
+ * encoder-decoder models run the encoder once and the decoder on a cache (model_s2s_step).
  * Each step takes the last position's logits: greedy argmax at temperature 0, else a
  * draw from softmax(logits / temperature) over the top-k ids, from a splitmix64 stream
  * seeded by --seed (Steele et al. 2014), so a seed gives the same text. With --out, the
@@ -43,9 +44,10 @@ static const char *GEN_HELP =
     "forced_eos_token_id force the first / last token (see --beams). Generation stops at the\n"
     "model's positions. Decoder-only models (GPT-2, the LLaMA family) read the prompt once\n"
     "and then one token per step, keeping every layer's keys and values (a key/value\n"
-    "cache; with --beams one per beam); --full-forward runs the whole sequence again at each\n"
-    "step instead (as do encoder-decoder models, and RoPE scalings that follow the length:\n"
-    "dynamic, longrope).\n"
+    "cache; with --beams one per beam); encoder-decoder models run the source through the\n"
+    "encoder once and the decoder on a cache (beam search: whole forwards). --full-forward\n"
+    "runs the whole sequence again at each step instead (as do RoPE scalings that follow the\n"
+    "length: dynamic, longrope).\n"
     "Both give the same tokens and rows to rounding. --timing prints to stderr the\n"
     "generation's wall time (model load and --out excluded) and its tokens per second.\n"
     "--precision bf16 multiplies the linear maps in BF16 (as `attnscope run`'s).\n"

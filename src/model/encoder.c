@@ -62,6 +62,11 @@ typedef struct {
     /* a beam step (model_forward_beams): row b is beam b's token at position beams[b].n,
        its key and value join beams[b], its attention reads beams[b]'s */
     model_kv *beams;
+    /* an encoder-decoder generation step (model_s2s_step): every decoder layer's cross
+       keys and values, (L, Tm, Kw), instead of projecting mem; the last row's
+       cross-attention probabilities of every layer and head into xrows (L, H, Tm), or NULL */
+    const float *ck, *cv;
+    float *xrows;
     float *block;
 } fwd_ws;
 
@@ -525,13 +530,20 @@ static void cross_sublayer(const as_model *m, const layer_w *lw, int l, int T, f
         in = ws->h;
     }
     op_linear(&lw->cq, in, T, ws->q);
-    const lin_t *kv[2] = {&lw->ck, &lw->cv};
-    float *kv_out[2] = {ws->k, ws->v};
-    op_linear_n(kv, 2, ws->mem, ws->Tm, kv_out);
     attn_job j = {ws,     ws->xr,      what & (CAP_ATTN | CAP_SCORES | CAP_QKV),
                   l,      T,           c->d_head,
                   c->n_head, c->n_kv_head, {0, 0, as_attn_scale(c, l), 0.0f, NULL, NULL, 0},
                   ws->Tm, ws->keep_mem, 0, NULL, NULL, NULL};
+    if (ws->ck) { /* a generation step: the keys and values made once from the encoder's output */
+        size_t at = (size_t)l * ws->Tm * c->n_kv_head * c->d_head;
+        j.kc = ws->ck + at;
+        j.vc = ws->cv + at;
+        j.rows = ws->xrows ? ws->xrows + (size_t)l * c->n_head * ws->Tm : NULL;
+    } else {
+        const lin_t *kv[2] = {&lw->ck, &lw->cv};
+        float *kv_out[2] = {ws->k, ws->v};
+        op_linear_n(kv, 2, ws->mem, ws->Tm, kv_out);
+    }
     as_parallel_for(c->n_head, nthreads, attn_task, &j);
     op_linear(&lw->co, ws->ctx, T, ws->h);
     op_add(ws->x, ws->h, TD);
@@ -816,9 +828,10 @@ static void stack_embed(const as_model *m, const emb_in *ein, float *x, float *t
 }
 
 /* The forward's workspace (fwd_ws) for T = enc->n rows on nthreads threads whose attention
- * rows read Tk keys (T; a generation step's cached positions + T), and the rotary
- * tables of the rows' positions Tk - T .. Tk - 1 (all 0 when positions are ablated). keep:
- * enc->mask, or 1 for every key of a step. */
+ * rows read Tk keys (T; a generation step's cached positions + T; a beam step's n + 1),
+ * and the rotary tables of the rows' positions: Tk - T .. Tk - 1, or with beams every row
+ * at Tk - 1 (all 0 when positions are ablated). keep: enc->mask, or 1 for every key of a
+ * step. */
 static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_capture_spec *spec, int nthreads,
                           int Tk, int beams, fwd_ws *out, size_t *cap, as_error *err) {
     const as_config *c = &m->cfg;
@@ -1213,6 +1226,108 @@ cleanup:
     free(ws.bucket);
     as_large_put(ws.block, ws_cap);
     as_run_free(r);
+    return s;
+}
+
+int model_s2s_kv_supported(const as_model *m) {
+    return m->dec != NULL && (m->heads & HEAD_LM);
+}
+
+void model_s2s_kv_free(model_s2s_kv *kv) {
+    model_kv_free(&kv->self);
+    if (kv->ck) as_large_put(kv->ck, kv->bytes_);
+    memset(kv, 0, sizeof *kv);
+}
+
+as_status model_s2s_kv_init(const as_model *m, const as_encoding *src, int cap, int threads, model_s2s_kv *kv,
+                            as_error *err) {
+    memset(kv, 0, sizeof *kv);
+    if (!model_s2s_kv_supported(m))
+        return as_err_set(err, AS_ERR_INPUT, "%s: not an encoder-decoder model with an LM head", m->dir);
+    as_capture_spec spec = {.what = 0, .layer = -1, .head = -1, .threads = threads};
+    as_status s = check_input(m, src, &spec, err);
+    if (s) return as_err_prefix(err, "source");
+    const as_model *d = m->dec;
+    int Ts = src->n, Ld = d->cfg.n_layer, nthreads = threads > 0 ? threads : as_n_cores();
+    size_t Kw = (size_t)d->cfg.n_kv_head * d->cfg.d_head, n = as_mul_size(as_mul_size((size_t)Ld, (size_t)Ts), Kw);
+    fwd_ws ws = {0};
+    size_t ws_cap = 0;
+    as_run r0 = {0}; /* captures nothing */
+    if ((s = model_kv_init(d, cap, &kv->self, err))) return s;
+    kv->Ts = Ts;
+    if (n > (SIZE_MAX / sizeof(float) - (size_t)Ts) / 2 ||
+        !(kv->ck = as_large_get((2 * n + (size_t)Ts) * sizeof(float), &kv->bytes_)) ||
+        (s = ws_alloc(m, src, &spec, nthreads, Ts, 0, &ws, &ws_cap, err)) ||
+        (m->rel_bias && !(ws.bucket = as_malloc_array((size_t)Ts * Ts, sizeof(int32_t))))) {
+        if (!s) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the encoder's keys and values");
+        goto cleanup;
+    }
+    kv->cv = kv->ck + n;
+    kv->keep_mem = kv->cv + n;
+    par_state saved;
+    model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
+    if (ws.bucket) t5_buckets(&m->cfg, Ts, !m->cfg.causal, ws.bucket);
+    emb_in ein = {src, 0, NULL, 0, 0};
+    stack_embed(m, &ein, ws.x, ws.h); /* ws.keep: src->mask (ws_alloc) */
+    for (int l = 0; l < m->cfg.n_layer; l++) layer_forward(m, l, Ts, &ws, &r0, 0, nthreads);
+    if (m->pre_ln) model_norm_rows(m, &m->ln_f, ws.x, Ts);
+    for (int l = 0; l < Ld; l++) { /* (Ts, Kw) of each layer */
+        const layer_w *lw = &d->layers[l];
+        if (!lin_has(&lw->ck)) continue;
+        const lin_t *maps[2] = {&lw->ck, &lw->cv};
+        float *out[2] = {kv->ck + (size_t)l * Ts * Kw, kv->cv + (size_t)l * Ts * Kw};
+        op_linear_n(maps, 2, ws.x, Ts, out);
+    }
+    model_par_end(&saved);
+    for (int i = 0; i < Ts; i++) kv->keep_mem[i] = src->mask[i] ? 1.0f : 0.0f;
+cleanup:
+    free(ws.bucket);
+    as_large_put(ws.block, ws_cap);
+    if (s) model_s2s_kv_free(kv);
+    return s;
+}
+
+as_status model_s2s_step(const as_model *m, model_s2s_kv *kv, const int32_t *ids, int n, int threads,
+                         float *logits, float *rows, as_error *err) {
+    if (!model_s2s_kv_supported(m) || !kv->ck)
+        return as_err_set(err, AS_ERR_INPUT, "%s: no encoder-decoder generation state", m->dir);
+    const as_model *d = m->dec;
+    model_kv *self = &kv->self;
+    if (n < 1 || self->n + n > self->cap)
+        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", n, self->n,
+                          self->cap);
+    as_encoding enc = {0};
+    as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
+    if (s) return s;
+    as_capture_spec spec = {.what = 0, .layer = -1, .head = -1, .threads = threads};
+    int nthreads = threads > 0 ? threads : as_n_cores(), Tk = self->n + n, D = d->cfg.d_model;
+    fwd_ws ws = {0};
+    size_t ws_cap = 0;
+    as_run r0 = {0}; /* captures nothing (self- and cross-attention) */
+    /* scratch rows as wide as the longer of the self- and the cross-attention's keys */
+    if ((s = ws_alloc(d, &enc, &spec, nthreads, Tk > kv->Ts ? Tk : kv->Ts, 0, &ws, &ws_cap, err))) goto cleanup;
+    if (d->rel_bias && !(ws.bucket = as_malloc_array((size_t)Tk * Tk, sizeof(int32_t)))) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the position buckets");
+        goto cleanup;
+    }
+    if (ws.bucket) t5_buckets(&d->cfg, Tk, !d->cfg.causal, ws.bucket); /* rows: every position so far */
+    ws.kv = self;
+    ws.ck = kv->ck, ws.cv = kv->cv, ws.xrows = rows;
+    ws.Tm = kv->Ts, ws.keep_mem = kv->keep_mem, ws.xr = &r0;
+    par_state saved;
+    model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
+    emb_in ein = {&enc, 0, NULL, self->n, 0};
+    stack_embed(d, &ein, ws.x, ws.h);
+    for (int l = 0; l < d->cfg.n_layer; l++) layer_forward(d, l, n, &ws, &r0, 0, nthreads);
+    float *last = ws.x + (size_t)(n - 1) * D;
+    if (d->pre_ln) model_norm_rows(d, &d->ln_f, last, 1);
+    model_vocab_logits(d, last, 1, logits, ws.h);
+    model_par_end(&saved);
+    self->n = Tk;
+cleanup:
+    free(ws.bucket);
+    as_large_put(ws.block, ws_cap);
+    as_encoding_free(&enc);
     return s;
 }
 

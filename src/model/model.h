@@ -352,6 +352,32 @@ int model_kv_supported(const as_model *m);
  * model's positions (as_model_max_tokens); AS_ERR_INTERNAL when out of memory. */
 as_status model_kv_init(const as_model *m, int cap, model_kv *kv, as_error *err);
 void model_kv_free(model_kv *kv);
+/* An encoder-decoder model's generation state: the source through the encoder once, its
+ * output projected to every decoder layer's cross-attention keys and values once, and the
+ * decoder's own key/value cache. One owner; model_s2s_kv_free releases it. */
+typedef struct {
+    model_kv self;         /* the decoder's self-attention cache */
+    float *ck, *cv;        /* (Ld, Ts, Kw) every decoder layer's cross-attention keys, values */
+    float *keep_mem;       /* (Ts) 1 for real source tokens, 0 for padding */
+    int Ts;
+    size_t bytes_;
+} model_s2s_kv;
+/* 1 when m is an encoder-decoder model (BART, mBART, Marian, T5, mT5): model_s2s_* serve it. */
+int model_s2s_kv_supported(const as_model *m);
+/* Runs src through m's encoder and fills kv for a decoder sequence of up to cap positions.
+ * Errors: AS_ERR_INPUT when m is not served, src is not a valid input or cap is not in 1 ..
+ * the decoder's positions; AS_ERR_INTERNAL when out of memory (kv is then empty). */
+as_status model_s2s_kv_init(const as_model *m, const as_encoding *src, int cap, int threads, model_s2s_kv *kv,
+                            as_error *err);
+void model_s2s_kv_free(model_s2s_kv *kv);
+/* One decoder step: ids (n >= 1) at decoder positions kv->self.n .. + n - 1 through every
+ * decoder layer, self-attention on the cache, cross-attention on the encoder's keys and
+ * values (kv->self.n grows by n). logits (V): the LM head's scores of the last of them;
+ * rows, when not NULL: (Ld, H, Ts) every decoder layer's cross-attention probabilities of
+ * the last of them (the rows the full forward gives, to rounding). Errors as
+ * model_forward_step's. */
+as_status model_s2s_step(const as_model *m, model_s2s_kv *kv, const int32_t *ids, int n, int threads,
+                         float *logits, float *rows, as_error *err);
 /* One step of nb beams, each with its own cache (kv[b], every one holding the same n
  * positions): ids[b] at position n through every layer as one batch of nb rows, row b's
  * attention reading kv[b] (each kv[b].n becomes n + 1). logits (nb, V): the LM head's

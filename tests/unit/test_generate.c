@@ -11,10 +11,13 @@
  *     head are AS_ERR_INPUT; nothing is left allocated (gen_result zeroed);
  *   - the key/value cache against the full forward at every step on every decoder family's
  *     fixture (the same ids, rows within 1e-5), at 1 and 2 threads; dynamic NTK and
- *     LongRoPE models run each step on the whole sequence;
+ *     LongRoPE models run each step on the whole sequence; encoder-decoder fixtures (BART,
+ *     Marian, mBART, T5, mT5) on the encoder's output taken once and the decoder's cache
+ *     against whole forwards (the same ids, cross-attention rows within 1e-5);
  *   - model_kv_init refuses more positions than the model's; model_forward_step refuses a
  *     model it does not serve, a full cache and an id outside the vocabulary, leaving the
- *     cache as it was;
+ *     cache as it was; model_s2s_kv_init refuses a decoder-only model, model_s2s_step a
+ *     full cache and an id outside the vocabulary (T5), leaving the state as it was;
  *   - gen_process_logits on a hand-set configuration: a bad single id always -inf, a bad
  *     pair only after its first id, a lone eos id left out, forced BOS only at cur 1 and
  *     forced EOS only at max_len - 1 (that id 0, all others -inf); gen_is_eos over the list.
@@ -158,13 +161,14 @@ static void test_limits_and_errors(void **state) {
  * depends on the length (dynamic NTK) is not served by the cache. */
 /* Greedy generation of 20 ids after prompt (n) on the cache and with full_forward: the
  * same ids, every row within 1e-5. */
-static void cache_vs_full(as_model *m, const char *name, const int32_t *prompt, int n, int threads) {
+static void cache_vs_full(as_model *m, const as_encoding *src, const char *name, const int32_t *prompt, int n,
+                          int threads) {
     as_error err = {0};
     gen_result a, b;
     gen_opts o = {.max_new = 20, .rows = 1, .threads = threads};
     gen_opts full = o;
     full.full_forward = 1;
-    if (gen_generate(m, NULL, prompt, n, &o, &a, &err) || gen_generate(m, NULL, prompt, n, &full, &b, &err))
+    if (gen_generate(m, src, prompt, n, &o, &a, &err) || gen_generate(m, src, prompt, n, &full, &b, &err))
         fail_msg("%s: %s", name, err.msg);
     assert_int_equal(a.steps, b.steps);
     assert_int_equal(a.K, b.K);
@@ -195,12 +199,33 @@ static void test_cache_vs_full(void **state) {
         int V = as_model_config(m)->vocab_size, n = 7;
         int32_t prompt[8];
         for (int i = 0; i < n; i++) prompt[i] = 4 + (i * 13 + (int)f) % (V - 4);
-        for (int threads = 1; threads <= 2; threads++) cache_vs_full(m, names[f], prompt, n, threads);
+        for (int threads = 1; threads <= 2; threads++) cache_vs_full(m, NULL, names[f], prompt, n, threads);
         /* at precision bf16 (the products' inputs rounded; the packed kernels where the CPU has them) */
         if (!strcmp(names[f], "gemma2")) {
             if (as_model_set_precision(m, AS_PRECISION_BF16, &err)) fail_msg("%s", err.msg);
-            cache_vs_full(m, "gemma2 bf16", prompt, n, 2);
+            cache_vs_full(m, NULL, "gemma2 bf16", prompt, n, 2);
         }
+        as_model_free(m);
+    }
+    /* encoder-decoder models: the source through the encoder once, the decoder on its cache;
+       the rows compared are the cross-attention's */
+    static const char *const s2s[] = {"bart_tiny", "marian_tiny", "mbart_tiny", "t5_tiny", "mt5_tiny"};
+    for (size_t f = 0; f < sizeof s2s / sizeof s2s[0]; f++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/tests/ref/fixtures/models/%s", AS_SOURCE_DIR, s2s[f]);
+        as_model *m = NULL;
+        as_error err = {0};
+        if (as_model_load(dir, &m, &err)) fail_msg("%s: %s", s2s[f], err.msg);
+        assert_true(model_s2s_kv_supported(m) && !model_kv_supported(m));
+        const as_config *c = as_model_config(m);
+        int V = c->vocab_size, n = 9;
+        int32_t source[9], start[2] = {c->decoder_start_token_id >= 0 ? c->decoder_start_token_id : 2, 5};
+        for (int i = 0; i < n; i++) source[i] = 4 + (i * 11 + (int)f) % (V - 5);
+        as_encoding src = {0};
+        if (as_encoding_from_ids(m, source, NULL, n, &src, &err)) fail_msg("%s: %s", s2s[f], err.msg);
+        for (int threads = 1; threads <= 2; threads++) cache_vs_full(m, &src, s2s[f], start, 1, threads);
+        cache_vs_full(m, &src, s2s[f], start, 2, 2); /* two start ids: the first step runs both */
+        as_encoding_free(&src);
         as_model_free(m);
     }
     /* RoPE that follows the length (dynamic NTK, LongRoPE): each step the whole sequence */
@@ -254,6 +279,32 @@ static void test_step_errors(void **state) {
     assert_int_equal(kv.n, 4);
     assert_int_equal(model_forward_step(g_m, &kv, ids, 1, 1, logits, NULL, &err), AS_ERR_INPUT);
     model_kv_free(&kv);
+
+    /* the encoder-decoder state: refused for a decoder-only model; a step over its
+       positions or with an id outside the vocabulary leaves it as it was */
+    model_s2s_kv x;
+    as_encoding src = {0};
+    if (as_encoding_from_ids(g_m, ids, NULL, 3, &src, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(model_s2s_kv_init(g_m, &src, 4, 1, &x, &err), AS_ERR_INPUT);
+    assert_null(x.ck);
+    as_encoding_free(&src);
+    as_model *t5 = NULL;
+    if (as_model_load(AS_SOURCE_DIR "/tests/ref/fixtures/models/t5_tiny", &t5, &err)) fail_msg("%s", err.msg);
+    assert_true(as_model_config(t5)->vocab_size <= 512);
+    if (as_encoding_from_ids(t5, ids, NULL, 6, &src, &err)) fail_msg("%s", err.msg);
+    if (model_s2s_kv_init(t5, &src, 3, 1, &x, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(x.Ts, 6);
+    assert_int_equal(model_s2s_step(t5, &x, ids, 4, 1, logits, NULL, &err), AS_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "over the cache"));
+    assert_int_equal(model_s2s_step(t5, &x, bad, 2, 1, logits, NULL, &err), AS_ERR_INPUT);
+    assert_int_equal(x.self.n, 0);
+    assert_int_equal(model_s2s_step(t5, &x, ids, 3, 1, logits, NULL, &err), AS_OK);
+    assert_int_equal(x.self.n, 3);
+    assert_int_equal(model_s2s_step(t5, &x, ids, 1, 1, logits, NULL, &err), AS_ERR_INPUT);
+    model_s2s_kv_free(&x);
+    model_s2s_kv_free(&x); /* a freed state frees as a no-op */
+    as_encoding_free(&src);
+    as_model_free(t5);
 }
 
 static void test_logits_processors(void **state) {
