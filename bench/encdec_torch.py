@@ -158,6 +158,19 @@ def generate(W, c, src, steps):
     return out
 
 
+def timings(fn, repeat):
+    """(milliseconds of repeat calls of fn after one warm-up call, the last call's result);
+    each result is dropped before the next call, so two are never held at once."""
+    ms, out = [], None
+    for r in range(repeat + 1):
+        out = None
+        t0 = time.perf_counter()
+        out = fn()
+        if r:
+            ms.append((time.perf_counter() - t0) * 1e3)
+    return ms, out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -195,28 +208,16 @@ def main():
     if a.generate:
         for n in [int(x) for x in a.threads.split(",")]:
             torch.set_num_threads(n)
-            ms = []
             with torch.inference_mode():
-                for r in range(a.repeat + 1):
-                    t0 = time.perf_counter()
-                    gen = generate(W, c, src, a.generate)
-                    if r:
-                        ms.append((time.perf_counter() - t0) * 1e3)
+                ms, gen = timings(lambda: generate(W, c, src, a.generate), a.repeat)
             print("T %d generate %d threads %d min_ms %.1f tokens_s %.2f ids %s"
                   % (a.tokens, a.generate, n, min(ms), a.generate / (min(ms) * 1e-3), ",".join(map(str, gen[:8]))),
                   flush=True)
         return
     for n in [int(x) for x in a.threads.split(",")]:
         torch.set_num_threads(n)
-        ms = []
         with torch.inference_mode():
-            for r in range(a.repeat + 1):
-                t0 = time.perf_counter()
-                out = forward(W, c, src, tgt)
-                dt = (time.perf_counter() - t0) * 1e3
-                del out
-                if r:
-                    ms.append(dt)
+            ms, _ = timings(lambda: forward(W, c, src, tgt), a.repeat)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print("T %d M %d threads %d median_ms %.2f min_ms %.2f peak_rss_mb %.1f"
               % (a.tokens, a.target_tokens, n, statistics.median(ms), min(ms), rss), flush=True)
