@@ -166,7 +166,8 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
     }
     as_status s = AS_OK;
     if (!o->full_forward && (src ? model_s2s_kv_supported(m) : model_kv_supported(m))) {
-        s = src ? gen_loop_cached_s2s(m, src, o, cap, g, row, order, err) : gen_loop_cached(m, o, cap, g, row, order, err);
+        s = src ? gen_loop_cached_s2s(m, src, o, cap, g, row, order, err)
+                : gen_loop_cached(m, o, cap, g, row, order, err);
         g->cached = 1;
         cap = g->T; /* done */
     }

@@ -100,7 +100,8 @@ static double run_case(const json_t *cs) {
                        .length_penalty = json_number_value(json_object_get(cs, "length_penalty")),
                        .threads = 1};
     gen_beam_result r = {0};
-    if (gen_beam_search(m, encdec ? &srcenc : NULL, p0, pl, pl + max_new, &o, &r, &err)) fail_msg("%s: %s", name, err.msg);
+    if (gen_beam_search(m, encdec ? &srcenc : NULL, p0, pl, pl + max_new, &o, &r, &err))
+        fail_msg("%s: %s", name, err.msg);
     const json_t *hyps = json_object_get(cs, "hypotheses");
     assert_int_equal(r.n, (int)json_array_size(hyps));
     double worst = 0.0, worst_sum = 0.0;
@@ -149,7 +150,8 @@ static void cache_vs_full(const as_model *m, const char *name, const int32_t *pr
     double worst = 0.0;
     for (int h = 0; h < rc.n; h++) {
         assert_int_equal(rc.len[h], rf.len[h]);
-        assert_memory_equal(rc.ids + (size_t)h * rc.cap, rf.ids + (size_t)h * rf.cap, (size_t)rc.len[h] * sizeof(int32_t));
+        assert_memory_equal(rc.ids + (size_t)h * rc.cap, rf.ids + (size_t)h * rf.cap,
+                            (size_t)rc.len[h] * sizeof(int32_t));
         double d = fabs(rc.score[h] - rf.score[h]);
         worst = d > worst ? d : worst;
     }
