@@ -1,7 +1,8 @@
 /* attnscope/beam.h — beam search (src/analysis/beam.c): Hugging Face's generate with
  * num_beams > 1 and no sampling, for one prompt, on the forward of attnscope.h (a key/value
- * cache per beam and the beams' steps as one batch for decoder-only models where generation
- * has a cache, else one whole forward per beam and step). Part of the tools' API (see attnscope.h);
+ * cache per beam and the beams' steps as one batch where generation has a cache: decoder-only
+ * models but dynamic NTK / LongRoPE, and encoder-decoder models on their source's encoder
+ * state; else one whole forward per beam and step). Part of the tools' API (see attnscope.h);
  * `attnscope generate --beams N` is built on it. It returns token sequences and scores;
  * the attention of a returned sequence is the forward over it (causal: each generated
  * token's row is the same as at its step). What it does not: sampling, diverse or

@@ -16,17 +16,18 @@
  * the first start at -1e9 so the first step expands one beam. A finished hypothesis is
  * returned with the first end-of-sequence id appended (BeamSearchScorer.finalize).
  *
- * Decoder-only models that model_kv_supported serves keep one key/value cache per beam:
- * the prompt goes through once (model_forward_step) and its cache is copied to every beam,
- * then each step runs every beam's new id as one batch of rows (model_forward_beams, so
- * the weights are read once per step, not once per beam); the next step's beams take their
- * parents' caches, the first child of a parent its cache itself and the others copies
- * (model_kv_copy) into the caches of the parents no beam continues. Other models, and
- * full_forward, run each beam's whole sequence again each step, beams holding the same ids
- * sharing one forward.
+ * Models with a generation cache keep one key/value cache per beam: the prompt goes
+ * through once (model_forward_step; an encoder-decoder model's source through the encoder
+ * once and the decoder's start through model_s2s_step) and its cache is copied to every
+ * beam, then each step runs every beam's new id as one batch of rows (model_forward_beams,
+ * model_s2s_beams: the weights read once per step, not once per beam); the next step's
+ * beams take their parents' caches, the first child of a parent its cache itself and the
+ * others copies (model_kv_copy) into the caches of the parents no beam continues. Dynamic
+ * NTK / LongRoPE models, and full_forward, run each beam's whole sequence again each step,
+ * beams holding the same ids sharing one forward.
  *
  * What it does not: sampling beams, diverse or constrained beam search, length or
- * repetition processors (min_length, no_repeat_ngram_size, ...), an encoder-decoder cache.
+ * repetition processors (min_length, no_repeat_ngram_size, ...).
  */
 #include "attnscope/beam.h"
 #include "attnscope/generate.h"
@@ -139,18 +140,29 @@ static as_status beam_logprobs_cached(const as_model *m, model_kv *kv, const int
 
 /* Every beam's next-token log-probabilities: lp (nb, V) of the sequences ids (nb, cap) of
  * cur ids each. On caches kv (nb): the first step (empty caches, every beam the prompt) runs
- * the prompt once and copies its cache to every beam; later steps run every beam's last id
- * as one batch (model_forward_beams). kv NULL: whole forwards, a beam holding the ids of an
- * earlier one taking its row. */
-static as_status beams_logprobs(const as_model *m, const as_encoding *src, model_kv *kv, const int32_t *ids,
-                                int cap, int nb, int cur, int threads, float *lp, as_error *err) {
+ * the prompt once (an encoder-decoder model's on x, the state of its source) and copies its
+ * cache to every beam; later steps run every beam's last id as one batch
+ * (model_forward_beams, model_s2s_beams). kv NULL: whole forwards, a beam holding the ids
+ * of an earlier one taking its row. */
+static as_status beams_logprobs(const as_model *m, const as_encoding *src, model_s2s_kv *x, model_kv *kv,
+                                const int32_t *ids, int cap, int nb, int cur, int threads, float *lp, as_error *err) {
     int V = as_model_config(m)->vocab_size;
     as_status s = AS_OK;
     if (kv && kv[0].n > 0) {
         int32_t last[GEN_MAX_BEAMS];
         for (int b = 0; b < nb; b++) last[b] = ids[(size_t)b * cap + cur - 1];
-        if (!(s = model_forward_beams(m, kv, nb, last, threads, lp, err)))
-            for (int b = 0; b < nb; b++) log_softmax_row(lp + (size_t)b * V, V, lp + (size_t)b * V);
+        s = src ? model_s2s_beams(m, x, kv, nb, last, threads, lp, err)
+                : model_forward_beams(m, kv, nb, last, threads, lp, err);
+        for (int b = 0; !s && b < nb; b++) log_softmax_row(lp + (size_t)b * V, V, lp + (size_t)b * V);
+        return s;
+    }
+    if (kv && src) { /* the first step of an encoder-decoder model: the decoder's start once */
+        if ((s = model_s2s_step(m, x, ids, cur, threads, lp, NULL, err))) return s;
+        log_softmax_row(lp, V, lp);
+        for (int b = 0; b < nb; b++) {
+            if (b) memcpy(lp + (size_t)b * V, lp, (size_t)V * sizeof(float));
+            model_kv_copy(&kv[b], &x->self);
+        }
         return s;
     }
     for (int b = 0; b < nb && !s; b++) {
@@ -187,6 +199,23 @@ static void beam_kv_reorder(model_kv *kv, const int *parent, int nb, int *taken,
         model_kv_copy(&next[b], &kv[parent[b]]);
     }
     memcpy(kv, next, (size_t)nb * sizeof *kv);
+}
+
+/* The caches of a cached search: nb empty beam caches for cap positions in kv and, for an
+ * encoder-decoder model, src through its encoder into x. */
+static as_status beam_caches_init(const as_model *m, const as_encoding *src, int threads, int nb, int cap,
+                                  model_s2s_kv *x, model_kv *kv, as_error *err) {
+    as_status s = src ? model_s2s_kv_init(m, src, cap, threads, x, err) : AS_OK;
+    for (int b = 0; b < nb && !s; b++)
+        s = src ? model_s2s_beam_cache(m, cap, &kv[b], err) : model_kv_init(m, cap, &kv[b], err);
+    return s;
+}
+
+/* Frees what beam_caches_init made (kv, NULL when the search had no caches, included). */
+static void beam_caches_free(int nb, model_s2s_kv *x, model_kv *kv) {
+    for (int b = 0; kv && b < nb; b++) model_kv_free(&kv[b]);
+    free(kv);
+    model_s2s_kv_free(x);
 }
 
 static const beam_hyp *g_sort_hyps;
@@ -230,8 +259,9 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
     float *nscore = as_malloc_array((size_t)nb, sizeof(float));
     int32_t *sel_tok = as_malloc_array((size_t)nb, sizeof(int32_t));
     int *order = as_malloc_array((size_t)nb + 1, sizeof(int));
-    int cached = !src && !o->full_forward && model_kv_supported(m);
+    int cached = !o->full_forward && (src ? model_s2s_kv_supported(m) : model_kv_supported(m));
     model_kv *kv = cached ? as_calloc((size_t)nb * 2, sizeof *kv) : NULL; /* nb caches, nb scratch */
+    model_s2s_kv x = {0}; /* an encoder-decoder model's source, through the encoder once */
     beam_hyps hs = {.h = as_calloc((size_t)nb + 1, sizeof(beam_hyp)), .beams = nb, .prompt_len = prompt_len,
                     .worst = 1e9, .lp = o->length_penalty};
     if (!ids || !nids || !hyp_ids || !lp || !top || !sel_b || !topv || !bscore || !nscore || !sel_tok || !order ||
@@ -239,8 +269,7 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
         goto cleanup;
     }
-    for (int b = 0; cached && b < nb && !s; b++) s = model_kv_init(m, cap, &kv[b], err);
-    if (s) goto cleanup;
+    if (cached && (s = beam_caches_init(m, src, o->threads, nb, cap, &x, kv, err))) goto cleanup;
     for (int i = 0; i <= nb; i++) hs.h[i].ids = hyp_ids + (size_t)i * cap;
     for (int b = 0; b < nb; b++) {
         memcpy(ids + (size_t)b * cap, prompt, (size_t)prompt_len * sizeof(int32_t));
@@ -248,7 +277,7 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
     }
     int cur = prompt_len, done = 0;
     while (!done && cur < max_len) {
-        if ((s = beams_logprobs(m, src, kv, ids, cap, nb, cur, o->threads, lp, err))) goto cleanup;
+        if ((s = beams_logprobs(m, src, &x, kv, ids, cap, nb, cur, o->threads, lp, err))) goto cleanup;
         for (int b = 0; b < nb; b++) {
             float *row = lp + (size_t)b * V;
             gen_process_logits(c, ids + (size_t)b * cap, cur, max_len, row);
@@ -320,7 +349,6 @@ cleanup:
     free(sel_tok);
     free(order);
     free(hs.h);
-    for (int b = 0; kv && b < nb; b++) model_kv_free(&kv[b]);
-    free(kv);
+    beam_caches_free(nb, &x, kv);
     return s;
 }

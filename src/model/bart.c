@@ -175,7 +175,7 @@ void bart_embed(const as_model *m, const emb_in *in, float *x) {
     int T = enc->n, D = m->cfg.d_model;
     float sc = m->cfg.emb_scale > 0 ? m->cfg.emb_scale : 1.0f;
     for (int t = 0; t < T; t++) {
-        const float *w = model_emb_word(m, in, t), *p = model_emb_pos(m, in->ablate, in->pos0 + t + m->pos_offset);
+        const float *w = model_emb_word(m, in, t), *p = model_emb_pos(m, in->ablate, in->pos0 + (in->one_pos ? 0 : t) + m->pos_offset);
         float *r = x + (size_t)t * D;
         for (int i = 0; i < D; i++) r[i] = w[i] * sc + p[i];
     }

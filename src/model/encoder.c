@@ -447,7 +447,9 @@ static void attn_beam_task(void *ctx, int idx, int tid) {
     const model_kv *kv = &ws->beams[b];
     int n = kv->n, Tk = n + 1;
     size_t layer = (size_t)j->l * kv->cap * kv->Kw, RT = (size_t)ATTN_ROW_BLOCK * Tk;
-    attend_rows(ws->keep, &j->rule, Tk, Dh, n, n + 1, ws->q + (size_t)b * ldq + (size_t)h * Dh, ldq,
+    attn_rule ru = j->rule;
+    if (ru.rel) ru.rel += h; /* this head's column of the relative position bias */
+    attend_rows(ws->keep, &ru, Tk, Dh, n, n + 1, ws->q + (size_t)b * ldq + (size_t)h * Dh, ldq,
                 kv->k + layer + (size_t)g * Dh, kv->v + layer + (size_t)g * Dh, ldk, ws->s + (size_t)tid * RT,
                 ws->p + (size_t)tid * RT, NULL, NULL, ws->ctx + (size_t)b * ldq + (size_t)h * Dh);
 }
@@ -1287,48 +1289,78 @@ cleanup:
     return s;
 }
 
-as_status model_s2s_step(const as_model *m, model_s2s_kv *kv, const int32_t *ids, int n, int threads,
-                         float *logits, float *rows, as_error *err) {
+/* The decoder steps of an encoder-decoder generation state kv: n ids at decoder positions
+ * kv->self.n .. of one sequence on kv->self (beams NULL; logits of the last row, rows as
+ * model_s2s_step), or one id of each of n beams at position beams[0].n on the beams' own
+ * caches (logits of every row); cross-attention on kv's keys and values either way. */
+static as_status s2s_forward(const as_model *m, model_s2s_kv *kv, model_kv *beams, const int32_t *ids, int n,
+                             int threads, float *logits, float *rows, as_error *err) {
     if (!model_s2s_kv_supported(m) || !kv->ck)
         return as_err_set(err, AS_ERR_INPUT, "%s: no encoder-decoder generation state", m->dir);
     const as_model *d = m->dec;
-    model_kv *self = &kv->self;
-    if (n < 1 || self->n + n > self->cap)
-        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", n, self->n,
-                          self->cap);
+    model_kv *self = beams ? NULL : &kv->self, *first = beams ? beams : self;
+    int n0 = first->n, last_rows = beams ? n : 1;
+    for (int b = 1; beams && b < n; b++)
+        if (beams[b].n != n0)
+            return as_err_set(err, AS_ERR_INPUT, "beam %d's cache holds %d positions, beam 0's %d", b, beams[b].n, n0);
+    int Tk = beams ? n0 + 1 : n0 + n;
+    if (n < 1 || Tk > first->cap)
+        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", beams ? 1 : n,
+                          n0, first->cap);
     as_encoding enc = {0};
     as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
     if (s) return s;
     as_capture_spec spec = {.what = 0, .layer = -1, .head = -1, .threads = threads};
-    int nthreads = threads > 0 ? threads : as_n_cores(), Tk = self->n + n, D = d->cfg.d_model;
+    int nthreads = threads > 0 ? threads : as_n_cores(), D = d->cfg.d_model;
     fwd_ws ws = {0};
     size_t ws_cap = 0;
     as_run r0 = {0}; /* captures nothing (self- and cross-attention) */
     /* scratch rows as wide as the longer of the self- and the cross-attention's keys */
-    if ((s = ws_alloc(d, &enc, &spec, nthreads, Tk > kv->Ts ? Tk : kv->Ts, 0, &ws, &ws_cap, err))) goto cleanup;
+    if ((s = ws_alloc(d, &enc, &spec, nthreads, Tk > kv->Ts ? Tk : kv->Ts, beams != NULL, &ws, &ws_cap, err)))
+        goto cleanup;
     if (d->rel_bias && !(ws.bucket = as_malloc_array((size_t)Tk * Tk, sizeof(int32_t)))) {
         s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the position buckets");
         goto cleanup;
     }
     if (ws.bucket) t5_buckets(&d->cfg, Tk, !d->cfg.causal, ws.bucket); /* rows: every position so far */
     ws.kv = self;
+    ws.beams = beams;
     ws.ck = kv->ck, ws.cv = kv->cv, ws.xrows = rows;
     ws.Tm = kv->Ts, ws.keep_mem = kv->keep_mem, ws.xr = &r0;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
-    emb_in ein = {&enc, 0, NULL, self->n, 0};
+    emb_in ein = {&enc, 0, NULL, n0, beams != NULL};
     stack_embed(d, &ein, ws.x, ws.h);
     for (int l = 0; l < d->cfg.n_layer; l++) layer_forward(d, l, n, &ws, &r0, 0, nthreads);
-    float *last = ws.x + (size_t)(n - 1) * D;
-    if (d->pre_ln) model_norm_rows(d, &d->ln_f, last, 1);
-    model_vocab_logits(d, last, 1, logits, ws.h);
+    float *x = ws.x + (size_t)(n - last_rows) * D;
+    if (d->pre_ln) model_norm_rows(d, &d->ln_f, x, last_rows);
+    model_vocab_logits(d, x, last_rows, logits, ws.h);
     model_par_end(&saved);
-    self->n = Tk;
+    if (self) self->n = Tk;
+    for (int b = 0; beams && b < n; b++) beams[b].n = Tk;
 cleanup:
     free(ws.bucket);
     as_large_put(ws.block, ws_cap);
     as_encoding_free(&enc);
     return s;
+}
+
+as_status model_s2s_step(const as_model *m, model_s2s_kv *kv, const int32_t *ids, int n, int threads,
+                         float *logits, float *rows, as_error *err) {
+    return s2s_forward(m, kv, NULL, ids, n, threads, logits, rows, err);
+}
+
+as_status model_s2s_beams(const as_model *m, model_s2s_kv *kv, model_kv *beams, int nb, const int32_t *ids,
+                          int threads, float *logits, as_error *err) {
+    return s2s_forward(m, kv, beams, ids, nb, threads, logits, NULL, err);
+}
+
+as_status model_s2s_beam_cache(const as_model *m, int cap, model_kv *kv, as_error *err) {
+    if (!model_s2s_kv_supported(m)) {
+        memset(kv, 0, sizeof *kv);
+        return as_err_set(err, AS_ERR_INPUT, "%s: not an encoder-decoder model with an LM head", m->dir);
+    }
+    return model_kv_init(m->dec, cap, kv, err);
 }
 
 as_status model_vocab_rows(const as_model *m, const float *x, int n, int threads, float *logits, as_error *err) {

@@ -378,6 +378,15 @@ void model_s2s_kv_free(model_s2s_kv *kv);
  * model_forward_step's. */
 as_status model_s2s_step(const as_model *m, model_s2s_kv *kv, const int32_t *ids, int n, int threads,
                          float *logits, float *rows, as_error *err);
+/* A decoder cache for one beam of an encoder-decoder model's beam search (as model_kv_init
+ * on m's decoder); AS_ERR_INPUT when m is not served. */
+as_status model_s2s_beam_cache(const as_model *m, int cap, model_kv *kv, as_error *err);
+/* One decoder step of nb beams of an encoder-decoder model: ids[b] at decoder position n
+ * (every beams[b] holding n positions, made by model_s2s_beam_cache) as one batch of rows,
+ * row b's self-attention on beams[b], every row's cross-attention on kv's encoder keys and
+ * values (kv->self is not used). logits (nb, V). Errors as model_forward_beams'. */
+as_status model_s2s_beams(const as_model *m, model_s2s_kv *kv, model_kv *beams, int nb, const int32_t *ids,
+                          int threads, float *logits, as_error *err);
 /* One step of nb beams, each with its own cache (kv[b], every one holding the same n
  * positions): ids[b] at position n through every layer as one batch of nb rows, row b's
  * attention reading kv[b] (each kv[b].n becomes n + 1). logits (nb, V): the LM head's

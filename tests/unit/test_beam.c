@@ -5,11 +5,11 @@
  * first), and the returned sequences must be identical, their scores within 1e-5 and sums
  * of log-probabilities within 5e-5. Here so the search also runs under the sanitizers; the
  * attention rows and the CLI's files are tests/cli/test_generate_beam.sh's.
- * Decoder-only models search on a key/value cache per beam: the llama cases above take it,
- * and test_cache_matches_full runs nine decoder fixtures (GPT-2 and the LLaMA family:
- * GQA, a sliding window, soft-caps, YaRN, BF16 weights) at 2 and 5 beams with the cache
- * and with full_forward (each beam's whole sequence every step): the same hypotheses,
- * scores within 1e-6.
+ * The search runs on a key/value cache per beam (every case above takes it), and
+ * test_cache_matches_full runs nine decoder fixtures (GPT-2 and the LLaMA family: GQA, a
+ * sliding window, soft-caps, YaRN, BF16 weights) and the five encoder-decoder ones at 2 and
+ * 5 beams with the caches and with full_forward (each beam's whole sequence every step):
+ * the same hypotheses, scores within 1e-6.
  * It does not test option parsing (the CLI's).
  */
 #include <stdarg.h>
@@ -139,13 +139,14 @@ static void test_fixture_cases(void **state) {
 
 /* The search from prompt with a cache per beam and with full_forward: the same
  * hypotheses, scores within 1e-6. */
-static void cache_vs_full(const as_model *m, const char *name, const int32_t *prompt, int pl, int nb, int max_new) {
+static void cache_vs_full(const as_model *m, const as_encoding *src, const char *name, const int32_t *prompt, int pl,
+                          int nb, int max_new) {
     as_error err = {0};
     gen_beam_result rc = {0}, rf = {0};
     gen_beam_opts o = {.beams = nb, .num_return = nb, .length_penalty = 1.0, .threads = 2};
-    if (gen_beam_search(m, NULL, prompt, pl, pl + max_new, &o, &rc, &err)) fail_msg("%s cached: %s", name, err.msg);
+    if (gen_beam_search(m, src, prompt, pl, pl + max_new, &o, &rc, &err)) fail_msg("%s cached: %s", name, err.msg);
     o.full_forward = 1;
-    if (gen_beam_search(m, NULL, prompt, pl, pl + max_new, &o, &rf, &err)) fail_msg("%s full: %s", name, err.msg);
+    if (gen_beam_search(m, src, prompt, pl, pl + max_new, &o, &rf, &err)) fail_msg("%s full: %s", name, err.msg);
     assert_int_equal(rc.n, rf.n);
     double worst = 0.0;
     for (int h = 0; h < rc.n; h++) {
@@ -175,7 +176,7 @@ static void test_cache_matches_full(void **state) {
             for (int pl = 3; pl <= 7; pl += 4) {
                 int32_t prompt[7];
                 for (int t = 0; t < pl; t++) prompt[t] = (int32_t)((7 * t + 3 * nb + 1) % (V < 50 ? V : 50));
-                cache_vs_full(m, models[i], prompt, pl, nb, 12);
+                cache_vs_full(m, NULL, models[i], prompt, pl, nb, 12);
             }
         printf("  %-12s cache = whole sequences (2 and 5 beams, prompts of 3 and 7)\n", models[i]);
         as_model_free(m);
@@ -190,9 +191,26 @@ static void test_cache_matches_full(void **state) {
     json_decref(over);
     assert_int_equal(as_model_config(m)->vocab_size, 53);
     const int32_t prompt[3] = {5, 9, 2};
-    cache_vs_full(m, "llama, 3 ids allowed", prompt, 3, 5, 6);
+    cache_vs_full(m, NULL, "llama, 3 ids allowed", prompt, 3, 5, 6);
     printf("  %-12s cache = whole sequences with 3 ids allowed for 5 beams\n", "llama");
     drop_copy(m, dir);
+    /* encoder-decoder models: the source through the encoder once, a decoder cache per beam */
+    static const char *s2s[] = {"bart_tiny", "marian_tiny", "mbart_tiny", "t5_tiny", "mt5_tiny"};
+    for (size_t i = 0; i < sizeof s2s / sizeof *s2s; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s", FX, s2s[i]);
+        as_error err = {0};
+        if (as_model_load(path, &m, &err)) fail_msg("%s: %s", s2s[i], err.msg);
+        const as_config *c = as_model_config(m);
+        int32_t source[8], start = c->decoder_start_token_id >= 0 ? c->decoder_start_token_id : 2;
+        for (int t = 0; t < 8; t++) source[t] = (int32_t)(4 + (5 * t + (int)i) % (c->vocab_size - 5));
+        as_encoding src = {0};
+        if (as_encoding_from_ids(m, source, NULL, 8, &src, &err)) fail_msg("%s: %s", s2s[i], err.msg);
+        for (int nb = 2; nb <= 5; nb += 3) cache_vs_full(m, &src, s2s[i], &start, 1, nb, 10);
+        printf("  %-12s cache = whole sequences (2 and 5 beams, a source of 8)\n", s2s[i]);
+        as_encoding_free(&src);
+        as_model_free(m);
+    }
 }
 
 int main(void) {
