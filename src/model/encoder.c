@@ -1000,16 +1000,19 @@ void model_kv_copy(model_kv *dst, const model_kv *src) {
     dst->n = src->n;
 }
 
-/* The generation steps' forward: n ids at positions kv->n .. kv->n + n - 1 of one
- * sequence (beams NULL; logits of the last row, rows as model_forward_step), or one id of
- * each of n beams at position beams[0].n (kv NULL; logits of every row). */
-static as_status kv_forward(const as_model *m, model_kv *kv, model_kv *beams, const int32_t *ids, int n, int threads,
-                            float *logits, float *rows, as_error *err) {
-    const as_config *c = &m->cfg;
-    if (!model_kv_supported(m))
-        return as_err_set(err, AS_ERR_INPUT, "%s: generation with a key/value cache needs a decoder-only model "
-                          "whose RoPE does not depend on the length", m->dir);
-    model_kv *first = beams ? beams : kv;
+static void t5_buckets(const as_config *c, int T, int bidirectional, int32_t *out);
+
+/* The generation steps' forward on caches: n ids at positions self->n .. self->n + n - 1
+ * of one sequence (beams NULL; logits of the last row), or one id of each of n beams at
+ * position beams[0].n, row b on beams[b] (self NULL; logits of every row). x NULL: m is a
+ * decoder-only model, rows (L, H, Tk) its self-attention rows of the last position; else
+ * m's decoder runs, its cross-attention on x's encoder keys and values, rows (Ld, H, Ts)
+ * the cross-attention's. Callers check that m is served. */
+static as_status step_forward(const as_model *m, const model_s2s_kv *x, model_kv *self, model_kv *beams,
+                              const int32_t *ids, int n, int threads, float *logits, float *rows, as_error *err) {
+    const as_model *d = x ? m->dec : m;
+    const as_config *c = &d->cfg;
+    model_kv *first = beams ? beams : self;
     int n0 = first->n, last_rows = beams ? n : 1; /* rows whose logits are asked for: the last last_rows */
     for (int b = 1; beams && b < n; b++)
         if (beams[b].n != n0)
@@ -1026,37 +1029,58 @@ static as_status kv_forward(const as_model *m, model_kv *kv, model_kv *beams, co
     fwd_ws ws = {0};
     size_t ws_cap = 0;
     as_run r0 = {0}; /* captures nothing: no layer selected */
-    if ((s = ws_alloc(m, &enc, &spec, nthreads, Tk, beams != NULL, &ws, &ws_cap, err))) goto cleanup;
-    ws.kv = kv;
+    /* scratch rows as wide as the longer of the self- and the cross-attention's keys */
+    int wide = x && x->Ts > Tk ? x->Ts : Tk;
+    if ((s = ws_alloc(d, &enc, &spec, nthreads, wide, beams != NULL, &ws, &ws_cap, err))) goto cleanup;
+    if (d->rel_bias && !(ws.bucket = as_malloc_array((size_t)Tk * Tk, sizeof(int32_t)))) {
+        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the position buckets");
+        goto cleanup;
+    }
+    if (ws.bucket) t5_buckets(c, Tk, !c->causal, ws.bucket); /* rows: every position so far */
+    ws.kv = self;
     ws.beams = beams;
+    if (x) {
+        ws.ck = x->ck, ws.cv = x->cv, ws.xrows = rows;
+        ws.Tm = x->Ts, ws.keep_mem = x->keep_mem, ws.xr = &r0;
+    }
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
     emb_in ein = {&enc, 0, NULL, n0, beams != NULL};
-    stack_embed(m, &ein, ws.x, ws.h);
+    stack_embed(d, &ein, ws.x, ws.h);
     for (int l = 0; l < L; l++) {
-        ws.rows = rows ? rows + (size_t)l * H * Tk : NULL;
-        layer_forward(m, l, n, &ws, &r0, 0, nthreads);
+        ws.rows = rows && !x ? rows + (size_t)l * H * Tk : NULL;
+        layer_forward(d, l, n, &ws, &r0, 0, nthreads);
     }
-    float *x = ws.x + (size_t)(n - last_rows) * D;
-    if (m->pre_ln) model_norm_rows(m, &m->ln_f, x, last_rows);
-    model_vocab_logits(m, x, last_rows, logits, ws.h);
+    float *xl = ws.x + (size_t)(n - last_rows) * D;
+    if (d->pre_ln) model_norm_rows(d, &d->ln_f, xl, last_rows);
+    model_vocab_logits(d, xl, last_rows, logits, ws.h);
     model_par_end(&saved);
-    if (kv) kv->n = Tk;
+    if (self) self->n = Tk;
     for (int b = 0; beams && b < n; b++) beams[b].n = Tk;
 cleanup:
+    free(ws.bucket);
     as_large_put(ws.block, ws_cap);
     as_encoding_free(&enc);
     return s;
 }
 
+/* AS_ERR_INPUT unless model_kv_supported(m). */
+static as_status kv_served(const as_model *m, as_error *err) {
+    if (model_kv_supported(m)) return AS_OK;
+    return as_err_set(err, AS_ERR_INPUT, "%s: generation with a key/value cache needs a decoder-only model "
+                      "whose RoPE does not depend on the length", m->dir);
+}
+
 as_status model_forward_step(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
                              float *logits, float *rows, as_error *err) {
-    return kv_forward(m, kv, NULL, ids, n, threads, logits, rows, err);
+    as_status s = kv_served(m, err);
+    return s ? s : step_forward(m, NULL, kv, NULL, ids, n, threads, logits, rows, err);
 }
 
 as_status model_forward_beams(const as_model *m, model_kv *kv, int nb, const int32_t *ids, int threads,
                               float *logits, as_error *err) {
-    return kv_forward(m, NULL, kv, ids, nb, threads, logits, NULL, err);
+    as_status s = kv_served(m, err);
+    return s ? s : step_forward(m, NULL, NULL, kv, ids, nb, threads, logits, NULL, err);
 }
 
 as_status as_run_attention_rows(const as_model *m, const as_run *r, int l, int h, int i0, int i1, float *out,
@@ -1289,70 +1313,22 @@ cleanup:
     return s;
 }
 
-/* The decoder steps of an encoder-decoder generation state kv: n ids at decoder positions
- * kv->self.n .. of one sequence on kv->self (beams NULL; logits of the last row, rows as
- * model_s2s_step), or one id of each of n beams at position beams[0].n on the beams' own
- * caches (logits of every row); cross-attention on kv's keys and values either way. */
-static as_status s2s_forward(const as_model *m, model_s2s_kv *kv, model_kv *beams, const int32_t *ids, int n,
-                             int threads, float *logits, float *rows, as_error *err) {
-    if (!model_s2s_kv_supported(m) || !kv->ck)
-        return as_err_set(err, AS_ERR_INPUT, "%s: no encoder-decoder generation state", m->dir);
-    const as_model *d = m->dec;
-    model_kv *self = beams ? NULL : &kv->self, *first = beams ? beams : self;
-    int n0 = first->n, last_rows = beams ? n : 1;
-    for (int b = 1; beams && b < n; b++)
-        if (beams[b].n != n0)
-            return as_err_set(err, AS_ERR_INPUT, "beam %d's cache holds %d positions, beam 0's %d", b, beams[b].n, n0);
-    int Tk = beams ? n0 + 1 : n0 + n;
-    if (n < 1 || Tk > first->cap)
-        return as_err_set(err, AS_ERR_INPUT, "%d tokens after %d cached: over the cache's %d positions", beams ? 1 : n,
-                          n0, first->cap);
-    as_encoding enc = {0};
-    as_status s = as_encoding_from_ids(m, ids, NULL, n, &enc, err);
-    if (s) return s;
-    as_capture_spec spec = {.what = 0, .layer = -1, .head = -1, .threads = threads};
-    int nthreads = threads > 0 ? threads : as_n_cores(), D = d->cfg.d_model;
-    fwd_ws ws = {0};
-    size_t ws_cap = 0;
-    as_run r0 = {0}; /* captures nothing (self- and cross-attention) */
-    /* scratch rows as wide as the longer of the self- and the cross-attention's keys */
-    if ((s = ws_alloc(d, &enc, &spec, nthreads, Tk > kv->Ts ? Tk : kv->Ts, beams != NULL, &ws, &ws_cap, err)))
-        goto cleanup;
-    if (d->rel_bias && !(ws.bucket = as_malloc_array((size_t)Tk * Tk, sizeof(int32_t)))) {
-        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory for the position buckets");
-        goto cleanup;
-    }
-    if (ws.bucket) t5_buckets(&d->cfg, Tk, !d->cfg.causal, ws.bucket); /* rows: every position so far */
-    ws.kv = self;
-    ws.beams = beams;
-    ws.ck = kv->ck, ws.cv = kv->cv, ws.xrows = rows;
-    ws.Tm = kv->Ts, ws.keep_mem = kv->keep_mem, ws.xr = &r0;
-    par_state saved;
-    model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
-    emb_in ein = {&enc, 0, NULL, n0, beams != NULL};
-    stack_embed(d, &ein, ws.x, ws.h);
-    for (int l = 0; l < d->cfg.n_layer; l++) layer_forward(d, l, n, &ws, &r0, 0, nthreads);
-    float *x = ws.x + (size_t)(n - last_rows) * D;
-    if (d->pre_ln) model_norm_rows(d, &d->ln_f, x, last_rows);
-    model_vocab_logits(d, x, last_rows, logits, ws.h);
-    model_par_end(&saved);
-    if (self) self->n = Tk;
-    for (int b = 0; beams && b < n; b++) beams[b].n = Tk;
-cleanup:
-    free(ws.bucket);
-    as_large_put(ws.block, ws_cap);
-    as_encoding_free(&enc);
-    return s;
+/* AS_ERR_INPUT unless m is served and kv holds a source's state. */
+static as_status s2s_served(const as_model *m, const model_s2s_kv *kv, as_error *err) {
+    if (model_s2s_kv_supported(m) && kv->ck) return AS_OK;
+    return as_err_set(err, AS_ERR_INPUT, "%s: no encoder-decoder generation state", m->dir);
 }
 
 as_status model_s2s_step(const as_model *m, model_s2s_kv *kv, const int32_t *ids, int n, int threads,
                          float *logits, float *rows, as_error *err) {
-    return s2s_forward(m, kv, NULL, ids, n, threads, logits, rows, err);
+    as_status s = s2s_served(m, kv, err);
+    return s ? s : step_forward(m, kv, &kv->self, NULL, ids, n, threads, logits, rows, err);
 }
 
 as_status model_s2s_beams(const as_model *m, model_s2s_kv *kv, model_kv *beams, int nb, const int32_t *ids,
                           int threads, float *logits, as_error *err) {
-    return s2s_forward(m, kv, beams, ids, nb, threads, logits, NULL, err);
+    as_status s = s2s_served(m, kv, err);
+    return s ? s : step_forward(m, kv, NULL, beams, ids, nb, threads, logits, NULL, err);
 }
 
 as_status model_s2s_beam_cache(const as_model *m, int cap, model_kv *kv, as_error *err) {
