@@ -128,16 +128,6 @@ static as_status beam_logprobs(const as_model *m, const as_encoding *src, const 
     return s;
 }
 
-/* The next-token log-probabilities (V) of ids[0..n) on beam's cache, which holds a prefix
- * of them: the rest go through model_forward_step. */
-static as_status beam_logprobs_cached(const as_model *m, model_kv *kv, const int32_t *ids, int n, int threads,
-                                      float *out, as_error *err) {
-    AS_ASSERT(kv->n < n);
-    as_status s = model_forward_step(m, kv, ids + kv->n, n - kv->n, threads, out, NULL, err);
-    if (!s) log_softmax_row(out, as_model_config(m)->vocab_size, out);
-    return s;
-}
-
 /* Every beam's next-token log-probabilities: lp (nb, V) of the sequences ids (nb, cap) of
  * cur ids each. On caches kv (nb): the first step (empty caches, every beam the prompt) runs
  * the prompt once (an encoder-decoder model's on x, the state of its source) and copies its
@@ -156,12 +146,15 @@ static as_status beams_logprobs(const as_model *m, const as_encoding *src, model
         for (int b = 0; !s && b < nb; b++) log_softmax_row(lp + (size_t)b * V, V, lp + (size_t)b * V);
         return s;
     }
-    if (kv && src) { /* the first step of an encoder-decoder model: the decoder's start once */
-        if ((s = model_s2s_step(m, x, ids, cur, threads, lp, NULL, err))) return s;
+    if (kv) { /* the first step: every beam holds the prompt, run once on one cache */
+        model_kv *one = src ? &x->self : &kv[0];
+        if ((s = src ? model_s2s_step(m, x, ids, cur, threads, lp, NULL, err)
+                     : model_forward_step(m, one, ids, cur, threads, lp, NULL, err)))
+            return s;
         log_softmax_row(lp, V, lp);
         for (int b = 0; b < nb; b++) {
             if (b) memcpy(lp + (size_t)b * V, lp, (size_t)V * sizeof(float));
-            model_kv_copy(&kv[b], &x->self);
+            if (&kv[b] != one) model_kv_copy(&kv[b], one);
         }
         return s;
     }
@@ -169,11 +162,7 @@ static as_status beams_logprobs(const as_model *m, const as_encoding *src, model
         int same = -1;
         for (int b2 = 0; b2 < b && same < 0; b2++)
             if (!memcmp(ids + (size_t)b2 * cap, ids + (size_t)b * cap, (size_t)cur * sizeof(int32_t))) same = b2;
-        if (same >= 0) {
-            memcpy(lp + (size_t)b * V, lp + (size_t)same * V, (size_t)V * sizeof(float));
-            if (kv) model_kv_copy(&kv[b], &kv[same]);
-        } else if (kv)
-            s = beam_logprobs_cached(m, &kv[b], ids + (size_t)b * cap, cur, threads, lp + (size_t)b * V, err);
+        if (same >= 0) memcpy(lp + (size_t)b * V, lp + (size_t)same * V, (size_t)V * sizeof(float));
         else s = beam_logprobs(m, src, ids + (size_t)b * cap, cur, threads, lp + (size_t)b * V, err);
     }
     return s;

@@ -2,10 +2,10 @@
  * decoder-only models a key/value cache (model_forward_step: the prompt once, then one
  * token per step), for encoder-decoder models the source through the encoder once and a
  * cache of the decoder's (model_s2s_step), else (full_forward, or a RoPE that follows the
- * length) each step a whole as_forward / as_forward_seq2seq of the sequence so far; the next id picked from the last
- * position's logits, and optionally every head's attention row of that position kept. It
- * does not tokenize, print or write files (the CLI's generate command and the server's
- * generate route do).
+ * length) each step a whole as_forward / as_forward_seq2seq of the sequence so far; the
+ * next id picked from the last position's logits, and optionally every head's attention
+ * row of that position kept. It does not tokenize, print or write files (the CLI's
+ * generate command and the server's generate route do).
  */
 #include "attnscope/generate.h"
 #include "model/model.h"
@@ -105,48 +105,33 @@ static void gen_take(const as_config *c, const gen_opts *o, int K, int max_len, 
     if (o->stop_eos && gen_is_eos(c, next)) *cap = g->T;
 }
 
-/* The steps on a key/value cache: the prompt in one step, then each new id. */
-static as_status gen_loop_cached(const as_model *m, const gen_opts *o, int cap, gen_result *g, float *row,
-                                 gen_cand *order, as_error *err) {
+/* The steps on caches: the prompt (an encoder-decoder model: the decoder's start ids, its
+ * source through the encoder once) in one step, then each new id. The rows kept are the
+ * self-attention's of a decoder-only model (keys: every position so far, stride cap) or an
+ * encoder-decoder model's cross-attention's (keys: the source's g->K tokens). */
+static as_status gen_loop_cached(const as_model *m, const as_encoding *src, const gen_opts *o, int cap, gen_result *g,
+                                 float *row, gen_cand *order, as_error *err) {
     const as_config *c = as_model_config(m);
-    int max_len = cap;
+    int max_len = cap, K = src ? g->K : cap;
     uint64_t rng = o->seed;
-    model_kv kv;
-    as_status s = model_kv_init(m, cap, &kv, err);
-    if (s) return s;
-    float *at = g->rows ? as_malloc_array(as_mul_size((size_t)g->L * g->H, (size_t)cap), sizeof(float)) : NULL;
-    if (g->rows && !at) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    while (!s && g->T < cap) {
-        int first = kv.n; /* the ids not yet through the model: the prompt, then the last pick */
-        if (!(s = model_forward_step(m, &kv, g->ids + first, g->T - first, o->threads, row, at, err)))
-            gen_take(c, o, cap, max_len, row, order, &rng, at, kv.n, (size_t)kv.n, g, &cap);
-    }
-    free(at);
-    model_kv_free(&kv);
-    return s;
-}
-
-/* The steps of an encoder-decoder model on its generation state: the source through the
- * encoder once, the decoder's start ids in one step, then each new id; the rows kept are
- * the cross-attention's (keys: the source's g->K tokens). */
-static as_status gen_loop_cached_s2s(const as_model *m, const as_encoding *src, const gen_opts *o, int cap,
-                                     gen_result *g, float *row, gen_cand *order, as_error *err) {
-    const as_config *c = as_model_config(m);
-    int max_len = cap, K = g->K;
-    uint64_t rng = o->seed;
-    model_s2s_kv kv;
-    as_status s = model_s2s_kv_init(m, src, cap, o->threads, &kv, err);
+    model_kv kv = {0};
+    model_s2s_kv x = {0};
+    model_kv *self = src ? &x.self : &kv; /* the positions through the model so far */
+    as_status s = src ? model_s2s_kv_init(m, src, cap, o->threads, &x, err) : model_kv_init(m, cap, &kv, err);
     if (s) return s;
     /* zeroed: a decoder layer without cross-attention leaves its rows 0 */
     float *at = g->rows ? as_calloc(as_mul_size((size_t)g->L * g->H, (size_t)K), sizeof(float)) : NULL;
     if (g->rows && !at) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     while (!s && g->T < cap) {
-        int first = kv.self.n; /* the ids not yet through the decoder */
-        if (!(s = model_s2s_step(m, &kv, g->ids + first, g->T - first, o->threads, row, at, err)))
-            gen_take(c, o, K, max_len, row, order, &rng, at, K, (size_t)K, g, &cap);
+        int first = self->n, n = g->T - first; /* the ids not yet through the model */
+        s = src ? model_s2s_step(m, &x, g->ids + first, n, o->threads, row, at, err)
+                : model_forward_step(m, &kv, g->ids + first, n, o->threads, row, at, err);
+        int kr = src ? K : self->n; /* keys of this step's rows */
+        if (!s) gen_take(c, o, K, max_len, row, order, &rng, at, kr, (size_t)kr, g, &cap);
     }
     free(at);
-    model_s2s_kv_free(&kv);
+    model_kv_free(&kv);
+    model_s2s_kv_free(&x);
     return s;
 }
 
@@ -166,8 +151,7 @@ static as_status gen_loop(const as_model *m, const as_encoding *src, const gen_o
     }
     as_status s = AS_OK;
     if (!o->full_forward && (src ? model_s2s_kv_supported(m) : model_kv_supported(m))) {
-        s = src ? gen_loop_cached_s2s(m, src, o, cap, g, row, order, err)
-                : gen_loop_cached(m, o, cap, g, row, order, err);
+        s = gen_loop_cached(m, src, o, cap, g, row, order, err);
         g->cached = 1;
         cap = g->T; /* done */
     }

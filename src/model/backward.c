@@ -682,7 +682,7 @@ static as_status backward_run(const as_model *m, const as_encoding *enc, const f
     uint16_t *xb_buf = xb ? (uint16_t *)(p + (dyb + 1) / 2 + (dwb + 1) / 2) : NULL;
     w.conv_per_thread = conv;
     w.pg = pg;
-    as_status rs = R ? llama_rope_tables(m, 0, T, 0, w.rope) : AS_OK;
+    as_status rs = R ? llama_rope_tables(m, 0, 1, T, 0, w.rope) : AS_OK;
     ASSERT(rs == AS_OK); /* R / 2 floats of frequencies */
     par_state saved;
     model_par_begin(nt, w.conv, w.conv_per_thread, xb_buf, &saved);

@@ -873,17 +873,10 @@ static as_status ws_alloc(const as_model *m, const as_encoding *enc, const as_ca
         for (int i = 0; i < Tk; i++) ws.keep[i] = Tk != T || enc->mask[i] ? 1.0f : 0.0f;
         /* positions Tk-T..Tk-1, or every row at Tk - 1 for beams (all 0 when positions are
            ablated: no rotation) */
-        if (R && llama_rope_tables(m, beams ? Tk - 1 : Tk - T, beams ? 1 : T, (spec->ablate & ABLATE_POSITION) != 0,
+        if (R && llama_rope_tables(m, beams ? Tk - 1 : Tk - T, beams ? 0 : 1, T, (spec->ablate & ABLATE_POSITION) != 0,
                                    ws.rope)) {
             as_large_put(ws.block, *cap);
             return as_err_set(err, AS_ERR_INTERNAL, "out of memory for the forward workspace");
-        }
-        if (R && beams && T > 1) { /* the one row of each table (global at 0, local at R) to all T */
-            memmove(ws.rope + (size_t)T * R, ws.rope + R, R * sizeof(float));
-            for (int t = 1; t < T; t++) {
-                memcpy(ws.rope + (size_t)(T + t) * R, ws.rope + (size_t)T * R, R * sizeof(float));
-                memcpy(ws.rope + (size_t)t * R, ws.rope, R * sizeof(float));
-            }
         }
     }
     *out = ws;
@@ -1181,9 +1174,9 @@ static void t5_buckets(const as_config *c, int T, int bidirectional, int32_t *ou
         }
 }
 
-/* One stack of an encoder-decoder forward on enc: embeddings, every layer (captured into r;
- * the decoder's cross-attention into ws->xr), the final norm of pre-norm stacks; the output
- * stays in ws->x (T, D). */
+/* One stack of an encoder-decoder forward on enc: embeddings, every layer (captured into r,
+ * which may capture nothing and hold no attention_mask; the decoder's cross-attention into
+ * ws->xr), the final norm of pre-norm stacks; the output stays in ws->x (T, D). */
 static void seq2seq_stack(const as_model *m, const as_encoding *enc, unsigned ablate, fwd_ws *ws, as_run *r,
                           unsigned what, int nthreads) {
     int T = enc->n, L = m->cfg.n_layer;
@@ -1193,7 +1186,7 @@ static void seq2seq_stack(const as_model *m, const as_encoding *enc, unsigned ab
     if (ws->bucket) t5_buckets(&m->cfg, T, !m->cfg.causal, ws->bucket);
     stack_embed(m, &ein, ws->x, ws->h);
     if (r->hidden) memcpy(r->hidden, ws->x, TD * sizeof(float));
-    memcpy(r->attention_mask, enc->mask, (size_t)T * sizeof(int32_t));
+    if (r->attention_mask) memcpy(r->attention_mask, enc->mask, (size_t)T * sizeof(int32_t));
     for (int l = 0; l < L; l++) {
         layer_forward(m, l, T, ws, r, what, nthreads);
         if (m->pre_ln && l == L - 1) model_norm_rows(m, &m->ln_f, ws->x, T);
@@ -1292,11 +1285,7 @@ as_status model_s2s_kv_init(const as_model *m, const as_encoding *src, int cap, 
     kv->keep_mem = kv->cv + n;
     par_state saved;
     model_par_begin(nthreads, ws.conv, ws.conv_per_thread, ws.xb, &saved);
-    if (ws.bucket) t5_buckets(&m->cfg, Ts, !m->cfg.causal, ws.bucket);
-    emb_in ein = {src, 0, NULL, 0, 0};
-    stack_embed(m, &ein, ws.x, ws.h); /* ws.keep: src->mask (ws_alloc) */
-    for (int l = 0; l < m->cfg.n_layer; l++) layer_forward(m, l, Ts, &ws, &r0, 0, nthreads);
-    if (m->pre_ln) model_norm_rows(m, &m->ln_f, ws.x, Ts);
+    seq2seq_stack(m, src, 0, &ws, &r0, 0, nthreads); /* the encoder's output in ws.x */
     for (int l = 0; l < Ld; l++) { /* (Ts, Kw) of each layer */
         const layer_w *lw = &d->layers[l];
         if (!lin_has(&lw->ck)) continue;

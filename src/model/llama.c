@@ -214,7 +214,7 @@ void llama_rope_freqs(const as_config *c, int local, int n_pos, float *inv, floa
     else rope_freqs(c, c->rope_theta, 1, n_pos, inv, mscale);
 }
 
-as_status llama_rope_tables(const as_model *m, int p0, int T, int still, float *cs) {
+as_status llama_rope_tables(const as_model *m, int p0, int dp, int T, int still, float *cs) {
     const as_config *c = &m->cfg;
     const int R = c->rope_dim, half = R / 2;
     const float *inv = m->rope_inv_freq;
@@ -225,8 +225,8 @@ as_status llama_rope_tables(const as_model *m, int p0, int T, int still, float *
         llama_rope_freqs(c, 0, p0 + T, grown, &mscale);
         inv = grown;
     }
-    op_rope_table(cs, p0, T, still, inv, R, mscale);
-    op_rope_table(cs + (size_t)T * R, p0, T, still, m->rope_inv_freq + half, R, 1.0f);
+    op_rope_table(cs, p0, dp, T, still, inv, R, mscale);
+    op_rope_table(cs + (size_t)T * R, p0, dp, T, still, m->rope_inv_freq + half, R, 1.0f);
     free(grown);
     return AS_OK;
 }

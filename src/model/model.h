@@ -503,12 +503,13 @@ void llama_embed(const as_model *m, const emb_in *in, float *x);
 void llama_rope_freqs(const as_config *c, int local, int n_pos, float *inv, float *mscale);
 /* LLaMA family: the cos / sin tables (op_rope_table) of positions p0 .. p0 + T - 1 (all 0
  * when still) into cs (2, T, rope_dim): the global layers' (with their factor on cos and
- * sin), then the local (Gemma 3 sliding) layers'. (A generation step's rows start at p0 > 0;
- * the length-dependent frequencies below take the length p0 + T.) The frequencies are those bound at load
+ * sin), then the local (Gemma 3 sliding) layers'. Row t is at position p0 + dp t (a
+ * generation step's rows start at p0 > 0; a beam step's, dp 0, share one position; the
+ * length-dependent frequencies below take the length p0 + T, never with beams). The frequencies are those bound at load
  * (rope_inv_freq), except the global ones of the scalings that depend on the length
  * (dynamic NTK past max_position_embeddings, LongRoPE's long factors past
  * original_max_position_embeddings), computed here. AS_ERR_INTERNAL: out of memory. */
-as_status llama_rope_tables(const as_model *m, int p0, int T, int still, float *cs);
+as_status llama_rope_tables(const as_model *m, int p0, int dp, int T, int still, float *cs);
 /* Rows of the embedding tables to add for token t, honouring ablation. */
 const float *model_emb_word(const as_model *m, const emb_in *in, int t);
 const float *model_emb_pos(const as_model *m, unsigned ablate, int pos);

@@ -275,13 +275,13 @@ void op_softmax_rows(float *s, const int32_t *keep, int N, int C) { AS_KERNEL_RU
 
 /* ---- rotary position embedding ---- */
 
-void op_rope_table(float *cs, int p0, int T, int still, const float *inv_freq, int R, float mscale) {
+void op_rope_table(float *cs, int p0, int dp, int T, int still, const float *inv_freq, int R, float mscale) {
     int half = R / 2;
     for (int t = 0; t < T; t++) {
         float *c = cs + (size_t)t * R, *s = c + half;
         for (int i = 0; i < half; i++) {
             /* HF: freqs = pos * inv_freq in float32, then cos/sin of that float */
-            float ang = (float)(still ? 0 : p0 + t) * inv_freq[i];
+            float ang = (float)(still ? 0 : p0 + dp * t) * inv_freq[i];
             c[i] = cosf(ang) * mscale;
             s[i] = sinf(ang) * mscale;
         }

@@ -77,10 +77,11 @@ void op_mul(float *y, const float *m, size_t n);
  * Llama: dimensions i and i + R/2 of a head (i < R/2) form a pair rotated by the angle
  * pos * inv_freq[i]; dimensions R..Dh-1 pass unchanged (partial rotary).
  * cs: (T, R) per row t, R/2 cosines then R/2 sines of its angles (times an attention
- * factor when the scaling has one), computed by op_rope_table for positions p0 .. p0+T-1,
- * or all 0 when `still` (position ablation: no rotation).
+ * factor when the scaling has one), computed by op_rope_table for row t at position
+ * p0 + dp t (dp 1: a sequence; 0: rows at one position, a beam step's), or all 0 when
+ * `still` (position ablation: no rotation).
  * op_rope_fwd rotates x in place: rows t of (T, ld), heads h < nh at columns h * Dh. */
-void op_rope_table(float *cs, int p0, int T, int still, const float *inv_freq, int R, float mscale);
+void op_rope_table(float *cs, int p0, int dp, int T, int still, const float *inv_freq, int R, float mscale);
 void op_rope_fwd(float *x, int T, size_t ld, int nh, int Dh, int R, const float *cs);
 /* Backward (the inverse rotation, scaled by the same factor) of dy in place. */
 void op_rope_bwd(float *dx, int T, size_t ld, int nh, int Dh, int R, const float *cs);

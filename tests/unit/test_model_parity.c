@@ -1298,7 +1298,7 @@ static void test_rope_long_positions(void **state) {
         int maxp = pos[np - 1];
         float *cs = malloc((size_t)(maxp + 1) * c.rope_dim * sizeof *cs);
         assert_non_null(cs);
-        op_rope_table(cs, 0, maxp + 1, 0, inv, c.rope_dim, mscale);
+        op_rope_table(cs, 0, 1, maxp + 1, 0, inv, c.rope_dim, mscale);
         double worst = 0, worst_same = 0;
         for (int k = 0; k < np; k++) {
             const float *row = cs + (size_t)pos[k] * c.rope_dim;
