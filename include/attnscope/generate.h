@@ -70,6 +70,17 @@ void gen_process_logits(const as_config *c, const int32_t *ids, int cur, int max
 as_status gen_generate(const as_model *m, const as_encoding *src, const int32_t *prompt, int n, const gen_opts *o,
                        gen_result *out, as_error *err);
 
+/* The attention rows of a generated sequence from one forward over it: ids (T ids, the
+ * first pl of them the prompt / the decoder's start; src the source of an encoder-decoder
+ * model, else NULL), at the positions pl - 1 .. T - 2 that chose each generated token.
+ * rows: (T - pl, L, H, ld) self-attention rows (decoder's for encoder-decoder models), ld >= T,
+ * keys T.. left as they are; xrows: (T - pl, L, H, src->n) cross-attention rows, or NULL
+ * (NULL too for a causal LM). A causal forward gives every row as the step that chose the
+ * token saw it, so these equal gen_result.rows of a cached generation and serve beam
+ * search, which keeps none. Errors: the forward's (AS_ERR_INPUT, AS_ERR_INTERNAL). */
+as_status gen_sequence_rows(const as_model *m, const as_encoding *src, const int32_t *ids, int T, int pl, int threads,
+                            float *rows, size_t ld, float *xrows, as_error *err);
+
 /* Frees what gen_generate allocated and zeroes g; a zeroed g is a no-op. */
 void gen_result_free(gen_result *g);
 

@@ -217,6 +217,32 @@ as_status gen_generate(const as_model *m, const as_encoding *src, const int32_t 
     return AS_OK;
 }
 
+as_status gen_sequence_rows(const as_model *m, const as_encoding *src, const int32_t *ids, int T, int pl, int threads,
+                            float *rows, size_t ld, float *xrows, as_error *err) {
+    const as_config *c = as_model_config(m);
+    int L = c->n_dec_layer ? c->n_dec_layer : c->n_layer, H = c->n_head, Ts = src ? src->n : 0;
+    AS_ASSERT(pl >= 1 && pl <= T && ld >= (size_t)T);
+    as_encoding enc = {0};
+    as_run *run = NULL;
+    as_capture_spec spec = {.what = CAP_ATTN, .layer = -1, .head = -1, .threads = threads};
+    as_status s = as_encoding_from_ids(m, ids, NULL, T, &enc, err);
+    if (!s) s = src ? as_forward_seq2seq(m, src, &enc, &spec, &run, err) : as_forward(m, &enc, &spec, &run, err);
+    for (int st = 0; !s && st < T - pl; st++) {
+        size_t p = (size_t)(pl - 1 + st);
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++) {
+                size_t at = ((size_t)st * L + l) * H + h;
+                const float *sa = as_run_attn(src ? run->dec : run, l, h); /* (T, T) */
+                memcpy(rows + at * ld, sa + p * T, (size_t)T * sizeof(float));
+                if (src && xrows) /* (T, Ts) */
+                    memcpy(xrows + at * Ts, as_run_attn(run->cross, l, h) + p * Ts, (size_t)Ts * sizeof(float));
+            }
+    }
+    as_run_free(run);
+    as_encoding_free(&enc);
+    return s;
+}
+
 void gen_result_free(gen_result *g) {
     if (!g) return;
     free(g->ids);

@@ -73,33 +73,20 @@ static as_status beams_alloc(const as_model *m, const gen_beam_result *br, int p
     return AS_OK;
 }
 
-/* Hypothesis r's rows: the forward over its sequence, at the positions pl - 1 .. T - 2
- * that chose each generated token. */
+/* Hypothesis r's rows (gen_sequence_rows: the forward over its sequence, at the positions
+ * pl - 1 .. T - 2 that chose each generated token); the best hypothesis' also into grows /
+ * gxrows at its own length. */
 static as_status beams_rows(const as_model *m, const as_encoding *src, int threads, int r, beams_out *b,
                             as_error *err) {
-    as_encoding enc = {0};
-    as_run *run = NULL;
-    as_capture_spec spec = {.what = CAP_ATTN, .layer = -1, .head = -1, .threads = threads};
-    int T = b->lens[r], S = T - b->pl, L = b->L, H = b->H, Ts = b->Ts;
-    as_status s = as_encoding_from_ids(m, b->seqs + (size_t)r * b->Tmax, NULL, T, &enc, err);
-    if (!s) s = src ? as_forward_seq2seq(m, src, &enc, &spec, &run, err) : as_forward(m, &enc, &spec, &run, err);
-    for (int st = 0; !s && st < S; st++) {
-        size_t p = (size_t)(b->pl - 1 + st);
-        for (int l = 0; l < L; l++)
-            for (int h = 0; h < H; h++) {
-                size_t at = (((size_t)r * b->Smax + st) * L + l) * H + h, g = ((size_t)st * L + l) * H + h;
-                const float *sa = as_run_attn(src ? run->dec : run, l, h);
-                memcpy(b->rows + at * b->Tmax, sa + p * T, (size_t)T * sizeof(float));
-                if (r == 0) memcpy(b->grows + g * T, sa + p * T, (size_t)T * sizeof(float));
-                if (!src) continue;
-                const float *xa = as_run_attn(run->cross, l, h);
-                memcpy(b->xrows + at * Ts, xa + p * Ts, (size_t)Ts * sizeof(float));
-                if (r == 0) memcpy(b->gxrows + g * Ts, xa + p * Ts, (size_t)Ts * sizeof(float));
-            }
-    }
-    as_run_free(run);
-    as_encoding_free(&enc);
-    return s;
+    int T = b->lens[r], S = T - b->pl, Ts = b->Ts;
+    size_t per = (size_t)b->Smax * b->L * b->H, n = (size_t)S * b->L * b->H;
+    float *rows = b->rows + (size_t)r * per * b->Tmax, *xrows = src ? b->xrows + (size_t)r * per * Ts : NULL;
+    as_status s = gen_sequence_rows(m, src, b->seqs + (size_t)r * b->Tmax, T, b->pl, threads, rows,
+                                    (size_t)b->Tmax, xrows, err);
+    if (s || r) return s;
+    for (size_t i = 0; i < n; i++) memcpy(b->grows + i * T, rows + i * b->Tmax, (size_t)T * sizeof(float));
+    if (src) memcpy(b->gxrows, xrows, n * Ts * sizeof(float));
+    return AS_OK;
 }
 
 /* Prints ids as text: the tokens' bytes joined, the special ids (BOS, padding, every
