@@ -24,7 +24,7 @@
 #include <jansson.h>
 
 #define SRV_TB_MAX_TENSORS 8
-#define SRV_TB_MAX_DIMS 4
+#define SRV_TB_MAX_DIMS 5
 
 typedef enum { TB_F32 = 0, TB_F16, TB_U8 } srv_tb_dtype;
 
