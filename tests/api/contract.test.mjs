@@ -483,6 +483,38 @@ test('generate: a causal LM\'s tokens and per-step attention rows', async () => 
   await error(405, '/api/v1/generate');
 });
 
+test('generate: encoder-decoder models and beam search', async () => {
+  const route = 'POST /api/v1/generate';
+  const src = [0, 17, 45, 9, 88, 23, 2];
+  const cases = [
+    [{ model: 'bart_tiny', ids: src, max_new: 4 }, ['attention', 'cross_attention']],
+    [{ model: 'bart_tiny', ids: src, max_new: 5, beams: 3, num_return: 2, length_penalty: 0.5 }, ['attention', 'cross_attention', 'beam_attention', 'beam_cross_attention']],
+    [{ model: 'llama', ids: [1, 5, 9], max_new: 4, beams: 2, num_return: 2, early_stopping: true }, ['attention', 'beam_attention']],
+    [{ model: 'llama', ids: [1, 5, 9], max_new: 4, beams: 2 }, ['attention']],
+  ];
+  for (const [body, names] of cases) {
+    const h = await binary(API, route, 'GenerateMeta', names, '/api/v1/generate', post(JSON.stringify(body)));
+    const m = h.meta;
+    assert.equal(m.encoder_decoder, body.model === 'bart_tiny');
+    assert.equal(m.beams, body.beams ?? 1);
+    assert.equal(m.hypotheses?.length, body.beams ? body.num_return ?? 1 : undefined);
+    assert.deepEqual(h.tensors[0].shape, [m.steps, m.layers, m.heads, m.ids.length]);
+    if (m.encoder_decoder) {
+      assert.deepEqual(m.source_ids, src);
+      assert.deepEqual(h.tensors[1].shape, [m.steps, m.layers, m.heads, src.length]);
+    }
+    if (m.hypotheses?.length > 1) {
+      const Tmax = Math.max(...m.hypotheses.map((x) => x.ids.length));
+      const beam = h.tensors.find((x) => x.name === 'beam_attention');
+      assert.deepEqual(beam.shape, [m.hypotheses.length, Tmax - m.prompt_length, m.layers, m.heads, Tmax]);
+      assert.ok(m.hypotheses[0].score >= m.hypotheses[1].score, 'best first');
+    }
+  }
+  for (const [bad, what] of [[{ model: 'llama', ids: [1, 5], beams: 2, top_k: 3 }, /beam search does not sample/],
+    [{ model: 'llama', ids: [1, 5], num_return: 2 }, /beam search only/], [{ model: 'llama', ids: [1, 5], target_ids: [2] }, /not encoder-decoder/]])
+    assert.match((await error(400, '/api/v1/generate', post(JSON.stringify(bad)))).error, what);
+});
+
 test('long runs: capture, tile and stats', async () => {
   const ids = [3, 8, 13, 21, 34, 4, 7, 11, 50, 1, 2];
   const runs = {};

@@ -306,16 +306,27 @@ export interface RunRequest {
 }
 
 /**
- * Body of POST /api/v1/generate: a causal LM (decoder-only, with an LM head) continues the prompt
- * (src/server/gen_api.c, the steps of `attnscope generate`). Exactly one of text and ids. Unknown
- * fields are a 400.
+ * Body of POST /api/v1/generate: a causal LM continues the prompt, or an encoder-decoder model (bart,
+ * mbart, marian, t5, mt5) writes its decoder's sequence for the prompt as source
+ * (src/server/gen_api.c, the steps of `attnscope generate`). Greedy, sampled (temperature, top_k,
+ * seed) or beam search (beams 2 or more: Hugging Face generate's num_beams; sampling fields and
+ * stop_at_eos are then refused, and num_return, length_penalty and early_stopping need it). Exactly
+ * one of text and ids. Unknown fields are a 400.
  */
 export interface GenerateRequest {
   model: string;
-  /** the prompt, tokenized with the model's special tokens (e.g. BOS) */
+  /**
+   * the prompt (an encoder-decoder model's source), tokenized with the model's special tokens (e.g.
+   * BOS)
+   */
   text?: string;
   /** the prompt as token ids (models without a tokenizer) */
   ids?: number[];
+  /**
+   * encoder-decoder models only: the decoder's first ids (default: [decoder_start_token_id]; mBART:
+   * the target language code)
+   */
+  target_ids?: number[];
   /** tokens to generate, 1..128 (SRV_GEN_MAX_NEW; fewer at the model's positions); default 20 */
   max_new?: number;
   /**
@@ -334,34 +345,82 @@ export interface GenerateRequest {
   stop_at_eos?: boolean;
   /** the rows' dtype; default f32 (exact) */
   dtype?: 'f32' | 'f16';
+  /** beam search with this many beams, 2..16 (GEN_MAX_BEAMS); default 1: no beam search */
+  beams?: number;
+  /** beam search: hypotheses returned, best first, 1..beams; default 1 */
+  num_return?: number;
+  /**
+   * beam search: a hypothesis' score is its sum of log-probabilities /
+   * generated_length^length_penalty, -10..10; default 1
+   */
+  length_penalty?: number;
+  /**
+   * beam search: stop once `beams` hypotheses are finished (Hugging Face's early_stopping=True);
+   * default false
+   */
+  early_stopping?: boolean;
+}
+
+/** GenerateMeta.hypotheses[i]: a sequence returned by beam search */
+export interface GenerateHypothesis {
+  /** the prompt (decoder's start), then the generated ids (an end-of-sequence id included) */
+  ids: number[];
+  generated_ids: number[];
+  tokens: Token[];
+  /** sum_logprobs / generated_length^length_penalty (what ranks the hypotheses) */
+  score: number;
+  /** sum of the generated tokens' log-probabilities */
+  sum_logprobs: number;
 }
 
 /**
  * meta of POST /api/v1/generate: tensor attention (steps, L, H, T), T = prompt_length + steps; at step
  * s every head's attention row of the position that chose the new token (position prompt_length - 1 +
  * s) over the prompt and the tokens before it, keys after that position 0 (the generation_attentions
- * of `attnscope generate --out`)
+ * of `attnscope generate --out`; an encoder-decoder model's decoder self-attention). Encoder-decoder
+ * models add cross_attention (steps, L, H, Ts): the same positions' rows over the Ts source tokens.
+ * Beam search returning more than one hypothesis adds beam_attention (R, Smax, L, H, Tmax) and, for
+ * encoder-decoder models, beam_cross_attention (R, Smax, L, H, Ts): every hypothesis' rows, zero after
+ * its end; attention and cross_attention are then the best hypothesis' (the first). Rows the
+ * generation keeps no copy of (beam search, the decoder of an encoder-decoder model) come from one
+ * forward over the final sequence, which for a causal decoder is the row its step saw.
  */
 export interface GenerateMeta {
   model: string;
-  /** tokens of the prompt, special tokens included */
+  /** tokens of the prompt, special tokens included (an encoder-decoder model: of the decoder's start) */
   prompt_length: number;
   /** tokens generated */
   steps: number;
+  /** layers of the rows (an encoder-decoder model's decoder) */
   layers: number;
   heads: number;
-  /** (T) the final sequence: the prompt, then the generated ids */
+  /** (T) the final sequence: the prompt (decoder's start), then the generated ids */
   ids: number[];
   /** (steps) */
   generated_ids: number[];
   /** (T) the final sequence's tokens */
   tokens: Token[];
-  /** the temperature used (0: greedy) */
+  /** the temperature used (0: greedy, and beam search) */
   temperature: number;
   /** 0: all ids */
   top_k: number;
   seed: number;
+  /** whether generation ended at an end-of-sequence id (always with beam search) */
   stop_at_eos: boolean;
+  /** true when the model is encoder-decoder: the prompt was its source */
+  encoder_decoder: boolean;
+  /** encoder-decoder models: (Ts) the source's ids */
+  source_ids?: number[];
+  /** encoder-decoder models: (Ts) the source's tokens, the keys of cross_attention */
+  source_tokens?: Token[];
+  /** 1, or the beams of beam search */
+  beams: number;
+  /** beam search: the returned hypotheses, best first (the first is ids / tokens above) */
+  hypotheses?: GenerateHypothesis[];
+  /** beam search: the length penalty used */
+  length_penalty?: number;
+  /** beam search: whether it stopped early */
+  early_stopping?: boolean;
 }
 
 /** Body of POST /api/v1/mlm. */
