@@ -20,13 +20,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inflateRawSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { openBrowser, startServer, stopServer } from './harness.mjs';
+import { writeBart } from './make_bart_model.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
@@ -36,24 +37,6 @@ const FIX = join(ROOT, 'tests', 'ref', 'fixtures', 'models');
 const F16 = 1e-3; /* the views fetch f16 attention: |f16(w) - w| < 5e-4 for w in [0, 1] */
 
 let server, base, browser, page, tmp, bart;
-
-/** bart_tiny with test_encdec.sh's tokenizer.json (<s> <pad> </s> <unk> a b Ġ ab Ġb Ġa). */
-function writeBart(dir) {
-  mkdirSync(dir, { recursive: true });
-  copyFileSync(join(FIX, 'bart_tiny', 'config.json'), join(dir, 'config.json'));
-  symlinkSync(join(FIX, 'bart_tiny', 'model.safetensors'), join(dir, 'model.safetensors'));
-  const vocab = { '<s>': 0, '<pad>': 1, '</s>': 2, '<unk>': 3, a: 4, b: 5, '\u0120': 6, ab: 7, '\u0120b': 8, '\u0120a': 9 };
-  const special = Object.entries(vocab).slice(0, 4).map(([content, id]) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
-  const bl = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify({
-    version: '1.0', truncation: null, padding: null, added_tokens: special, normalizer: null, pre_tokenizer: bl,
-    post_processor: { type: 'RobertaProcessing', sep: ['</s>', 2], cls: ['<s>', 0], trim_offsets: true, add_prefix_space: false },
-    decoder: { ...bl, add_prefix_space: true },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '', end_of_word_suffix: '', fuse_unk: false,
-      byte_fallback: false, vocab, merges: ['a b', '\u0120 b', '\u0120 a'] },
-  }));
-  return dir;
-}
 
 /** The arrays of an .npz (zip of .npy; stored or deflated): name -> {shape, data}. */
 function readNpz(path) {

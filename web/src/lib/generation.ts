@@ -1,8 +1,9 @@
 // generation.ts — drawing for the generation view: the layer × head grid of thumbnails,
-// each the current step's attention row over the context as bars (one per key, the
-// prompt / generated boundary as a line), the selected head boxed. Pure functions of a
-// typed options object through a Painter; hit testing of the grid.
-import { stepRow, type Generation } from '../api/generate';
+// each the current step's attention row as bars, one per key: over the context (self-
+// attention; the prompt / generated boundary as a line) or over an encoder-decoder model's
+// source (cross-attention); the selected head boxed. Pure functions of a typed options
+// object through a Painter; hit testing of the grid.
+import { crossRow, stepRow, type Generation } from '../api/generate';
 import { t } from './i18n';
 import type { Painter } from './painter';
 
@@ -28,30 +29,33 @@ export interface GenGridOptions {
   step: number;
   layer: number; // selected
   head: number;
+  cross: boolean; // the cross-attention rows over the source instead of the context's
 }
 
 /** The grid: cell (l, h) shows row (step, l, h) as bars scaled to the row's largest weight. */
 export function drawGenGrid(p: Painter, o: GenGridOptions): void {
   const { gen, step } = o;
   const L = genGridLayout(gen.layers, gen.heads);
-  const K = gen.meta.prompt_length + step;
+  const cross = o.cross && !!gen.cross;
+  const K = cross ? gen.Ts : gen.meta.prompt_length + step;
+  const P = cross ? K : gen.meta.prompt_length; // keys before P blue, the rest orange
   for (let h = 0; h < gen.heads; h++) p.text(L.left + h * L.cellW + L.cellW / 2, 9, `H${h}`, { align: 'center', size: 10, color: '#666' });
   for (let l = 0; l < gen.layers; l++) {
     const y0 = L.top + l * L.cellH;
     p.text(L.left - 6, y0 + L.cellH / 2, t('gen.layerShort', { l }), { align: 'right', size: 10, color: '#666' });
     for (let h = 0; h < gen.heads; h++) {
       const x0 = L.left + h * L.cellW;
-      const row = stepRow(gen, step, l, h);
+      const row = cross ? crossRow(gen, step, l, h) : stepRow(gen, step, l, h);
       let mx = 0;
       for (let k = 0; k < K; k++) mx = Math.max(mx, row[k]);
       p.rect(x0 + 1, y0 + 1, L.cellW - 2, L.cellH - 2, '#f4f4f4');
       const bw = (L.cellW - 6) / K;
       for (let k = 0; k < K; k++) {
         const bh = mx > 0 ? (row[k] / mx) * (L.cellH - 8) : 0;
-        p.rect(x0 + 3 + k * bw, y0 + L.cellH - 4 - bh, Math.max(0.5, bw - (bw > 3 ? 1 : 0)), bh, k < gen.meta.prompt_length ? '#2563eb' : '#c2410c');
+        p.rect(x0 + 3 + k * bw, y0 + L.cellH - 4 - bh, Math.max(0.5, bw - (bw > 3 ? 1 : 0)), bh, k < P ? '#2563eb' : '#c2410c');
       }
-      const bx = x0 + 3 + gen.meta.prompt_length * bw;
-      if (step > 0) p.rect(bx - 0.5, y0 + 3, 1, L.cellH - 6, '#111', 0.6);
+      const bx = x0 + 3 + P * bw;
+      if (step > 0 && !cross) p.rect(bx - 0.5, y0 + 3, 1, L.cellH - 6, '#111', 0.6);
       if (l === o.layer && h === o.head) {
         p.rect(x0, y0, L.cellW, 2, '#111');
         p.rect(x0, y0 + L.cellH - 2, L.cellW, 2, '#111');
