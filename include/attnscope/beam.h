@@ -49,6 +49,32 @@ as_status gen_beam_search(const as_model *m, const as_encoding *src, const int32
 /* Frees what gen_beam_search allocated and zeroes r; NULL or a zeroed r is a no-op. */
 void gen_beam_result_free(gen_beam_result *r);
 
+/* Returned sequences as padded arrays, with every generated token's attention rows: what
+ * the CLI writes and the server replies. */
+typedef struct {
+    int R, pl, L, H, Ts;  /* sequences, prompt length, (decoder) layers, heads, source tokens (0: causal LM) */
+    int Tmax, Smax;       /* the longest sequence and its generated tokens */
+    int32_t *seqs;        /* (R, Tmax) ids, -1 after each sequence's end */
+    int32_t *lens;        /* (R) */
+    float *scores, *sums; /* (R) score and sum of log-probabilities */
+    float *rows, *xrows;  /* (R, Smax, L, H, Tmax) self-attention, (R, Smax, L, H, Ts) cross-attention
+                             (encoder-decoder models), zero padded; NULL without rows */
+    float *best, *xbest;  /* sequence 0's at its own length: (S0, L, H, T0), (S0, L, H, Ts), or NULL */
+} gen_beam_rows;
+
+enum { GEN_ROWS_NONE = 0, GEN_ROWS_FORWARD = 1, GEN_ROWS_ZERO = 2 };
+
+/* Fills *out (gen_beam_rows_free) from the n sequences of br (prompt length pl; src the
+ * source of an encoder-decoder model, else NULL). rows: GEN_ROWS_NONE keeps no rows,
+ * GEN_ROWS_FORWARD computes each sequence's from one forward over it (gen_sequence_rows),
+ * GEN_ROWS_ZERO allocates them zeroed for the caller to fill (and to copy sequence 0's into
+ * best / xbest). Errors: the forward's, out of memory (AS_ERR_INTERNAL). */
+as_status gen_beam_rows_init(const as_model *m, const as_encoding *src, const gen_beam_result *br, int pl,
+                             int threads, int rows, gen_beam_rows *out, as_error *err);
+
+/* Frees what gen_beam_rows_init allocated and zeroes b; NULL or a zeroed b is a no-op. */
+void gen_beam_rows_free(gen_beam_rows *b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -341,3 +341,71 @@ cleanup:
     beam_caches_free(nb, &x, kv);
     return s;
 }
+
+/* Room for b's arrays (b's sizes set), the row buffers zeroed when rows is set. */
+static as_status beam_rows_alloc(gen_beam_rows *b, int rows, as_error *err) {
+    size_t R = (size_t)b->R, per = as_mul_size((size_t)b->Smax * b->L, (size_t)b->H);
+    size_t S0 = (size_t)(b->lens[0] - b->pl), T0 = (size_t)b->lens[0], Ts = (size_t)b->Ts;
+    b->seqs = as_malloc_array(as_mul_size(R, (size_t)b->Tmax), sizeof(int32_t));
+    b->scores = as_calloc(R, sizeof(float));
+    b->sums = as_calloc(R, sizeof(float));
+    if (!b->seqs || !b->scores || !b->sums) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (!rows) return AS_OK;
+    /* as_mul_size gives 0 on overflow: refused like a failed allocation */
+    size_t n_all = as_mul_size(as_mul_size(R, per), (size_t)b->Tmax), n_best = as_mul_size(S0 * b->L * b->H, T0);
+    b->rows = n_all ? as_calloc(n_all, sizeof(float)) : NULL;
+    b->best = n_best ? as_calloc(n_best, sizeof(float)) : NULL;
+    if (!b->rows || !b->best) return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    if (!Ts) return AS_OK;
+    n_all = as_mul_size(as_mul_size(R, per), Ts), n_best = as_mul_size(S0 * b->L * b->H, Ts);
+    b->xrows = n_all ? as_calloc(n_all, sizeof(float)) : NULL;
+    b->xbest = n_best ? as_calloc(n_best, sizeof(float)) : NULL;
+    return b->xrows && b->xbest ? AS_OK : as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+}
+
+as_status gen_beam_rows_init(const as_model *m, const as_encoding *src, const gen_beam_result *br, int pl,
+                             int threads, int rows, gen_beam_rows *out, as_error *err) {
+    const as_config *c = as_model_config(m);
+    gen_beam_rows *b = out;
+    AS_ASSERT(br->n >= 1);
+    *b = (gen_beam_rows){.R = br->n, .pl = pl, .L = c->n_dec_layer ? c->n_dec_layer : c->n_layer, .H = c->n_head,
+                         .Ts = src ? src->n : 0};
+    for (int r = 0; r < br->n; r++) b->Tmax = br->len[r] > b->Tmax ? br->len[r] : b->Tmax;
+    b->Smax = b->Tmax - pl;
+    if (!(b->lens = as_malloc_array((size_t)b->R, sizeof(int32_t)))) {
+        gen_beam_rows_free(b);
+        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    }
+    for (int r = 0; r < b->R; r++) b->lens[r] = br->len[r];
+    as_status s = beam_rows_alloc(b, rows, err);
+    size_t per = (size_t)b->Smax * b->L * b->H;
+    for (int r = 0; !s && r < b->R; r++) {
+        int32_t *dst = b->seqs + (size_t)r * b->Tmax;
+        for (int t = 0; t < b->Tmax; t++) dst[t] = t < br->len[r] ? br->ids[(size_t)r * br->cap + t] : -1;
+        if (br->score) b->scores[r] = (float)br->score[r];
+        if (br->sum_logprobs) b->sums[r] = br->sum_logprobs[r];
+        if (rows == GEN_ROWS_FORWARD)
+            s = gen_sequence_rows(m, src, dst, br->len[r], pl, threads, b->rows + (size_t)r * per * b->Tmax,
+                                  (size_t)b->Tmax, src ? b->xrows + (size_t)r * per * b->Ts : NULL, err);
+    }
+    if (!s && rows == GEN_ROWS_FORWARD) { /* sequence 0's rows again at its own length */
+        size_t T0 = (size_t)b->lens[0], n = (size_t)(b->lens[0] - pl) * b->L * b->H;
+        for (size_t i = 0; i < n; i++) memcpy(b->best + i * T0, b->rows + i * b->Tmax, T0 * sizeof(float));
+        if (src) memcpy(b->xbest, b->xrows, n * b->Ts * sizeof(float));
+    }
+    if (s) gen_beam_rows_free(b);
+    return s;
+}
+
+void gen_beam_rows_free(gen_beam_rows *b) {
+    if (!b) return;
+    free(b->seqs);
+    free(b->lens);
+    free(b->scores);
+    free(b->sums);
+    free(b->rows);
+    free(b->xrows);
+    free(b->best);
+    free(b->xbest);
+    memset(b, 0, sizeof *b);
+}

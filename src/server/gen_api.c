@@ -32,31 +32,6 @@ typedef struct {
     int dtype;        /* TB_F32 or TB_F16 */
 } gen_req;
 
-/* What the reply carries: R sequences (1, or the beam hypotheses returned, best first) and
- * the rows of each generated token. */
-typedef struct {
-    int pl, L, H, Ts;     /* prompt (decoder start) length, layers, heads, source tokens (0: causal LM) */
-    int R, Tmax, Smax;    /* sequences, the longest one and its generated tokens */
-    int32_t *seqs;        /* (R, Tmax) ids, -1 after each sequence's end */
-    int *lens;            /* (R) */
-    double *score, *sums; /* (R) beam scores and sums of log-probabilities, or NULL */
-    float *rows;          /* (R, Smax, L, H, Tmax) self-attention rows (decoder's), zero padded */
-    float *xrows;         /* (R, Smax, L, H, Ts) cross-attention rows, or NULL */
-    float *best, *xbest;  /* sequence 0's at its own length: (S0, L, H, T0), (S0, L, H, Ts); R > 1 only */
-} gen_out;
-
-static void gen_out_free(gen_out *g) {
-    free(g->seqs);
-    free(g->lens);
-    free(g->score);
-    free(g->sums);
-    free(g->rows);
-    free(g->xrows);
-    free(g->best);
-    free(g->xbest);
-    memset(g, 0, sizeof *g);
-}
-
 static const char *const GEN_FIELDS[] = {"model",     "text",           "ids",        "target_ids",     "max_new",
                                          "temperature", "top_k",        "seed",       "stop_at_eos",    "dtype",
                                          "beams",     "num_return",     "length_penalty", "early_stopping"};
@@ -268,77 +243,38 @@ static int parse_body(const srv_state *s, const srv_request *rq, json_t **root, 
     return parse_sampling(*root, q, rs);
 }
 
-/* Room for R sequences of up to Tmax ids, Smax of them generated, and their rows. */
-static as_status gen_out_alloc(gen_out *g, int R, int Tmax, int pl, int L, int H, int Ts, as_error *err) {
-    *g = (gen_out){.pl = pl, .L = L, .H = H, .Ts = Ts, .R = R, .Tmax = Tmax, .Smax = Tmax - pl};
-    size_t per = (size_t)R * g->Smax * L * H;
-    g->seqs = as_malloc_array(as_mul_size((size_t)R, (size_t)Tmax), sizeof(int32_t));
-    g->lens = as_malloc_array((size_t)R, sizeof(int));
-    g->rows = per ? as_calloc(per * Tmax, sizeof(float)) : NULL;
-    g->xrows = per && Ts ? as_calloc(per * Ts, sizeof(float)) : NULL;
-    if (!g->seqs || !g->lens || (per && !g->rows) || (per && Ts && !g->xrows))
-        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    return AS_OK;
-}
-
-/* Greedy or sampled generation: one sequence, the steps' rows (causal LM) or the rows of
- * one forward over it (an encoder-decoder model's decoder and cross-attention). */
+/* Greedy or sampled generation: one sequence, with the steps' rows (causal LM) or the rows
+ * of one forward over it (an encoder-decoder model's decoder and cross-attention). */
 static as_status run_sample(const as_model *m, const as_encoding *src, const as_encoding *seq, gen_opts o,
-                            gen_out *out, as_error *err) {
-    const as_config *c = as_model_config(m);
+                            gen_beam_rows *out, as_error *err) {
     gen_result g = {0};
     o.rows = !src;
     as_status s = gen_generate(m, src, seq->ids, seq->n, &o, &g, err);
-    if (!s) s = gen_out_alloc(out, 1, g.T, g.prompt_len, g.L, c->n_head, src ? src->n : 0, err);
-    if (!s) {
-        memcpy(out->seqs, g.ids, (size_t)g.T * sizeof(int32_t));
-        out->lens[0] = g.T;
-        if (!src) memcpy(out->rows, g.rows, (size_t)g.steps * g.L * g.H * g.T * sizeof(float));
-        else s = gen_sequence_rows(m, src, g.ids, g.T, g.prompt_len, o.threads, out->rows, (size_t)g.T, out->xrows,
+    gen_beam_result one = {.n = 1, .cap = g.T, .ids = g.ids, .len = &g.T};
+    if (!s) s = gen_beam_rows_init(m, src, &one, g.prompt_len, o.threads, src ? GEN_ROWS_FORWARD : GEN_ROWS_ZERO, out,
                                    err);
+    if (!s && !src) { /* (steps, L, H, T): the same layout as one sequence's rows */
+        size_t n = (size_t)g.steps * g.L * g.H * g.T;
+        memcpy(out->rows, g.rows, n * sizeof(float));
+        memcpy(out->best, g.rows, n * sizeof(float));
     }
     gen_result_free(&g);
     return s;
 }
 
 /* Beam search up to max_len ids: every returned hypothesis with its rows (one forward
- * over each), and with more than one, the best one's rows again at its own length. */
+ * over each). */
 static as_status run_beams(const as_model *m, const as_encoding *src, const as_encoding *seq, int max_len,
-                           const gen_beam_opts *bo, gen_out *out, as_error *err) {
-    const as_config *c = as_model_config(m);
+                           const gen_beam_opts *bo, gen_beam_rows *out, as_error *err) {
     gen_beam_result br = {0};
-    int L = c->n_dec_layer ? c->n_dec_layer : c->n_layer, H = c->n_head, Ts = src ? src->n : 0, pl = seq->n;
-    as_status s = gen_beam_search(m, src, seq->ids, pl, max_len, bo, &br, err);
-    int Tmax = 0;
-    for (int r = 0; !s && r < br.n; r++) Tmax = br.len[r] > Tmax ? br.len[r] : Tmax;
-    if (!s) s = gen_out_alloc(out, br.n, Tmax, pl, L, H, Ts, err);
-    if (!s && (!(out->score = as_malloc_array((size_t)br.n, sizeof(double))) ||
-               !(out->sums = as_malloc_array((size_t)br.n, sizeof(double)))))
-        s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    size_t per = (size_t)out->Smax * L * H;
-    for (int r = 0; !s && r < br.n; r++) {
-        int32_t *dst = out->seqs + (size_t)r * Tmax;
-        for (int t = 0; t < Tmax; t++) dst[t] = t < br.len[r] ? br.ids[(size_t)r * br.cap + t] : -1;
-        out->lens[r] = br.len[r];
-        out->score[r] = br.score[r];
-        out->sums[r] = br.sum_logprobs[r];
-        s = gen_sequence_rows(m, src, dst, br.len[r], pl, bo->threads, out->rows + (size_t)r * per * Tmax,
-                              (size_t)Tmax, Ts ? out->xrows + (size_t)r * per * Ts : NULL, err);
-    }
-    if (!s && out->R > 1) {
-        size_t T0 = (size_t)out->lens[0], n = (size_t)(out->lens[0] - pl) * L * H;
-        out->best = n ? as_malloc_array(n * T0, sizeof(float)) : NULL;
-        out->xbest = n && Ts ? as_malloc_array(n * Ts, sizeof(float)) : NULL;
-        if ((n && !out->best) || (n && Ts && !out->xbest)) s = as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-        for (size_t i = 0; !s && i < n; i++) memcpy(out->best + i * T0, out->rows + i * Tmax, T0 * sizeof(float));
-        if (!s && out->xbest) memcpy(out->xbest, out->xrows, n * Ts * sizeof(float));
-    }
+    as_status s = gen_beam_search(m, src, seq->ids, seq->n, max_len, bo, &br, err);
+    if (!s) s = gen_beam_rows_init(m, src, &br, seq->n, bo->threads, GEN_ROWS_FORWARD, out, err);
     gen_beam_result_free(&br);
     return s;
 }
 
 /* {ids, generated_ids, tokens} of sequence r; NULL when out of memory. */
-static json_t *seq_json(const as_model *m, const gen_out *g, int r) {
+static json_t *seq_json(const as_model *m, const gen_beam_rows *g, int r) {
     as_encoding fin = {0};
     as_error err = {0};
     const int32_t *ids = g->seqs + (size_t)r * g->Tmax;
@@ -353,7 +289,7 @@ static json_t *seq_json(const as_model *m, const gen_out *g, int r) {
 
 /* The reply: tensors attention and cross_attention of sequence 0 (and beam_attention /
  * beam_cross_attention of every hypothesis when there are several), the tokens in meta. */
-static void reply_generation(const srv_state *s, const gen_req *q, const as_encoding *src, const gen_out *g,
+static void reply_generation(const srv_state *s, const gen_req *q, const as_encoding *src, const gen_beam_rows *g,
                              srv_response *rs) {
     const as_model *m = s->models[q->model].m;
     int S0 = g->lens[0] - g->pl, T0 = g->lens[0];
@@ -378,14 +314,15 @@ static void reply_generation(const srv_state *s, const gen_req *q, const as_enco
         json_t *hyps = json_array();
         for (int r = 0; r < g->R; r++) {
             json_t *h = seq_json(m, g, r);
-            if (h) json_object_update_new(h, json_pack("{s:f, s:f}", "score", g->score[r], "sum_logprobs", g->sums[r]));
+            if (h) json_object_update_new(h, json_pack("{s:f, s:f}", "score", (double)g->scores[r], "sum_logprobs",
+                                                          (double)g->sums[r]));
             json_array_append_new(hyps, h);
         }
         json_object_set_new(meta, "hypotheses", hyps);
         json_object_set_new(meta, "length_penalty", json_real(q->bo.length_penalty));
         json_object_set_new(meta, "early_stopping", json_boolean(q->bo.early_stopping));
     }
-    const float *parts[4] = {g->R > 1 ? g->best : g->rows, g->R > 1 ? g->xbest : g->xrows, g->rows, g->xrows};
+    const float *parts[4] = {g->best, g->xbest, g->rows, g->xrows};
     size_t step_heads = (size_t)S0 * g->L * g->H, all = (size_t)g->R * g->Smax * g->L * g->H;
     srv_tb_tensor t[4] = {
         {.name = "attention", .ndim = 4, .shape = {S0, g->L, g->H, T0}, .part_len = step_heads * T0},
@@ -418,7 +355,7 @@ void gen_api_route(srv_state *s, const srv_request *rq, srv_response *rs) {
     json_t *root = NULL;
     gen_req q;
     as_encoding enc = {0}, dec = {0};
-    gen_out g = {0};
+    gen_beam_rows g = {0};
     as_error err = {0};
     if (parse_body(s, rq, &root, &q, rs)) goto cleanup;
     const srv_model *sm = &s->models[q.model];
@@ -464,7 +401,7 @@ void gen_api_route(srv_state *s, const srv_request *rq, srv_response *rs) {
     if (st) reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "generate: %s", err.msg);
     else reply_generation(s, &q, src, &g, rs);
 cleanup:
-    gen_out_free(&g);
+    gen_beam_rows_free(&g);
     as_encoding_free(&dec);
     as_encoding_free(&enc);
     free(q.ids);
