@@ -1,6 +1,7 @@
 """_lib.py — libattnscope.so through ctypes: finding the library, the C structures of
-include/attnscope.h and include/attnscope/analysis.h mirrored field by field, and the
-prototypes of the functions the package calls. Nothing here owns memory; core.py does.
+include/attnscope.h, include/attnscope/analysis.h, generate.h and beam.h mirrored field by
+field, and the prototypes of the functions the package calls. Nothing here owns memory;
+core.py and generation.py do.
 
 as_run and as_model stay opaque pointers (read through as_run_arrays, as_run_attn, ...). The
 structures mirrored here must match the headers; tests/python/test_attnscope.py compiles a small C
@@ -133,6 +134,48 @@ class AnOpts(ctypes.Structure):
     ]
 
 
+class GenOpts(ctypes.Structure):
+    """gen_opts (include/attnscope/generate.h)."""
+    _fields_ = [("max_new", ctypes.c_int), ("temperature", ctypes.c_double), ("top_k", ctypes.c_int),
+                ("seed", ctypes.c_uint64), ("stop_eos", ctypes.c_int), ("rows", ctypes.c_int),
+                ("threads", ctypes.c_int), ("full_forward", ctypes.c_int)]
+
+
+class GenResult(ctypes.Structure):
+    """gen_result."""
+    _fields_ = [("prompt_len", ctypes.c_int), ("steps", ctypes.c_int), ("L", ctypes.c_int), ("H", ctypes.c_int),
+                ("T", ctypes.c_int), ("K", ctypes.c_int), ("cached", ctypes.c_int),
+                ("ids", ctypes.POINTER(ctypes.c_int32)), ("gen", ctypes.POINTER(ctypes.c_int32)),
+                ("rows", ctypes.POINTER(ctypes.c_float))]
+
+
+class BeamOpts(ctypes.Structure):
+    """gen_beam_opts (include/attnscope/beam.h)."""
+    _fields_ = [("beams", ctypes.c_int), ("num_return", ctypes.c_int), ("early_stopping", ctypes.c_int),
+                ("length_penalty", ctypes.c_double), ("threads", ctypes.c_int), ("full_forward", ctypes.c_int)]
+
+
+class BeamResult(ctypes.Structure):
+    """gen_beam_result."""
+    _fields_ = [("n", ctypes.c_int), ("cap", ctypes.c_int), ("ids", ctypes.POINTER(ctypes.c_int32)),
+                ("len", ctypes.POINTER(ctypes.c_int)), ("sum_logprobs", ctypes.POINTER(ctypes.c_float)),
+                ("score", ctypes.POINTER(ctypes.c_double))]
+
+
+class BeamRows(ctypes.Structure):
+    """gen_beam_rows."""
+    _fields_ = [("R", ctypes.c_int), ("pl", ctypes.c_int), ("L", ctypes.c_int), ("H", ctypes.c_int),
+                ("Ts", ctypes.c_int), ("Tmax", ctypes.c_int), ("Smax", ctypes.c_int),
+                ("seqs", ctypes.POINTER(ctypes.c_int32)), ("lens", ctypes.POINTER(ctypes.c_int32)),
+                ("scores", ctypes.POINTER(ctypes.c_float)), ("sums", ctypes.POINTER(ctypes.c_float)),
+                ("rows", ctypes.POINTER(ctypes.c_float)), ("xrows", ctypes.POINTER(ctypes.c_float)),
+                ("best", ctypes.POINTER(ctypes.c_float)), ("xbest", ctypes.POINTER(ctypes.c_float))]
+
+
+GEN_ROWS_FORWARD = 1  # gen_beam_rows_init's rows: one forward over each sequence
+GEN_MAX_BEAMS = 16
+
+
 # Bytes of zeros after every structure the package allocates: a field the header appends
 # later (options: 0 = default; results: written by C) lands there instead of past the
 # allocation, until the mirror above follows the header (the layout test says when).
@@ -150,7 +193,9 @@ def new(cls, **fields):
 # (struct, C name) pairs the layout test checks against the header
 STRUCTS = [(Error, "as_error"), (Config, "as_config"), (Encoding, "as_encoding"), (EncodeOpts, "as_encode_opts"),
            (CaptureSpec, "as_capture_spec"), (RunArray, "as_run_array"), (SalOpts, "sal_opts"),
-           (SalResult, "sal_result"), (AttrOpts, "attr_opts"), (AttrResult, "attr_result"), (AnOpts, "an_opts")]
+           (SalResult, "sal_result"), (AttrOpts, "attr_opts"), (AttrResult, "attr_result"), (AnOpts, "an_opts"),
+           (GenOpts, "gen_opts"), (GenResult, "gen_result"), (BeamOpts, "gen_beam_opts"),
+           (BeamResult, "gen_beam_result"), (BeamRows, "gen_beam_rows")]
 
 _P = ctypes.POINTER
 _PROTOS = {
@@ -193,6 +238,16 @@ _PROTOS = {
     "sal_result_free": (None, [_P(SalResult)]),
     "attr_compute": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(AttrOpts), _P(AttrResult), _P(Error)]),
     "attr_result_free": (None, [_P(AttrResult)]),
+    "gen_generate": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(ctypes.c_int32), ctypes.c_int, _P(GenOpts),
+                                    _P(GenResult), _P(Error)]),
+    "gen_result_free": (None, [_P(GenResult)]),
+    "gen_beam_search": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(ctypes.c_int32), ctypes.c_int, ctypes.c_int,
+                                       _P(BeamOpts), _P(BeamResult), _P(Error)]),
+    "gen_beam_result_free": (None, [_P(BeamResult)]),
+    "gen_beam_rows_init": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(BeamResult), ctypes.c_int, ctypes.c_int,
+                                          ctypes.c_int, _P(BeamRows), _P(Error)]),
+    "gen_beam_rows_free": (None, [_P(BeamRows)]),
+    "gen_is_eos": (ctypes.c_int, [_P(Config), ctypes.c_int]),
     "an_analyze": (ctypes.c_int, [ctypes.c_char_p, _P(AnOpts), _P(Error)]),
     "an_import_dir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(AnOpts), _P(Error)]),
     "an_export_db": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _P(Error)]),

@@ -8,6 +8,8 @@ with the CLI's one-line message; two threads run forwards at once; saliency equa
 encoder-decoder runs (BART, T5 on ids with target_ids; BART with a tokenizer on text with
 target) hold the npz's encoder_/decoder_/cross_ arrays and decoder inputs, equal to
 `attnscope run --target(-ids)`, and their head / model views embed the three kinds;
+generate (GPT-2 greedy and sampled, BART beam search, T5 greedy) gives `attnscope generate
+--out`'s ids, scores and attention rows exactly, and its printed text;
 analyze + open_db equal `attnscope export`; the
 ctypes structures match the headers (offsets printed by a compiled C program); the
 shared library exports exactly the public API; the notebook views embed the bundle and
@@ -372,6 +374,92 @@ class TestModel(unittest.TestCase):
             attnscope.load(SST2, precision="fp16")
 
 
+class TestGenerate(unittest.TestCase):
+    """Model.generate against `attnscope generate --out FILE.npz` on the same prompt and options."""
+
+    def cli_npz(self, model, *args):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "g.npz")
+            p = cli("generate", "--model", model, *args, "--out", out, "--quiet")
+            with np.load(out) as z:
+                return {k: z[k] for k in z.files}, p.stdout.splitlines()
+
+    def test_causal_greedy_and_sampled_equal_cli(self):
+        m = attnscope.load(os.path.join(FIX, "gpt2"))
+        for opts, kw in (([], {}), (["--top-k", "4", "--temperature", "1.5", "--seed", "3"],
+                                    dict(top_k=4, temperature=1.5, seed=3))):
+            z, _ = self.cli_npz(os.path.join(FIX, "gpt2"), "--ids", "1,5,9,13", "--max-new", "5", *opts)
+            g = m.generate(ids=[1, 5, 9, 13], max_new=5, **kw)
+            self.assertEqual(g.prompt_length, int(z["prompt_length"][0]))
+            np.testing.assert_array_equal(g.generated_ids, z["generated_ids"])
+            np.testing.assert_array_equal(g.attentions, z["generation_attentions"])  # the same steps: exact
+            self.assertIsNone(g.cross_attentions)
+            self.assertIsNone(g.score)
+            self.assertEqual(len(g.tokens), len(g.ids))
+        # the final sequence's forward gives each step's row (the steps ran on a cache)
+        r = g.result(capture="attn")
+        P = g.prompt_length
+        for s in range(g.steps):
+            np.testing.assert_allclose(g.attentions[s], r.attentions[:, :, P - 1 + s, :], rtol=0, atol=1e-6)
+
+    def test_encoder_decoder_beams_equal_cli(self):
+        bart = os.path.join(FIX, "bart_tiny")
+        z, _ = self.cli_npz(bart, "--ids", "0,17,45,9,88,23,2", "--max-new", "8", "--beams", "4", "--num-return", "3",
+                            "--length-penalty", "0.5")
+        g = attnscope.load(bart).generate(ids=[0, 17, 45, 9, 88, 23, 2], max_new=8, beams=4, num_return=3,
+                                          length_penalty=0.5)
+        self.assertEqual(len(g.hypotheses), 3)
+        self.assertIs(g.hypotheses[0], g)
+        P = g.prompt_length
+        for r, h in enumerate(g.hypotheses):
+            n = int(z["beam_lengths"][r])
+            np.testing.assert_array_equal(h.ids, z["beam_sequences"][r, :n])
+            self.assertEqual(np.float32(h.score), z["beam_scores"][r])
+            self.assertEqual(np.float32(h.sum_logprobs), z["beam_sum_logprobs"][r])
+            np.testing.assert_array_equal(h.attentions, z["beam_attentions"][r, :n - P, :, :, :n])
+            np.testing.assert_array_equal(h.cross_attentions, z["beam_cross_attentions"][r, :n - P])
+            np.testing.assert_array_equal(h.source_ids, z["input_ids"])
+        self.assertGreaterEqual(g.hypotheses[0].score, g.hypotheses[1].score)
+
+    def test_encoder_decoder_greedy_equals_cli(self):
+        t5 = os.path.join(FIX, "t5_tiny")
+        z, _ = self.cli_npz(t5, "--ids", "40,41,52,63,7,1", "--max-new", "6")
+        g = attnscope.load(t5).generate(ids=[40, 41, 52, 63, 7, 1], max_new=6)
+        P = g.prompt_length
+        np.testing.assert_array_equal(g.generated_ids, z["generated_ids"])
+        np.testing.assert_array_equal(g.cross_attentions, z["generation_cross_attentions"])
+        # the decoder's rows: the npz's run is the forward over the same sequence
+        for s in range(g.steps):
+            np.testing.assert_array_equal(g.attentions[s], z["decoder_attentions"][:, :, P - 1 + s, :])
+        self.assertEqual([t["id"] for t in g.source_tokens], [40, 41, 52, 63, 7, 1])
+
+    def test_text_equals_the_cli_lines(self):
+        with tempfile.TemporaryDirectory() as d:
+            bart = bart_with_tokenizer(os.path.join(d, "bart"))
+            m = attnscope.load(bart)
+            p = cli("generate", "--model", bart, "--text", "ab a b", "--max-new", "5", "--beams", "3",
+                    "--num-return", "2", "--quiet")
+            g = m.generate(text="ab a b", max_new=5, beams=3, num_return=2)
+            self.assertEqual([h.text for h in g.hypotheses], p.stdout.split("\n")[:2])
+            self.assertEqual(g.source_tokens[0]["text"], "<s>")
+
+    def test_bad_options_raise_error(self):
+        m = attnscope.load(os.path.join(FIX, "gpt2"))
+        for kw, what in ((dict(beams=2, temperature=1.0), "beam search does not sample"),
+                         (dict(beams=2, seed=4), "seed"), (dict(num_return=2), "beam search only"),
+                         (dict(beams=2, num_return=3), "num_return"), (dict(beams=17), "beams"),
+                         (dict(top_k=3), "temperature above 0"), (dict(target_ids=[1]), "not an encoder-decoder"),
+                         (dict(max_new=0), "max_new")):
+            with self.assertRaisesRegex(attnscope.Error, what):
+                m.generate(ids=[1, 5], **kw)
+        with self.assertRaisesRegex(attnscope.Error, "exactly one of text and ids"):
+            m.generate()
+        with self.assertRaisesRegex(attnscope.Error, "no causal-LM head"):
+            attnscope.load(SST2).generate(text="a fine film")
+        with self.assertRaisesRegex(attnscope.Error, "outside the vocabulary|vocabulary"):
+            m.generate(ids=[1, 10 ** 6])
+
+
 class TestAttribute(unittest.TestCase):
     def test_attribute_equals_cli(self):
         """Model.attribute equals `attnscope attribute --format npz` (one thread each) for
@@ -473,7 +561,8 @@ class TestAnalysis(unittest.TestCase):
 class TestAbi(unittest.TestCase):
     def test_struct_layout_matches_headers(self):
         """Each mirrored field's offset and each struct's size, printed by C, equal ctypes'."""
-        lines = ['#include "attnscope.h"', '#include "attnscope/analysis.h"', "#include <stddef.h>",
+        lines = ['#include "attnscope.h"', '#include "attnscope/analysis.h"', '#include "attnscope/beam.h"',
+                 '#include "attnscope/generate.h"', "#include <stddef.h>",
                  "#include <stdio.h>", "int main(void) {"]
         want = []
         for cls, cname in _lib.STRUCTS:
