@@ -13,10 +13,10 @@ from .analysis import Database, analyze, import_dir, open_db
 from .core import Error, Model, Result, load, set_quiet
 from .generation import Generation
 from .npz import read_npz
-from .views import View, ViewData, head_view, model_view, neuron_view, overview
+from .views import View, ViewData, generation_view, head_view, model_view, neuron_view, overview
 
 __all__ = ["Error", "Model", "Result", "Generation", "load", "set_quiet", "analyze", "import_dir", "open_db", "Database",
-           "View", "ViewData", "head_view", "model_view", "neuron_view", "overview", "read_npz", "library_path"]
+           "View", "ViewData", "generation_view", "head_view", "model_view", "neuron_view", "overview", "read_npz", "library_path"]
 __version__ = "0.1.0"
 
 

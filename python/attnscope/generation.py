@@ -4,8 +4,9 @@ library's generation (include/attnscope/generate.h, beam.h: the steps of `attnsc
 generate`), with every generated token's attention rows as numpy arrays (copies; the
 library's buffers are freed before generate returns).
 
-What it does not: draw (Generation.result() gives the final sequence's Result for the
-notebook views), batch prompts, or apply repetition penalties.
+What it does not: draw (views.generation_view does; Generation.result() gives the final
+sequence's Result for the other notebook views), batch prompts, or apply repetition
+penalties.
 """
 import ctypes
 
@@ -44,6 +45,7 @@ class Generation:
         self._source = source  # (ids, token dicts) of an encoder-decoder model's source, else None
         self.score = self.sum_logprobs = None
         self.hypotheses = [self]
+        self.options = {}  # the decoding options generate used (generation_view's page states them)
 
     @property
     def steps(self):
@@ -159,6 +161,11 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
     if target_ids is not None and not encdec:
         raise Error("%s is not an encoder-decoder model (%s): target_ids does not apply"
                     % (model.name, c["model_type"]))
+    options = dict(temperature=float(temperature) if beams == 1 else 0.0, top_k=int(top_k or 0) if beams == 1 else 0,
+                   seed=int(seed or 0), stop_at_eos=bool(stop_at_eos) or beams > 1, beams=beams)
+    if beams > 1:
+        options.update(length_penalty=1.0 if length_penalty is None else float(length_penalty),
+                       early_stopping=bool(early_stopping))
     enc = model._encode_ids(ids, None) if ids is not None else model._encode(text, None, 0, True)
     start = None
     try:
@@ -178,10 +185,14 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
                           early_stopping=1 if early_stopping else 0,
                           length_penalty=1.0 if length_penalty is None else float(length_penalty),
                           threads=int(threads or 0))
-            return _beams(model, src, seq, max_new, bo, source)
-        o = _lib.new(_lib.GenOpts, max_new=max_new, temperature=float(temperature), top_k=int(top_k or 0),
-                     seed=int(seed), stop_eos=1 if stop_at_eos else 0, rows=1, threads=int(threads or 0))
-        return _sample(model, src, seq, o, source)
+            g = _beams(model, src, seq, max_new, bo, source)
+        else:
+            o = _lib.new(_lib.GenOpts, max_new=max_new, temperature=float(temperature), top_k=int(top_k or 0),
+                         seed=int(seed), stop_eos=1 if stop_at_eos else 0, rows=1, threads=int(threads or 0))
+            g = _sample(model, src, seq, o, source)
+        for h in g.hypotheses:
+            h.options = options
+        return g
     finally:
         lib().as_encoding_free(ctypes.byref(enc))
         if start is not None:

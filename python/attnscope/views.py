@@ -1,4 +1,5 @@
-"""views.py — the explorer's head, model and neuron views (the Svelte app of web/) in a
+"""views.py — the explorer's head, model and neuron views (the Svelte app of web/), the head
+overview of an analysis database and the generation view of Model.generate's result, in a
 notebook cell or a standalone HTML file, fully offline.
 
 The page is one HTML document: the built web bundle (CMake builds it into
@@ -33,7 +34,7 @@ import numpy as np
 from . import _lib
 from .core import Error, Result
 
-VIEWS = ("head", "model", "neuron", "overview")
+VIEWS = ("head", "model", "neuron", "overview", "generation")
 
 
 # ---- the web bundle ---------------------------------------------------------------------
@@ -283,7 +284,7 @@ def _page_parts(data, view, title=None, **kw):
     elements, the shown layer's element, the bundle's script and the other layers' elements."""
     js, css = web_bundle()
     first, rest = "", []
-    if isinstance(data, OverviewData):
+    if isinstance(data, (OverviewData, GenerationData)):
         blobs, name = [data.blob(view, **kw)], data.model or "attention"
     else:
         runs = data if isinstance(data, list) else [(None, data)]
@@ -370,6 +371,49 @@ class OverviewData:
         return _container(meta, [])
 
 
+class GenerationData:
+    """What the generation view embeds: a Generation (generation.py) as the server's generate
+    route replies it (docs/server.md, POST /api/v1/generate): meta GenerateMeta and tensors
+    attention, cross_attention (encoder-decoder models), beam_attention and
+    beam_cross_attention (beam search returning several), all float32."""
+
+    def __init__(self, g):
+        self.g = g
+        self.model = g.model.name
+
+    def blob(self, view, layer=0, head=0, lang=None):
+        g = self.g
+        S, L, H, T = g.attentions.shape
+        if not 0 <= layer < L:
+            raise Error("layer %d out of range (0..%d)" % (layer, L - 1))
+        if not 0 <= head < H:
+            raise Error("head %d out of range (0..%d)" % (head, H - 1))
+        seq = lambda h: dict(ids=h.ids.tolist(), generated_ids=h.generated_ids.tolist(), tokens=h.tokens)
+        meta = dict(seq(g), view="generation", layer=int(layer), head=int(head), lang=lang, model=self.model,
+                    prompt_length=g.prompt_length, steps=S, layers=L, heads=H, encoder_decoder=g.encoder_decoder)
+        meta.update(temperature=0.0, top_k=0, seed=0, stop_at_eos=False, beams=1)
+        meta.update(g.options)
+        tensors = [("attention", g.attentions)]
+        if g.encoder_decoder:
+            meta.update(source_ids=g.source_ids.tolist(), source_tokens=g.source_tokens)
+            tensors.append(("cross_attention", g.cross_attentions))
+        if g.score is not None:
+            meta["hypotheses"] = [dict(seq(h), score=h.score, sum_logprobs=h.sum_logprobs) for h in g.hypotheses]
+        if len(g.hypotheses) > 1:  # every hypothesis' rows, zero after its end (the route's beam_*)
+            P, R = g.prompt_length, len(g.hypotheses)
+            Tmax = max(len(h.ids) for h in g.hypotheses)
+            rows = np.zeros((R, Tmax - P, L, H, Tmax), np.float32)
+            xrows = np.zeros((R, Tmax - P, L, H, len(g.source_ids)), np.float32) if g.encoder_decoder else None
+            for r, h in enumerate(g.hypotheses):
+                rows[r, :h.steps, :, :, :len(h.ids)] = h.attentions
+                if xrows is not None:
+                    xrows[r, :h.steps] = h.cross_attentions
+            tensors.append(("beam_attention", rows))
+            if xrows is not None:
+                tensors.append(("beam_cross_attention", xrows))
+        return _container(meta, [(n, np.ascontiguousarray(a, dtype=np.float32)) for n, a in tensors])
+
+
 class View:
     """A view of one run: shown by Jupyter (_repr_html_: an <iframe srcdoc> holding the
     standalone page, or an iframe on a running server), html() the standalone page,
@@ -380,6 +424,8 @@ class View:
         self._query = server_query
         if isinstance(data, OverviewData):  # the controls, then one 64 px row per layer
             self.height = height or min(1000, 140 + 64 * data.heads["layers"])
+        elif isinstance(data, GenerationData):  # the strips, then the grid's 40 px rows
+            self.height = height or min(1000, 300 + 40 * data.g.attentions.shape[1])
         else:
             T = _tokens_of(data) if data is not None else 32
             self.height = height or min(900, 260 + 18 * T)
@@ -413,6 +459,8 @@ class View:
         return cell_html(self.data, self.view, self.height, **self.kw)
 
     def __repr__(self):
+        if isinstance(self.data, GenerationData):
+            return "<attnscope generation view (%r)>" % (self.data.g,)
         where = self.server or ("run %d of %s" % (self.data.run["id"], self.data.db) if isinstance(
             self.data, OverviewData) else "%d tokens embedded" % _tokens_of(self.data))
         return "<attnscope %s view (%s)>" % (self.view, where)
@@ -522,4 +570,21 @@ def overview(db, run=None, layer=0, head=0, html_action="view", lang=None, heigh
     if html_action not in ("view", "return"):
         raise Error("html_action must be 'view' or 'return', not '%s'" % html_action)
     v = View("overview", OverviewData(db, run), height=height, layer=layer, head=head, lang=lang)
+    return v.html() if html_action == "return" else v
+
+
+def generation_view(g, layer=0, head=0, html_action="view", lang=None, height=None):
+    """The explorer's generation view of a Generation (Model.generate) in the notebook: step
+    through the generated tokens and see which tokens before each one (and, for an
+    encoder-decoder model, which source tokens) its choosing position attended to, every
+    head at once in a grid; beam hypotheses ranked by score, each with its own rows.
+    (layer, head) is the head shown first. Returns a View (Jupyter shows it), or with
+    html_action="return" the standalone HTML page (str). The rows are embedded as float32,
+    as the server's generate route sends them."""
+    if html_action not in ("view", "return"):
+        raise Error("html_action must be 'view' or 'return', not '%s'" % html_action)
+    from .generation import Generation
+    if not isinstance(g, Generation):
+        raise Error("generation_view takes an attnscope.Generation (Model.generate), not %s" % type(g).__name__)
+    v = View("generation", GenerationData(g), height=height, layer=layer, head=head, lang=lang)
     return v.html() if html_action == "return" else v

@@ -9,6 +9,9 @@
 // Last, server=: the cell's iframe shows the real `attnscope serve` (harness.mjs, with
 // --frame-ancestors naming the notebook's origin) on the same input, the only origin the
 // page may reach.
+// The generation view of a beam search on BART (attnscope.generation_view): every hypothesis,
+// and the self- and cross-attention rows shown at chosen steps, layers and heads equal to the
+// Generation's (float32), offline.
 // The head overview of an analysis database (attnscope.overview) offline: a glyph per head,
 // each head's tooltip scores and pattern equal to the database's rows. bertviz's
 // encoder-decoder arguments: the Encoder / Decoder / Cross selector and each part's weights.
@@ -87,6 +90,13 @@ open(os.path.join(out, "encdec.html"), "w").write(bv_head_view(
 f16 = lambda a: a[0].astype(np.float16).astype(np.float32).tolist()
 json.dump({"Te": Te, "Td": Td, "H": EH, "enc": f16(enc[1]), "dec": f16(dec[1]), "cross": f16(cross[1])},
           open(os.path.join(out, "encdec.json"), "w"))
+# the generation view of a beam search on an encoder-decoder model (the committed bart_tiny)
+b = attnscope.load(os.path.join(sys.argv[1], "tests", "ref", "fixtures", "models", "bart_tiny"))
+g = b.generate(ids=[0, 17, 45, 9, 88, 23, 2], max_new=6, beams=3, num_return=3)
+attnscope.generation_view(g, layer=1, head=2).save(os.path.join(out, "generation.html"))
+json.dump({"hyps": [h.ids.tolist() for h in g.hypotheses], "scores": [h.score for h in g.hypotheses],
+           "self": [h.attentions.tolist() for h in g.hypotheses], "cross": [h.cross_attentions.tolist() for h in g.hypotheses],
+           "P": g.prompt_length}, open(os.path.join(out, "generation.json"), "w"))
 # the example notebook executed by nbclient (a kernel of Debian's /usr/bin/python3) and
 # converted to HTML by nbconvert (Debian's jupyter-nbconvert, lab template), as a user shares it
 import tempfile
@@ -261,6 +271,36 @@ test('standalone head overview: every head drawn offline, tooltips give the data
   await page.waitForFunction(() => document.querySelector('[data-testid=embed-selected]').textContent === 'L0H2');
   mkdirSync(ART, { recursive: true });
   await page.screenshot({ path: join(ART, 'notebook-overview.png') });
+  assert.deepEqual(requests, [], 'no request left the page');
+  assert.deepEqual(errors, []);
+});
+
+test('standalone generation view: a beam search\'s hypotheses and every row offline', async () => {
+  const want = JSON.parse(readFileSync(join(tmp, 'generation.json'), 'utf8'));
+  const { requests, errors } = await open('generation.html');
+  await page.waitForFunction(() => window.__attnscope?.generation);
+  assert.equal(await page.locator('[data-testid=gen-hyp]').count(), want.hyps.length);
+  for (const [r, [s, l, h]] of [[0, [0, 1, 2]], [2, [3, 0, 1]]]) {
+    await page.click(`[data-testid=gen-hyp][data-k="${r}"]`);
+    await page.selectOption('[data-testid=gen-layer]', String(l));
+    await page.selectOption('[data-testid=gen-head]', String(h));
+    await page.$eval('[data-testid=gen-step]', (e, v) => {
+      e.value = String(v);
+      e.dispatchEvent(new Event('input', { bubbles: true }));
+    }, s);
+    await page.waitForFunction(([r, s, l, h]) => {
+      const g = window.__attnscope.generation;
+      return g.hyp === r && g.step === s && g.layer === l && g.head === h;
+    }, [r, s, l, h]);
+    const g = await page.evaluate(() => window.__attnscope.generation);
+    assert.deepEqual(g.ids, want.hyps[r]);
+    const self = want.self[r][s][l][h].slice(0, want.P + s), cross = want.cross[r][s][l][h];
+    assert.deepEqual(g.row.map(Math.fround), self.map(Math.fround), `hypothesis ${r} step ${s} L${l}H${h}: self row`);
+    assert.deepEqual(g.cross.map(Math.fround), cross.map(Math.fround), `hypothesis ${r} step ${s} L${l}H${h}: cross row`);
+    assert.ok((await page.getAttribute(`[data-testid=gen-hyp][data-k="${r}"]`, 'title')).includes(want.scores[r].toFixed(4)));
+  }
+  assert.ok(await ink('gen-grid') > 50, 'the grid is drawn');
+  await page.screenshot({ path: join(ART, 'notebook-generation.png'), fullPage: true });
   assert.deepEqual(requests, [], 'no request left the page');
   assert.deepEqual(errors, []);
 });

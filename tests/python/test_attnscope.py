@@ -636,6 +636,36 @@ class TestViews(unittest.TestCase):
         except attnscope.Error as e:  # a build without the front end (-DAS_WEB=OFF or no npm)
             raise unittest.SkipTest(str(e))
 
+    def test_generation_view_page(self):
+        """generation_view embeds the generate route's container: its meta and float32 rows are the Generation's."""
+        g = attnscope.load(os.path.join(FIX, "gpt2")).generate(ids=[1, 5, 9], max_new=4, top_k=3, temperature=1.2,
+                                                                seed=5)
+        page = attnscope.generation_view(g, layer=1, head=2, html_action="return")
+        self.assertIsNone(EXTERNAL.search(page))
+        meta, arr = decode_page(page)
+        self.assertEqual((meta["view"], meta["layer"], meta["head"]), ("generation", 1, 2))
+        self.assertEqual((meta["temperature"], meta["top_k"], meta["seed"], meta["beams"]), (1.2, 3, 5, 1))
+        self.assertEqual(meta["ids"], g.ids.tolist())
+        self.assertFalse(meta["encoder_decoder"])
+        self.assertEqual(list(arr), ["attention"])
+        np.testing.assert_array_equal(arr["attention"], g.attentions)
+        b = attnscope.load(os.path.join(FIX, "bart_tiny")).generate(ids=[0, 17, 45, 9, 88, 23, 2], max_new=6, beams=3,
+                                                                     num_return=3, length_penalty=0.5)
+        meta, arr = decode_page(attnscope.generation_view(b, html_action="return"))
+        self.assertEqual(list(arr), ["attention", "cross_attention", "beam_attention", "beam_cross_attention"])
+        self.assertEqual([h["ids"] for h in meta["hypotheses"]], [h.ids.tolist() for h in b.hypotheses])
+        self.assertEqual((meta["length_penalty"], meta["stop_at_eos"]), (0.5, True))
+        self.assertEqual(meta["source_ids"], [0, 17, 45, 9, 88, 23, 2])
+        np.testing.assert_array_equal(arr["cross_attention"], b.cross_attentions)
+        for r, h in enumerate(b.hypotheses):
+            np.testing.assert_array_equal(arr["beam_attention"][r, :h.steps, :, :, :len(h.ids)], h.attentions)
+            np.testing.assert_array_equal(arr["beam_cross_attention"][r, :h.steps], h.cross_attentions)
+            self.assertFalse(arr["beam_attention"][r, h.steps:].any())
+        with self.assertRaisesRegex(attnscope.Error, "layer 9 out of range"):
+            attnscope.generation_view(b, layer=9, html_action="return")
+        with self.assertRaisesRegex(attnscope.Error, "takes an attnscope.Generation"):
+            attnscope.generation_view(b.result())
+
     def test_head_view_page(self):
         m = attnscope.load(SST2)
         r = m.run("the movie was good .", text_b="i liked it .")

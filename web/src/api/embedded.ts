@@ -17,11 +17,13 @@
 // frame holds the bundle only and reads these elements from the notebook's document
 // around it (dataRoot). A head overview page (python: overview(db))
 // carries no tensor: its meta (EmbeddedOverviewMeta) holds the analysis run and its
-// per-head results as the server's /api/v1/db routes give them. No network here.
+// per-head results as the server's /api/v1/db routes give them. A generation page (python:
+// generation_view(g)) carries the generate route's container (EmbeddedGenerationMeta). No
+// network here.
 import { RunData, type HeadQk, type LayerAttention, type PooledAttention } from './client';
 import { decodeOne, TENSOR_MAGIC, type Tensor } from './tensor';
 import type { DbRun, HeadsResponse } from './dbtypes';
-import type { RunResponse, TensorEntry, TensorHeader } from './types';
+import type { GenerateMeta, RunResponse, TensorEntry, TensorHeader } from './types';
 
 export type EmbeddedView = 'head' | 'model' | 'neuron';
 
@@ -61,6 +63,16 @@ export interface EmbeddedOverviewMeta {
   /** its heads as GET /api/v1/db/runs/{id}/heads gives them */
   heads: HeadsResponse;
   /** the head selected first */
+  layer: number;
+  head: number;
+  lang: string | null;
+}
+
+/** meta of an embedded generation (python/attnscope/views.py, generation_view(g)): the
+ *  generate route's meta (GenerateMeta) and the head shown first; its tensors are the
+ *  route's (attention, cross_attention, beam_attention, beam_cross_attention). */
+export interface EmbeddedGenerationMeta extends GenerateMeta {
+  view: 'generation';
   layer: number;
   head: number;
   lang: string | null;
@@ -109,7 +121,7 @@ export function embeddedPartBytes(doc: Document = document): ArrayBuffer[] {
   return Array.from(dataRoot(doc).root.querySelectorAll(`script.${EMBED_ELEMENT_ID}-part`), base64Bytes);
 }
 
-type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta | EmbeddedOverviewMeta };
+type EmbeddedHeader = Omit<TensorHeader, 'meta'> & { meta: EmbeddedMeta | EmbeddedOverviewMeta | EmbeddedGenerationMeta };
 
 /** The container's header and where its data starts; throws with one line when malformed. */
 function parseContainer(buf: ArrayBuffer): { header: EmbeddedHeader; base: number } {
@@ -122,7 +134,7 @@ function parseContainer(buf: ArrayBuffer): { header: EmbeddedHeader; base: numbe
 }
 
 /** The meta of the page's container: a run's views, or a head overview. */
-export function embeddedMeta(buf: ArrayBuffer): EmbeddedMeta | EmbeddedOverviewMeta {
+export function embeddedMeta(buf: ArrayBuffer): EmbeddedMeta | EmbeddedOverviewMeta | EmbeddedGenerationMeta {
   return parseContainer(buf).header.meta;
 }
 
@@ -160,7 +172,7 @@ export class EmbeddedRunData extends RunData {
   constructor(buf: ArrayBuffer) {
     const { header, base } = parseContainer(buf);
     const meta = header.meta;
-    if (meta.view === 'overview') throw new Error('embedded data: a head overview, not a run');
+    if (meta.view === 'overview' || meta.view === 'generation') throw new Error(`embedded data: a ${meta.view === 'overview' ? 'head overview' : 'generation'}, not a run`);
     super(meta.run);
     this.meta = meta;
     this.buf = buf;

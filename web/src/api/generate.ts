@@ -33,7 +33,13 @@ export async function postGenerate(req: GenerateRequest): Promise<Generation> {
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify(req),
   });
-  const d = decodeTensors<GenerateMeta>(await (await check(r)).arrayBuffer());
+  return generationFromBuffer(await (await check(r)).arrayBuffer());
+}
+
+/** A generation from the generate route's binary container (or a page's embedding of one:
+ *  the Python package's generation_view). Throws when a tensor the meta implies is missing. */
+export function generationFromBuffer(buf: ArrayBuffer): Generation {
+  const d = decodeTensors<GenerateMeta>(buf);
   const t = d.tensors.get('attention');
   if (!t || t.shape.length !== 4) throw new Error('generate response without an attention tensor');
   const x = d.tensors.get('cross_attention'), b = d.tensors.get('beam_attention'), bx = d.tensors.get('beam_cross_attention');

@@ -506,6 +506,8 @@ export const en = {
   'app.longOnly': "A long run keeps no T × T attention: open the Long map",
   'tab.generate': "Generation",
   'app.needTarget': "An encoder-decoder model runs on a source and a target (the decoder's input): type a target to see its attention, or open the Generation tab to let the model write one.",
+  'embed.generation': "{p} prompt tokens + {n} generated",
+  'embed.beams': "beam search, {n} beams",
   'gen.maxNew': "New tokens",
   'gen.decoding': "Decoding",
   'gen.greedy': "greedy",

@@ -505,6 +505,8 @@ export const zhCN: Messages = {
   'app.longOnly': "长输入不保留 T × T 注意力：请打开长输入热图",
   'tab.generate': "生成",
   'app.needTarget': "编码器-解码器模型需要源序列和目标序列（解码器的输入）：输入目标序列以查看其注意力，或打开“生成”标签让模型写出一个。",
+  'embed.generation': "提示 {p} 个词元 + 生成 {n} 个",
+  'embed.beams': "束搜索，束宽 {n}",
   'gen.maxNew': "新词元数",
   'gen.decoding': "解码",
   'gen.greedy': "贪心",
