@@ -6,8 +6,8 @@
  * model's cross_attention (steps, L, H, Ts), and with several beam hypotheses
  * beam_attention / beam_cross_attention of every one; the tokens and hypotheses in the
  * header's meta. Rows the generation did not keep (beam search, an encoder-decoder's
- * decoder) come from one forward over the sequence (gen_sequence_rows): a causal decoder
- * sees at each position what the step that chose the next token saw. Every failure is a
+ * decoder self-attention) come from one forward over the sequence (gen_sequence_rows): a
+ * causal decoder sees at each position what the step that chose the next token saw. Every failure is a
  * one-line JSON error: 400 for a bad field, 413 when the rows would pass
  * SRV_GEN_MAX_ROW_BYTES. It keeps nothing between requests.
  */
@@ -32,9 +32,9 @@ typedef struct {
     int dtype;        /* TB_F32 or TB_F16 */
 } gen_req;
 
-static const char *const GEN_FIELDS[] = {"model",     "text",           "ids",        "target_ids",     "max_new",
-                                         "temperature", "top_k",        "seed",       "stop_at_eos",    "dtype",
-                                         "beams",     "num_return",     "length_penalty", "early_stopping"};
+static const char *const GEN_FIELDS[] = {"model", "text", "ids", "target_ids", "max_new", "temperature", "top_k",
+                                         "seed", "stop_at_eos", "dtype", "beams", "num_return", "length_penalty",
+                                         "early_stopping"};
 
 /* An integer field in [lo, hi], *out unchanged when absent; 0, or -1 after a 400. */
 static int get_int(json_t *root, const char *key, long long lo, long long hi, long long *out, srv_response *rs) {
@@ -112,8 +112,9 @@ static int parse_prompt(const srv_state *s, json_t *root, gen_req *q, srv_respon
                         "ids", s->models[q->model].name, c->model_type);
             return -1;
         }
-        if (parse_ids(json_object_get(root, "target_ids"), "target_ids", (size_t)as_model_max_tokens(m) - 1,
-                      &q->start, &q->n_start, rs))
+        int max = as_model_max_tokens(m); /* the decoder's start leaves room for a generated token */
+        if (parse_ids(json_object_get(root, "target_ids"), "target_ids", max > 1 ? (size_t)max - 1 : 1, &q->start,
+                      &q->n_start, rs))
             return -1;
     } else if (c->n_dec_layer && c->decoder_start_token_id < 0) {
         reply_error(rs, 400, "model '%s' has no decoder_start_token_id: give the decoder's first ids as target_ids "
@@ -243,20 +244,20 @@ static int parse_body(const srv_state *s, const srv_request *rq, json_t **root, 
     return parse_sampling(*root, q, rs);
 }
 
-/* Greedy or sampled generation: one sequence, with the steps' rows (causal LM) or the rows
- * of one forward over it (an encoder-decoder model's decoder and cross-attention). */
+/* Greedy or sampled generation: one sequence with the rows its steps computed (a causal
+ * LM's self-attention, an encoder-decoder model's cross-attention: those of `attnscope
+ * generate --out`), an encoder-decoder model's decoder rows from one forward over it. */
 static as_status run_sample(const as_model *m, const as_encoding *src, const as_encoding *seq, gen_opts o,
                             gen_beam_rows *out, as_error *err) {
     gen_result g = {0};
-    o.rows = !src;
     as_status s = gen_generate(m, src, seq->ids, seq->n, &o, &g, err);
     gen_beam_result one = {.n = 1, .cap = g.T, .ids = g.ids, .len = &g.T};
     if (!s) s = gen_beam_rows_init(m, src, &one, g.prompt_len, o.threads, src ? GEN_ROWS_FORWARD : GEN_ROWS_ZERO, out,
                                    err);
-    if (!s && !src) { /* (steps, L, H, T): the same layout as one sequence's rows */
-        size_t n = (size_t)g.steps * g.L * g.H * g.T;
-        memcpy(out->rows, g.rows, n * sizeof(float));
-        memcpy(out->best, g.rows, n * sizeof(float));
+    if (!s) { /* (steps, L, H, K): the same layout as one sequence's rows */
+        size_t n = (size_t)g.steps * g.L * g.H * g.K;
+        memcpy(src ? out->xrows : out->rows, g.rows, n * sizeof(float));
+        memcpy(src ? out->xbest : out->best, g.rows, n * sizeof(float));
     }
     gen_result_free(&g);
     return s;

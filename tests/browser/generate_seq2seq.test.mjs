@@ -12,7 +12,7 @@
 //     both f32), and the source strip lists the source's tokens;
 //   - the grid switches between cross- and self-attention;
 //   - greedy decoding of the same source gives the CLI's greedy ids and cross-attention
-//     rows (within 1e-6: the CLI's come from the cached steps).
+//     rows (exactly: both the cached steps').
 // Screenshots go to tests/browser/artifacts/generate-seq2seq-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -134,8 +134,7 @@ test('greedy decoding of the source gives the CLI\'s greedy ids, without hypothe
   const got = await weights('gen-src');
   const l = await page.evaluate(() => window.__attnscope.generation.layer), h = await page.evaluate(() => window.__attnscope.generation.head);
   const want = greedy.generation_cross_attentions[0][l][h];
-  /* the CLI's greedy rows come from the cached steps, the view's from one forward over the output */
   assert.equal(got.length, want.length);
-  got.forEach(([, w], i) => assert.ok(Math.abs(w - want[i]) < 1e-6, `greedy cross key ${i}: ${w} vs ${want[i]}`));
+  got.forEach(([, w], i) => assert.equal(Math.fround(w), Math.fround(want[i]), `greedy cross key ${i}: ${w} vs ${want[i]}`));
   assert.equal(P, 1);
 });
