@@ -28,7 +28,8 @@ Modes (one per ctest test):
           deleted, duplicated or made huge, bytes flipped, truncation) and runs
           `attnscope analyze`, `pretrain` (a tiny model, 2 steps) or `vocab` on them
   http    malformed and hostile requests to a real `attnscope serve` (API, database
-          routes, raw byte-mutated requests)
+          routes, generation with hostile options on a causal LM and an encoder-decoder
+          model, raw byte-mutated requests)
 
 A case fails when the binary crashes or is killed, when a sanitizer reports, when it runs
 longer than --timeout seconds, when a failing command's error is not exactly one line
@@ -582,6 +583,25 @@ def mode_http(args, rng, chk):
         b = json.dumps(o).encode()
         return mutate_bytes(b, rng) if rng.random() < 0.3 else b
 
+    def gen_body():
+        o = {'model': rng.choice(['gpt2', 'bart_tiny', 'bert-sst', None]),
+             'text': rng.choice(['a good', '', 'é' * 40, None, 3]),
+             'ids': rng.choice([None, [0, 17, 45, 2], [], [-1], [2 ** 31], [5] * 600, 'x']),
+             'target_ids': rng.choice([None, None, [2], [2, 0], [], [10 ** 6], [2] * 600]),
+             'max_new': rng.choice([None, 1, 3, 0, 129, -1, 1.5, '2']),
+             'beams': rng.choice([None, 1, 2, 3, 16, 17, 0, -1, 2.0]),
+             'num_return': rng.choice([None, 1, 2, 3, 17, 0]),
+             'length_penalty': rng.choice([None, 1.0, -10, 10.5, 'x', 1e308]),
+             'early_stopping': rng.choice([None, True, 0, 'yes']),
+             'temperature': rng.choice([None, 0, 0.7, -1, 101]), 'top_k': rng.choice([None, 1, 5, 0]),
+             'seed': rng.choice([None, 0, 7, -1, 2 ** 40]), 'stop_at_eos': rng.choice([None, True, 1]),
+             'dtype': rng.choice([None, 'f16', 'u8'])}
+        for k in list(o):
+            if rng.random() < 0.4:
+                del o[k]
+        b = json.dumps(o).encode()
+        return mutate_bytes(b, rng) if rng.random() < 0.2 else b
+
     def requests(port):
         r = http_send(port, http_req('POST', '/api/v1/run', json.dumps(
             {'model': 'bert-sst', 'text': 'a good film .', 'text_b': 'it was bad .'}).encode()), args.timeout)
@@ -612,15 +632,19 @@ def mode_http(args, rng, chk):
                 while '{v}' in path:
                     path = path.replace('{v}', urllib.parse.quote(rng.choice(vals), safe='-,'), 1)
                 yield http_req('GET', path)
-            elif r < 0.8:
+            elif r < 0.7:
                 yield http_req('POST', rng.choice(['/api/v1/run', '/api/v1/mlm']), body())
+            elif r < 0.8:
+                yield http_req('POST', '/api/v1/generate', gen_body())
             else:
                 yield mutate_bytes(http_req(rng.choice(['GET', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS']),
                                             rng.choice(['/api/v1/run', '/api/v1/models', '/']),
                                             body() if rng.random() < 0.5 else None), rng)
 
     serve_and_get(args, chk, ['--model', os.path.join(args.work, 'bert-sst'), '--model',
-                              os.path.join(args.work, 'gpt2'), '--db', os.path.join(args.work, 'analysis.sqlite')],
+                              os.path.join(args.work, 'gpt2'), '--model',
+                              os.path.join(ROOT, 'tests', 'ref', 'fixtures', 'models', 'bart_tiny'), '--db',
+                              os.path.join(args.work, 'analysis.sqlite')],
                   requests)
 
 
