@@ -12,7 +12,8 @@
  * by the seed (Steele et al. 2014), so a seed gives the same tokens. Before the pick the
  * logits pass Hugging Face generate's configured processors as beam search does
  * (gen_process_logits: bad_words_ids, forced BOS at the first generated position, forced
- * EOS at the last), and stop_eos ends at any id of the config's eos_token_id list.
+ * EOS at the last), and stop_eos ends at any id of the config's eos_token_id list. Each
+ * step also keeps the probability of the id chosen and, on request, the most probable ids.
  * What it does not: beam search, repetition penalties, batches, tokenizing or printing.
  */
 #ifndef ATTNSCOPE_GENERATE_H
@@ -34,7 +35,11 @@ typedef struct {
     int threads;        /* threads of each forward; 0 = the default */
     int full_forward;   /* 1: every step runs the whole sequence again, even where a key/value
                            cache serves the model (the reference the cache is checked against) */
+    int top;            /* keep each step's `top` most probable ids and their probabilities
+                           (gen_result.top_ids / top_probs), 0..GEN_MAX_TOP; 0 = none */
 } gen_opts;
+
+#define GEN_MAX_TOP 20 /* gen_opts.top */
 
 typedef struct {
     int prompt_len; /* tokens of the prompt (of the decoder's start for encoder-decoder models) */
@@ -49,6 +54,12 @@ typedef struct {
                        attention row of the position that chose the new token (position
                        prompt_len - 1 + s; keys after it are 0), for encoder-decoder models
                        the cross-attention's row over the source */
+    /* the model's next-token distribution at each step: softmax of the logits after the
+       processors below (gen_process_logits), before temperature and top-k */
+    float *probs;       /* (steps) the probability of the id chosen */
+    int top;            /* opts.top */
+    int32_t *top_ids;   /* (steps, top) the most probable ids, most probable first (ties: lower id), or NULL */
+    float *top_probs;   /* (steps, top) their probabilities, or NULL */
 } gen_result;
 
 /* 1 when id is one of the config's end-of-sequence ids (c->eos_ids), else 0. */

@@ -89,6 +89,36 @@ void gen_process_logits(const as_config *c, const int32_t *ids, int cur, int max
     if (cur == max_len - 1 && c->forced_eos_token_id >= 0) gen_force_row(row, c->vocab_size, c->forced_eos_token_id);
 }
 
+/* The step's distribution, softmax of the processed logits row (V): the chosen id's
+ * probability into g->probs and, with g->top, the most probable ids (descending, ties by
+ * lower id) into g->top_ids / top_probs. Sums in double. */
+static void gen_keep_probs(const float *row, int V, int next, gen_result *g) {
+    float mx = row[0];
+    for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+    double z = 0.0;
+    for (int v = 0; v < V; v++) z += exp((double)row[v] - mx);
+    g->probs[g->steps] = (float)(exp((double)row[next] - mx) / z);
+    int k = g->top < V ? g->top : V, n = 0;
+    int32_t *ids = g->top_ids ? g->top_ids + (size_t)g->steps * g->top : NULL;
+    float *p = g->top_ids ? g->top_probs + (size_t)g->steps * g->top : NULL;
+    for (int v = 0; ids && v < V; v++) { /* insertion into the k best so far */
+        if (n == k && !(row[v] > row[ids[k - 1]])) continue;
+        int i = n < k ? n++ : k - 1;
+        while (i > 0 && row[v] > row[ids[i - 1]]) {
+            ids[i] = ids[i - 1];
+            i--;
+        }
+        ids[i] = v;
+    }
+    for (int i = 0; ids && i < g->top; i++) {
+        if (i >= n) { /* a vocabulary smaller than top: the rest -1, probability 0 */
+            ids[i] = -1, p[i] = 0.0f;
+            continue;
+        }
+        p[i] = (float)(exp((double)row[ids[i]] - mx) / z);
+    }
+}
+
 /* Picks the next id from row (the last position's logits), appends it and, when the
  * steps record rows, copies the step's rows of kr keys into g->rows (stride K): layer l's
  * head h's from at + (l H + h) hs. Lowers *cap at an end-of-sequence id with stop_eos. */
@@ -97,6 +127,7 @@ static void gen_take(const as_config *c, const gen_opts *o, int K, int max_len, 
     int V = c->vocab_size;
     gen_process_logits(c, g->ids, g->T, max_len, row);
     int next = gen_pick(row, V, o, rng, order);
+    gen_keep_probs(row, V, next, g);
     for (int l = 0; g->rows && l < g->L; l++)
         for (int h = 0; h < g->H; h++)
             memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * K, at + ((size_t)l * g->H + h) * hs,
@@ -200,7 +231,13 @@ as_status gen_generate(const as_model *m, const as_encoding *src, const int32_t 
     g->gen = as_malloc_array((size_t)cap, sizeof(int32_t));
     size_t rows = as_mul_size(as_mul_size((size_t)(cap - n), (size_t)g->L * g->H), (size_t)g->K);
     if (o->rows) g->rows = rows ? as_calloc(rows, sizeof(float)) : NULL;
-    if (!g->ids || !g->gen || (o->rows && !g->rows)) {
+    AS_ASSERT(o->top >= 0 && o->top <= GEN_MAX_TOP);
+    g->probs = as_malloc_array((size_t)cap, sizeof(float));
+    if ((g->top = o->top)) {
+        g->top_ids = as_malloc_array((size_t)cap * o->top, sizeof(int32_t));
+        g->top_probs = as_malloc_array((size_t)cap * o->top, sizeof(float));
+    }
+    if (!g->ids || !g->gen || (o->rows && !g->rows) || !g->probs || (o->top && (!g->top_ids || !g->top_probs))) {
         gen_result_free(g);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     }
@@ -248,5 +285,8 @@ void gen_result_free(gen_result *g) {
     free(g->ids);
     free(g->gen);
     free(g->rows);
+    free(g->probs);
+    free(g->top_ids);
+    free(g->top_probs);
     memset(g, 0, sizeof *g);
 }

@@ -19,7 +19,7 @@ a tokenizer library) and writes it as tests/ref/fixtures/models/llama_bytes/. It
     position's logits, the whole prefix run again each step), asserting that every
     step's top two logits differ by more than GREEDY_MARGIN so float32 engines agree;
 and writes expected.json (tokens, bytes, mean NLL, perplexity, bits per byte, the greedy
-ids). Checked here: the windows predict every token after the first exactly once.
+ids, and each greedy step's five most probable ids with their softmax probabilities). Checked here: the windows predict every token after the first exactly once.
 What it does not: use the `transformers` library (not installed here).
 
 Run (deterministic): /usr/bin/python3 tests/ref/gen_lm_eval.py
@@ -158,18 +158,20 @@ def main():
         print(f"seq {seq} stride {stride} start {start}: {len(ids)} tokens, {nbytes} bytes, nll {mean:.6f}, "
               f"perplexity {math.exp(mean):.4f}")
     gen = [0] + [3 + b for b in PROMPT.encode()]
-    prompt_len, margin = len(gen), float("inf")
+    prompt_len, margin, top5 = len(gen), float("inf"), []
     for _ in range(N_NEW):
         last = logits_of(P, c, gen)[-1].double()
         top = torch.topk(last, 2).values
         margin = min(margin, (top[0] - top[1]).item())
+        p, i = torch.topk(torch.softmax(last, -1), 5)
+        top5.append({"ids": i.tolist(), "probs": p.tolist()})
         gen.append(int(last.argmax()))
     assert margin > GREEDY_MARGIN, margin
     print(f"greedy: {gen[prompt_len:]} (smallest top-2 margin {margin:.4f})")
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump({"generator": "tests/ref/gen_lm_eval.py", "tokens": len(ids), "bytes": nbytes, "ids": ids,
                    "windows": windows, "prompt": PROMPT, "prompt_ids": gen[:prompt_len],
-                   "greedy_ids": gen[prompt_len:]}, f, indent=1)
+                   "greedy_ids": gen[prompt_len:], "greedy_top5": top5}, f, indent=1)
         f.write("\n")
 
 

@@ -5,6 +5,9 @@
  *   - each step's rows: every head's row sums to 1 over the keys up to the choosing position,
  *     0 after it, and equals that position's row of one forward of the final sequence
  *     (causal attention does not see later tokens; 1e-5);
+ *   - each greedy step's five most probable ids and probabilities equal PyTorch's
+ *     (expected.json greedy_top5, 5e-6), the chosen id is the first with its probability;
+ *     a top-3 draw is one of the step's three most probable;
  *   - sampling: the same seed gives the same ids and rows, top-k 1 gives the greedy ids;
  *   - the model's positions cap the steps (max_new 100 from 8 tokens: 56 steps);
  *   - errors: an empty prompt, a prompt filling the positions and a model without an LM
@@ -108,6 +111,49 @@ static void test_greedy_rows(void **state) {
     as_encoding_free(&enc);
     gen_result_free(&g);
     assert_null(g.rows);
+}
+
+/* Each greedy step's distribution against PyTorch's (expected.json greedy_top5: softmax in
+ * float64 of the same logits): the five most probable ids identical, probabilities within
+ * 5e-6 (float32 logits); the chosen id is the most probable, with its probability; sampling keeps the
+ * chosen id's probability among the top ones where it is one of them. */
+static void test_top_probs(void **state) {
+    (void)state;
+    as_error err = {0};
+    json_error_t je;
+    json_t *e = json_load_file(LM_MODEL "/expected.json", 0, &je), *tops = json_object_get(e, "greedy_top5");
+    assert_non_null(tops);
+    gen_result g, smp;
+    gen_opts o = {.max_new = g_ng, .threads = 1, .top = 5};
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &o, &g, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(g.top, 5);
+    assert_int_equal(json_array_size(tops), g.steps);
+    double worst = 0.0;
+    for (int s = 0; s < g.steps; s++) {
+        json_t *t = json_array_get(tops, (size_t)s);
+        for (int i = 0; i < 5; i++) {
+            assert_int_equal(g.top_ids[s * 5 + i], json_integer_value(json_array_get(json_object_get(t, "ids"), (size_t)i)));
+            double want = json_number_value(json_array_get(json_object_get(t, "probs"), (size_t)i));
+            worst = fmax(worst, fabs(g.top_probs[s * 5 + i] - want));
+            if (i) assert_true(g.top_probs[s * 5 + i] <= g.top_probs[s * 5 + i - 1]);
+        }
+        assert_int_equal(g.gen[s], g.top_ids[s * 5]);
+        assert_true(g.probs[s] == g.top_probs[s * 5]);
+    }
+    printf("top 5 of %d greedy steps = PyTorch's; probabilities max |d| %.2e\n", g.steps, worst);
+    assert_true(worst < 5e-6);
+    gen_opts so = {.max_new = 16, .temperature = 1.5, .top_k = 3, .seed = 7, .threads = 1, .top = 3};
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &so, &smp, &err)) fail_msg("%s", err.msg);
+    for (int s = 0; s < smp.steps; s++) { /* a top-3 draw is one of the 3 most probable */
+        int found = 0;
+        for (int i = 0; i < 3; i++)
+            if (smp.top_ids[s * 3 + i] == smp.gen[s]) found = 1, assert_true(smp.probs[s] == smp.top_probs[s * 3 + i]);
+        assert_true(found);
+    }
+    gen_result_free(&smp);
+    gen_result_free(&g);
+    assert_null(g.top_ids);
+    json_decref(e);
 }
 
 static void test_sampling(void **state) {
@@ -344,6 +390,7 @@ static void test_logits_processors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_rows),
+        cmocka_unit_test(test_top_probs),
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_limits_and_errors),
         cmocka_unit_test(test_cache_vs_full),
