@@ -27,7 +27,7 @@
 static const char *GEN_HELP =
     "usage: attnscope generate --model DIR (--text PROMPT | --ids 1,2,...) [--max-new 50]\n"
     "                          [--temperature 0 | --top-k K [--temperature 1] [--seed 0]]\n"
-    "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--target-ids 2,...]\n"
+    "                          [--stop-at-eos] [--out FILE.json|FILE.npz] [--top N] [--target-ids 2,...]\n"
     "                          [--capture attentions|all|attn,scores,qkv,hidden,logits]\n"
     "                          [--beams N [--length-penalty 1] [--early-stopping] [--num-return 1]]\n"
     "                          [--precision f32|bf16] [--threads N] [--full-forward] [--timing]\n"
@@ -56,7 +56,11 @@ static const char *GEN_HELP =
     "ending in .npz; --capture as run's, default attentions), plus prompt_length,\n"
     "generated_ids [steps] and, with attention captured, generation_attentions\n"
     "[steps, L, H, T]: at step s, every head's attention row of the position that chose\n"
-    "the new token (position prompt_length - 1 + s; keys after it are 0).\n"
+    "the new token (position prompt_length - 1 + s; keys after it are 0), and\n"
+    "generation_probs [steps]: the probability the model gave each chosen token (softmax of\n"
+    "its logits after the processors above, before temperature and top-k); --top N (1..20)\n"
+    "adds generation_top_ids and generation_top_probs [steps, N], each step's N most\n"
+    "probable ids (ties: lower id first; -1 and 0 past a smaller vocabulary).\n"
     "\n"
     "Encoder-decoder models (bart, mbart, marian, t5, mt5): the prompt is the source; the\n"
     "decoder's sequence starts with decoder_start_token_id, or with --target-ids (mBART:\n"
@@ -82,7 +86,7 @@ static const char *GEN_HELP =
 
 typedef struct {
     const char *model, *text, *ids, *out, *capture, *target_ids;
-    int max_new, top_k, seed, stop_eos, threads, quiet, full_forward, timing;
+    int max_new, top_k, seed, stop_eos, threads, quiet, full_forward, timing, top;
     as_precision precision;
     double temperature; /* < 0: not given */
     int beams, num_return, early_stopping; /* num_return 0: not given */
@@ -131,6 +135,9 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
                 return cli_usage_error("generate", "bad --max-new '%s' (1..%d)", v, AS_MAX_POSITIONS);
         } else if (!strcmp(o, "--top-k")) {
             if (cli_parse_int(v, 1, AS_MAX_VOCAB, &a->top_k)) return cli_usage_error("generate", "bad --top-k '%s'", v);
+        } else if (!strcmp(o, "--top")) {
+            if (cli_parse_int(v, 1, GEN_MAX_TOP, &a->top))
+                return cli_usage_error("generate", "bad --top '%s' (1..%d)", v, GEN_MAX_TOP);
         } else if (!strcmp(o, "--seed")) {
             if (cli_parse_int(v, 0, 2147483647, &a->seed)) return cli_usage_error("generate", "bad --seed '%s'", v);
         } else if (!strcmp(o, "--threads")) {
@@ -156,7 +163,10 @@ static int gen_parse(int argc, char **argv, gen_args *a) {
     if (a->top_k && a->temperature == 0.0)
         return cli_usage_error("generate", "--top-k samples: it needs a --temperature above 0");
     if (a->temperature < 0) a->temperature = a->top_k ? 1.0 : 0.0;
-    if (a->capture && !a->out) return cli_usage_error("generate", "--capture needs --out FILE");
+    if ((a->capture || a->top) && !a->out)
+        return cli_usage_error("generate", "%s needs --out FILE", a->capture ? "--capture" : "--top");
+    if (a->top && a->beams > 1)
+        return cli_usage_error("generate", "--top applies to greedy and sampled generation, not --beams");
     if (a->beams <= 1 && (a->early_stopping || a->num_return || !isnan(a->length_penalty)))
         return cli_usage_error("generate", "--early-stopping, --num-return and --length-penalty need --beams 2 or more");
     if (a->beams > 1 && a->temperature != 0.0)
@@ -180,6 +190,19 @@ static void gen_json_more(FILE *f, void *vctx) {
     if (src) cli_json_seq2seq(f, ctx->m, ctx->dec);
     fprintf(f, ",\n\"prompt_length\":%d,\n\"generated_ids\":", g->prompt_len);
     cli_json_ints(f, g->gen, g->steps);
+    int64_t n1[1] = {g->steps}, n2[2] = {g->steps, g->top};
+    fputs(",\n\"generation_probs\":", f);
+    cli_json_tensor(f, g->probs, 1, n1);
+    if (g->top) {
+        fputs(",\n\"generation_top_ids\":[", f);
+        for (int st = 0; st < g->steps; st++) {
+            fputs(st ? "," : "", f);
+            cli_json_ints(f, g->top_ids + (size_t)st * g->top, g->top);
+        }
+        fputc(']', f);
+        fputs(",\n\"generation_top_probs\":", f);
+        cli_json_tensor(f, g->top_probs, 2, n2);
+    }
     if (g->rows) {
         int64_t shape[4] = {g->steps, g->L, g->H, g->K};
         fprintf(f, ",\n\"%s\":", src ? "generation_cross_attentions" : "generation_attentions");
@@ -198,12 +221,19 @@ static as_status gen_write(const as_model *m, const gen_args *a, unsigned what, 
     size_t len = strlen(a->out);
     if (!s && len >= 4 && !strcmp(a->out + len - 4, ".npz")) {
         int32_t pl = g->prompt_len;
-        as_npz_extra ex[3] = {{"prompt_length", DTYPE_I32, &pl, 1, {1}},
+        as_npz_extra ex[6] = {{"prompt_length", DTYPE_I32, &pl, 1, {1}},
                               {"generated_ids", DTYPE_I32, g->gen, 1, {g->steps}},
-                              {src ? "generation_cross_attentions" : "generation_attentions", DTYPE_F32, g->rows,
-                               4, {g->steps, g->L, g->H, g->K}}};
-        s = src ? as_run_write_npz_seq2seq_extra(m, src, &enc, r, ex, g->rows ? 3 : 2, a->out, err)
-                   : as_run_write_npz_extra(m, &enc, r, ex, g->rows ? 3 : 2, a->out, err);
+                              {"generation_probs", DTYPE_F32, g->probs, 1, {g->steps}}};
+        int n_ex = 3;
+        if (g->top) {
+            ex[n_ex++] = (as_npz_extra){"generation_top_ids", DTYPE_I32, g->top_ids, 2, {g->steps, g->top}};
+            ex[n_ex++] = (as_npz_extra){"generation_top_probs", DTYPE_F32, g->top_probs, 2, {g->steps, g->top}};
+        }
+        if (g->rows)
+            ex[n_ex++] = (as_npz_extra){src ? "generation_cross_attentions" : "generation_attentions", DTYPE_F32,
+                                        g->rows, 4, {g->steps, g->L, g->H, g->K}};
+        s = src ? as_run_write_npz_seq2seq_extra(m, src, &enc, r, ex, n_ex, a->out, err)
+                : as_run_write_npz_extra(m, &enc, r, ex, n_ex, a->out, err);
     } else if (!s) {
         FILE *f = fopen(a->out, "wb");
         gen_json_ctx ctx = {g, src, m, &enc};
@@ -279,7 +309,7 @@ int cmd_generate(int argc, char **argv) {
     const as_encoding *src = c->n_dec_layer ? &enc : NULL;
     gen_opts o = {.max_new = a.max_new, .temperature = a.temperature, .top_k = a.top_k, .seed = (uint64_t)a.seed,
                   .stop_eos = a.stop_eos, .rows = a.out && (what & CAP_ATTN), .threads = a.threads,
-                  .full_forward = a.full_forward};
+                  .full_forward = a.full_forward, .top = a.top};
     double t0 = as_now();
     if (gen_generate(m, src, seq->ids, n, &o, &g, &err)) {
         rc = cli_fail(&err);

@@ -34,7 +34,7 @@ typedef struct {
 
 static const char *const GEN_FIELDS[] = {"model", "text", "ids", "target_ids", "max_new", "temperature", "top_k",
                                          "seed", "stop_at_eos", "dtype", "beams", "num_return", "length_penalty",
-                                         "early_stopping"};
+                                         "early_stopping", "top"};
 
 /* An integer field in [lo, hi], *out unchanged when absent; 0, or -1 after a 400. */
 static int get_int(json_t *root, const char *key, long long lo, long long hi, long long *out, srv_response *rs) {
@@ -149,16 +149,17 @@ static int parse_beams(json_t *root, gen_req *q, srv_response *rs) {
         get_int(root, "num_return", 1, GEN_MAX_BEAMS, &num_return, rs))
         return -1;
     static const char *const beam_only[] = {"num_return", "length_penalty", "early_stopping"};
-    static const char *const sampling[] = {"temperature", "top_k", "seed", "stop_at_eos"};
+    static const char *const sampling[] = {"temperature", "top_k", "seed", "stop_at_eos", "top"};
     for (int i = 0; i < 3; i++)
         if (beams == 1 && has(root, beam_only[i])) {
             reply_error(rs, 400, "field '%s': applies to beam search only (beams 2 or more)", beam_only[i]);
             return -1;
         }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (beams > 1 && has(root, sampling[i])) {
-            reply_error(rs, 400, "field '%s': beam search does not sample and always ends a hypothesis at an "
-                        "end-of-sequence id; leave it out with beams above 1", sampling[i]);
+            reply_error(rs, 400, "field '%s': applies to greedy and sampled generation; beam search does not "
+                        "sample and always ends a hypothesis at an end-of-sequence id (leave it out with beams "
+                        "above 1)", sampling[i]);
             return -1;
         }
     if (num_return > beams) {
@@ -184,11 +185,12 @@ static int parse_beams(json_t *root, gen_req *q, srv_response *rs) {
 
 /* The sampling options and dtype; -1 after a 400. */
 static int parse_sampling(json_t *root, gen_req *q, srv_response *rs) {
-    long long max_new = 20, top_k = 0, seed = 0;
+    long long max_new = 20, top_k = 0, seed = 0, top = 0;
     json_t *jt = json_object_get(root, "temperature"), *je = json_object_get(root, "stop_at_eos"),
            *jd = json_object_get(root, "dtype");
     if (get_int(root, "max_new", 1, SRV_GEN_MAX_NEW, &max_new, rs) ||
-        get_int(root, "top_k", 1, AS_MAX_VOCAB, &top_k, rs) || get_int(root, "seed", 0, INT32_MAX, &seed, rs))
+        get_int(root, "top_k", 1, AS_MAX_VOCAB, &top_k, rs) || get_int(root, "seed", 0, INT32_MAX, &seed, rs) ||
+        get_int(root, "top", 0, GEN_MAX_TOP, &top, rs))
         return -1;
     double temp = top_k ? 1.0 : 0.0;
     if (jt && !json_is_null(jt)) {
@@ -213,7 +215,7 @@ static int parse_sampling(json_t *root, gen_req *q, srv_response *rs) {
     }
     q->dtype = srv_tb_dtype_parse(d);
     q->o = (gen_opts){.max_new = (int)max_new, .temperature = temp, .top_k = (int)top_k, .seed = (uint64_t)seed,
-                      .stop_eos = json_is_true(je), .rows = 1};
+                      .stop_eos = json_is_true(je), .rows = 1, .top = (int)top};
     return 0;
 }
 
@@ -248,7 +250,7 @@ static int parse_body(const srv_state *s, const srv_request *rq, json_t **root, 
  * LM's self-attention, an encoder-decoder model's cross-attention: those of `attnscope
  * generate --out`), an encoder-decoder model's decoder rows from one forward over it. */
 static as_status run_sample(const as_model *m, const as_encoding *src, const as_encoding *seq, gen_opts o,
-                            gen_beam_rows *out, as_error *err) {
+                            gen_result *gr, gen_beam_rows *out, as_error *err) {
     gen_result g = {0};
     as_status s = gen_generate(m, src, seq->ids, seq->n, &o, &g, err);
     gen_beam_result one = {.n = 1, .cap = g.T, .ids = g.ids, .len = &g.T};
@@ -259,7 +261,9 @@ static as_status run_sample(const as_model *m, const as_encoding *src, const as_
         memcpy(src ? out->xrows : out->rows, g.rows, n * sizeof(float));
         memcpy(src ? out->xbest : out->best, g.rows, n * sizeof(float));
     }
-    gen_result_free(&g);
+    free(g.rows); /* copied; the ids and each step's distribution stay with *gr */
+    g.rows = NULL;
+    *gr = g;
     return s;
 }
 
@@ -288,10 +292,33 @@ static json_t *seq_json(const as_model *m, const gen_beam_rows *g, int r) {
     return o;
 }
 
+/* meta's "probs" (each step's chosen id's probability) and, with top, "candidates" (each
+ * step's most probable ids: id, text, prob) of a greedy or sampled generation gr. */
+static void meta_probs(const as_model *m, const gen_result *gr, json_t *meta) {
+    json_t *p = json_array(), *cands = gr->top ? json_array() : NULL;
+    for (int st = 0; st < gr->steps; st++) {
+        json_array_append_new(p, json_real(gr->probs[st]));
+        json_t *row = cands ? json_array() : NULL;
+        for (int i = 0; row && i < gr->top; i++) {
+            int id = gr->top_ids[(size_t)st * gr->top + i];
+            if (id < 0) break; /* past a vocabulary smaller than top */
+            char *text = as_model_token_text(m, id), *clean = text ? as_utf8_clean(text) : NULL;
+            json_array_append_new(row, json_pack("{s:i, s:s, s:f}", "id", id, "text", clean ? clean : "", "prob",
+                                                 (double)gr->top_probs[(size_t)st * gr->top + i]));
+            free(text);
+            free(clean);
+        }
+        if (row) json_array_append_new(cands, row);
+    }
+    json_object_set_new(meta, "probs", p);
+    if (cands) json_object_set_new(meta, "candidates", cands);
+}
+
 /* The reply: tensors attention and cross_attention of sequence 0 (and beam_attention /
- * beam_cross_attention of every hypothesis when there are several), the tokens in meta. */
+ * beam_cross_attention of every hypothesis when there are several), the tokens and, for a
+ * greedy or sampled generation gr (else NULL), each step's probabilities in meta. */
 static void reply_generation(const srv_state *s, const gen_req *q, const as_encoding *src, const gen_beam_rows *g,
-                             srv_response *rs) {
+                             const gen_result *gr, srv_response *rs) {
     const as_model *m = s->models[q->model].m;
     int S0 = g->lens[0] - g->pl, T0 = g->lens[0];
     json_t *meta = seq_json(m, g, 0);
@@ -311,6 +338,7 @@ static void reply_generation(const srv_state *s, const gen_req *q, const as_enco
         json_object_set_new(meta, "source_ids", sid);
         json_object_set_new(meta, "source_tokens", as_tokens_json_value(m, src));
     }
+    if (gr) meta_probs(m, gr, meta);
     if (q->bo.beams > 1) {
         json_t *hyps = json_array();
         for (int r = 0; r < g->R; r++) {
@@ -357,6 +385,7 @@ void gen_api_route(srv_state *s, const srv_request *rq, srv_response *rs) {
     gen_req q;
     as_encoding enc = {0}, dec = {0};
     gen_beam_rows g = {0};
+    gen_result gr = {0};
     as_error err = {0};
     if (parse_body(s, rq, &root, &q, rs)) goto cleanup;
     const srv_model *sm = &s->models[q.model];
@@ -396,13 +425,14 @@ void gen_api_route(srv_state *s, const srv_request *rq, srv_response *rs) {
     q.o.threads = q.bo.threads = s->threads;
     pthread_mutex_lock(&s->fwd_mu);
     st = q.bo.beams > 1 ? run_beams(sm->m, src, seq, seq->n + steps, &q.bo, &g, &err)
-                        : run_sample(sm->m, src, seq, q.o, &g, &err);
+                        : run_sample(sm->m, src, seq, q.o, &gr, &g, &err);
     pthread_mutex_unlock(&s->fwd_mu);
     api_leave(s);
     if (st) reply_error(rs, st == AS_ERR_INPUT ? 400 : 500, "generate: %s", err.msg);
-    else reply_generation(s, &q, src, &g, rs);
+    else reply_generation(s, &q, src, &g, q.bo.beams > 1 ? NULL : &gr, rs);
 cleanup:
     gen_beam_rows_free(&g);
+    gen_result_free(&gr);
     as_encoding_free(&dec);
     as_encoding_free(&enc);
     free(q.ids);

@@ -491,6 +491,7 @@ test('generate: encoder-decoder models and beam search', async () => {
     [{ model: 'bart_tiny', ids: src, max_new: 5, beams: 3, num_return: 2, length_penalty: 0.5 }, ['attention', 'cross_attention', 'beam_attention', 'beam_cross_attention']],
     [{ model: 'llama', ids: [1, 5, 9], max_new: 4, beams: 2, num_return: 2, early_stopping: true }, ['attention', 'beam_attention']],
     [{ model: 'llama', ids: [1, 5, 9], max_new: 4, beams: 2 }, ['attention']],
+    [{ model: 'llama', ids: [1, 5, 9], max_new: 3, top: 4 }, ['attention']],
   ];
   for (const [body, names] of cases) {
     const h = await binary(API, route, 'GenerateMeta', names, '/api/v1/generate', post(JSON.stringify(body)));
@@ -503,6 +504,12 @@ test('generate: encoder-decoder models and beam search', async () => {
       assert.deepEqual(m.source_ids, src);
       assert.deepEqual(h.tensors[1].shape, [m.steps, m.layers, m.heads, src.length]);
     }
+    if (!body.beams) {
+      assert.equal(m.probs.length, m.steps);
+      assert.equal(m.candidates?.length, body.top ? m.steps : undefined);
+      if (body.top) // greedy: the chosen id is the first candidate, with its probability
+        m.candidates.forEach((c, s) => assert.deepEqual([c.length, c[0].id, c[0].prob], [body.top, m.generated_ids[s], m.probs[s]]));
+    } else assert.equal(m.probs, undefined);
     if (m.hypotheses?.length > 1) {
       const Tmax = Math.max(...m.hypotheses.map((x) => x.ids.length));
       const beam = h.tensors.find((x) => x.name === 'beam_attention');
@@ -511,7 +518,8 @@ test('generate: encoder-decoder models and beam search', async () => {
     }
   }
   for (const [bad, what] of [[{ model: 'llama', ids: [1, 5], beams: 2, top_k: 3 }, /beam search does not sample/],
-    [{ model: 'llama', ids: [1, 5], num_return: 2 }, /beam search only/], [{ model: 'llama', ids: [1, 5], target_ids: [2] }, /not encoder-decoder/]])
+    [{ model: 'llama', ids: [1, 5], num_return: 2 }, /beam search only/], [{ model: 'llama', ids: [1, 5], target_ids: [2] }, /not encoder-decoder/],
+    [{ model: 'llama', ids: [1, 5], beams: 2, top: 3 }, /'top': applies to greedy and sampled/], [{ model: 'llama', ids: [1, 5], top: 21 }, /'top'/]])
     assert.match((await error(400, '/api/v1/generate', post(JSON.stringify(bad)))).error, what);
 });
 

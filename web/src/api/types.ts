@@ -359,6 +359,20 @@ export interface GenerateRequest {
    * default false
    */
   early_stopping?: boolean;
+  /**
+   * greedy and sampled generation: keep each step's top most probable next ids (meta.candidates),
+   * 0..20 (GEN_MAX_TOP); default 0
+   */
+  top?: number;
+}
+
+/** GenerateMeta.candidates[s][i]: one of step s's most probable next ids */
+export interface GenerateCandidate {
+  id: number;
+  /** the token's text (as_model_token_text; ill-formed UTF-8 as U+FFFD) */
+  text: string;
+  /** softmax of the step's logits after the configured processors, before temperature and top-k */
+  prob: number;
 }
 
 /** GenerateMeta.hypotheses[i]: a sequence returned by beam search */
@@ -421,6 +435,16 @@ export interface GenerateMeta {
   length_penalty?: number;
   /** beam search: whether it stopped early */
   early_stopping?: boolean;
+  /**
+   * greedy and sampled generation: (steps) the probability the model gave each chosen id (softmax of
+   * the logits after the configured processors, before temperature and top-k)
+   */
+  probs?: number[];
+  /**
+   * with request top: (steps, <= top) each step's most probable ids, most probable first (ties: lower
+   * id)
+   */
+  candidates?: GenerateCandidate[][];
 }
 
 /** Body of POST /api/v1/mlm. */
