@@ -9,6 +9,9 @@
 //     context equal the CLI's generation_attentions row (steps, L, H, T) of that step,
 //     layer and head (exactly: both f32), over prompt_length + step keys;
 //   - the prompt / generated boundary is marked after the prompt's last token;
+//   - each step's most probable next tokens and the chosen token's probability are the
+//     CLI's (--top 8: generation_top_ids, generation_top_probs, generation_probs), the
+//     chosen one outlined;
 //   - a bad parameter (0 new tokens) shows the server's one-line error;
 //   - a model without a causal-LM head (models/attnscope-sst2) has no Generation tab, and
 //     view=generate opens its head view.
@@ -38,7 +41,7 @@ before(async () => {
   const m = join(tmp, 'gpt2');
   execFileSync(process.execPath, [join(HERE, 'make_gpt2_model.mjs'), m]);
   execFileSync(BIN, ['generate', '--model', m, '--text', PROMPT, '--max-new', String(STEPS), '--top-k', '5',
-    '--temperature', '1.5', '--seed', '7', '--out', join(tmp, 'g.json'), '--quiet']);
+    '--temperature', '1.5', '--seed', '7', '--top', '8', '--out', join(tmp, 'g.json'), '--quiet']);
   cli = JSON.parse(readFileSync(join(tmp, 'g.json'), 'utf8'));
   ({ p: server, url: base } = await startServer(BIN, ['--model', m, '--model', join(HERE, '..', '..', 'models', 'attnscope-sst2')]));
   ({ browser, page } = await openBrowser(chromium, join(tmp, 'profile')));
@@ -66,6 +69,15 @@ async function expectRow(step, layer, head) {
   });
   assert.ok(Math.abs(want.reduce((a, b) => a + b, 0) - 1) < 1e-4, 'a row sums to 1');
   assert.match(await page.textContent('[data-testid=gen-status]'), new RegExp(`token ${step + 1} of ${STEPS}`));
+  // the step's most probable next tokens: the CLI's generation_top_ids / top_probs, the chosen one outlined
+  const cands = await page.$$eval('[data-testid=gen-cand]', (es) => es.map((e) => [Number(e.dataset.id), Number(e.dataset.p), e.classList.contains('chosen')]));
+  assert.deepEqual(cands.map((c) => c[0]), cli.generation_top_ids[step]);
+  cands.forEach(([id, p, chosen], i) => {
+    assert.equal(Math.fround(p), Math.fround(cli.generation_top_probs[step][i]), `step ${step} candidate ${id}`);
+    assert.equal(chosen, id === cli.generated_ids[step]);
+  });
+  const g = await page.evaluate(() => window.__attnscope.generation);
+  assert.equal(Math.fround(g.prob), Math.fround(cli.generation_probs[step]), `step ${step}: the chosen token's probability`);
 }
 
 test('the generation view shows the rows attnscope generate records for the same seed', async () => {

@@ -63,7 +63,11 @@ export interface HeadViewOptions {
 }
 
 export function label(t: Token): string {
-  const s = t.special ? t.piece : t.text || t.piece;
+  return shortLabel(t.special ? t.piece : t.text || t.piece);
+}
+
+/** A token's text cut to 18 characters for a label. */
+export function shortLabel(s: string): string {
   return s.length > 18 ? `${s.slice(0, 17)}…` : s;
 }
 
