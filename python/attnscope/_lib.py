@@ -138,7 +138,7 @@ class GenOpts(ctypes.Structure):
     """gen_opts (include/attnscope/generate.h)."""
     _fields_ = [("max_new", ctypes.c_int), ("temperature", ctypes.c_double), ("top_k", ctypes.c_int),
                 ("seed", ctypes.c_uint64), ("stop_eos", ctypes.c_int), ("rows", ctypes.c_int),
-                ("threads", ctypes.c_int), ("full_forward", ctypes.c_int)]
+                ("threads", ctypes.c_int), ("full_forward", ctypes.c_int), ("top", ctypes.c_int)]
 
 
 class GenResult(ctypes.Structure):
@@ -146,7 +146,9 @@ class GenResult(ctypes.Structure):
     _fields_ = [("prompt_len", ctypes.c_int), ("steps", ctypes.c_int), ("L", ctypes.c_int), ("H", ctypes.c_int),
                 ("T", ctypes.c_int), ("K", ctypes.c_int), ("cached", ctypes.c_int),
                 ("ids", ctypes.POINTER(ctypes.c_int32)), ("gen", ctypes.POINTER(ctypes.c_int32)),
-                ("rows", ctypes.POINTER(ctypes.c_float))]
+                ("rows", ctypes.POINTER(ctypes.c_float)), ("probs", ctypes.POINTER(ctypes.c_float)),
+                ("top", ctypes.c_int), ("top_ids", ctypes.POINTER(ctypes.c_int32)),
+                ("top_probs", ctypes.POINTER(ctypes.c_float))]
 
 
 class BeamOpts(ctypes.Structure):
@@ -174,6 +176,7 @@ class BeamRows(ctypes.Structure):
 
 GEN_ROWS_FORWARD = 1  # gen_beam_rows_init's rows: one forward over each sequence
 GEN_MAX_BEAMS = 16
+GEN_MAX_TOP = 20
 
 
 # Bytes of zeros after every structure the package allocates: a field the header appends

@@ -397,7 +397,8 @@ class Model:
         return self._forward(enc, capture, layer, head, threads, None, None, target, target_ids)
 
     def generate(self, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, seed=0, stop_at_eos=False,
-                 beams=1, num_return=None, length_penalty=None, early_stopping=None, target_ids=None, threads=0):
+                 beams=1, num_return=None, length_penalty=None, early_stopping=None, target_ids=None, threads=0,
+                 top=0):
         """Generates up to max_new tokens after the prompt (text, or ids; exactly one), as
         `attnscope generate` does: a causal LM continues it; an encoder-decoder model reads it
         as its source and writes its decoder's sequence from decoder_start_token_id (or
@@ -406,13 +407,14 @@ class Model:
         splitmix64 stream of seed (the CLI's tokens for the same seed); stop_at_eos ends at an
         end-of-sequence id. beams 2..16 is beam search as Hugging Face's generate with
         num_beams (num_return hypotheses, length_penalty, early_stopping; sampling options are
-        then refused). Returns an attnscope.Generation (ids, tokens, text, attentions
+        then refused). top=N (0..20) keeps each greedy or sampled step's N most probable ids
+        and their probabilities (Generation.top_ids, top_probs). Returns an attnscope.Generation (ids, tokens, text, attentions
         [steps, L, H, T], cross_attentions, and with beams its hypotheses and scores);
         raises Error with the engine's one-line message on bad input."""
         from .generation import generate
         return generate(self, text=text, ids=ids, max_new=max_new, temperature=temperature, top_k=top_k, seed=seed,
                         stop_at_eos=stop_at_eos, beams=beams, num_return=num_return, length_penalty=length_penalty,
-                        early_stopping=early_stopping, target_ids=target_ids, threads=threads)
+                        early_stopping=early_stopping, target_ids=target_ids, threads=threads, top=top)
 
     def tokenize(self, text, text_b=None, max_tokens=0, truncate=True):
         """The tokens of text (and text_b) as the list of token dicts of `attnscope run`'s JSON."""

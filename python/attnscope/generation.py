@@ -32,6 +32,11 @@ class Generation:
     ([steps, L, H, Ts]) the same positions' cross-attention over the source (None for a
     causal LM); source_ids, source_tokens the source's.
 
+    Greedy and sampled generation: probs (np.float32 [steps]) the probability the model gave
+    each chosen token (softmax of its logits after the configured processors, before
+    temperature and top-k), and with generate(top=N) top_ids (np.int32 [steps, N], -1 past a
+    smaller vocabulary) and top_probs, each step's most probable ids (None otherwise).
+
     Beam search: score and sum_logprobs (None otherwise), and hypotheses, every returned
     hypothesis (best first; hypotheses[0] is this one)."""
 
@@ -44,6 +49,7 @@ class Generation:
         self.cross_attentions = cross
         self._source = source  # (ids, token dicts) of an encoder-decoder model's source, else None
         self.score = self.sum_logprobs = None
+        self.probs = self.top_ids = self.top_probs = None
         self.hypotheses = [self]
         self.options = {}  # the decoding options generate used (generation_view's page states them)
 
@@ -147,7 +153,7 @@ def _check_options(beams, num_return, length_penalty, early_stopping, temperatur
 
 
 def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, seed=0, stop_at_eos=False,
-             beams=1, num_return=None, length_penalty=None, early_stopping=None, target_ids=None, threads=0):
+             beams=1, num_return=None, length_penalty=None, early_stopping=None, target_ids=None, threads=0, top=0):
     """Model.generate: see its docstring."""
     c = model.config
     if (text is None) == (ids is None):
@@ -155,6 +161,10 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
     if not isinstance(max_new, int) or max_new < 1:
         raise Error("max_new: expected an integer >= 1")
     _check_options(beams, num_return, length_penalty, early_stopping, temperature, top_k, seed, stop_at_eos)
+    if not isinstance(top, int) or not 0 <= top <= _lib.GEN_MAX_TOP:
+        raise Error("top: expected an integer in [0, %d]" % _lib.GEN_MAX_TOP)
+    if top and beams > 1:
+        raise Error("top applies to greedy and sampled generation, not beam search")
     if "lm" not in c["heads_present"]:
         raise Error("%s: the model has no causal-LM head to generate with" % model.path)
     encdec = c["n_dec_layer"] > 0
@@ -188,7 +198,8 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
             g = _beams(model, src, seq, max_new, bo, source)
         else:
             o = _lib.new(_lib.GenOpts, max_new=max_new, temperature=float(temperature), top_k=int(top_k or 0),
-                         seed=int(seed), stop_eos=1 if stop_at_eos else 0, rows=1, threads=int(threads or 0))
+                         seed=int(seed), stop_eos=1 if stop_at_eos else 0, rows=1, threads=int(threads or 0),
+                         top=top)
             g = _sample(model, src, seq, o, source)
         for h in g.hypotheses:
             h.options = options
@@ -210,17 +221,28 @@ def _sample(model, src, seq, o, source):
                                   ctypes.byref(err)), err)
         ids = np.ctypeslib.as_array(g.ids, (g.T,)).copy()
         steps_rows = _floats(g.rows, (g.steps, g.L, g.H, g.K))
-        if src is None:
-            return Generation(model, ids, g.prompt_len, steps_rows, None, None)
-        one_len = ctypes.c_int(g.T)
-        one = _lib.new(_lib.BeamResult, n=1, cap=g.T, ids=g.ids, len=ctypes.pointer(one_len))
-        _check(lib().gen_beam_rows_init(model._ptr, src, ctypes.byref(one), g.prompt_len, o.threads,
-                                        _lib.GEN_ROWS_FORWARD, ctypes.byref(rows), ctypes.byref(err)), err)
-        self_rows = _floats(rows.best, (g.steps, g.L, g.H, g.T))
-        return Generation(model, ids, g.prompt_len, self_rows, steps_rows, source)
+        out = _sample_rows(model, src, g, o, steps_rows, ids, rows, err, source)
+        out.probs = _floats(g.probs, (g.steps,))
+        if g.top:
+            out.top_ids = np.ctypeslib.as_array(g.top_ids, (g.steps * g.top,)).reshape(g.steps, g.top).copy()
+            out.top_probs = _floats(g.top_probs, (g.steps, g.top))
+        return out
     finally:
         lib().gen_beam_rows_free(ctypes.byref(rows))
         lib().gen_result_free(ctypes.byref(g))
+
+
+def _sample_rows(model, src, g, o, steps_rows, ids, rows, err, source):
+    """The Generation of a greedy or sampled result g: the steps' rows, and an
+    encoder-decoder model's decoder rows from one forward over the output (into rows)."""
+    if src is None:
+        return Generation(model, ids, g.prompt_len, steps_rows, None, None)
+    one_len = ctypes.c_int(g.T)
+    one = _lib.new(_lib.BeamResult, n=1, cap=g.T, ids=g.ids, len=ctypes.pointer(one_len))
+    _check(lib().gen_beam_rows_init(model._ptr, src, ctypes.byref(one), g.prompt_len, o.threads,
+                                    _lib.GEN_ROWS_FORWARD, ctypes.byref(rows), ctypes.byref(err)), err)
+    self_rows = _floats(rows.best, (g.steps, g.L, g.H, g.T))
+    return Generation(model, ids, g.prompt_len, self_rows, steps_rows, source)
 
 
 def _beams(model, src, seq, max_new, bo, source):

@@ -32,6 +32,7 @@ import uuid
 import numpy as np
 
 from . import _lib
+from ._lib import lib
 from .core import Error, Result
 
 VIEWS = ("head", "model", "neuron", "overview", "generation")
@@ -397,6 +398,12 @@ class GenerationData:
         if g.encoder_decoder:
             meta.update(source_ids=g.source_ids.tolist(), source_tokens=g.source_tokens)
             tensors.append(("cross_attention", g.cross_attentions))
+        if g.probs is not None:  # greedy and sampled: each step's probabilities, as the route's meta
+            meta["probs"] = g.probs.tolist()
+            if g.top_ids is not None:
+                meta["candidates"] = [[dict(id=int(i), text=_lib.take_string(lib().as_model_token_text(g.model._ptr, int(i)))
+                                            or "", prob=float(p)) for i, p in zip(ids, ps) if i >= 0]
+                                      for ids, ps in zip(g.top_ids, g.top_probs)]
         if g.score is not None:
             meta["hypotheses"] = [dict(seq(h), score=h.score, sum_logprobs=h.sum_logprobs) for h in g.hypotheses]
         if len(g.hypotheses) > 1:  # every hypothesis' rows, zero after its end (the route's beam_*)

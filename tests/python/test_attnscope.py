@@ -388,19 +388,29 @@ class TestGenerate(unittest.TestCase):
         m = attnscope.load(os.path.join(FIX, "gpt2"))
         for opts, kw in (([], {}), (["--top-k", "4", "--temperature", "1.5", "--seed", "3"],
                                     dict(top_k=4, temperature=1.5, seed=3))):
-            z, _ = self.cli_npz(os.path.join(FIX, "gpt2"), "--ids", "1,5,9,13", "--max-new", "5", *opts)
-            g = m.generate(ids=[1, 5, 9, 13], max_new=5, **kw)
+            z, _ = self.cli_npz(os.path.join(FIX, "gpt2"), "--ids", "1,5,9,13", "--max-new", "5", "--top", "6", *opts)
+            g = m.generate(ids=[1, 5, 9, 13], max_new=5, top=6, **kw)
+            np.testing.assert_array_equal(g.probs, z["generation_probs"])
+            np.testing.assert_array_equal(g.top_ids, z["generation_top_ids"])
+            np.testing.assert_array_equal(g.top_probs, z["generation_top_probs"])
             self.assertEqual(g.prompt_length, int(z["prompt_length"][0]))
             np.testing.assert_array_equal(g.generated_ids, z["generated_ids"])
             np.testing.assert_array_equal(g.attentions, z["generation_attentions"])  # the same steps: exact
             self.assertIsNone(g.cross_attentions)
             self.assertIsNone(g.score)
             self.assertEqual(len(g.tokens), len(g.ids))
-        # the final sequence's forward gives each step's row (the steps ran on a cache)
-        r = g.result(capture="attn")
+        # the final sequence's forward gives each step's row (the steps ran on a cache) and its
+        # distribution: softmax of the logits at the choosing position (no processors here)
+        r = g.result(capture="attn,logits")
         P = g.prompt_length
         for s in range(g.steps):
             np.testing.assert_allclose(g.attentions[s], r.attentions[:, :, P - 1 + s, :], rtol=0, atol=1e-6)
+            lg = r.logits[P - 1 + s].astype(np.float64)
+            p = np.exp(lg - lg.max())
+            p /= p.sum()
+            np.testing.assert_allclose(g.top_probs[s], p[g.top_ids[s]], rtol=0, atol=1e-6)
+            self.assertAlmostEqual(float(g.probs[s]), p[g.generated_ids[s]], delta=1e-6)
+            np.testing.assert_array_equal(g.top_ids[s], np.argsort(-p, kind="stable")[:6])
 
     def test_encoder_decoder_beams_equal_cli(self):
         bart = os.path.join(FIX, "bart_tiny")
@@ -449,7 +459,7 @@ class TestGenerate(unittest.TestCase):
                          (dict(beams=2, seed=4), "seed"), (dict(num_return=2), "beam search only"),
                          (dict(beams=2, num_return=3), "num_return"), (dict(beams=17), "beams"),
                          (dict(top_k=3), "temperature above 0"), (dict(target_ids=[1]), "not an encoder-decoder"),
-                         (dict(max_new=0), "max_new")):
+                         (dict(max_new=0), "max_new"), (dict(top=21), "top"), (dict(beams=2, top=3), "top")):
             with self.assertRaisesRegex(attnscope.Error, what):
                 m.generate(ids=[1, 5], **kw)
         with self.assertRaisesRegex(attnscope.Error, "exactly one of text and ids"):
@@ -649,6 +659,12 @@ class TestViews(unittest.TestCase):
         self.assertFalse(meta["encoder_decoder"])
         self.assertEqual(list(arr), ["attention"])
         np.testing.assert_array_equal(arr["attention"], g.attentions)
+        self.assertEqual(meta["probs"], g.probs.tolist())
+        self.assertNotIn("candidates", meta)
+        g = attnscope.load(os.path.join(FIX, "gpt2")).generate(ids=[1, 5, 9], max_new=3, top=4)
+        meta, _ = decode_page(attnscope.generation_view(g, html_action="return"))
+        self.assertEqual([[c["id"] for c in s] for s in meta["candidates"]], g.top_ids.tolist())
+        self.assertEqual([[c["prob"] for c in s] for s in meta["candidates"]], g.top_probs.tolist())
         b = attnscope.load(os.path.join(FIX, "bart_tiny")).generate(ids=[0, 17, 45, 9, 88, 23, 2], max_new=6, beams=3,
                                                                      num_return=3, length_penalty=0.5)
         meta, arr = decode_page(attnscope.generation_view(b, html_action="return"))
