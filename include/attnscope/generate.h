@@ -12,8 +12,8 @@
  * by the seed (Steele et al. 2014), so a seed gives the same tokens. Before the pick the
  * logits pass Hugging Face generate's configured processors as beam search does
  * (gen_process_logits: bad_words_ids, forced BOS at the first generated position, forced
- * EOS at the last), and stop_eos ends at any id of the config's eos_token_id list. Each
- * step also keeps the probability of the id chosen and, on request, the most probable ids.
+ * EOS at the last), and stop_eos ends at any id of the config's eos_token_id list. On
+ * request each step also keeps the probability of the id chosen and the most probable ids.
  * What it does not: beam search, repetition penalties, batches, tokenizing or printing.
  */
 #ifndef ATTNSCOPE_GENERATE_H
@@ -35,8 +35,10 @@ typedef struct {
     int threads;        /* threads of each forward; 0 = the default */
     int full_forward;   /* 1: every step runs the whole sequence again, even where a key/value
                            cache serves the model (the reference the cache is checked against) */
+    int probs;          /* keep each step's chosen id's probability (gen_result.probs; a pass
+                           over the vocabulary per step) */
     int top;            /* keep each step's `top` most probable ids and their probabilities
-                           (gen_result.top_ids / top_probs), 0..GEN_MAX_TOP; 0 = none */
+                           (gen_result.top_ids / top_probs; probs too), 0..GEN_MAX_TOP; 0 = none */
 } gen_opts;
 
 #define GEN_MAX_TOP 20 /* gen_opts.top */
@@ -56,7 +58,7 @@ typedef struct {
                        the cross-attention's row over the source */
     /* the model's next-token distribution at each step: softmax of the logits after the
        processors below (gen_process_logits), before temperature and top-k */
-    float *probs;       /* (steps) the probability of the id chosen */
+    float *probs;       /* (steps) the probability of the id chosen, or NULL without opts.probs / top */
     int top;            /* opts.top */
     int32_t *top_ids;   /* (steps, top) the most probable ids, most probable first (ties: lower id), or NULL */
     float *top_probs;   /* (steps, top) their probabilities, or NULL */

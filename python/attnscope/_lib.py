@@ -138,7 +138,8 @@ class GenOpts(ctypes.Structure):
     """gen_opts (include/attnscope/generate.h)."""
     _fields_ = [("max_new", ctypes.c_int), ("temperature", ctypes.c_double), ("top_k", ctypes.c_int),
                 ("seed", ctypes.c_uint64), ("stop_eos", ctypes.c_int), ("rows", ctypes.c_int),
-                ("threads", ctypes.c_int), ("full_forward", ctypes.c_int), ("top", ctypes.c_int)]
+                ("threads", ctypes.c_int), ("full_forward", ctypes.c_int), ("probs", ctypes.c_int),
+                ("top", ctypes.c_int)]
 
 
 class GenResult(ctypes.Structure):

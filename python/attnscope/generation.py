@@ -199,7 +199,7 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
         else:
             o = _lib.new(_lib.GenOpts, max_new=max_new, temperature=float(temperature), top_k=int(top_k or 0),
                          seed=int(seed), stop_eos=1 if stop_at_eos else 0, rows=1, threads=int(threads or 0),
-                         top=top)
+                         probs=1, top=top)
             g = _sample(model, src, seq, o, source)
         for h in g.hypotheses:
             h.options = options

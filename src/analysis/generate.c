@@ -127,7 +127,7 @@ static void gen_take(const as_config *c, const gen_opts *o, int K, int max_len, 
     int V = c->vocab_size;
     gen_process_logits(c, g->ids, g->T, max_len, row);
     int next = gen_pick(row, V, o, rng, order);
-    gen_keep_probs(row, V, next, g);
+    if (g->probs) gen_keep_probs(row, V, next, g);
     for (int l = 0; g->rows && l < g->L; l++)
         for (int h = 0; h < g->H; h++)
             memcpy(g->rows + (((size_t)g->steps * g->L + l) * g->H + h) * K, at + ((size_t)l * g->H + h) * hs,
@@ -232,12 +232,12 @@ as_status gen_generate(const as_model *m, const as_encoding *src, const int32_t 
     size_t rows = as_mul_size(as_mul_size((size_t)(cap - n), (size_t)g->L * g->H), (size_t)g->K);
     if (o->rows) g->rows = rows ? as_calloc(rows, sizeof(float)) : NULL;
     AS_ASSERT(o->top >= 0 && o->top <= GEN_MAX_TOP);
-    g->probs = as_malloc_array((size_t)cap, sizeof(float));
+    if (o->probs || o->top) g->probs = as_malloc_array((size_t)cap, sizeof(float));
     if ((g->top = o->top)) {
         g->top_ids = as_malloc_array((size_t)cap * o->top, sizeof(int32_t));
         g->top_probs = as_malloc_array((size_t)cap * o->top, sizeof(float));
     }
-    if (!g->ids || !g->gen || (o->rows && !g->rows) || !g->probs || (o->top && (!g->top_ids || !g->top_probs))) {
+    if (!g->ids || !g->gen || (o->rows && !g->rows) || ((o->probs || o->top) && !g->probs) || (o->top && (!g->top_ids || !g->top_probs))) {
         gen_result_free(g);
         return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
     }

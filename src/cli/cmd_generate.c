@@ -309,7 +309,7 @@ int cmd_generate(int argc, char **argv) {
     const as_encoding *src = c->n_dec_layer ? &enc : NULL;
     gen_opts o = {.max_new = a.max_new, .temperature = a.temperature, .top_k = a.top_k, .seed = (uint64_t)a.seed,
                   .stop_eos = a.stop_eos, .rows = a.out && (what & CAP_ATTN), .threads = a.threads,
-                  .full_forward = a.full_forward, .top = a.top};
+                  .full_forward = a.full_forward, .probs = a.out != NULL, .top = a.top};
     double t0 = as_now();
     if (gen_generate(m, src, seq->ids, n, &o, &g, &err)) {
         rc = cli_fail(&err);

@@ -215,7 +215,7 @@ static int parse_sampling(json_t *root, gen_req *q, srv_response *rs) {
     }
     q->dtype = srv_tb_dtype_parse(d);
     q->o = (gen_opts){.max_new = (int)max_new, .temperature = temp, .top_k = (int)top_k, .seed = (uint64_t)seed,
-                      .stop_eos = json_is_true(je), .rows = 1, .top = (int)top};
+                      .stop_eos = json_is_true(je), .rows = 1, .probs = 1, .top = (int)top};
     return 0;
 }
 

@@ -124,7 +124,7 @@ static void test_top_probs(void **state) {
     json_t *e = json_load_file(LM_MODEL "/expected.json", 0, &je), *tops = json_object_get(e, "greedy_top5");
     assert_non_null(tops);
     gen_result g, smp;
-    gen_opts o = {.max_new = g_ng, .threads = 1, .top = 5};
+    gen_opts o = {.max_new = g_ng, .threads = 1, .top = 5}, plain = {.max_new = 2, .threads = 1, .probs = 1};
     if (gen_generate(g_m, NULL, g_prompt, g_np, &o, &g, &err)) fail_msg("%s", err.msg);
     assert_int_equal(g.top, 5);
     assert_int_equal(json_array_size(tops), g.steps);
@@ -153,6 +153,18 @@ static void test_top_probs(void **state) {
     gen_result_free(&smp);
     gen_result_free(&g);
     assert_null(g.top_ids);
+    /* probs alone: the chosen ids' probabilities, no top arrays; neither: no probs */
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &plain, &g, &err)) fail_msg("%s", err.msg);
+    assert_null(g.top_ids);
+    for (int s = 0; s < g.steps; s++) {
+        json_t *p0 = json_array_get(json_object_get(json_array_get(tops, (size_t)s), "probs"), 0);
+        assert_true(fabs(g.probs[s] - json_number_value(p0)) < 5e-6);
+    }
+    gen_result_free(&g);
+    plain.probs = 0;
+    if (gen_generate(g_m, NULL, g_prompt, g_np, &plain, &g, &err)) fail_msg("%s", err.msg);
+    assert_null(g.probs);
+    gen_result_free(&g);
     json_decref(e);
 }
 
