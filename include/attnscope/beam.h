@@ -12,6 +12,7 @@
 #define ATTNSCOPE_BEAM_H
 
 #include "attnscope.h"
+#include "attnscope/generate.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,15 +63,19 @@ typedef struct {
     float *best, *xbest;  /* sequence 0's at its own length: (S0, L, H, T0), (S0, L, H, Ts), or NULL */
 } gen_beam_rows;
 
-enum { GEN_ROWS_NONE = 0, GEN_ROWS_FORWARD = 1, GEN_ROWS_ZERO = 2 };
-
 /* Fills *out (gen_beam_rows_free) from the n sequences of br (prompt length pl; src the
- * source of an encoder-decoder model, else NULL). rows: GEN_ROWS_NONE keeps no rows,
- * GEN_ROWS_FORWARD computes each sequence's from one forward over it (gen_sequence_rows),
- * GEN_ROWS_ZERO allocates them zeroed for the caller to fill (and to copy sequence 0's into
- * best / xbest). Errors: the forward's, out of memory (AS_ERR_INTERNAL). */
+ * source of an encoder-decoder model, else NULL); with rows, each sequence's rows from one
+ * forward over it (gen_sequence_rows), else none. Errors: the forward's, out of memory
+ * (AS_ERR_INTERNAL). */
 as_status gen_beam_rows_init(const as_model *m, const as_encoding *src, const gen_beam_result *br, int pl,
                              int threads, int rows, gen_beam_rows *out, as_error *err);
+
+/* Fills *out (gen_beam_rows_free) with the one sequence of a greedy or sampled generation g
+ * (gen_generate with opts.rows): the rows its steps computed (a causal LM's self-attention,
+ * an encoder-decoder model's cross-attention), and an encoder-decoder model's decoder self-
+ * attention rows from one forward over the sequence. Scores are 0. Errors as above. */
+as_status gen_result_rows(const as_model *m, const as_encoding *src, const gen_result *g, int threads,
+                          gen_beam_rows *out, as_error *err);
 
 /* Frees what gen_beam_rows_init allocated and zeroes b; NULL or a zeroed b is a no-op. */
 void gen_beam_rows_free(gen_beam_rows *b);

@@ -175,7 +175,6 @@ class BeamRows(ctypes.Structure):
                 ("best", ctypes.POINTER(ctypes.c_float)), ("xbest", ctypes.POINTER(ctypes.c_float))]
 
 
-GEN_ROWS_FORWARD = 1  # gen_beam_rows_init's rows: one forward over each sequence
 GEN_MAX_BEAMS = 16
 GEN_MAX_TOP = 20
 
@@ -250,6 +249,8 @@ _PROTOS = {
     "gen_beam_result_free": (None, [_P(BeamResult)]),
     "gen_beam_rows_init": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(BeamResult), ctypes.c_int, ctypes.c_int,
                                           ctypes.c_int, _P(BeamRows), _P(Error)]),
+    "gen_result_rows": (ctypes.c_int, [ctypes.c_void_p, _P(Encoding), _P(GenResult), ctypes.c_int, _P(BeamRows),
+                                       _P(Error)]),
     "gen_beam_rows_free": (None, [_P(BeamRows)]),
     "gen_is_eos": (ctypes.c_int, [_P(Config), ctypes.c_int]),
     "an_analyze": (ctypes.c_int, [ctypes.c_char_p, _P(AnOpts), _P(Error)]),

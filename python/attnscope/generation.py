@@ -171,11 +171,11 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
     if target_ids is not None and not encdec:
         raise Error("%s is not an encoder-decoder model (%s): target_ids does not apply"
                     % (model.name, c["model_type"]))
-    options = dict(temperature=float(temperature) if beams == 1 else 0.0, top_k=int(top_k or 0) if beams == 1 else 0,
-                   seed=int(seed or 0), stop_at_eos=bool(stop_at_eos) or beams > 1, beams=beams)
-    if beams > 1:
-        options.update(length_penalty=1.0 if length_penalty is None else float(length_penalty),
-                       early_stopping=bool(early_stopping))
+    lp = 1.0 if length_penalty is None else float(length_penalty)
+    options = dict(temperature=float(temperature), top_k=int(top_k or 0), seed=int(seed or 0),
+                   stop_at_eos=bool(stop_at_eos) or beams > 1, beams=beams)
+    if beams > 1:  # sampling options were refused above: they are 0
+        options.update(length_penalty=lp, early_stopping=bool(early_stopping))
     enc = model._encode_ids(ids, None) if ids is not None else model._encode(text, None, 0, True)
     start = None
     try:
@@ -192,9 +192,7 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
                 enc.ids, (enc.n,))))
         if beams > 1:
             bo = _lib.new(_lib.BeamOpts, beams=beams, num_return=num_return or 1,
-                          early_stopping=1 if early_stopping else 0,
-                          length_penalty=1.0 if length_penalty is None else float(length_penalty),
-                          threads=int(threads or 0))
+                          early_stopping=1 if early_stopping else 0, length_penalty=lp, threads=int(threads or 0))
             g = _beams(model, src, seq, max_new, bo, source)
         else:
             o = _lib.new(_lib.GenOpts, max_new=max_new, temperature=float(temperature), top_k=int(top_k or 0),
@@ -211,17 +209,21 @@ def generate(model, text=None, ids=None, max_new=20, temperature=0.0, top_k=0, s
 
 
 def _sample(model, src, seq, o, source):
-    """Greedy or sampled: the steps' rows (an encoder-decoder model's cross-attention), and
-    an encoder-decoder model's decoder rows from one forward over the output."""
+    """Greedy or sampled: the rows the steps computed (a causal LM's self-attention, an
+    encoder-decoder model's cross-attention) and an encoder-decoder model's decoder rows from
+    one forward over the output (gen_result_rows), and each step's probabilities."""
     g = _lib.new(_lib.GenResult)
     rows = _lib.new(_lib.BeamRows)
     err = _lib.new(_lib.Error)
     try:
         _check(lib().gen_generate(model._ptr, src, seq.ids, seq.n, ctypes.byref(o), ctypes.byref(g),
                                   ctypes.byref(err)), err)
-        ids = np.ctypeslib.as_array(g.ids, (g.T,)).copy()
-        steps_rows = _floats(g.rows, (g.steps, g.L, g.H, g.K))
-        out = _sample_rows(model, src, g, o, steps_rows, ids, rows, err, source)
+        _check(lib().gen_result_rows(model._ptr, src, ctypes.byref(g), o.threads, ctypes.byref(rows),
+                                     ctypes.byref(err)), err)
+        shape = (g.steps, g.L, g.H)
+        out = Generation(model, np.ctypeslib.as_array(g.ids, (g.T,)).copy(), g.prompt_len,
+                         _floats(rows.best, shape + (g.T,)),
+                         _floats(rows.xbest, shape + (rows.Ts,)) if src is not None else None, source)
         out.probs = _floats(g.probs, (g.steps,))
         if g.top:
             out.top_ids = np.ctypeslib.as_array(g.top_ids, (g.steps * g.top,)).reshape(g.steps, g.top).copy()
@@ -230,19 +232,6 @@ def _sample(model, src, seq, o, source):
     finally:
         lib().gen_beam_rows_free(ctypes.byref(rows))
         lib().gen_result_free(ctypes.byref(g))
-
-
-def _sample_rows(model, src, g, o, steps_rows, ids, rows, err, source):
-    """The Generation of a greedy or sampled result g: the steps' rows, and an
-    encoder-decoder model's decoder rows from one forward over the output (into rows)."""
-    if src is None:
-        return Generation(model, ids, g.prompt_len, steps_rows, None, None)
-    one_len = ctypes.c_int(g.T)
-    one = _lib.new(_lib.BeamResult, n=1, cap=g.T, ids=g.ids, len=ctypes.pointer(one_len))
-    _check(lib().gen_beam_rows_init(model._ptr, src, ctypes.byref(one), g.prompt_len, o.threads,
-                                    _lib.GEN_ROWS_FORWARD, ctypes.byref(rows), ctypes.byref(err)), err)
-    self_rows = _floats(rows.best, (g.steps, g.L, g.H, g.T))
-    return Generation(model, ids, g.prompt_len, self_rows, steps_rows, source)
 
 
 def _beams(model, src, seq, max_new, bo, source):
@@ -254,8 +243,8 @@ def _beams(model, src, seq, max_new, bo, source):
     try:
         _check(lib().gen_beam_search(model._ptr, src, seq.ids, seq.n, max_len, ctypes.byref(bo), ctypes.byref(br),
                                      ctypes.byref(err)), err)
-        _check(lib().gen_beam_rows_init(model._ptr, src, ctypes.byref(br), seq.n, bo.threads, _lib.GEN_ROWS_FORWARD,
-                                        ctypes.byref(rows), ctypes.byref(err)), err)
+        _check(lib().gen_beam_rows_init(model._ptr, src, ctypes.byref(br), seq.n, bo.threads, 1, ctypes.byref(rows),
+                                        ctypes.byref(err)), err)
         R, L, H, Ts, Tmax, Smax = rows.R, rows.L, rows.H, rows.Ts, rows.Tmax, rows.Smax
         seqs = np.ctypeslib.as_array(rows.seqs, (R, Tmax))
         self_all = _floats(rows.rows, (R, Smax, L, H, Tmax))

@@ -363,38 +363,66 @@ static as_status beam_rows_alloc(gen_beam_rows *b, int rows, as_error *err) {
     return b->xrows && b->xbest ? AS_OK : as_err_set(err, AS_ERR_INTERNAL, "out of memory");
 }
 
-as_status gen_beam_rows_init(const as_model *m, const as_encoding *src, const gen_beam_result *br, int pl,
-                             int threads, int rows, gen_beam_rows *out, as_error *err) {
+/* Sets b's sizes and sequences from br (prompt length pl) and allocates its arrays, the row
+ * buffers zeroed when rows is set; b freed on error. */
+static as_status beam_rows_prepare(const as_model *m, const as_encoding *src, const gen_beam_result *br, int pl,
+                                   int rows, gen_beam_rows *b, as_error *err) {
     const as_config *c = as_model_config(m);
-    gen_beam_rows *b = out;
     AS_ASSERT(br->n >= 1);
     *b = (gen_beam_rows){.R = br->n, .pl = pl, .L = c->n_dec_layer ? c->n_dec_layer : c->n_layer, .H = c->n_head,
                          .Ts = src ? src->n : 0};
     for (int r = 0; r < br->n; r++) b->Tmax = br->len[r] > b->Tmax ? br->len[r] : b->Tmax;
     b->Smax = b->Tmax - pl;
-    if (!(b->lens = as_malloc_array((size_t)b->R, sizeof(int32_t)))) {
-        gen_beam_rows_free(b);
-        return as_err_set(err, AS_ERR_INTERNAL, "out of memory");
-    }
-    for (int r = 0; r < b->R; r++) b->lens[r] = br->len[r];
-    as_status s = beam_rows_alloc(b, rows, err);
-    size_t per = (size_t)b->Smax * b->L * b->H;
+    as_status s = (b->lens = as_malloc_array((size_t)b->R, sizeof(int32_t)))
+                      ? AS_OK
+                      : as_err_set(err, AS_ERR_INTERNAL, "out of memory");
+    for (int r = 0; !s && r < b->R; r++) b->lens[r] = br->len[r];
+    if (!s) s = beam_rows_alloc(b, rows, err);
     for (int r = 0; !s && r < b->R; r++) {
         int32_t *dst = b->seqs + (size_t)r * b->Tmax;
         for (int t = 0; t < b->Tmax; t++) dst[t] = t < br->len[r] ? br->ids[(size_t)r * br->cap + t] : -1;
         if (br->score) b->scores[r] = (float)br->score[r];
         if (br->sum_logprobs) b->sums[r] = br->sum_logprobs[r];
-        if (rows == GEN_ROWS_FORWARD)
-            s = gen_sequence_rows(m, src, dst, br->len[r], pl, threads, b->rows + (size_t)r * per * b->Tmax,
-                                  (size_t)b->Tmax, src ? b->xrows + (size_t)r * per * b->Ts : NULL, err);
     }
-    if (!s && rows == GEN_ROWS_FORWARD) { /* sequence 0's rows again at its own length */
+    if (s) gen_beam_rows_free(b);
+    return s;
+}
+
+as_status gen_beam_rows_init(const as_model *m, const as_encoding *src, const gen_beam_result *br, int pl,
+                             int threads, int rows, gen_beam_rows *out, as_error *err) {
+    gen_beam_rows *b = out;
+    as_status s = beam_rows_prepare(m, src, br, pl, rows, b, err);
+    size_t per = (size_t)b->Smax * b->L * b->H;
+    for (int r = 0; !s && rows && r < b->R; r++)
+        s = gen_sequence_rows(m, src, b->seqs + (size_t)r * b->Tmax, b->lens[r], pl, threads,
+                              b->rows + (size_t)r * per * b->Tmax, (size_t)b->Tmax,
+                              src ? b->xrows + (size_t)r * per * b->Ts : NULL, err);
+    if (!s && rows) { /* sequence 0's rows again at its own length */
         size_t T0 = (size_t)b->lens[0], n = (size_t)(b->lens[0] - pl) * b->L * b->H;
         for (size_t i = 0; i < n; i++) memcpy(b->best + i * T0, b->rows + i * b->Tmax, T0 * sizeof(float));
         if (src) memcpy(b->xbest, b->xrows, n * b->Ts * sizeof(float));
     }
     if (s) gen_beam_rows_free(b);
     return s;
+}
+
+as_status gen_result_rows(const as_model *m, const as_encoding *src, const gen_result *g, int threads,
+                          gen_beam_rows *out, as_error *err) {
+    AS_ASSERT(g->rows);
+    int T = g->T;
+    gen_beam_result one = {.n = 1, .cap = T, .ids = g->ids, .len = &T};
+    as_status s = beam_rows_prepare(m, src, &one, g->prompt_len, 1, out, err);
+    if (!s && src) s = gen_sequence_rows(m, src, g->ids, T, g->prompt_len, threads, out->rows, (size_t)T, NULL, err);
+    if (s) {
+        gen_beam_rows_free(out);
+        return s;
+    }
+    /* one sequence: Tmax = T, so the (steps, L, H, K) steps' rows are rows' (or xrows') layout */
+    size_t n = (size_t)g->steps * g->L * g->H * g->K;
+    memcpy(src ? out->xrows : out->rows, g->rows, n * sizeof(float));
+    memcpy(src ? out->xbest : out->best, g->rows, n * sizeof(float));
+    if (src) memcpy(out->best, out->rows, (size_t)g->steps * g->L * g->H * T * sizeof(float));
+    return AS_OK;
 }
 
 void gen_beam_rows_free(gen_beam_rows *b) {

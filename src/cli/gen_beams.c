@@ -133,7 +133,7 @@ int gen_beams_run(const as_model *m, const as_encoding *src, const int32_t *prom
     as_error err = {0};
     gen_beam_result br = {0};
     gen_beam_rows b = {0};
-    int rc = 0, rows = a->out && (a->what & CAP_ATTN) ? GEN_ROWS_FORWARD : GEN_ROWS_NONE;
+    int rc = 0, rows = a->out && (a->what & CAP_ATTN);
     double t0 = as_now();
     as_status s = gen_beam_search(m, src, prompt, n, max_len, &a->o, &br, &err);
     if (!s && a->timing)

@@ -246,25 +246,12 @@ static int parse_body(const srv_state *s, const srv_request *rq, json_t **root, 
     return parse_sampling(*root, q, rs);
 }
 
-/* Greedy or sampled generation: one sequence with the rows its steps computed (a causal
- * LM's self-attention, an encoder-decoder model's cross-attention: those of `attnscope
- * generate --out`), an encoder-decoder model's decoder rows from one forward over it. */
+/* Greedy or sampled generation: the result (kept in *gr for each step's probabilities) and
+ * its one sequence with its rows (gen_result_rows). */
 static as_status run_sample(const as_model *m, const as_encoding *src, const as_encoding *seq, gen_opts o,
                             gen_result *gr, gen_beam_rows *out, as_error *err) {
-    gen_result g = {0};
-    as_status s = gen_generate(m, src, seq->ids, seq->n, &o, &g, err);
-    gen_beam_result one = {.n = 1, .cap = g.T, .ids = g.ids, .len = &g.T};
-    if (!s) s = gen_beam_rows_init(m, src, &one, g.prompt_len, o.threads, src ? GEN_ROWS_FORWARD : GEN_ROWS_ZERO, out,
-                                   err);
-    if (!s) { /* (steps, L, H, K): the same layout as one sequence's rows */
-        size_t n = (size_t)g.steps * g.L * g.H * g.K;
-        memcpy(src ? out->xrows : out->rows, g.rows, n * sizeof(float));
-        memcpy(src ? out->xbest : out->best, g.rows, n * sizeof(float));
-    }
-    free(g.rows); /* copied; the ids and each step's distribution stay with *gr */
-    g.rows = NULL;
-    *gr = g;
-    return s;
+    as_status s = gen_generate(m, src, seq->ids, seq->n, &o, gr, err);
+    return s ? s : gen_result_rows(m, src, gr, o.threads, out, err);
 }
 
 /* Beam search up to max_len ids: every returned hypothesis with its rows (one forward
@@ -273,7 +260,7 @@ static as_status run_beams(const as_model *m, const as_encoding *src, const as_e
                            const gen_beam_opts *bo, gen_beam_rows *out, as_error *err) {
     gen_beam_result br = {0};
     as_status s = gen_beam_search(m, src, seq->ids, seq->n, max_len, bo, &br, err);
-    if (!s) s = gen_beam_rows_init(m, src, &br, seq->n, bo->threads, GEN_ROWS_FORWARD, out, err);
+    if (!s) s = gen_beam_rows_init(m, src, &br, seq->n, bo->threads, 1, out, err);
     gen_beam_result_free(&br);
     return s;
 }
@@ -285,8 +272,10 @@ static json_t *seq_json(const as_model *m, const gen_beam_rows *g, int r) {
     const int32_t *ids = g->seqs + (size_t)r * g->Tmax;
     if (as_encoding_from_ids(m, ids, NULL, g->lens[r], &fin, &err)) return NULL;
     json_t *ji = json_array(), *jg = json_array();
-    for (int i = 0; i < g->lens[r]; i++) json_array_append_new(i < g->pl ? ji : jg, json_integer(ids[i]));
-    for (int i = 0; i < g->lens[r] - g->pl; i++) json_array_append(ji, json_array_get(jg, (size_t)i));
+    for (int i = 0; i < g->lens[r]; i++) {
+        json_array_append_new(ji, json_integer(ids[i]));
+        if (i >= g->pl) json_array_append_new(jg, json_integer(ids[i]));
+    }
     json_t *o = json_pack("{s:o, s:o, s:o}", "ids", ji, "generated_ids", jg, "tokens", as_tokens_json_value(m, &fin));
     as_encoding_free(&fin);
     return o;
